@@ -1,0 +1,428 @@
+//! Bins: the `(val, exp)` pairs of the log-linear histogram and the value → bin mapping.
+//!
+//! A positive bin `(val, exp)` with `10 ≤ val ≤ 99` covers `[val/10·10^exp, (val+1)/10·10^exp)`;
+//! negative bins mirror it; `(0, 0)` holds zero and every |x| < 1e-128; `(-1, 0)` holds NaN, ±inf
+//! and |x| ≥ 1e128. The mapping from a double must agree bit for bit with libcircllhist, which
+//! computes `floor(log10(|d|))` and then `floor(d / 10^exp · 10 + 1e-13)`. `Bin::from_f64` gets the
+//! same answer without `log10` whenever the value is not within 1e-10 (relative) of a bin edge, and
+//! falls back to the reference computation otherwise, so it is exact and fast.
+
+use crate::pow10::POW10;
+
+/// Number of distinct bins: NaN, zero, and 90 per decade for 256 decades on each side.
+pub const BIN_COUNT_MAX: usize = 2 + 2 * 90 * 256;
+
+/// Storage-order key of the zero bin; negative bins sort below it and positive bins above it.
+pub(crate) const KEY_ZERO: u16 = 1 + 256 * 90;
+/// The largest storage-order key (the bin `(99, 127)`).
+pub(crate) const KEY_MAX: u16 = (BIN_COUNT_MAX - 1) as u16;
+
+/// A log-linear bin. Always valid: constructed only through checked paths.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Bin {
+    val: i8,
+    exp: i8,
+}
+
+/// The value/exponent split of a non-zero finite value that maps to a regular bin.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Parts {
+    pub negative: bool,
+    /// Decimal exponent, -128..=127.
+    pub exp: i32,
+    /// Absolute mantissa digit pair, 10..=99.
+    pub val_abs: u32,
+}
+
+// The fast path accepts binary exponents whose decimal exponent (and the one above it) always lies
+// inside the table: |e2| ≤ 420 gives decimal exponents in -127..=126.
+const FAST_E2_ABS_MAX: i32 = 420;
+// A mantissa this close to an integer may be rounded differently by the reference's three roundings
+// and its 1e-13 fudge; such values take the reference path. The fast path's own error is < 3e-14.
+const FAST_FRAC_MARGIN: f64 = 1e-9;
+
+impl Bin {
+    /// The bin of exact zero and of every |x| < 1e-128.
+    pub const ZERO: Bin = Bin { val: 0, exp: 0 };
+    /// The bin of NaN, ±infinity and every |x| ≥ 1e128.
+    pub const NAN: Bin = Bin { val: -1, exp: 0 };
+
+    /// A bin from its raw parts, or `None` if the pair is not a valid bin.
+    /// `(0, e)` is read as the zero bin for any `e`, as the C library treats it.
+    pub fn new(val: i8, exp: i8) -> Option<Bin> {
+        let val_abs = val.unsigned_abs();
+        if (10..=99).contains(&val_abs) {
+            return Some(Bin { val, exp });
+        }
+        if val == 0 {
+            return Some(Bin::ZERO);
+        }
+        if val == -1 && exp == 0 {
+            return Some(Bin::NAN);
+        }
+        None
+    }
+
+    /// The mantissa digit pair: ±10..=99, 0 for the zero bin, -1 for the NaN bin.
+    pub fn val(self) -> i8 {
+        self.val
+    }
+
+    /// The decimal exponent.
+    pub fn exp(self) -> i8 {
+        self.exp
+    }
+
+    pub fn is_nan(self) -> bool {
+        self == Bin::NAN
+    }
+
+    pub fn is_zero(self) -> bool {
+        self.val == 0
+    }
+
+    pub(crate) fn from_parts(p: Parts) -> Bin {
+        debug_assert!((10..=99).contains(&p.val_abs));
+        debug_assert!((-128..=127).contains(&p.exp));
+        let val = p.val_abs as i8;
+        Bin {
+            val: if p.negative { -val } else { val },
+            exp: p.exp as i8,
+        }
+    }
+
+    /// The bin holding `d`, bit-exact with libcircllhist's `double_to_hist_bucket`.
+    #[inline]
+    pub fn from_f64(d: f64) -> Bin {
+        match fast_parts(d) {
+            Some(p) => Bin::from_parts(p),
+            None => Bin::from_f64_reference(d),
+        }
+    }
+
+    /// The reference algorithm, step for step as the C library computes it (spec §2).
+    /// Used for values near a bin edge and outside the fast range; also the oracle in tests.
+    pub fn from_f64_reference(d: f64) -> Bin {
+        if d.is_nan() || d.is_infinite() {
+            return Bin::NAN;
+        }
+        if d == 0.0 {
+            return Bin::ZERO;
+        }
+        let negative = d < 0.0;
+        let a = d.abs();
+        let big_exp = a.log10().floor() as i32;
+        if !(-128..=127).contains(&big_exp) {
+            return if big_exp >= 0 { Bin::NAN } else { Bin::ZERO };
+        }
+        let mut exp = big_exp;
+        let v = a / POW10[(exp + 128) as usize] * 10.0;
+        let mut val_abs = (v + 1e-13).floor() as i32;
+        if val_abs == 100 {
+            if exp >= 127 {
+                return Bin::NAN;
+            }
+            val_abs = 10;
+            exp += 1;
+        }
+        if val_abs == 0 {
+            return Bin::ZERO;
+        }
+        if !(10..=99).contains(&val_abs) {
+            return Bin::NAN;
+        }
+        Bin::from_parts(Parts {
+            negative,
+            exp,
+            val_abs: val_abs as u32,
+        })
+    }
+
+    /// The bin of `value · 10^scale`, computed in integers (C `int_scale_to_hist_bucket`).
+    #[inline]
+    pub fn from_intscale(value: i64, scale: i32) -> Bin {
+        match intscale_parts(value, scale) {
+            IntScale::Zero => Bin::ZERO,
+            IntScale::Nan => Bin::NAN,
+            IntScale::Parts(p) => Bin::from_parts(p),
+        }
+    }
+
+    /// The edge nearer zero: `val/10 · 10^exp` (0 for the zero bin, NaN for the NaN bin).
+    pub fn edge(self) -> f64 {
+        if self.is_nan() {
+            return f64::NAN;
+        }
+        if self.val == 0 {
+            return 0.0;
+        }
+        (f64::from(self.val) / 10.0) * pow10(self.exp)
+    }
+
+    /// The bin width `10^exp / 10` (0 for the zero bin, NaN for the NaN bin).
+    pub fn width(self) -> f64 {
+        if self.is_nan() {
+            return f64::NAN;
+        }
+        if self.val == 0 {
+            return 0.0;
+        }
+        pow10(self.exp) / 10.0
+    }
+
+    /// The edge nearer −∞.
+    pub fn lower(self) -> f64 {
+        let edge = self.edge();
+        if edge < 0.0 {
+            edge - self.width()
+        } else {
+            edge
+        }
+    }
+
+    /// The edge nearer +∞.
+    pub fn upper(self) -> f64 {
+        let edge = self.edge();
+        if edge > 0.0 {
+            edge + self.width()
+        } else {
+            edge
+        }
+    }
+
+    /// The harmonic midpoint `2ab/(a+b)` of the bin's edges, as the C library computes it: it
+    /// bounds the relative error of a value estimate by 1/21 (4.76%).
+    pub fn midpoint(self) -> f64 {
+        if self.is_nan() {
+            return f64::NAN;
+        }
+        if self.val == 0 {
+            return 0.0;
+        }
+        let bottom = self.edge();
+        let mut interval = self.width();
+        if bottom < 0.0 {
+            interval = -interval;
+        }
+        let top = bottom + interval;
+        bottom + interval * bottom / (bottom + top)
+    }
+
+    /// The position of this bin in storage order: NaN first, then ascending on the real axis.
+    #[inline]
+    pub fn key(self) -> u16 {
+        let exp = i32::from(self.exp);
+        let val = i32::from(self.val);
+        let key = if val > 0 {
+            2 + (384 + exp) * 90 + (val - 10)
+        } else if val < -1 {
+            1 + (127 - exp) * 90 + (99 + val)
+        } else if val == 0 {
+            i32::from(KEY_ZERO)
+        } else {
+            0
+        };
+        key as u16
+    }
+
+    /// The bin at a storage-order key. Keys come only from `Bin::key`, so they are in range.
+    #[inline]
+    pub(crate) fn from_key(key: u16) -> Bin {
+        debug_assert!(key <= KEY_MAX);
+        let k = i32::from(key);
+        if k == 0 {
+            Bin::NAN
+        } else if k < i32::from(KEY_ZERO) {
+            let decade = (k - 1) / 90;
+            let idx = (k - 1) % 90;
+            Bin {
+                val: (idx - 99) as i8,
+                exp: (127 - decade) as i8,
+            }
+        } else if k == i32::from(KEY_ZERO) {
+            Bin::ZERO
+        } else {
+            let decade = (k - 2) / 90;
+            let idx = (k - 2) % 90;
+            Bin {
+                val: (idx + 10) as i8,
+                exp: (decade - 384) as i8,
+            }
+        }
+    }
+}
+
+impl PartialOrd for Bin {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Bins order as they are stored: NaN first, then ascending on the real axis.
+impl Ord for Bin {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+/// The correctly rounded double nearest `10^exp`.
+#[inline]
+pub(crate) fn pow10(exp: i8) -> f64 {
+    POW10[(i32::from(exp) + 128) as usize]
+}
+
+// 10^(1-k) at index k + 128: multiplying by it maps [10^k, 10^(k+1)) onto [10, 100) with a single
+// rounding, which the fast path's error margin accounts for.
+include!("scale10.rs");
+
+/// The fast, log-free value → bin split. `None` when the value is zero, not finite, outside the
+/// fast exponent range, or within `FAST_FRAC_MARGIN` of a bin edge: the caller then uses the
+/// reference computation, which is what makes the fast path bit-exact.
+#[inline(always)]
+pub(crate) fn fast_parts(d: f64) -> Option<Parts> {
+    let bits = d.to_bits();
+    let e2 = ((bits >> 52) & 0x7ff) as i32 - 1023;
+    if e2.unsigned_abs() > FAST_E2_ABS_MAX as u32 {
+        return None;
+    }
+    let a = f64::from_bits(bits & !(1u64 << 63));
+    // floor(e2 · log10 2), exact for |e2| ≤ 1650; |a| ∈ [2^e2, 2^(e2+1)) so the decimal exponent
+    // is this or the next one.
+    let mut exp = (e2 * 78_913) >> 18;
+    if a >= POW10[(exp + 129) as usize] {
+        exp += 1;
+    }
+    let v = a * SCALE10[(exp + 128) as usize];
+    let val_abs = v as u32;
+    let frac = v - f64::from(val_abs);
+    let inside =
+        (10..=99).contains(&val_abs) && frac > FAST_FRAC_MARGIN && frac < 1.0 - FAST_FRAC_MARGIN;
+    if !inside {
+        return None;
+    }
+    Some(Parts {
+        negative: bits >> 63 != 0,
+        exp,
+        val_abs,
+    })
+}
+
+pub(crate) enum IntScale {
+    Zero,
+    Nan,
+    Parts(Parts),
+}
+
+const POW10_U64: [u64; 20] = {
+    let mut t = [1u64; 20];
+    let mut i = 1;
+    while i < 20 {
+        t[i] = t[i - 1] * 10;
+        i += 1;
+    }
+    t
+};
+
+/// `value · 10^scale` split into a digit pair and exponent with integer arithmetic only.
+#[inline(always)]
+pub(crate) fn intscale_parts(value: i64, scale: i32) -> IntScale {
+    if value == 0 {
+        return IntScale::Zero;
+    }
+    let negative = value < 0;
+    // The C library maps i64::MIN to i64::MAX before the digit loop; both give the digits 92.
+    let mut m = value.unsigned_abs().min(i64::MAX as u64);
+    let mut exp = i64::from(scale) + 1;
+    if m < 10 {
+        m *= 10;
+        exp -= 1;
+    }
+    let shift = m.ilog10() - 1;
+    m /= POW10_U64[shift as usize];
+    exp += i64::from(shift);
+    if exp < -128 {
+        return IntScale::Zero;
+    }
+    if exp > 127 {
+        return IntScale::Nan;
+    }
+    debug_assert!((10..=99).contains(&m));
+    IntScale::Parts(Parts {
+        negative,
+        exp: exp as i32,
+        val_abs: m as u32,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_order_every_bin() {
+        let mut all = Vec::with_capacity(BIN_COUNT_MAX);
+        for key in 0..=KEY_MAX {
+            let bin = Bin::from_key(key);
+            assert_eq!(bin.key(), key);
+            assert_eq!(Bin::new(bin.val(), bin.exp()), Some(bin));
+            all.push(bin);
+        }
+        assert_eq!(all.len(), BIN_COUNT_MAX);
+        // Ascending on the real axis after NaN: compare lower edges.
+        for pair in all[1..].windows(2) {
+            assert!(
+                pair[0].lower() < pair[1].lower(),
+                "{:?} !< {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_pairs_are_rejected() {
+        for (val, exp) in [(5i8, 0i8), (-5, 3), (100, 0), (-100, 0), (-1, 7), (1, 0)] {
+            assert_eq!(Bin::new(val, exp), None, "({val},{exp})");
+        }
+        assert_eq!(Bin::new(0, 9), Some(Bin::ZERO));
+    }
+
+    #[test]
+    fn decimal_exponent_estimate_is_exact_over_the_fast_range() {
+        for e2 in -FAST_E2_ABS_MAX..=FAST_E2_ABS_MAX {
+            let exact = (f64::from(e2) * std::f64::consts::LOG10_2).floor() as i32;
+            assert_eq!((e2 * 78_913) >> 18, exact, "e2 = {e2}");
+        }
+    }
+
+    #[test]
+    fn fast_path_agrees_with_reference_on_every_edge_and_neighbours() {
+        for key in 0..=KEY_MAX {
+            let bin = Bin::from_key(key);
+            if bin.is_nan() || bin.is_zero() {
+                continue;
+            }
+            let mut x = bin.edge();
+            for _ in 0..4 {
+                x = f64::from_bits(x.to_bits() - 1);
+            }
+            for _ in 0..8 {
+                assert_eq!(Bin::from_f64(x), Bin::from_f64_reference(x), "x = {x:e}");
+                x = f64::from_bits(x.to_bits() + 1);
+            }
+            let m = bin.midpoint();
+            assert_eq!(Bin::from_f64(m), bin);
+            assert_eq!(Bin::from_f64_reference(m), bin);
+        }
+    }
+
+    #[test]
+    fn intscale_examples_from_the_spec() {
+        assert_eq!(Bin::from_intscale(1234, -3), Bin::new(12, 0).unwrap());
+        assert_eq!(Bin::from_intscale(7, -9), Bin::new(70, -9).unwrap());
+        assert_eq!(Bin::from_intscale(100, 126), Bin::NAN);
+        assert_eq!(Bin::from_intscale(1, -129), Bin::ZERO);
+        assert_eq!(Bin::from_intscale(i64::MIN, 0), Bin::new(-92, 18).unwrap());
+        assert_eq!(Bin::from_intscale(0, 50), Bin::ZERO);
+    }
+}

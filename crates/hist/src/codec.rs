@@ -1,0 +1,178 @@
+//! The binary form and its base64 wrapping (spec §9, `crates/hist/FORMAT.md`).
+//!
+//! ```text
+//! hist := u16 nbins (big-endian), bin{nbins}
+//! bin  := i8 val, i8 exp, u8 w (0..=7), count: w+1 bytes little-endian
+//! ```
+
+use crate::bin::Bin;
+use crate::error::DecodeError;
+use crate::histogram::Histogram;
+
+/// Largest encoded bin: 3 header bytes and an 8-byte count.
+const BIN_SIZE_BYTES_MAX: usize = 11;
+
+impl Histogram {
+    /// Encoded size in bytes: 2 + Σ(4 + w).
+    pub fn encoded_len(&self) -> usize {
+        2 + self.counts.iter().map(|&c| 3 + count_len(c)).sum::<usize>()
+    }
+
+    /// Appends the binary form to `out`: populated bins in storage order, minimal count widths.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let nbins = u16::try_from(self.keys.len());
+        // At most 46,082 distinct bins exist, so the count always fits the u16 header.
+        let nbins = nbins.unwrap_or(u16::MAX);
+        let start = out.len();
+        out.extend_from_slice(&nbins.to_be_bytes());
+        let mut pos = out.len();
+        // Every bin is written as a full 11-byte record and the cursor advances by its real size:
+        // the slack past the end is truncated away.
+        out.resize(pos + self.keys.len() * BIN_SIZE_BYTES_MAX, 0);
+        for (&key, &count) in self.keys.iter().zip(&self.counts) {
+            let bin = Bin::from_key(key);
+            let len = count_len(count);
+            let slot = &mut out[pos..pos + BIN_SIZE_BYTES_MAX];
+            slot[0] = bin.val() as u8;
+            slot[1] = bin.exp() as u8;
+            slot[2] = (len - 1) as u8;
+            slot[3..].copy_from_slice(&count.to_le_bytes());
+            pos += 3 + len;
+        }
+        out.truncate(pos);
+        debug_assert_eq!(out.len() - start, self.encoded_len());
+    }
+
+    /// The binary form.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Reads exactly one histogram from `bytes`; trailing bytes are an error.
+    pub fn decode(bytes: &[u8]) -> Result<Histogram, DecodeError> {
+        let (h, used) = Histogram::decode_prefix(bytes)?;
+        if used != bytes.len() {
+            return Err(DecodeError::TrailingBytes {
+                offset: used,
+                len: bytes.len(),
+            });
+        }
+        Ok(h)
+    }
+
+    /// Reads one histogram from the start of `bytes`, returning it and the bytes it used.
+    /// Bins may come in any order and repeat (they are merged); zero counts and invalid bins are
+    /// dropped, as the C reader does. Allocation is bounded by the input length, not the header.
+    pub fn decode_prefix(bytes: &[u8]) -> Result<(Histogram, usize), DecodeError> {
+        let Some(header) = bytes.get(..2) else {
+            return Err(DecodeError::Truncated {
+                offset: 0,
+                needed: 2,
+                available: bytes.len(),
+            });
+        };
+        let nbins = usize::from(u16::from_be_bytes([header[0], header[1]]));
+        let mut h = Histogram::with_capacity(nbins.min((bytes.len() - 2) / 4));
+        let mut pos = 2;
+        let mut sorted = true;
+        for _ in 0..nbins {
+            let (bin, count, next) = read_bin(bytes, pos)?;
+            pos = next;
+            let (Some(bin), true) = (bin, count > 0) else {
+                continue;
+            };
+            let key = bin.key();
+            sorted &= h.keys.last().is_none_or(|&last| last < key);
+            h.keys.push(key);
+            h.counts.push(count);
+        }
+        if !sorted {
+            let mut pairs: Vec<(u16, u64)> = h.keys.iter().copied().zip(h.counts).collect();
+            h = Histogram::from_unsorted_keys(&mut pairs);
+        }
+        if cfg!(debug_assertions) {
+            h.assert_invariants();
+        }
+        Ok((h, pos))
+    }
+
+    /// The standard padded base64 of the binary form.
+    pub fn to_base64(&self) -> String {
+        base64_simd::STANDARD.encode_to_string(self.to_bytes())
+    }
+
+    /// Reads a base64 histogram, padded or not; ASCII whitespace is ignored.
+    pub fn from_base64(text: &str) -> Result<Histogram, DecodeError> {
+        let bytes = decode_base64(text.as_bytes())?;
+        Histogram::decode(&bytes)
+    }
+}
+
+/// Bytes needed for a non-zero count (1..=8).
+#[inline]
+fn count_len(count: u64) -> usize {
+    debug_assert!(count > 0);
+    (64 - count.leading_zeros() as usize).div_ceil(8).max(1)
+}
+
+/// Reads the bin at `pos`: the bin (None if invalid), its count and the next position.
+#[inline]
+fn read_bin(bytes: &[u8], pos: usize) -> Result<(Option<Bin>, u64, usize), DecodeError> {
+    let truncated = |needed| DecodeError::Truncated {
+        offset: pos,
+        needed,
+        available: bytes.len().saturating_sub(pos),
+    };
+    let head = bytes.get(pos..pos + 3).ok_or_else(|| truncated(3))?;
+    let (val, exp, width) = (head[0] as i8, head[1] as i8, head[2]);
+    if width > 7 {
+        return Err(DecodeError::BadCountWidth {
+            offset: pos + 2,
+            width,
+        });
+    }
+    let len = usize::from(width) + 1;
+    let raw = bytes
+        .get(pos + 3..pos + 3 + len)
+        .ok_or_else(|| truncated(3 + len))?;
+    let mut le = [0u8; 8];
+    le[..len].copy_from_slice(raw);
+    Ok((Bin::new(val, exp), u64::from_le_bytes(le), pos + 3 + len))
+}
+
+/// Decodes standard-alphabet base64, padded or unpadded, skipping ASCII whitespace.
+pub(crate) fn decode_base64(text: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    let cleaned;
+    let mut input = text;
+    if input.iter().any(u8::is_ascii_whitespace) {
+        cleaned = input
+            .iter()
+            .copied()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect::<Vec<u8>>();
+        input = &cleaned;
+    }
+    let engine = if input.len() % 4 == 0 {
+        base64_simd::STANDARD
+    } else {
+        base64_simd::STANDARD_NO_PAD
+    };
+    engine
+        .decode_to_vec(input)
+        .map_err(|_| DecodeError::Base64 {
+            position: bad_base64_at(input),
+        })
+}
+
+/// Position of the first character that makes `input` invalid base64 (for the error message).
+fn bad_base64_at(input: &[u8]) -> usize {
+    let alphabet = |c: u8| c.is_ascii_alphanumeric() || c == b'+' || c == b'/';
+    let body = input.iter().rposition(|&c| c != b'=').map_or(0, |i| i + 1);
+    match input[..body].iter().position(|&c| !alphabet(c)) {
+        Some(i) => i,
+        // Every body character is valid: the padding or the length is what is wrong.
+        None => body,
+    }
+}

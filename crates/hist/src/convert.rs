@@ -1,0 +1,1 @@
+//! Conversions from other histogram families (Prometheus native, OTel exponential, classic).
