@@ -1,0 +1,1 @@
+//! Operator tools: inspect, verify, repair.

@@ -1,0 +1,138 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Basic behaviour on real files: append, read, reopen, roll, subscribers, purge.
+
+use std::time::Duration;
+
+use journal::{Batch, Durability, Error, Journal, Options, Start};
+
+fn opts(durability: Durability, segment_size_bytes: u64) -> Options {
+    Options {
+        durability,
+        segment_size_bytes,
+        ..Options::default()
+    }
+}
+
+fn payload(i: u64) -> Vec<u8> {
+    format!("record-{i}-{}", "x".repeat((i % 50) as usize)).into_bytes()
+}
+
+fn read_all(j: &Journal, from: u64) -> Vec<(u64, Vec<u8>)> {
+    let mut r = j.reader(from).unwrap();
+    let mut b = Batch::new();
+    let mut out = Vec::new();
+    for _ in 0..100_000 {
+        if r.next_batch(&mut b).unwrap() == 0 {
+            break;
+        }
+        out.extend(b.iter().map(|(o, p)| (o, p.to_vec())));
+    }
+    out
+}
+
+#[test]
+fn append_read_reopen_every_mode() {
+    let modes = [
+        Durability::Buffered,
+        Durability::default(),
+        Durability::GroupCommit {
+            max_bytes: 1024,
+            max_delay: Duration::from_millis(1),
+        },
+        Durability::Always,
+    ];
+    for mode in modes {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path(), opts(mode, 8192)).unwrap();
+        for i in 0..200u64 {
+            assert_eq!(j.append(&payload(i)).unwrap(), i);
+        }
+        let batch: Vec<Vec<u8>> = (200..500).map(payload).collect();
+        assert_eq!(j.append_batch(&batch).unwrap(), 200..500);
+        let got = read_all(&j, 0);
+        assert_eq!(got.len(), 500);
+        for (i, (o, p)) in got.iter().enumerate() {
+            assert_eq!(*o, i as u64);
+            assert_eq!(*p, payload(i as u64));
+        }
+        j.close().unwrap();
+        let j = Journal::open(dir.path(), opts(mode, 8192)).unwrap();
+        assert_eq!(j.committed_offset(), 500);
+        assert_eq!(j.recovery_report().truncated_bytes, 0);
+        assert_eq!(read_all(&j, 123).len(), 377);
+        assert_eq!(j.append(b"after").unwrap(), 500);
+    }
+}
+
+#[test]
+fn lz4_round_trip_and_smaller() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(Durability::Buffered, 1 << 20);
+    o.lz4 = true;
+    let j = Journal::open(dir.path(), o).unwrap();
+    let recs: Vec<Vec<u8>> = (0..5000)
+        .map(|i| format!("metric.cpu.user host=a{} 42", i % 7).into_bytes())
+        .collect();
+    j.append_batch(&recs).unwrap();
+    let got = read_all(&j, 0);
+    assert_eq!(got.len(), 5000);
+    for (i, (_, p)) in got.iter().enumerate() {
+        assert_eq!(p, &recs[i]);
+    }
+}
+
+#[test]
+fn second_writer_is_locked_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let _j = Journal::open(dir.path(), Options::default()).unwrap();
+    assert!(matches!(
+        Journal::open(dir.path(), Options::default()),
+        Err(Error::Locked)
+    ));
+}
+
+#[test]
+fn subscribers_checkpoint_rewind_and_purge() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open(dir.path(), opts(Durability::Buffered, 4096)).unwrap();
+    j.add_subscriber("a", Start::Begin).unwrap();
+    for i in 0..300u64 {
+        j.append(&payload(i)).unwrap();
+    }
+    j.add_subscriber("b", Start::End).unwrap();
+    j.add_subscriber("c", Start::CopyOf("a".into())).unwrap();
+    assert!(matches!(
+        j.add_subscriber("a", Start::Begin),
+        Err(Error::SubscriberExists(_))
+    ));
+    let mut a = j.subscriber("a").unwrap();
+    let mut batch = Batch::new();
+    let mut seen = 0u64;
+    while a.next_batch(&mut batch).unwrap() > 0 {
+        for (o, p) in batch.iter() {
+            assert_eq!(o, seen);
+            assert_eq!(p, payload(o).as_slice());
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 300);
+    a.commit().unwrap();
+    // c still at 0: nothing may be deleted.
+    assert_eq!(j.purge().unwrap().segments_deleted, 0);
+    j.remove_subscriber("c").unwrap();
+    j.rewind_subscriber("b", 300).unwrap();
+    let before = j.earliest_offset().unwrap();
+    let report = j.purge().unwrap();
+    assert!(report.segments_deleted > 0);
+    assert!(j.earliest_offset().unwrap() > before);
+    assert!(matches!(
+        j.rewind_subscriber("a", 0),
+        Err(Error::NotRetained { .. })
+    ));
+    let earliest = j.earliest_offset().unwrap();
+    j.rewind_subscriber("a", earliest).unwrap();
+    let mut a = j.subscriber("a").unwrap();
+    assert_eq!(a.checkpoint(), earliest);
+    assert!(a.next_batch(&mut batch).unwrap() > 0);
+    assert_eq!(batch.iter().next().unwrap().0, earliest);
+}
