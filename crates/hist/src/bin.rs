@@ -12,10 +12,19 @@ use crate::pow10::POW10;
 /// Number of distinct bins: NaN, zero, and 90 per decade for 256 decades on each side.
 pub const BIN_COUNT_MAX: usize = 2 + 2 * 90 * 256;
 
+// Storage-order keys. A regular bin's key is `decade << 7 | (offset + 1)`: decades 0..256 hold the
+// negative exponents from 127 down to -128, decades 256..512 the positive ones from -128 up, and
+// `offset` (0..90) runs toward +∞ inside a decade. Key 0 is the NaN bin, and the zero bin takes the
+// unused slot 127 of decade 255, between the negatives and the positives. Shifts and masks convert
+// between keys and bins; no division.
+pub(crate) const KEY_NAN: u16 = 0;
 /// Storage-order key of the zero bin; negative bins sort below it and positive bins above it.
-pub(crate) const KEY_ZERO: u16 = 1 + 256 * 90;
+pub(crate) const KEY_ZERO: u16 = 255 << 7 | 127;
 /// The largest storage-order key (the bin `(99, 127)`).
-pub(crate) const KEY_MAX: u16 = (BIN_COUNT_MAX - 1) as u16;
+pub(crate) const KEY_MAX: u16 = 511 << 7 | 90;
+/// Bins per decade, and the key stride of a decade.
+pub(crate) const DECADE_BINS: usize = 90;
+pub(crate) const DECADE_SHIFT: u32 = 7;
 
 /// A log-linear bin. Always valid: constructed only through checked paths.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -156,7 +165,7 @@ impl Bin {
         if self.val == 0 {
             return 0.0;
         }
-        (f64::from(self.val) / 10.0) * pow10(self.exp)
+        TENTHS[(i32::from(self.val) + 99) as usize] * pow10(self.exp)
     }
 
     /// The bin width `10^exp / 10` (0 for the zero bin, NaN for the NaN bin).
@@ -167,7 +176,7 @@ impl Bin {
         if self.val == 0 {
             return 0.0;
         }
-        pow10(self.exp) / 10.0
+        WIDTHS[(i32::from(self.exp) + 128) as usize]
     }
 
     /// The edge nearer −∞.
@@ -214,42 +223,91 @@ impl Bin {
         let exp = i32::from(self.exp);
         let val = i32::from(self.val);
         let key = if val > 0 {
-            2 + (384 + exp) * 90 + (val - 10)
+            (384 + exp) << DECADE_SHIFT | (val - 9)
         } else if val < -1 {
-            1 + (127 - exp) * 90 + (99 + val)
+            (127 - exp) << DECADE_SHIFT | (100 + val)
         } else if val == 0 {
             i32::from(KEY_ZERO)
         } else {
-            0
+            i32::from(KEY_NAN)
         };
         key as u16
     }
 
-    /// The bin at a storage-order key. Keys come only from `Bin::key`, so they are in range.
+    /// The bin at a storage-order key. Keys come only from `Bin::key`, so they are valid.
     #[inline]
     pub(crate) fn from_key(key: u16) -> Bin {
-        debug_assert!(key <= KEY_MAX);
-        let k = i32::from(key);
-        if k == 0 {
+        debug_assert!(key_is_valid(key), "key {key}");
+        let decade = i32::from(key >> DECADE_SHIFT);
+        let slot = i32::from(key & 127);
+        if key == KEY_NAN {
             Bin::NAN
-        } else if k < i32::from(KEY_ZERO) {
-            let decade = (k - 1) / 90;
-            let idx = (k - 1) % 90;
+        } else if key == KEY_ZERO {
+            Bin::ZERO
+        } else if decade < 256 {
             Bin {
-                val: (idx - 99) as i8,
+                val: (slot - 100) as i8,
                 exp: (127 - decade) as i8,
             }
-        } else if k == i32::from(KEY_ZERO) {
-            Bin::ZERO
         } else {
-            let decade = (k - 2) / 90;
-            let idx = (k - 2) % 90;
             Bin {
-                val: (idx + 10) as i8,
+                val: (slot + 9) as i8,
                 exp: (decade - 384) as i8,
             }
         }
     }
+}
+
+/// The key of the raw pair `(val, exp)` and whether the pair is a valid bin (C's reader keeps
+/// `(0, e)` as zero and drops every other invalid pair).
+#[inline(always)]
+pub(crate) fn raw_key(val: i8, exp: i8) -> (u16, bool) {
+    let (v, e) = (i32::from(val), i32::from(exp));
+    if (10..=99).contains(&v) {
+        (((384 + e) << DECADE_SHIFT | (v - 9)) as u16, true)
+    } else if (-99..=-10).contains(&v) {
+        (((127 - e) << DECADE_SHIFT | (100 + v)) as u16, true)
+    } else if v == 0 {
+        (KEY_ZERO, true)
+    } else {
+        (KEY_NAN, v == -1 && e == 0)
+    }
+}
+
+/// Whether `key` is the key of some bin.
+pub(crate) fn key_is_valid(key: u16) -> bool {
+    let slot = usize::from(key & 127);
+    key == KEY_NAN || key == KEY_ZERO || (key <= KEY_MAX && (1..=DECADE_BINS).contains(&slot))
+}
+
+/// The key of the bin after `key` in storage order, if any.
+pub(crate) fn next_key(key: u16) -> Option<u16> {
+    debug_assert!(key_is_valid(key));
+    let slot = usize::from(key & 127);
+    let decade = key >> DECADE_SHIFT;
+    Some(match key {
+        KEY_NAN => 1,
+        KEY_ZERO => 256 << DECADE_SHIFT | 1,
+        KEY_MAX => return None,
+        _ if slot < DECADE_BINS => key + 1,
+        _ if decade == 255 => KEY_ZERO,
+        _ => (decade + 1) << DECADE_SHIFT | 1,
+    })
+}
+
+/// The key of the bin before `key` in storage order, if any.
+pub(crate) fn prev_key(key: u16) -> Option<u16> {
+    debug_assert!(key_is_valid(key));
+    let slot = key & 127;
+    let decade = key >> DECADE_SHIFT;
+    Some(match key {
+        KEY_NAN => return None,
+        1 => KEY_NAN,
+        KEY_ZERO => 255 << DECADE_SHIFT | 90,
+        _ if slot > 1 => key - 1,
+        _ if decade == 256 => KEY_ZERO,
+        _ => (decade - 1) << DECADE_SHIFT | 90,
+    })
 }
 
 impl PartialOrd for Bin {
@@ -264,6 +322,29 @@ impl Ord for Bin {
         self.key().cmp(&other.key())
     }
 }
+
+/// `val / 10.0` for val in -99..=99 at index val + 99: the edge is `TENTHS[val] · 10^exp`, computed
+/// with exactly the C library's operations, once, at compile time.
+const TENTHS: [f64; 199] = {
+    let mut t = [0.0; 199];
+    let mut i = 0;
+    while i < 199 {
+        t[i] = (i as f64 - 99.0) / 10.0;
+        i += 1;
+    }
+    t
+};
+
+/// `10^exp / 10.0` at index exp + 128: the bin width, as the C library computes it.
+const WIDTHS: [f64; 256] = {
+    let mut t = [0.0; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = POW10[i] / 10.0;
+        i += 1;
+    }
+    t
+};
 
 /// The correctly rounded double nearest `10^exp`.
 #[inline]
@@ -313,15 +394,31 @@ pub(crate) enum IntScale {
     Parts(Parts),
 }
 
-const POW10_U64: [u64; 20] = {
-    let mut t = [1u64; 20];
-    let mut i = 1;
-    while i < 20 {
-        t[i] = t[i - 1] * 10;
+/// Division of n < 2^63 by 10^i as a multiply and shift (Granlund–Montgomery): with
+/// ℓ = ceil(log2 10^i) and M = ceil(2^(63+ℓ) / 10^i) < 2^64, floor(n / 10^i) = (n·M) >> (63+ℓ)
+/// exactly for every 63-bit n. A hardware u64 division costs more than the rest of the insert.
+const DIV10: [(u64, u32); 19] = {
+    let mut t = [(0u64, 0u32); 19];
+    let mut i = 0;
+    let mut d: u128 = 1;
+    while i < 19 {
+        let l = 128 - (d - 1).leading_zeros();
+        let shift = 63 + l;
+        let m = (1u128 << shift).div_ceil(d);
+        assert!(m < 1u128 << 64);
+        t[i] = (m as u64, shift);
+        d *= 10;
         i += 1;
     }
     t
 };
+
+#[inline(always)]
+fn div_pow10(n: u64, i: u32) -> u64 {
+    debug_assert!(n < 1 << 63);
+    let (m, shift) = DIV10[i as usize];
+    ((u128::from(n) * u128::from(m)) >> shift) as u64
+}
 
 /// `value · 10^scale` split into a digit pair and exponent with integer arithmetic only.
 #[inline(always)]
@@ -338,7 +435,7 @@ pub(crate) fn intscale_parts(value: i64, scale: i32) -> IntScale {
         exp -= 1;
     }
     let shift = m.ilog10() - 1;
-    m /= POW10_U64[shift as usize];
+    m = div_pow10(m, shift);
     exp += i64::from(shift);
     if exp < -128 {
         return IntScale::Zero;
@@ -361,13 +458,25 @@ mod tests {
     #[test]
     fn keys_round_trip_and_order_every_bin() {
         let mut all = Vec::with_capacity(BIN_COUNT_MAX);
-        for key in 0..=KEY_MAX {
+        for key in (0..=KEY_MAX).filter(|&k| key_is_valid(k)) {
             let bin = Bin::from_key(key);
             assert_eq!(bin.key(), key);
             assert_eq!(Bin::new(bin.val(), bin.exp()), Some(bin));
             all.push(bin);
         }
         assert_eq!(all.len(), BIN_COUNT_MAX);
+        // next_key / prev_key walk exactly this sequence.
+        let mut walked = vec![KEY_NAN];
+        while let Some(k) = next_key(walked[walked.len() - 1]) {
+            walked.push(k);
+        }
+        assert_eq!(walked, all.iter().map(|b| b.key()).collect::<Vec<_>>());
+        let mut back = vec![KEY_MAX];
+        while let Some(k) = prev_key(back[back.len() - 1]) {
+            back.push(k);
+        }
+        back.reverse();
+        assert_eq!(back, walked);
         // Ascending on the real axis after NaN: compare lower edges.
         for pair in all[1..].windows(2) {
             assert!(
@@ -397,7 +506,7 @@ mod tests {
 
     #[test]
     fn fast_path_agrees_with_reference_on_every_edge_and_neighbours() {
-        for key in 0..=KEY_MAX {
+        for key in (0..=KEY_MAX).filter(|&k| key_is_valid(k)) {
             let bin = Bin::from_key(key);
             if bin.is_nan() || bin.is_zero() {
                 continue;
@@ -413,6 +522,26 @@ mod tests {
             let m = bin.midpoint();
             assert_eq!(Bin::from_f64(m), bin);
             assert_eq!(Bin::from_f64_reference(m), bin);
+        }
+    }
+
+    #[test]
+    fn division_by_powers_of_ten_is_exact() {
+        let mut n: u64 = 1;
+        for _ in 0..200_000 {
+            n = n
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let v = n >> 1 >> (n % 60);
+            for i in 0..19 {
+                assert_eq!(div_pow10(v, i), v / 10u64.pow(i), "{v} / 10^{i}");
+            }
+        }
+        for i in 0..19u32 {
+            let d = 10u64.pow(i);
+            for v in [d - 1, d, d + 1, (i64::MAX as u64) - 1, i64::MAX as u64] {
+                assert_eq!(div_pow10(v, i), v / d, "{v} / 10^{i}");
+            }
         }
     }
 

@@ -5,7 +5,7 @@
 //! bin  := i8 val, i8 exp, u8 w (0..=7), count: w+1 bytes little-endian
 //! ```
 
-use crate::bin::Bin;
+use crate::bin::{raw_key, Bin};
 use crate::error::DecodeError;
 use crate::histogram::Histogram;
 
@@ -30,14 +30,15 @@ impl Histogram {
         // the slack past the end is truncated away.
         out.resize(pos + self.keys.len() * BIN_SIZE_BYTES_MAX, 0);
         for (&key, &count) in self.keys.iter().zip(&self.counts) {
-            let bin = Bin::from_key(key);
-            let len = count_len(count);
+            let (val, exp) = key_bytes(key);
+            let width = count_len(count) - 1;
+            // Header and count as two stores; the count's first byte overwrites the header's
+            // fourth, which is how the 3-byte header and the count abut.
+            let head = u32::from(val) | u32::from(exp) << 8 | (width as u32) << 16;
             let slot = &mut out[pos..pos + BIN_SIZE_BYTES_MAX];
-            slot[0] = bin.val() as u8;
-            slot[1] = bin.exp() as u8;
-            slot[2] = (len - 1) as u8;
+            slot[..4].copy_from_slice(&head.to_le_bytes());
             slot[3..].copy_from_slice(&count.to_le_bytes());
-            pos += 3 + len;
+            pos += 4 + width;
         }
         out.truncate(pos);
         debug_assert_eq!(out.len() - start, self.encoded_len());
@@ -75,19 +76,30 @@ impl Histogram {
         };
         let nbins = usize::from(u16::from_be_bytes([header[0], header[1]]));
         let mut h = Histogram::with_capacity(nbins.min((bytes.len() - 2) / 4));
+        h.keys.resize(nbins.min((bytes.len() - 2) / 4), 0);
+        h.counts.resize(h.keys.len(), 0);
         let mut pos = 2;
+        let mut n = 0;
         let mut sorted = true;
+        let mut last_key: i32 = -1;
         for _ in 0..nbins {
-            let (bin, count, next) = read_bin(bytes, pos)?;
-            pos = next;
-            let (Some(bin), true) = (bin, count > 0) else {
-                continue;
+            let (val, exp, count, next) = match bytes.get(pos..pos + BIN_SIZE_BYTES_MAX) {
+                // Fast path: a full 8-byte count window is readable; mask it to the bin's width.
+                Some(window) => read_bin_window(window, pos)?,
+                None => read_bin_tail(bytes, pos)?,
             };
-            let key = bin.key();
-            sorted &= h.keys.last().is_none_or(|&last| last < key);
-            h.keys.push(key);
-            h.counts.push(count);
+            pos = next;
+            // Every bin read is at least 4 bytes, so n stays below the capacity computed above.
+            let (key, valid) = raw_key(val, exp);
+            let keep = valid && count != 0;
+            h.keys[n] = key;
+            h.counts[n] = count;
+            n += usize::from(keep);
+            sorted &= !keep || i32::from(key) > last_key;
+            last_key = if keep { i32::from(key) } else { last_key };
         }
+        h.keys.truncate(n);
+        h.counts.truncate(n);
         if !sorted {
             let mut pairs: Vec<(u16, u64)> = h.keys.iter().copied().zip(h.counts).collect();
             h = Histogram::from_unsorted_keys(&mut pairs);
@@ -110,16 +122,55 @@ impl Histogram {
     }
 }
 
+/// The wire bytes `(val, exp)` of a key, the inverse of `raw_key`.
+#[inline(always)]
+fn key_bytes(key: u16) -> (u8, u8) {
+    let bin = Bin::from_key(key);
+    (bin.val() as u8, bin.exp() as u8)
+}
+
 /// Bytes needed for a non-zero count (1..=8).
 #[inline]
 fn count_len(count: u64) -> usize {
     debug_assert!(count > 0);
-    (64 - count.leading_zeros() as usize).div_ceil(8).max(1)
+    // 1 + floor((bits − 1) / 8) with bits ≥ 1, written to avoid a division.
+    1 + ((63 - count.leading_zeros() as usize) >> 3)
 }
 
-/// Reads the bin at `pos`: the bin (None if invalid), its count and the next position.
-#[inline]
-fn read_bin(bytes: &[u8], pos: usize) -> Result<(Option<Bin>, u64, usize), DecodeError> {
+/// Low `w + 1` bytes of a little-endian u64, for count width `w`.
+const COUNT_MASKS: [u64; 8] = {
+    let mut t = [u64::MAX; 8];
+    let mut w = 0;
+    while w < 7 {
+        t[w] = (1u64 << (8 * (w + 1))) - 1;
+        w += 1;
+    }
+    t
+};
+
+/// Reads the bin at `pos` from an 11-byte window: (val, exp, count, next position).
+#[inline(always)]
+fn read_bin_window(window: &[u8], pos: usize) -> Result<(i8, i8, u64, usize), DecodeError> {
+    let width = window[2];
+    if width > 7 {
+        return Err(DecodeError::BadCountWidth {
+            offset: pos + 2,
+            width,
+        });
+    }
+    let mut le = [0u8; 8];
+    le.copy_from_slice(&window[3..BIN_SIZE_BYTES_MAX]);
+    let count = u64::from_le_bytes(le) & COUNT_MASKS[usize::from(width)];
+    Ok((
+        window[0] as i8,
+        window[1] as i8,
+        count,
+        pos + 4 + usize::from(width),
+    ))
+}
+
+/// Reads the bin at `pos` near the end of the input, checking every length.
+fn read_bin_tail(bytes: &[u8], pos: usize) -> Result<(i8, i8, u64, usize), DecodeError> {
     let truncated = |needed| DecodeError::Truncated {
         offset: pos,
         needed,
@@ -139,36 +190,38 @@ fn read_bin(bytes: &[u8], pos: usize) -> Result<(Option<Bin>, u64, usize), Decod
         .ok_or_else(|| truncated(3 + len))?;
     let mut le = [0u8; 8];
     le[..len].copy_from_slice(raw);
-    Ok((Bin::new(val, exp), u64::from_le_bytes(le), pos + 3 + len))
+    Ok((val, exp, u64::from_le_bytes(le), pos + 3 + len))
 }
 
 /// Decodes standard-alphabet base64, padded or unpadded, skipping ASCII whitespace.
 pub(crate) fn decode_base64(text: &[u8]) -> Result<Vec<u8>, DecodeError> {
-    let cleaned;
-    let mut input = text;
-    if input.iter().any(u8::is_ascii_whitespace) {
-        cleaned = input
-            .iter()
-            .copied()
-            .filter(|c| !c.is_ascii_whitespace())
-            .collect::<Vec<u8>>();
-        input = &cleaned;
+    if let Ok(bytes) = decode_base64_strict(text) {
+        return Ok(bytes);
     }
+    // Rare path: whitespace (which C skips) or an error to locate.
+    let cleaned: Vec<u8> = text
+        .iter()
+        .copied()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
+    decode_base64_strict(&cleaned).map_err(|_| DecodeError::Base64 {
+        position: bad_base64_at(text),
+    })
+}
+
+fn decode_base64_strict(input: &[u8]) -> Result<Vec<u8>, base64_simd::Error> {
     let engine = if input.len() % 4 == 0 {
         base64_simd::STANDARD
     } else {
         base64_simd::STANDARD_NO_PAD
     };
-    engine
-        .decode_to_vec(input)
-        .map_err(|_| DecodeError::Base64 {
-            position: bad_base64_at(input),
-        })
+    engine.decode_to_vec(input)
 }
 
 /// Position of the first character that makes `input` invalid base64 (for the error message).
 fn bad_base64_at(input: &[u8]) -> usize {
-    let alphabet = |c: u8| c.is_ascii_alphanumeric() || c == b'+' || c == b'/';
+    let alphabet =
+        |c: u8| c.is_ascii_alphanumeric() || c == b'+' || c == b'/' || c.is_ascii_whitespace();
     let body = input.iter().rposition(|&c| c != b'=').map_or(0, |i| i + 1);
     match input[..body].iter().position(|&c| !alphabet(c)) {
         Some(i) => i,

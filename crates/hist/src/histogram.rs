@@ -1,7 +1,7 @@
 //! The sorted histogram: (bin, count) pairs in storage order, the form that is stored, merged,
 //! serialized and queried.
 
-use crate::bin::{Bin, KEY_MAX};
+use crate::bin::{next_key, prev_key, Bin, KEY_MAX, KEY_NAN};
 
 /// Merges whose combined key range is at most this many bins go through a dense scratch array
 /// (independent adds, no data-dependent branches); wider ones use a two-pointer merge.
@@ -175,6 +175,11 @@ impl Histogram {
             self.counts.extend_from_slice(&other.counts);
             return;
         }
+        let self_span = usize::from(self.keys[self.keys.len() - 1] - self.keys[0]) + 1;
+        if other.keys.len() <= self.keys.len() && self_span <= MERGE_DENSE_SPAN_MAX {
+            self.merge_in_place(other);
+            return;
+        }
         let lo = self.keys[0].min(other.keys[0]);
         let hi = self.keys[self.keys.len() - 1].max(other.keys[other.keys.len() - 1]);
         let span = usize::from(hi - lo) + 1;
@@ -185,6 +190,37 @@ impl Histogram {
             self.compact_from_dense(&dense, lo, self.keys.len() + other.keys.len());
         } else {
             *self = merge_two_pointer(self, other);
+        }
+        self.debug_check();
+    }
+
+    /// Merging a histogram over a similar range (the steady state: one period's samples into a
+    /// longer aggregate) adds counts in place through a key → index map; only bins `self` lacks
+    /// go through a (short) sorted merge.
+    fn merge_in_place(&mut self, other: &Histogram) {
+        let lo = self.keys[0];
+        let span = usize::from(self.keys[self.keys.len() - 1] - lo) + 1;
+        // Bin indexes fit in u16: there are at most 46,082 bins.
+        let mut index = vec![u16::MAX; span];
+        for (i, &key) in self.keys.iter().enumerate() {
+            index[usize::from(key - lo)] = i as u16;
+        }
+        let mut missing = Histogram::new();
+        for (&key, &count) in other.keys.iter().zip(&other.counts) {
+            let slot = usize::from(key.wrapping_sub(lo));
+            match index.get(slot) {
+                Some(&i) if i != u16::MAX => {
+                    let c = &mut self.counts[usize::from(i)];
+                    *c = c.saturating_add(count);
+                }
+                _ => {
+                    missing.keys.push(key);
+                    missing.counts.push(count);
+                }
+            }
+        }
+        if !missing.is_empty() {
+            *self = merge_two_pointer(self, &missing);
         }
         self.debug_check();
     }
@@ -471,9 +507,10 @@ impl Histogram {
         if value.is_nan() {
             return 0;
         }
-        let center = i32::from(Bin::from_f64(value).key());
-        for key in (center - 1).max(1)..=(center + 1).min(i32::from(KEY_MAX)) {
-            let bin = Bin::from_key(key as u16);
+        let center = Bin::from_f64(value).key();
+        let candidates = [prev_key(center), Some(center), next_key(center)];
+        for key in candidates.into_iter().flatten().filter(|&k| k != KEY_NAN) {
+            let bin = Bin::from_key(key);
             let inside = if bin.is_zero() {
                 -1e-128 < value && value < 1e-128
             } else if bin.edge() < 0.0 {

@@ -5,7 +5,7 @@
 //! pass, and `clear` keeps every allocated decade so a recorder reused period after period stops
 //! allocating once it has seen its value range.
 
-use crate::bin::{fast_parts, intscale_parts, Bin, IntScale, Parts, KEY_ZERO};
+use crate::bin::{fast_parts, intscale_parts, Bin, IntScale, Parts, DECADE_SHIFT, KEY_ZERO};
 use crate::histogram::Histogram;
 
 /// Decades per sign (exponents -128..=127) and in total.
@@ -138,8 +138,8 @@ impl Recorder {
             } else if key == KEY_ZERO {
                 self.zero = self.zero.saturating_add(count);
             } else {
-                let k = usize::from(key) - 1 - usize::from(key > KEY_ZERO);
-                let (decade, offset) = (k / BINS_PER_DECADE, k % BINS_PER_DECADE);
+                let decade = usize::from(key >> DECADE_SHIFT);
+                let offset = usize::from(key & 127) - 1;
                 let slot = self.slots[decade];
                 let index = if slot == 0 {
                     self.allocate(decade)
@@ -217,7 +217,7 @@ impl Recorder {
             if slot == 0 {
                 continue;
             }
-            let base = 1 + decade * BINS_PER_DECADE + usize::from(decade >= DECADES_PER_SIGN);
+            let base = decade << DECADE_SHIFT | 1;
             for (offset, &count) in self.decades[usize::from(slot) - 1].iter().enumerate() {
                 // Unconditional write, conditional advance: no data-dependent branch.
                 out.keys[n] = (base + offset) as u16;
