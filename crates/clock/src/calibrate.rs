@@ -1,0 +1,449 @@
+//! Calibration of the TSC against `CLOCK_MONOTONIC`, the recalibration thread, and the fallback
+//! to the OS clock.
+//!
+//! The thread is the only writer of a clock's parameters. Every `RECALIBRATE_INTERVAL_NS` it
+//! samples (TSC, `CLOCK_MONOTONIC`, `CLOCK_REALTIME`), checks the TSC, and publishes a record
+//! whose new line starts `STEERING.switch_delay_ns` in the future and continues the current one
+//! exactly there (see `line::next_line`). A reader that loaded the previous record samples the
+//! TSC before the new record became visible (plus an out-of-order slack), so before the switch
+//! point, where both records agree: every reader evaluates the same global function.
+
+use std::sync::atomic::{fence, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use crate::arch;
+use crate::line::{mult_between, next_line, Line, Steering, Switch};
+use crate::os;
+use crate::published::{Params, MODE_OS, MODE_TSC};
+use crate::reason::{Fault, Reason};
+use crate::State;
+
+/// How often the TSC is recalibrated and checked; also the longest a fault can go unnoticed.
+pub const RECALIBRATE_INTERVAL_NS: u64 = 5_000_000_000;
+
+/// The TSC clock must stay this close to `CLOCK_MONOTONIC`, or it is a fault. Far above what the
+/// steering leaves (microseconds) and below anything an operator would accept.
+pub const TRACKING_ERROR_NS_MAX: u64 = 1_000_000;
+
+/// The first calibration's baseline. Each end is bracketed by TSC reads ~20 ns apart, so the
+/// first slope is within ~10 ppm; the first recalibration corrects the rest.
+const CALIBRATION_NS: u64 = 2_000_000;
+
+/// The switch delay bounds how long this thread may be descheduled between sampling and
+/// publishing (else: `Fault::PublishLate`), and readers pay an out-of-line call between a
+/// publication and its switch point (here 2% of the time). 100 ms balances the two.
+const STEERING: Steering = Steering {
+    switch_delay_ns: 100_000_000,
+    correction_ns: RECALIBRATE_INTERVAL_NS,
+    slew_ppm_max: 200,
+};
+
+/// How long after a reader's last load of the generation its TSC sample may still be taken:
+/// the reorder window of an out-of-order core, which is bounded by the instructions in flight
+/// (hundreds of cycles); an interrupt or preemption squashes them. 100 µs is far beyond that.
+const READER_SLACK_NS: u64 = 100_000;
+
+/// On a fallback the OS clock is offset to cover every value the TSC clock could still hand out
+/// this long after the fallback was decided (a forward step of at most this much).
+const FALLBACK_HORIZON_NS: u64 = 10_000_000;
+
+/// Attempts per sample to get a tight bracket, and the widest bracket accepted.
+const SAMPLE_ATTEMPTS_MAX: u32 = 16;
+const SAMPLE_BRACKET_NS_MAX: u64 = 50_000;
+
+/// Recalibration rounds in a row without a usable sample before it counts as a fault.
+const SAMPLE_FAILURES_MAX: u32 = 3;
+
+/// One simultaneous reading of the TSC and the OS clocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Sample {
+    /// TSC at the moment `mono_ns` was read (middle of its bracket).
+    pub ticks: u64,
+    pub mono_ns: u64,
+    /// TSC at the moment `real_ns` was read.
+    pub real_ticks: u64,
+    pub real_ns: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SampleError {
+    /// A later TSC read was lower than an earlier one on this thread.
+    Backwards { ticks_back: u64 },
+    /// Every attempt was interrupted for longer than the bracket bound.
+    Wide,
+}
+
+/// Reads TSC, `CLOCK_MONOTONIC`, TSC, `CLOCK_REALTIME`, TSC and keeps the tightest attempt.
+pub(crate) fn take_sample(line: Option<Line>) -> Result<Sample, SampleError> {
+    let mut best: Option<(u64, Sample)> = None;
+    for _ in 0..SAMPLE_ATTEMPTS_MAX {
+        let ticks_0 = arch::ticks_ordered();
+        let mono_ns = os::monotonic_ns();
+        let ticks_1 = arch::ticks_ordered();
+        let real_ns = os::realtime_ns();
+        let ticks_2 = arch::ticks_ordered();
+        if ticks_1 < ticks_0 || ticks_2 < ticks_1 {
+            let ticks_back = (ticks_0 - ticks_1.min(ticks_0)).max(ticks_1 - ticks_2.min(ticks_1));
+            return Err(SampleError::Backwards { ticks_back });
+        }
+        let bracket_ticks = ticks_2 - ticks_0;
+        let sample = Sample {
+            ticks: ticks_0 + (ticks_1 - ticks_0) / 2,
+            mono_ns,
+            real_ticks: ticks_1 + (ticks_2 - ticks_1) / 2,
+            real_ns,
+        };
+        if best.is_none_or(|(best_ticks, _)| bracket_ticks < best_ticks) {
+            best = Some((bracket_ticks, sample));
+        }
+    }
+    let Some((bracket_ticks, sample)) = best else {
+        return Err(SampleError::Wide);
+    };
+    // Before the first calibration the slope is unknown; 1 ns per tick overestimates the
+    // bracket of any TSC over 1 GHz, which is safe.
+    let bracket_ns = line.map_or(bracket_ticks, |line| line.interval_ns(bracket_ticks));
+    if bracket_ns > SAMPLE_BRACKET_NS_MAX {
+        return Err(SampleError::Wide);
+    }
+    Ok(sample)
+}
+
+/// What a recalibration round did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// New parameters published (or this round skipped); the TSC stays in use.
+    Continue,
+    /// The clock fell back to the OS clock for good; the thread ends.
+    FellBack,
+}
+
+/// The single writer of one clock's parameters while it uses the TSC.
+#[derive(Clone)]
+pub(crate) struct Calibrator {
+    state: &'static State,
+    /// Whether a kernel clocksource other than `tsc` is a fault (yes unless forced).
+    check_clocksource: bool,
+    /// The first calibration sample: the long-run slope is measured from here.
+    origin: Sample,
+    last: Sample,
+    params: Params,
+    samples_failed: u32,
+}
+
+fn sample_with_retries(line: Option<Line>) -> Option<Sample> {
+    (0..SAMPLE_ATTEMPTS_MAX).find_map(|_| take_sample(line).ok())
+}
+
+impl Calibrator {
+    /// Measures the TSC against `CLOCK_MONOTONIC` over `CALIBRATION_NS`. Publishes nothing.
+    pub(crate) fn calibrate(state: &'static State, check_clocksource: bool) -> Option<Calibrator> {
+        let origin = sample_with_retries(None)?;
+        thread::sleep(Duration::from_nanos(CALIBRATION_NS));
+        let end = sample_with_retries(None)?;
+        let mult = mult_between((origin.ticks, origin.mono_ns), (end.ticks, end.mono_ns))?;
+        let line = Line::through(end.ticks, end.mono_ns, mult);
+        let params = Params {
+            mode: MODE_TSC,
+            switch_ticks: end.ticks,
+            old: line,
+            new: line,
+            os_offset_ns: 0,
+            real_offset_ns: real_offset_ns(end, line.eval(end.real_ticks)),
+        };
+        Some(Calibrator {
+            state,
+            check_clocksource,
+            origin,
+            last: end,
+            params,
+            samples_failed: 0,
+        })
+    }
+
+    pub(crate) fn publish_initial(&self, reason: Reason) {
+        self.state.publish(&self.params, reason);
+    }
+
+    /// Sleeps and recalibrates until a fault makes the clock fall back.
+    pub(crate) fn run(mut self) {
+        loop {
+            thread::sleep(Duration::from_nanos(RECALIBRATE_INTERVAL_NS));
+            if self.step() == Step::FellBack {
+                return;
+            }
+        }
+    }
+
+    /// One recalibration round against the real clocks.
+    pub(crate) fn step(&mut self) -> Step {
+        let sample = take_sample(Some(self.params.new));
+        let clocksource = self.check_clocksource.then(os::kernel_clocksource);
+        self.step_with(sample, clocksource)
+    }
+
+    /// One recalibration round with the given sample and kernel clocksource (`None`: not
+    /// checked).
+    pub(crate) fn step_with(
+        &mut self,
+        sample: Result<Sample, SampleError>,
+        clocksource: Option<Result<String, String>>,
+    ) -> Step {
+        let sample = match sample {
+            Ok(sample) => sample,
+            Err(SampleError::Backwards { ticks_back }) => {
+                return self.fall_back(Reason::Fault(Fault::TicksBackwards { ticks_back }));
+            }
+            Err(SampleError::Wide) => {
+                self.samples_failed += 1;
+                if self.samples_failed >= SAMPLE_FAILURES_MAX {
+                    return self.fall_back(Reason::Fault(Fault::Sample));
+                }
+                return Step::Continue;
+            }
+        };
+        self.samples_failed = 0;
+        match clocksource {
+            None => {}
+            Some(Ok(name)) if name == "tsc" => {}
+            Some(Ok(name)) | Some(Err(name)) => {
+                return self.fall_back(Reason::Fault(Fault::ClocksourceChanged { name }));
+            }
+        }
+        if sample.ticks < self.last.ticks {
+            let ticks_back = self.last.ticks - sample.ticks;
+            return self.fall_back(Reason::Fault(Fault::TicksBackwards { ticks_back }));
+        }
+        let error_ns = i128::from(self.params.tsc_ns(sample.ticks)) - i128::from(sample.mono_ns);
+        if error_ns.unsigned_abs() > u128::from(TRACKING_ERROR_NS_MAX) {
+            let error_ns = i64::try_from(error_ns).unwrap_or(i64::MAX);
+            return self.fall_back(Reason::Fault(Fault::Drift { error_ns }));
+        }
+        if sample.ticks < self.params.switch_ticks {
+            // Woken before the last switch point (only if the interval were shorter than the
+            // switch delay): the next line must start after the current one; try next round.
+            return Step::Continue;
+        }
+        let origin = (self.origin.ticks, self.origin.mono_ns);
+        let Some(average_mult) = mult_between(origin, (sample.ticks, sample.mono_ns)) else {
+            return self.fall_back(Reason::Fault(Fault::Sample));
+        };
+        let switch = next_line(
+            self.params.new,
+            sample.ticks,
+            sample.mono_ns,
+            average_mult,
+            STEERING,
+        );
+        let params = Params {
+            mode: MODE_TSC,
+            switch_ticks: switch.ticks,
+            old: self.params.new,
+            new: switch.line,
+            os_offset_ns: 0,
+            real_offset_ns: real_offset_ns(sample, self.params.tsc_ns(sample.real_ticks)),
+        };
+        let reason = self.state.reason();
+        self.state.publish(&params, reason);
+        self.params = params;
+        self.last = sample;
+        self.check_published_in_time(switch)
+    }
+
+    /// Every reader of the previous record sampled the TSC before the new record was visible
+    /// (plus `READER_SLACK_NS`); that must be before the new line's switch point, where the two
+    /// records start to differ. If this thread was descheduled for about the switch delay
+    /// between sampling and publishing, that is no longer certain: fall back.
+    fn check_published_in_time(&mut self, switch: Switch) -> Step {
+        // The publication store is globally visible before the fence completes (MFENCE), and
+        // the TSC is read after the fence (LFENCE).
+        fence(Ordering::SeqCst);
+        let published_ticks = arch::ticks_ordered();
+        let slack_ticks = switch.line.ticks_for_ns(READER_SLACK_NS);
+        let outrun_ticks = published_ticks.saturating_add(slack_ticks);
+        if outrun_ticks < switch.ticks {
+            return Step::Continue;
+        }
+        let late_ns = switch.line.interval_ns(outrun_ticks - switch.ticks);
+        self.fall_back(Reason::Fault(Fault::PublishLate { late_ns }))
+    }
+
+    /// Switches the clock to the OS for good, offset so that it continues at or above every
+    /// value the TSC clock may have handed out: the TSC clock `FALLBACK_HORIZON_NS` from now,
+    /// and (in case the TSC jumped back) the last good reading plus the time elapsed since.
+    pub(crate) fn fall_back(&mut self, reason: Reason) -> Step {
+        let ticks = arch::ticks_ordered();
+        let mono_ns = os::monotonic_ns();
+        let horizon_ticks = self.params.new.ticks_for_ns(FALLBACK_HORIZON_NS);
+        let tsc_horizon_ns = self.params.tsc_ns(ticks.saturating_add(horizon_ticks));
+        let elapsed_ns = mono_ns.saturating_sub(self.last.mono_ns);
+        let last_ns = self.params.tsc_ns(self.last.ticks);
+        let floor_ns = tsc_horizon_ns.max(last_ns.saturating_add(elapsed_ns + FALLBACK_HORIZON_NS));
+        let params = Params {
+            mode: MODE_OS,
+            os_offset_ns: floor_ns.saturating_sub(mono_ns),
+            real_offset_ns: 0,
+            ..self.params
+        };
+        self.state.publish(&params, reason);
+        self.params = params;
+        Step::FellBack
+    }
+
+    #[cfg(test)]
+    pub(crate) fn params(&self) -> Params {
+        self.params
+    }
+}
+
+/// `CLOCK_REALTIME − clock` at the sample, for `wall() = now() + offset`.
+fn real_offset_ns(sample: Sample, clock_ns_at_real: u64) -> i64 {
+    let offset = i128::from(sample.real_ns) - i128::from(clock_ns_at_real);
+    i64::try_from(offset).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::published::RAW_OS_TAG;
+    use crate::{Clock, Source};
+
+    /// A clock calibrated on the real TSC but without its thread, so the test drives the
+    /// recalibration rounds. `None` where the TSC is unusable (the fallback tests cover that).
+    fn calibrated() -> Option<(Clock, Calibrator)> {
+        if !(arch::TSC_ARCH && arch::invariant_tsc()) {
+            return None;
+        }
+        let state: &'static State = Box::leak(Box::new(State::new()));
+        let calibrator = Calibrator::calibrate(state, false)?;
+        calibrator.publish_initial(Reason::TscForced {
+            kernel_clocksource: "test".into(),
+        });
+        Some((Clock::from_state(state), calibrator))
+    }
+
+    #[test]
+    fn recalibration_rounds_keep_the_tsc_and_never_step_back() {
+        let Some((clock, mut calibrator)) = calibrated() else {
+            return;
+        };
+        let mut previous_ns = clock.now();
+        for _ in 0..3 {
+            let sample = take_sample(Some(calibrator.params().new));
+            // Wide samples (a loaded machine) skip the round; that is allowed too.
+            assert_eq!(calibrator.step_with(sample, None), Step::Continue);
+            let now_ns = clock.now();
+            assert!(now_ns >= previous_ns);
+            previous_ns = now_ns;
+        }
+        assert_eq!(clock.source(), Source::Tsc);
+    }
+
+    #[test]
+    fn drift_beyond_the_bound_falls_back_without_stepping_back() {
+        let Some((clock, mut calibrator)) = calibrated() else {
+            return;
+        };
+        let raw_before = clock.raw();
+        let Ok(mut sample) = take_sample(Some(calibrator.params().new)) else {
+            return;
+        };
+        let before_ns = clock.now();
+        sample.mono_ns -= 2 * TRACKING_ERROR_NS_MAX;
+        assert_eq!(calibrator.step_with(Ok(sample), None), Step::FellBack);
+        let after_ns = clock.now();
+        assert!(after_ns >= before_ns, "{after_ns} < {before_ns}");
+        assert_eq!(clock.source(), Source::Os);
+        let error_ns = match clock.reason() {
+            Reason::Fault(Fault::Drift { error_ns }) => error_ns,
+            other => panic!("unexpected reason {other:?}"),
+        };
+        assert!(
+            error_ns >= 2 * TRACKING_ERROR_NS_MAX as i64 - 1_000_000,
+            "{error_ns}"
+        );
+        // A raw interval that spans the fallback is unknown, not garbage.
+        let raw_after = clock.raw();
+        assert_ne!(raw_after & RAW_OS_TAG, 0);
+        assert_eq!(clock.delta_ns(raw_before, raw_after), 0);
+    }
+
+    #[test]
+    fn tsc_stepping_back_falls_back() {
+        let Some((clock, mut calibrator)) = calibrated() else {
+            return;
+        };
+        let before_ns = clock.now();
+        let error = Err(SampleError::Backwards { ticks_back: 1_000 });
+        assert_eq!(calibrator.step_with(error, None), Step::FellBack);
+        assert!(clock.now() >= before_ns);
+        let reason = Reason::Fault(Fault::TicksBackwards { ticks_back: 1_000 });
+        assert_eq!(clock.reason(), reason);
+    }
+
+    #[test]
+    fn a_sample_behind_the_last_one_falls_back() {
+        let Some((clock, mut calibrator)) = calibrated() else {
+            return;
+        };
+        let Ok(mut sample) = take_sample(Some(calibrator.params().new)) else {
+            return;
+        };
+        sample.ticks = calibrator.last.ticks - 5;
+        assert_eq!(calibrator.step_with(Ok(sample), None), Step::FellBack);
+        let reason = Reason::Fault(Fault::TicksBackwards { ticks_back: 5 });
+        assert_eq!(clock.reason(), reason);
+    }
+
+    #[test]
+    fn kernel_leaving_tsc_falls_back() {
+        let Some((clock, mut calibrator)) = calibrated() else {
+            return;
+        };
+        let Ok(sample) = take_sample(Some(calibrator.params().new)) else {
+            return;
+        };
+        let clocksource = Some(Ok("hpet".to_string()));
+        assert_eq!(
+            calibrator.step_with(Ok(sample), clocksource),
+            Step::FellBack
+        );
+        let name = "hpet".to_string();
+        assert_eq!(
+            clock.reason(),
+            Reason::Fault(Fault::ClocksourceChanged { name })
+        );
+        assert_eq!(clock.source(), Source::Os);
+    }
+
+    #[test]
+    fn repeated_wide_samples_fall_back() {
+        let Some((clock, mut calibrator)) = calibrated() else {
+            return;
+        };
+        for _ in 1..SAMPLE_FAILURES_MAX {
+            assert_eq!(
+                calibrator.step_with(Err(SampleError::Wide), None),
+                Step::Continue
+            );
+        }
+        assert_eq!(
+            calibrator.step_with(Err(SampleError::Wide), None),
+            Step::FellBack
+        );
+        assert_eq!(clock.reason(), Reason::Fault(Fault::Sample));
+    }
+
+    #[test]
+    fn fallback_covers_a_tsc_that_jumped_back() {
+        let Some((clock, mut calibrator)) = calibrated() else {
+            return;
+        };
+        // Pretend the last good reading was 1 s ahead of what the TSC says now.
+        calibrator.last.ticks += calibrator.params().new.ticks_for_ns(1_000_000_000);
+        let last_ns = calibrator.params().tsc_ns(calibrator.last.ticks);
+        calibrator.fall_back(Reason::Fault(Fault::Sample));
+        assert!(clock.now() >= last_ns);
+    }
+}
