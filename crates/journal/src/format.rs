@@ -34,8 +34,11 @@ pub const COMMITTED_SIZE_BYTES: usize = 64;
 
 /// Frame flag: the body is an LZ4 block.
 pub const FLAG_LZ4: u8 = 1;
+/// Frame flag: a quarantine marker written by `repair`. It holds no records; its `record_count`
+/// offsets were damaged and moved to `quarantine/`. Its body is padding (ignored, CRC-covered).
+pub const FLAG_GAP: u8 = 2;
 /// Every flag bit this version knows; any other bit makes a frame invalid.
-pub const FLAGS_KNOWN: u8 = FLAG_LZ4;
+pub const FLAGS_KNOWN: u8 = FLAG_LZ4 | FLAG_GAP;
 
 /// Smallest allowed segment (keeps tests with tiny segments meaningful, forbids absurd ones).
 pub const SEGMENT_SIZE_BYTES_MIN: u64 = 4096;
@@ -162,14 +165,20 @@ impl FrameHeader {
             first_offset: get_u64(b, 16),
             raw_len: get_u32(b, 24),
         };
-        if h.stored_len == 0 {
-            return Err(Invalid::Field("zero length"));
-        }
         if h.flags & !FLAGS_KNOWN != 0 || b[9..12] != [0, 0, 0] || b[28..32] != [0, 0, 0, 0] {
             return Err(Invalid::Field("flags"));
         }
         if h.record_count == 0 {
             return Err(Invalid::Field("record count"));
+        }
+        if h.flags & FLAG_GAP != 0 {
+            if h.flags != FLAG_GAP || h.raw_len != 0 {
+                return Err(Invalid::Field("gap frame"));
+            }
+            return Ok(h);
+        }
+        if h.stored_len == 0 {
+            return Err(Invalid::Field("zero length"));
         }
         let raw_min = u64::from(h.record_count) * RECORD_PREFIX_SIZE_BYTES as u64;
         if u64::from(h.raw_len) < raw_min {
@@ -198,6 +207,30 @@ impl FrameHeader {
     pub fn end_offset(&self) -> u64 {
         self.first_offset + u64::from(self.record_count)
     }
+
+    pub fn is_gap(&self) -> bool {
+        self.flags & FLAG_GAP != 0
+    }
+}
+
+/// Appends a gap frame covering `record_count` offsets from `first_offset`, padded with
+/// `padding_bytes` zero bytes so it can fill exactly the space of the damaged bytes it replaces.
+pub fn encode_gap_frame(
+    out: &mut Vec<u8>,
+    first_offset: u64,
+    record_count: u32,
+    padding_bytes: u32,
+) {
+    assert!(record_count > 0);
+    let start = out.len();
+    out.resize(start + FRAME_HEADER_SIZE_BYTES + padding_bytes as usize, 0);
+    let h = &mut out[start..];
+    put(h, 0, &padding_bytes.to_le_bytes());
+    h[8] = FLAG_GAP;
+    put(h, 12, &record_count.to_le_bytes());
+    put(h, 16, &first_offset.to_le_bytes());
+    let c = crc(&h[8..]);
+    put(h, 4, &c.to_le_bytes());
 }
 
 /// Appends one complete frame (header + stored body) to `out`. `raw` is the record area
@@ -245,6 +278,9 @@ pub fn encode_frame(
 /// record boundary in `raw` is trustworthy.
 pub fn decode_body(h: &FrameHeader, body: &[u8], raw: &mut Vec<u8>) -> Result<(), Invalid> {
     raw.clear();
+    if h.is_gap() {
+        return Ok(());
+    }
     if h.flags & FLAG_LZ4 != 0 {
         raw.resize(h.raw_len as usize, 0);
         match lz4_flex::block::decompress_into(body, raw) {
@@ -469,6 +505,17 @@ mod tests {
             });
             assert!(ok.is_err(), "bit {bit} not detected");
         }
+    }
+
+    #[test]
+    fn gap_frame_round_trip() {
+        let mut out = Vec::new();
+        encode_gap_frame(&mut out, 10, 5, 7);
+        let h = FrameHeader::parse(&out).unwrap();
+        assert!(h.is_gap());
+        h.check_body(&out, &out[FRAME_HEADER_SIZE_BYTES..]).unwrap();
+        assert_eq!(h.end_offset(), 15);
+        assert_eq!(h.frame_size_bytes(), 39);
     }
 
     #[test]

@@ -104,6 +104,7 @@ pub struct Reader {
     /// Next offset to deliver.
     position: u64,
     raw: Vec<u8>,
+    skipped_records: u64,
 }
 
 /// How many bytes of decoded records one `next_batch` call gathers at most (one frame may exceed
@@ -130,6 +131,7 @@ impl Reader {
             scanner: None,
             position: offset,
             raw: Vec::new(),
+            skipped_records: 0,
         };
         r.seek(offset)?;
         Ok(r)
@@ -138,6 +140,11 @@ impl Reader {
     /// Next offset this reader delivers.
     pub fn position(&self) -> u64 {
         self.position
+    }
+
+    /// Offsets skipped because `repair` quarantined them (gap frames passed so far).
+    pub fn skipped_records(&self) -> u64 {
+        self.skipped_records
     }
 
     pub fn committed_offset(&self) -> Result<u64> {
@@ -218,6 +225,13 @@ impl Reader {
             return Err(scanner.corrupt(format!("{why:?}")));
         }
         scanner.advance(&h);
+        if h.is_gap() {
+            // Offsets `repair` quarantined: nothing to deliver, never silently — counted.
+            let from = self.position.max(h.first_offset);
+            self.skipped_records += h.end_offset().saturating_sub(from);
+            self.position = self.position.max(h.end_offset());
+            return Ok(());
+        }
         let start = batch.data.len();
         batch.data.extend_from_slice(&self.raw);
         let mut at = start;

@@ -359,7 +359,7 @@ impl Journal {
         }
         let last = *bases.last().ok_or(Error::InvalidOptions("no segment"))?;
         let active = segment::open_segment(&*fs, &dir, last, OpenMode::Write)?;
-        let (write_pos, next_offset, truncated) = recover_tail(active.clone())?;
+        let (write_pos, next_offset, truncated) = recover_tail(&*fs, &dir, active.clone())?;
         recovery.truncated_bytes = truncated;
         let committed_file = fs.open(&dir.join(format::COMMITTED_FILE), OpenMode::CreateOrOpen)?;
         vfs::write_all_at(&*committed_file, &format::encode_committed(next_offset), 0)?;
@@ -644,7 +644,7 @@ fn remove_temp_files(fs: &dyn Vfs, dir: &Path) -> Result<u64> {
 /// Finds the end of the valid frames of the last segment and zeroes anything after it, so the
 /// next append cannot be followed by stale bytes. Returns (write position, next offset,
 /// non-zero bytes discarded).
-fn recover_tail(seg: Segment) -> Result<(u64, u64, u64)> {
+fn recover_tail(fs: &dyn Vfs, dir: &Path, seg: Segment) -> Result<(u64, u64, u64)> {
     let size = seg.header.segment_size_bytes;
     let file = seg.file.clone();
     let mut scanner = Scanner::new(seg);
@@ -668,6 +668,12 @@ fn recover_tail(seg: Segment) -> Result<(u64, u64, u64)> {
         pos += n as u64;
     }
     let short = file.len()? < size;
+    if truncated > 0 {
+        // Never destroy bytes silently: a torn tail is usually garbage, but keep it for forensics.
+        let base = scanner.base();
+        // Best effort: a full disk must not stop recovery; the count is reported either way.
+        let _ = crate::tools::quarantine(fs, dir, base, valid_end, &*file, truncated);
+    }
     if truncated > 0 || short {
         file.set_len(valid_end)?;
         file.set_len(size)?;
@@ -754,6 +760,11 @@ fn flush_pending(inner: &Arc<Inner>, p: Pending) {
     if failure == Some(Failure::Poisoned) {
         inner.poisoned.store(true, Ordering::Release);
     }
+    // Roll back before completing any ticket: a caller that sees the failure and appends again
+    // must find the log already rewound to the durable end.
+    if let Some(f) = failure {
+        fail_all_pending(inner, f, durable);
+    }
     for (ticket_end, cell) in &p.tickets {
         let ok = *ticket_end <= durable;
         cell.complete(if ok {
@@ -761,9 +772,6 @@ fn flush_pending(inner: &Arc<Inner>, p: Pending) {
         } else {
             Err(failure.unwrap_or(Failure::Closed))
         });
-    }
-    if let Some(f) = failure {
-        fail_all_pending(inner, f, durable);
     }
 }
 

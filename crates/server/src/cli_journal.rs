@@ -1,0 +1,483 @@
+//! `strata journal …`: inspect, verify, repair and benchmark a journal directory, and manage its
+//! subscribers. Exit codes: 0 ok, 1 runtime failure or damage found, 2 bad usage or input.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand, ValueEnum};
+use journal::tools;
+use journal::vfs::{RealFs, Vfs};
+use journal::{Batch, Durability, Error, Journal, Options, Start};
+use serde_json::json;
+
+#[derive(Subcommand)]
+pub enum JournalCommand {
+    /// Show segments, offsets, subscribers and their lag.
+    Inspect {
+        /// The journal directory.
+        dir: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add, remove, rewind or list named subscribers.
+    Subscribers {
+        /// The journal directory.
+        dir: PathBuf,
+        #[command(subcommand)]
+        action: SubscriberAction,
+    },
+    /// Walk every frame and check its CRC; exit 1 if any acknowledged data is damaged.
+    Verify {
+        /// The journal directory.
+        dir: PathBuf,
+    },
+    /// Move damaged ranges to quarantine/ and mark them so readers pass them; reports counts.
+    /// Never moves a subscriber's checkpoint. Refuses to run while a writer holds the lock.
+    Repair {
+        /// The journal directory.
+        dir: PathBuf,
+    },
+    /// Measure append and read throughput; prints one JSON line.
+    Bench(BenchArgs),
+}
+
+#[derive(Subcommand)]
+pub enum SubscriberAction {
+    /// List subscribers with their checkpoints and lag.
+    List,
+    /// Add a subscriber.
+    Add {
+        /// Subscriber name: [A-Za-z0-9_.-], 1-64 bytes.
+        name: String,
+        /// Where it starts: `begin`, `end`, `copy:<other>`, or an offset.
+        #[arg(long, default_value = "end")]
+        start: String,
+    },
+    /// Remove a subscriber (its retained segments become deletable).
+    Remove {
+        /// Subscriber name.
+        name: String,
+    },
+    /// Move a subscriber's checkpoint to any retained offset.
+    Rewind {
+        /// Subscriber name.
+        name: String,
+        /// The new checkpoint (next offset it reads).
+        offset: u64,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum BenchMode {
+    Buffered,
+    Group,
+    Always,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Directory for the benchmark journal (default: a fresh one under the temp dir, removed after).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Records to append.
+    #[arg(long, default_value_t = 1_000_000)]
+    records: u64,
+    /// Payload size of each record in bytes.
+    #[arg(long, default_value_t = 100)]
+    size: usize,
+    /// Durability mode: group is GroupCommit with 128 KiB / 2 ms.
+    #[arg(long, value_enum, default_value = "group")]
+    mode: BenchMode,
+    /// Compress frames with LZ4 (the payload is then compressible text instead of random bytes).
+    #[arg(long)]
+    lz4: bool,
+    /// Concurrent appender threads.
+    #[arg(long, default_value_t = 1)]
+    appenders: u64,
+    /// Records per append call (one batch API call).
+    #[arg(long, default_value_t = 1024)]
+    batch: u64,
+    /// Segment size in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    segment_size: u64,
+}
+
+/// Unacknowledged batches one appender keeps in flight before waiting for the oldest.
+const TICKETS_IN_FLIGHT_MAX: usize = 8;
+
+pub fn run(cmd: JournalCommand) -> ExitCode {
+    let fs: Arc<dyn Vfs> = Arc::new(RealFs);
+    let result = match cmd {
+        JournalCommand::Inspect { dir, json } => inspect(&*fs, &dir, json),
+        JournalCommand::Subscribers { dir, action } => subscribers(&*fs, &dir, action),
+        JournalCommand::Verify { dir } => verify(&*fs, &dir),
+        JournalCommand::Repair { dir } => repair(&*fs, &dir),
+        JournalCommand::Bench(args) => bench(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("strata journal: {e}");
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}
+
+fn exit_code(e: &Error) -> u8 {
+    match e {
+        Error::InvalidName(_)
+        | Error::InvalidOptions(_)
+        | Error::NoSuchSubscriber(_)
+        | Error::SubscriberExists(_)
+        | Error::NotRetained { .. } => 2,
+        Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => 2,
+        _ => 1,
+    }
+}
+
+fn require_dir(dir: &Path) -> Result<(), Error> {
+    if !dir.is_dir() {
+        return Err(Error::InvalidOptions("not a journal directory"));
+    }
+    Ok(())
+}
+
+fn inspect(fs: &dyn Vfs, dir: &Path, as_json: bool) -> Result<ExitCode, Error> {
+    require_dir(dir)?;
+    let i = tools::inspect(fs, dir)?;
+    let committed = i.committed_offset.unwrap_or(i.end_offset);
+    if as_json {
+        let segments: Vec<_> = i
+            .segments
+            .iter()
+            .map(|s| {
+                json!({"base_offset": s.base_offset, "end_offset": s.end_offset,
+                "size_bytes": s.size_bytes, "used_bytes": s.used_bytes, "frames": s.frames,
+                "records": s.records, "gap_records": s.gap_records})
+            })
+            .collect();
+        let subs: Vec<_> = i
+            .subscribers
+            .iter()
+            .map(|s| {
+                json!({"name": s.name, "checkpoint": s.offset,
+                "lag_records": committed.saturating_sub(s.offset), "fell_back": s.fell_back})
+            })
+            .collect();
+        let damage: Vec<_> = i
+            .damage
+            .iter()
+            .map(|d| {
+                json!({"segment": d.segment, "byte_offset": d.byte_offset, "reason": d.reason,
+                "torn_tail": d.torn_tail})
+            })
+            .collect();
+        let v = json!({"dir": dir.display().to_string(), "earliest_offset": i.earliest_offset,
+            "committed_offset": i.committed_offset, "end_offset": i.end_offset,
+            "segments": segments, "subscribers": subs, "damage": damage});
+        println!("{v}");
+    } else {
+        println!("journal {}", dir.display());
+        println!("  earliest offset  {}", i.earliest_offset);
+        println!("  committed offset {}", committed);
+        println!("  segments ({}):", i.segments.len());
+        for s in &i.segments {
+            println!(
+                "    {:>20}..{:<20} {:>8} frames {:>10} records {:>12} / {} bytes used",
+                s.base_offset, s.end_offset, s.frames, s.records, s.used_bytes, s.size_bytes
+            );
+        }
+        println!("  subscribers ({}):", i.subscribers.len());
+        for s in &i.subscribers {
+            let note = if s.fell_back {
+                " (checkpoint damaged: fell back to earliest)"
+            } else {
+                ""
+            };
+            let lag = committed.saturating_sub(s.offset);
+            println!(
+                "    {:<24} checkpoint {:>20} lag {:>12}{note}",
+                s.name, s.offset, lag
+            );
+        }
+        for d in &i.damage {
+            let kind = if d.torn_tail { "torn tail" } else { "DAMAGE" };
+            println!(
+                "  {kind}: segment {} byte {}: {}",
+                d.segment, d.byte_offset, d.reason
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_start(s: &str) -> Result<Start, Error> {
+    match s {
+        "begin" => Ok(Start::Begin),
+        "end" => Ok(Start::End),
+        _ => {
+            if let Some(other) = s.strip_prefix("copy:") {
+                return Ok(Start::CopyOf(other.to_string()));
+            }
+            s.parse()
+                .map(Start::At)
+                .map_err(|_| Error::InvalidOptions("--start: begin|end|copy:<name>|<offset>"))
+        }
+    }
+}
+
+fn subscribers(fs: &dyn Vfs, dir: &Path, action: SubscriberAction) -> Result<ExitCode, Error> {
+    require_dir(dir)?;
+    match action {
+        SubscriberAction::List => return inspect(fs, dir, false),
+        SubscriberAction::Add { name, start } => {
+            let offset = tools::add_subscriber(fs, dir, &name, &parse_start(&start)?)?;
+            println!("added subscriber {name} at offset {offset}");
+        }
+        SubscriberAction::Remove { name } => {
+            tools::remove_subscriber(fs, dir, &name)?;
+            println!("removed subscriber {name}");
+        }
+        SubscriberAction::Rewind { name, offset } => {
+            tools::rewind_subscriber(fs, dir, &name, offset)?;
+            println!("subscriber {name} now at offset {offset}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(fs: &dyn Vfs, dir: &Path) -> Result<ExitCode, Error> {
+    require_dir(dir)?;
+    let i = tools::inspect(fs, dir)?;
+    let records: u64 = i.segments.iter().map(|s| s.records).sum();
+    let frames: u64 = i.segments.iter().map(|s| s.frames).sum();
+    for d in &i.damage {
+        let kind = if d.torn_tail {
+            "torn tail (truncated on next open)"
+        } else {
+            "DAMAGE"
+        };
+        println!(
+            "{kind}: segment {} byte {}: {}",
+            d.segment, d.byte_offset, d.reason
+        );
+    }
+    let damaged = i.is_damaged();
+    println!(
+        "{}: {} segments, {frames} frames, {records} records, offsets {}..{}",
+        if damaged { "damaged" } else { "ok" },
+        i.segments.len(),
+        i.earliest_offset,
+        i.end_offset
+    );
+    Ok(if damaged {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn repair(fs: &dyn Vfs, dir: &Path) -> Result<ExitCode, Error> {
+    require_dir(dir)?;
+    let r = tools::repair(fs, dir)?;
+    println!(
+        "repair: {} ranges quarantined, {} records lost, {} bytes moved to quarantine/, \
+         {} missing segments replaced, {} places left unrepaired",
+        r.ranges_quarantined,
+        r.records_quarantined,
+        r.bytes_quarantined,
+        r.segments_created,
+        r.unrepaired.len()
+    );
+    for d in &r.unrepaired {
+        println!(
+            "  unrepaired: segment {} byte {}: {}",
+            d.segment, d.byte_offset, d.reason
+        );
+    }
+    Ok(if r.unrepaired.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Fills `buf` with a record: random bytes, or (for LZ4 runs) metric-like text.
+fn fill_payload(buf: &mut [u8], i: u64, compressible: bool, rng: &mut u64) {
+    if compressible {
+        let text = format!(
+            "cpu.user|ST[host:web-{:03},dc:eu-west] value={} ",
+            i % 500,
+            i % 97
+        );
+        for (k, b) in buf.iter_mut().enumerate() {
+            *b = text.as_bytes()[k % text.len()];
+        }
+        return;
+    }
+    for chunk in buf.chunks_mut(8) {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        let bytes = rng.to_le_bytes();
+        chunk.copy_from_slice(&bytes[..chunk.len()]);
+    }
+}
+
+fn bench(a: &BenchArgs) -> Result<ExitCode, Error> {
+    if a.records == 0 || a.appenders == 0 || a.batch == 0 || a.appenders > 1024 {
+        return Err(Error::InvalidOptions(
+            "--records, --appenders (<= 1024), --batch must be > 0",
+        ));
+    }
+    let (dir, remove_after) = match &a.dir {
+        Some(d) => (d.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("strata-journal-bench-{}", std::process::id())),
+            true,
+        ),
+    };
+    if dir.exists()
+        && std::fs::read_dir(&dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(Error::InvalidOptions("--dir must be empty or absent"));
+    }
+    let durability = match a.mode {
+        BenchMode::Buffered => Durability::Buffered,
+        BenchMode::Group => Durability::default(),
+        BenchMode::Always => Durability::Always,
+    };
+    let opts = Options {
+        durability,
+        lz4: a.lz4,
+        segment_size_bytes: a.segment_size,
+        ..Options::default()
+    };
+    let result = bench_in(&dir, a, opts);
+    if remove_after {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let line = result?;
+    println!("{line}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_in(dir: &Path, a: &BenchArgs, opts: Options) -> Result<serde_json::Value, Error> {
+    let journal = Arc::new(Journal::open(dir, opts)?);
+    journal.add_subscriber("bench", Start::Begin)?;
+    let per = a.records / a.appenders;
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..a.appenders {
+        let j = journal.clone();
+        let count = if t + 1 == a.appenders {
+            a.records - per * (a.appenders - 1)
+        } else {
+            per
+        };
+        let (size, batch, lz4) = (a.size, a.batch, a.lz4);
+        handles.push(std::thread::spawn(move || {
+            append_worker(&j, t, count, size, batch, lz4)
+        }));
+    }
+    for h in handles {
+        h.join().map_err(|_| Error::Poisoned)??;
+    }
+    journal.flush()?;
+    let write_s = started.elapsed().as_secs_f64();
+    let (read_records, read_s) = read_all(&journal)?;
+    if read_records != a.records {
+        return Err(Error::Corrupt {
+            segment: 0,
+            offset: 0,
+            reason: format!("read {read_records} of {} records", a.records),
+        });
+    }
+    let inspection = tools::inspect(&RealFs, dir)?;
+    let used: u64 = inspection.segments.iter().map(|s| s.used_bytes + 64).sum();
+    let allocated = allocated_bytes(dir);
+    let payload_bytes = a.records * a.size as u64;
+    Ok(json!({
+        "records": a.records, "size_bytes": a.size,
+        "mode": match journal.options().durability { Durability::Buffered => "buffered", Durability::Always => "always", _ => "group" },
+        "lz4": a.lz4, "appenders": a.appenders, "batch_records": a.batch,
+        "write_seconds": write_s, "write_records_per_sec": (a.records as f64 / write_s).round(),
+        "read_seconds": read_s, "read_records_per_sec": (read_records as f64 / read_s).round(),
+        "payload_bytes": payload_bytes, "bytes_on_disk": used,
+        "allocated_bytes": allocated,
+        "compression_ratio": payload_bytes as f64 / used.max(1) as f64,
+    }))
+}
+
+fn append_worker(
+    j: &Journal,
+    t: u64,
+    count: u64,
+    size: usize,
+    batch: u64,
+    lz4: bool,
+) -> Result<(), Error> {
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (t + 1);
+    let mut in_flight = std::collections::VecDeque::with_capacity(TICKETS_IN_FLIGHT_MAX + 1);
+    let mut records: Vec<Vec<u8>> = (0..batch).map(|_| vec![0u8; size]).collect();
+    let mut done = 0u64;
+    let batches_max = count / batch + 2;
+    for _ in 0..batches_max {
+        if done >= count {
+            break;
+        }
+        let n = batch.min(count - done) as usize;
+        for (k, r) in records[..n].iter_mut().enumerate() {
+            fill_payload(r, done + k as u64, lz4, &mut rng);
+        }
+        in_flight.push_back(j.submit(&records[..n])?);
+        if in_flight.len() > TICKETS_IN_FLIGHT_MAX {
+            if let Some(oldest) = in_flight.pop_front() {
+                oldest.wait()?;
+            }
+        }
+        done += n as u64;
+    }
+    for t in in_flight {
+        t.wait()?;
+    }
+    Ok(())
+}
+
+fn read_all(j: &Journal) -> Result<(u64, f64), Error> {
+    let started = Instant::now();
+    let mut sub = j.subscriber("bench")?;
+    let mut batch = Batch::new();
+    let mut records = 0u64;
+    let mut checksum = 0u64;
+    let deadline = Duration::from_secs(600);
+    while started.elapsed() < deadline {
+        if sub.next_batch(&mut batch)? == 0 {
+            break;
+        }
+        for (_, p) in batch.iter() {
+            records += 1;
+            checksum =
+                checksum.wrapping_add(p.len() as u64 + u64::from(p.first().copied().unwrap_or(0)));
+        }
+    }
+    sub.commit()?;
+    std::hint::black_box(checksum);
+    Ok((records, started.elapsed().as_secs_f64()))
+}
+
+fn allocated_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .map(|m| m.blocks() * 512)
+        .sum()
+}
