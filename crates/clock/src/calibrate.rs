@@ -26,9 +26,15 @@ pub const RECALIBRATE_INTERVAL_NS: u64 = 5_000_000_000;
 /// steering leaves (microseconds) and below anything an operator would accept.
 pub const TRACKING_ERROR_NS_MAX: u64 = 1_000_000;
 
-/// The first calibration's baseline. Each end is bracketed by TSC reads ~20 ns apart, so the
-/// first slope is within ~10 ppm; the first recalibration corrects the rest.
-const CALIBRATION_NS: u64 = 2_000_000;
+/// The first calibration's baseline, and the widest TSC bracket around each end's
+/// `CLOCK_MONOTONIC` read, in ticks (at most as many ns on a TSC of at least 1 GHz; typically
+/// ~100 ticks here). So the first slope is within 2 × 250 ns / 5 ms = 100 ppm, which leaves at
+/// most 50 µs of error by the first recalibration, `FIRST_RECALIBRATION_NS` later.
+const CALIBRATION_NS: u64 = 5_000_000;
+const CALIBRATION_BRACKET_TICKS_MAX: u64 = 500;
+
+/// The first recalibration comes early, to correct the short first calibration.
+const FIRST_RECALIBRATION_NS: u64 = 500_000_000;
 
 /// The switch delay bounds how long this thread may be descheduled between sampling and
 /// publishing (else: `Fault::PublishLate`), and readers pay an out-of-line call between a
@@ -48,7 +54,8 @@ const READER_SLACK_NS: u64 = 100_000;
 /// this long after the fallback was decided (a forward step of at most this much).
 const FALLBACK_HORIZON_NS: u64 = 10_000_000;
 
-/// Attempts per sample to get a tight bracket, and the widest bracket accepted.
+/// Attempts per sample to get a tight bracket, and the widest bracket accepted when
+/// recalibrating (it adds at most half of it to the measured error).
 const SAMPLE_ATTEMPTS_MAX: u32 = 16;
 const SAMPLE_BRACKET_NS_MAX: u64 = 50_000;
 
@@ -74,8 +81,9 @@ pub(crate) enum SampleError {
     Wide,
 }
 
-/// Reads TSC, `CLOCK_MONOTONIC`, TSC, `CLOCK_REALTIME`, TSC and keeps the tightest attempt.
-pub(crate) fn take_sample(line: Option<Line>) -> Result<Sample, SampleError> {
+/// Reads TSC, `CLOCK_MONOTONIC`, TSC, `CLOCK_REALTIME`, TSC and keeps the attempt with the
+/// tightest bracket around `CLOCK_MONOTONIC`, if that is at most `bracket_ticks_max`.
+pub(crate) fn take_sample(bracket_ticks_max: u64) -> Result<Sample, SampleError> {
     let mut best: Option<(u64, Sample)> = None;
     for _ in 0..SAMPLE_ATTEMPTS_MAX {
         let ticks_0 = arch::ticks_ordered();
@@ -87,7 +95,7 @@ pub(crate) fn take_sample(line: Option<Line>) -> Result<Sample, SampleError> {
             let ticks_back = (ticks_0 - ticks_1.min(ticks_0)).max(ticks_1 - ticks_2.min(ticks_1));
             return Err(SampleError::Backwards { ticks_back });
         }
-        let bracket_ticks = ticks_2 - ticks_0;
+        let bracket_ticks = ticks_1 - ticks_0;
         let sample = Sample {
             ticks: ticks_0 + (ticks_1 - ticks_0) / 2,
             mono_ns,
@@ -98,16 +106,10 @@ pub(crate) fn take_sample(line: Option<Line>) -> Result<Sample, SampleError> {
             best = Some((bracket_ticks, sample));
         }
     }
-    let Some((bracket_ticks, sample)) = best else {
-        return Err(SampleError::Wide);
-    };
-    // Before the first calibration the slope is unknown; 1 ns per tick overestimates the
-    // bracket of any TSC over 1 GHz, which is safe.
-    let bracket_ns = line.map_or(bracket_ticks, |line| line.interval_ns(bracket_ticks));
-    if bracket_ns > SAMPLE_BRACKET_NS_MAX {
-        return Err(SampleError::Wide);
+    match best {
+        Some((bracket_ticks, sample)) if bracket_ticks <= bracket_ticks_max => Ok(sample),
+        _ => Err(SampleError::Wide),
     }
-    Ok(sample)
 }
 
 /// What a recalibration round did.
@@ -132,16 +134,16 @@ pub(crate) struct Calibrator {
     samples_failed: u32,
 }
 
-fn sample_with_retries(line: Option<Line>) -> Option<Sample> {
-    (0..SAMPLE_ATTEMPTS_MAX).find_map(|_| take_sample(line).ok())
+fn calibration_sample() -> Option<Sample> {
+    (0..SAMPLE_ATTEMPTS_MAX).find_map(|_| take_sample(CALIBRATION_BRACKET_TICKS_MAX).ok())
 }
 
 impl Calibrator {
     /// Measures the TSC against `CLOCK_MONOTONIC` over `CALIBRATION_NS`. Publishes nothing.
     pub(crate) fn calibrate(state: &'static State, check_clocksource: bool) -> Option<Calibrator> {
-        let origin = sample_with_retries(None)?;
+        let origin = calibration_sample()?;
         thread::sleep(Duration::from_nanos(CALIBRATION_NS));
-        let end = sample_with_retries(None)?;
+        let end = calibration_sample()?;
         let mult = mult_between((origin.ticks, origin.mono_ns), (end.ticks, end.mono_ns))?;
         let line = Line::through(end.ticks, end.mono_ns, mult);
         let params = Params {
@@ -168,19 +170,25 @@ impl Calibrator {
 
     /// Sleeps and recalibrates until a fault makes the clock fall back.
     pub(crate) fn run(mut self) {
+        let mut interval_ns = FIRST_RECALIBRATION_NS;
         loop {
-            thread::sleep(Duration::from_nanos(RECALIBRATE_INTERVAL_NS));
+            thread::sleep(Duration::from_nanos(interval_ns));
             if self.step() == Step::FellBack {
                 return;
             }
+            interval_ns = RECALIBRATE_INTERVAL_NS;
         }
     }
 
     /// One recalibration round against the real clocks.
     pub(crate) fn step(&mut self) -> Step {
-        let sample = take_sample(Some(self.params.new));
+        let sample = take_sample(self.sample_bracket_ticks_max());
         let clocksource = self.check_clocksource.then(os::kernel_clocksource);
         self.step_with(sample, clocksource)
+    }
+
+    fn sample_bracket_ticks_max(&self) -> u64 {
+        self.params.new.ticks_for_ns(SAMPLE_BRACKET_NS_MAX)
     }
 
     /// One recalibration round with the given sample and kernel clocksource (`None`: not
@@ -190,56 +198,75 @@ impl Calibrator {
         sample: Result<Sample, SampleError>,
         clocksource: Option<Result<String, String>>,
     ) -> Step {
+        match self.checked(sample, clocksource) {
+            Ok(Some(sample)) => self.recalibrate(sample),
+            Ok(None) => Step::Continue,
+            Err(fault) => self.fall_back(Reason::Fault(fault)),
+        }
+    }
+
+    /// The sample if the TSC passed every check, `None` to skip this round, or the fault.
+    fn checked(
+        &mut self,
+        sample: Result<Sample, SampleError>,
+        clocksource: Option<Result<String, String>>,
+    ) -> Result<Option<Sample>, Fault> {
         let sample = match sample {
             Ok(sample) => sample,
             Err(SampleError::Backwards { ticks_back }) => {
-                return self.fall_back(Reason::Fault(Fault::TicksBackwards { ticks_back }));
+                return Err(Fault::TicksBackwards { ticks_back })
             }
             Err(SampleError::Wide) => {
                 self.samples_failed += 1;
                 if self.samples_failed >= SAMPLE_FAILURES_MAX {
-                    return self.fall_back(Reason::Fault(Fault::Sample));
+                    return Err(Fault::Sample);
                 }
-                return Step::Continue;
+                return Ok(None);
             }
         };
         self.samples_failed = 0;
         match clocksource {
             None => {}
             Some(Ok(name)) if name == "tsc" => {}
-            Some(Ok(name)) | Some(Err(name)) => {
-                return self.fall_back(Reason::Fault(Fault::ClocksourceChanged { name }));
-            }
+            Some(Ok(name)) | Some(Err(name)) => return Err(Fault::ClocksourceChanged { name }),
         }
         if sample.ticks < self.last.ticks {
             let ticks_back = self.last.ticks - sample.ticks;
-            return self.fall_back(Reason::Fault(Fault::TicksBackwards { ticks_back }));
+            return Err(Fault::TicksBackwards { ticks_back });
         }
         let error_ns = i128::from(self.params.tsc_ns(sample.ticks)) - i128::from(sample.mono_ns);
         if error_ns.unsigned_abs() > u128::from(TRACKING_ERROR_NS_MAX) {
             let error_ns = i64::try_from(error_ns).unwrap_or(i64::MAX);
-            return self.fall_back(Reason::Fault(Fault::Drift { error_ns }));
+            return Err(Fault::Drift { error_ns });
         }
         if sample.ticks < self.params.switch_ticks {
             // Woken before the last switch point (only if the interval were shorter than the
             // switch delay): the next line must start after the current one; try next round.
-            return Step::Continue;
+            return Ok(None);
         }
+        Ok(Some(sample))
+    }
+
+    /// Publishes the next line, steered toward `CLOCK_MONOTONIC` as of `sample`.
+    fn recalibrate(&mut self, sample: Sample) -> Step {
         let origin = (self.origin.ticks, self.origin.mono_ns);
         let Some(average_mult) = mult_between(origin, (sample.ticks, sample.mono_ns)) else {
             return self.fall_back(Reason::Fault(Fault::Sample));
         };
+        let current = self.params.new;
         let switch = next_line(
-            self.params.new,
+            current,
             sample.ticks,
             sample.mono_ns,
             average_mult,
             STEERING,
         );
+        assert!(switch.ticks > sample.ticks && switch.ticks >= self.params.switch_ticks);
+        assert_eq!(switch.line.eval(switch.ticks), current.eval(switch.ticks));
         let params = Params {
             mode: MODE_TSC,
             switch_ticks: switch.ticks,
-            old: self.params.new,
+            old: current,
             new: switch.line,
             os_offset_ns: 0,
             real_offset_ns: real_offset_ns(sample, self.params.tsc_ns(sample.real_ticks)),
@@ -330,7 +357,7 @@ mod tests {
         };
         let mut previous_ns = clock.now();
         for _ in 0..3 {
-            let sample = take_sample(Some(calibrator.params().new));
+            let sample = take_sample(calibrator.sample_bracket_ticks_max());
             // Wide samples (a loaded machine) skip the round; that is allowed too.
             assert_eq!(calibrator.step_with(sample, None), Step::Continue);
             let now_ns = clock.now();
@@ -346,7 +373,7 @@ mod tests {
             return;
         };
         let raw_before = clock.raw();
-        let Ok(mut sample) = take_sample(Some(calibrator.params().new)) else {
+        let Ok(mut sample) = take_sample(calibrator.sample_bracket_ticks_max()) else {
             return;
         };
         let before_ns = clock.now();
@@ -387,7 +414,7 @@ mod tests {
         let Some((clock, mut calibrator)) = calibrated() else {
             return;
         };
-        let Ok(mut sample) = take_sample(Some(calibrator.params().new)) else {
+        let Ok(mut sample) = take_sample(calibrator.sample_bracket_ticks_max()) else {
             return;
         };
         sample.ticks = calibrator.last.ticks - 5;
@@ -401,7 +428,7 @@ mod tests {
         let Some((clock, mut calibrator)) = calibrated() else {
             return;
         };
-        let Ok(sample) = take_sample(Some(calibrator.params().new)) else {
+        let Ok(sample) = take_sample(calibrator.sample_bracket_ticks_max()) else {
             return;
         };
         let clocksource = Some(Ok("hpet".to_string()));

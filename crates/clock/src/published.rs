@@ -10,7 +10,7 @@
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 use crate::arch;
-use crate::line::Line;
+use crate::line::{Line, MULT_MIN};
 use crate::os;
 
 pub(crate) const MODE_UNINIT: u64 = 0;
@@ -267,6 +267,14 @@ impl Published {
     /// does so with a mutex that readers never touch).
     pub(crate) fn publish(&self, params: &Params) {
         assert!(params.mode == MODE_OS || params.mode == MODE_TSC);
+        if params.mode == MODE_TSC {
+            // Both pieces must be increasing and meet at the switch point.
+            assert!(params.old.mult >= MULT_MIN && params.new.mult >= MULT_MIN);
+            assert_eq!(
+                params.old.eval(params.switch_ticks),
+                params.new.eval(params.switch_ticks)
+            );
+        }
         let generation = self.generation.load(Ordering::Relaxed);
         assert!(generation % 2 == 0, "concurrent publication");
         let generation_next = generation + 2;
