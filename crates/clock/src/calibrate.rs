@@ -306,7 +306,9 @@ impl Calibrator {
         let tsc_horizon_ns = self.params.tsc_ns(ticks.saturating_add(horizon_ticks));
         let elapsed_ns = mono_ns.saturating_sub(self.last.mono_ns);
         let last_ns = self.params.tsc_ns(self.last.ticks);
-        let floor_ns = tsc_horizon_ns.max(last_ns.saturating_add(elapsed_ns + FALLBACK_HORIZON_NS));
+        let since_last_ns = elapsed_ns.saturating_add(FALLBACK_HORIZON_NS);
+        let floor_ns = tsc_horizon_ns.max(last_ns.saturating_add(since_last_ns));
+        assert!(floor_ns >= tsc_horizon_ns && floor_ns >= last_ns);
         let params = Params {
             mode: MODE_OS,
             os_offset_ns: floor_ns.saturating_sub(mono_ns),
