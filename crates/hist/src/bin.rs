@@ -258,21 +258,116 @@ impl Bin {
     }
 }
 
+/// How a raw `val` byte maps into a key: the slot inside its decade, and how the decade follows
+/// from the exponent (`decade = base + sign·exp`). Kinds: regular bins, zero (any exponent), the
+/// NaN candidate (valid only with exponent 0), and invalid. A table lookup replaces four range
+/// tests on the decode path.
+#[derive(Clone, Copy)]
+struct ValInfo {
+    slot: u16,
+    decade_base: i16,
+    decade_sign: i16,
+    /// 0 invalid, 1 valid with any exponent, 2 valid only with exponent 0.
+    validity: u8,
+}
+
+const VAL_INFO: [ValInfo; 256] = {
+    let invalid = ValInfo {
+        slot: 0,
+        decade_base: 0,
+        decade_sign: 0,
+        validity: 0,
+    };
+    let mut t = [invalid; 256];
+    let mut b = 0;
+    while b < 256 {
+        let v = b as u8 as i8 as i16;
+        t[b] = if v >= 10 && v <= 99 {
+            ValInfo {
+                slot: (v - 9) as u16,
+                decade_base: 384,
+                decade_sign: 1,
+                validity: 1,
+            }
+        } else if v <= -10 && v >= -99 {
+            ValInfo {
+                slot: (100 + v) as u16,
+                decade_base: 127,
+                decade_sign: -1,
+                validity: 1,
+            }
+        } else if v == 0 {
+            ValInfo {
+                slot: KEY_ZERO & 127,
+                decade_base: 255,
+                decade_sign: 0,
+                validity: 1,
+            }
+        } else if v == -1 {
+            ValInfo {
+                slot: KEY_NAN,
+                decade_base: 0,
+                decade_sign: 0,
+                validity: 2,
+            }
+        } else {
+            invalid
+        };
+        b += 1;
+    }
+    t
+};
+
 /// The key of the raw pair `(val, exp)` and whether the pair is a valid bin (C's reader keeps
 /// `(0, e)` as zero and drops every other invalid pair).
 #[inline(always)]
 pub(crate) fn raw_key(val: i8, exp: i8) -> (u16, bool) {
-    let (v, e) = (i32::from(val), i32::from(exp));
-    if (10..=99).contains(&v) {
-        (((384 + e) << DECADE_SHIFT | (v - 9)) as u16, true)
-    } else if (-99..=-10).contains(&v) {
-        (((127 - e) << DECADE_SHIFT | (100 + v)) as u16, true)
-    } else if v == 0 {
-        (KEY_ZERO, true)
-    } else {
-        (KEY_NAN, v == -1 && e == 0)
-    }
+    let info = VAL_INFO[usize::from(val as u8)];
+    let decade = info.decade_base + info.decade_sign * i16::from(exp);
+    let key = (decade as u16) << DECADE_SHIFT | info.slot;
+    let valid = info.validity == 1 || (info.validity == 2 && exp == 0);
+    (key, valid)
 }
+
+/// The wire bytes `(val, exp)` of a key, branch-free: the inverse of `raw_key`.
+#[inline(always)]
+pub(crate) fn key_bytes(key: u16) -> (u8, u8) {
+    let decade = usize::from(key >> DECADE_SHIFT);
+    let slot = usize::from(key & 127);
+    let wire = KEY_WIRE[(decade >> 8) << 7 | slot];
+    (wire as u8, EXP_BYTES[decade] & (wire >> 8) as u8)
+}
+
+/// Per (sign half, slot): the val byte, and in the high byte a mask that zeroes the exponent for
+/// the two special slots (NaN's key 0 and zero's slot in decade 255), whose exponent byte is 0.
+const KEY_WIRE: [u16; 256] = {
+    let mut t = [0u16; 256];
+    let mut slot = 1;
+    while slot <= 90 {
+        t[slot] = 0xff00 | ((slot as i16 - 100) as u8 as u16);
+        t[128 + slot] = 0xff00 | (slot as u16 + 9);
+        slot += 1;
+    }
+    t[0] = 0x00ff; // NaN: val −1, exponent 0
+    t[127] = 0x0000; // zero: val 0, exponent 0
+    t
+};
+
+/// The exponent byte of each decade.
+const EXP_BYTES: [u8; 512] = {
+    let mut t = [0u8; 512];
+    let mut d = 0;
+    while d < 512 {
+        let exp = if d < 256 {
+            127 - d as i32
+        } else {
+            d as i32 - 384
+        };
+        t[d] = exp as i8 as u8;
+        d += 1;
+    }
+    t
+};
 
 /// Whether `key` is the key of some bin.
 pub(crate) fn key_is_valid(key: u16) -> bool {
@@ -363,17 +458,16 @@ include!("scale10.rs");
 pub(crate) fn fast_parts(d: f64) -> Option<Parts> {
     let bits = d.to_bits();
     let e2 = ((bits >> 52) & 0x7ff) as i32 - 1023;
-    if e2.unsigned_abs() > FAST_E2_ABS_MAX as u32 {
+    if (e2 + FAST_E2_ABS_MAX) as u32 > 2 * FAST_E2_ABS_MAX as u32 {
         return None;
     }
     let a = f64::from_bits(bits & !(1u64 << 63));
     // floor(e2 · log10 2), exact for |e2| ≤ 1650; |a| ∈ [2^e2, 2^(e2+1)) so the decimal exponent
     // is this or the next one.
     let mut exp = (e2 * 78_913) >> 18;
-    if a >= POW10[(exp + 129) as usize] {
-        exp += 1;
-    }
-    let v = a * SCALE10[(exp + 128) as usize];
+    // In range by the e2 bound above; the masks only spare the bounds checks.
+    exp += i32::from(a >= POW10[(exp + 129) as usize & 255]);
+    let v = a * SCALE10[(exp + 128) as usize & 255];
     let val_abs = v as u32;
     let frac = v - f64::from(val_abs);
     let inside =
@@ -394,30 +488,65 @@ pub(crate) enum IntScale {
     Parts(Parts),
 }
 
-/// Division of n < 2^63 by 10^i as a multiply and shift (Granlund–Montgomery): with
+/// Division of n < 2^63 by 10^i, i ≥ 1, as a multiply and shift (Granlund–Montgomery): with
 /// ℓ = ceil(log2 10^i) and M = ceil(2^(63+ℓ) / 10^i) < 2^64, floor(n / 10^i) = (n·M) >> (63+ℓ)
-/// exactly for every 63-bit n. A hardware u64 division costs more than the rest of the insert.
+/// exactly for every 63-bit n; since ℓ ≥ 4 that is the high word shifted by ℓ − 1. A hardware
+/// u64 division costs more than the whole rest of an insert.
 const DIV10: [(u64, u32); 19] = {
     let mut t = [(0u64, 0u32); 19];
-    let mut i = 0;
-    let mut d: u128 = 1;
+    let mut i = 1;
+    let mut d: u128 = 10;
     while i < 19 {
         let l = 128 - (d - 1).leading_zeros();
-        let shift = 63 + l;
-        let m = (1u128 << shift).div_ceil(d);
+        let m = (1u128 << (63 + l)).div_ceil(d);
         assert!(m < 1u128 << 64);
-        t[i] = (m as u64, shift);
+        t[i] = (m as u64, l - 1);
         d *= 10;
         i += 1;
     }
     t
 };
 
+const POW10_U64: [u64; 20] = {
+    let mut t = [1u64; 20];
+    let mut i = 1;
+    while i < 20 {
+        t[i] = t[i - 1] * 10;
+        i += 1;
+    }
+    t
+};
+
+/// floor(log10(2^(b−1))) for b = bit length 1..=64: the decimal digit count minus one of the
+/// smallest number with that bit length; a number of bit length b has that many or one more.
+const LOG10_OF_BITS: [u32; 65] = {
+    let mut t = [0u32; 65];
+    let mut b = 1;
+    while b <= 64 {
+        let mut k = 0;
+        while k + 1 < 20 && POW10_U64[k + 1] <= (1u64 << (b - 1)) {
+            k += 1;
+        }
+        t[b] = k as u32;
+        b += 1;
+    }
+    t
+};
+
+/// floor(log10(n)) for n ≥ 1, from the bit length and one comparison.
+#[inline(always)]
+fn ilog10(n: u64) -> u32 {
+    debug_assert!(n > 0);
+    let guess = LOG10_OF_BITS[(64 - n.leading_zeros()) as usize];
+    guess + u32::from(n >= POW10_U64[(guess + 1) as usize])
+}
+
+/// floor(n / 10^i) for n ≤ 2^63 and 1 ≤ i ≤ 18 (n = 2^63 only with i = 17, checked in tests).
 #[inline(always)]
 fn div_pow10(n: u64, i: u32) -> u64 {
-    debug_assert!(n < 1 << 63);
+    debug_assert!(n <= 1 << 63 && (1..19).contains(&i));
     let (m, shift) = DIV10[i as usize];
-    ((u128::from(n) * u128::from(m)) >> shift) as u64
+    (((u128::from(n) * u128::from(m)) >> 64) as u64) >> shift
 }
 
 /// `value · 10^scale` split into a digit pair and exponent with integer arithmetic only.
@@ -427,15 +556,19 @@ pub(crate) fn intscale_parts(value: i64, scale: i32) -> IntScale {
         return IntScale::Zero;
     }
     let negative = value < 0;
-    // The C library maps i64::MIN to i64::MAX before the digit loop; both give the digits 92.
-    let mut m = value.unsigned_abs().min(i64::MAX as u64);
+    // The C library maps i64::MIN to i64::MAX before the digit loop. |i64::MIN| = 2^63 has the
+    // same leading digits (92) and the same digit count, and the division below is exact for it
+    // too, so the clamp is not needed.
+    let mut m = value.unsigned_abs();
     let mut exp = i64::from(scale) + 1;
     if m < 10 {
         m *= 10;
         exp -= 1;
     }
-    let shift = m.ilog10() - 1;
-    m = div_pow10(m, shift);
+    let shift = ilog10(m) - 1;
+    if shift > 0 {
+        m = div_pow10(m, shift);
+    }
     exp += i64::from(shift);
     if exp < -128 {
         return IntScale::Zero;
@@ -489,6 +622,23 @@ mod tests {
     }
 
     #[test]
+    fn raw_key_and_key_bytes_agree_with_bin_for_every_byte_pair() {
+        for val in i8::MIN..=i8::MAX {
+            for exp in i8::MIN..=i8::MAX {
+                let (key, valid) = raw_key(val, exp);
+                match Bin::new(val, exp) {
+                    Some(bin) => {
+                        assert!(valid, "({val},{exp})");
+                        assert_eq!(key, bin.key(), "({val},{exp})");
+                        assert_eq!(key_bytes(key), (bin.val() as u8, bin.exp() as u8));
+                    }
+                    None => assert!(!valid, "({val},{exp}) must be invalid"),
+                }
+            }
+        }
+    }
+
+    #[test]
     fn invalid_pairs_are_rejected() {
         for (val, exp) in [(5i8, 0i8), (-5, 3), (100, 0), (-100, 0), (-1, 7), (1, 0)] {
             assert_eq!(Bin::new(val, exp), None, "({val},{exp})");
@@ -533,16 +683,23 @@ mod tests {
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             let v = n >> 1 >> (n % 60);
-            for i in 0..19 {
+            assert_eq!(ilog10(v.max(1)), v.max(1).ilog10());
+            for i in 1..19 {
                 assert_eq!(div_pow10(v, i), v / 10u64.pow(i), "{v} / 10^{i}");
             }
         }
-        for i in 0..19u32 {
+        for i in 1..19u32 {
             let d = 10u64.pow(i);
             for v in [d - 1, d, d + 1, (i64::MAX as u64) - 1, i64::MAX as u64] {
                 assert_eq!(div_pow10(v, i), v / d, "{v} / 10^{i}");
+                assert_eq!(ilog10(v), v.ilog10(), "ilog10({v})");
             }
         }
+    }
+
+    #[test]
+    fn two_to_the_63_divides_exactly() {
+        assert_eq!(div_pow10(1 << 63, 17), (1u64 << 63) / 10u64.pow(17));
     }
 
     #[test]

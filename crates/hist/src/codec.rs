@@ -5,7 +5,7 @@
 //! bin  := i8 val, i8 exp, u8 w (0..=7), count: w+1 bytes little-endian
 //! ```
 
-use crate::bin::{raw_key, Bin};
+use crate::bin::{key_bytes, raw_key};
 use crate::error::DecodeError;
 use crate::histogram::Histogram;
 
@@ -120,13 +120,6 @@ impl Histogram {
         let bytes = decode_base64(text.as_bytes())?;
         Histogram::decode(&bytes)
     }
-}
-
-/// The wire bytes `(val, exp)` of a key, the inverse of `raw_key`.
-#[inline(always)]
-fn key_bytes(key: u16) -> (u8, u8) {
-    let bin = Bin::from_key(key);
-    (bin.val() as u8, bin.exp() as u8)
 }
 
 /// Bytes needed for a non-zero count (1..=8).

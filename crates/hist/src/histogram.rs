@@ -387,50 +387,43 @@ impl Histogram {
                 value: qs[index],
             });
         }
-        let total = self.finite_total_f64();
-        if total == 0.0 {
+        let finite = &self.counts[self.finite_start()..];
+        let total_exact = finite.iter().fold(0u64, |a, &c| a.saturating_add(c));
+        if total_exact == 0 {
             out.fill(f64::NAN);
             return Ok(());
         }
-        let start = self.finite_start();
-        let last = self.keys.len() - 1;
-        let mut i = start;
-        let mut lower = 0.0;
-        let mut upper = self.counts[i] as f64;
-        for (q, slot) in qs.iter().zip(out.iter_mut()) {
-            let target = match ty {
-                QuantileType::Type1 => total * q,
-                QuantileType::Type7 => ((total - 1.0) * q + 1.0).floor(),
-            };
+        let keys = &self.keys[self.finite_start()..];
+        let last = finite.len() - 1;
+        let mut i = 0;
+        if total_exact < EXACT_INT_F64_MAX {
+            // Below 2^53 the C library's double running sums are exact integers: walk in integers
+            // (no int → float conversions in the loop) and convert only where a quantile lands.
+            let total = total_exact as f64;
+            let (mut lower, mut upper) = (0u64, finite[0]);
+            for (&q, slot) in qs.iter().zip(out.iter_mut()) {
+                let target = quantile_target(total, q, ty);
+                // For an integer u: u < target ⇔ u < ceil(target).
+                let need = target.ceil() as u64;
+                while i < last && upper < need {
+                    i += 1;
+                    lower = upper;
+                    upper += finite[i];
+                }
+                *slot = value_in_bin(keys[i], finite[i], target, lower as f64, ty);
+            }
+            return Ok(());
+        }
+        let total = self.finite_total_f64();
+        let (mut lower, mut upper) = (0.0, finite[0] as f64);
+        for (&q, slot) in qs.iter().zip(out.iter_mut()) {
+            let target = quantile_target(total, q, ty);
             while i < last && upper < target {
                 i += 1;
                 lower = upper;
-                upper = lower + self.counts[i] as f64;
+                upper = lower + finite[i] as f64;
             }
-            let bin = Bin::from_key(self.keys[i]);
-            if bin.is_zero() {
-                *slot = 0.0;
-                continue;
-            }
-            let k = match ty {
-                QuantileType::Type1 => {
-                    let k = (target - lower).ceil();
-                    if k == 0.0 {
-                        1.0
-                    } else {
-                        k
-                    }
-                }
-                QuantileType::Type7 => target - lower,
-            };
-            // C computes count + 1 in u64, which wraps to 0 for a saturated bin and yields +inf;
-            // we keep C's rounding everywhere else but not that overflow (see FORMAT.md).
-            let count = self.counts[i];
-            let n_plus_1 = match count.checked_add(1) {
-                Some(c) => c as f64,
-                None => count as f64 + 1.0,
-            };
-            *slot = bin.lower() + k / n_plus_1 * bin.width();
+            *slot = value_in_bin(keys[i], finite[i], target, lower, ty);
         }
         Ok(())
     }
@@ -545,6 +538,46 @@ impl Histogram {
 }
 
 use crate::error::QuantileError;
+
+/// Integers below this are exact in an f64, and so are their sums while they stay below it.
+const EXACT_INT_F64_MAX: u64 = 1 << 53;
+
+/// The target rank of quantile `q` among `total` samples (spec §5).
+#[inline]
+fn quantile_target(total: f64, q: f64, ty: QuantileType) -> f64 {
+    match ty {
+        QuantileType::Type1 => total * q,
+        QuantileType::Type7 => ((total - 1.0) * q + 1.0).floor(),
+    }
+}
+
+/// The quantile value inside the bin where the walk stopped: `L + k/(n+1)·w` ("fair
+/// resampling": the bin's n samples sit at evenly spaced points of its interval).
+#[inline]
+fn value_in_bin(key: u16, count: u64, target: f64, lower: f64, ty: QuantileType) -> f64 {
+    let bin = Bin::from_key(key);
+    if bin.is_zero() {
+        return 0.0;
+    }
+    let k = match ty {
+        QuantileType::Type1 => {
+            let k = (target - lower).ceil();
+            if k == 0.0 {
+                1.0
+            } else {
+                k
+            }
+        }
+        QuantileType::Type7 => target - lower,
+    };
+    // C computes count + 1 in u64, which wraps to 0 for a saturated bin and yields +inf; we keep
+    // C's rounding everywhere else but not that overflow (see FORMAT.md).
+    let n_plus_1 = match count.checked_add(1) {
+        Some(c) => c as f64,
+        None => count as f64 + 1.0,
+    };
+    bin.lower() + k / n_plus_1 * bin.width()
+}
 
 fn check_sorted(values: &[f64]) -> Result<(), QuantileError> {
     match values.windows(2).position(|w| w[0] > w[1]) {

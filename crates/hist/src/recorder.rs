@@ -13,18 +13,19 @@ const DECADES_PER_SIGN: usize = 256;
 const DECADES: usize = 2 * DECADES_PER_SIGN;
 const BINS_PER_DECADE: usize = 90;
 
-type Decade = [u64; BINS_PER_DECADE];
-
 /// A histogram optimised for inserting: see the module docs.
 #[derive(Clone)]
 pub struct Recorder {
     /// Decade index (storage order: negative decades 0..256 from −1e128 toward zero, positive
-    /// decades 256..512) → index into `decades` plus one; 0 = not allocated.
-    slots: Box<[u16; DECADES]>,
-    decades: Vec<Decade>,
+    /// decades 256..512) → offset of its 90 counters in `counts`; `NO_DECADE` = not allocated.
+    slots: Box<[u32; DECADES]>,
+    /// Every allocated decade's counters, 90 each, in allocation order.
+    counts: Vec<u64>,
     zero: u64,
     nan: u64,
 }
+
+const NO_DECADE: u32 = u32::MAX;
 
 impl Default for Recorder {
     fn default() -> Self {
@@ -54,8 +55,8 @@ fn locate(p: Parts) -> (usize, usize) {
 impl Recorder {
     pub fn new() -> Recorder {
         Recorder {
-            slots: Box::new([0; DECADES]),
-            decades: Vec::new(),
+            slots: Box::new([NO_DECADE; DECADES]),
+            counts: Vec::new(),
             zero: 0,
             nan: 0,
         }
@@ -111,23 +112,35 @@ impl Recorder {
     #[inline(always)]
     fn add(&mut self, p: Parts, count: u64) {
         let (decade, offset) = locate(p);
-        let slot = self.slots[decade];
-        let index = if slot == 0 {
-            self.allocate(decade)
-        } else {
-            usize::from(slot) - 1
-        };
-        let counter = &mut self.decades[index][offset];
+        self.add_at(decade, offset, count);
+    }
+
+    #[inline(always)]
+    fn add_at(&mut self, decade: usize, offset: usize, count: u64) {
+        let mut base = self.slots[decade];
+        if base == NO_DECADE {
+            base = self.allocate(decade);
+        }
+        let counter = &mut self.counts[base as usize + offset];
         *counter = counter.saturating_add(count);
     }
 
     #[cold]
-    fn allocate(&mut self, decade: usize) -> usize {
-        let index = self.decades.len();
-        assert!(index < DECADES, "at most one allocation per decade");
-        self.decades.push([0; BINS_PER_DECADE]);
-        self.slots[decade] = (index + 1) as u16;
-        index
+    fn allocate(&mut self, decade: usize) -> u32 {
+        let base = self.counts.len();
+        assert!(
+            base < DECADES * BINS_PER_DECADE,
+            "at most one allocation per decade"
+        );
+        self.counts.resize(base + BINS_PER_DECADE, 0);
+        self.slots[decade] = base as u32;
+        base as u32
+    }
+
+    /// The counters of an allocated decade.
+    fn decade(&self, decade: usize) -> Option<&[u64]> {
+        let base = self.slots[decade];
+        (base != NO_DECADE).then(|| &self.counts[base as usize..base as usize + BINS_PER_DECADE])
     }
 
     /// Adds every bin of a sorted histogram.
@@ -140,14 +153,7 @@ impl Recorder {
             } else {
                 let decade = usize::from(key >> DECADE_SHIFT);
                 let offset = usize::from(key & 127) - 1;
-                let slot = self.slots[decade];
-                let index = if slot == 0 {
-                    self.allocate(decade)
-                } else {
-                    usize::from(slot) - 1
-                };
-                let counter = &mut self.decades[index][offset];
-                *counter = counter.saturating_add(count);
+                self.add_at(decade, offset, count);
             }
         }
     }
@@ -157,39 +163,27 @@ impl Recorder {
         self.nan = self.nan.saturating_add(other.nan);
         self.zero = self.zero.saturating_add(other.zero);
         for decade in 0..DECADES {
-            let slot = other.slots[decade];
-            if slot == 0 {
+            let Some(from) = other.decade(decade) else {
                 continue;
-            }
-            let from = &other.decades[usize::from(slot) - 1];
-            let mine = self.slots[decade];
-            let index = if mine == 0 {
-                self.allocate(decade)
-            } else {
-                usize::from(mine) - 1
             };
-            for (c, &add) in self.decades[index].iter_mut().zip(from) {
-                *c = c.saturating_add(add);
+            for (offset, &add) in from.iter().enumerate() {
+                if add != 0 {
+                    self.add_at(decade, offset, add);
+                }
             }
         }
     }
 
     /// Zeroes every counter, keeping the allocated decades for reuse.
     pub fn clear(&mut self) {
-        for d in &mut self.decades {
-            d.fill(0);
-        }
+        self.counts.fill(0);
         self.zero = 0;
         self.nan = 0;
     }
 
     /// Total samples recorded, saturating.
     pub fn sample_count(&self) -> u64 {
-        let decades = self
-            .decades
-            .iter()
-            .flatten()
-            .fold(0u64, |a, &c| a.saturating_add(c));
+        let decades = self.counts.iter().fold(0u64, |a, &c| a.saturating_add(c));
         decades.saturating_add(self.zero).saturating_add(self.nan)
     }
 
@@ -202,7 +196,7 @@ impl Recorder {
 
     /// Writes the sorted form into `out`, reusing its allocation.
     pub fn write_into(&self, out: &mut Histogram) {
-        let cap = self.decades.len() * BINS_PER_DECADE + 3;
+        let cap = self.counts.len() + 3;
         out.keys.clear();
         out.counts.clear();
         out.keys.resize(cap, 0);
@@ -213,12 +207,11 @@ impl Recorder {
             if decade == DECADES_PER_SIGN {
                 push_if(out, &mut n, KEY_ZERO, self.zero);
             }
-            let slot = self.slots[decade];
-            if slot == 0 {
+            let Some(counts) = self.decade(decade) else {
                 continue;
-            }
+            };
             let base = decade << DECADE_SHIFT | 1;
-            for (offset, &count) in self.decades[usize::from(slot) - 1].iter().enumerate() {
+            for (offset, &count) in counts.iter().enumerate() {
                 // Unconditional write, conditional advance: no data-dependent branch.
                 out.keys[n] = (base + offset) as u16;
                 out.counts[n] = count;
