@@ -1,0 +1,708 @@
+//! Stream keys: a metric name plus stream tags, with the canonical text form
+//! `name|ST[cat:val,cat2:val2]` and the one-to-one Prometheus label view.
+//!
+//! Tag categories and values are byte strings. In text, a category is written literally when
+//! every byte is in ``[`+A-Za-z0-9!@#$%^&"'/?._-]`` (values may also hold `:` and `=`) and it
+//! does not start with `b"`; otherwise it is written `b"<base64>"` (standard alphabet, padded).
+
+use std::fmt;
+
+/// Longest metric name, in bytes.
+pub const NAME_SIZE_MAX: usize = 4096;
+/// Longest tag category or value, in bytes (before base64).
+pub const TAG_PART_SIZE_MAX: usize = 4096;
+/// Most tags on one stream.
+pub const TAGS_MAX: usize = 256;
+/// Longest canonical text accepted by [`StreamKey::parse`], in bytes.
+pub const KEY_TEXT_SIZE_MAX: usize = NAME_SIZE_MAX + TAGS_MAX * 2 * (TAG_PART_SIZE_MAX * 4 / 3 + 8);
+
+/// The separator between the metric name and its stream tags.
+pub const TAG_MARKER: &str = "|ST[";
+
+/// The Prometheus label that carries the metric name.
+pub const PROM_NAME_LABEL: &str = "__name__";
+/// Prefix of a Prometheus label name that escapes a category outside the label-name charset.
+pub const PROM_ESCAPE_PREFIX: &str = "U__";
+
+/// Why a key, tag or label set was rejected. `position` is a byte offset into the parsed text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyError {
+    NameEmpty,
+    NameTooLong {
+        size_bytes: usize,
+    },
+    /// The name holds `|ST[`, which would make the canonical form ambiguous.
+    NameHasTagMarker {
+        position: usize,
+    },
+    CategoryEmpty,
+    ValueEmpty,
+    TagPartTooLong {
+        size_bytes: usize,
+    },
+    TooManyTags {
+        count: usize,
+    },
+    TextTooLong {
+        size_bytes: usize,
+    },
+    /// Parsing stopped at `position`, where `expected` was expected.
+    Syntax {
+        position: usize,
+        expected: &'static str,
+    },
+    /// A `b"…"` literal at `position` is not valid padded standard base64.
+    Base64 {
+        position: usize,
+    },
+    /// The Prometheus view needs distinct categories; this one repeats.
+    RepeatedCategory {
+        category: Vec<u8>,
+    },
+    /// A label set has no `__name__`.
+    LabelNameMissing,
+    /// A label name starts with `__` (reserved) or is not a valid label name.
+    LabelNameInvalid {
+        label: String,
+    },
+    /// Two labels share a name.
+    LabelDuplicate {
+        label: String,
+    },
+    /// A label (name or value) decodes, but is not the form Strata writes for that tag, so the
+    /// mapping would not be one-to-one.
+    LabelNotCanonical {
+        label: String,
+    },
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyError::Syntax { position, expected } => {
+                write!(f, "stream key: expected {expected} at byte {position}")
+            }
+            KeyError::Base64 { position } => {
+                write!(f, "stream key: invalid base64 literal at byte {position}")
+            }
+            other => write!(f, "stream key: {other:?}"),
+        }
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+/// One stream tag. Ordering is by category, then value (the canonical order).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tag {
+    category: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl Tag {
+    pub fn new(category: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Result<Tag, KeyError> {
+        let tag = Tag {
+            category: category.into(),
+            value: value.into(),
+        };
+        check_part(&tag.category, KeyError::CategoryEmpty)?;
+        check_part(&tag.value, KeyError::ValueEmpty)?;
+        Ok(tag)
+    }
+
+    pub fn category(&self) -> &[u8] {
+        &self.category
+    }
+
+    pub fn value(&self) -> &[u8] {
+        &self.value
+    }
+}
+
+fn check_part(part: &[u8], empty: KeyError) -> Result<(), KeyError> {
+    if part.is_empty() {
+        return Err(empty);
+    }
+    if part.len() > TAG_PART_SIZE_MAX {
+        return Err(KeyError::TagPartTooLong {
+            size_bytes: part.len(),
+        });
+    }
+    Ok(())
+}
+
+/// A stream: metric name plus its stream tags, sorted and without duplicates.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamKey {
+    name: String,
+    tags: Vec<Tag>,
+}
+
+impl StreamKey {
+    /// A key from a name and tags in any order; duplicate tags collapse into one.
+    pub fn new(
+        name: impl Into<String>,
+        tags: impl IntoIterator<Item = Tag>,
+    ) -> Result<StreamKey, KeyError> {
+        let name = name.into();
+        check_name(&name)?;
+        let mut tags: Vec<Tag> = tags.into_iter().take(TAGS_MAX + 1).collect();
+        if tags.len() > TAGS_MAX {
+            return Err(KeyError::TooManyTags { count: tags.len() });
+        }
+        tags.sort_unstable();
+        tags.dedup();
+        let key = StreamKey { name, tags };
+        key.assert_invariants();
+        Ok(key)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The tags in canonical order (category, then value), unique.
+    pub fn tags(&self) -> &[Tag] {
+        &self.tags
+    }
+
+    pub fn assert_invariants(&self) {
+        assert!(!self.name.is_empty() && self.name.len() <= NAME_SIZE_MAX);
+        assert!(!self.name.contains(TAG_MARKER));
+        assert!(self.tags.len() <= TAGS_MAX);
+        assert!(
+            self.tags.windows(2).all(|w| w[0] < w[1]),
+            "tags sorted and unique"
+        );
+        for tag in &self.tags {
+            assert!(!tag.category.is_empty() && tag.category.len() <= TAG_PART_SIZE_MAX);
+            assert!(!tag.value.is_empty() && tag.value.len() <= TAG_PART_SIZE_MAX);
+        }
+    }
+
+    /// The canonical text form: `name` or `name|ST[cat:val,…]`.
+    pub fn canonical(&self) -> String {
+        let mut out = String::with_capacity(self.name.len() + 16 * self.tags.len());
+        out.push_str(&self.name);
+        if self.tags.is_empty() {
+            return out;
+        }
+        out.push_str(TAG_MARKER);
+        for (i, tag) in self.tags.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            write_part(&mut out, &tag.category, Part::Category);
+            out.push(':');
+            write_part(&mut out, &tag.value, Part::Value);
+        }
+        out.push(']');
+        out
+    }
+
+    /// Parses the canonical form; also accepts base64 where a literal would do and `name|ST[]`.
+    pub fn parse(text: &str) -> Result<StreamKey, KeyError> {
+        if text.len() > KEY_TEXT_SIZE_MAX {
+            return Err(KeyError::TextTooLong {
+                size_bytes: text.len(),
+            });
+        }
+        let Some(marker) = text.find(TAG_MARKER) else {
+            return StreamKey::new(text, []);
+        };
+        let name = &text[..marker];
+        check_name(name)?;
+        let body_start = marker + TAG_MARKER.len();
+        let bytes = text.as_bytes();
+        if bytes.last() != Some(&b']') || bytes.len() <= body_start {
+            return Err(KeyError::Syntax {
+                position: text.len(),
+                expected: "']' closing the stream tags",
+            });
+        }
+        let body_end = bytes.len() - 1;
+        let tags = parse_tags(bytes, body_start, body_end)?;
+        StreamKey::new(name, tags)
+    }
+
+    /// The Prometheus label view, sorted by label name: `__name__` plus one label per tag.
+    /// Fails only for keys that repeat a category (Prometheus labels are a map).
+    pub fn to_labels(&self) -> Result<Vec<(String, String)>, KeyError> {
+        let mut labels = Vec::with_capacity(self.tags.len() + 1);
+        labels.push((PROM_NAME_LABEL.to_string(), self.name.clone()));
+        for (i, tag) in self.tags.iter().enumerate() {
+            if i > 0 && self.tags[i - 1].category == tag.category {
+                return Err(KeyError::RepeatedCategory {
+                    category: tag.category.clone(),
+                });
+            }
+            labels.push((label_name(&tag.category), label_value(&tag.value)));
+        }
+        labels.sort_unstable();
+        Ok(labels)
+    }
+
+    /// The key of a Prometheus label set (any order). Labels with an empty value are absent,
+    /// as in Prometheus. Inverse of [`StreamKey::to_labels`].
+    pub fn from_labels<'a>(
+        labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<StreamKey, KeyError> {
+        let mut name = None;
+        let mut tags = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for (label, value) in labels.into_iter().take(TAGS_MAX + 2) {
+            if !seen.insert(label) {
+                return Err(KeyError::LabelDuplicate {
+                    label: label.to_string(),
+                });
+            }
+            if label == PROM_NAME_LABEL {
+                name = Some(value);
+                continue;
+            }
+            if value.is_empty() {
+                continue;
+            }
+            let category = category_from_label(label)?;
+            let value = value_from_label(value)?;
+            tags.push(Tag::new(category, value)?);
+        }
+        let name = name.ok_or(KeyError::LabelNameMissing)?;
+        StreamKey::new(name, tags)
+    }
+}
+
+impl fmt::Display for StreamKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.canonical())
+    }
+}
+
+impl std::str::FromStr for StreamKey {
+    type Err = KeyError;
+    fn from_str(s: &str) -> Result<StreamKey, KeyError> {
+        StreamKey::parse(s)
+    }
+}
+
+fn check_name(name: &str) -> Result<(), KeyError> {
+    if name.is_empty() {
+        return Err(KeyError::NameEmpty);
+    }
+    if name.len() > NAME_SIZE_MAX {
+        return Err(KeyError::NameTooLong {
+            size_bytes: name.len(),
+        });
+    }
+    if let Some(position) = name.find(TAG_MARKER) {
+        return Err(KeyError::NameHasTagMarker { position });
+    }
+    Ok(())
+}
+
+/// Which side of a tag a byte string is on: values may also hold `:` and `=`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Part {
+    Category,
+    Value,
+}
+
+/// Whether `byte` may appear in a literal (non-base64) category or value.
+pub fn is_literal_byte(byte: u8, part: Part) -> bool {
+    byte.is_ascii_alphanumeric()
+        || b"`+!@#$%^&\"'/?._-".contains(&byte)
+        || (part == Part::Value && (byte == b':' || byte == b'='))
+}
+
+/// Whether `bytes` is written literally (else `b"<base64>"`).
+pub fn is_literal(bytes: &[u8], part: Part) -> bool {
+    !bytes.is_empty()
+        && !bytes.starts_with(b"b\"")
+        && bytes.iter().all(|&b| is_literal_byte(b, part))
+}
+
+/// Appends `bytes` in its text form: literal when possible, `b"<base64>"` otherwise.
+pub fn write_part(out: &mut String, bytes: &[u8], part: Part) {
+    if is_literal(bytes, part) {
+        // Literal bytes are ASCII, so this is exact.
+        out.extend(bytes.iter().map(|&b| char::from(b)));
+    } else {
+        out.push_str("b\"");
+        out.push_str(&base64_simd::STANDARD.encode_to_string(bytes));
+        out.push('"');
+    }
+}
+
+/// Reads one category or value starting at `start` (never past `end`): a `b"<base64>"`
+/// literal or a run of literal bytes. Returns the bytes and the offset after them.
+pub fn parse_part(
+    text: &[u8],
+    start: usize,
+    end: usize,
+    part: Part,
+) -> Result<(Vec<u8>, usize), KeyError> {
+    let end = end.min(text.len());
+    if text[start..end].starts_with(b"b\"") {
+        return parse_base64(text, start, end);
+    }
+    let run = text[start..end]
+        .iter()
+        .take_while(|&&b| is_literal_byte(b, part))
+        .count();
+    if run == 0 {
+        let expected = match part {
+            Part::Category => "a tag category",
+            Part::Value => "a tag value",
+        };
+        return Err(KeyError::Syntax {
+            position: start,
+            expected,
+        });
+    }
+    Ok((text[start..start + run].to_vec(), start + run))
+}
+
+/// Reads `b"<base64>"` at `start`; the base64 alphabet holds no `"`, so the next `"` closes it.
+fn parse_base64(text: &[u8], start: usize, end: usize) -> Result<(Vec<u8>, usize), KeyError> {
+    let body_start = start + 2;
+    let Some(close) = text[body_start..end].iter().position(|&b| b == b'"') else {
+        return Err(KeyError::Syntax {
+            position: end,
+            expected: "'\"' closing a base64 literal",
+        });
+    };
+    let body = &text[body_start..body_start + close];
+    if body.len() > TAG_PART_SIZE_MAX * 4 / 3 + 4 {
+        return Err(KeyError::TagPartTooLong {
+            size_bytes: body.len(),
+        });
+    }
+    let bytes = base64_simd::STANDARD
+        .decode_to_vec(body)
+        .map_err(|_| KeyError::Base64 { position: start })?;
+    Ok((bytes, body_start + close + 1))
+}
+
+fn parse_tags(text: &[u8], start: usize, end: usize) -> Result<Vec<Tag>, KeyError> {
+    let mut tags = Vec::new();
+    let mut pos = start;
+    while pos < end {
+        if tags.len() >= TAGS_MAX {
+            return Err(KeyError::TooManyTags {
+                count: tags.len() + 1,
+            });
+        }
+        let (category, after) = parse_part(text, pos, end, Part::Category)?;
+        expect_byte(text, after, end, b':', "':' after a tag category")?;
+        let (value, after) = parse_part(text, after + 1, end, Part::Value)?;
+        tags.push(Tag::new(category, value)?);
+        pos = after;
+        if pos < end {
+            expect_byte(text, pos, end, b',', "',' or ']' after a tag value")?;
+            pos += 1;
+            if pos == end {
+                return Err(KeyError::Syntax {
+                    position: pos,
+                    expected: "a tag after ','",
+                });
+            }
+        }
+    }
+    Ok(tags)
+}
+
+fn expect_byte(
+    text: &[u8],
+    pos: usize,
+    end: usize,
+    byte: u8,
+    expected: &'static str,
+) -> Result<(), KeyError> {
+    if pos < end && text[pos] == byte {
+        Ok(())
+    } else {
+        Err(KeyError::Syntax {
+            position: pos,
+            expected,
+        })
+    }
+}
+
+/// Prometheus's classic label-name charset `[a-zA-Z_][a-zA-Z0-9_]*`.
+fn is_prom_label_name(bytes: &[u8]) -> bool {
+    match bytes.split_first() {
+        Some((first, rest)) => {
+            (first.is_ascii_alphabetic() || *first == b'_')
+                && rest.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        }
+        None => false,
+    }
+}
+
+/// The label name of a category: the category itself when it is a classic label name that
+/// neither starts with `__` (reserved by Prometheus) nor with `U__` (our escape prefix);
+/// otherwise `U__` followed by the bytes with `[A-Za-z0-9]` kept, `_` doubled and every other
+/// byte written `_<two lowercase hex digits>_` (Prometheus's value-encoding escape, per byte).
+pub fn label_name(category: &[u8]) -> String {
+    let plain = is_prom_label_name(category)
+        && !category.starts_with(b"__")
+        && !category.starts_with(PROM_ESCAPE_PREFIX.as_bytes());
+    if plain {
+        return category.iter().map(|&b| char::from(b)).collect();
+    }
+    let mut out = String::with_capacity(PROM_ESCAPE_PREFIX.len() + category.len() * 2);
+    out.push_str(PROM_ESCAPE_PREFIX);
+    for &b in category {
+        if b.is_ascii_alphanumeric() {
+            out.push(char::from(b));
+        } else if b == b'_' {
+            out.push_str("__");
+        } else {
+            out.push_str(&format!("_{b:02x}_"));
+        }
+    }
+    out
+}
+
+/// The label value of a tag value: itself when it is UTF-8 not starting with `b"`, otherwise
+/// `b"<base64>"`.
+pub fn label_value(value: &[u8]) -> String {
+    match std::str::from_utf8(value) {
+        Ok(text) if !text.starts_with("b\"") => text.to_string(),
+        _ => format!("b\"{}\"", base64_simd::STANDARD.encode_to_string(value)),
+    }
+}
+
+fn category_from_label(label: &str) -> Result<Vec<u8>, KeyError> {
+    let invalid = || KeyError::LabelNameInvalid {
+        label: label.to_string(),
+    };
+    let category = match label.strip_prefix(PROM_ESCAPE_PREFIX) {
+        Some(escaped) => unescape_label(escaped.as_bytes()).ok_or_else(invalid)?,
+        None if label.starts_with("__") || !is_prom_label_name(label.as_bytes()) => {
+            return Err(invalid())
+        }
+        None => label.as_bytes().to_vec(),
+    };
+    if label_name(&category) != label {
+        return Err(KeyError::LabelNotCanonical {
+            label: label.to_string(),
+        });
+    }
+    Ok(category)
+}
+
+fn unescape_label(escaped: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(escaped.len());
+    let mut i = 0;
+    while i < escaped.len() {
+        let b = escaped[i];
+        if b != b'_' {
+            out.push(b);
+            i += 1;
+        } else if escaped.get(i + 1) == Some(&b'_') {
+            out.push(b'_');
+            i += 2;
+        } else {
+            let hex = escaped.get(i + 1..i + 3)?;
+            if escaped.get(i + 3) != Some(&b'_') {
+                return None;
+            }
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 4;
+        }
+    }
+    Some(out)
+}
+
+fn value_from_label(value: &str) -> Result<Vec<u8>, KeyError> {
+    let bytes = match value.strip_prefix("b\"").and_then(|v| v.strip_suffix('"')) {
+        Some(body) => base64_simd::STANDARD
+            .decode_to_vec(body)
+            .map_err(|_| KeyError::Base64 { position: 2 })?,
+        None => value.as_bytes().to_vec(),
+    };
+    if label_value(&bytes) != value {
+        return Err(KeyError::LabelNotCanonical {
+            label: value.to_string(),
+        });
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key(name: &str, tags: &[(&[u8], &[u8])]) -> StreamKey {
+        StreamKey::new(name, tags.iter().map(|(c, v)| Tag::new(*c, *v).unwrap())).unwrap()
+    }
+
+    #[test]
+    fn canonical_sorts_and_dedups() {
+        let k = key(
+            "cpu",
+            &[
+                (b"host", b"b"),
+                (b"dc", b"x:y=z"),
+                (b"host", b"a"),
+                (b"dc", b"x:y=z"),
+            ],
+        );
+        assert_eq!(k.canonical(), "cpu|ST[dc:x:y=z,host:a,host:b]");
+        assert_eq!(StreamKey::parse(&k.canonical()).unwrap(), k);
+        assert_eq!(key("cpu", &[]).canonical(), "cpu");
+        assert_eq!(StreamKey::parse("cpu").unwrap(), key("cpu", &[]));
+        assert_eq!(StreamKey::parse("cpu|ST[]").unwrap(), key("cpu", &[]));
+    }
+
+    #[test]
+    fn base64_for_bytes_outside_the_charset() {
+        let k = key("m", &[(b"a b", b"x,y"), (b"b\"q", b"ok")]);
+        let text = k.canonical();
+        assert_eq!(text, "m|ST[b\"YSBi\":b\"eCx5\",b\"YiJx\":ok]");
+        assert_eq!(StreamKey::parse(&text).unwrap(), k);
+        // Base64 where a literal would do is accepted and normalised.
+        assert_eq!(
+            StreamKey::parse("m|ST[b\"YQ==\":b]").unwrap(),
+            key("m", &[(b"a", b"b")])
+        );
+    }
+
+    #[test]
+    fn errors_name_the_position() {
+        let err = |t: &str| StreamKey::parse(t).unwrap_err();
+        assert_eq!(
+            err("m|ST[a:b"),
+            KeyError::Syntax {
+                position: 8,
+                expected: "']' closing the stream tags"
+            }
+        );
+        assert_eq!(
+            err("m|ST[a b:c]"),
+            KeyError::Syntax {
+                position: 6,
+                expected: "':' after a tag category"
+            }
+        );
+        assert_eq!(
+            err("m|ST[a:]"),
+            KeyError::Syntax {
+                position: 7,
+                expected: "a tag value"
+            }
+        );
+        assert_eq!(
+            err("m|ST[a:b,]"),
+            KeyError::Syntax {
+                position: 9,
+                expected: "a tag after ','"
+            }
+        );
+        assert_eq!(
+            err("m|ST[a:b c]"),
+            KeyError::Syntax {
+                position: 8,
+                expected: "',' or ']' after a tag value"
+            }
+        );
+        assert_eq!(err("m|ST[b\"!!\":c]"), KeyError::Base64 { position: 5 });
+        assert_eq!(
+            err("m|ST[b\"YQ==:c]"),
+            KeyError::Syntax {
+                position: 13,
+                expected: "'\"' closing a base64 literal"
+            }
+        );
+        assert_eq!(err("|ST[a:b]"), KeyError::NameEmpty);
+        assert_eq!(err(""), KeyError::NameEmpty);
+        assert!(matches!(err("m|ST[a:b]|ST[c:d]"), KeyError::Syntax { .. }));
+    }
+
+    #[test]
+    fn prometheus_view() {
+        let k = key(
+            "http_requests",
+            &[
+                (b"method", b"GET"),
+                (b"__x", b"1"),
+                (b"a.b", b"\xff"),
+                (b"U__q", b"b\""),
+            ],
+        );
+        let labels = k.to_labels().unwrap();
+        let want = vec![
+            ("U__U____q".to_string(), "b\"YiI=\"".to_string()),
+            ("U______x".to_string(), "1".to_string()),
+            ("U__a_2e_b".to_string(), "b\"/w==\"".to_string()),
+            ("__name__".to_string(), "http_requests".to_string()),
+            ("method".to_string(), "GET".to_string()),
+        ];
+        assert_eq!(labels, want);
+        let back = StreamKey::from_labels(labels.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        assert_eq!(back.unwrap(), k);
+        let repeated = key("m", &[(b"a", b"1"), (b"a", b"2")]);
+        assert!(matches!(
+            repeated.to_labels(),
+            Err(KeyError::RepeatedCategory { .. })
+        ));
+        let from = |l: &[(&str, &str)]| StreamKey::from_labels(l.iter().copied());
+        assert_eq!(from(&[("a", "1")]), Err(KeyError::LabelNameMissing));
+        assert!(matches!(
+            from(&[("__name__", "m"), ("__x", "1")]),
+            Err(KeyError::LabelNameInvalid { .. })
+        ));
+        assert!(matches!(
+            from(&[("__name__", "m"), ("U__a", "1")]),
+            Err(KeyError::LabelNotCanonical { .. })
+        ));
+        assert!(matches!(
+            from(&[("__name__", "m"), ("a", "b\"YQ==\"")]),
+            Err(KeyError::LabelNotCanonical { .. })
+        ));
+        assert_eq!(
+            from(&[("__name__", "m"), ("a", "")]).unwrap(),
+            key("m", &[])
+        );
+    }
+
+    fn part() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            "[a-zA-Z0-9._:=/\"-]{1,8}".prop_map(String::into_bytes),
+            proptest::collection::vec(any::<u8>(), 1..8),
+            Just(b"b\"x".to_vec()),
+        ]
+    }
+
+    fn stream_key() -> impl Strategy<Value = StreamKey> {
+        let name = prop_oneof!["[a-z_.]{1,12}", "\\PC{1,12}"]
+            .prop_filter("no tag marker", |n| !n.contains(TAG_MARKER));
+        let tags = proptest::collection::vec((part(), part()), 0..6);
+        (name, tags).prop_map(|(n, t)| {
+            StreamKey::new(n, t.into_iter().map(|(c, v)| Tag::new(c, v).unwrap())).unwrap()
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn parse_inverts_canonical(k in stream_key()) {
+            let text = k.canonical();
+            prop_assert_eq!(StreamKey::parse(&text).unwrap(), k.clone());
+            if let Ok(labels) = k.to_labels() {
+                let back = StreamKey::from_labels(labels.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+                prop_assert_eq!(back.unwrap(), k);
+            }
+        }
+
+        #[test]
+        fn parse_arbitrary_text_never_panics(text in "\\PC{0,40}|m\\|ST\\[[a-z:,b\"=\\]]{0,30}") {
+            if let Ok(k) = StreamKey::parse(&text) {
+                k.assert_invariants();
+                prop_assert_eq!(StreamKey::parse(&k.canonical()).unwrap(), k);
+            }
+        }
+    }
+}
