@@ -14,8 +14,8 @@ use crate::{os, Clock, Source};
 const COST_BATCHES: usize = 31;
 const COST_BATCH_READS: u64 = 10_000;
 
-/// Attempts to bracket a `wall()` reading between two `CLOCK_REALTIME` readings.
-const WALL_ATTEMPTS_MAX: u32 = 64;
+/// Attempts to bracket a reading between two readings of the OS clock it should match.
+const ERROR_ATTEMPTS_MAX: u32 = 64;
 
 /// What `strata clock check` reports.
 #[derive(Clone, Debug)]
@@ -36,6 +36,8 @@ pub struct Report {
     pub cpus: Vec<usize>,
     /// `wall() − CLOCK_REALTIME` (middle of a bracketing pair of reads).
     pub wall_error_ns: i64,
+    /// `now() − CLOCK_MONOTONIC`, measured the same way.
+    pub now_error_ns: i64,
     /// The TSC frequency as calibrated, when the source is the TSC.
     pub tsc_hz: Option<u64>,
 }
@@ -57,7 +59,8 @@ pub fn run(clock: Clock, reads_total: u64) -> Report {
         backwards_ns_max: cross.backwards_ns_max,
         reads: cross.reads,
         cpus: cross.cpus,
-        wall_error_ns: wall_error_ns(clock),
+        wall_error_ns: error_ns(|| clock.wall(), os::realtime_ns),
+        now_error_ns: error_ns(|| clock.now(), os::monotonic_ns),
         tsc_hz,
     }
 }
@@ -84,16 +87,17 @@ pub fn cost_ns(mut read: impl FnMut() -> u64) -> f64 {
     batch_ns[COST_BATCHES / 2] as f64 / COST_BATCH_READS as f64
 }
 
-/// `wall() − CLOCK_REALTIME`, from the attempt with the tightest bracket.
-pub fn wall_error_ns(clock: Clock) -> i64 {
+/// `read() − reference()`, from the attempt where two reference reads bracket `read()` most
+/// tightly.
+pub fn error_ns(read: impl Fn() -> u64, reference: impl Fn() -> u64) -> i64 {
     let mut best: Option<(u64, i64)> = None;
-    for _ in 0..WALL_ATTEMPTS_MAX {
-        let before_ns = os::realtime_ns();
-        let wall_ns = clock.wall();
-        let after_ns = os::realtime_ns();
+    for _ in 0..ERROR_ATTEMPTS_MAX {
+        let before_ns = reference();
+        let read_ns = read();
+        let after_ns = reference();
         let bracket_ns = after_ns.saturating_sub(before_ns);
         let middle_ns = before_ns / 2 + after_ns / 2;
-        let error_ns = i64::try_from(i128::from(wall_ns) - i128::from(middle_ns));
+        let error_ns = i64::try_from(i128::from(read_ns) - i128::from(middle_ns));
         let error_ns = error_ns.unwrap_or(i64::MAX);
         if best.is_none_or(|(best_bracket_ns, _)| bracket_ns < best_bracket_ns) {
             best = Some((bracket_ns, error_ns));

@@ -276,7 +276,7 @@ impl Published {
             );
         }
         let generation = self.generation.load(Ordering::Relaxed);
-        assert!(generation % 2 == 0, "concurrent publication");
+        assert!(generation & 1 == 0, "concurrent publication");
         let generation_next = generation + 2;
         self.generation.store(generation + 1, Ordering::Relaxed);
         // Pairs with the readers' acquire fence: a reader that sees any store below also sees

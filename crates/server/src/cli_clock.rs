@@ -66,6 +66,8 @@ fn run_check(args: &CheckArgs) -> ExitCode {
         "reads": report.reads,
         "cpus": report.cpus,
         "raw_backwards": raw.backwards,
+        "now_error_ns": report.now_error_ns,
+        "tracking_error_ns_max": clock::TRACKING_ERROR_NS_MAX,
         "wall_error_ns": report.wall_error_ns,
         "wall_error_ns_max": clock::WALL_ERROR_NS_MAX,
         "tsc_hz": report.tsc_hz,
