@@ -6,4 +6,5 @@
 //! every byte written; `STATUS.md` says what is done. No `unsafe`, no wire-protocol parsing.
 #![forbid(unsafe_code)]
 
+pub mod encode;
 pub mod key;

@@ -1,0 +1,311 @@
+//! Bit-level writer and reader (most significant bit first), LEB128 varints, zigzag, and the
+//! Rice code with an escape that every chunk encoder uses.
+
+use super::DecodeError;
+
+/// Rice quotients at or above this are escaped: this many one bits, then the value in 64 bits.
+pub const RICE_ESCAPE_Q: u64 = 16;
+/// Largest Rice parameter (low bits written verbatim).
+pub const RICE_K_MAX: u32 = 63;
+/// A LEB128 varint of a u64 is at most this many bytes.
+pub const VARINT_SIZE_MAX: usize = 10;
+
+/// Appends bits to a byte vector, most significant bit first; the last byte is zero-padded.
+#[derive(Default, Debug, Clone)]
+pub struct BitWriter {
+    bytes: Vec<u8>,
+    /// Pending bits not yet forming a whole byte, in the low `fill` bits.
+    acc: u64,
+    fill: u32,
+}
+
+impl BitWriter {
+    pub fn new() -> BitWriter {
+        BitWriter::default()
+    }
+
+    /// Bits written so far.
+    pub fn bit_len(&self) -> u64 {
+        self.bytes.len() as u64 * 8 + u64::from(self.fill)
+    }
+
+    /// Writes the low `bits` bits of `value` (`bits` ≤ 64; higher bits must be zero).
+    pub fn write(&mut self, value: u64, bits: u32) {
+        assert!(bits <= 64);
+        debug_assert!(
+            bits == 64 || value >> bits == 0,
+            "value {value} wider than {bits}"
+        );
+        if bits > 32 {
+            self.write_small(value >> 32, bits - 32);
+            self.write_small(value & 0xffff_ffff, 32);
+        } else {
+            self.write_small(value, bits);
+        }
+    }
+
+    fn write_small(&mut self, value: u64, bits: u32) {
+        debug_assert!(bits <= 32 && self.fill < 8);
+        if bits == 0 {
+            return;
+        }
+        self.acc = (self.acc << bits) | value;
+        self.fill += bits;
+        while self.fill >= 8 {
+            self.fill -= 8;
+            self.bytes.push((self.acc >> self.fill) as u8);
+        }
+        self.acc &= (1u64 << self.fill) - 1;
+    }
+
+    pub fn write_bit(&mut self, bit: bool) {
+        self.write_small(u64::from(bit), 1);
+    }
+
+    /// Appends everything written to `other`.
+    pub fn append(&mut self, other: &BitWriter) {
+        for &byte in &other.bytes {
+            self.write_small(u64::from(byte), 8);
+        }
+        self.write_small(other.acc, other.fill);
+    }
+
+    /// Rice code of `value` with parameter `k`; see [`rice_bits`] for the size.
+    pub fn write_rice(&mut self, value: u64, k: u32) {
+        assert!(k <= RICE_K_MAX);
+        let q = value >> k;
+        if q < RICE_ESCAPE_Q {
+            // q ones then a zero, in one write (q + 1 ≤ 16 bits).
+            self.write_small(((1u64 << q) - 1) << 1, q as u32 + 1);
+            self.write(value & low_mask(k), k);
+        } else {
+            self.write_small((1u64 << RICE_ESCAPE_Q) - 1, RICE_ESCAPE_Q as u32);
+            self.write(value, 64);
+        }
+    }
+
+    /// The bytes, last one zero-padded.
+    pub fn finish(mut self) -> Vec<u8> {
+        if self.fill > 0 {
+            let pad = 8 - self.fill;
+            self.write_small(0, pad);
+        }
+        debug_assert_eq!(self.fill, 0);
+        self.bytes
+    }
+}
+
+fn low_mask(k: u32) -> u64 {
+    if k >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << k) - 1
+    }
+}
+
+/// Size in bits of the Rice code of `value` with parameter `k`.
+pub fn rice_bits(value: u64, k: u32) -> u64 {
+    let q = value >> k;
+    if q < RICE_ESCAPE_Q {
+        q + 1 + u64::from(k)
+    } else {
+        RICE_ESCAPE_Q + 64
+    }
+}
+
+/// The Rice parameter in `0..=k_max` that codes `values` in the fewest bits, and that size.
+pub fn best_rice_k(values: &[u64], k_max: u32) -> (u32, u64) {
+    let widest = values.iter().fold(0u64, |a, &v| a | v);
+    let k_top = k_max.min(64 - widest.leading_zeros()).min(RICE_K_MAX);
+    let mut best = (0, u64::MAX);
+    for k in 0..=k_top {
+        let bits: u64 = values.iter().map(|&v| rice_bits(v, k)).sum();
+        if bits < best.1 {
+            best = (k, bits);
+        }
+    }
+    best
+}
+
+/// Reads bits written by [`BitWriter`], never past the end of its slice.
+#[derive(Debug)]
+pub struct BitReader<'a> {
+    bytes: &'a [u8],
+    pos_bits: u64,
+}
+
+impl<'a> BitReader<'a> {
+    pub fn new(bytes: &'a [u8]) -> BitReader<'a> {
+        BitReader { bytes, pos_bits: 0 }
+    }
+
+    pub fn remaining_bits(&self) -> u64 {
+        self.bytes.len() as u64 * 8 - self.pos_bits
+    }
+
+    pub fn read(&mut self, bits: u32) -> Result<u64, DecodeError> {
+        assert!(bits <= 64);
+        if u64::from(bits) > self.remaining_bits() {
+            return Err(DecodeError::Truncated {
+                bit_offset: self.pos_bits,
+            });
+        }
+        let mut value = 0u64;
+        let mut need = bits;
+        while need > 0 {
+            let byte = self.bytes[(self.pos_bits / 8) as usize];
+            let avail = 8 - (self.pos_bits % 8) as u32;
+            let take = avail.min(need);
+            let chunk = (u64::from(byte) >> (avail - take)) & low_mask(take);
+            value = (value << take) | chunk;
+            self.pos_bits += u64::from(take);
+            need -= take;
+        }
+        Ok(value)
+    }
+
+    pub fn read_bit(&mut self) -> Result<bool, DecodeError> {
+        Ok(self.read(1)? == 1)
+    }
+
+    /// Counts one bits up to `max` (a terminating zero is consumed, `max` ones are not followed
+    /// by one).
+    pub fn read_unary(&mut self, max: u64) -> Result<u64, DecodeError> {
+        let mut ones = 0;
+        while ones < max && self.read_bit()? {
+            ones += 1;
+        }
+        Ok(ones)
+    }
+
+    pub fn read_rice(&mut self, k: u32) -> Result<u64, DecodeError> {
+        if k > RICE_K_MAX {
+            return Err(self.invalid("Rice parameter above 63"));
+        }
+        let q = self.read_unary(RICE_ESCAPE_Q)?;
+        if q == RICE_ESCAPE_Q {
+            return self.read(64);
+        }
+        let low = self.read(k)?;
+        if k > 0 && q > u64::MAX >> k {
+            return Err(self.invalid("Rice value above 2^64"));
+        }
+        Ok((q << k) | low)
+    }
+
+    /// Checks that only zero padding (under one byte) is left.
+    pub fn finish(mut self) -> Result<(), DecodeError> {
+        let remaining = self.remaining_bits();
+        if remaining >= 8 {
+            return Err(DecodeError::TrailingBits {
+                bit_offset: self.pos_bits,
+            });
+        }
+        if self.read(remaining as u32)? != 0 {
+            return Err(self.invalid("non-zero padding"));
+        }
+        Ok(())
+    }
+
+    pub fn invalid(&self, what: &'static str) -> DecodeError {
+        DecodeError::Invalid {
+            bit_offset: self.pos_bits,
+            what,
+        }
+    }
+}
+
+pub fn zigzag(value: i64) -> u64 {
+    ((value << 1) ^ (value >> 63)) as u64
+}
+
+pub fn unzigzag(value: u64) -> i64 {
+    ((value >> 1) as i64) ^ -((value & 1) as i64)
+}
+
+pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8 & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// Reads a LEB128 varint at `*pos`; rejects overlong (more than 10 bytes or above 2^64) input.
+pub fn get_varint(bytes: &[u8], pos: &mut usize) -> Result<u64, DecodeError> {
+    let start = *pos;
+    let mut value = 0u64;
+    for i in 0..VARINT_SIZE_MAX {
+        let Some(&byte) = bytes.get(*pos) else {
+            return Err(DecodeError::Varint { offset: start });
+        };
+        *pos += 1;
+        let low = u64::from(byte & 0x7f);
+        if i == VARINT_SIZE_MAX - 1 && low > 1 {
+            return Err(DecodeError::Varint { offset: start });
+        }
+        value |= low << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(DecodeError::Varint { offset: start })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn bits_round_trip(items in proptest::collection::vec((any::<u64>(), 0u32..=64, 0u32..=63), 0..64)) {
+            let mut w = BitWriter::new();
+            let mut expected_bits = 0;
+            for &(v, bits, k) in &items {
+                let v = if bits == 64 { v } else { v & ((1u64 << bits) - 1) };
+                w.write(v, bits);
+                w.write_rice(v, k);
+                expected_bits += u64::from(bits) + rice_bits(v, k);
+            }
+            prop_assert_eq!(w.bit_len(), expected_bits);
+            let bytes = w.finish();
+            let mut r = BitReader::new(&bytes);
+            for &(v, bits, k) in &items {
+                let v = if bits == 64 { v } else { v & ((1u64 << bits) - 1) };
+                prop_assert_eq!(r.read(bits).unwrap(), v);
+                prop_assert_eq!(r.read_rice(k).unwrap(), v);
+            }
+            r.finish().unwrap();
+        }
+
+        #[test]
+        fn varint_and_zigzag_round_trip(v in any::<u64>(), s in any::<i64>()) {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            let mut pos = 0;
+            prop_assert_eq!(get_varint(&out, &mut pos).unwrap(), v);
+            prop_assert_eq!(pos, out.len());
+            prop_assert_eq!(unzigzag(zigzag(s)), s);
+        }
+
+        #[test]
+        fn readers_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..32), k in 0u32..=70) {
+            let mut pos = 0;
+            let _ = get_varint(&bytes, &mut pos);
+            let mut r = BitReader::new(&bytes);
+            while r.read_rice(k).is_ok() {}
+        }
+    }
+
+    #[test]
+    fn append_concatenates_bits() {
+        let mut a = BitWriter::new();
+        a.write(0b101, 3);
+        let mut b = BitWriter::new();
+        b.write(0b11_1110_0001, 10);
+        a.append(&b);
+        assert_eq!(a.bit_len(), 13);
+        assert_eq!(a.finish(), vec![0b1011_1111, 0b0000_1000]);
+    }
+}
