@@ -337,6 +337,7 @@ mod tests {
     use super::*;
     use crate::published::RAW_OS_TAG;
     use crate::{Clock, Source};
+    use std::sync::atomic::AtomicBool;
 
     /// A clock calibrated on the real TSC but without its thread, so the test drives the
     /// recalibration rounds. `None` where the TSC is unusable (the fallback tests cover that).
@@ -367,6 +368,61 @@ mod tests {
             previous_ns = now_ns;
         }
         assert_eq!(clock.source(), Source::Tsc);
+    }
+
+    #[test]
+    fn now_never_steps_back_across_cpus_while_recalibrating() {
+        let Some((clock, mut calibrator)) = calibrated() else {
+            return;
+        };
+        let rounds = 6;
+        let mut published = 0;
+        let done = AtomicBool::new(false);
+        let (reads, backwards) = thread::scope(|scope| {
+            // Cross-CPU readers run until the last round, so they straddle every publication.
+            let readers = scope.spawn(|| {
+                let (mut reads, mut backwards) = (0, 0);
+                while !done.load(Ordering::Acquire) {
+                    let result = crate::check::cross_thread(|| clock.now(), 200_000, 20_000);
+                    reads += result.reads;
+                    backwards += result.backwards;
+                }
+                (reads, backwards)
+            });
+            for _ in 0..rounds {
+                // Past the previous switch point, so each round publishes a new line.
+                thread::sleep(Duration::from_nanos(STEERING.switch_delay_ns + 10_000_000));
+                let before = calibrator.params();
+                let sample = take_sample(calibrator.sample_bracket_ticks_max());
+                assert_eq!(calibrator.step_with(sample, None), Step::Continue);
+                published += usize::from(calibrator.params() != before);
+            }
+            done.store(true, Ordering::Release);
+            readers.join().unwrap_or((0, 1))
+        });
+        assert_eq!(backwards, 0, "{backwards} of {reads} reads stepped back");
+        assert!(reads > 0);
+        assert_eq!(clock.source(), Source::Tsc);
+        assert!(published > 0, "no round published (all samples wide?)");
+    }
+
+    #[test]
+    fn publishing_after_the_switch_point_falls_back() {
+        let Some((clock, mut calibrator)) = calibrated() else {
+            return;
+        };
+        let line = calibrator.params().new;
+        // A switch point already passed: readers may have outrun the publication.
+        let switch = Switch {
+            ticks: arch::ticks_ordered(),
+            line,
+        };
+        assert_eq!(calibrator.check_published_in_time(switch), Step::FellBack);
+        assert!(matches!(
+            clock.reason(),
+            Reason::Fault(Fault::PublishLate { .. })
+        ));
+        assert_eq!(clock.source(), Source::Os);
     }
 
     #[test]

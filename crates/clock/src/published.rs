@@ -326,6 +326,53 @@ mod tests {
     }
 
     #[test]
+    fn readers_never_see_a_torn_record_while_the_writer_publishes() {
+        let published = Published::new();
+        // Every field of record k is derived from k, so a mix of two records is visible.
+        let record = |k: u64| Params {
+            mode: MODE_OS,
+            switch_ticks: k,
+            old: Line {
+                mult: k.wrapping_mul(3),
+                intercept_ns: k.wrapping_mul(5),
+            },
+            new: Line {
+                mult: k.wrapping_mul(7),
+                intercept_ns: k.wrapping_mul(11),
+            },
+            os_offset_ns: k.wrapping_mul(13),
+            real_offset_ns: k as i64,
+        };
+        published.publish(&record(0));
+        let records_total = 200_000u64;
+        std::thread::scope(|scope| {
+            let readers: Vec<_> = (0..2)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut k_last = 0;
+                        loop {
+                            let params = published.params();
+                            let k = params.switch_ticks;
+                            assert_eq!(params, record(k), "torn record");
+                            assert!(k >= k_last, "records went back from {k_last} to {k}");
+                            k_last = k;
+                            if k == records_total {
+                                return;
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for k in 1..=records_total {
+                published.publish(&record(k));
+            }
+            for reader in readers {
+                assert!(reader.join().is_ok());
+            }
+        });
+    }
+
+    #[test]
     fn os_mode_adds_the_offset_and_tags_raw_readings() {
         let published = Published::new();
         let offset_ns = 1_000_000_000_000;
