@@ -182,8 +182,10 @@ impl Calibrator {
 
     /// One recalibration round against the real clocks.
     pub(crate) fn step(&mut self) -> Step {
-        let sample = take_sample(self.sample_bracket_ticks_max());
+        // The file read comes first: between the sample and the publication this thread must
+        // not dawdle (see `check_published_in_time`).
         let clocksource = self.check_clocksource.then(os::kernel_clocksource);
+        let sample = take_sample(self.sample_bracket_ticks_max());
         self.step_with(sample, clocksource)
     }
 
