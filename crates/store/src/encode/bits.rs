@@ -3,8 +3,10 @@
 
 use super::DecodeError;
 
-/// Rice quotients at or above this are escaped: this many one bits, then the value in 64 bits.
+/// Rice quotients at or above this are escaped: this many one bits, then the value's bit length
+/// less one in 6 bits, then the value's bits below its leading one.
 pub const RICE_ESCAPE_Q: u64 = 16;
+pub const RICE_ESCAPE_LEN_BITS: u32 = 6;
 /// Largest Rice parameter (low bits written verbatim).
 pub const RICE_K_MAX: u32 = 63;
 /// A LEB128 varint of a u64 is at most this many bytes.
@@ -79,8 +81,11 @@ impl BitWriter {
             self.write_small(((1u64 << q) - 1) << 1, q as u32 + 1);
             self.write(value & low_mask(k), k);
         } else {
+            // Escape: the ones, the bit length less one, then the bits below the leading one.
+            let len = 64 - value.leading_zeros();
             self.write_small((1u64 << RICE_ESCAPE_Q) - 1, RICE_ESCAPE_Q as u32);
-            self.write(value, 64);
+            self.write_small(u64::from(len - 1), RICE_ESCAPE_LEN_BITS);
+            self.write(value & low_mask(len - 1), len - 1);
         }
     }
 
@@ -109,7 +114,8 @@ pub fn rice_bits(value: u64, k: u32) -> u64 {
     if q < RICE_ESCAPE_Q {
         q + 1 + u64::from(k)
     } else {
-        RICE_ESCAPE_Q + 64
+        let len = u64::from(64 - value.leading_zeros());
+        RICE_ESCAPE_Q + u64::from(RICE_ESCAPE_LEN_BITS) + len - 1
     }
 }
 
@@ -184,7 +190,8 @@ impl<'a> BitReader<'a> {
         }
         let q = self.read_unary(RICE_ESCAPE_Q)?;
         if q == RICE_ESCAPE_Q {
-            return self.read(64);
+            let len = self.read(RICE_ESCAPE_LEN_BITS)? as u32 + 1;
+            return Ok((1u64 << (len - 1)) | self.read(len - 1)?);
         }
         let low = self.read(k)?;
         if k > 0 && q > u64::MAX >> k {

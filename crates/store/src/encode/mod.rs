@@ -6,6 +6,7 @@
 //! bytes; encoders assert their input invariants and decoders re-check them.
 
 pub mod bits;
+pub mod histogram;
 
 pub mod numeric;
 
