@@ -9,6 +9,7 @@ pub mod bits;
 pub mod histogram;
 
 pub mod numeric;
+pub mod text;
 
 pub mod timestamps;
 
