@@ -285,7 +285,12 @@ struct Io {
     frames: Vec<u8>,
     scratch: Vec<u8>,
     committed_file: Arc<dyn VFile>,
+    /// Buffered mode: sealed segments not yet synced (synced at close).
+    unsynced_sealed: Vec<Arc<dyn VFile>>,
 }
+
+/// Bound on sealed-but-unsynced segments in Buffered mode.
+const UNSYNCED_SEALED_MAX: usize = 16;
 
 pub(crate) struct Inner {
     pub(crate) dir: PathBuf,
@@ -371,6 +376,7 @@ impl Journal {
             frames: Vec::new(),
             scratch: Vec::new(),
             committed_file,
+            unsynced_sealed: Vec::new(),
         };
         let inner = Arc::new(Inner {
             dir,
@@ -614,7 +620,10 @@ impl Journal {
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
-        let io = relock(self.inner.io.lock());
+        let mut io = relock(self.inner.io.lock());
+        for f in std::mem::take(&mut io.unsynced_sealed) {
+            vfs::sync_data(&*f)?;
+        }
         vfs::sync_data(&*io.active.file)?;
         Ok(())
     }
@@ -895,9 +904,17 @@ fn publish(inner: &Inner, io: &mut Io, offset: u64) -> Result<()> {
 /// and starts a new one at `base`. ENOSPC while creating is back-pressure, not poison.
 fn roll(inner: &Inner, io: &mut Io, base: u64) -> Result<()> {
     assert_eq!(base, io.written_offset);
-    vfs::sync_data(&*io.active.file).map_err(|_| Error::Poisoned)?;
     if inner.opts.syncs() {
+        vfs::sync_data(&*io.active.file).map_err(|_| Error::Poisoned)?;
         publish(inner, io, base)?;
+    } else {
+        // Buffered promises nothing across power loss, and a 64 MiB writeback here would stall
+        // appenders: remember the sealed segment and sync it at close (or when the list is full).
+        if io.unsynced_sealed.len() >= UNSYNCED_SEALED_MAX {
+            let oldest = io.unsynced_sealed.remove(0);
+            vfs::sync_data(&*oldest).map_err(|_| Error::Poisoned)?;
+        }
+        io.unsynced_sealed.push(io.active.file.clone());
     }
     let seg = match segment::create_segment(
         inner.fs(),
