@@ -82,7 +82,7 @@ impl State {
     }
 
     fn maybe_eintr(&mut self) -> io::Result<()> {
-        if self.faults.eintr && self.next_random() % 4 == 0 {
+        if self.faults.eintr && self.next_random() & 3 == 0 {
             return Err(io::Error::from_raw_os_error(libc::EINTR));
         }
         Ok(())

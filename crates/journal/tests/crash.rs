@@ -120,7 +120,7 @@ fn child_subscriber(dir: &Path, extra: &str) {
             assert_eq!(o, next, "subscriber {name} skipped or repeated");
             assert_eq!(p, payload(o).as_slice(), "corrupt payload at {o}");
             next += 1;
-            if next % 50 == 0 || next == s.position() {
+            if next.is_multiple_of(50) || next == s.position() {
                 println!("read {next}");
                 s.commit_offset(next).unwrap();
                 println!("commit {next}");
