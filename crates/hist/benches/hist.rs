@@ -65,9 +65,9 @@ fn insert(c: &mut Criterion) {
         });
         black_box(h.sample_count());
     });
-    g.bench_function("hdrhistogram_ns_2sig", |b| {
+    g.bench_function("hdrhistogram_ns_3sig", |b| {
         let mut h =
-            hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 2).unwrap();
+            hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
         b.iter(|| {
             for &v in &ns {
                 h.saturating_record(black_box(v.max(1) as u64));
@@ -120,7 +120,7 @@ fn merge(c: &mut Criterion) {
     let small_values = latencies(2_000, 2);
     let hdr = |v: &[f64]| {
         let mut h =
-            hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 2).unwrap();
+            hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
         v.iter()
             .for_each(|&x| h.saturating_record(((x * 1e9) as u64).max(1)));
         h
