@@ -7,4 +7,6 @@
 #![forbid(unsafe_code)]
 
 pub mod encode;
+pub mod index;
 pub mod key;
+pub mod tagquery;

@@ -1,0 +1,804 @@
+//! The series index: stream key ↔ dense [`SeriesId`], the kind and activity range of each
+//! series, an inverted index over `category:value` and over metric names, and cardinality counts.
+//!
+//! Concurrency: one `RwLock` around append-only state. Series ids are dense and assigned in
+//! order, and a series record never changes once added (only its activity range widens, through
+//! atomics). So a reader's consistent snapshot is just a watermark — the series count when the
+//! snapshot was taken — and every read through the snapshot ignores ids at or above it. Readers
+//! share the read lock, the hot write path (lookup of an existing series, activity updates)
+//! takes only the read lock, and the write lock is held only to add one new series. No copy of
+//! the index is ever made, so a snapshot costs nothing at a million series (a copy-on-write
+//! `arc-swap` design would copy or need persistent maps; not worth a dependency yet).
+//!
+//! Persistence: an append-only file of new-series records, each with a CRC32C, replayed on
+//! open; a torn tail is truncated, damage before the tail is a typed error (see `FORMAT.md`).
+//! Activity ranges are not persisted here: the write path rebuilds them from the data it replays.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use crate::key::{KeyError, StreamKey, KEY_TEXT_SIZE_MAX};
+
+/// Most series one index holds (ids are `u32`).
+pub const SERIES_MAX: u32 = u32::MAX - 1;
+/// File magic, the first 8 bytes of an index file.
+pub const INDEX_MAGIC: [u8; 8] = *b"STRATAIX";
+/// Index file format version.
+pub const INDEX_VERSION: u32 = 1;
+/// Magic, version and the header's CRC32C.
+pub const INDEX_HEADER_SIZE_BYTES: usize = 16;
+/// Record type: a new series.
+const RECORD_NEW_SERIES: u8 = 1;
+/// Largest record payload: type, kind, id and the longest canonical key.
+pub const RECORD_SIZE_MAX: usize = 1 + 1 + 4 + KEY_TEXT_SIZE_MAX;
+/// Largest index file read on open (8 GiB); beyond it open fails rather than exhaust memory.
+pub const INDEX_FILE_SIZE_MAX: u64 = 8 << 30;
+
+/// A dense series id, assigned in order from 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SeriesId(pub u32);
+
+/// What a series holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Kind {
+    Numeric = 1,
+    Text = 2,
+    Histogram = 3,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::Numeric, Kind::Text, Kind::Histogram];
+
+    pub fn from_u8(byte: u8) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| *k as u8 == byte)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Numeric => "numeric",
+            Kind::Text => "text",
+            Kind::Histogram => "histogram",
+        }
+    }
+
+    fn slot(self) -> usize {
+        self as usize - 1
+    }
+}
+
+#[derive(Debug)]
+pub enum IndexError {
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// The file does not start with a valid index header.
+    BadHeader {
+        path: PathBuf,
+    },
+    /// A record before the file's tail is damaged: not a torn write, so not truncated.
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        what: &'static str,
+    },
+    /// The key exists with another kind.
+    KindMismatch {
+        id: SeriesId,
+        existing: Kind,
+        requested: Kind,
+    },
+    Full,
+    /// A writer panicked while holding the lock, or an earlier append failed and could not be
+    /// undone; the index refuses further work.
+    Failed,
+    Key(KeyError),
+}
+
+impl std::fmt::Display for IndexError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "series index: {self:?}")
+    }
+}
+
+impl std::error::Error for IndexError {}
+
+/// The stored facts of one series.
+#[derive(Debug)]
+struct Series {
+    key: Arc<StreamKey>,
+    kind: Kind,
+    /// Earliest and latest sample timestamp seen, `i64::MAX`/`i64::MIN` before any.
+    first_ts_ms: AtomicI64,
+    last_ts_ms: AtomicI64,
+}
+
+/// What a reader learns about one series.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeriesInfo {
+    pub id: SeriesId,
+    pub key: Arc<StreamKey>,
+    pub kind: Kind,
+    /// `(first_ts_ms, last_ts_ms)`, or `None` before any sample.
+    pub activity_ms: Option<(i64, i64)>,
+}
+
+/// Series counts by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cardinality {
+    pub total: u64,
+    pub numeric: u64,
+    pub text: u64,
+    pub histogram: u64,
+}
+
+/// Posting lists: ascending series ids.
+pub(crate) type Postings = Vec<u32>;
+
+#[derive(Default)]
+pub(crate) struct Inner {
+    series: Vec<Series>,
+    by_key: HashMap<Arc<StreamKey>, u32>,
+    pub(crate) names: BTreeMap<String, Postings>,
+    pub(crate) tags: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Postings>>,
+    pub(crate) kinds: [Postings; 3],
+    file: Option<IndexFile>,
+    failed: bool,
+}
+
+struct IndexFile {
+    path: PathBuf,
+    file: File,
+    size_bytes: u64,
+}
+
+/// The series index. Cheap to share behind an `Arc`.
+pub struct SeriesIndex {
+    inner: RwLock<Inner>,
+}
+
+impl Default for SeriesIndex {
+    fn default() -> SeriesIndex {
+        SeriesIndex::in_memory()
+    }
+}
+
+impl SeriesIndex {
+    /// An index with no file (tests, tools).
+    pub fn in_memory() -> SeriesIndex {
+        SeriesIndex {
+            inner: RwLock::new(Inner::default()),
+        }
+    }
+
+    /// Opens or creates the index file at `path`, replaying every record.
+    pub fn open(path: &Path) -> Result<SeriesIndex, IndexError> {
+        let io = |error| IndexError::Io {
+            path: path.to_path_buf(),
+            error,
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io)?;
+        let mut bytes = Vec::new();
+        (&mut file)
+            .take(INDEX_FILE_SIZE_MAX + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io)?;
+        let mut inner = Inner::default();
+        let good_bytes = replay(path, &bytes, &mut inner)?;
+        if good_bytes < bytes.len() || bytes.len() < INDEX_HEADER_SIZE_BYTES {
+            // A torn tail (or a torn header of an empty index): cut it and start clean there.
+            file.set_len(good_bytes as u64).map_err(io)?;
+            if good_bytes == 0 {
+                file.seek(SeekFrom::Start(0)).map_err(io)?;
+                file.write_all(&header_bytes()).map_err(io)?;
+            }
+            file.sync_all().map_err(io)?;
+        }
+        let size_bytes = file.seek(SeekFrom::End(0)).map_err(io)?;
+        inner.file = Some(IndexFile {
+            path: path.to_path_buf(),
+            file,
+            size_bytes,
+        });
+        inner.assert_invariants();
+        Ok(SeriesIndex {
+            inner: RwLock::new(inner),
+        })
+    }
+
+    fn read(&self) -> Result<RwLockReadGuard<'_, Inner>, IndexError> {
+        let guard = self.inner.read().map_err(|_| IndexError::Failed)?;
+        if guard.failed {
+            return Err(IndexError::Failed);
+        }
+        Ok(guard)
+    }
+
+    /// The id of `key`, adding it (durably appended to the file, not yet fsynced: see
+    /// [`SeriesIndex::sync`]) if new. A key has one kind for life.
+    pub fn get_or_create(&self, key: &StreamKey, kind: Kind) -> Result<SeriesId, IndexError> {
+        if let Some(id) = self.read()?.find(key, kind)? {
+            return Ok(id);
+        }
+        let mut inner = self.inner.write().map_err(|_| IndexError::Failed)?;
+        if inner.failed {
+            return Err(IndexError::Failed);
+        }
+        if let Some(id) = inner.find(key, kind)? {
+            return Ok(id);
+        }
+        let id = u32::try_from(inner.series.len()).map_err(|_| IndexError::Full)?;
+        if id >= SERIES_MAX {
+            return Err(IndexError::Full);
+        }
+        inner.append_record(id, key, kind)?;
+        inner.insert(id, Arc::new(key.clone()), kind);
+        Ok(SeriesId(id))
+    }
+
+    /// The id and kind of `key`, if present.
+    pub fn lookup(&self, key: &StreamKey) -> Result<Option<(SeriesId, Kind)>, IndexError> {
+        let inner = self.read()?;
+        Ok(inner
+            .by_key
+            .get(key)
+            .map(|&id| (SeriesId(id), inner.series[id as usize].kind)))
+    }
+
+    /// Widens the activity range of each `(series, ts_ms)`; unknown ids are ignored.
+    pub fn note_activity(&self, samples: &[(SeriesId, i64)]) -> Result<(), IndexError> {
+        let inner = self.read()?;
+        for &(SeriesId(id), ts_ms) in samples {
+            if let Some(series) = inner.series.get(id as usize) {
+                series.first_ts_ms.fetch_min(ts_ms, Ordering::Relaxed);
+                series.last_ts_ms.fetch_max(ts_ms, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes every series added so far durable (fsync).
+    pub fn sync(&self) -> Result<(), IndexError> {
+        let inner = self.read()?;
+        if let Some(f) = &inner.file {
+            f.file.sync_data().map_err(|error| IndexError::Io {
+                path: f.path.clone(),
+                error,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// A consistent view: the series that exist now, and no later ones.
+    pub fn snapshot(&self) -> Result<Snapshot<'_>, IndexError> {
+        let inner = self.read()?;
+        let mut counts = Cardinality {
+            total: inner.series.len() as u64,
+            ..Cardinality::default()
+        };
+        counts.numeric = inner.kinds[Kind::Numeric.slot()].len() as u64;
+        counts.text = inner.kinds[Kind::Text.slot()].len() as u64;
+        counts.histogram = inner.kinds[Kind::Histogram.slot()].len() as u64;
+        Ok(Snapshot {
+            index: self,
+            series_count: inner.series.len() as u32,
+            counts,
+        })
+    }
+}
+
+/// A reader's consistent view of the index: series with ids below `series_count`.
+pub struct Snapshot<'a> {
+    index: &'a SeriesIndex,
+    series_count: u32,
+    counts: Cardinality,
+}
+
+impl Snapshot<'_> {
+    pub fn series_count(&self) -> u32 {
+        self.series_count
+    }
+
+    /// Series counts by kind, as of the snapshot.
+    pub fn cardinality(&self) -> Cardinality {
+        self.counts
+    }
+
+    pub fn series(&self, id: SeriesId) -> Result<Option<SeriesInfo>, IndexError> {
+        if id.0 >= self.series_count {
+            return Ok(None);
+        }
+        let inner = self.index.read()?;
+        Ok(inner.series.get(id.0 as usize).map(|s| SeriesInfo {
+            id,
+            key: s.key.clone(),
+            kind: s.kind,
+            activity_ms: activity(s),
+        }))
+    }
+
+    /// Tag categories in byte order, at most `limit`.
+    pub fn categories(&self, limit: usize) -> Result<Vec<Vec<u8>>, IndexError> {
+        let inner = self.index.read()?;
+        let visible =
+            |values: &BTreeMap<Vec<u8>, Postings>| values.values().any(|p| self.visible_len(p) > 0);
+        Ok(inner
+            .tags
+            .iter()
+            .filter(|(_, values)| visible(values))
+            .map(|(c, _)| c.clone())
+            .take(limit)
+            .collect())
+    }
+
+    /// Values of one category with how many series carry each, in byte order, at most `limit`.
+    pub fn values(&self, category: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, u64)>, IndexError> {
+        let inner = self.index.read()?;
+        let Some(values) = inner.tags.get(category) else {
+            return Ok(Vec::new());
+        };
+        Ok(values
+            .iter()
+            .map(|(v, p)| (v.clone(), self.visible_len(p) as u64))
+            .filter(|(_, n)| *n > 0)
+            .take(limit)
+            .collect())
+    }
+
+    /// Metric names with their series counts, in byte order, at most `limit`.
+    pub fn names(&self, limit: usize) -> Result<Vec<(String, u64)>, IndexError> {
+        let inner = self.index.read()?;
+        Ok(inner
+            .names
+            .iter()
+            .map(|(n, p)| (n.clone(), self.visible_len(p) as u64))
+            .filter(|(_, n)| *n > 0)
+            .take(limit)
+            .collect())
+    }
+
+    fn visible_len(&self, postings: &[u32]) -> usize {
+        postings.partition_point(|&id| id < self.series_count)
+    }
+
+    /// Runs `f` over the locked index with this snapshot's watermark (for the query evaluator).
+    pub(crate) fn with_view<T>(&self, f: impl FnOnce(&View<'_>) -> T) -> Result<T, IndexError> {
+        let inner = self.index.read()?;
+        Ok(f(&View {
+            inner: &inner,
+            series_count: self.series_count,
+        }))
+    }
+}
+
+/// The locked index seen through a snapshot's watermark.
+pub(crate) struct View<'a> {
+    pub(crate) inner: &'a Inner,
+    pub(crate) series_count: u32,
+}
+
+impl View<'_> {
+    /// The visible prefix of a posting list.
+    pub(crate) fn visible<'p>(&self, postings: &'p [u32]) -> &'p [u32] {
+        &postings[..postings.partition_point(|&id| id < self.series_count)]
+    }
+
+    pub(crate) fn kind_postings(&self, kind: Kind) -> &[u32] {
+        self.visible(&self.inner.kinds[kind.slot()])
+    }
+
+    pub(crate) fn activity(&self, id: u32) -> Option<(i64, i64)> {
+        self.inner.series.get(id as usize).and_then(activity)
+    }
+}
+
+fn activity(s: &Series) -> Option<(i64, i64)> {
+    let first = s.first_ts_ms.load(Ordering::Relaxed);
+    let last = s.last_ts_ms.load(Ordering::Relaxed);
+    (first <= last).then_some((first, last))
+}
+
+impl Inner {
+    fn find(&self, key: &StreamKey, kind: Kind) -> Result<Option<SeriesId>, IndexError> {
+        let Some(&id) = self.by_key.get(key) else {
+            return Ok(None);
+        };
+        let existing = self.series[id as usize].kind;
+        if existing != kind {
+            return Err(IndexError::KindMismatch {
+                id: SeriesId(id),
+                existing,
+                requested: kind,
+            });
+        }
+        Ok(Some(SeriesId(id)))
+    }
+
+    fn insert(&mut self, id: u32, key: Arc<StreamKey>, kind: Kind) {
+        assert_eq!(id as usize, self.series.len(), "ids are dense");
+        // Ids only grow, so pushing keeps every posting list ascending.
+        self.names
+            .entry(key.name().to_string())
+            .or_default()
+            .push(id);
+        for tag in key.tags() {
+            let values = self.tags.entry(tag.category().to_vec()).or_default();
+            values.entry(tag.value().to_vec()).or_default().push(id);
+        }
+        self.kinds[kind.slot()].push(id);
+        let previous = self.by_key.insert(key.clone(), id);
+        assert!(previous.is_none(), "a key is added once");
+        self.series.push(Series {
+            key,
+            kind,
+            first_ts_ms: AtomicI64::new(i64::MAX),
+            last_ts_ms: AtomicI64::new(i64::MIN),
+        });
+    }
+
+    /// Appends the record; on failure cuts the file back so no torn record stays before later
+    /// ones, and if even that fails refuses all further work.
+    fn append_record(&mut self, id: u32, key: &StreamKey, kind: Kind) -> Result<(), IndexError> {
+        let Some(f) = self.file.as_mut() else {
+            return Ok(());
+        };
+        let record = encode_record(id, key, kind);
+        let result = f.file.write_all(&record);
+        if let Err(error) = result {
+            let path = f.path.clone();
+            if f.file.set_len(f.size_bytes).is_err() || f.file.seek(SeekFrom::End(0)).is_err() {
+                self.failed = true;
+            }
+            return Err(IndexError::Io { path, error });
+        }
+        f.size_bytes += record.len() as u64;
+        Ok(())
+    }
+
+    fn assert_invariants(&self) {
+        assert_eq!(self.by_key.len(), self.series.len());
+        let kinds: usize = self.kinds.iter().map(Vec::len).sum();
+        assert_eq!(kinds, self.series.len());
+        for postings in self
+            .names
+            .values()
+            .chain(self.tags.values().flat_map(|v| v.values()))
+        {
+            assert!(
+                postings.windows(2).all(|w| w[0] < w[1]),
+                "postings ascending"
+            );
+        }
+    }
+}
+
+fn header_bytes() -> [u8; INDEX_HEADER_SIZE_BYTES] {
+    let mut header = [0u8; INDEX_HEADER_SIZE_BYTES];
+    header[..8].copy_from_slice(&INDEX_MAGIC);
+    header[8..12].copy_from_slice(&INDEX_VERSION.to_le_bytes());
+    let crc = crc32c::crc32c(&header[..12]);
+    header[12..].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+/// `size: u32 LE, crc32c(payload): u32 LE, payload = type, kind, id: u32 LE, canonical key`.
+fn encode_record(id: u32, key: &StreamKey, kind: Kind) -> Vec<u8> {
+    let text = key.canonical();
+    let mut payload = Vec::with_capacity(6 + text.len());
+    payload.push(RECORD_NEW_SERIES);
+    payload.push(kind as u8);
+    payload.extend_from_slice(&id.to_le_bytes());
+    payload.extend_from_slice(text.as_bytes());
+    assert!(payload.len() <= RECORD_SIZE_MAX);
+    let mut record = Vec::with_capacity(8 + payload.len());
+    record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    record.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    record.extend_from_slice(&payload);
+    record
+}
+
+fn le_u32(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
+/// Replays `bytes` into `inner`; returns how many bytes are good (the rest is a torn tail).
+fn replay(path: &Path, bytes: &[u8], inner: &mut Inner) -> Result<usize, IndexError> {
+    if bytes.len() as u64 > INDEX_FILE_SIZE_MAX {
+        return Err(IndexError::Corrupt {
+            path: path.to_path_buf(),
+            offset: INDEX_FILE_SIZE_MAX,
+            what: "index file larger than INDEX_FILE_SIZE_MAX",
+        });
+    }
+    if bytes.len() < INDEX_HEADER_SIZE_BYTES {
+        // Created but the header never fully reached the disk: nothing else can follow it.
+        return Ok(0);
+    }
+    if bytes[..INDEX_HEADER_SIZE_BYTES] != header_bytes() {
+        return Err(IndexError::BadHeader {
+            path: path.to_path_buf(),
+        });
+    }
+    let corrupt = |offset: usize, what| IndexError::Corrupt {
+        path: path.to_path_buf(),
+        offset: offset as u64,
+        what,
+    };
+    let mut pos = INDEX_HEADER_SIZE_BYTES;
+    while pos < bytes.len() {
+        let rest = &bytes[pos..];
+        // A record cut short by the end of the file is a torn write.
+        if rest.len() < 8 || le_u32(rest, 0) == 0 || le_u32(rest, 0) as usize > rest.len() - 8 {
+            return tail_or_corrupt(rest, pos, corrupt);
+        }
+        let size = le_u32(rest, 0) as usize;
+        let payload = &rest[8..8 + size];
+        if crc32c::crc32c(payload) != le_u32(rest, 4) || size > RECORD_SIZE_MAX {
+            // The last record may be torn inside (size written, payload not); earlier ones not.
+            if 8 + size == rest.len() {
+                return Ok(pos);
+            }
+            return Err(corrupt(pos, "record checksum mismatch before the tail"));
+        }
+        apply_record(payload, inner).map_err(|what| corrupt(pos, what))?;
+        pos += 8 + size;
+    }
+    Ok(pos)
+}
+
+/// A record that does not fit in the rest of the file is a torn write, as is a zero-filled
+/// tail; anything else (a size of zero or beyond the maximum amid data) is damage.
+fn tail_or_corrupt(
+    rest: &[u8],
+    pos: usize,
+    corrupt: impl Fn(usize, &'static str) -> IndexError,
+) -> Result<usize, IndexError> {
+    if rest.len() < 8 || rest.iter().all(|&b| b == 0) {
+        return Ok(pos);
+    }
+    let size = le_u32(rest, 0) as usize;
+    if size > 0 && size <= RECORD_SIZE_MAX && size > rest.len() - 8 {
+        return Ok(pos);
+    }
+    Err(corrupt(pos, "damaged record size"))
+}
+
+fn apply_record(payload: &[u8], inner: &mut Inner) -> Result<(), &'static str> {
+    if payload.len() < 7 || payload[0] != RECORD_NEW_SERIES {
+        return Err("unknown record type");
+    }
+    let kind = Kind::from_u8(payload[1]).ok_or("unknown series kind")?;
+    let id = le_u32(payload, 2);
+    if id as usize != inner.series.len() {
+        return Err("series id out of order");
+    }
+    let text = std::str::from_utf8(&payload[6..]).map_err(|_| "key not UTF-8")?;
+    let key = StreamKey::parse(text).map_err(|_| "key does not parse")?;
+    if key.canonical() != text || inner.by_key.contains_key(&key) {
+        return Err("key not canonical or repeated");
+    }
+    inner.insert(id, Arc::new(key), kind);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::Tag;
+    use proptest::prelude::*;
+
+    fn key(text: &str) -> StreamKey {
+        StreamKey::parse(text).unwrap()
+    }
+
+    #[test]
+    fn ids_kinds_and_listing() {
+        let index = SeriesIndex::in_memory();
+        let a = index
+            .get_or_create(&key("cpu|ST[host:a,dc:x]"), Kind::Numeric)
+            .unwrap();
+        let b = index
+            .get_or_create(&key("cpu|ST[host:b,dc:x]"), Kind::Numeric)
+            .unwrap();
+        let c = index
+            .get_or_create(&key("lat|ST[host:a]"), Kind::Histogram)
+            .unwrap();
+        assert_eq!((a, b, c), (SeriesId(0), SeriesId(1), SeriesId(2)));
+        assert_eq!(
+            index
+                .get_or_create(&key("cpu|ST[dc:x,host:b]"), Kind::Numeric)
+                .unwrap(),
+            b
+        );
+        assert!(matches!(
+            index.get_or_create(&key("lat|ST[host:a]"), Kind::Numeric),
+            Err(IndexError::KindMismatch {
+                existing: Kind::Histogram,
+                ..
+            })
+        ));
+        let snap = index.snapshot().unwrap();
+        index.get_or_create(&key("late"), Kind::Text).unwrap();
+        assert_eq!(
+            snap.cardinality(),
+            Cardinality {
+                total: 3,
+                numeric: 2,
+                text: 0,
+                histogram: 1
+            }
+        );
+        assert_eq!(
+            snap.categories(10).unwrap(),
+            vec![b"dc".to_vec(), b"host".to_vec()]
+        );
+        assert_eq!(
+            snap.values(b"host", 10).unwrap(),
+            vec![(b"a".to_vec(), 2), (b"b".to_vec(), 1)]
+        );
+        assert_eq!(
+            snap.names(10).unwrap(),
+            vec![("cpu".to_string(), 2), ("lat".to_string(), 1)]
+        );
+        assert_eq!(snap.series(SeriesId(3)).unwrap(), None);
+        assert_eq!(index.snapshot().unwrap().cardinality().text, 1);
+        index.note_activity(&[(a, 50), (a, 10), (a, 30)]).unwrap();
+        let info = snap.series(a).unwrap().unwrap();
+        assert_eq!(info.activity_ms, Some((10, 50)));
+        assert_eq!(snap.series(b).unwrap().unwrap().activity_ms, None);
+    }
+
+    #[test]
+    fn reopen_replays_and_truncates_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("series.idx");
+        let keys: Vec<StreamKey> = (0..20)
+            .map(|i| key(&format!("m{i}|ST[i:{i},b\"AA==\":x]")))
+            .collect();
+        {
+            let index = SeriesIndex::open(&path).unwrap();
+            for (i, k) in keys.iter().enumerate() {
+                let kind = Kind::ALL[i % 3];
+                assert_eq!(index.get_or_create(k, kind).unwrap(), SeriesId(i as u32));
+            }
+            index.sync().unwrap();
+        }
+        let full = std::fs::read(&path).unwrap();
+        // Every cut point: a prefix of the records survives, the rest is truncated.
+        for cut in (INDEX_HEADER_SIZE_BYTES..full.len()).step_by(7) {
+            std::fs::write(&path, &full[..cut]).unwrap();
+            let index = SeriesIndex::open(&path).unwrap();
+            let n = index.snapshot().unwrap().series_count();
+            for (i, k) in keys.iter().enumerate().take(n as usize) {
+                assert_eq!(
+                    index.lookup(k).unwrap(),
+                    Some((SeriesId(i as u32), Kind::ALL[i % 3]))
+                );
+            }
+            let id = index.get_or_create(&key("new"), Kind::Text).unwrap();
+            assert_eq!(id, SeriesId(n));
+            drop(index);
+            let again = SeriesIndex::open(&path).unwrap();
+            assert_eq!(again.lookup(&key("new")).unwrap(), Some((id, Kind::Text)));
+        }
+        // Zero-filled tail (a crash after the size grew but before data landed).
+        let mut zeros = full.clone();
+        zeros.extend_from_slice(&[0u8; 64]);
+        std::fs::write(&path, &zeros).unwrap();
+        assert_eq!(
+            SeriesIndex::open(&path)
+                .unwrap()
+                .snapshot()
+                .unwrap()
+                .series_count(),
+            20
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), full);
+    }
+
+    #[test]
+    fn damage_before_the_tail_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("series.idx");
+        {
+            let index = SeriesIndex::open(&path).unwrap();
+            for i in 0..5 {
+                index
+                    .get_or_create(&key(&format!("m{i}")), Kind::Numeric)
+                    .unwrap();
+            }
+        }
+        let full = std::fs::read(&path).unwrap();
+        let mut damaged = full.clone();
+        damaged[INDEX_HEADER_SIZE_BYTES + 9] ^= 0x40;
+        std::fs::write(&path, &damaged).unwrap();
+        let err = SeriesIndex::open(&path).err().unwrap();
+        assert!(
+            matches!(err, IndexError::Corrupt { offset: 16, .. }),
+            "{err:?}"
+        );
+        let mut header = full.clone();
+        header[0] = b'X';
+        std::fs::write(&path, &header).unwrap();
+        assert!(matches!(
+            SeriesIndex::open(&path),
+            Err(IndexError::BadHeader { .. })
+        ));
+    }
+
+    #[test]
+    fn concurrent_writers_and_readers_agree() {
+        let index = Arc::new(SeriesIndex::in_memory());
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let index = index.clone();
+                std::thread::spawn(move || {
+                    for i in 0..300 {
+                        // Writers overlap on half the keys; each key gets one id.
+                        let k = key(&format!("m|ST[i:{}]", (i + t * 150) % 600));
+                        let id = index.get_or_create(&k, Kind::Numeric).unwrap();
+                        assert_eq!(index.lookup(&k).unwrap(), Some((id, Kind::Numeric)));
+                        let snap = index.snapshot().unwrap();
+                        let n = snap.series_count();
+                        assert_eq!(snap.cardinality().total, u64::from(n));
+                        let listed: u64 = snap
+                            .values(b"i", usize::MAX)
+                            .unwrap()
+                            .iter()
+                            .map(|v| v.1)
+                            .sum();
+                        assert_eq!(listed, u64::from(n));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(index.snapshot().unwrap().series_count(), 600);
+    }
+
+    proptest! {
+        #[test]
+        fn replay_of_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let mut with_header = header_bytes().to_vec();
+            with_header.extend_from_slice(&bytes);
+            let mut inner = Inner::default();
+            let _ = replay(Path::new("x"), &bytes, &mut inner);
+            let mut inner = Inner::default();
+            if let Ok(good) = replay(Path::new("x"), &with_header, &mut inner) {
+                prop_assert!(good <= with_header.len());
+                inner.assert_invariants();
+            }
+        }
+
+        #[test]
+        fn postings_match_keys(names in proptest::collection::vec(("[ab]", proptest::collection::vec(("[xyz]", "[12]"), 0..3)), 1..30)) {
+            let index = SeriesIndex::in_memory();
+            let mut keys = Vec::new();
+            for (name, tags) in names {
+                let k = StreamKey::new(name, tags.into_iter().map(|(c, v)| Tag::new(c, v).unwrap())).unwrap();
+                let id = index.get_or_create(&k, Kind::Numeric).unwrap();
+                if id.0 as usize == keys.len() { keys.push(k); }
+            }
+            let snap = index.snapshot().unwrap();
+            for category in snap.categories(usize::MAX).unwrap() {
+                for (value, n) in snap.values(&category, usize::MAX).unwrap() {
+                    let want = keys.iter().filter(|k| k.tags().iter().any(|t| t.category() == category && t.value() == value)).count();
+                    prop_assert_eq!(n, want as u64);
+                }
+            }
+        }
+    }
+}
