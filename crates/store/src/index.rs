@@ -204,6 +204,10 @@ impl SeriesIndex {
                 file.write_all(&header_bytes()).map_err(io)?;
             }
             file.sync_all().map_err(io)?;
+            if good_bytes == 0 {
+                // A new file: its directory entry must be durable too.
+                sync_parent_dir(path).map_err(io)?;
+            }
         }
         let size_bytes = file.seek(SeekFrom::End(0)).map_err(io)?;
         inner.file = Some(IndexFile {
@@ -481,6 +485,14 @@ impl Inner {
             );
         }
     }
+}
+
+fn sync_parent_dir(path: &Path) -> std::io::Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    File::open(parent)?.sync_all()
 }
 
 fn header_bytes() -> [u8; INDEX_HEADER_SIZE_BYTES] {

@@ -251,6 +251,9 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
         if h.bin_count() != bins.keys.len() {
             return Err(r.invalid("invalid bin key"));
         }
+        if cfg!(debug_assertions) {
+            h.assert_invariants();
+        }
         out.push((ts, h));
         prev = bins;
     }
