@@ -6,7 +6,7 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
 
 fn clock_gettime_monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -29,6 +29,7 @@ fn reads(c: &mut Criterion) {
     );
 
     let mut group = c.benchmark_group("read");
+    group.sampling_mode(SamplingMode::Flat);
     group.bench_function("strata_raw", |b| b.iter(clock::raw));
     group.bench_function("strata_now", |b| b.iter(clock::now));
     group.bench_function("strata_wall", |b| b.iter(clock::wall));
@@ -59,12 +60,20 @@ fn reads(c: &mut Criterion) {
 fn record(c: &mut Criterion) {
     let _ = clock::Clock::global();
     let mut group = c.benchmark_group("record");
+    group.sampling_mode(SamplingMode::Flat);
     let mut recorder = hist::Recorder::new();
     group.bench_function("two_raw_reads_plus_insert", |b| {
         b.iter(|| {
             let start = clock::raw();
             let end = clock::raw();
             recorder.insert_intscale(clock::delta_ns(start, end) as i64, -9);
+        })
+    });
+    let mut recorder = hist::Recorder::new();
+    group.bench_function("stopwatch_plus_insert", |b| {
+        b.iter(|| {
+            let stopwatch = clock::Stopwatch::start();
+            recorder.insert_intscale(stopwatch.elapsed_ns() as i64, -9);
         })
     });
     let mut recorder = hist::Recorder::new();
@@ -94,11 +103,13 @@ fn record(c: &mut Criterion) {
     group.finish();
 }
 
+/// Many short samples of equal size: on a shared machine, a sample that was descheduled is an
+/// outlier the median ignores.
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
-        .sample_size(100)
+        .sample_size(300)
 }
 
 criterion_group! { name = benches; config = config(); targets = reads, record }

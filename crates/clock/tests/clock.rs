@@ -158,6 +158,14 @@ fn raw_intervals_agree_with_the_os_clock() {
 }
 
 #[test]
+fn stopwatch_measures_at_least_the_time_slept() {
+    let stopwatch = clock::Stopwatch::start();
+    std::thread::sleep(Duration::from_millis(5));
+    // Calibration error is ppm: 1% is loose.
+    assert!(stopwatch.elapsed_ns() >= 5_000_000 * 99 / 100);
+}
+
+#[test]
 fn free_functions_use_the_global_clock() {
     let start = clock::raw();
     let first_ns = clock::now();
