@@ -10,6 +10,7 @@
 
 mod error;
 pub mod format;
+pub mod fuzzing;
 mod reader;
 mod segment;
 pub mod sim;
