@@ -1,0 +1,463 @@
+//! httptrap JSON (Circonus broker / IRONdb compatible): concatenated documents with comments,
+//! nested objects and arrays flattened with a backtick, plain values typed by their form, and
+//! the explicit `{_type, _value, _ts, _fl, _tags}` form. Mapping rules: `FORMAT.md`.
+
+use std::borrow::Cow;
+
+use hist::Histogram;
+
+use crate::batch::{check_name, check_tag_count, Batch, Mode, Options, Reason, Sample, Value};
+use crate::json::{self, DocumentError, Kind, Token, Tokenizer};
+use crate::tags::{parse_tag, split_stream_tags};
+
+/// Joins the keys of nested objects and the indices of arrays into one metric name.
+pub const FLATTEN_DELIMITER: char = '`';
+
+/// Parses a whole httptrap body. Keys that cannot be accepted are rejected one by one and the
+/// rest of their document is kept; a JSON syntax error rejects the rest of the body.
+pub fn parse(input: &[u8], options: &Options) -> Batch {
+    let mut batch = Batch::default();
+    let mut tokenizer = Tokenizer::new(input);
+    let mut tape = Vec::new();
+    let mut document = 0;
+    while let Some(result) = tokenizer.next_document(&mut tape) {
+        document += 1;
+        match result {
+            Err(e) => {
+                let place = position_text(input, e.position);
+                let location = format!("document {document}, {place}");
+                let reason = Reason::Syntax {
+                    expected: e.expected,
+                };
+                batch.reject_rest(location, reason);
+                break;
+            }
+            Ok(Err(e)) => reject_document(&mut batch, input, document, e),
+            Ok(Ok(())) => {
+                let mut walker = Walker {
+                    input,
+                    tape: &tape,
+                    options,
+                    document,
+                    batch: &mut batch,
+                    path: String::new(),
+                };
+                if !walker.members(0) {
+                    break;
+                }
+            }
+        }
+    }
+    debug_assert!(tokenizer.position() <= input.len());
+    batch
+}
+
+fn reject_document(batch: &mut Batch, input: &[u8], document: usize, e: DocumentError) {
+    let (position, reason) = match e {
+        DocumentError::InvalidUtf8 { position } => (position, Reason::InvalidUtf8),
+        DocumentError::TooDeep { position } => (
+            position,
+            Reason::Bound {
+                what: "JSON nesting depth",
+                size: crate::batch::JSON_DEPTH_MAX + 1,
+                max: crate::batch::JSON_DEPTH_MAX,
+            },
+        ),
+    };
+    let location = format!("document {document}, {}", position_text(input, position));
+    batch.reject(location, reason);
+}
+
+fn position_text(input: &[u8], position: usize) -> String {
+    let (line, column) = json::line_column(input, position);
+    format!("line {line}, column {column} (byte {position})")
+}
+
+/// Walks one document's tape, building names from the path of keys.
+struct Walker<'a, 'b> {
+    input: &'a [u8],
+    tape: &'b [Token],
+    options: &'b Options,
+    document: usize,
+    batch: &'b mut Batch,
+    /// The flattened name of the value being visited.
+    path: String,
+}
+
+/// The special keys of the explicit form, as tape indices of their values (last one wins).
+#[derive(Default)]
+struct Explicit {
+    kind: Option<usize>,
+    value: Option<usize>,
+    ts: Option<usize>,
+    fl: Option<usize>,
+    tags: Option<usize>,
+}
+
+impl<'a> Walker<'a, '_> {
+    /// Visits each member of the object at `index`; false once the batch is full.
+    fn members(&mut self, index: usize) -> bool {
+        let mut child = index + 1;
+        while child < self.tape[index].next {
+            let key = child;
+            let value = key + 1;
+            child = self.tape[value].next;
+            let Some(key) = self.string(key) else {
+                self.reject_here(Reason::bad_value("a valid \\u escape in a key", ""));
+                continue;
+            };
+            let keep = self.path.len();
+            if keep > 0 {
+                self.path.push(FLATTEN_DELIMITER);
+            }
+            self.path.push_str(&key);
+            let go_on = self.value(value);
+            self.path.truncate(keep);
+            if !go_on {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn value(&mut self, index: usize) -> bool {
+        let token = self.tape[index];
+        match token.kind {
+            Kind::Object => match self.explicit_keys(index) {
+                Some(explicit) => self.explicit(explicit),
+                None => self.members(index),
+            },
+            Kind::Array => self.elements(index),
+            _ => match self.plain(index) {
+                Ok(value) => self.emit(value, None, Mode::Set, None),
+                Err(reason) => self.reject_here(reason),
+            },
+        }
+    }
+
+    fn elements(&mut self, index: usize) -> bool {
+        let mut child = index + 1;
+        let mut position = 0usize;
+        while child < self.tape[index].next {
+            let keep = self.path.len();
+            self.path.push(FLATTEN_DELIMITER);
+            self.path.push_str(&position.to_string());
+            let go_on = self.value(child);
+            self.path.truncate(keep);
+            if !go_on {
+                return false;
+            }
+            child = self.tape[child].next;
+            position += 1;
+        }
+        true
+    }
+
+    /// The special keys if the object is in the explicit form (it has `_type` or `_value`).
+    fn explicit_keys(&self, index: usize) -> Option<Explicit> {
+        let mut explicit = Explicit::default();
+        let mut other = false;
+        let mut child = index + 1;
+        while child < self.tape[index].next {
+            let slot = match self.raw(child) {
+                "_type" => &mut explicit.kind,
+                "_value" => &mut explicit.value,
+                "_ts" => &mut explicit.ts,
+                "_fl" => &mut explicit.fl,
+                "_tags" => &mut explicit.tags,
+                _ => {
+                    other = true;
+                    child = self.tape[child + 1].next;
+                    continue;
+                }
+            };
+            *slot = Some(child + 1);
+            child = self.tape[child + 1].next;
+        }
+        let is_explicit = explicit.kind.is_some() || explicit.value.is_some();
+        // Other keys beside `_type`/`_value` make it a plain object whose `_…` keys are names;
+        // `explicit()` rejects that mix instead, so mark it with `kind: None, value: None`.
+        if is_explicit && other {
+            return Some(Explicit::default());
+        }
+        is_explicit.then_some(explicit)
+    }
+
+    fn explicit(&mut self, explicit: Explicit) -> bool {
+        match self.explicit_sample(&explicit) {
+            Ok((value, ts_ms, mode, tags)) => self.emit(value, ts_ms, mode, Some(tags)),
+            Err(reason) => self.reject_here(reason),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn explicit_sample(
+        &self,
+        e: &Explicit,
+    ) -> Result<(Value, Option<i64>, Mode, Vec<(String, String)>), Reason> {
+        let (Some(kind), Some(value)) = (e.kind, e.value) else {
+            return Err(Reason::Syntax {
+                expected: "both `_type` and `_value`, and no other keys but `_ts` `_fl` `_tags`",
+            });
+        };
+        let kind = self
+            .string(kind)
+            .ok_or(Reason::bad_value("a `_type` string", ""))?;
+        let value = self.typed_value(&kind, value)?;
+        let ts_ms = e.ts.map(|i| self.timestamp(i)).transpose()?;
+        let mode = e.fl.map_or(Ok(Mode::Set), |i| self.mode(i))?;
+        let tags = e.tags.map_or(Ok(Vec::new()), |i| self.tag_list(i))?;
+        Ok((value, ts_ms, mode, tags))
+    }
+
+    fn typed_value(&self, kind: &str, index: usize) -> Result<Value, Reason> {
+        if self.tape[index].kind == Kind::Null {
+            return Ok(Value::Null);
+        }
+        match kind {
+            "i" | "I" | "l" | "L" | "n" => self.numeric_mean(kind, index).map(Value::Numeric),
+            "s" => self.text_value(index),
+            "h" => self.histogram(index).map(Value::Histogram),
+            "H" => self.histogram(index).map(Value::CumulativeHistogram),
+            other => Err(Reason::BadType {
+                found: crate::batch::excerpt(other),
+            }),
+        }
+    }
+
+    /// A numeric `_value`: one value, or the mean of an array of them.
+    fn numeric_mean(&self, kind: &str, index: usize) -> Result<f64, Reason> {
+        if self.tape[index].kind != Kind::Array {
+            return self.numeric(kind, index);
+        }
+        let (mut sum, mut count) = (0.0, 0u32);
+        let mut child = index + 1;
+        while child < self.tape[index].next {
+            sum += self.numeric(kind, child)?;
+            count += 1;
+            child = self.tape[child].next;
+        }
+        if count == 0 {
+            return Err(Reason::bad_value("at least one value", "[]"));
+        }
+        Ok(sum / f64::from(count))
+    }
+
+    /// One number (or numeric string) read as `_type` `kind` requires.
+    fn numeric(&self, kind: &str, index: usize) -> Result<f64, Reason> {
+        let text = match self.tape[index].kind {
+            Kind::Number { .. } => Cow::Borrowed(self.raw(index)),
+            Kind::String { .. } => self.string(index).ok_or(Reason::InvalidUtf8)?,
+            _ => return Err(Reason::bad_value("a number", self.raw(index))),
+        };
+        let text = text.as_ref();
+        let expected = match kind {
+            "i" => "an int32",
+            "I" => "a uint32",
+            "l" => "an int64",
+            "L" => "a uint64",
+            _ => "a finite double",
+        };
+        let value = match kind {
+            "i" => text.parse::<i32>().ok().map(f64::from),
+            "I" => text.parse::<u32>().ok().map(f64::from),
+            "l" => text.parse::<i64>().ok().map(|v| v as f64),
+            "L" => text.parse::<u64>().ok().map(|v| v as f64),
+            _ => json_number(text).ok(),
+        };
+        value.ok_or_else(|| Reason::bad_value(expected, text))
+    }
+
+    fn text_value(&self, index: usize) -> Result<Value, Reason> {
+        match self.tape[index].kind {
+            Kind::String { .. } => {
+                let text = self.string(index).ok_or(Reason::InvalidUtf8)?;
+                Ok(Value::Text(text.into_owned()))
+            }
+            Kind::Number { .. } | Kind::True | Kind::False => {
+                Ok(Value::Text(self.raw(index).to_owned()))
+            }
+            _ => Err(Reason::bad_value("one text value", self.raw(index))),
+        }
+    }
+
+    /// A histogram `_value`: one element or an array of them, merged.
+    fn histogram(&self, index: usize) -> Result<Histogram, Reason> {
+        let mut histogram = Histogram::new();
+        if self.tape[index].kind != Kind::Array {
+            self.histogram_element(index, &mut histogram)?;
+            return Ok(histogram);
+        }
+        let mut child = index + 1;
+        while child < self.tape[index].next {
+            self.histogram_element(child, &mut histogram)?;
+            child = self.tape[child].next;
+        }
+        Ok(histogram)
+    }
+
+    /// Adds one element: a number (one sample), `H[<float>]=<count>` (or the C text form), or a
+    /// base64 llhist.
+    fn histogram_element(&self, index: usize, into: &mut Histogram) -> Result<(), Reason> {
+        let text = match self.tape[index].kind {
+            Kind::Number { .. } => {
+                into.insert(json_number(self.raw(index))?);
+                return Ok(());
+            }
+            Kind::String { .. } => self.string(index).ok_or(Reason::InvalidUtf8)?,
+            _ => return Err(Reason::bad_value("a histogram element", self.raw(index))),
+        };
+        let text = text.as_ref();
+        if json::whole_number(text.as_bytes()).is_some() {
+            into.insert(json_number(text)?);
+        } else if text.starts_with("H[") {
+            let (bin, count) = hist::parse_entry(text)
+                .map_err(|_| Reason::bad_value("H[<float>]=<count>", text))?;
+            into.insert_bin(bin, count);
+        } else if let Ok(decoded) = Histogram::from_base64(text) {
+            into.merge(&decoded);
+        } else {
+            let (bin, count) = hist::parse_entry(text).map_err(|_| {
+                Reason::bad_value("a number, H[<float>]=<count> or a base64 histogram", text)
+            })?;
+            into.insert_bin(bin, count);
+        }
+        Ok(())
+    }
+
+    /// `_ts`: integer milliseconds, as a number or a string.
+    fn timestamp(&self, index: usize) -> Result<i64, Reason> {
+        let text = match self.tape[index].kind {
+            Kind::Number { integer: true } => Cow::Borrowed(self.raw(index)),
+            Kind::String { .. } => self.string(index).ok_or(Reason::InvalidUtf8)?,
+            _ => return Err(Reason::bad_value("integer ms in `_ts`", self.raw(index))),
+        };
+        let ts_ms = text
+            .parse::<i64>()
+            .map_err(|_| Reason::bad_value("integer ms in `_ts`", &text))?;
+        self.options.check_ts(ts_ms)
+    }
+
+    fn mode(&self, index: usize) -> Result<Mode, Reason> {
+        match self.string(index).as_deref() {
+            Some("+") => Ok(Mode::Accumulate),
+            Some("~") => Ok(Mode::Average),
+            _ => Err(Reason::bad_value("`_fl` \"+\" or \"~\"", self.raw(index))),
+        }
+    }
+
+    fn tag_list(&self, index: usize) -> Result<Vec<(String, String)>, Reason> {
+        if self.tape[index].kind != Kind::Array {
+            return Err(Reason::bad_value("`_tags` as an array", self.raw(index)));
+        }
+        let mut tags = Vec::new();
+        let mut child = index + 1;
+        while child < self.tape[index].next {
+            let text = match self.tape[child].kind {
+                Kind::String { .. } => self.string(child).ok_or(Reason::InvalidUtf8)?,
+                _ => return Err(Reason::bad_value("a \"cat:val\" string", self.raw(child))),
+            };
+            tags.push(parse_tag(&text)?);
+            check_tag_count(tags.len())?;
+            child = self.tape[child].next;
+        }
+        Ok(tags)
+    }
+
+    /// A plain value typed by its JSON form.
+    fn plain(&self, index: usize) -> Result<Value, Reason> {
+        match self.tape[index].kind {
+            Kind::Number { integer } => plain_number(self.raw(index), integer).map(Value::Numeric),
+            Kind::String { .. } => {
+                let text = self.string(index).ok_or(Reason::InvalidUtf8)?;
+                match json::whole_number(text.as_bytes()) {
+                    Some(integer) => plain_number(&text, integer).map(Value::Numeric),
+                    None => Ok(Value::Text(text.into_owned())),
+                }
+            }
+            Kind::True => Ok(Value::Numeric(1.0)),
+            Kind::False => Ok(Value::Numeric(0.0)),
+            Kind::Null => Ok(Value::Null),
+            Kind::Object | Kind::Array => Err(Reason::bad_value("a scalar", self.raw(index))),
+        }
+    }
+
+    /// Adds a sample named by the current path; false once the batch is full.
+    fn emit(
+        &mut self,
+        value: Value,
+        ts_ms: Option<i64>,
+        mode: Mode,
+        extra_tags: Option<Vec<(String, String)>>,
+    ) -> bool {
+        let mut tags = Vec::new();
+        let name = match split_stream_tags(&self.path, &mut tags) {
+            Ok(name) => name,
+            Err(reason) => return self.reject_here(reason),
+        };
+        tags.extend(extra_tags.unwrap_or_default());
+        if let Err(reason) = check_name(name).and_then(|()| check_tag_count(tags.len())) {
+            return self.reject_here(reason);
+        }
+        let sample = Sample {
+            name: name.to_owned(),
+            tags,
+            ts_ms,
+            value,
+            mode,
+        };
+        let (document, path) = (self.document, &self.path);
+        self.batch.push(sample, || key_location(document, path))
+    }
+
+    fn reject_here(&mut self, reason: Reason) -> bool {
+        self.batch
+            .reject(key_location(self.document, &self.path), reason);
+        true
+    }
+
+    /// The token's bytes as text. Only strings may hold non-ASCII, and the tokenizer rejected
+    /// documents with invalid UTF-8 in them, so this never fails in practice.
+    fn raw(&self, index: usize) -> &'a str {
+        let token = self.tape[index];
+        std::str::from_utf8(&self.input[token.start..token.end]).unwrap_or("")
+    }
+
+    /// A string token's text with escapes resolved; `None` for a non-string or a bad `\u`
+    /// surrogate (callers check the kind first where the difference matters).
+    fn string(&self, index: usize) -> Option<Cow<'a, str>> {
+        match self.tape[index].kind {
+            Kind::String { escaped } => json::unescape(self.raw(index), escaped),
+            _ => None,
+        }
+    }
+}
+
+fn key_location(document: usize, path: &str) -> String {
+    format!("document {document}, key `{}`", crate::batch::excerpt(path))
+}
+
+/// Plain typing: non-negative integers as uint64 and negative ones as int64 (exact to 2^53 in
+/// f64); integers beyond 64 bits and decimals as doubles; a double beyond f64 is rejected.
+fn plain_number(text: &str, integer: bool) -> Result<f64, Reason> {
+    if integer {
+        let exact = if text.starts_with('-') {
+            text.parse::<i64>().ok().map(|v| v as f64)
+        } else {
+            text.parse::<u64>().ok().map(|v| v as f64)
+        };
+        if let Some(value) = exact {
+            return Ok(value);
+        }
+    }
+    json_number(text)
+}
+
+fn json_number(text: &str) -> Result<f64, Reason> {
+    match text.parse::<f64>() {
+        Ok(value) if value.is_finite() && json::whole_number(text.as_bytes()).is_some() => {
+            Ok(value)
+        }
+        _ => Err(Reason::bad_value("a finite number", text)),
+    }
+}

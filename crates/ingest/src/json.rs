@@ -1,0 +1,503 @@
+//! A small JSON tokenizer for httptrap bodies. Our own because httptrap allows what JSON
+//! libraries refuse (concatenated documents, `//` and `/* */` comments) and because numbers must
+//! keep their text (a uint64 like 18426744073709551616 must not pass through f64 first).
+//!
+//! One document becomes a flat tape of tokens holding byte ranges into the input (nothing is
+//! copied or unescaped here); each container token knows where its contents end, so a reader
+//! walks or skips subtrees without recursion on untrusted depth.
+
+use std::borrow::Cow;
+
+use crate::batch::JSON_DEPTH_MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Object,
+    Array,
+    /// `start..end` is the text between the quotes, escapes still in place.
+    String {
+        escaped: bool,
+    },
+    /// `start..end` is the number's text; `integer` = no fraction and no exponent.
+    Number {
+        integer: bool,
+    },
+    True,
+    False,
+    Null,
+}
+
+/// One token. Objects hold alternating key (`String`) and value tokens.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Token {
+    pub kind: Kind,
+    pub start: usize,
+    pub end: usize,
+    /// Index of the first token after this value (past a container's contents).
+    pub next: usize,
+}
+
+/// Input that is not JSON; the parse cannot continue past it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SyntaxError {
+    pub position: usize,
+    pub expected: &'static str,
+}
+
+/// A well-formed document that must still be rejected as a whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DocumentError {
+    InvalidUtf8 { position: usize },
+    TooDeep { position: usize },
+}
+
+pub(crate) struct Tokenizer<'a> {
+    s: &'a [u8],
+    pos: usize,
+    /// Open containers (true = object) — kept even past the depth bound, to find the end.
+    open: Vec<bool>,
+    /// Tape indices of the open containers that are being recorded.
+    open_tokens: Vec<usize>,
+    doc_error: Option<DocumentError>,
+}
+
+/// What a document ended with: the tape (when usable) or why it is rejected.
+pub(crate) type Document = Result<(), DocumentError>;
+
+impl<'a> Tokenizer<'a> {
+    pub(crate) fn new(s: &'a [u8]) -> Tokenizer<'a> {
+        Tokenizer {
+            s,
+            pos: 0,
+            open: Vec::new(),
+            open_tokens: Vec::new(),
+            doc_error: None,
+        }
+    }
+
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Reads the next document into `tape` (cleared first). `None` at the end of the input.
+    pub(crate) fn next_document(
+        &mut self,
+        tape: &mut Vec<Token>,
+    ) -> Option<Result<Document, SyntaxError>> {
+        tape.clear();
+        self.open.clear();
+        self.open_tokens.clear();
+        self.doc_error = None;
+        if let Err(e) = self.skip_blank() {
+            return Some(Err(e));
+        }
+        if self.pos == self.s.len() {
+            return None;
+        }
+        if self.s[self.pos] != b'{' {
+            return Some(Err(self.error("'{' starting a document")));
+        }
+        Some(self.value_tree(tape).map(|()| match self.doc_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }))
+    }
+
+    /// Reads one value and everything inside it, iteratively.
+    fn value_tree(&mut self, tape: &mut Vec<Token>) -> Result<(), SyntaxError> {
+        loop {
+            self.skip_blank()?;
+            let opened = self.value(tape)?;
+            if opened && self.close_if_empty(tape)? {
+                // An empty container is a complete value; fall through to the separators.
+            } else if opened {
+                if self.open.last() == Some(&true) {
+                    self.key(tape)?;
+                }
+                continue;
+            }
+            // After a complete value: close containers until one continues with ','.
+            loop {
+                if self.open.is_empty() {
+                    return Ok(());
+                }
+                self.skip_blank()?;
+                let in_object = self.open.last() == Some(&true);
+                match self.s.get(self.pos) {
+                    Some(b',') => {
+                        self.pos += 1;
+                        if in_object {
+                            self.key(tape)?;
+                        }
+                        break;
+                    }
+                    Some(b'}') if in_object => self.close(tape),
+                    Some(b']') if !in_object => self.close(tape),
+                    _ if in_object => return Err(self.error("',' or '}'")),
+                    _ => return Err(self.error("',' or ']'")),
+                }
+            }
+        }
+    }
+
+    /// Reads a scalar, or opens a container; true if a container was opened.
+    fn value(&mut self, tape: &mut Vec<Token>) -> Result<bool, SyntaxError> {
+        let start = self.pos;
+        let kind = match self.s.get(self.pos) {
+            Some(b'{') => return Ok(self.open_container(tape, true)),
+            Some(b'[') => return Ok(self.open_container(tape, false)),
+            Some(b'"') => return self.string(tape),
+            Some(b'-' | b'0'..=b'9') => {
+                let (len, integer) =
+                    number_len(&self.s[self.pos..]).ok_or(self.error("a number"))?;
+                self.pos += len;
+                Kind::Number { integer }
+            }
+            Some(b't') => self.literal(b"true", Kind::True)?,
+            Some(b'f') => self.literal(b"false", Kind::False)?,
+            Some(b'n') => self.literal(b"null", Kind::Null)?,
+            _ => return Err(self.error("a value")),
+        };
+        self.record(tape, kind, start, self.pos);
+        Ok(false)
+    }
+
+    fn literal(&mut self, word: &[u8], kind: Kind) -> Result<Kind, SyntaxError> {
+        if !self.s[self.pos..].starts_with(word) {
+            return Err(self.error("true, false or null"));
+        }
+        self.pos += word.len();
+        Ok(kind)
+    }
+
+    /// Reads `"key"` then `:`, leaving the position at the value.
+    fn key(&mut self, tape: &mut Vec<Token>) -> Result<(), SyntaxError> {
+        self.skip_blank()?;
+        if self.s.get(self.pos) != Some(&b'"') {
+            return Err(self.error("'\"' starting an object key"));
+        }
+        self.string(tape)?;
+        self.skip_blank()?;
+        if self.s.get(self.pos) != Some(&b':') {
+            return Err(self.error("':' after an object key"));
+        }
+        self.pos += 1;
+        Ok(())
+    }
+
+    fn string(&mut self, tape: &mut Vec<Token>) -> Result<bool, SyntaxError> {
+        let start = self.pos + 1;
+        let mut i = start;
+        let mut escaped = false;
+        let mut high = false;
+        loop {
+            match self.s.get(i) {
+                None => {
+                    self.pos = i;
+                    return Err(self.error("'\"' closing a string"));
+                }
+                Some(b'"') => break,
+                Some(b'\\') => {
+                    escaped = true;
+                    i += escape_len(&self.s[i..]).ok_or_else(|| {
+                        self.pos = i;
+                        self.error("a valid escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)")
+                    })?;
+                }
+                Some(&c) if c < 0x20 => {
+                    self.pos = i;
+                    return Err(self.error("no control characters inside a string"));
+                }
+                Some(&c) => {
+                    high |= c >= 0x80;
+                    i += 1;
+                }
+            }
+        }
+        if high {
+            if let Err(e) = std::str::from_utf8(&self.s[start..i]) {
+                let position = start + e.valid_up_to();
+                self.doc_error
+                    .get_or_insert(DocumentError::InvalidUtf8 { position });
+            }
+        }
+        self.pos = i + 1;
+        self.record(tape, Kind::String { escaped }, start, i);
+        Ok(false)
+    }
+
+    fn open_container(&mut self, tape: &mut Vec<Token>, object: bool) -> bool {
+        let start = self.pos;
+        self.pos += 1;
+        self.open.push(object);
+        if self.open.len() > JSON_DEPTH_MAX {
+            self.doc_error
+                .get_or_insert(DocumentError::TooDeep { position: start });
+        }
+        if self.recording() {
+            self.open_tokens.push(tape.len());
+            let kind = if object { Kind::Object } else { Kind::Array };
+            tape.push(Token {
+                kind,
+                start,
+                end: start,
+                next: 0,
+            });
+        }
+        true
+    }
+
+    /// Closes the container just opened if the next non-blank byte closes it.
+    fn close_if_empty(&mut self, tape: &mut [Token]) -> Result<bool, SyntaxError> {
+        self.skip_blank()?;
+        let closer = if self.open.last() == Some(&true) {
+            b'}'
+        } else {
+            b']'
+        };
+        if self.s.get(self.pos) == Some(&closer) {
+            self.close(tape);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Consumes the closing byte (already checked) and finishes the container's token.
+    fn close(&mut self, tape: &mut [Token]) {
+        self.pos += 1;
+        let recorded = self.recording();
+        self.open.pop();
+        if recorded {
+            if let Some(index) = self.open_tokens.pop() {
+                let next = tape.len();
+                let token = &mut tape[index];
+                token.end = self.pos;
+                token.next = next;
+            }
+        }
+    }
+
+    /// Tokens are recorded only while the document is still acceptable: a rejected document
+    /// costs no tape memory however large it is.
+    fn recording(&self) -> bool {
+        self.doc_error.is_none()
+    }
+
+    fn record(&mut self, tape: &mut Vec<Token>, kind: Kind, start: usize, end: usize) {
+        if self.recording() {
+            let next = tape.len() + 1;
+            tape.push(Token {
+                kind,
+                start,
+                end,
+                next,
+            });
+        }
+    }
+
+    /// Skips whitespace and comments.
+    fn skip_blank(&mut self) -> Result<(), SyntaxError> {
+        loop {
+            while self
+                .s
+                .get(self.pos)
+                .is_some_and(|c| c.is_ascii_whitespace())
+            {
+                self.pos += 1;
+            }
+            if self.s.get(self.pos) != Some(&b'/') {
+                return Ok(());
+            }
+            match self.s.get(self.pos + 1) {
+                Some(b'/') => {
+                    let rest = &self.s[self.pos..];
+                    self.pos += rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len());
+                }
+                Some(b'*') => {
+                    let rest = &self.s[self.pos + 2..];
+                    let close = rest.windows(2).position(|w| w == b"*/");
+                    let close = close.ok_or_else(|| self.error("'*/' closing a comment"))?;
+                    self.pos += 2 + close + 2;
+                }
+                _ => return Err(self.error("'//' or '/*' starting a comment")),
+            }
+        }
+    }
+
+    fn error(&self, expected: &'static str) -> SyntaxError {
+        SyntaxError {
+            position: self.pos,
+            expected,
+        }
+    }
+}
+
+/// The length of the escape at the start of `s` (which begins with a backslash).
+fn escape_len(s: &[u8]) -> Option<usize> {
+    match s.get(1)? {
+        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(2),
+        b'u' if s.get(2..6)?.iter().all(u8::is_ascii_hexdigit) => Some(6),
+        _ => None,
+    }
+}
+
+/// The length of the JSON number at the start of `s` and whether it is an integer, or `None`
+/// if `s` does not start with one (`01`, `1.`, `-`, `.5` are not numbers).
+pub(crate) fn number_len(s: &[u8]) -> Option<(usize, bool)> {
+    let digits = |from: usize| {
+        s[from.min(s.len())..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count()
+    };
+    let mut i = usize::from(s.first() == Some(&b'-'));
+    let whole = digits(i);
+    if whole == 0 || (whole > 1 && s[i] == b'0') {
+        return None;
+    }
+    i += whole;
+    let mut integer = true;
+    if s.get(i) == Some(&b'.') {
+        let frac = digits(i + 1);
+        if frac == 0 {
+            return None;
+        }
+        i += 1 + frac;
+        integer = false;
+    }
+    if matches!(s.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(s.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let exp = digits(i);
+        if exp == 0 {
+            return None;
+        }
+        i += exp;
+        integer = false;
+    }
+    Some((i, integer))
+}
+
+/// True if all of `s` is one JSON number; `Some(integer)` then.
+pub(crate) fn whole_number(s: &[u8]) -> Option<bool> {
+    number_len(s).and_then(|(len, integer)| (len == s.len()).then_some(integer))
+}
+
+/// The text of a string token with escapes resolved; `None` for an unpaired surrogate.
+/// The tokenizer has already checked the escapes' syntax and the UTF-8.
+pub(crate) fn unescape(raw: &str, escaped: bool) -> Option<Cow<'_, str>> {
+    if !escaped {
+        return Some(Cow::Borrowed(raw));
+    }
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let decoded = match chars.next()? {
+            'b' => '\u{8}',
+            'f' => '\u{c}',
+            'n' => '\n',
+            'r' => '\r',
+            't' => '\t',
+            'u' => unicode_escape(&mut chars)?,
+            other => other,
+        };
+        out.push(decoded);
+    }
+    Some(Cow::Owned(out))
+}
+
+/// Reads the XXXX of `\uXXXX` (and a following `\uXXXX` low surrogate where needed).
+fn unicode_escape(chars: &mut std::str::Chars<'_>) -> Option<char> {
+    let hex4 = |chars: &mut std::str::Chars<'_>| {
+        let text: String = chars.by_ref().take(4).collect();
+        u32::from_str_radix(&text, 16).ok()
+    };
+    let first = hex4(chars)?;
+    if !(0xD800..0xDC00).contains(&first) {
+        return char::from_u32(first);
+    }
+    if chars.next()? != '\\' || chars.next()? != 'u' {
+        return None;
+    }
+    let low = hex4(chars)?;
+    if !(0xDC00..0xE000).contains(&low) {
+        return None;
+    }
+    char::from_u32(0x10000 + ((first - 0xD800) << 10) + (low - 0xDC00))
+}
+
+/// 1-based line and column (in bytes) of a byte position, for error messages.
+pub(crate) fn line_column(s: &[u8], position: usize) -> (usize, usize) {
+    let before = &s[..position.min(s.len())];
+    let line = 1 + before.iter().filter(|&&c| c == b'\n').count();
+    let line_start = before
+        .iter()
+        .rposition(|&c| c == b'\n')
+        .map_or(0, |i| i + 1);
+    (line, position - line_start + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tape(s: &str) -> Result<Vec<(Kind, String)>, SyntaxError> {
+        let mut t = Tokenizer::new(s.as_bytes());
+        let mut tape = Vec::new();
+        let mut out = Vec::new();
+        while let Some(doc) = t.next_document(&mut tape) {
+            doc?.unwrap();
+            out.extend(tape.iter().map(|k| (k.kind, s[k.start..k.end].to_owned())));
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(number_len(b"0"), Some((1, true)));
+        assert_eq!(number_len(b"-12.5e+3,"), Some((8, false)));
+        assert_eq!(number_len(b"18426744073709551616"), Some((20, true)));
+        for bad in ["01", "1.", "-", ".5", "1e", "+1", "-a"] {
+            assert_eq!(whole_number(bad.as_bytes()), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn documents_and_comments() {
+        let t = tape("// c\n{\"a\" /* x */ : [1, {}], \"b\": \"q\\\"\"}{\"c\":null}").unwrap();
+        let kinds: Vec<Kind> = t.iter().map(|(k, _)| *k).collect();
+        assert_eq!(kinds.len(), 10);
+        assert_eq!(t[4].1, "{}");
+        assert_eq!(t[6].1, "q\\\"");
+        assert_eq!(t[9].0, Kind::Null);
+    }
+
+    #[test]
+    fn syntax_errors_name_the_position() {
+        assert_eq!(tape("{\"a\":1,}").unwrap_err().position, 7);
+        assert_eq!(tape("{\"a\" 1}").unwrap_err().position, 5);
+        assert_eq!(tape("{\"a\":[1 2]}").unwrap_err().position, 8);
+        assert_eq!(tape("{\"a\":tru}").unwrap_err().position, 5);
+        assert_eq!(tape("[1]").unwrap_err().position, 0);
+        assert!(tape("{\"a\":1} /* open").is_err());
+        assert!(tape("{\"a\":\"x").is_err());
+        assert!(tape("{\"a\":\"\\x\"}").is_err());
+        assert_eq!(line_column(b"ab\ncd", 4), (2, 2));
+    }
+
+    #[test]
+    fn unescapes() {
+        assert_eq!(
+            unescape("a\\n\\u00e9\\ud83d\\ude00", true).unwrap(),
+            "a\né😀"
+        );
+        assert_eq!(unescape("\\ud83d", true), None);
+        assert_eq!(unescape("\\u0041\\/", true).unwrap(), "A/");
+    }
+}

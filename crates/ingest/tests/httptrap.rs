@@ -1,0 +1,350 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use hist::Histogram;
+use ingest::{httptrap, Batch, Mode, Options, Reason, Sample, Value, JSON_DEPTH_MAX};
+use proptest::prelude::*;
+
+/// 2026-11-22T00:00:00Z, the receipt time of every test.
+const NOW_MS: i64 = 1_795_305_600_000;
+
+fn parse(body: &str) -> Batch {
+    httptrap::parse(body.as_bytes(), &Options::at(NOW_MS))
+}
+
+fn sample(name: &str, value: Value) -> Sample {
+    Sample {
+        name: name.to_owned(),
+        tags: Vec::new(),
+        ts_ms: None,
+        value,
+        mode: Mode::Set,
+    }
+}
+
+fn num(name: &str, v: f64) -> Sample {
+    sample(name, Value::Numeric(v))
+}
+
+fn only_samples(body: &str) -> Vec<Sample> {
+    let batch = parse(body);
+    assert_eq!(batch.rejected, [], "{body}");
+    batch.samples
+}
+
+#[test]
+fn spec_example_covers_every_form() {
+    let body = r#"{ "requests": 123853, "version": "1.alpha", "ok": true,
+  "big": { "_type": "L", "_value": "18426744073709551616" },
+  "db`latency|ST[db:orders]": { "_type": "h", "_value": ["H[1.2e-03]=5", 0.004, "AAQKAAABFAAAAR4AAAEoAAB4"] },
+  "cum": { "_type": "H", "_value": ["H[4]=120"] },
+  "late": { "_ts": 1700000000123, "_type": "n", "_value": 42 },
+  "bytes": { "_type": "L", "_value": 125, "_fl": "+" } }"#;
+
+    let mut latency = Histogram::new();
+    latency.insert_n(1.2e-3, 5);
+    latency.insert(0.004);
+    latency.merge(&Histogram::from_base64("AAQKAAABFAAAAR4AAAEoAAB4").unwrap());
+    assert_eq!(
+        latency.sample_count(),
+        5 + 1 + 123,
+        "the base64 holds 1, 2, 3 and 120 samples"
+    );
+    let mut cum = Histogram::new();
+    cum.insert_n(4.0, 120);
+
+    let expected = vec![
+        num("requests", 123853.0),
+        sample("version", Value::Text("1.alpha".into())),
+        num("ok", 1.0),
+        num("big", 18_426_744_073_709_551_616_u64 as f64),
+        Sample {
+            tags: vec![("db".into(), "orders".into())],
+            ..sample("db`latency", Value::Histogram(latency))
+        },
+        sample("cum", Value::CumulativeHistogram(cum)),
+        Sample {
+            ts_ms: Some(1_700_000_000_123),
+            ..num("late", 42.0)
+        },
+        Sample {
+            mode: Mode::Accumulate,
+            ..num("bytes", 125.0)
+        },
+    ];
+    assert_eq!(only_samples(body), expected);
+}
+
+#[test]
+fn flattening_and_plain_typing() {
+    let body = r#"{"a":{"b":1,"c":[1,1.2,{"d":-3}]},"s":"12.5","n":null,"f":false,
+        "neg":-9223372036854775808,"u":18446744073709551615,"huge":123456789012345678901234567890,
+        "nan":"NaN","inf":"inf","e":1e3,"dup":1,"dup":2}"#;
+    let got = only_samples(body);
+    let names: Vec<&str> = got.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "a`b", "a`c`0", "a`c`1", "a`c`2`d", "s", "n", "f", "neg", "u", "huge", "nan", "inf",
+            "e", "dup", "dup"
+        ]
+    );
+    let values: Vec<&Value> = got.iter().map(|s| &s.value).collect();
+    assert_eq!(values[3], &Value::Numeric(-3.0));
+    assert_eq!(
+        values[4],
+        &Value::Numeric(12.5),
+        "a numeric-looking string is a number"
+    );
+    assert_eq!(values[5], &Value::Null);
+    assert_eq!(values[6], &Value::Numeric(0.0));
+    assert_eq!(values[7], &Value::Numeric(i64::MIN as f64));
+    assert_eq!(values[8], &Value::Numeric(u64::MAX as f64));
+    assert_eq!(
+        values[9],
+        &Value::Numeric(1.2345678901234568e29),
+        "beyond u64: a double"
+    );
+    assert_eq!(
+        values[10],
+        &Value::Text("NaN".into()),
+        "NaN is not a JSON number"
+    );
+    assert_eq!(values[11], &Value::Text("inf".into()));
+    assert_eq!(values[12], &Value::Numeric(1000.0));
+    assert_eq!(
+        (values[13], values[14]),
+        (&Value::Numeric(1.0), &Value::Numeric(2.0))
+    );
+}
+
+#[test]
+fn integers_are_exact_to_2_pow_53() {
+    let got = only_samples(r#"{"a":9007199254740993,"b":"9007199254740992"}"#);
+    assert_eq!(got[1].value, Value::Numeric(9_007_199_254_740_992.0));
+    // 2^53 + 1 rounds to even in f64; the store keeps f64, so this is the documented limit.
+    assert_eq!(got[0].value, Value::Numeric(9_007_199_254_740_992.0));
+}
+
+#[test]
+fn concatenated_documents_and_comments() {
+    let body = "// leading\n{\"a\":1}{\"b\":2} /* between */\r\n{\"c\" /* in */ : 3} // end";
+    let got = only_samples(body);
+    assert_eq!(got, [num("a", 1.0), num("b", 2.0), num("c", 3.0)]);
+    assert_eq!(only_samples(""), []);
+    assert_eq!(only_samples("  // nothing\n"), []);
+    assert_eq!(only_samples("{}"), []);
+}
+
+#[test]
+fn every_type_code() {
+    let body = r#"{"i":{"_type":"i","_value":-2147483648},"I":{"_type":"I","_value":"4294967295"},
+        "l":{"_type":"l","_value":-5},"n":{"_type":"n","_value":[1,2,"6"]},
+        "s":{"_type":"s","_value":"up"},"s2":{"_type":"s","_value":12},
+        "h":{"_type":"h","_value":3.5},"hn":{"_type":"h","_value":null},
+        "avg":{"_type":"n","_value":2,"_fl":"~"}}"#;
+    let got = only_samples(body);
+    let values: Vec<&Value> = got.iter().map(|s| &s.value).collect();
+    assert_eq!(values[0], &Value::Numeric(-2_147_483_648.0));
+    assert_eq!(values[1], &Value::Numeric(4_294_967_295.0));
+    assert_eq!(values[2], &Value::Numeric(-5.0));
+    assert_eq!(values[3], &Value::Numeric(3.0), "arrays are averaged");
+    assert_eq!(values[4], &Value::Text("up".into()));
+    assert_eq!(values[5], &Value::Text("12".into()));
+    let mut one = Histogram::new();
+    one.insert(3.5);
+    assert_eq!(values[6], &Value::Histogram(one));
+    assert_eq!(values[7], &Value::Null);
+    assert_eq!(got[8].mode, Mode::Average);
+}
+
+#[test]
+fn per_key_errors_keep_the_rest_of_the_document() {
+    let body = r#"{"ok1":1,
+        "t":{"_type":"x","_value":1},
+        "i":{"_type":"i","_value":2147483648},
+        "I":{"_type":"I","_value":-1},
+        "L":{"_type":"L","_value":"18446744073709551616"},
+        "d":{"_type":"i","_value":1.5},
+        "fl":{"_type":"n","_value":1,"_fl":"*"},
+        "ts":{"_type":"n","_value":1,"_ts":1.5},
+        "old":{"_type":"n","_value":1,"_ts":1000},
+        "ahead":{"_type":"n","_value":1,"_ts":"99999999999999"},
+        "mix":{"_type":"n","_value":1,"other":2},
+        "novalue":{"_type":"n"},
+        "empty":{"_type":"n","_value":[]},
+        "badh":{"_type":"h","_value":["H[x]=1"]},
+        "badh2":{"_type":"h","_value":[true]},
+        "tags":{"_type":"n","_value":1,"_tags":"a:b"},
+        "tag2":{"_type":"n","_value":1,"_tags":[":b"]},
+        "st|ST[a:b]x":1,
+        "big":1e400,
+        "ok2":2}"#;
+    let batch = parse(body);
+    assert_eq!(batch.samples, [num("ok1", 1.0), num("ok2", 2.0)]);
+    assert_eq!(batch.rejected_total, 18);
+    assert!(!batch.stopped());
+    let first = &batch.rejected[0];
+    assert_eq!(first.location, "document 1, key `t`");
+    assert!(matches!(&first.reason, Reason::BadType { found } if found == "x"));
+    assert!(matches!(
+        batch.rejected[7].reason,
+        Reason::Timestamp { ts_ms: 1000, .. }
+    ));
+    for r in &batch.rejected {
+        assert!(!r.to_string().is_empty());
+    }
+}
+
+#[test]
+fn tags_from_name_and_tags_key() {
+    let body = r#"{"m|ST[a:1,b\"eA==\":b\"eQ==\"]":{"_type":"n","_value":1,"_tags":["c:3","d"]}}"#;
+    let got = only_samples(body);
+    let tags: Vec<(&str, &str)> = got[0]
+        .tags
+        .iter()
+        .map(|(c, v)| (c.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(got[0].name, "m");
+    assert_eq!(tags, [("a", "1"), ("x", "y"), ("c", "3"), ("d", "")]);
+}
+
+#[test]
+fn histogram_elements_mix() {
+    let body = r#"{"h":{"_type":"h","_value":["+12e-004=5","0.5","NaN=1",2]}}"#;
+    let got = only_samples(body);
+    let Value::Histogram(h) = &got[0].value else {
+        panic!("{got:?}")
+    };
+    assert_eq!(h.sample_count(), 8);
+    assert_eq!(h.nan_count(), 1);
+}
+
+#[test]
+fn syntax_error_rejects_the_rest_with_its_position() {
+    // The document holding the error is rejected whole: it is not known to be what was meant.
+    let batch = parse("{\"a\":1}\n{\"b\":2,\n \"c\" 3}{\"d\":4}");
+    assert_eq!(batch.samples, [num("a", 1.0)]);
+    assert!(batch.stopped());
+    assert_eq!(
+        batch.rejected[0].location,
+        "document 2, line 3, column 6 (byte 21)"
+    );
+    assert_eq!(
+        batch.rejected[0].reason,
+        Reason::Syntax {
+            expected: "':' after an object key"
+        }
+    );
+    for truncated in [
+        "{",
+        "{\"a\"",
+        "{\"a\":",
+        "{\"a\":[1,",
+        "{\"a\":\"x",
+        "{\"a\":1 /*",
+    ] {
+        let batch = parse(truncated);
+        assert!(batch.stopped(), "{truncated}");
+        assert!(batch.samples.is_empty());
+    }
+    assert!(parse("[1,2]").stopped(), "a document is an object");
+}
+
+#[test]
+fn invalid_utf8_rejects_its_document_only() {
+    let mut body = b"{\"a\":1}{\"b\":\"".to_vec();
+    body.extend_from_slice(&[0xff, 0xfe]);
+    body.extend_from_slice(b"\",\"c\":1}{\"d\":2}");
+    let batch = httptrap::parse(&body, &Options::at(NOW_MS));
+    assert_eq!(batch.samples, [num("a", 1.0), num("d", 2.0)]);
+    assert_eq!(batch.rejected[0].reason, Reason::InvalidUtf8);
+    assert_eq!(
+        batch.rejected[0].location,
+        "document 2, line 1, column 14 (byte 13)"
+    );
+}
+
+#[test]
+fn nesting_deeper_than_the_bound_rejects_the_document() {
+    let nest = |depth: usize| {
+        let mut s = String::from("{\"k\":0}");
+        for _ in 1..depth {
+            s = format!("{{\"k\":{s}}}");
+        }
+        s
+    };
+    let ok = only_samples(&nest(JSON_DEPTH_MAX));
+    assert_eq!(ok.len(), 1);
+    assert_eq!(ok[0].name.matches('`').count(), JSON_DEPTH_MAX - 1);
+    let body = format!("{}{{\"after\":1}}", nest(JSON_DEPTH_MAX + 1));
+    let batch = parse(&body);
+    assert_eq!(batch.samples, [num("after", 1.0)]);
+    assert!(matches!(batch.rejected[0].reason, Reason::Bound { .. }));
+    // Very deep input costs no recursion.
+    let deep = format!("{{\"k\":{}{}}}", "[".repeat(200_000), "]".repeat(200_000));
+    assert!(parse(&deep).samples.is_empty());
+}
+
+#[test]
+fn oversized_names_and_tag_sets() {
+    let long = "x".repeat(ingest::NAME_BYTES_MAX + 1);
+    let tags: Vec<String> = (0..=ingest::TAGS_PER_SAMPLE_MAX)
+        .map(|i| format!("\"t{i}:v\""))
+        .collect();
+    let body = format!(
+        r#"{{"{long}":1,"m":{{"_type":"n","_value":1,"_tags":[{}]}},"ok":1}}"#,
+        tags.join(",")
+    );
+    let batch = parse(&body);
+    assert_eq!(batch.samples, [num("ok", 1.0)]);
+    assert_eq!(batch.rejected_total, 2);
+}
+
+fn arb_json() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        any::<i64>().prop_map(|v| v.to_string()),
+        any::<f64>()
+            .prop_filter("finite", |v| v.is_finite())
+            .prop_map(|v| format!("{v:e}")),
+        "[a-z0-9`|\\[\\]:\\\\\"]{0,8}".prop_map(|s| format!("{s:?}")),
+        Just("true".to_owned()),
+        Just("null".to_owned()),
+        Just(r#"{"_type":"h","_value":["H[1]=2",3,"AAQKAAABFAAAAR4AAAEoAAB4"]}"#.to_owned()),
+    ];
+    leaf.prop_recursive(6, 64, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(|v| format!("[{}]", v.join(","))),
+            prop::collection::vec(("[a-z_]{0,6}", inner), 0..6).prop_map(|v| {
+                let members: Vec<String> = v.iter().map(|(k, v)| format!("{k:?}:{v}")).collect();
+                format!("{{{}}}", members.join(","))
+            }),
+        ]
+    })
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        let batch = httptrap::parse(&bytes, &Options::at(NOW_MS));
+        prop_assert!(batch.samples.len() <= bytes.len());
+        prop_assert!(batch.rejected.len() <= ingest::REJECTIONS_LISTED_MAX + 1);
+    }
+
+    #[test]
+    fn generated_documents_parse_and_mutations_never_panic(
+        doc in arb_json(), cut in any::<prop::sample::Index>(), flip in any::<u8>()
+    ) {
+        let body = format!("{{\"root\":{doc}}}");
+        let batch = parse(&body);
+        prop_assert!(!batch.stopped(), "{body}: {:?}", batch.rejected);
+        for s in &batch.samples {
+            prop_assert!(s.name.starts_with("root"));
+            prop_assert!(s.tags.len() <= ingest::TAGS_PER_SAMPLE_MAX);
+        }
+        let mut bytes = body.into_bytes();
+        let at = cut.index(bytes.len());
+        bytes[at] ^= flip;
+        let _ = httptrap::parse(&bytes, &Options::at(NOW_MS));
+        let _ = httptrap::parse(&bytes[..at], &Options::at(NOW_MS));
+    }
+}
