@@ -273,6 +273,23 @@ pub fn encode_frame(
     out.extend_from_slice(body);
 }
 
+/// Fills the frame header in `frame[..32]` for the uncompressed body `frame[32..]` (the record
+/// area), computing the CRC in place.
+pub fn fill_frame_header(frame: &mut [u8], record_count: u32, first_offset: u64) {
+    assert!(record_count > 0);
+    let body_len = frame.len() - FRAME_HEADER_SIZE_BYTES;
+    assert!(body_len >= record_count as usize * RECORD_PREFIX_SIZE_BYTES);
+    let body_len = u32::try_from(body_len).unwrap_or(u32::MAX);
+    frame[..FRAME_HEADER_SIZE_BYTES].fill(0);
+    put(frame, 0, &body_len.to_le_bytes());
+    put(frame, 12, &record_count.to_le_bytes());
+    put(frame, 16, &first_offset.to_le_bytes());
+    put(frame, 24, &body_len.to_le_bytes());
+    let c = crc(&frame[8..]);
+    put(frame, 4, &c.to_le_bytes());
+    debug_assert!(check_records(&frame[FRAME_HEADER_SIZE_BYTES..], record_count).is_ok());
+}
+
 /// Decodes a CRC-checked frame body into `raw` (the record area) and validates that the record
 /// lengths add up exactly to `raw_len` with `record_count` records. After this returns Ok every
 /// record boundary in `raw` is trustworthy.

@@ -6,6 +6,7 @@
 //! publishes the committed offset, and only then completes the tickets. So concurrent appenders
 //! share one `fdatasync`, and an acknowledgement always means the stated durability was reached.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -84,7 +85,7 @@ impl Default for Options {
             lz4: false,
             retention: Retention::default(),
             pending_bytes_max: 4 << 20,
-            frame_raw_bytes_max: 1 << 20,
+            frame_raw_bytes_max: 4 << 20,
             vfs: Arc::new(RealFs),
         }
     }
@@ -284,7 +285,6 @@ struct Io {
     written_offset: u64,
     frames: Vec<u8>,
     scratch: Vec<u8>,
-    committed_file: Arc<dyn VFile>,
     /// Buffered mode: sealed segments not yet synced (synced at close).
     unsynced_sealed: Vec<Arc<dyn VFile>>,
 }
@@ -301,6 +301,14 @@ pub(crate) struct Inner {
     /// Wakes appenders waiting for pending space.
     space_cv: Condvar,
     io: Mutex<Io>,
+    /// Emptied pending buffers kept for reuse (at most `SPARE_BUFFERS_MAX`).
+    spare_buffers: Mutex<Vec<Vec<u8>>>,
+    /// Written-but-unsynced data and its tickets, handed from the flusher to the syncer.
+    sync: Mutex<SyncQueue>,
+    /// Wakes the syncer (new data, shutdown) and the flusher (sync progress).
+    sync_cv: Condvar,
+    /// Serialises publication so the committed offset only grows.
+    committed_file: Mutex<Arc<dyn VFile>>,
     /// Offset below which every record is acknowledged and visible to readers.
     pub(crate) committed: AtomicU64,
     poisoned: AtomicBool,
@@ -330,6 +338,7 @@ impl Inner {
 pub struct Journal {
     inner: Arc<Inner>,
     flusher: Option<JoinHandle<()>>,
+    syncer: Option<JoinHandle<()>>,
     recovery: RecoveryReport,
 }
 
@@ -375,7 +384,6 @@ impl Journal {
             written_offset: next_offset,
             frames: Vec::new(),
             scratch: Vec::new(),
-            committed_file,
             unsynced_sealed: Vec::new(),
         };
         let inner = Arc::new(Inner {
@@ -394,6 +402,14 @@ impl Journal {
             flusher_cv: Condvar::new(),
             space_cv: Condvar::new(),
             io: Mutex::new(io),
+            spare_buffers: Mutex::new(Vec::new()),
+            sync: Mutex::new(SyncQueue {
+                written_offset: next_offset,
+                synced_offset: next_offset,
+                ..SyncQueue::default()
+            }),
+            sync_cv: Condvar::new(),
+            committed_file: Mutex::new(committed_file),
             committed: AtomicU64::new(next_offset),
             poisoned: AtomicBool::new(false),
             _lock: lock,
@@ -402,9 +418,20 @@ impl Journal {
         let flusher = thread::Builder::new()
             .name("journal-flusher".into())
             .spawn(move || flusher_main(&flusher_inner))?;
+        let syncer = if inner.opts.syncs() {
+            let syncer_inner = inner.clone();
+            Some(
+                thread::Builder::new()
+                    .name("journal-syncer".into())
+                    .spawn(move || syncer_main(&syncer_inner))?,
+            )
+        } else {
+            None
+        };
         Ok(Journal {
             inner,
             flusher: Some(flusher),
+            syncer,
             recovery,
         })
     }
@@ -463,6 +490,11 @@ impl Journal {
             s.pending.since = Some(Instant::now());
         }
         assert_eq!(s.pending.first_offset + s.pending.record_count, first);
+        if s.pending.raw.is_empty() {
+            // Room for the frame header, so a flush can usually write this buffer as one frame
+            // without copying it.
+            s.pending.raw.resize(FRAME_HEADER_SIZE_BYTES, 0);
+        }
         s.pending.raw.reserve(batch_bytes);
         for r in records {
             let r = r.as_ref();
@@ -617,6 +649,16 @@ impl Journal {
                 return Err(Error::Poisoned);
             }
         }
+        {
+            let mut q = relock(self.inner.sync.lock());
+            q.shutdown = true;
+            self.inner.sync_cv.notify_all();
+        }
+        if let Some(h) = self.syncer.take() {
+            if h.join().is_err() {
+                return Err(Error::Poisoned);
+            }
+        }
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
@@ -739,6 +781,10 @@ fn flusher_main(inner: &Arc<Inner>) {
             let next_first = s.next_offset;
             let taken = std::mem::take(&mut s.pending);
             s.pending.first_offset = next_first;
+            // Reuse a previous batch's buffer: growing a fresh one would copy it repeatedly.
+            if let Some(buf) = relock(inner.spare_buffers.lock()).pop() {
+                s.pending.raw = buf;
+            }
             inner.space_cv.notify_all();
             taken
         };
@@ -747,13 +793,34 @@ fn flusher_main(inner: &Arc<Inner>) {
 }
 
 /// Writes one pending batch and completes its tickets according to what became durable.
-fn flush_pending(inner: &Arc<Inner>, p: Pending) {
+const SPARE_BUFFERS_MAX: usize = 2;
+
+fn recycle(inner: &Inner, p: &mut Pending) {
+    let mut buf = std::mem::take(&mut p.raw);
+    buf.clear();
+    let mut spare = relock(inner.spare_buffers.lock());
+    if spare.len() < SPARE_BUFFERS_MAX {
+        spare.push(buf);
+    }
+}
+
+fn flush_pending(inner: &Arc<Inner>, mut p: Pending) {
     let end = p.first_offset + p.record_count;
     let (durable, failure) = if inner.poisoned.load(Ordering::Acquire) {
         (p.first_offset, Some(Failure::Poisoned))
     } else {
         let mut io = relock(inner.io.lock());
-        let r = write_frames(inner, &mut io, &p);
+        let r = write_frames(inner, &mut io, &mut p);
+        if r.is_ok() && inner.opts.syncs() {
+            // Written, not yet durable: the syncer acknowledges after its fdatasync, while this
+            // thread goes on writing the next batch.
+            let file = io.active.file.clone();
+            drop(io);
+            let bytes = p.raw.len();
+            recycle(inner, &mut p);
+            hand_off(inner, p, end, file, bytes);
+            return;
+        }
         // On failure exactly the published prefix is acknowledged.
         let durable = match r {
             Ok(()) => end,
@@ -774,6 +841,7 @@ fn flush_pending(inner: &Arc<Inner>, p: Pending) {
     if let Some(f) = failure {
         fail_all_pending(inner, f, durable);
     }
+    recycle(inner, &mut p);
     for (ticket_end, cell) in &p.tickets {
         let ok = *ticket_end <= durable;
         cell.complete(if ok {
@@ -804,16 +872,22 @@ fn fail_all_pending(inner: &Inner, f: Failure, durable: u64) {
 
 /// Frames the pending records and writes them; rolls segments when a frame does not fit.
 /// On success the committed offset covers all of `p`.
-fn write_frames(inner: &Inner, io: &mut Io, p: &Pending) -> Result<()> {
+fn write_frames(inner: &Inner, io: &mut Io, p: &mut Pending) -> Result<()> {
     assert_eq!(
         p.first_offset, io.written_offset,
         "pending batch must continue the log"
     );
     let opts = &inner.opts;
     io.frames.clear();
+    if p.raw.is_empty() {
+        return Ok(());
+    }
+    if write_in_place(inner, io, p)? {
+        return Ok(());
+    }
     let mut frames_from = io.write_pos;
     let mut offset = p.first_offset;
-    let mut pos = 0usize;
+    let mut pos = FRAME_HEADER_SIZE_BYTES;
     let frames_max = p.record_count + 1;
     // A frame must fit in an empty segment; a single larger record was refused at submit.
     let capacity =
@@ -849,10 +923,10 @@ fn write_frames(inner: &Inner, io: &mut Io, p: &Pending) -> Result<()> {
     }
     assert_eq!(offset, p.first_offset + p.record_count);
     write_out(inner, io, frames_from, offset)?;
-    if opts.syncs() {
-        vfs::sync_data(&*io.active.file).map_err(|_| Error::Poisoned)?;
+    if !opts.syncs() {
+        publish(inner, offset)?;
     }
-    publish(inner, io, offset)
+    Ok(())
 }
 
 /// Finds how many records from `pos` go into one frame: at least one, at most `raw_max` bytes.
@@ -886,15 +960,19 @@ fn write_out(inner: &Inner, io: &mut Io, at: u64, end_offset: u64) -> Result<()>
     io.frames.clear();
     if !inner.opts.syncs() {
         // Buffered: written is acknowledged.
-        publish(inner, io, end_offset)?;
+        publish(inner, end_offset)?;
     }
     Ok(())
 }
 
 /// Makes `offset` the committed offset for in-process readers and reader processes.
-fn publish(inner: &Inner, io: &mut Io, offset: u64) -> Result<()> {
-    assert!(offset >= inner.committed.load(Ordering::Acquire));
-    vfs::write_all_at(&*io.committed_file, &format::encode_committed(offset), 0)
+/// Both the syncer and a rolling flusher publish; the lock keeps the offset monotonic.
+fn publish(inner: &Inner, offset: u64) -> Result<()> {
+    let file = relock(inner.committed_file.lock());
+    if offset <= inner.committed.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    vfs::write_all_at(&**file, &format::encode_committed(offset), 0)
         .map_err(|_| Error::Poisoned)?;
     inner.committed.store(offset, Ordering::Release);
     Ok(())
@@ -906,7 +984,7 @@ fn roll(inner: &Inner, io: &mut Io, base: u64) -> Result<()> {
     assert_eq!(base, io.written_offset);
     if inner.opts.syncs() {
         vfs::sync_data(&*io.active.file).map_err(|_| Error::Poisoned)?;
-        publish(inner, io, base)?;
+        publish(inner, base)?;
     } else {
         // Buffered promises nothing across power loss, and a 64 MiB writeback here would stall
         // appenders: remember the sealed segment and sync it at close (or when the list is full).
@@ -972,4 +1050,130 @@ fn purge_locked(inner: &Inner, io: &Io) -> Result<PurgeReport> {
         fs.sync_dir(&inner.dir)?;
     }
     Ok(report)
+}
+
+/// Written data waiting for its fdatasync.
+#[derive(Default)]
+struct SyncQueue {
+    /// End of the data handed over (written to `file`, or to segments a roll already synced).
+    written_offset: u64,
+    file: Option<Arc<dyn VFile>>,
+    tickets: VecDeque<(u64, Arc<TicketCell>)>,
+    /// (end offset, bytes) of each hand-off, to bound unsynced bytes.
+    handoffs: VecDeque<(u64, usize)>,
+    unsynced_bytes: usize,
+    synced_offset: u64,
+    shutdown: bool,
+}
+
+/// Gives a written batch to the syncer. Waits (bounded by the syncer's progress) while too much
+/// written data is unsynced, so the writer cannot run unboundedly ahead of the disk.
+fn hand_off(inner: &Inner, mut p: Pending, end: u64, file: Arc<dyn VFile>, bytes: usize) {
+    let unsynced_bytes_max = inner.opts.pending_bytes_max.saturating_mul(2);
+    let mut q = relock(inner.sync.lock());
+    while q.unsynced_bytes > unsynced_bytes_max && !inner.poisoned.load(Ordering::Acquire) {
+        q = wait(&inner.sync_cv, q);
+    }
+    assert!(end >= q.written_offset, "hand-offs arrive in log order");
+    q.written_offset = end;
+    q.file = Some(file);
+    q.tickets.extend(std::mem::take(&mut p.tickets));
+    q.handoffs.push_back((end, bytes));
+    q.unsynced_bytes += bytes;
+    // A batch with no records (a flush marker) may already be covered by the last sync.
+    let synced = q.synced_offset;
+    complete_synced(&mut q, synced);
+    inner.sync_cv.notify_all();
+}
+
+fn wait<'a>(cv: &Condvar, g: MutexGuard<'a, SyncQueue>) -> MutexGuard<'a, SyncQueue> {
+    cv.wait_timeout(g, Duration::from_millis(100))
+        .unwrap_or_else(|e| e.into_inner())
+        .0
+}
+
+/// The syncer: one fdatasync covers everything handed over so far; then it publishes the
+/// committed offset and completes the tickets. Runs beside the flusher, so the next batch is
+/// framed and written while this one syncs.
+fn syncer_main(inner: &Arc<Inner>) {
+    loop {
+        let (target, file) = {
+            let mut q = relock(inner.sync.lock());
+            // Waits for written-but-unsynced data; each wait is bounded by 100 ms.
+            loop {
+                if inner.poisoned.load(Ordering::Acquire) {
+                    fail_sync_queue(&mut q);
+                    inner.sync_cv.notify_all();
+                    if q.shutdown {
+                        return;
+                    }
+                } else if q.written_offset > q.synced_offset {
+                    break;
+                } else if q.shutdown {
+                    return;
+                }
+                q = wait(&inner.sync_cv, q);
+            }
+            (q.written_offset, q.file.clone())
+        };
+        let synced = match &file {
+            Some(f) => vfs::sync_data(&**f).map_err(|_| Error::Poisoned),
+            None => Ok(()),
+        };
+        let result = synced.and_then(|()| publish(inner, target));
+        let mut q = relock(inner.sync.lock());
+        if result.is_err() {
+            // Linux may have dropped the dirty pages: nothing after this sync can be trusted.
+            inner.poisoned.store(true, Ordering::Release);
+            fail_sync_queue(&mut q);
+        } else {
+            complete_synced(&mut q, target);
+        }
+        inner.sync_cv.notify_all();
+    }
+}
+
+fn complete_synced(q: &mut SyncQueue, target: u64) {
+    q.synced_offset = q.synced_offset.max(target);
+    while q.handoffs.front().is_some_and(|&(end, _)| end <= target) {
+        if let Some((_, bytes)) = q.handoffs.pop_front() {
+            q.unsynced_bytes -= bytes;
+        }
+    }
+    while q.tickets.front().is_some_and(|&(end, _)| end <= target) {
+        if let Some((_, cell)) = q.tickets.pop_front() {
+            cell.complete(Ok(()));
+        }
+    }
+}
+
+fn fail_sync_queue(q: &mut SyncQueue) {
+    for (_, cell) in q.tickets.drain(..) {
+        cell.complete(Err(Failure::Poisoned));
+    }
+    q.handoffs.clear();
+    q.unsynced_bytes = 0;
+}
+
+/// The common case: the whole pending buffer is one uncompressed frame that fits in the active
+/// segment. Its header is filled in the space reserved at submit and the buffer is written as
+/// is — no copy. Returns false when the general path must frame it.
+fn write_in_place(inner: &Inner, io: &mut Io, p: &mut Pending) -> Result<bool> {
+    let body_len = p.raw.len() - FRAME_HEADER_SIZE_BYTES;
+    let fits = io.write_pos + p.raw.len() as u64 <= io.active.header.segment_size_bytes;
+    let Ok(count) = u32::try_from(p.record_count) else {
+        return Ok(false);
+    };
+    if inner.opts.lz4 || body_len > inner.opts.frame_raw_bytes_max || !fits {
+        return Ok(false);
+    }
+    format::fill_frame_header(&mut p.raw, count, p.first_offset);
+    let at = io.write_pos;
+    vfs::write_all_at(&*io.active.file, &p.raw, at).map_err(|_| Error::Poisoned)?;
+    io.write_pos = at + p.raw.len() as u64;
+    io.written_offset = p.first_offset + p.record_count;
+    if !inner.opts.syncs() {
+        publish(inner, io.written_offset)?;
+    }
+    Ok(true)
 }
