@@ -60,6 +60,9 @@ impl Options {
     }
 }
 
+/// Stream tags, `(category, value)` in the order given.
+pub type Tags = Vec<(String, String)>;
+
 /// How a sample combines with what the stream already holds in its period.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -90,7 +93,7 @@ pub struct Sample {
     pub name: String,
     /// Stream tags as given (order kept, `b"…"` parts decoded); canonical sorting and escaping
     /// are the store's job.
-    pub tags: Vec<(String, String)>,
+    pub tags: Tags,
     /// Milliseconds since the epoch; `None` = at receipt.
     pub ts_ms: Option<i64>,
     pub value: Value,

@@ -6,7 +6,9 @@ use std::borrow::Cow;
 
 use hist::Histogram;
 
-use crate::batch::{check_name, check_tag_count, Batch, Mode, Options, Reason, Sample, Value};
+use crate::batch::{
+    check_name, check_tag_count, Batch, Mode, Options, Reason, Sample, Tags, Value,
+};
 use crate::json::{self, DocumentError, Kind, Token, Tokenizer};
 use crate::tags::{parse_tag, split_stream_tags};
 
@@ -190,11 +192,7 @@ impl<'a> Walker<'a, '_> {
         }
     }
 
-    #[allow(clippy::type_complexity)]
-    fn explicit_sample(
-        &self,
-        e: &Explicit,
-    ) -> Result<(Value, Option<i64>, Mode, Vec<(String, String)>), Reason> {
+    fn explicit_sample(&self, e: &Explicit) -> Result<(Value, Option<i64>, Mode, Tags), Reason> {
         let (Some(kind), Some(value)) = (e.kind, e.value) else {
             return Err(Reason::Syntax {
                 expected: "both `_type` and `_value`, and no other keys but `_ts` `_fl` `_tags`",

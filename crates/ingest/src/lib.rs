@@ -5,11 +5,15 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+pub mod graphite;
 pub mod httptrap;
+pub mod influx;
 mod json;
+mod lines;
+pub mod statsd;
 mod tags;
 
 pub use batch::{
-    Batch, Mode, Options, Reason, Rejection, Sample, Value, JSON_DEPTH_MAX, NAME_BYTES_MAX,
+    Batch, Mode, Options, Reason, Rejection, Sample, Tags, Value, JSON_DEPTH_MAX, NAME_BYTES_MAX,
     REJECTIONS_LISTED_MAX, SAMPLES_PER_BATCH_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
 };

@@ -1,0 +1,44 @@
+//! Line splitting shared by the line protocols (statsd, Graphite, Influx): `\n` or `\r\n`
+//! endings, a missing final newline accepted, each line checked for UTF-8 on its own.
+
+use crate::batch::{Batch, Reason};
+
+/// The lines of `input`, numbered from 1, without their `\n` / `\r\n`.
+pub(crate) fn lines(input: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    input
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .map(|(i, line)| (i + 1, line.strip_suffix(b"\r").unwrap_or(line)))
+}
+
+/// The line as text, or `None` after rejecting it with the position of the first bad byte.
+pub(crate) fn utf8<'a>(batch: &mut Batch, line_no: usize, line: &'a [u8]) -> Option<&'a str> {
+    match std::str::from_utf8(line) {
+        Ok(text) => Some(text),
+        Err(e) => {
+            batch.reject(at(line_no, e.valid_up_to()), Reason::InvalidUtf8);
+            None
+        }
+    }
+}
+
+/// "line 7, column 12" for a 0-based byte offset in the line.
+pub(crate) fn at(line_no: usize, offset: usize) -> String {
+    format!("line {line_no}, column {}", offset + 1)
+}
+
+/// A line-level failure: the 0-based byte offset where it was found and why.
+pub(crate) type LineError = (usize, Reason);
+
+/// Byte offset of `part` (a subslice of `line`) within `line`.
+pub(crate) fn offset_in(line: &str, part: &str) -> usize {
+    (part.as_ptr() as usize).saturating_sub(line.as_ptr() as usize)
+}
+
+/// A finite f64, or the reason it is not one.
+pub(crate) fn finite(text: &str) -> Result<f64, Reason> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(Reason::bad_value("a finite number", text)),
+    }
+}
