@@ -295,19 +295,35 @@ pub fn fill_frame_header(frame: &mut [u8], record_count: u32, first_offset: u64)
 /// record boundary in `raw` is trustworthy.
 pub fn decode_body(h: &FrameHeader, body: &[u8], raw: &mut Vec<u8>) -> Result<(), Invalid> {
     raw.clear();
+    decode_body_append(h, body, raw)
+}
+
+/// Like `decode_body`, but appends the record area to `out` (readers decode straight into the
+/// batch they return). On error `out` is left as it was.
+pub fn decode_body_append(h: &FrameHeader, body: &[u8], out: &mut Vec<u8>) -> Result<(), Invalid> {
     if h.is_gap() {
         return Ok(());
     }
+    let start = out.len();
+    let r = decode_into(h, body, out).and_then(|()| check_records(&out[start..], h.record_count));
+    if r.is_err() {
+        out.truncate(start);
+    }
+    r
+}
+
+fn decode_into(h: &FrameHeader, body: &[u8], raw: &mut Vec<u8>) -> Result<(), Invalid> {
+    let start = raw.len();
     if h.flags & FLAG_LZ4 != 0 {
-        raw.resize(h.raw_len as usize, 0);
-        match lz4_flex::block::decompress_into(body, raw) {
+        raw.resize(start + h.raw_len as usize, 0);
+        match lz4_flex::block::decompress_into(body, &mut raw[start..]) {
             Ok(n) if n == h.raw_len as usize => {}
             _ => return Err(Invalid::Field("lz4 body")),
         }
     } else {
         raw.extend_from_slice(body);
     }
-    check_records(raw, h.record_count)
+    Ok(())
 }
 
 /// Walks the `len u32 | bytes` records and checks they fill `raw` exactly.

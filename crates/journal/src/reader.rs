@@ -103,7 +103,6 @@ pub struct Reader {
     scanner: Option<Scanner>,
     /// Next offset to deliver.
     position: u64,
-    raw: Vec<u8>,
     skipped_records: u64,
 }
 
@@ -130,7 +129,6 @@ impl Reader {
             source,
             scanner: None,
             position: offset,
-            raw: Vec::new(),
             skipped_records: 0,
         };
         r.seek(offset)?;
@@ -220,8 +218,9 @@ impl Reader {
             h.end_offset() <= committed,
             "committed offsets fall on frame boundaries"
         );
+        let start = batch.data.len();
         let body = scanner.body(&h);
-        if let Err(why) = format::decode_body(&h, body, &mut self.raw) {
+        if let Err(why) = format::decode_body_append(&h, body, &mut batch.data) {
             return Err(scanner.corrupt(format!("{why:?}")));
         }
         scanner.advance(&h);
@@ -232,11 +231,9 @@ impl Reader {
             self.position = self.position.max(h.end_offset());
             return Ok(());
         }
-        let start = batch.data.len();
-        batch.data.extend_from_slice(&self.raw);
         let mut at = start;
         let mut offset = h.first_offset;
-        for rec in format::records(&self.raw) {
+        for rec in format::records(&batch.data[start..]) {
             let rec_start = at + format::RECORD_PREFIX_SIZE_BYTES;
             if offset >= self.position {
                 batch.records.push((offset, rec_start, rec.len()));

@@ -136,3 +136,111 @@ fn subscribers_checkpoint_rewind_and_purge() {
     assert!(a.next_batch(&mut batch).unwrap() > 0);
     assert_eq!(batch.iter().next().unwrap().0, earliest);
 }
+
+#[test]
+fn retention_floor_keeps_segments_subscribers_have_passed() {
+    use journal::Retention;
+    for (retention, expect_deleted) in [
+        (
+            Retention {
+                bytes_min: 0,
+                age_ms_min: 0,
+            },
+            true,
+        ),
+        (
+            Retention {
+                bytes_min: 1 << 30,
+                age_ms_min: 0,
+            },
+            false,
+        ),
+        (
+            Retention {
+                bytes_min: 0,
+                age_ms_min: 3_600_000,
+            },
+            false,
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let o = Options {
+            retention,
+            ..opts(Durability::Buffered, 4096)
+        };
+        let j = Journal::open(dir.path(), o).unwrap();
+        j.add_subscriber("a", Start::Begin).unwrap();
+        for i in 0..200u64 {
+            j.append(&payload(i)).unwrap();
+        }
+        j.rewind_subscriber("a", 200).unwrap();
+        j.purge().unwrap();
+        assert_eq!(
+            j.earliest_offset().unwrap() > 0,
+            expect_deleted,
+            "{retention:?}"
+        );
+    }
+}
+
+#[test]
+fn no_subscribers_means_nothing_is_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open(dir.path(), opts(Durability::Buffered, 4096)).unwrap();
+    for i in 0..200u64 {
+        j.append(&payload(i)).unwrap();
+    }
+    assert_eq!(j.purge().unwrap().segments_deleted, 0);
+    assert_eq!(read_all(&j, 0).len(), 200);
+}
+
+/// The async-friendly API: a ticket is a plain `Future`; concurrent appenders share syncs.
+#[test]
+fn tickets_are_futures_and_share_syncs() {
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    fn block_on<F: Future>(f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+                return v;
+            }
+            std::thread::park_timeout(Duration::from_millis(10));
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let j = Arc::new(Journal::open(dir.path(), opts(Durability::default(), 1 << 20)).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let j = j.clone();
+            std::thread::spawn(move || {
+                let mut ranges = Vec::new();
+                for i in 0..50u64 {
+                    let rec = format!("t{t}-{i}");
+                    ranges.push(block_on(j.submit(&[rec.as_bytes()]).unwrap()).unwrap());
+                }
+                ranges
+            })
+        })
+        .collect();
+    let mut all: Vec<_> = threads
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    all.sort_by_key(|r| r.start);
+    assert_eq!(all.len(), 200);
+    for (i, r) in all.iter().enumerate() {
+        assert_eq!(r.start, i as u64);
+    }
+    assert_eq!(j.committed_offset(), 200);
+}
