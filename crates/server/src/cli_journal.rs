@@ -497,3 +497,92 @@ fn allocated_bytes(dir: &Path) -> u64 {
         .map(|m| m.blocks() * 512)
         .sum()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct TestCli {
+        #[command(subcommand)]
+        cmd: JournalCommand,
+    }
+
+    fn code(args: &[&str]) -> String {
+        let cli = TestCli::try_parse_from(std::iter::once("journal").chain(args.iter().copied()));
+        format!("{:?}", run(cli.unwrap().cmd))
+    }
+
+    fn exit(n: u8) -> String {
+        format!("{:?}", ExitCode::from(n))
+    }
+
+    struct Dir(PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn tmp(name: &str) -> Dir {
+        let d =
+            std::env::temp_dir().join(format!("strata-cli-journal-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        Dir(d)
+    }
+
+    #[test]
+    fn bench_inspect_subscribers_verify_repair() {
+        let d = tmp("all");
+        let p = d.0.to_str().unwrap();
+        let bench = [
+            "bench",
+            "--dir",
+            p,
+            "--records",
+            "3000",
+            "--batch",
+            "7",
+            "--segment-size",
+            "4096",
+        ];
+        assert_eq!(code(&bench), exit(0));
+        assert_eq!(code(&["inspect", p]), exit(0));
+        assert_eq!(code(&["inspect", p, "--json"]), exit(0));
+        assert_eq!(
+            code(&["subscribers", p, "add", "x", "--start", "begin"]),
+            exit(0)
+        );
+        assert_eq!(code(&["subscribers", p, "add", "x"]), exit(2));
+        assert_eq!(code(&["subscribers", p, "add", "../bad"]), exit(2));
+        assert_eq!(code(&["subscribers", p, "rewind", "x", "2999"]), exit(0));
+        assert_eq!(code(&["subscribers", p, "rewind", "x", "999999"]), exit(2));
+        assert_eq!(
+            code(&["subscribers", p, "add", "y", "--start", "copy:x"]),
+            exit(0)
+        );
+        assert_eq!(code(&["subscribers", p, "remove", "x"]), exit(0));
+        assert_eq!(code(&["subscribers", p, "remove", "x"]), exit(2));
+        assert_eq!(code(&["subscribers", p, "list"]), exit(0));
+        assert_eq!(code(&["verify", p]), exit(0));
+        // Damage a payload byte in the first (sealed) segment: verify fails, repair fixes it.
+        let seg = d.0.join("00000000000000000000.seg");
+        let mut bytes = std::fs::read(&seg).unwrap();
+        bytes[64 + 32 + 10] ^= 0x40;
+        std::fs::write(&seg, &bytes).unwrap();
+        assert_eq!(code(&["verify", p]), exit(1));
+        assert_eq!(code(&["repair", p]), exit(0));
+        assert_eq!(code(&["verify", p]), exit(0));
+        assert!(d.0.join("quarantine").is_dir());
+    }
+
+    #[test]
+    fn bad_input_exits_2() {
+        let d = tmp("missing");
+        let p = d.0.to_str().unwrap();
+        assert_eq!(code(&["inspect", p]), exit(2));
+        assert_eq!(code(&["verify", p]), exit(2));
+        assert_eq!(code(&["bench", "--records", "0"]), exit(2));
+    }
+}
