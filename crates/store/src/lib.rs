@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod encode;
+pub mod fuzzing;
 pub mod index;
 pub mod key;
 pub mod tagquery;

@@ -202,7 +202,7 @@ fn read_xor_code(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::encode::with_valid_frame;
+    use crate::encode::repair_frame;
     use proptest::prelude::*;
     use rand::{Rng, SeedableRng};
 
@@ -283,25 +283,35 @@ mod tests {
     fn bytes_per_sample_integer_walk() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let (series, per_chunk) = (20, 1440);
-        let mut total_bytes = 0;
-        let mut wide_bytes = 0;
+        let (mut total_bytes, mut wide_bytes, mut tsbs_bytes) = (0, 0, 0);
         for _ in 0..series {
             let (mut v, mut v_wide) = (rng.random_range(0..=100i64), 50i64);
-            let mut samples = Vec::with_capacity(per_chunk);
-            let mut wide = Vec::with_capacity(per_chunk);
+            // TSBS cpu-only: a float walk with N(0, 1) steps clamped to 0–100, sent as integers.
+            let mut v_tsbs = rng.random_range(0.0..100.0f64);
+            let (mut samples, mut wide, mut tsbs) = (Vec::new(), Vec::new(), Vec::new());
             for i in 0..per_chunk as i64 {
+                let ts_ms = 1_700_000_000_000 + i * 10_000;
                 v = (v + rng.random_range(-1..=1)).clamp(0, 100);
                 v_wide = (v_wide + rng.random_range(-5..=5)).clamp(0, 100);
-                samples.push((1_700_000_000_000 + i * 10_000, v as f64));
-                wide.push((1_700_000_000_000 + i * 10_000, v_wide as f64));
+                let step: f64 = rng.sample(rand_distr::StandardNormal);
+                v_tsbs = (v_tsbs + step).clamp(0.0, 100.0);
+                samples.push((ts_ms, v as f64));
+                wide.push((ts_ms, v_wide as f64));
+                tsbs.push((ts_ms, v_tsbs.trunc()));
             }
             total_bytes += assert_round_trip(&samples).len();
             wide_bytes += assert_round_trip(&wide).len();
+            tsbs_bytes += assert_round_trip(&tsbs).len();
         }
-        let per_sample = total_bytes as f64 / (series * per_chunk) as f64;
-        let wide_per_sample = wide_bytes as f64 / (series * per_chunk) as f64;
-        println!("integer walk ±1: {per_sample:.3} B/sample; ±5: {wide_per_sample:.3} B/sample");
+        let per = |bytes: usize| bytes as f64 / (series * per_chunk) as f64;
+        let (per_sample, wide_per_sample, tsbs_per_sample) =
+            (per(total_bytes), per(wide_bytes), per(tsbs_bytes));
+        println!(
+            "integer walk ±1: {per_sample:.3} B/sample; ±5: {wide_per_sample:.3}; \
+             TSBS-like N(0,1) truncated: {tsbs_per_sample:.3}"
+        );
         assert!(per_sample <= 0.30, "{per_sample}");
+        assert!(tsbs_per_sample <= 0.35, "{tsbs_per_sample}");
         assert!(wide_per_sample <= 0.55, "{wide_per_sample}");
     }
 
@@ -350,7 +360,7 @@ mod tests {
         #[test]
         fn decode_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = decode(&bytes);
-            if let Ok(samples) = decode(&with_valid_frame(bytes, ChunkKind::Numeric)) {
+            if let Ok(samples) = decode(&repair_frame(bytes, ChunkKind::Numeric)) {
                 prop_assert!(samples.windows(2).all(|p| p[0].0 < p[1].0));
             }
         }
@@ -361,7 +371,7 @@ mod tests {
             let mut bytes = encode(&samples).unwrap();
             let at = flip % (bytes.len() - 4);
             bytes[at] ^= 1 << bit;
-            let _ = decode(&with_valid_frame(bytes, ChunkKind::Numeric));
+            let _ = decode(&repair_frame(bytes, ChunkKind::Numeric));
         }
     }
 }
