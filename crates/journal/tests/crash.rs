@@ -77,10 +77,25 @@ fn child_entry() {
     std::process::exit(0);
 }
 
+/// Opens the writer, waiting out a lock held by a forked copy: another test thread of the parent
+/// may fork a child while it holds the lock, and the copy keeps it until its exec. A restarting
+/// writer waits the same way.
+fn open_retry(dir: &Path, o: Options) -> Journal {
+    let mut opened = Journal::open(dir, o.clone());
+    for _ in 0..500 {
+        if !matches!(opened, Err(Error::Locked)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        opened = Journal::open(dir, o.clone());
+    }
+    opened.unwrap()
+}
+
 /// Appends records whose payload is a function of their offset, pipelined two tickets deep,
 /// printing each acknowledged end offset. Runs until killed.
 fn child_writer(dir: &Path, mode: &str, segment: u64) {
-    let j = Journal::open(dir, opts(mode, segment)).unwrap();
+    let j = open_retry(dir, opts(mode, segment));
     let mut next = j.committed_offset();
     let mut in_flight = std::collections::VecDeque::new();
     for i in 0..10_000_000u64 {
@@ -163,7 +178,7 @@ fn writer_kill_loop(mode: &str, segment: u64, iterations: u64) {
                 acked = acked.max(end);
             }
         }
-        let j = Journal::open(dir.path(), opts(mode, segment)).unwrap();
+        let j = open_retry(dir.path(), opts(mode, segment));
         let end = j.committed_offset();
         assert!(
             end >= acked,
@@ -200,7 +215,7 @@ fn row03_subscriber_kill9() {
     let dir = tempfile::tempdir().unwrap();
     let total = 20_000u64;
     {
-        let j = Journal::open(dir.path(), opts("group", 1 << 16)).unwrap();
+        let j = open_retry(dir.path(), opts("group", 1 << 16));
         j.add_subscriber("s", Start::Begin).unwrap();
         common::append_n(&j, total, 13).unwrap();
         j.close().unwrap();
@@ -238,7 +253,7 @@ fn row03_subscriber_kill9() {
                 _ => {}
             }
         }
-        let j = Journal::open(dir.path(), opts("group", 1 << 16)).unwrap();
+        let j = open_retry(dir.path(), opts("group", 1 << 16));
         let ckpt = j.subscriber("s").unwrap().checkpoint();
         assert!(
             ckpt >= committed && ckpt <= read_end.max(committed),
@@ -265,7 +280,7 @@ fn row03_subscriber_kill9() {
         .find_map(|l| l.strip_prefix("start ")?.parse().ok())
         .unwrap();
     assert!(start >= committed && start <= read_end.max(committed));
-    let j = Journal::open(dir.path(), opts("group", 1 << 16)).unwrap();
+    let j = open_retry(dir.path(), opts("group", 1 << 16));
     assert_eq!(j.subscriber("s").unwrap().checkpoint(), total);
 }
 
