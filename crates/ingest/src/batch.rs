@@ -3,6 +3,7 @@
 //! input order, and a rejection naming the place and the reason for everything else.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Samples one batch may hold; beyond it the rest of the body is rejected (the server answers
 /// 413), so a single request can never make the parser allocate without limit.
@@ -60,8 +61,11 @@ impl Options {
     }
 }
 
-/// Stream tags, `(category, value)` in the order given.
-pub type Tags = Vec<(String, String)>;
+/// Stream tags, `(category, value)` in the order given. Shared, because every field of an
+/// Influx line (every value of a statsd line) carries the same tags: one clone is a count bump.
+pub type Tags = Arc<[(String, String)]>;
+/// Tags while a parser collects them.
+pub(crate) type TagList = Vec<(String, String)>;
 
 /// How a sample combines with what the stream already holds in its period.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

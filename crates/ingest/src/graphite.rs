@@ -2,7 +2,7 @@
 //! Mapping rules: `FORMAT.md`.
 
 use crate::batch::{
-    check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample, Tags, Value,
+    check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample, TagList, Value,
 };
 use crate::lines::{self, finite, offset_in, LineError};
 
@@ -47,14 +47,14 @@ fn parse_line(line: &str, options: &Options) -> Result<Sample, LineError> {
     };
     Ok(Sample {
         name: name.to_owned(),
-        tags,
+        tags: tags.into(),
         ts_ms,
         value: Value::Numeric(value),
         mode: Mode::Set,
     })
 }
 
-fn path_and_tags(path: &str) -> Result<(&str, Tags), Reason> {
+fn path_and_tags(path: &str) -> Result<(&str, TagList), Reason> {
     let mut parts = path.split(';');
     let name = parts.next().unwrap_or("");
     check_name(name)?;

@@ -4,10 +4,10 @@
 
 use std::borrow::Cow;
 
-use hist::Histogram;
+use hist::{Bin, Histogram};
 
 use crate::batch::{
-    check_name, check_tag_count, Batch, Mode, Options, Reason, Sample, Tags, Value,
+    check_name, check_tag_count, Batch, Mode, Options, Reason, Sample, TagList, Value,
 };
 use crate::json::{self, DocumentError, Kind, Token, Tokenizer};
 use crate::tags::{parse_tag, split_stream_tags};
@@ -22,6 +22,9 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
     let mut tokenizer = Tokenizer::new(input);
     let mut tape = Vec::new();
     let mut document = 0;
+    // Validating the whole body once (the common case: it is all UTF-8) lets token texts be
+    // plain slices instead of a UTF-8 check per token.
+    let text = std::str::from_utf8(input).ok();
     while let Some(result) = tokenizer.next_document(&mut tape) {
         document += 1;
         match result {
@@ -38,6 +41,7 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
             Ok(Ok(())) => {
                 let mut walker = Walker {
                     input,
+                    text,
                     tape: &tape,
                     options,
                     document,
@@ -78,6 +82,8 @@ fn position_text(input: &[u8], position: usize) -> String {
 /// Walks one document's tape, building names from the path of keys.
 struct Walker<'a, 'b> {
     input: &'a [u8],
+    /// `input` as text when all of it is UTF-8.
+    text: Option<&'a str>,
     tape: &'b [Token],
     options: &'b Options,
     document: usize,
@@ -192,7 +198,7 @@ impl<'a> Walker<'a, '_> {
         }
     }
 
-    fn explicit_sample(&self, e: &Explicit) -> Result<(Value, Option<i64>, Mode, Tags), Reason> {
+    fn explicit_sample(&self, e: &Explicit) -> Result<(Value, Option<i64>, Mode, TagList), Reason> {
         let (Some(kind), Some(value)) = (e.kind, e.value) else {
             return Err(Reason::Syntax {
                 expected: "both `_type` and `_value`, and no other keys but `_ts` `_fl` `_tags`",
@@ -279,46 +285,50 @@ impl<'a> Walker<'a, '_> {
         }
     }
 
-    /// A histogram `_value`: one element or an array of them, merged.
+    /// A histogram `_value`: one element or an array of them, merged. Single bins are collected
+    /// and sorted once (uploads list them in order, so the sort is a scan); base64 parts merge.
     fn histogram(&self, index: usize) -> Result<Histogram, Reason> {
-        let mut histogram = Histogram::new();
+        let mut parts = HistogramParts::default();
         if self.tape[index].kind != Kind::Array {
-            self.histogram_element(index, &mut histogram)?;
-            return Ok(histogram);
+            self.histogram_element(index, &mut parts)?;
+        } else {
+            let mut child = index + 1;
+            while child < self.tape[index].next {
+                self.histogram_element(child, &mut parts)?;
+                child = self.tape[child].next;
+            }
         }
-        let mut child = index + 1;
-        while child < self.tape[index].next {
-            self.histogram_element(child, &mut histogram)?;
-            child = self.tape[child].next;
-        }
-        Ok(histogram)
+        Ok(parts.finish())
     }
 
     /// Adds one element: a number (one sample), `H[<float>]=<count>` (or the C text form), or a
     /// base64 llhist.
-    fn histogram_element(&self, index: usize, into: &mut Histogram) -> Result<(), Reason> {
+    fn histogram_element(&self, index: usize, parts: &mut HistogramParts) -> Result<(), Reason> {
         let text = match self.tape[index].kind {
             Kind::Number { .. } => {
-                into.insert(json_number(self.raw(index))?);
+                let value = json_number(self.raw(index))?;
+                parts.bins.push((Bin::from_f64(value), 1));
                 return Ok(());
             }
             Kind::String { .. } => self.string(index).ok_or(Reason::InvalidUtf8)?,
             _ => return Err(Reason::bad_value("a histogram element", self.raw(index))),
         };
         let text = text.as_ref();
-        if json::whole_number(text.as_bytes()).is_some() {
-            into.insert(json_number(text)?);
+        if let Some(entry) = emitted_entry(text) {
+            parts.bins.push(entry);
+        } else if json::whole_number(text.as_bytes()).is_some() {
+            parts.bins.push((Bin::from_f64(json_number(text)?), 1));
         } else if text.starts_with("H[") {
-            let (bin, count) = hist::parse_entry(text)
+            let entry = hist::parse_entry(text)
                 .map_err(|_| Reason::bad_value("H[<float>]=<count>", text))?;
-            into.insert_bin(bin, count);
+            parts.bins.push(entry);
         } else if let Ok(decoded) = Histogram::from_base64(text) {
-            into.merge(&decoded);
+            parts.merge(decoded);
         } else {
-            let (bin, count) = hist::parse_entry(text).map_err(|_| {
+            let entry = hist::parse_entry(text).map_err(|_| {
                 Reason::bad_value("a number, H[<float>]=<count> or a base64 histogram", text)
             })?;
-            into.insert_bin(bin, count);
+            parts.bins.push(entry);
         }
         Ok(())
     }
@@ -344,7 +354,7 @@ impl<'a> Walker<'a, '_> {
         }
     }
 
-    fn tag_list(&self, index: usize) -> Result<Vec<(String, String)>, Reason> {
+    fn tag_list(&self, index: usize) -> Result<TagList, Reason> {
         if self.tape[index].kind != Kind::Array {
             return Err(Reason::bad_value("`_tags` as an array", self.raw(index)));
         }
@@ -386,7 +396,7 @@ impl<'a> Walker<'a, '_> {
         value: Value,
         ts_ms: Option<i64>,
         mode: Mode,
-        extra_tags: Option<Vec<(String, String)>>,
+        extra_tags: Option<TagList>,
     ) -> bool {
         let mut tags = Vec::new();
         let name = match split_stream_tags(&self.path, &mut tags) {
@@ -399,7 +409,7 @@ impl<'a> Walker<'a, '_> {
         }
         let sample = Sample {
             name: name.to_owned(),
-            tags,
+            tags: tags.into(),
             ts_ms,
             value,
             mode,
@@ -418,7 +428,10 @@ impl<'a> Walker<'a, '_> {
     /// documents with invalid UTF-8 in them, so this never fails in practice.
     fn raw(&self, index: usize) -> &'a str {
         let token = self.tape[index];
-        std::str::from_utf8(&self.input[token.start..token.end]).unwrap_or("")
+        match self.text {
+            Some(text) => text.get(token.start..token.end).unwrap_or(""),
+            None => std::str::from_utf8(&self.input[token.start..token.end]).unwrap_or(""),
+        }
     }
 
     /// A string token's text with escapes resolved; `None` for a non-string or a bad `\u`
@@ -429,6 +442,59 @@ impl<'a> Walker<'a, '_> {
             _ => None,
         }
     }
+}
+
+/// A histogram `_value` being assembled.
+#[derive(Default)]
+struct HistogramParts {
+    bins: Vec<(Bin, u64)>,
+    merged: Option<Histogram>,
+}
+
+impl HistogramParts {
+    fn merge(&mut self, decoded: Histogram) {
+        match &mut self.merged {
+            Some(merged) => merged.merge(&decoded),
+            None => self.merged = Some(decoded),
+        }
+    }
+
+    fn finish(self) -> Histogram {
+        let merged = self.merged.unwrap_or_default();
+        if self.bins.is_empty() {
+            return merged;
+        }
+        let mut histogram = Histogram::from_bins(self.bins);
+        histogram.merge(&merged);
+        histogram
+    }
+}
+
+/// The exact `H[d.de±dd]=n` form that `hist` (and Circonus' Go library) emit, read structurally
+/// without float parsing — histogram uploads are mostly this form, and the float path costs
+/// several times more. `None` for anything else, which then goes through `hist::parse_entry`.
+fn emitted_entry(text: &str) -> Option<(Bin, u64)> {
+    let rest = text.strip_prefix("H[")?;
+    let close = rest.bytes().position(|c| c == b']')?;
+    let (edge, count) = (&rest[..close], rest[close + 1..].strip_prefix('=')?);
+    let (negative, edge) = match edge.strip_prefix('-') {
+        Some(rest) => (true, rest.as_bytes()),
+        None => (false, edge.as_bytes()),
+    };
+    let [d0 @ b'1'..=b'9', b'.', d1 @ b'0'..=b'9', b'e', sign @ (b'+' | b'-'), digits @ ..] = edge
+    else {
+        return None;
+    };
+    if digits.is_empty() || digits.len() > 3 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let magnitude = digits
+        .iter()
+        .fold(0i16, |m, d| m * 10 + i16::from(d - b'0'));
+    let exp = i8::try_from(if *sign == b'-' { -magnitude } else { magnitude }).ok()?;
+    let val = ((d0 - b'0') * 10 + (d1 - b'0')) as i8;
+    let bin = Bin::new(if negative { -val } else { val }, exp)?;
+    Some((bin, count.parse().ok()?))
 }
 
 fn key_location(document: usize, path: &str) -> String {
@@ -457,5 +523,41 @@ fn json_number(text: &str) -> Result<f64, Reason> {
             Ok(value)
         }
         _ => Err(Reason::bad_value("a finite number", text)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn emitted_entry_forms() {
+        let bin = |v, e| Bin::new(v, e).unwrap();
+        assert_eq!(emitted_entry("H[1.2e-03]=5"), Some((bin(12, -3), 5)));
+        assert_eq!(emitted_entry("H[-5.0e+00]=1"), Some((bin(-50, 0), 1)));
+        assert_eq!(emitted_entry("H[9.9e+127]=1"), Some((bin(99, 127), 1)));
+        for other in [
+            "H[0.0e+00]=3",
+            "H[NaN]=1",
+            "H[1.25e-03]=5",
+            "H[1.2e-03]=-1",
+            "H[1.2]=1",
+        ] {
+            assert_eq!(emitted_entry(other), None, "{other}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn emitted_entry_agrees_with_hist(v in any::<f64>(), count in 1u64..1000) {
+            let mut h = Histogram::new();
+            h.insert_n(v, count);
+            for text in h.to_text() {
+                if let Some(fast) = emitted_entry(&text) {
+                    prop_assert_eq!(Some(fast), hist::parse_entry(&text).ok(), "{}", text);
+                }
+            }
+        }
     }
 }

@@ -3,9 +3,11 @@
 //! atomic: any error in it rejects the whole line. Mapping rules: `FORMAT.md`.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use crate::batch::{
-    check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample, Value, NAME_BYTES_MAX,
+    check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample, TagList, Tags, Value,
+    NAME_BYTES_MAX,
 };
 use crate::lines::{self, LineError};
 
@@ -49,6 +51,7 @@ impl Precision {
 pub fn parse(input: &[u8], options: &Options, precision: Precision) -> Batch {
     let mut batch = Batch::default();
     let mut fields = Vec::new();
+    let mut tag_sets = TagSets::default();
     for (line_no, bytes) in lines::lines(input) {
         let start = bytes.iter().take_while(|c| c.is_ascii_whitespace()).count();
         if start == bytes.len() || bytes[start] == b'#' {
@@ -59,7 +62,7 @@ pub fn parse(input: &[u8], options: &Options, precision: Precision) -> Batch {
         };
         fields.clear();
         let mut cursor = Cursor { line, pos: start };
-        match cursor.line(options, precision, &mut fields) {
+        match cursor.line(options, precision, &mut fields, &mut tag_sets) {
             Ok(point) => {
                 if !point.push_into(&mut batch, &mut fields, line_no) {
                     break;
@@ -71,10 +74,26 @@ pub fn parse(input: &[u8], options: &Options, precision: Precision) -> Batch {
     batch
 }
 
+/// Tag sections already parsed in this batch, by their text.
+type TagSets<'a> = HashMap<&'a str, Tags>;
+
+/// The length of the tag section at the start of `s`: up to the first unescaped space.
+fn section_len(s: &[u8]) -> usize {
+    let mut i = 0;
+    while let Some(&c) = s.get(i) {
+        match c {
+            b'\\' if s.get(i + 1).is_some_and(|n| b",= ".contains(n)) => i += 2,
+            b' ' => break,
+            _ => i += 1,
+        }
+    }
+    i.min(s.len())
+}
+
 /// A parsed line; its fields are in the caller's reusable vector.
 struct Point<'a> {
     measurement: Cow<'a, str>,
-    tags: Vec<(String, String)>,
+    tags: Tags,
     ts_ms: Option<i64>,
 }
 
@@ -121,32 +140,19 @@ impl<'a> Cursor<'a> {
         options: &Options,
         precision: Precision,
         fields: &mut Vec<(Cow<'a, str>, Value)>,
+        tag_sets: &mut TagSets<'a>,
     ) -> Result<Point<'a>, LineError> {
         let measurement = self.identifier(MEASUREMENT_END, "a measurement")?;
-        let mut tags = Vec::new();
-        while self.eat(b',') {
-            let tag_at = self.pos;
-            let key = self.identifier(TAG_KEY_END, "a tag key")?;
-            self.expect(b'=', "'=' after a tag key")?;
-            let value = self.identifier(MEASUREMENT_END, "a tag value")?;
-            check_tag(&key, &value).map_err(|r| (tag_at, r))?;
-            tags.push((key.into_owned(), value.into_owned()));
-            check_tag_count(tags.len()).map_err(|r| (tag_at, r))?;
-        }
+        let tags = self.tags(tag_sets)?;
         self.spaces()?;
         loop {
             let key_at = self.pos;
             let key = self.identifier(FIELD_KEY_END, "a field key")?;
-            let name_len = measurement.len() + 1 + key.len();
-            if name_len > NAME_BYTES_MAX {
-                let max = NAME_BYTES_MAX;
+            let size = measurement.len() + 1 + key.len();
+            if size > NAME_BYTES_MAX {
                 let what = "name length in bytes";
-                let reason = Reason::Bound {
-                    what,
-                    size: name_len,
-                    max,
-                };
-                return Err((key_at, reason));
+                let max = NAME_BYTES_MAX;
+                return Err((key_at, Reason::Bound { what, size, max }));
             }
             self.expect(b'=', "'=' after a field key")?;
             let value = self.field_value()?;
@@ -161,6 +167,34 @@ impl<'a> Cursor<'a> {
             tags,
             ts_ms,
         })
+    }
+
+    /// Reads the `,tag=value…` section. Batches repeat the same few tag sets on many lines, so
+    /// each distinct section text is parsed once per batch and its `Tags` shared.
+    fn tags(&mut self, tag_sets: &mut TagSets<'a>) -> Result<Tags, LineError> {
+        let start = self.pos;
+        let end = start + section_len(&self.line.as_bytes()[start..]);
+        let text = &self.line[start..end];
+        if let Some(tags) = tag_sets.get(text) {
+            self.pos = end;
+            return Ok(tags.clone());
+        }
+        let mut tags = TagList::new();
+        while self.eat(b',') {
+            let tag_at = self.pos;
+            let key = self.identifier(TAG_KEY_END, "a tag key")?;
+            self.expect(b'=', "'=' after a tag key")?;
+            let value = self.identifier(MEASUREMENT_END, "a tag value")?;
+            check_tag(&key, &value).map_err(|r| (tag_at, r))?;
+            tags.push((key.into_owned(), value.into_owned()));
+            check_tag_count(tags.len()).map_err(|r| (tag_at, r))?;
+        }
+        let tags: Tags = tags.into();
+        // Only a section read exactly to its end is reusable (a malformed one errs later).
+        if self.pos == end {
+            tag_sets.insert(text, tags.clone());
+        }
+        Ok(tags)
     }
 
     /// Reads up to an unescaped byte of `end` (or the end of the line); `\` escapes `,` `=`

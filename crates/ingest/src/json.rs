@@ -191,6 +191,12 @@ impl<'a> Tokenizer<'a> {
         let mut escaped = false;
         let mut high = false;
         loop {
+            // Plain ASCII runs are skipped in one tight loop; the match sees only the rest.
+            let rest = &self.s[i..];
+            i += rest
+                .iter()
+                .position(|&c| c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c))
+                .unwrap_or(rest.len());
             match self.s.get(i) {
                 None => {
                     self.pos = i;

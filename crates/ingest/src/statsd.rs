@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use hist::Histogram;
 
 use crate::batch::{
-    check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample, Tags, Value,
+    check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample, TagList, Tags,
+    Value,
 };
 use crate::lines::{self, finite, offset_in, LineError};
 
@@ -40,7 +41,7 @@ struct Metric<'a> {
     values: &'a str,
     kind: &'a str,
     rate: f64,
-    tags: Vec<(String, String)>,
+    tags: TagList,
     ts_ms: Option<i64>,
 }
 
@@ -115,7 +116,7 @@ impl<'a> Metric<'a> {
     }
 
     /// Turns the line into samples; false once the batch is full.
-    fn push_into(self, batch: &mut Batch, sets: &mut SetMembers, line_no: usize) -> bool {
+    fn push_into(mut self, batch: &mut Batch, sets: &mut SetMembers, line_no: usize) -> bool {
         let location = || lines::at(line_no, 0);
         let samples = match self.samples(sets) {
             Ok(samples) => samples,
@@ -128,10 +129,11 @@ impl<'a> Metric<'a> {
         samples.into_iter().all(|s| batch.push(s, location))
     }
 
-    fn samples(&self, sets: &mut SetMembers) -> Result<Vec<Sample>, Reason> {
+    fn samples(&mut self, sets: &mut SetMembers) -> Result<Vec<Sample>, Reason> {
+        let tags: Tags = std::mem::take(&mut self.tags).into();
         let sample = |value, mode| Sample {
             name: self.name.to_owned(),
-            tags: self.tags.clone(),
+            tags: tags.clone(),
             ts_ms: self.ts_ms,
             value,
             mode,
@@ -161,7 +163,7 @@ impl<'a> Metric<'a> {
             }
             "s" => {
                 for member in values() {
-                    if sets.first(self.name, &self.tags, member) {
+                    if sets.first(self.name, &tags, member) {
                         out.push(sample(Value::Numeric(1.0), Mode::Accumulate));
                     }
                 }
@@ -190,8 +192,8 @@ struct SetMembers {
 }
 
 impl SetMembers {
-    fn first(&mut self, name: &str, tags: &[(String, String)], member: &str) -> bool {
+    fn first(&mut self, name: &str, tags: &Tags, member: &str) -> bool {
         self.seen
-            .insert((name.to_owned(), tags.to_vec(), member.to_owned()))
+            .insert((name.to_owned(), tags.clone(), member.to_owned()))
     }
 }

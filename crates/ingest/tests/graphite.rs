@@ -111,3 +111,15 @@ proptest! {
         prop_assert_eq!(batch.samples, expected);
     }
 }
+
+#[test]
+fn a_batch_over_the_sample_bound_stops_with_a_rejection() {
+    let body = "a 1\n".repeat(ingest::SAMPLES_PER_BATCH_MAX + 1);
+    let batch = parse(&body);
+    assert_eq!(batch.samples.len(), ingest::SAMPLES_PER_BATCH_MAX);
+    assert!(batch.stopped());
+    assert_eq!(
+        batch.rejected[0].location,
+        format!("line {}, column 1", ingest::SAMPLES_PER_BATCH_MAX + 1)
+    );
+}

@@ -14,7 +14,7 @@ fn parse(body: &str) -> Batch {
 fn sample(name: &str, value: Value) -> Sample {
     Sample {
         name: name.to_owned(),
-        tags: Vec::new(),
+        tags: Vec::new().into(),
         ts_ms: None,
         value,
         mode: Mode::Set,
@@ -58,7 +58,7 @@ fn spec_example_covers_every_form() {
         num("ok", 1.0),
         num("big", 18_426_744_073_709_551_616_u64 as f64),
         Sample {
-            tags: vec![("db".into(), "orders".into())],
+            tags: vec![("db".into(), "orders".into())].into(),
             ..sample("db`latency", Value::Histogram(latency))
         },
         sample("cum", Value::CumulativeHistogram(cum)),

@@ -59,7 +59,7 @@ fn escapes() {
     assert_eq!(batch.rejected, []);
     let s = &batch.samples[0];
     assert_eq!(s.name, "my meas,x_f=k 1");
-    assert_eq!(s.tags, [("t k=1".to_owned(), "v,1 2".to_owned())]);
+    assert_eq!(*s.tags, [("t k=1".to_owned(), "v,1 2".to_owned())]);
     assert_eq!(s.value, Value::Text(r#"a "q" \ \n b"#.into()));
     assert_eq!(batch.samples[1].name, "my meas,x_g");
 }
@@ -188,4 +188,21 @@ proptest! {
         prop_assert_eq!(&batch.rejected, &[]);
         prop_assert_eq!(batch.samples, expected);
     }
+}
+
+#[test]
+fn lines_with_the_same_tag_section_share_one_tag_set() {
+    let batch =
+        parse("m,a=1,b=2 f=1,g=2\nm,a=1,b=2 h=3\nm,a=1,b=3 f=1\nm,a=1,=2 f=1\nm,a=1,=2 f=1");
+    let s = &batch.samples;
+    assert_eq!(s.len(), 4);
+    assert!(
+        std::sync::Arc::ptr_eq(&s[0].tags, &s[2].tags),
+        "cached across lines"
+    );
+    assert_eq!(s[3].tags[1], ("b".to_owned(), "3".to_owned()));
+    assert_eq!(
+        batch.rejected_total, 2,
+        "a bad tag section is never cached as good"
+    );
 }

@@ -13,7 +13,7 @@ fn parse(body: &str) -> Batch {
 fn sample(name: &str, value: Value, mode: Mode) -> Sample {
     Sample {
         name: name.to_owned(),
-        tags: Vec::new(),
+        tags: Vec::new().into(),
         ts_ms: None,
         value,
         mode,
@@ -142,7 +142,7 @@ fn arb_line() -> impl Strategy<Value = (String, Sample)> {
                 line,
                 Sample {
                     name,
-                    tags,
+                    tags: tags.into(),
                     ts_ms: None,
                     value,
                     mode,
@@ -171,4 +171,12 @@ proptest! {
         let expected: Vec<Sample> = lines.into_iter().map(|(_, s)| s).collect();
         prop_assert_eq!(batch.samples, expected);
     }
+}
+
+#[test]
+fn rejections_are_listed_up_to_the_bound_and_all_counted() {
+    let body = "bad\n".repeat(ingest::REJECTIONS_LISTED_MAX * 3);
+    let batch = parse(&body);
+    assert_eq!(batch.rejected.len(), ingest::REJECTIONS_LISTED_MAX);
+    assert_eq!(batch.rejected_total, ingest::REJECTIONS_LISTED_MAX * 3);
 }
