@@ -99,7 +99,7 @@ fn httptrap_histograms(base64: bool) -> Vec<u8> {
     out.into_bytes()
 }
 
-/// Numeric httptrap documents: one per host, nested objects of plain values (100,000 samples).
+/// Numeric httptrap documents: one per host, nested objects of plain values (20,000 samples).
 fn httptrap_numeric() -> Vec<u8> {
     let mut rng = Rng(13);
     let mut out = String::new();

@@ -47,6 +47,7 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
                     document,
                     batch: &mut batch,
                     path: String::new(),
+                    tags: TagList::new(),
                 };
                 if !walker.members(0) {
                     break;
@@ -88,8 +89,10 @@ struct Walker<'a, 'b> {
     options: &'b Options,
     document: usize,
     batch: &'b mut Batch,
-    /// The flattened name of the value being visited.
+    /// The flattened name of the value being visited, without `|ST[…]` suffixes.
     path: String,
+    /// The stream tags of the keys on the way to the value being visited.
+    tags: TagList,
 }
 
 /// The special keys of the explicit form, as tape indices of their values (last one wins).
@@ -114,13 +117,23 @@ impl<'a> Walker<'a, '_> {
                 self.reject_here(Reason::bad_value("a valid \\u escape in a key", ""));
                 continue;
             };
-            let keep = self.path.len();
+            let (keep, keep_tags) = (self.path.len(), self.tags.len());
             if keep > 0 {
                 self.path.push(FLATTEN_DELIMITER);
             }
-            self.path.push_str(&key);
-            let go_on = self.value(value);
+            // A `|ST[…]` suffix may end any key; its tags apply to everything under it.
+            let go_on = match split_stream_tags(&key, &mut self.tags) {
+                Ok(name) => {
+                    self.path.push_str(name);
+                    self.value(value)
+                }
+                Err(reason) => {
+                    self.path.push_str(&key);
+                    self.reject_here(reason)
+                }
+            };
             self.path.truncate(keep);
+            self.tags.truncate(keep_tags);
             if !go_on {
                 return false;
             }
@@ -288,7 +301,12 @@ impl<'a> Walker<'a, '_> {
     /// A histogram `_value`: one element or an array of them, merged. Single bins are collected
     /// and sorted once (uploads list them in order, so the sort is a scan); base64 parts merge.
     fn histogram(&self, index: usize) -> Result<Histogram, Reason> {
-        let mut parts = HistogramParts::default();
+        // The array's token count bounds its element count: one allocation for the bins.
+        let elements_max = self.tape[index].next - index;
+        let mut parts = HistogramParts {
+            bins: Vec::with_capacity(elements_max),
+            merged: None,
+        };
         if self.tape[index].kind != Kind::Array {
             self.histogram_element(index, &mut parts)?;
         } else {
@@ -398,17 +416,13 @@ impl<'a> Walker<'a, '_> {
         mode: Mode,
         extra_tags: Option<TagList>,
     ) -> bool {
-        let mut tags = Vec::new();
-        let name = match split_stream_tags(&self.path, &mut tags) {
-            Ok(name) => name,
-            Err(reason) => return self.reject_here(reason),
-        };
+        let mut tags = self.tags.clone();
         tags.extend(extra_tags.unwrap_or_default());
-        if let Err(reason) = check_name(name).and_then(|()| check_tag_count(tags.len())) {
+        if let Err(reason) = check_name(&self.path).and_then(|()| check_tag_count(tags.len())) {
             return self.reject_here(reason);
         }
         let sample = Sample {
-            name: name.to_owned(),
+            name: self.path.clone(),
             tags: tags.into(),
             ts_ms,
             value,

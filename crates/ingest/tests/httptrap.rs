@@ -348,3 +348,20 @@ proptest! {
         let _ = httptrap::parse(&bytes[..at], &Options::at(NOW_MS));
     }
 }
+
+#[test]
+fn stream_tags_on_a_parent_key_apply_to_its_children() {
+    let body = r#"{"cpu|ST[host:a]":{"user|ST[mode:u]":1,"sys":2},"x|ST[a:b]y":{"z":3},"w":4}"#;
+    let batch = parse(body);
+    let got: Vec<(&str, usize)> = batch
+        .samples
+        .iter()
+        .map(|s| (s.name.as_str(), s.tags.len()))
+        .collect();
+    assert_eq!(got, [("cpu`user", 2), ("cpu`sys", 1), ("w", 0)]);
+    assert_eq!(
+        batch.samples[0].tags[1],
+        ("mode".to_owned(), "u".to_owned())
+    );
+    assert_eq!(batch.rejected[0].location, "document 1, key `x|ST[a:b]y`");
+}
