@@ -273,6 +273,42 @@ pub fn encode_frame(
     out.extend_from_slice(body);
 }
 
+/// Appends a frame whose header is complete except `first_offset` and the CRC, and returns the
+/// CRC32C of its stored body; `seal_frame` finishes it once the offset is known. This lets a
+/// submitting thread compress and checksum outside the writer's lock.
+pub fn encode_unsealed_frame(
+    out: &mut Vec<u8>,
+    raw: &[u8],
+    record_count: u32,
+    lz4: bool,
+    scratch: &mut Vec<u8>,
+) -> u32 {
+    let start = out.len();
+    encode_frame(out, raw, record_count, 0, lz4, scratch);
+    let body = &out[start + FRAME_HEADER_SIZE_BYTES..];
+    crc(body)
+}
+
+/// Sets `first_offset` in an unsealed frame header and its CRC (combining the header CRC with
+/// the body CRC computed earlier, so the body is not read again).
+pub fn seal_frame(frame: &mut [u8], first_offset: u64, body_crc: u32) {
+    let stored_len = get_u32(frame, 0) as usize;
+    assert_eq!(frame.len(), FRAME_HEADER_SIZE_BYTES + stored_len);
+    put(frame, 16, &first_offset.to_le_bytes());
+    let header_crc = crc(&frame[8..FRAME_HEADER_SIZE_BYTES]);
+    let c = crc32c::crc32c_combine(header_crc, body_crc, stored_len);
+    put(frame, 4, &c.to_le_bytes());
+}
+
+/// Size of the frame starting at `frame[0]` according to its (trusted, self-built) header, and
+/// its record count.
+pub fn frame_extent_of(frame: &[u8]) -> (usize, u32) {
+    (
+        FRAME_HEADER_SIZE_BYTES + get_u32(frame, 0) as usize,
+        get_u32(frame, 12),
+    )
+}
+
 /// Fills the frame header in `frame[..32]` for the uncompressed body `frame[32..]` (the record
 /// area), computing the CRC in place.
 pub fn fill_frame_header(frame: &mut [u8], record_count: u32, first_offset: u64) {
@@ -537,6 +573,26 @@ mod tests {
                 h.check_body(&bad, body)
             });
             assert!(ok.is_err(), "bit {bit} not detected");
+        }
+    }
+
+    #[test]
+    fn unsealed_frame_seals_to_the_same_bytes() {
+        let raw = {
+            let mut r = Vec::new();
+            for i in 0..50u32 {
+                r.extend_from_slice(&8u32.to_le_bytes());
+                r.extend_from_slice(&u64::from(i % 3).to_le_bytes());
+            }
+            r
+        };
+        for lz4 in [false, true] {
+            let (mut direct, mut unsealed) = (Vec::new(), Vec::new());
+            encode_frame(&mut direct, &raw, 50, 1234, lz4, &mut Vec::new());
+            let body_crc = encode_unsealed_frame(&mut unsealed, &raw, 50, lz4, &mut Vec::new());
+            seal_frame(&mut unsealed, 1234, body_crc);
+            assert_eq!(direct, unsealed);
+            assert_eq!(frame_extent_of(&unsealed), (direct.len(), 50));
         }
     }
 

@@ -214,10 +214,16 @@ impl Reader {
             scanner.invalidate();
             return Ok(());
         }
-        assert!(
-            h.end_offset() <= committed,
-            "committed offsets fall on frame boundaries"
-        );
+        if h.end_offset() > committed {
+            // The writer publishes whole frames only; a committed offset inside a frame comes
+            // from a stale or damaged `committed` file. Never deliver part of the frame.
+            scanner.invalidate();
+            return Err(scanner.corrupt(format!(
+                "committed offset {committed} falls inside frame {}..{}",
+                h.first_offset,
+                h.end_offset()
+            )));
+        }
         let start = batch.data.len();
         let body = scanner.body(&h);
         if let Err(why) = format::decode_body_append(&h, body, &mut batch.data) {

@@ -26,10 +26,16 @@ fn durability(name: &str) -> Durability {
     }
 }
 
+/// `mode` is `buffered`, `group` or `always`, optionally with `+lz4`.
 fn opts(mode: &str, segment_size_bytes: u64) -> Options {
+    let (name, lz4) = match mode.strip_suffix("+lz4") {
+        Some(name) => (name, true),
+        None => (mode, false),
+    };
     Options {
-        durability: durability(mode),
+        durability: durability(name),
         segment_size_bytes,
+        lz4,
         ..Options::default()
     }
 }
@@ -205,7 +211,7 @@ fn row01_writer_kill9_buffered_and_group() {
 #[test]
 fn row02_writer_kill9_during_roll() {
     writer_kill_loop("group", 4096, 12);
-    writer_kill_loop("buffered", 4096, 8);
+    writer_kill_loop("buffered+lz4", 4096, 8);
 }
 
 /// Row 3: a subscriber killed between read and checkpoint, and during the checkpoint write:

@@ -360,7 +360,8 @@ fn row12_power_loss() {
 
 fn power_loss_case(seed: u64, loss: PowerLoss, durability: Durability) {
     let sim = SimFs::new(seed);
-    let opts = sim_opts(&sim, durability, 4096 * (1 + seed % 3));
+    let mut opts = sim_opts(&sim, durability, 4096 * (1 + seed % 3));
+    opts.lz4 = seed % 4 == 1;
     let j = Arc::new(Journal::open(jdir(), opts.clone()).unwrap());
     j.add_subscriber("s", Start::Begin).unwrap();
     let acked = Arc::new(AtomicU64::new(0));

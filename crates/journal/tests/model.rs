@@ -72,7 +72,8 @@ impl Sut {
 
 fn run(ops: &[Op], seed: u64) {
     let sim = SimFs::new(seed);
-    let opts = sim_opts(&sim, group(), 4096);
+    let mut opts = sim_opts(&sim, group(), 4096);
+    opts.lz4 = seed & 1 == 0;
     let j = Journal::open(PathBuf::from("/m"), opts.clone()).unwrap();
     j.add_subscriber("s", Start::Begin).unwrap();
     let sub = j.subscriber("s").unwrap();

@@ -151,6 +151,9 @@ fn write_frames(inner: &Inner, io: &mut Io, p: &mut Pending) -> Result<()> {
     if p.raw.is_empty() {
         return Ok(());
     }
+    if opts.lz4 {
+        return write_built_frames(inner, io, p);
+    }
     if write_in_place(inner, io, p)? {
         return Ok(());
     }
@@ -214,6 +217,49 @@ fn frame_extent(raw: &[u8], mut pos: usize, raw_max: usize) -> (usize, u32) {
     }
     assert!(count > 0 && pos <= raw.len());
     (pos, count)
+}
+
+/// LZ4 mode: `p.raw` already holds sealed frames built by the submitters. Writes them in runs
+/// that fit the active segment, rolling between runs.
+fn write_built_frames(inner: &Inner, io: &mut Io, p: &Pending) -> Result<()> {
+    let (mut pos, mut run_start, mut offset) = (0usize, 0usize, p.first_offset);
+    let frames_max = p.record_count + 1;
+    for _ in 0..frames_max {
+        if pos == p.raw.len() {
+            break;
+        }
+        let (size, count) = format::frame_extent_of(&p.raw[pos..]);
+        assert!(
+            count > 0 && pos + size <= p.raw.len(),
+            "self-built frame is whole"
+        );
+        let run_bytes = (pos + size - run_start) as u64;
+        if io.write_pos + run_bytes > io.active.header.segment_size_bytes {
+            write_slice(inner, io, &p.raw[run_start..pos], offset)?;
+            roll(inner, io, offset)?;
+            run_start = pos;
+        }
+        pos += size;
+        offset += u64::from(count);
+    }
+    assert_eq!(offset, p.first_offset + p.record_count);
+    write_slice(inner, io, &p.raw[run_start..pos], offset)
+}
+
+/// Writes `bytes` (whole frames ending at `end_offset`) at the active segment's write position.
+fn write_slice(inner: &Inner, io: &mut Io, bytes: &[u8], end_offset: u64) -> Result<()> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let at = io.write_pos;
+    assert!(at + bytes.len() as u64 <= io.active.header.segment_size_bytes);
+    vfs::write_all_at(&*io.active.file, bytes, at).map_err(|_| Error::Poisoned)?;
+    io.write_pos = at + bytes.len() as u64;
+    io.written_offset = end_offset;
+    if !inner.opts.syncs() {
+        publish(inner, end_offset)?;
+    }
+    Ok(())
 }
 
 /// Writes the framed bytes at `at` in the active segment. Write errors poison: the bytes on disk

@@ -126,6 +126,13 @@ impl Options {
         }
     }
 
+    /// Largest decoded body of one frame: the option, capped so a frame fits an empty segment.
+    fn frame_raw_max(&self) -> usize {
+        let capacity =
+            self.segment_size_bytes - SEGMENT_HEADER_SIZE_BYTES - FRAME_HEADER_SIZE_BYTES as u64;
+        self.frame_raw_bytes_max.min(capacity as usize)
+    }
+
     fn syncs(&self) -> bool {
         self.durability != Durability::Buffered
     }
@@ -437,25 +444,36 @@ impl Journal {
             batch_bytes += RECORD_PREFIX_SIZE_BYTES + r.as_ref().len();
         }
         let inner = &self.inner;
-        let mut s = self.wait_for_room(batch_bytes)?;
+        // LZ4: compress and checksum here, outside the lock, in parallel with the flusher.
+        let mut framed = inner
+            .opts
+            .lz4
+            .then(|| build_frames(records, inner.opts.frame_raw_max()));
+        let room = framed.as_ref().map_or(batch_bytes, |f| f.bytes.len());
+        let mut s = self.wait_for_room(room)?;
         let first = s.next_offset;
         if s.pending.record_count == 0 {
             s.pending.first_offset = first;
             s.pending.since = Some(Instant::now());
         }
         assert_eq!(s.pending.first_offset + s.pending.record_count, first);
-        if s.pending.raw.is_empty() {
-            // Room for the frame header, so a flush can usually write this buffer as one frame
-            // without copying it.
-            s.pending.raw.resize(FRAME_HEADER_SIZE_BYTES, 0);
-        }
-        s.pending.raw.reserve(batch_bytes);
-        for r in records {
-            let r = r.as_ref();
-            s.pending
-                .raw
-                .extend_from_slice(&(r.len() as u32).to_le_bytes());
-            s.pending.raw.extend_from_slice(r);
+        if let Some(f) = framed.as_mut() {
+            f.seal(first);
+            s.pending.raw.extend_from_slice(&f.bytes);
+        } else {
+            if s.pending.raw.is_empty() {
+                // Room for the frame header, so a flush can usually write this buffer as one frame
+                // without copying it.
+                s.pending.raw.resize(FRAME_HEADER_SIZE_BYTES, 0);
+            }
+            s.pending.raw.reserve(batch_bytes);
+            for r in records {
+                let r = r.as_ref();
+                s.pending
+                    .raw
+                    .extend_from_slice(&(r.len() as u32).to_le_bytes());
+                s.pending.raw.extend_from_slice(r);
+            }
         }
         let n = records.len() as u64;
         s.next_offset += n;
@@ -623,6 +641,59 @@ impl Journal {
         vfs::sync_data(&*io.active.file)?;
         Ok(())
     }
+}
+
+/// Complete frames built by a submitting thread (LZ4 mode), waiting only for their offsets.
+struct BuiltFrames {
+    bytes: Vec<u8>,
+    /// (position in `bytes`, record count, body CRC) per frame.
+    frames: Vec<(usize, u32, u32)>,
+}
+
+impl BuiltFrames {
+    /// Writes each frame's first offset and CRC once the batch's first offset is known.
+    fn seal(&mut self, first_offset: u64) {
+        let mut offset = first_offset;
+        for i in 0..self.frames.len() {
+            let (at, count, body_crc) = self.frames[i];
+            let end = self.frames.get(i + 1).map_or(self.bytes.len(), |f| f.0);
+            format::seal_frame(&mut self.bytes[at..end], offset, body_crc);
+            offset += u64::from(count);
+        }
+    }
+}
+
+/// Groups records into frames of at most `chunk_raw_max` decoded bytes (at least one record
+/// each) and compresses each.
+fn build_frames<R: AsRef<[u8]>>(records: &[R], chunk_raw_max: usize) -> BuiltFrames {
+    let mut out = BuiltFrames {
+        bytes: Vec::new(),
+        frames: Vec::new(),
+    };
+    let (mut raw, mut scratch) = (Vec::new(), Vec::new());
+    let mut count = 0u32;
+    let mut flush = |raw: &mut Vec<u8>, count: &mut u32, out: &mut BuiltFrames| {
+        if *count > 0 {
+            let at = out.bytes.len();
+            let crc =
+                format::encode_unsealed_frame(&mut out.bytes, raw, *count, true, &mut scratch);
+            out.frames.push((at, *count, crc));
+        }
+        raw.clear();
+        *count = 0;
+    };
+    for r in records {
+        let r = r.as_ref();
+        let grown = raw.len() + RECORD_PREFIX_SIZE_BYTES + r.len();
+        if count > 0 && (grown > chunk_raw_max || count == u32::MAX) {
+            flush(&mut raw, &mut count, &mut out);
+        }
+        raw.extend_from_slice(&(r.len() as u32).to_le_bytes());
+        raw.extend_from_slice(r);
+        count += 1;
+    }
+    flush(&mut raw, &mut count, &mut out);
+    out
 }
 
 fn take_lock(fs: &dyn Vfs, dir: &Path) -> Result<Box<dyn std::any::Any + Send + Sync>> {
