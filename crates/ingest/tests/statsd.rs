@@ -153,6 +153,16 @@ fn arb_line() -> impl Strategy<Value = (String, Sample)> {
 
 proptest! {
     #[test]
+    fn protocol_like_text_never_panics(text in "[a-z0-9 ,=\"\\\\:|#@;.éT+\r\n-]{0,200}") {
+        let batch = statsd::parse(text.as_bytes(), &Options::at(NOW_MS));
+        prop_assert!(batch.samples.len() <= text.len());
+        for s in &batch.samples {
+            prop_assert!(!s.name.is_empty() && s.name.len() <= ingest::NAME_BYTES_MAX);
+            prop_assert!(s.tags.len() <= ingest::TAGS_PER_SAMPLE_MAX);
+        }
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
         let batch = statsd::parse(&bytes, &Options::at(NOW_MS));
         prop_assert!(batch.samples.len() <= bytes.len());
