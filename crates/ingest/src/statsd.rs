@@ -1,7 +1,7 @@
 //! statsd and DogStatsD: `<name>:<value>[:<value>…]|<type>[|@<rate>][|#k:v,…][|T<seconds>]`,
 //! one metric per line, several lines per datagram. Mapping rules: `FORMAT.md`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use hist::Histogram;
 
@@ -15,7 +15,7 @@ use crate::lines::{self, finite, offset_in, LineError};
 /// number and column; good lines are kept.
 pub fn parse(input: &[u8], options: &Options) -> Batch {
     let mut batch = Batch::default();
-    let mut sets = SetMembers::default();
+    let mut state = State::default();
     for (line_no, bytes) in lines::lines(input) {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -23,9 +23,9 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
         let Some(line) = lines::utf8(&mut batch, line_no, bytes) else {
             continue;
         };
-        match parse_line(line, options) {
+        match parse_line(line, options, &mut state) {
             Ok(metric) => {
-                if !metric.push_into(&mut batch, &mut sets, line_no) {
+                if !metric.push_into(&mut batch, &mut state, line_no) {
                     break;
                 }
             }
@@ -35,17 +35,30 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
     batch
 }
 
+/// What one batch remembers across its lines.
+#[derive(Default)]
+struct State<'a> {
+    sets: SetMembers,
+    /// `#` tag sections already parsed, by their text: a datagram repeats a few tag sets.
+    tag_sets: HashMap<&'a str, Tags>,
+    no_tags: Tags,
+}
+
 /// One parsed line before it becomes samples.
 struct Metric<'a> {
     name: &'a str,
     values: &'a str,
     kind: &'a str,
     rate: f64,
-    tags: TagList,
+    tags: Option<Tags>,
     ts_ms: Option<i64>,
 }
 
-fn parse_line<'a>(line: &'a str, options: &Options) -> Result<Metric<'a>, LineError> {
+fn parse_line<'a>(
+    line: &'a str,
+    options: &Options,
+    state: &mut State<'a>,
+) -> Result<Metric<'a>, LineError> {
     if line.starts_with("_e{") || line.starts_with("_sc|") {
         let what = "DogStatsD events and service checks";
         return Err((0, Reason::Unsupported { what }));
@@ -75,12 +88,12 @@ fn parse_line<'a>(line: &'a str, options: &Options) -> Result<Metric<'a>, LineEr
         values,
         kind,
         rate: 1.0,
-        tags: Vec::new(),
+        tags: None,
         ts_ms: None,
     };
     for section in sections {
         metric
-            .section(section, options)
+            .section(section, options, state)
             .map_err(|r| (offset_in(line, section), r))?;
     }
     Ok(metric)
@@ -88,19 +101,34 @@ fn parse_line<'a>(line: &'a str, options: &Options) -> Result<Metric<'a>, LineEr
 
 impl<'a> Metric<'a> {
     /// Reads one optional section after the type.
-    fn section(&mut self, section: &str, options: &Options) -> Result<(), Reason> {
+    fn section(
+        &mut self,
+        section: &'a str,
+        options: &Options,
+        state: &mut State<'a>,
+    ) -> Result<(), Reason> {
         if let Some(rate) = section.strip_prefix('@') {
             self.rate = finite(rate)?;
             if !(self.rate > 0.0 && self.rate <= 1.0) {
                 return Err(Reason::bad_value("a sample rate in (0, 1]", rate));
             }
-        } else if let Some(tags) = section.strip_prefix('#') {
-            for tag in tags.split(',').filter(|t| !t.is_empty()) {
-                let (category, value) = tag.split_once(':').unwrap_or((tag, ""));
-                check_tag(category, value)?;
-                self.tags.push((category.to_owned(), value.to_owned()));
-                check_tag_count(self.tags.len())?;
-            }
+        } else if let Some(text) = section.strip_prefix('#') {
+            let tags = match state.tag_sets.get(text) {
+                Some(tags) => tags.clone(),
+                None => {
+                    let tags: Tags = tag_section(text)?.into();
+                    state.tag_sets.insert(text, tags.clone());
+                    tags
+                }
+            };
+            self.tags = Some(match self.tags.take() {
+                None => tags,
+                Some(earlier) => {
+                    let all: TagList = earlier.iter().chain(tags.iter()).cloned().collect();
+                    check_tag_count(all.len())?;
+                    all.into()
+                }
+            });
         } else if let Some(seconds) = section.strip_prefix('T') {
             let seconds: i64 = seconds
                 .parse()
@@ -116,9 +144,10 @@ impl<'a> Metric<'a> {
     }
 
     /// Turns the line into samples; false once the batch is full.
-    fn push_into(mut self, batch: &mut Batch, sets: &mut SetMembers, line_no: usize) -> bool {
+    fn push_into(mut self, batch: &mut Batch, state: &mut State<'_>, line_no: usize) -> bool {
         let location = || lines::at(line_no, 0);
-        let samples = match self.samples(sets) {
+        let tags = self.tags.take().unwrap_or_else(|| state.no_tags.clone());
+        let samples = match self.samples(tags, &mut state.sets) {
             Ok(samples) => samples,
             Err(reason) => {
                 let offset = self.name.len() + 1;
@@ -129,8 +158,7 @@ impl<'a> Metric<'a> {
         samples.into_iter().all(|s| batch.push(s, location))
     }
 
-    fn samples(&mut self, sets: &mut SetMembers) -> Result<Vec<Sample>, Reason> {
-        let tags: Tags = std::mem::take(&mut self.tags).into();
+    fn samples(&self, tags: Tags, sets: &mut SetMembers) -> Result<Vec<Sample>, Reason> {
         let sample = |value, mode| Sample {
             name: self.name.to_owned(),
             tags: tags.clone(),
@@ -183,6 +211,18 @@ impl<'a> Metric<'a> {
         }
         Ok(histogram)
     }
+}
+
+/// Reads `k:v,k2:v2,k3` (no `:` = empty value).
+fn tag_section(text: &str) -> Result<TagList, Reason> {
+    let mut tags = TagList::new();
+    for tag in text.split(',').filter(|t| !t.is_empty()) {
+        let (category, value) = tag.split_once(':').unwrap_or((tag, ""));
+        check_tag(category, value)?;
+        tags.push((category.to_owned(), value.to_owned()));
+        check_tag_count(tags.len())?;
+    }
+    Ok(tags)
 }
 
 /// Set members seen in this batch: a set counts each distinct member once per batch.

@@ -190,3 +190,17 @@ fn rejections_are_listed_up_to_the_bound_and_all_counted() {
     assert_eq!(batch.rejected.len(), ingest::REJECTIONS_LISTED_MAX);
     assert_eq!(batch.rejected_total, ingest::REJECTIONS_LISTED_MAX * 3);
 }
+
+#[test]
+fn tag_sections_are_shared_and_several_sections_add_up() {
+    let batch = parse("a:1|c|#env:prod\nb:2|g|#env:prod\nc:3|c|#x:1|#y:2");
+    assert_eq!(batch.rejected, []);
+    let s = &batch.samples;
+    assert!(std::sync::Arc::ptr_eq(&s[0].tags, &s[1].tags));
+    let tags: Vec<(&str, &str)> = s[2]
+        .tags
+        .iter()
+        .map(|(c, v)| (c.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(tags, [("x", "1"), ("y", "2")]);
+}
