@@ -62,7 +62,20 @@ fn wait<'a>(cv: &Condvar, g: MutexGuard<'a, SyncQueue>) -> MutexGuard<'a, SyncQu
 /// The syncer: one fdatasync covers everything handed over so far; then it publishes the
 /// committed offset and completes the tickets. Runs beside the flusher, so the next batch is
 /// framed and written while this one syncs.
+/// If the syncer dies (a failed assertion), its waiters get an error instead of hanging.
+struct SyncerGuard<'a>(&'a Inner);
+
+impl Drop for SyncerGuard<'_> {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            self.0.poisoned.store(true, Ordering::Release);
+            fail_sync_queue(&mut relock(self.0.sync.lock()));
+        }
+    }
+}
+
 pub(super) fn syncer_main(inner: &Arc<Inner>) {
+    let _guard = SyncerGuard(inner);
     loop {
         let (target, file) = {
             let mut q = relock(inner.sync.lock());
