@@ -7,6 +7,32 @@
 //!
 //! Durability is explicit at acknowledgement: see [`Durability`]. `FORMAT.md` describes every byte.
 //! The journal knows nothing about what the records mean.
+//!
+//! ```
+//! use journal::{Batch, Journal, Options, Start};
+//!
+//! # fn main() -> journal::Result<()> {
+//! # let tmp = std::env::temp_dir().join(format!("journal-doc-{}", std::process::id()));
+//! let j = Journal::open(&tmp, Options::default())?; // GroupCommit 128 KiB / 2 ms
+//! j.add_subscriber("core", Start::Begin)?;
+//! let offsets = j.append_batch(&[b"a".as_slice(), b"b"])?; // returns after fdatasync
+//! assert_eq!(offsets, 0..2);
+//! let ticket = j.submit(&[b"c"])?; // or `ticket.await` in async code
+//! ticket.wait()?;
+//!
+//! let mut sub = j.subscriber("core")?;
+//! let mut batch = Batch::new();
+//! while sub.next_batch(&mut batch)? > 0 {
+//!     for (offset, payload) in batch.iter() {
+//!         println!("{offset}: {payload:?}");
+//!     }
+//!     sub.commit()?; // at-least-once: commit after processing
+//! }
+//! assert_eq!(sub.checkpoint(), 3);
+//! # drop(sub); drop(j); let _ = std::fs::remove_dir_all(&tmp);
+//! # Ok(())
+//! # }
+//! ```
 
 mod error;
 pub mod format;
