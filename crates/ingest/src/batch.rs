@@ -233,20 +233,27 @@ impl Batch {
         self.rejected.iter().any(|r| r.rest_of_body)
     }
 
-    pub(crate) fn reject(&mut self, location: String, reason: Reason) {
+    /// Rejects one sample, line, key or document. The location is only built for listed
+    /// rejections: a body of a million bad lines must not cost a million strings.
+    pub(crate) fn reject(&mut self, location: impl FnOnce() -> String, reason: Reason) {
         self.push_rejection(location, reason, false);
     }
 
-    pub(crate) fn reject_rest(&mut self, location: String, reason: Reason) {
+    pub(crate) fn reject_rest(&mut self, location: impl FnOnce() -> String, reason: Reason) {
         self.push_rejection(location, reason, true);
     }
 
-    fn push_rejection(&mut self, location: String, reason: Reason, rest_of_body: bool) {
+    fn push_rejection(
+        &mut self,
+        location: impl FnOnce() -> String,
+        reason: Reason,
+        rest_of_body: bool,
+    ) {
         self.rejected_total += 1;
         // A stopping rejection is always listed: the server's status code depends on it.
         if self.rejected.len() < REJECTIONS_LISTED_MAX || rest_of_body {
             self.rejected.push(Rejection {
-                location,
+                location: location(),
                 reason,
                 rest_of_body,
             });
@@ -258,7 +265,7 @@ impl Batch {
         if self.samples.len() >= SAMPLES_PER_BATCH_MAX {
             let size = self.samples.len() + 1;
             self.reject_rest(
-                location(),
+                location,
                 Reason::Bound {
                     what: "samples in the batch",
                     size,

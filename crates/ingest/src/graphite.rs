@@ -22,7 +22,7 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
                     break;
                 }
             }
-            Err((offset, reason)) => batch.reject(lines::at(line_no, offset), reason),
+            Err((offset, reason)) => batch.reject(|| lines::at(line_no, offset), reason),
         }
     }
     batch

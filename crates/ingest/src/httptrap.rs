@@ -29,8 +29,8 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
         document += 1;
         match result {
             Err(e) => {
-                let place = position_text(input, e.position);
-                let location = format!("document {document}, {place}");
+                let location =
+                    || format!("document {document}, {}", position_text(input, e.position));
                 let reason = Reason::Syntax {
                     expected: e.expected,
                 };
@@ -71,7 +71,7 @@ fn reject_document(batch: &mut Batch, input: &[u8], document: usize, e: Document
             },
         ),
     };
-    let location = format!("document {document}, {}", position_text(input, position));
+    let location = || format!("document {document}, {}", position_text(input, position));
     batch.reject(location, reason);
 }
 
@@ -434,7 +434,7 @@ impl<'a> Walker<'a, '_> {
 
     fn reject_here(&mut self, reason: Reason) -> bool {
         self.batch
-            .reject(key_location(self.document, &self.path), reason);
+            .reject(|| key_location(self.document, &self.path), reason);
         true
     }
 

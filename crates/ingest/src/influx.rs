@@ -68,7 +68,7 @@ pub fn parse(input: &[u8], options: &Options, precision: Precision) -> Batch {
                     break;
                 }
             }
-            Err((offset, reason)) => batch.reject(lines::at(line_no, offset), reason),
+            Err((offset, reason)) => batch.reject(|| lines::at(line_no, offset), reason),
         }
     }
     batch

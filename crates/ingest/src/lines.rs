@@ -16,7 +16,7 @@ pub(crate) fn utf8<'a>(batch: &mut Batch, line_no: usize, line: &'a [u8]) -> Opt
     match std::str::from_utf8(line) {
         Ok(text) => Some(text),
         Err(e) => {
-            batch.reject(at(line_no, e.valid_up_to()), Reason::InvalidUtf8);
+            batch.reject(|| at(line_no, e.valid_up_to()), Reason::InvalidUtf8);
             None
         }
     }

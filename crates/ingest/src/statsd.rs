@@ -29,7 +29,7 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
                     break;
                 }
             }
-            Err((offset, reason)) => batch.reject(lines::at(line_no, offset), reason),
+            Err((offset, reason)) => batch.reject(|| lines::at(line_no, offset), reason),
         }
     }
     batch
@@ -151,7 +151,7 @@ impl<'a> Metric<'a> {
             Ok(samples) => samples,
             Err(reason) => {
                 let offset = self.name.len() + 1;
-                batch.reject(lines::at(line_no, offset), reason);
+                batch.reject(|| lines::at(line_no, offset), reason);
                 return true;
             }
         };

@@ -375,3 +375,15 @@ fn stream_tags_on_a_parent_key_apply_to_its_children() {
     );
     assert_eq!(batch.rejected[0].location, "document 1, key `x|ST[a:b]y`");
 }
+
+#[test]
+fn many_bad_documents_are_counted_but_listed_up_to_the_bound() {
+    let body = b"{\"a\":\"\xff\"}\n".repeat(100_000);
+    let batch = httptrap::parse(&body, &Options::at(NOW_MS));
+    assert_eq!(batch.rejected_total, 100_000);
+    assert_eq!(batch.rejected.len(), ingest::REJECTIONS_LISTED_MAX);
+    assert_eq!(
+        batch.rejected[99].location,
+        "document 100, line 100, column 7 (byte 996)"
+    );
+}
