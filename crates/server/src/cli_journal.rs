@@ -105,6 +105,14 @@ pub struct BenchArgs {
     segment_size: u64,
 }
 
+/// Prints a line to stdout; a closed pipe (`strata journal inspect | head`) is not an error.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 /// Unacknowledged batches one appender keeps in flight before waiting for the oldest.
 const TICKETS_IN_FLIGHT_MAX: usize = 32;
 
@@ -178,19 +186,24 @@ fn inspect(fs: &dyn Vfs, dir: &Path, as_json: bool) -> Result<ExitCode, Error> {
         let v = json!({"dir": dir.display().to_string(), "earliest_offset": i.earliest_offset,
             "committed_offset": i.committed_offset, "end_offset": i.end_offset,
             "segments": segments, "subscribers": subs, "damage": damage});
-        println!("{v}");
+        say!("{v}");
     } else {
-        println!("journal {}", dir.display());
-        println!("  earliest offset  {}", i.earliest_offset);
-        println!("  committed offset {}", committed);
-        println!("  segments ({}):", i.segments.len());
+        say!("journal {}", dir.display());
+        say!("  earliest offset  {}", i.earliest_offset);
+        say!("  committed offset {}", committed);
+        say!("  segments ({}):", i.segments.len());
         for s in &i.segments {
-            println!(
+            say!(
                 "    {:>20}..{:<20} {:>8} frames {:>10} records {:>12} / {} bytes used",
-                s.base_offset, s.end_offset, s.frames, s.records, s.used_bytes, s.size_bytes
+                s.base_offset,
+                s.end_offset,
+                s.frames,
+                s.records,
+                s.used_bytes,
+                s.size_bytes
             );
         }
-        println!("  subscribers ({}):", i.subscribers.len());
+        say!("  subscribers ({}):", i.subscribers.len());
         for s in &i.subscribers {
             let note = if s.fell_back {
                 " (checkpoint damaged: fell back to earliest)"
@@ -198,16 +211,20 @@ fn inspect(fs: &dyn Vfs, dir: &Path, as_json: bool) -> Result<ExitCode, Error> {
                 ""
             };
             let lag = committed.saturating_sub(s.offset);
-            println!(
+            say!(
                 "    {:<24} checkpoint {:>20} lag {:>12}{note}",
-                s.name, s.offset, lag
+                s.name,
+                s.offset,
+                lag
             );
         }
         for d in &i.damage {
             let kind = if d.torn_tail { "torn tail" } else { "DAMAGE" };
-            println!(
+            say!(
                 "  {kind}: segment {} byte {}: {}",
-                d.segment, d.byte_offset, d.reason
+                d.segment,
+                d.byte_offset,
+                d.reason
             );
         }
     }
@@ -235,15 +252,15 @@ fn subscribers(fs: &dyn Vfs, dir: &Path, action: SubscriberAction) -> Result<Exi
         SubscriberAction::List => return inspect(fs, dir, false),
         SubscriberAction::Add { name, start } => {
             let offset = tools::add_subscriber(fs, dir, &name, &parse_start(&start)?)?;
-            println!("added subscriber {name} at offset {offset}");
+            say!("added subscriber {name} at offset {offset}");
         }
         SubscriberAction::Remove { name } => {
             tools::remove_subscriber(fs, dir, &name)?;
-            println!("removed subscriber {name}");
+            say!("removed subscriber {name}");
         }
         SubscriberAction::Rewind { name, offset } => {
             tools::rewind_subscriber(fs, dir, &name, offset)?;
-            println!("subscriber {name} now at offset {offset}");
+            say!("subscriber {name} now at offset {offset}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -260,13 +277,15 @@ fn verify(fs: &dyn Vfs, dir: &Path) -> Result<ExitCode, Error> {
         } else {
             "DAMAGE"
         };
-        println!(
+        say!(
             "{kind}: segment {} byte {}: {}",
-            d.segment, d.byte_offset, d.reason
+            d.segment,
+            d.byte_offset,
+            d.reason
         );
     }
     let damaged = i.is_damaged();
-    println!(
+    say!(
         "{}: {} segments, {frames} frames, {records} records, offsets {}..{}",
         if damaged { "damaged" } else { "ok" },
         i.segments.len(),
@@ -283,7 +302,7 @@ fn verify(fs: &dyn Vfs, dir: &Path) -> Result<ExitCode, Error> {
 fn repair(fs: &dyn Vfs, dir: &Path) -> Result<ExitCode, Error> {
     require_dir(dir)?;
     let r = tools::repair(fs, dir)?;
-    println!(
+    say!(
         "repair: {} ranges quarantined, {} records lost, {} bytes moved to quarantine/, \
          {} missing segments replaced, {} places left unrepaired",
         r.ranges_quarantined,
@@ -293,9 +312,11 @@ fn repair(fs: &dyn Vfs, dir: &Path) -> Result<ExitCode, Error> {
         r.unrepaired.len()
     );
     for d in &r.unrepaired {
-        println!(
+        say!(
             "  unrepaired: segment {} byte {}: {}",
-            d.segment, d.byte_offset, d.reason
+            d.segment,
+            d.byte_offset,
+            d.reason
         );
     }
     Ok(if r.unrepaired.is_empty() {
@@ -363,7 +384,7 @@ fn bench(a: &BenchArgs) -> Result<ExitCode, Error> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     let line = result?;
-    println!("{line}");
+    say!("{line}");
     Ok(ExitCode::SUCCESS)
 }
 
