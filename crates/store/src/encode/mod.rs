@@ -1,6 +1,7 @@
 //! Per-series chunk encoders: numeric (delta-of-delta timestamps, integer-delta Rice or Gorilla
-//! XOR values), text (stored on change) and histograms (per period, bin sets coded against the
-//! previous period). Every chunk is framed as `version, kind, body, crc32c` (see `FORMAT.md`).
+//! XOR values), text (stored on change) and histograms (per period, range-coded against a
+//! decaying model of the series' past periods). Every chunk is framed as `version, kind, body,
+//! crc32c` (see `FORMAT.md`).
 //!
 //! Decoders never panic and never allocate more than a small multiple of their input on any
 //! bytes; encoders assert their input invariants and decoders re-check them.
@@ -9,6 +10,7 @@ pub mod bits;
 pub mod histogram;
 
 pub mod numeric;
+pub mod range;
 pub mod text;
 
 pub mod timestamps;
@@ -47,6 +49,10 @@ pub enum EncodeError {
     TextTooLong {
         index: usize,
         size_bytes: usize,
+    },
+    /// A histogram chunk would span more bin slots than `HIST_CHUNK_SLOTS_MAX`: split it.
+    TooManySlots {
+        slots: u64,
     },
 }
 
