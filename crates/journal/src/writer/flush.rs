@@ -61,9 +61,10 @@ pub(super) fn flusher_main(inner: &Arc<Inner>) {
     }
 }
 
-/// Writes one pending batch and completes its tickets according to what became durable.
+/// Bound on emptied pending buffers kept for reuse.
 const SPARE_BUFFERS_MAX: usize = 2;
 
+/// Keeps an emptied pending buffer (its capacity) for the next batch.
 fn recycle(inner: &Inner, p: &mut Pending) {
     let mut buf = std::mem::take(&mut p.raw);
     buf.clear();
@@ -73,6 +74,8 @@ fn recycle(inner: &Inner, p: &mut Pending) {
     }
 }
 
+/// Writes one pending batch. Sync modes hand it to the syncer; otherwise (and on failure) its
+/// tickets are completed here according to what became durable.
 fn flush_pending(inner: &Arc<Inner>, mut p: Pending) {
     let end = p.first_offset + p.record_count;
     let (durable, failure) = if inner.poisoned.load(Ordering::Acquire) {
@@ -140,7 +143,7 @@ fn fail_all_pending(inner: &Inner, f: Failure, durable: u64) {
 }
 
 /// Frames the pending records and writes them; rolls segments when a frame does not fit.
-/// On success the committed offset covers all of `p`.
+/// On success all of `p` is written (and, in Buffered mode, published).
 fn write_frames(inner: &Inner, io: &mut Io, p: &mut Pending) -> Result<()> {
     assert_eq!(
         p.first_offset, io.written_offset,
@@ -162,9 +165,7 @@ fn write_frames(inner: &Inner, io: &mut Io, p: &mut Pending) -> Result<()> {
     let mut pos = FRAME_HEADER_SIZE_BYTES;
     let frames_max = p.record_count + 1;
     // A frame must fit in an empty segment; a single larger record was refused at submit.
-    let capacity =
-        opts.segment_size_bytes - SEGMENT_HEADER_SIZE_BYTES - FRAME_HEADER_SIZE_BYTES as u64;
-    let frame_raw_max = opts.frame_raw_bytes_max.min(capacity as usize);
+    let frame_raw_max = opts.frame_raw_max();
     for _ in 0..frames_max {
         if pos == p.raw.len() {
             break;
@@ -177,7 +178,7 @@ fn write_frames(inner: &Inner, io: &mut Io, p: &mut Pending) -> Result<()> {
             &p.raw[pos..frame_end],
             count,
             offset,
-            opts.lz4,
+            false,
             &mut scratch,
         );
         io.scratch = scratch;
