@@ -1,212 +1,38 @@
-//! Criterion benchmarks for the text parsers on realistic payloads, reported as samples per
-//! second (criterion's elements/s). Results: `bench/RESULTS.md` under `## ingest parsers`.
+//! Criterion benchmarks for the text parsers on realistic payloads (`payloads`), reported as
+//! samples per second of wall time (criterion's elements/s). `parse_cpu` reports the same
+//! payloads per CPU-second. Results: `bench/RESULTS.md` under `## ingest parsers`.
 //!
 //! Run: `taskset -c 1 cargo bench -p ingest --bench parse`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fmt::Write as _;
+mod payloads;
+
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use hist::Histogram;
-use ingest::influx::Precision;
-use ingest::{graphite, httptrap, influx, statsd, Batch, Options};
-
-const NOW_MS: i64 = 1_795_305_600_000;
-const TS_S: i64 = 1_795_305_000;
-const LINES: usize = 10_000;
-const HISTOGRAM_METRICS: usize = 1_000;
-
-/// Deterministic pseudo-random numbers (xorshift), so every run parses the same bytes.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self, below: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % below
-    }
-}
-
-/// The TSBS cpu-only shape: 10 tags and 10 integer fields per line (100,000 samples).
-fn influx_body() -> Vec<u8> {
-    let mut rng = Rng(7);
-    let mut out = String::new();
-    for i in 0..LINES {
-        let host = i % 1000;
-        write!(
-            out,
-            "cpu,hostname=host_{host},region=eu-west-1,datacenter=eu-west-1a,rack={},os=Ubuntu16.10,\
-             arch=x64,team=NYC,service={},service_version=1,service_environment=production ",
-            host % 100,
-            host % 20
-        )
-        .unwrap();
-        let fields = [
-            "usage_user",
-            "usage_system",
-            "usage_idle",
-            "usage_nice",
-            "usage_iowait",
-            "usage_irq",
-            "usage_softirq",
-            "usage_steal",
-            "usage_guest",
-            "usage_guest_nice",
-        ];
-        for (j, field) in fields.iter().enumerate() {
-            let sep = if j == 0 { "" } else { "," };
-            write!(out, "{sep}{field}={}i", rng.next(100)).unwrap();
-        }
-        writeln!(out, " {}", (TS_S + (i / 1000) as i64 * 10) * 1_000_000_000).unwrap();
-    }
-    out.into_bytes()
-}
-
-/// A latency histogram with about 75 bins (values spread over two decades).
-fn histogram(rng: &mut Rng) -> Histogram {
-    let mut h = Histogram::new();
-    while h.bin_count() < 75 {
-        let v = 0.001 * (1.0 + rng.next(9_000) as f64 / 100.0);
-        h.insert_n(v, 1 + rng.next(50));
-    }
-    h
-}
-
-/// One httptrap document of `HISTOGRAM_METRICS` histograms, each as `H[..]=n` strings or base64.
-fn httptrap_histograms(base64: bool) -> Vec<u8> {
-    let mut rng = Rng(11);
-    let mut out = String::from("{");
-    for i in 0..HISTOGRAM_METRICS {
-        let h = histogram(&mut rng);
-        let value = if base64 {
-            format!("\"{}\"", h.to_base64())
-        } else {
-            let bins: Vec<String> = h.to_text().iter().map(|b| format!("\"{b}\"")).collect();
-            format!("[{}]", bins.join(","))
-        };
-        let sep = if i == 0 { "" } else { "," };
-        write!(
-            out,
-            "{sep}\"api`latency|ST[host:host_{},route:r{}]\":{{\"_type\":\"h\",\"_value\":{value}}}",
-            i % 100,
-            i / 100
-        )
-        .unwrap();
-    }
-    out.push('}');
-    out.into_bytes()
-}
-
-/// Numeric httptrap documents: one per host, nested objects of plain values (20,000 samples).
-fn httptrap_numeric() -> Vec<u8> {
-    let mut rng = Rng(13);
-    let mut out = String::new();
-    for host in 0..LINES / 10 {
-        write!(out, "{{\"cpu|ST[host:host_{host}]\":{{").unwrap();
-        for j in 0..10 {
-            let sep = if j == 0 { "" } else { "," };
-            write!(out, "{sep}\"usage_{j}\":{}", rng.next(100)).unwrap();
-        }
-        write!(
-            out,
-            "}},\"mem\":{{\"used\":{},\"free\":{}.5",
-            rng.next(1 << 40),
-            rng.next(1000)
-        )
-        .unwrap();
-        for j in 0..8 {
-            write!(out, ",\"slab_{j}\":{}", rng.next(1 << 20)).unwrap();
-        }
-        out.push_str("}}\n");
-    }
-    out.into_bytes()
-}
-
-/// 10,000 DogStatsD lines: counters, gauges and sampled timings with tags.
-fn statsd_body() -> Vec<u8> {
-    let mut rng = Rng(17);
-    let mut out = String::new();
-    for i in 0..LINES {
-        let tags = format!("#host:host_{},env:prod,route:r{}", i % 100, i % 7);
-        match i % 3 {
-            0 => writeln!(out, "api.requests:1|c|{tags}"),
-            1 => writeln!(
-                out,
-                "api.latency:{}.{}|ms|@0.5|{tags}",
-                rng.next(500),
-                rng.next(10)
-            ),
-            _ => writeln!(out, "api.queue_depth:{}|g|{tags}", rng.next(100)),
-        }
-        .unwrap();
-    }
-    out.into_bytes()
-}
-
-/// 10,000 Graphite lines, half of them tagged.
-fn graphite_body() -> Vec<u8> {
-    let mut rng = Rng(19);
-    let mut out = String::new();
-    for i in 0..LINES {
-        let host = i % 1000;
-        if i % 2 == 0 {
-            writeln!(
-                out,
-                "servers.host_{host}.cpu.usage_user {} {TS_S}",
-                rng.next(100)
-            )
-            .unwrap();
-        } else {
-            let v = rng.next(100_000);
-            writeln!(out, "disk.used;host=host_{host};mount=/var {v}.25 {TS_S}").unwrap();
-        }
-    }
-    out.into_bytes()
-}
-
-fn bench_one(c: &mut Criterion, name: &str, body: &[u8], parse: impl Fn(&[u8]) -> Batch) {
-    let batch = parse(body);
-    assert_eq!(batch.rejected, [], "{name}: the payload must parse cleanly");
-    let mut group = c.benchmark_group("parse");
-    group.throughput(Throughput::Elements(batch.samples.len() as u64));
-    group.bench_function(name, |b| b.iter(|| parse(black_box(body))));
-    group.finish();
-    eprintln!(
-        "{name}: {} samples, {} bytes",
-        batch.samples.len(),
-        body.len()
-    );
-}
 
 fn parsers(c: &mut Criterion) {
-    let options = Options::at(NOW_MS);
-    let influx_body = influx_body();
-    bench_one(c, "influx_tsbs_cpu", &influx_body, |b| {
-        influx::parse(b, &options, Precision::Nanoseconds)
-    });
-    bench_one(
-        c,
-        "httptrap_hist75_text",
-        &httptrap_histograms(false),
-        |b| httptrap::parse(b, &options),
-    );
-    bench_one(
-        c,
-        "httptrap_hist75_base64",
-        &httptrap_histograms(true),
-        |b| httptrap::parse(b, &options),
-    );
-    bench_one(c, "httptrap_numeric", &httptrap_numeric(), |b| {
-        httptrap::parse(b, &options)
-    });
-    bench_one(c, "statsd_mixed", &statsd_body(), |b| {
-        statsd::parse(b, &options)
-    });
-    bench_one(c, "graphite", &graphite_body(), |b| {
-        graphite::parse(b, &options)
-    });
+    for case in payloads::cases() {
+        let batch = (case.parse)(&case.body);
+        assert_eq!(
+            batch.rejected,
+            [],
+            "{}: the payload must parse cleanly",
+            case.name
+        );
+        let mut group = c.benchmark_group("parse");
+        group.throughput(Throughput::Elements(batch.samples.len() as u64));
+        group.bench_function(case.name, |b| {
+            b.iter(|| (case.parse)(black_box(&case.body)))
+        });
+        group.finish();
+        eprintln!(
+            "{}: {} samples, {} bytes",
+            case.name,
+            batch.samples.len(),
+            case.body.len()
+        );
+    }
 }
 
 criterion_group! {

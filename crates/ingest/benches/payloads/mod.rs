@@ -1,0 +1,210 @@
+//! The benchmark payloads, shared by `parse` (criterion, wall time) and `parse_cpu` (samples
+//! per CPU-second). Deterministic: every run parses the same bytes.
+#![allow(dead_code)]
+
+use std::fmt::Write as _;
+
+use hist::Histogram;
+use ingest::influx::Precision;
+use ingest::{graphite, httptrap, influx, statsd, Batch, Options};
+
+pub const NOW_MS: i64 = 1_795_305_600_000;
+pub const TS_S: i64 = 1_795_305_000;
+const LINES: usize = 10_000;
+const HISTOGRAM_METRICS: usize = 1_000;
+
+/// Deterministic pseudo-random numbers (xorshift), so every run parses the same bytes.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % below
+    }
+}
+
+/// The TSBS cpu-only shape: 10 tags and 10 integer fields per line (100,000 samples).
+pub fn influx_body() -> Vec<u8> {
+    let mut rng = Rng(7);
+    let mut out = String::new();
+    for i in 0..LINES {
+        let host = i % 1000;
+        write!(
+            out,
+            "cpu,hostname=host_{host},region=eu-west-1,datacenter=eu-west-1a,rack={},os=Ubuntu16.10,\
+             arch=x64,team=NYC,service={},service_version=1,service_environment=production ",
+            host % 100,
+            host % 20
+        )
+        .unwrap();
+        let fields = [
+            "usage_user",
+            "usage_system",
+            "usage_idle",
+            "usage_nice",
+            "usage_iowait",
+            "usage_irq",
+            "usage_softirq",
+            "usage_steal",
+            "usage_guest",
+            "usage_guest_nice",
+        ];
+        for (j, field) in fields.iter().enumerate() {
+            let sep = if j == 0 { "" } else { "," };
+            write!(out, "{sep}{field}={}i", rng.next(100)).unwrap();
+        }
+        writeln!(out, " {}", (TS_S + (i / 1000) as i64 * 10) * 1_000_000_000).unwrap();
+    }
+    out.into_bytes()
+}
+
+/// A latency histogram with about 75 bins (values spread over two decades).
+fn histogram(rng: &mut Rng) -> Histogram {
+    let mut h = Histogram::new();
+    while h.bin_count() < 75 {
+        let v = 0.001 * (1.0 + rng.next(9_000) as f64 / 100.0);
+        h.insert_n(v, 1 + rng.next(50));
+    }
+    h
+}
+
+/// One httptrap document of `HISTOGRAM_METRICS` histograms, each as `H[..]=n` strings or base64.
+pub fn httptrap_histograms(base64: bool) -> Vec<u8> {
+    let mut rng = Rng(11);
+    let mut out = String::from("{");
+    for i in 0..HISTOGRAM_METRICS {
+        let h = histogram(&mut rng);
+        let value = if base64 {
+            format!("\"{}\"", h.to_base64())
+        } else {
+            let bins: Vec<String> = h.to_text().iter().map(|b| format!("\"{b}\"")).collect();
+            format!("[{}]", bins.join(","))
+        };
+        let sep = if i == 0 { "" } else { "," };
+        write!(
+            out,
+            "{sep}\"api`latency|ST[host:host_{},route:r{}]\":{{\"_type\":\"h\",\"_value\":{value}}}",
+            i % 100,
+            i / 100
+        )
+        .unwrap();
+    }
+    out.push('}');
+    out.into_bytes()
+}
+
+/// Numeric httptrap documents: one per host, nested objects of plain values (20,000 samples).
+pub fn httptrap_numeric() -> Vec<u8> {
+    let mut rng = Rng(13);
+    let mut out = String::new();
+    for host in 0..LINES / 10 {
+        write!(out, "{{\"cpu|ST[host:host_{host}]\":{{").unwrap();
+        for j in 0..10 {
+            let sep = if j == 0 { "" } else { "," };
+            write!(out, "{sep}\"usage_{j}\":{}", rng.next(100)).unwrap();
+        }
+        write!(
+            out,
+            "}},\"mem\":{{\"used\":{},\"free\":{}.5",
+            rng.next(1 << 40),
+            rng.next(1000)
+        )
+        .unwrap();
+        for j in 0..8 {
+            write!(out, ",\"slab_{j}\":{}", rng.next(1 << 20)).unwrap();
+        }
+        out.push_str("}}\n");
+    }
+    out.into_bytes()
+}
+
+/// 10,000 DogStatsD lines: counters, gauges and sampled timings with tags.
+pub fn statsd_body() -> Vec<u8> {
+    let mut rng = Rng(17);
+    let mut out = String::new();
+    for i in 0..LINES {
+        let tags = format!("#host:host_{},env:prod,route:r{}", i % 100, i % 7);
+        match i % 3 {
+            0 => writeln!(out, "api.requests:1|c|{tags}"),
+            1 => writeln!(
+                out,
+                "api.latency:{}.{}|ms|@0.5|{tags}",
+                rng.next(500),
+                rng.next(10)
+            ),
+            _ => writeln!(out, "api.queue_depth:{}|g|{tags}", rng.next(100)),
+        }
+        .unwrap();
+    }
+    out.into_bytes()
+}
+
+/// 10,000 Graphite lines, half of them tagged.
+pub fn graphite_body() -> Vec<u8> {
+    let mut rng = Rng(19);
+    let mut out = String::new();
+    for i in 0..LINES {
+        let host = i % 1000;
+        if i % 2 == 0 {
+            writeln!(
+                out,
+                "servers.host_{host}.cpu.usage_user {} {TS_S}",
+                rng.next(100)
+            )
+            .unwrap();
+        } else {
+            let v = rng.next(100_000);
+            writeln!(out, "disk.used;host=host_{host};mount=/var {v}.25 {TS_S}").unwrap();
+        }
+    }
+    out.into_bytes()
+}
+
+/// A named payload and the parser that reads it.
+pub struct Case {
+    pub name: &'static str,
+    pub body: Vec<u8>,
+    pub parse: fn(&[u8]) -> Batch,
+}
+
+fn options() -> Options {
+    Options::at(NOW_MS)
+}
+
+/// Every benchmarked payload, in report order.
+pub fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "influx_tsbs_cpu",
+            body: influx_body(),
+            parse: |b| influx::parse(b, &options(), Precision::Nanoseconds),
+        },
+        Case {
+            name: "httptrap_hist75_text",
+            body: httptrap_histograms(false),
+            parse: |b| httptrap::parse(b, &options()),
+        },
+        Case {
+            name: "httptrap_hist75_base64",
+            body: httptrap_histograms(true),
+            parse: |b| httptrap::parse(b, &options()),
+        },
+        Case {
+            name: "httptrap_numeric",
+            body: httptrap_numeric(),
+            parse: |b| httptrap::parse(b, &options()),
+        },
+        Case {
+            name: "statsd_mixed",
+            body: statsd_body(),
+            parse: |b| statsd::parse(b, &options()),
+        },
+        Case {
+            name: "graphite",
+            body: graphite_body(),
+            parse: |b| graphite::parse(b, &options()),
+        },
+    ]
+}
