@@ -203,7 +203,7 @@ pub(crate) fn decode_base64(text: &[u8]) -> Result<Vec<u8>, DecodeError> {
 }
 
 fn decode_base64_strict(input: &[u8]) -> Result<Vec<u8>, base64_simd::Error> {
-    let engine = if input.len() % 4 == 0 {
+    let engine = if input.len().is_multiple_of(4) {
         base64_simd::STANDARD
     } else {
         base64_simd::STANDARD_NO_PAD
