@@ -508,7 +508,18 @@ fn emitted_entry(text: &str) -> Option<(Bin, u64)> {
     let exp = i8::try_from(if *sign == b'-' { -magnitude } else { magnitude }).ok()?;
     let val = ((d0 - b'0') * 10 + (d1 - b'0')) as i8;
     let bin = Bin::new(if negative { -val } else { val }, exp)?;
-    Some((bin, count.parse().ok()?))
+    Some((bin, decimal_u64(count)?))
+}
+
+/// A plain decimal u64 (digits only), without `str::parse`'s generality.
+fn decimal_u64(text: &str) -> Option<u64> {
+    if text.is_empty() {
+        return None;
+    }
+    text.bytes().try_fold(0u64, |n, c| {
+        let digit = c.checked_sub(b'0').filter(|d| *d < 10)?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
 }
 
 fn key_location(document: usize, path: &str) -> String {

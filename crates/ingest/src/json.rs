@@ -191,12 +191,8 @@ impl<'a> Tokenizer<'a> {
         let mut escaped = false;
         let mut high = false;
         loop {
-            // Plain ASCII runs are skipped in one tight loop; the match sees only the rest.
-            let rest = &self.s[i..];
-            i += rest
-                .iter()
-                .position(|&c| c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c))
-                .unwrap_or(rest.len());
+            // Plain ASCII runs are skipped 8 bytes at a time; the match sees only the rest.
+            i += plain_run(&self.s[i..]);
             match self.s.get(i) {
                 None => {
                     self.pos = i;
@@ -336,6 +332,37 @@ impl<'a> Tokenizer<'a> {
             expected,
         }
     }
+}
+
+/// Whether a string byte needs a closer look: `"`, `\`, a control character or non-ASCII.
+fn needs_look(c: u8) -> bool {
+    c == b'"' || c == b'\\' || !(0x20..0x80).contains(&c)
+}
+
+/// The number of bytes at the start of `s` that need no look (see `needs_look`), 8 at a time:
+/// string contents are most of an httptrap body. Each test below sets a byte's high bit for a
+/// match; a borrow can only carry upward from a matching byte, so the lowest set bit is exact.
+fn plain_run(s: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let is_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    let mut i = 0;
+    while let Some(chunk) = s.get(i..i + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        let quote = is_zero(x ^ (ONES * u64::from(b'"')));
+        let backslash = is_zero(x ^ (ONES * u64::from(b'\\')));
+        let control = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
+        let special = quote | backslash | control | (x & HIGHS);
+        if special != 0 {
+            return i + (special.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    let rest = &s[i..];
+    i + rest
+        .iter()
+        .position(|&c| needs_look(c))
+        .unwrap_or(rest.len())
 }
 
 /// The length of the escape at the start of `s` (which begins with a backslash).
@@ -495,6 +522,19 @@ mod tests {
         assert!(tape("{\"a\":\"x").is_err());
         assert!(tape("{\"a\":\"\\x\"}").is_err());
         assert_eq!(line_column(b"ab\ncd", 4), (2, 2));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plain_run_finds_the_first_byte_that_needs_a_look(
+            s in proptest::collection::vec(proptest::prop_oneof![
+                0x20u8..0x7f, proptest::prelude::Just(b'"'), proptest::prelude::Just(b'\\'),
+                proptest::prelude::any::<u8>()
+            ], 0..40)
+        ) {
+            let expected = s.iter().position(|&c| needs_look(c)).unwrap_or(s.len());
+            proptest::prop_assert_eq!(plain_run(&s), expected);
+        }
     }
 
     #[test]
