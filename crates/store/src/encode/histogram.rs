@@ -9,8 +9,6 @@
 //! cost nothing until they appear (a NaN or zero bin far from the others adds no scan). Integer
 //! arithmetic only, so encoder and decoder evolve the same model.
 
-use std::collections::BTreeMap;
-
 use hist::{Bin, Histogram, BIN_COUNT_MAX};
 
 use super::bits::{get_varint, put_varint, unzigzag, zigzag, BitReader, BitWriter};
@@ -143,11 +141,32 @@ struct Model {
     new_gap: GammaModel,
     occupied: [[Prob; 2]; DENSITY_LEVELS],
     counts: Vec<GammaModel>,
-    /// The known bins: ordinal → (density, the epoch it was last brought up to date). Bins
-    /// whose density has decayed to zero are dropped.
-    density: BTreeMap<u16, (u64, u32)>,
+    /// The known bins, ascending, with their density at the current epoch and their context
+    /// level (1 + log2 of the density, capped). Bins whose density decays to zero are dropped.
+    known: Vec<Known>,
+    /// The next period's `known`, built by merging (kept to reuse its allocation).
+    scratch: Vec<Known>,
     prev_first: u16,
     period: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Known {
+    ordinal: u16,
+    level: u8,
+    density: u64,
+}
+
+impl Known {
+    fn new(ordinal: u16, density: u64) -> Known {
+        debug_assert!(density > 0);
+        let level = (1 + density.ilog2() as usize).min(DENSITY_LEVELS - 1);
+        Known {
+            ordinal,
+            level: level as u8,
+            density,
+        }
+    }
 }
 
 impl Model {
@@ -159,47 +178,51 @@ impl Model {
             new_gap: GammaModel::new(GAMMA_CONTEXTS),
             occupied: [[Prob::default(); 2]; DENSITY_LEVELS],
             counts: vec![GammaModel::new(GAMMA_CONTEXTS); DENSITY_LEVELS],
-            density: BTreeMap::new(),
+            known: Vec::new(),
+            scratch: Vec::new(),
             prev_first: 0,
             period: 0,
         }
     }
 
-    fn epoch(&self) -> u32 {
-        self.period / DENSITY_HALF_LIFE_PERIODS
-    }
-
-    fn decayed(&self, (d, epoch): (u64, u32)) -> u64 {
-        d >> (self.epoch() - epoch).min(63)
-    }
-
-    /// The known bins in ordinal order with their context levels (1 + log2 of the density).
-    fn known(&self) -> Vec<(u16, usize)> {
-        self.density
-            .iter()
-            .map(|(&o, &entry)| {
-                let d = self.decayed(entry);
-                debug_assert!(d > 0, "decayed bins are pruned");
-                (o, (1 + d.max(1).ilog2() as usize).min(DENSITY_LEVELS - 1))
-            })
-            .collect()
-    }
-
-    /// Folds a coded period into the model (both sides call this after each period).
+    /// Folds a coded period into the model (both sides call this after each period): adds each
+    /// populated bin's count to its density, then halves every density when the epoch
+    /// (`period / DENSITY_HALF_LIFE_PERIODS`) advances, dropping bins that reach zero. One
+    /// merge of two ascending lists; halving step by step equals the shift by the epochs passed.
     fn update(&mut self, bins: &Bins) {
-        let epoch = self.epoch();
-        for (&ordinal, &count) in bins.keys.iter().zip(&bins.counts) {
-            let now = self.density.get(&ordinal).map_or(0, |&e| self.decayed(e));
-            let d = now + count.min(DENSITY_COUNT_MAX) * DENSITY_UNIT;
-            self.density.insert(ordinal, (d, epoch));
+        let epoch = self.period / DENSITY_HALF_LIFE_PERIODS;
+        self.period += 1;
+        let shift = self.period / DENSITY_HALF_LIFE_PERIODS - epoch;
+        let add = |count: u64| count.min(DENSITY_COUNT_MAX) * DENSITY_UNIT;
+        let mut next = std::mem::take(&mut self.scratch);
+        next.clear();
+        let mut push = |ordinal: u16, density: u64| {
+            let density = density >> shift;
+            if density > 0 {
+                next.push(Known::new(ordinal, density));
+            }
+        };
+        let (mut k, mut b) = (0, 0);
+        while k < self.known.len() || b < bins.keys.len() {
+            let known = self.known.get(k).map_or(u32::MAX, |x| u32::from(x.ordinal));
+            let bin = bins.keys.get(b).map_or(u32::MAX, |&o| u32::from(o));
+            if known < bin {
+                push(self.known[k].ordinal, self.known[k].density);
+                k += 1;
+            } else if bin < known {
+                push(bins.keys[b], add(bins.counts[b]));
+                b += 1;
+            } else {
+                push(bins.keys[b], self.known[k].density + add(bins.counts[b]));
+                k += 1;
+                b += 1;
+            }
         }
+        self.scratch = std::mem::replace(&mut self.known, next);
+        debug_assert!(self.known.windows(2).all(|w| w[0].ordinal < w[1].ordinal));
         if let Some(&first) = bins.keys.first() {
             self.prev_first = first;
         }
-        self.period += 1;
-        let next_epoch = self.epoch();
-        self.density
-            .retain(|_, &mut (d, e)| d >> (next_epoch - e).min(63) > 0);
     }
 }
 
@@ -240,11 +263,12 @@ fn write_period(e: &mut RangeEncoder, model: &mut Model, bins: &Bins) -> u64 {
         return 0;
     }
     e.bit(&mut model.empty, false);
-    let known = model.known();
     let mut i = 0;
     let mut new: Vec<(u16, u64)> = Vec::new();
     let mut prev_occupied = false;
-    for &(ordinal, level) in &known {
+    for k in 0..model.known.len() {
+        let Known { ordinal, level, .. } = model.known[k];
+        let level = usize::from(level);
         while i < bins.keys.len() && bins.keys[i] < ordinal {
             new.push((bins.keys[i], bins.counts[i]));
             i += 1;
@@ -279,7 +303,7 @@ fn write_period(e: &mut RangeEncoder, model: &mut Model, bins: &Bins) -> u64 {
         e.gamma(&mut model.counts[0], count - 1);
         prev = Some(ordinal);
     }
-    (known.len() + new.len()) as u64
+    (model.known.len() + new.len()) as u64
 }
 
 /// Decodes one chunk; never panics; work and memory bounded by `HIST_CHUNK_PERIODS_MAX` and
@@ -324,11 +348,12 @@ fn read_period(
     if d.bit(&mut model.empty)? {
         return Ok(Bins::default());
     }
-    let known = model.known();
-    take_slots(d, slots_left, known.len() as u64)?;
+    take_slots(d, slots_left, model.known.len() as u64)?;
     let mut kept = Bins::default();
     let mut prev_occupied = false;
-    for &(ordinal, level) in &known {
+    for k in 0..model.known.len() {
+        let Known { ordinal, level, .. } = model.known[k];
+        let level = usize::from(level);
         let occupied = d.bit(&mut model.occupied[level][usize::from(prev_occupied)])?;
         if occupied {
             kept.keys.push(ordinal);
@@ -466,6 +491,13 @@ mod tests {
         assert!(bytes.len() < 1500, "{} bytes for 1000 periods", bytes.len());
     }
 
+    /// This thread's CPU time in seconds (Linux), so the figure holds on a busy machine.
+    fn thread_cpu_s() -> f64 {
+        let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+        let ns: f64 = text.split_whitespace().next().unwrap().parse().unwrap();
+        ns / 1e9
+    }
+
     /// Throughput, for STATUS.md: `cargo test --release -p store -- --ignored --nocapture speed`.
     #[test]
     #[ignore]
@@ -473,18 +505,22 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(5);
         let periods = lognormal_periods(&mut rng, 1440, 6);
         let bins: usize = periods.iter().map(|(_, h)| h.bin_count()).sum();
-        let start = std::time::Instant::now();
-        let bytes = encode(&periods).unwrap();
-        let encode_s = start.elapsed().as_secs_f64();
-        let start = std::time::Instant::now();
         let rounds = 20;
+        let start = thread_cpu_s();
+        let mut bytes = Vec::new();
+        for _ in 0..rounds {
+            bytes = encode(&periods).unwrap();
+        }
+        let encode_s = (thread_cpu_s() - start) / f64::from(rounds);
+        let start = thread_cpu_s();
         for _ in 0..rounds {
             assert_eq!(decode(&bytes).unwrap().len(), periods.len());
         }
-        let decode_s = start.elapsed().as_secs_f64() / f64::from(rounds);
+        let decode_s = (thread_cpu_s() - start) / f64::from(rounds);
         let n = periods.len() as f64;
         println!(
-            "{} periods, {:.0} bins each: encode {:.2} µs/period, decode {:.2} µs/period ({:.0} M bins/s)",
+            "{} periods, {:.0} bins each, CPU time: encode {:.2} µs/period, decode {:.2} µs/period \
+             ({:.0} M bins/s)",
             periods.len(),
             bins as f64 / n,
             encode_s * 1e6 / n,
