@@ -111,7 +111,9 @@ impl std::error::Error for IndexError {}
 /// The stored facts of one series.
 #[derive(Debug)]
 struct Series {
-    key: Arc<StreamKey>,
+    /// The canonical key text: one allocation per series (a parsed `StreamKey` would be about
+    /// twenty), parsed back only when a reader asks.
+    key: Arc<str>,
     kind: Kind,
     /// Earliest and latest sample timestamp seen, `i64::MAX`/`i64::MIN` before any.
     first_ts_ms: AtomicI64,
@@ -122,7 +124,7 @@ struct Series {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SeriesInfo {
     pub id: SeriesId,
-    pub key: Arc<StreamKey>,
+    pub key: StreamKey,
     pub kind: Kind,
     /// `(first_ts_ms, last_ts_ms)`, or `None` before any sample.
     pub activity_ms: Option<(i64, i64)>,
@@ -143,7 +145,7 @@ pub(crate) type Postings = Vec<u32>;
 #[derive(Default)]
 pub(crate) struct Inner {
     series: Vec<Series>,
-    by_key: HashMap<Arc<StreamKey>, u32>,
+    by_key: HashMap<Arc<str>, u32>,
     pub(crate) names: BTreeMap<String, Postings>,
     pub(crate) tags: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Postings>>,
     pub(crate) kinds: [Postings; 3],
@@ -231,32 +233,36 @@ impl SeriesIndex {
 
     /// The id of `key`, adding it (durably appended to the file, not yet fsynced: see
     /// [`SeriesIndex::sync`]) if new. A key has one kind for life.
+    /// Builds the key's canonical text once per call: callers on a hot path keep the ids they
+    /// were given rather than asking again for every sample.
     pub fn get_or_create(&self, key: &StreamKey, kind: Kind) -> Result<SeriesId, IndexError> {
-        if let Some(id) = self.read()?.find(key, kind)? {
+        let text = key.canonical();
+        if let Some(id) = self.read()?.find(&text, kind)? {
             return Ok(id);
         }
         let mut inner = self.inner.write().map_err(|_| IndexError::Failed)?;
         if inner.failed {
             return Err(IndexError::Failed);
         }
-        if let Some(id) = inner.find(key, kind)? {
+        if let Some(id) = inner.find(&text, kind)? {
             return Ok(id);
         }
         let id = u32::try_from(inner.series.len()).map_err(|_| IndexError::Full)?;
         if id >= SERIES_MAX {
             return Err(IndexError::Full);
         }
-        inner.append_record(id, key, kind)?;
-        inner.insert(id, Arc::new(key.clone()), kind);
+        inner.append_record(id, &text, kind)?;
+        inner.insert(id, key, Arc::from(text), kind);
         Ok(SeriesId(id))
     }
 
     /// The id and kind of `key`, if present.
     pub fn lookup(&self, key: &StreamKey) -> Result<Option<(SeriesId, Kind)>, IndexError> {
+        let text = key.canonical();
         let inner = self.read()?;
         Ok(inner
             .by_key
-            .get(key)
+            .get(text.as_str())
             .map(|&id| (SeriesId(id), inner.series[id as usize].kind)))
     }
 
@@ -324,9 +330,14 @@ impl Snapshot<'_> {
             return Ok(None);
         }
         let inner = self.index.read()?;
-        Ok(inner.series.get(id.0 as usize).map(|s| SeriesInfo {
+        let Some(s) = inner.series.get(id.0 as usize) else {
+            return Ok(None);
+        };
+        // Stored keys were canonical when added, so this parse cannot fail short of a bug.
+        let key = StreamKey::parse(&s.key).map_err(IndexError::Key)?;
+        Ok(Some(SeriesInfo {
             id,
-            key: s.key.clone(),
+            key,
             kind: s.kind,
             activity_ms: activity(s),
         }))
@@ -414,8 +425,8 @@ fn activity(s: &Series) -> Option<(i64, i64)> {
 }
 
 impl Inner {
-    fn find(&self, key: &StreamKey, kind: Kind) -> Result<Option<SeriesId>, IndexError> {
-        let Some(&id) = self.by_key.get(key) else {
+    fn find(&self, text: &str, kind: Kind) -> Result<Option<SeriesId>, IndexError> {
+        let Some(&id) = self.by_key.get(text) else {
             return Ok(None);
         };
         let existing = self.series[id as usize].kind;
@@ -429,22 +440,34 @@ impl Inner {
         Ok(Some(SeriesId(id)))
     }
 
-    fn insert(&mut self, id: u32, key: Arc<StreamKey>, kind: Kind) {
+    fn insert(&mut self, id: u32, key: &StreamKey, text: Arc<str>, kind: Kind) {
+        debug_assert_eq!(key.canonical(), *text);
         assert_eq!(id as usize, self.series.len(), "ids are dense");
         // Ids only grow, so pushing keeps every posting list ascending.
-        self.names
-            .entry(key.name().to_string())
-            .or_default()
-            .push(id);
+        // Look up before inserting: most names and tags exist already, so no key is copied.
+        match self.names.get_mut(key.name()) {
+            Some(postings) => postings.push(id),
+            None => {
+                self.names.insert(key.name().to_string(), vec![id]);
+            }
+        }
         for tag in key.tags() {
-            let values = self.tags.entry(tag.category().to_vec()).or_default();
-            values.entry(tag.value().to_vec()).or_default().push(id);
+            let values = match self.tags.get_mut(tag.category()) {
+                Some(values) => values,
+                None => self.tags.entry(tag.category().to_vec()).or_default(),
+            };
+            match values.get_mut(tag.value()) {
+                Some(postings) => postings.push(id),
+                None => {
+                    values.insert(tag.value().to_vec(), vec![id]);
+                }
+            }
         }
         self.kinds[kind.slot()].push(id);
-        let previous = self.by_key.insert(key.clone(), id);
+        let previous = self.by_key.insert(Arc::clone(&text), id);
         assert!(previous.is_none(), "a key is added once");
         self.series.push(Series {
-            key,
+            key: text,
             kind,
             first_ts_ms: AtomicI64::new(i64::MAX),
             last_ts_ms: AtomicI64::new(i64::MIN),
@@ -453,11 +476,11 @@ impl Inner {
 
     /// Appends the record; on failure cuts the file back so no torn record stays before later
     /// ones, and if even that fails refuses all further work.
-    fn append_record(&mut self, id: u32, key: &StreamKey, kind: Kind) -> Result<(), IndexError> {
+    fn append_record(&mut self, id: u32, text: &str, kind: Kind) -> Result<(), IndexError> {
         let Some(f) = self.file.as_mut() else {
             return Ok(());
         };
-        let record = encode_record(id, key, kind);
+        let record = encode_record(id, text, kind);
         let result = f.file.write_all(&record);
         if let Err(error) = result {
             let path = f.path.clone();
@@ -505,8 +528,7 @@ fn header_bytes() -> [u8; INDEX_HEADER_SIZE_BYTES] {
 }
 
 /// `size: u32 LE, crc32c(payload): u32 LE, payload = type, kind, id: u32 LE, canonical key`.
-fn encode_record(id: u32, key: &StreamKey, kind: Kind) -> Vec<u8> {
-    let text = key.canonical();
+fn encode_record(id: u32, text: &str, kind: Kind) -> Vec<u8> {
     let mut payload = Vec::with_capacity(6 + text.len());
     payload.push(RECORD_NEW_SERIES);
     payload.push(kind as u8);
@@ -597,10 +619,10 @@ fn apply_record(payload: &[u8], inner: &mut Inner) -> Result<(), &'static str> {
     }
     let text = std::str::from_utf8(&payload[6..]).map_err(|_| "key not UTF-8")?;
     let key = StreamKey::parse(text).map_err(|_| "key does not parse")?;
-    if key.canonical() != text || inner.by_key.contains_key(&key) {
+    if key.canonical() != text || inner.by_key.contains_key(text) {
         return Err("key not canonical or repeated");
     }
-    inner.insert(id, Arc::new(key), kind);
+    inner.insert(id, &key, Arc::from(text), kind);
     Ok(())
 }
 
@@ -622,8 +644,7 @@ pub(crate) fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let mut file = header_bytes().to_vec();
     let keys = ["cpu|ST[host:a]", "lat|ST[b\"eCx5\":v]", "m"];
     for (i, k) in keys.iter().enumerate() {
-        let key = StreamKey::parse(k).unwrap_or_else(|_| unreachable!());
-        file.extend_from_slice(&encode_record(i as u32, &key, Kind::ALL[i]));
+        file.extend_from_slice(&encode_record(i as u32, k, Kind::ALL[i]));
     }
     let mut bad_crc = file.clone();
     bad_crc[INDEX_HEADER_SIZE_BYTES + 12] ^= 1;
@@ -813,6 +834,51 @@ mod tests {
             t.join().unwrap();
         }
         assert_eq!(index.snapshot().unwrap().series_count(), 600);
+    }
+
+    fn thread_cpu_s() -> f64 {
+        let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+        let ns: f64 = text.split_whitespace().next().unwrap().parse().unwrap();
+        ns / 1e9
+    }
+
+    fn rss_bytes() -> f64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        let kb: f64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        kb * 1024.0
+    }
+
+    /// New series per CPU-second and resident bytes per series, for STATUS.md:
+    /// `cargo test --release -p store -- --ignored --nocapture new_series_speed`.
+    #[test]
+    #[ignore]
+    fn new_series_speed_and_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 200_000u32;
+        // TSBS-like: 10 metrics per host, 10 host tags each.
+        let keys: Vec<StreamKey> = (0..n)
+            .map(|i| {
+                let host = i / 10;
+                key(&format!(
+                    "cpu_usage_{}|ST[arch:x64,datacenter:us-east-1{},hostname:host_{host},os:Ubuntu16.10,rack:{},region:us-east-1,service:{},service_environment:production,service_version:{},team:SF]",
+                    i % 10, host % 6, host % 100, host % 20, host % 2
+                ))
+            })
+            .collect();
+        let rss_before = rss_bytes();
+        let index = SeriesIndex::open(&dir.path().join("series.idx")).unwrap();
+        let start = thread_cpu_s();
+        for k in &keys {
+            index.get_or_create(k, Kind::Numeric).unwrap();
+        }
+        index.sync().unwrap();
+        let cpu_s = thread_cpu_s() - start;
+        let rss_per_series = (rss_bytes() - rss_before) / f64::from(n);
+        println!(
+            "{n} new series: {:.0} k/CPU-s, ≈{rss_per_series:.0} resident bytes per series (index only)",
+            f64::from(n) / cpu_s / 1e3
+        );
     }
 
     proptest! {
