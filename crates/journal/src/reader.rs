@@ -184,9 +184,22 @@ impl Reader {
             if self.position >= committed || batch.data.len() >= BATCH_BYTES_MAX {
                 break;
             }
+            let before = self.progress_mark();
             self.read_frame(batch, committed)?;
+            if self.progress_mark() == before {
+                // Below the committed offset every step must move: a stall is damage, and
+                // returning "no records" would look like the end of the log.
+                let scanner = self.scanner.as_ref().ok_or(Error::Closed)?;
+                return Err(scanner.corrupt(format!("no progress at offset {}", self.position)));
+            }
         }
         Ok(batch.len())
+    }
+
+    /// (position, segment base, byte position): changes whenever reading makes progress.
+    fn progress_mark(&self) -> (u64, u64, u64) {
+        let (base, pos) = self.scanner.as_ref().map_or((0, 0), |s| (s.base(), s.pos));
+        (self.position, base, pos)
     }
 
     /// Delivers the frame holding `position` (or moves to the next segment).
@@ -265,7 +278,9 @@ impl Reader {
             return Ok(());
         }
         let bases = segment::list_segments(&*self.fs, &self.dir)?;
-        if !bases.contains(&expected) {
+        // The successor must start exactly where this segment's frames end — and be another
+        // segment: an empty segment below the committed offset is a hole too.
+        if expected == scanner.base() || !bases.contains(&expected) {
             return Err(scanner.corrupt(format!(
                 "segment ends at offset {expected} but no segment starts there"
             )));

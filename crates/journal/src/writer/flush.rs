@@ -303,11 +303,15 @@ fn roll(inner: &Inner, io: &mut Io, base: u64) -> Result<()> {
         publish(inner, base)?;
     } else {
         // Buffered promises nothing across power loss, and a 64 MiB writeback here would stall
-        // appenders: remember the sealed segment and sync it at close (or when the list is full).
+        // appenders: start the sealed segment's writeback now and sync it at the next roll (by
+        // then it is cheap) or at close. So at most the segment before the active one can have
+        // lost its tail after a power loss, which recovery detects and repairs.
         if io.unsynced_sealed.len() >= UNSYNCED_SEALED_MAX {
             let oldest = io.unsynced_sealed.remove(0);
             vfs::sync_data(&*oldest).map_err(|_| Error::Poisoned)?;
         }
+        // Advisory: a failure only means the later sync does all the work.
+        let _ = io.active.file.start_writeback();
         io.unsynced_sealed.push(io.active.file.clone());
     }
     let seg = match segment::create_segment(

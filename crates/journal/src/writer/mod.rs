@@ -148,6 +148,9 @@ pub struct RecoveryReport {
     /// Subscribers whose checkpoint pointed past the recovered end (possible only after a power
     /// loss in Buffered mode) and were moved back to it.
     pub checkpoints_clamped: u64,
+    /// Segments moved to `quarantine/` because the segment before them lost its unsynced tail
+    /// (a power loss in Buffered mode): the log ends where that segment's valid frames end.
+    pub segments_quarantined: u64,
 }
 
 /// What a purge deleted.
@@ -305,7 +308,7 @@ struct Io {
 }
 
 /// Bound on sealed-but-unsynced segments in Buffered mode.
-const UNSYNCED_SEALED_MAX: usize = 16;
+const UNSYNCED_SEALED_MAX: usize = 1;
 
 pub(crate) struct Inner {
     pub(crate) dir: PathBuf,

@@ -25,6 +25,7 @@ pub(super) fn recover(fs: &dyn Vfs, dir: &Path, opts: &Options) -> Result<Recove
     for &base in &bases {
         segment::open_segment(fs, dir, base, OpenMode::Read)?;
     }
+    report.segments_quarantined = drop_segments_after_lost_tail(fs, dir, opts, &mut bases)?;
     let last = *bases.last().ok_or(Error::InvalidOptions("no segment"))?;
     let active = segment::open_segment(fs, dir, last, OpenMode::Write)?;
     let (write_pos, next_offset, truncated) = recover_tail(fs, dir, active.clone())?;
@@ -102,4 +103,69 @@ fn recover_tail(fs: &dyn Vfs, dir: &Path, seg: Segment) -> Result<(u64, u64, u64
         vfs::sync_data(&*file)?;
     }
     Ok((valid_end, next_offset, truncated))
+}
+
+/// A power loss in Buffered mode can lose the unsynced tail of a sealed segment while the next
+/// segment (created with a directory sync) survives: a hole before the last segment. Then the
+/// log ends where the sealed segment's valid frames end, and the later segment is moved to
+/// `quarantine/` (nothing deleted). In sync modes a roll syncs the sealed segment first, so a
+/// hole there is damage, not loss: it is left for `verify`/`repair` unless the lost part is all
+/// zeros (never written to disk). Returns how many segments were quarantined.
+fn drop_segments_after_lost_tail(
+    fs: &dyn Vfs,
+    dir: &Path,
+    opts: &Options,
+    bases: &mut Vec<u64>,
+) -> Result<u64> {
+    let mut quarantined = 0u64;
+    let iterations_max = bases.len();
+    for _ in 0..iterations_max {
+        let [.., sealed, last] = bases[..] else { break };
+        let seg = segment::open_segment(fs, dir, sealed, OpenMode::Read)?;
+        let size = seg.header.segment_size_bytes;
+        let file = seg.file.clone();
+        let mut scanner = Scanner::new(seg);
+        scanner.skip_to_end()?;
+        if scanner.next_offset >= last {
+            break;
+        }
+        let lost = opts.durability == Durability::Buffered || all_zero(&*file, scanner.pos, size)?;
+        if !lost {
+            break;
+        }
+        let qdir = dir.join(format::QUARANTINE_DIR);
+        fs.create_dir_all(&qdir)?;
+        let name = format::segment_file_name(last);
+        fs.rename(
+            &dir.join(&name),
+            &qdir.join(format!("{name}.after-lost-tail")),
+        )?;
+        fs.sync_dir(&qdir)?;
+        fs.sync_dir(dir)?;
+        bases.pop();
+        quarantined += 1;
+    }
+    Ok(quarantined)
+}
+
+/// True when every byte of `file` in `[from, to)` is zero.
+fn all_zero(file: &dyn VFile, from: u64, to: u64) -> Result<bool> {
+    let mut buf = vec![0u8; segment::READ_CHUNK_BYTES_MAX];
+    let mut pos = from;
+    let chunks_max = (to - from) / buf.len() as u64 + 2;
+    for _ in 0..chunks_max {
+        if pos >= to {
+            break;
+        }
+        let want = buf.len().min((to - pos) as usize);
+        let n = vfs::read_full_at(file, &mut buf[..want], pos)?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        if n < want {
+            break;
+        }
+        pos += n as u64;
+    }
+    Ok(true)
 }
