@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
@@ -35,8 +35,8 @@ pub const INDEX_HEADER_SIZE_BYTES: usize = 16;
 const RECORD_NEW_SERIES: u8 = 1;
 /// Largest record payload: type, kind, id and the longest canonical key.
 pub const RECORD_SIZE_MAX: usize = 1 + 1 + 4 + KEY_TEXT_SIZE_MAX;
-/// Largest index file read on open (8 GiB); beyond it open fails rather than exhaust memory.
-pub const INDEX_FILE_SIZE_MAX: u64 = 8 << 30;
+/// Read buffer for replaying the index file on open.
+const REPLAY_BUFFER_SIZE_BYTES: usize = 256 * 1024;
 
 /// A dense series id, assigned in order from 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -191,16 +191,15 @@ impl SeriesIndex {
             .truncate(false)
             .open(path)
             .map_err(io)?;
-        let mut bytes = Vec::new();
-        (&mut file)
-            .take(INDEX_FILE_SIZE_MAX + 1)
-            .read_to_end(&mut bytes)
-            .map_err(io)?;
+        let file_size_bytes = file.metadata().map_err(io)?.len();
         let mut inner = Inner::default();
-        let good_bytes = replay(path, &bytes, &mut inner)?;
-        if good_bytes < bytes.len() || bytes.len() < INDEX_HEADER_SIZE_BYTES {
+        let good_bytes = {
+            let mut reader = BufReader::with_capacity(REPLAY_BUFFER_SIZE_BYTES, &file);
+            replay(path, &mut reader, file_size_bytes, &mut inner)?
+        };
+        if good_bytes < file_size_bytes || file_size_bytes < INDEX_HEADER_SIZE_BYTES as u64 {
             // A torn tail (or a torn header of an empty index): cut it and start clean there.
-            file.set_len(good_bytes as u64).map_err(io)?;
+            file.set_len(good_bytes).map_err(io)?;
             if good_bytes == 0 {
                 file.seek(SeekFrom::Start(0)).map_err(io)?;
                 file.write_all(&header_bytes()).map_err(io)?;
@@ -546,66 +545,91 @@ fn le_u32(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
-/// Replays `bytes` into `inner`; returns how many bytes are good (the rest is a torn tail).
-fn replay(path: &Path, bytes: &[u8], inner: &mut Inner) -> Result<usize, IndexError> {
-    if bytes.len() as u64 > INDEX_FILE_SIZE_MAX {
-        return Err(IndexError::Corrupt {
-            path: path.to_path_buf(),
-            offset: INDEX_FILE_SIZE_MAX,
-            what: "index file larger than INDEX_FILE_SIZE_MAX",
-        });
-    }
-    if bytes.len() < INDEX_HEADER_SIZE_BYTES {
+/// Replays the index file (`size_bytes` long, read from its start through `reader`) into
+/// `inner`, one record at a time; returns the length of the good prefix (the rest is a torn
+/// tail). Memory: one record at a time, at most `RECORD_SIZE_MAX` bytes.
+fn replay(
+    path: &Path,
+    reader: &mut impl Read,
+    size_bytes: u64,
+    inner: &mut Inner,
+) -> Result<u64, IndexError> {
+    let io = |error| IndexError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    let corrupt = |offset: u64, what| IndexError::Corrupt {
+        path: path.to_path_buf(),
+        offset,
+        what,
+    };
+    if size_bytes < INDEX_HEADER_SIZE_BYTES as u64 {
         // Created but the header never fully reached the disk: nothing else can follow it.
         return Ok(0);
     }
-    if bytes[..INDEX_HEADER_SIZE_BYTES] != header_bytes() {
+    let mut header = [0u8; INDEX_HEADER_SIZE_BYTES];
+    reader.read_exact(&mut header).map_err(io)?;
+    if header != header_bytes() {
         return Err(IndexError::BadHeader {
             path: path.to_path_buf(),
         });
     }
-    let corrupt = |offset: usize, what| IndexError::Corrupt {
-        path: path.to_path_buf(),
-        offset: offset as u64,
-        what,
-    };
-    let mut pos = INDEX_HEADER_SIZE_BYTES;
-    while pos < bytes.len() {
-        let rest = &bytes[pos..];
-        // A record cut short by the end of the file is a torn write.
-        if rest.len() < 8 || le_u32(rest, 0) == 0 || le_u32(rest, 0) as usize > rest.len() - 8 {
-            return tail_or_corrupt(rest, pos, corrupt);
+    let mut pos = INDEX_HEADER_SIZE_BYTES as u64;
+    let mut payload = Vec::new();
+    while pos < size_bytes {
+        let rest = size_bytes - pos;
+        if rest < 8 {
+            return Ok(pos);
         }
-        let size = le_u32(rest, 0) as usize;
-        let payload = &rest[8..8 + size];
-        if crc32c::crc32c(payload) != le_u32(rest, 4) || size > RECORD_SIZE_MAX {
-            // The last record may be torn inside (size written, payload not); earlier ones not.
-            if 8 + size == rest.len() {
+        let mut head = [0u8; 8];
+        reader.read_exact(&mut head).map_err(io)?;
+        let size = u64::from(le_u32(&head, 0));
+        // A record that does not fit in the rest of the file is a torn write, as is a
+        // zero-filled tail; a size of zero amid data is damage.
+        if size == 0 || size > rest - 8 {
+            let torn = size > 0 && size <= RECORD_SIZE_MAX as u64;
+            if torn || (head == [0; 8] && rest_is_zero(reader).map_err(io)?) {
                 return Ok(pos);
             }
-            return Err(corrupt(pos, "record checksum mismatch before the tail"));
+            return Err(corrupt(pos, "damaged record size"));
         }
-        apply_record(payload, inner).map_err(|what| corrupt(pos, what))?;
+        let last = 8 + size == rest;
+        if size > RECORD_SIZE_MAX as u64 {
+            return if last {
+                Ok(pos)
+            } else {
+                Err(corrupt(pos, "record size beyond maximum"))
+            };
+        }
+        payload.resize(size as usize, 0);
+        reader.read_exact(&mut payload).map_err(io)?;
+        if crc32c::crc32c(&payload) != le_u32(&head, 4) {
+            // The last record may be torn inside (size written, payload not); earlier ones not.
+            return if last {
+                Ok(pos)
+            } else {
+                Err(corrupt(pos, "record checksum mismatch before the tail"))
+            };
+        }
+        apply_record(&payload, inner).map_err(|what| corrupt(pos, what))?;
         pos += 8 + size;
     }
     Ok(pos)
 }
 
-/// A record that does not fit in the rest of the file is a torn write, as is a zero-filled
-/// tail; anything else (a size of zero or beyond the maximum amid data) is damage.
-fn tail_or_corrupt(
-    rest: &[u8],
-    pos: usize,
-    corrupt: impl Fn(usize, &'static str) -> IndexError,
-) -> Result<usize, IndexError> {
-    if rest.len() < 8 || rest.iter().all(|&b| b == 0) {
-        return Ok(pos);
+/// Whether everything left in `reader` is zero bytes (read in bounded chunks).
+fn rest_is_zero(reader: &mut impl Read) -> std::io::Result<bool> {
+    const CHUNK_SIZE_BYTES: usize = 64 * 1024;
+    let mut buf = vec![0u8; CHUNK_SIZE_BYTES];
+    loop {
+        let n = reader.read(&mut buf)?;
+        if n == 0 {
+            return Ok(true);
+        }
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
     }
-    let size = le_u32(rest, 0) as usize;
-    if size > 0 && size <= RECORD_SIZE_MAX && size > rest.len() - 8 {
-        return Ok(pos);
-    }
-    Err(corrupt(pos, "damaged record size"))
 }
 
 fn apply_record(payload: &[u8], inner: &mut Inner) -> Result<(), &'static str> {
@@ -631,8 +655,14 @@ fn apply_record(payload: &[u8], inner: &mut Inner) -> Result<(), &'static str> {
 pub(crate) fn fuzz_replay(data: &[u8]) {
     for bytes in [data.to_vec(), [header_bytes().as_slice(), data].concat()] {
         let mut inner = Inner::default();
-        if let Ok(good) = replay(Path::new("fuzz"), &bytes, &mut inner) {
-            assert!(good <= bytes.len());
+        let size_bytes = bytes.len() as u64;
+        if let Ok(good) = replay(
+            Path::new("fuzz"),
+            &mut bytes.as_slice(),
+            size_bytes,
+            &mut inner,
+        ) {
+            assert!(good <= size_bytes);
             inner.assert_invariants();
         }
     }
@@ -887,10 +917,11 @@ mod tests {
             let mut with_header = header_bytes().to_vec();
             with_header.extend_from_slice(&bytes);
             let mut inner = Inner::default();
-            let _ = replay(Path::new("x"), &bytes, &mut inner);
+            let _ = replay(Path::new("x"), &mut bytes.as_slice(), bytes.len() as u64, &mut inner);
             let mut inner = Inner::default();
-            if let Ok(good) = replay(Path::new("x"), &with_header, &mut inner) {
-                prop_assert!(good <= with_header.len());
+            let size_bytes = with_header.len() as u64;
+            if let Ok(good) = replay(Path::new("x"), &mut with_header.as_slice(), size_bytes, &mut inner) {
+                prop_assert!(good <= size_bytes);
                 inner.assert_invariants();
             }
         }

@@ -14,11 +14,16 @@
 //! literal only): `__name:<pattern>` (the metric name), `__type:numeric|text|histogram`, and
 //! `__activity:<start_ms>-<end_ms>` (series with a sample in `[start, end)` by their activity
 //! range). Globs and regexes on the category match stream-tag categories only, never `__name`.
+//! Those three category names are reserved in queries (also when written in base64), so a stream
+//! tag that uses one cannot be searched by it. Timestamps are milliseconds, as everywhere in
+//! Strata.
 //!
 //! Evaluation uses posting lists for exact terms, scans categories/values/names only where a
 //! glob or regex forces it (a glob's literal prefix narrows the scan), keeps `not` as a
 //! complement instead of materialising it, and charges every visited entry and id against a
 //! `work_max` budget, failing with [`QueryError::WorkLimit`] rather than running unbounded.
+//! Evaluation holds the index's read lock, so the budget also bounds how long it delays the
+//! addition of new series.
 
 use std::collections::BTreeMap;
 use std::fmt;
