@@ -856,6 +856,11 @@ mod tests {
                             .map(|v| v.1)
                             .sum();
                         assert_eq!(listed, u64::from(n));
+                        // Queries see exactly the snapshot's series, even as writers add more.
+                        let all = crate::tagquery::TagQuery::parse("or(i:*,not(m:x))").unwrap();
+                        let found = snap.find(&all, u64::MAX).unwrap();
+                        assert_eq!(found.len(), n as usize);
+                        assert!(found.iter().all(|id| id.0 < n));
                     }
                 })
             })
