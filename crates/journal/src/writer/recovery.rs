@@ -109,8 +109,8 @@ fn recover_tail(fs: &dyn Vfs, dir: &Path, seg: Segment) -> Result<(u64, u64, u64
 /// segment (created with a directory sync) survives: a hole before the last segment. Then the
 /// log ends where the sealed segment's valid frames end, and the later segment is moved to
 /// `quarantine/` (nothing deleted). In sync modes a roll syncs the sealed segment first, so a
-/// hole there is damage, not loss: it is left for `verify`/`repair` unless the lost part is all
-/// zeros (never written to disk). Returns how many segments were quarantined.
+/// hole there is damage to acknowledged data, never loss: it is left for `verify`/`repair`,
+/// which keeps the later segment readable. Returns how many segments were quarantined.
 fn drop_segments_after_lost_tail(
     fs: &dyn Vfs,
     dir: &Path,
@@ -118,19 +118,16 @@ fn drop_segments_after_lost_tail(
     bases: &mut Vec<u64>,
 ) -> Result<u64> {
     let mut quarantined = 0u64;
+    if opts.durability != Durability::Buffered {
+        return Ok(quarantined);
+    }
     let iterations_max = bases.len();
     for _ in 0..iterations_max {
         let [.., sealed, last] = bases[..] else { break };
         let seg = segment::open_segment(fs, dir, sealed, OpenMode::Read)?;
-        let size = seg.header.segment_size_bytes;
-        let file = seg.file.clone();
         let mut scanner = Scanner::new(seg);
         scanner.skip_to_end()?;
         if scanner.next_offset >= last {
-            break;
-        }
-        let lost = opts.durability == Durability::Buffered || all_zero(&*file, scanner.pos, size)?;
-        if !lost {
             break;
         }
         let qdir = dir.join(format::QUARANTINE_DIR);
@@ -146,26 +143,4 @@ fn drop_segments_after_lost_tail(
         quarantined += 1;
     }
     Ok(quarantined)
-}
-
-/// True when every byte of `file` in `[from, to)` is zero.
-fn all_zero(file: &dyn VFile, from: u64, to: u64) -> Result<bool> {
-    let mut buf = vec![0u8; segment::READ_CHUNK_BYTES_MAX];
-    let mut pos = from;
-    let chunks_max = (to - from) / buf.len() as u64 + 2;
-    for _ in 0..chunks_max {
-        if pos >= to {
-            break;
-        }
-        let want = buf.len().min((to - pos) as usize);
-        let n = vfs::read_full_at(file, &mut buf[..want], pos)?;
-        if buf[..n].iter().any(|&b| b != 0) {
-            return Ok(false);
-        }
-        if n < want {
-            break;
-        }
-        pos += n as u64;
-    }
-    Ok(true)
 }
