@@ -104,12 +104,12 @@ fn record(c: &mut Criterion) {
 }
 
 /// Many short samples of equal size: on a shared machine, a sample that was descheduled is an
-/// outlier the median ignores.
+/// outlier the median ignores. The whole run takes about 30 s, so it fits in a quiet spell.
 fn config() -> Criterion {
     Criterion::default()
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .sample_size(300)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_millis(1500))
+        .sample_size(200)
 }
 
 criterion_group! { name = benches; config = config(); targets = reads, record }
