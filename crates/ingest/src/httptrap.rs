@@ -328,6 +328,8 @@ impl<'a> Walker<'a, '_> {
                 parts.bins.push((Bin::from_f64(value), 1));
                 return Ok(());
             }
+            // The common element: an `H[..]=n` string without escapes, read in place.
+            Kind::String { escaped: false } => Cow::Borrowed(self.raw(index)),
             Kind::String { .. } => self.string(index).ok_or(Reason::InvalidUtf8)?,
             _ => return Err(Reason::bad_value("a histogram element", self.raw(index))),
         };
