@@ -61,7 +61,7 @@ pub(crate) struct Tokenizer<'a> {
     doc_error: Option<DocumentError>,
 }
 
-/// What a document ended with: the tape (when usable) or why it is rejected.
+/// `Ok` when the document's tape is usable, otherwise why the whole document is rejected.
 pub(crate) type Document = Result<(), DocumentError>;
 
 impl<'a> Tokenizer<'a> {

@@ -2,6 +2,22 @@
 //! samples plus a rejection (place and reason) for everything else. Parsing never touches
 //! storage, never panics on any input, and allocates in proportion to the input only.
 //! What each protocol accepts and how it maps: `FORMAT.md`.
+//!
+//! ```
+//! use ingest::{httptrap, Options, Value};
+//!
+//! let now_ms = 1_795_305_600_000; // the receipt time, from the server's clock
+//! let body = br#"{"requests": 5, "db|ST[db:orders]": {"_type": "h", "_value": ["H[1.2e-03]=5"]},
+//!                 "bad": {"_type": "x", "_value": 1}}"#;
+//! let batch = httptrap::parse(body, &Options::at(now_ms));
+//! assert_eq!(batch.samples.len(), 2);
+//! assert_eq!(batch.samples[0].value, Value::Numeric(5.0));
+//! assert_eq!(&*batch.samples[1].tags, [("db".to_owned(), "orders".to_owned())]);
+//! // httptrap answers {"stats": 2, "filtered": 1, "error": "document 1, key `bad`: …"}.
+//! assert_eq!(batch.rejected_total, 1);
+//! assert_eq!(batch.rejected[0].location, "document 1, key `bad`");
+//! assert!(!batch.stopped(), "no syntax error: a 200 with partial acceptance");
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod batch;
