@@ -17,6 +17,12 @@ pub(crate) fn split_stream_tags<'a>(
     let inner = full[open + SUFFIX_OPEN.len()..]
         .strip_suffix(']')
         .ok_or_else(|| Reason::bad_tag("`|ST[…]` must end the name", &full[open..]))?;
+    // Brackets cannot be told apart from the block's own (`a|ST[x:y]|ST[z:w]`); such text
+    // must come as b"<base64>".
+    if inner.contains(['[', ']']) {
+        let detail = "`[` or `]` inside `|ST[…]` (write such text as b\"<base64>\")";
+        return Err(Reason::bad_tag(detail, &full[open..]));
+    }
     if !inner.is_empty() {
         for part in inner.split(',') {
             tags.push(parse_tag(part)?);
@@ -90,6 +96,7 @@ mod tests {
         assert_eq!(split_stream_tags("x|ST[]", &mut tags).unwrap(), "x");
         assert!(tags.is_empty());
         assert!(split_stream_tags("x|ST[a:b]y", &mut tags).is_err());
+        assert!(split_stream_tags("x|ST[a:b]|ST[c:d]", &mut tags).is_err());
     }
 
     #[test]
