@@ -52,7 +52,7 @@ pub fn parse(input: &[u8], options: &Options, precision: Precision) -> Batch {
     let mut batch = Batch::default();
     let mut fields = Vec::new();
     let mut tag_sets = TagSets::default();
-    for (line_no, bytes) in lines::lines(input) {
+    for (line_no, bytes) in split_lines(input) {
         let start = bytes.iter().take_while(|c| c.is_ascii_whitespace()).count();
         if start == bytes.len() || bytes[start] == b'#' {
             continue;
@@ -72,6 +72,51 @@ pub fn parse(input: &[u8], options: &Options, precision: Precision) -> Batch {
         }
     }
     batch
+}
+
+/// The lines of a body, numbered from 1 (a line's number is that of its first byte), without
+/// their `\n` / `\r\n`. As in InfluxDB, a newline inside a quoted string field does not end
+/// the line.
+fn split_lines(input: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let mut rest = input;
+    let mut line_no = 1;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let len = line_len(rest);
+        let line = &rest[..len];
+        let this_line_no = line_no;
+        line_no += 1 + line.iter().filter(|&&c| c == b'\n').count();
+        rest = rest.get(len + 1..).unwrap_or(&[]);
+        Some((this_line_no, line.strip_suffix(b"\r").unwrap_or(line)))
+    })
+}
+
+/// The length of the first line of `s`: up to the first newline that is not inside a quoted
+/// string field. Quotes count only after the first unescaped space (in the fields), so a quote
+/// in a measurement or tag is an ordinary character; comment lines end at the first newline.
+fn line_len(s: &[u8]) -> usize {
+    let first_newline = s.iter().position(|&c| c == b'\n').unwrap_or(s.len());
+    let start = s.iter().take_while(|c| matches!(c, b' ' | b'\t')).count();
+    if s.get(start) == Some(&b'#') {
+        return first_newline;
+    }
+    let (mut in_fields, mut quoted) = (false, false);
+    let mut i = start;
+    while let Some(&c) = s.get(i) {
+        match c {
+            b'\n' if !quoted => return i,
+            // An escape: the next byte is literal, unless it is a newline (which still ends an
+            // unquoted line and is kept in a quoted one either way).
+            b'\\' if s.get(i + 1).is_some_and(|&n| n != b'\n') => i += 1,
+            b'"' if in_fields => quoted = !quoted,
+            b' ' if !quoted => in_fields = true,
+            _ => {}
+        }
+        i += 1;
+    }
+    s.len()
 }
 
 /// Tag sections already parsed in this batch, by their text.

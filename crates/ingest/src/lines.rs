@@ -1,5 +1,6 @@
-//! Line splitting shared by the line protocols (statsd, Graphite, Influx): `\n` or `\r\n`
-//! endings, a missing final newline accepted, each line checked for UTF-8 on its own.
+//! Line handling shared by the line protocols: splitting (statsd, Graphite; Influx splits with
+//! quote awareness itself) on `\n` or `\r\n`, a missing final newline accepted, each line
+//! checked for UTF-8 on its own, and `line N, column C` locations.
 
 use crate::batch::{Batch, Reason};
 

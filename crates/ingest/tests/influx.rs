@@ -89,18 +89,16 @@ fn precision() {
 #[test]
 fn bad_lines_are_atomic_and_named() {
     let body = "# comment\nok f=1\nm\nm f\nm f=\nm f=abc\nm f=1x\nm f=NaN\nm f=inf\n\
-                m f=99999999999999999999i\nm f=-1u\nm f=\"open\nm f=1 12\nm f=1 abc\n\
-                m,t f=1\nm,=v f=1\n,t=v f=1\nm f=1,g=bad 1795305000000000000\nm f=\"s\"x\nok2 g=2";
+                m f=99999999999999999999i\nm f=-1u\nm f=1 12\nm f=1 abc\n\
+                m,t f=1\nm,=v f=1\n,t=v f=1\nm f=1,g=bad 1795305000000000000\nm f=\"s\"x\nok2 g=2\n\
+                m f=\"open";
     let batch = parse(body);
     let names: Vec<&str> = batch.samples.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["ok_f", "ok2_g"]);
     assert_eq!(batch.rejected_total, 17);
     assert_eq!(batch.rejected[0].location, "line 3, column 2");
     assert_eq!(batch.rejected[3].location, "line 6, column 5");
-    assert!(matches!(
-        batch.rejected[10].reason,
-        Reason::Timestamp { .. }
-    ));
+    assert!(matches!(batch.rejected[9].reason, Reason::Timestamp { .. }));
 }
 
 #[test]
@@ -147,7 +145,7 @@ fn arb_value() -> impl Strategy<Value = (String, Value)> {
         any::<i64>().prop_map(|v| (format!("{v}i"), Value::Numeric(v as f64))),
         any::<u64>().prop_map(|v| (format!("{v}u"), Value::Numeric(v as f64))),
         any::<bool>().prop_map(|v| (v.to_string(), Value::Numeric(f64::from(u8::from(v))))),
-        "[ -~é]{0,12}".prop_map(|s| {
+        "[ -~é\n]{0,12}".prop_map(|s| {
             let quoted = s.replace('\\', "\\\\").replace('"', "\\\"");
             (format!("\"{quoted}\""), Value::Text(s))
         }),
@@ -215,4 +213,34 @@ fn lines_with_the_same_tag_section_share_one_tag_set() {
         batch.rejected_total, 2,
         "a bad tag section is never cached as good"
     );
+}
+
+#[test]
+fn a_newline_inside_a_string_field_stays_in_the_line() {
+    let body =
+        "# a \"comment\nm f=\"two\nlines\",g=1 1795305000000000000\r\nm,t=\"x h=\"a\\\"\n\"\nm k=2";
+    let batch = parse(body);
+    assert_eq!(batch.rejected, []);
+    let values: Vec<(&str, &Value)> = batch
+        .samples
+        .iter()
+        .map(|s| (s.name.as_str(), &s.value))
+        .collect();
+    assert_eq!(
+        values,
+        [
+            ("m_f", &Value::Text("two\nlines".into())),
+            ("m_g", &Value::Numeric(1.0)),
+            ("m_h", &Value::Text("a\"\n".into())),
+            ("m_k", &Value::Numeric(2.0)),
+        ]
+    );
+    assert_eq!(*batch.samples[2].tags, [("t".to_owned(), "\"x".to_owned())]);
+    let batch = parse("m f=1\nm f=\"open\nm g=2\nm h=3");
+    assert_eq!(
+        batch.samples.len(),
+        1,
+        "an unterminated string swallows the rest, then fails"
+    );
+    assert_eq!(batch.rejected[0].location, "line 2, column 5");
 }
