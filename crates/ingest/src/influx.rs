@@ -84,29 +84,35 @@ fn split_lines(input: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
         if rest.is_empty() {
             return None;
         }
-        let len = line_len(rest);
+        let (len, inner_newlines) = line_len(rest);
         let line = &rest[..len];
         let this_line_no = line_no;
-        line_no += 1 + line.iter().filter(|&&c| c == b'\n').count();
+        line_no += 1 + inner_newlines;
         rest = rest.get(len + 1..).unwrap_or(&[]);
         Some((this_line_no, line.strip_suffix(b"\r").unwrap_or(line)))
     })
 }
 
-/// The length of the first line of `s`: up to the first newline that is not inside a quoted
-/// string field. Quotes count only after the first unescaped space (in the fields), so a quote
-/// in a measurement or tag is an ordinary character; comment lines end at the first newline.
-fn line_len(s: &[u8]) -> usize {
+/// The length of the first line of `s` and the newlines inside it: up to the first newline
+/// that is not inside a quoted string field. Quotes count only after the first unescaped space
+/// (in the fields), so a quote in a measurement or tag is an ordinary character; comment lines
+/// end at the first newline.
+fn line_len(s: &[u8]) -> (usize, usize) {
     let first_newline = s.iter().position(|&c| c == b'\n').unwrap_or(s.len());
+    // Most lines hold no quote at all: then the first newline ends them (both scans are memchr).
+    if !s[..first_newline].contains(&b'"') {
+        return (first_newline, 0);
+    }
     let start = s.iter().take_while(|c| matches!(c, b' ' | b'\t')).count();
     if s.get(start) == Some(&b'#') {
-        return first_newline;
+        return (first_newline, 0);
     }
-    let (mut in_fields, mut quoted) = (false, false);
+    let (mut in_fields, mut quoted, mut newlines) = (false, false, 0);
     let mut i = start;
     while let Some(&c) = s.get(i) {
         match c {
-            b'\n' if !quoted => return i,
+            b'\n' if !quoted => return (i, newlines),
+            b'\n' => newlines += 1,
             // An escape: the next byte is literal, unless it is a newline (which still ends an
             // unquoted line and is kept in a quoted one either way).
             b'\\' if s.get(i + 1).is_some_and(|&n| n != b'\n') => i += 1,
@@ -116,7 +122,7 @@ fn line_len(s: &[u8]) -> usize {
         }
         i += 1;
     }
-    s.len()
+    (s.len(), newlines)
 }
 
 /// Tag sections already parsed in this batch, by their text.
