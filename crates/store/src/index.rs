@@ -910,9 +910,16 @@ mod tests {
         index.sync().unwrap();
         let cpu_s = thread_cpu_s() - start;
         let rss_per_series = (rss_bytes() - rss_before) / f64::from(n);
+        let start = thread_cpu_s();
+        for k in &keys {
+            index.get_or_create(k, Kind::Numeric).unwrap();
+        }
+        let lookup_s = thread_cpu_s() - start;
         println!(
-            "{n} new series: {:.0} k/CPU-s, ≈{rss_per_series:.0} resident bytes per series (index only)",
-            f64::from(n) / cpu_s / 1e3
+            "{n} new series: {:.0} k/CPU-s, ≈{rss_per_series:.0} resident bytes per series (index only); \
+             existing-series get_or_create {:.0} ns",
+            f64::from(n) / cpu_s / 1e3,
+            lookup_s / f64::from(n) * 1e9
         );
     }
 
