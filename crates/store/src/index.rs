@@ -668,27 +668,6 @@ pub(crate) fn fuzz_replay(data: &[u8]) {
     }
 }
 
-/// Seed index files for the fuzz corpus.
-#[cfg(test)]
-pub(crate) fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
-    let mut file = header_bytes().to_vec();
-    let keys = ["cpu|ST[host:a]", "lat|ST[b\"eCx5\":v]", "m"];
-    for (i, k) in keys.iter().enumerate() {
-        file.extend_from_slice(&encode_record(i as u32, k, Kind::ALL[i]));
-    }
-    let mut bad_crc = file.clone();
-    bad_crc[INDEX_HEADER_SIZE_BYTES + 12] ^= 1;
-    let mut zeros = file.clone();
-    zeros.extend_from_slice(&[0; 32]);
-    vec![
-        ("three_series", file.clone()),
-        ("torn", file[..file.len() - 3].to_vec()),
-        ("zero_tail", zeros),
-        ("bad_crc_mid", bad_crc),
-        ("records_only", file[INDEX_HEADER_SIZE_BYTES..].to_vec()),
-    ]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -869,58 +848,6 @@ mod tests {
             t.join().unwrap();
         }
         assert_eq!(index.snapshot().unwrap().series_count(), 600);
-    }
-
-    fn thread_cpu_s() -> f64 {
-        let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
-        let ns: f64 = text.split_whitespace().next().unwrap().parse().unwrap();
-        ns / 1e9
-    }
-
-    fn rss_bytes() -> f64 {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-        let kb: f64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-        kb * 1024.0
-    }
-
-    /// New series per CPU-second and resident bytes per series, for STATUS.md:
-    /// `cargo test --release -p store -- --ignored --nocapture new_series_speed`.
-    #[test]
-    #[ignore]
-    fn new_series_speed_and_memory() {
-        let dir = tempfile::tempdir().unwrap();
-        let n = 200_000u32;
-        // TSBS-like: 10 metrics per host, 10 host tags each.
-        let keys: Vec<StreamKey> = (0..n)
-            .map(|i| {
-                let host = i / 10;
-                key(&format!(
-                    "cpu_usage_{}|ST[arch:x64,datacenter:us-east-1{},hostname:host_{host},os:Ubuntu16.10,rack:{},region:us-east-1,service:{},service_environment:production,service_version:{},team:SF]",
-                    i % 10, host % 6, host % 100, host % 20, host % 2
-                ))
-            })
-            .collect();
-        let rss_before = rss_bytes();
-        let index = SeriesIndex::open(&dir.path().join("series.idx")).unwrap();
-        let start = thread_cpu_s();
-        for k in &keys {
-            index.get_or_create(k, Kind::Numeric).unwrap();
-        }
-        index.sync().unwrap();
-        let cpu_s = thread_cpu_s() - start;
-        let rss_per_series = (rss_bytes() - rss_before) / f64::from(n);
-        let start = thread_cpu_s();
-        for k in &keys {
-            index.get_or_create(k, Kind::Numeric).unwrap();
-        }
-        let lookup_s = thread_cpu_s() - start;
-        println!(
-            "{n} new series: {:.0} k/CPU-s, ≈{rss_per_series:.0} resident bytes per series (index only); \
-             existing-series get_or_create {:.0} ns",
-            f64::from(n) / cpu_s / 1e3,
-            lookup_s / f64::from(n) * 1e9
-        );
     }
 
     proptest! {

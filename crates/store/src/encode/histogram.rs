@@ -491,44 +491,6 @@ mod tests {
         assert!(bytes.len() < 1500, "{} bytes for 1000 periods", bytes.len());
     }
 
-    /// This thread's CPU time in seconds (Linux), so the figure holds on a busy machine.
-    fn thread_cpu_s() -> f64 {
-        let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
-        let ns: f64 = text.split_whitespace().next().unwrap().parse().unwrap();
-        ns / 1e9
-    }
-
-    /// Throughput, for STATUS.md: `cargo test --release -p store -- --ignored --nocapture speed`.
-    #[test]
-    #[ignore]
-    fn encode_decode_speed() {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
-        let periods = lognormal_periods(&mut rng, 1440, 6);
-        let bins: usize = periods.iter().map(|(_, h)| h.bin_count()).sum();
-        let rounds = 20;
-        let start = thread_cpu_s();
-        let mut bytes = Vec::new();
-        for _ in 0..rounds {
-            bytes = encode(&periods).unwrap();
-        }
-        let encode_s = (thread_cpu_s() - start) / f64::from(rounds);
-        let start = thread_cpu_s();
-        for _ in 0..rounds {
-            assert_eq!(decode(&bytes).unwrap().len(), periods.len());
-        }
-        let decode_s = (thread_cpu_s() - start) / f64::from(rounds);
-        let n = periods.len() as f64;
-        println!(
-            "{} periods, {:.0} bins each, CPU time: encode {:.2} µs/period, decode {:.2} µs/period \
-             ({:.0} M bins/s)",
-            periods.len(),
-            bins as f64 / n,
-            encode_s * 1e6 / n,
-            decode_s * 1e6 / n,
-            bins as f64 / decode_s / 1e6
-        );
-    }
-
     fn lognormal_periods(
         rng: &mut rand::rngs::StdRng,
         periods: usize,

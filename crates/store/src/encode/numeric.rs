@@ -333,47 +333,6 @@ mod tests {
         assert!(per_sample <= 8.5, "{per_sample}");
     }
 
-    fn thread_cpu_s() -> f64 {
-        let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
-        let ns: f64 = text.split_whitespace().next().unwrap().parse().unwrap();
-        ns / 1e9
-    }
-
-    /// Throughput, for STATUS.md: `cargo test --release -p store -- --ignored --nocapture speed`.
-    #[test]
-    #[ignore]
-    fn numeric_encode_decode_speed() {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
-        let mut v = 50.0f64;
-        let ints: Vec<(i64, f64)> = (0..1440i64)
-            .map(|i| {
-                v = (v + rng.sample::<f64, _>(rand_distr::StandardNormal)).clamp(0.0, 100.0);
-                (i * 10_000, v.trunc())
-            })
-            .collect();
-        let floats: Vec<(i64, f64)> = ints.iter().map(|&(t, v)| (t + t % 7, v * 1.37)).collect();
-        for (name, samples) in [("integer", &ints), ("float", &floats)] {
-            let rounds = 500;
-            let start = thread_cpu_s();
-            let mut bytes = Vec::new();
-            for _ in 0..rounds {
-                bytes = encode(samples).unwrap();
-            }
-            let encode_s = (thread_cpu_s() - start) / f64::from(rounds);
-            let start = thread_cpu_s();
-            for _ in 0..rounds {
-                assert_eq!(decode(&bytes).unwrap().len(), samples.len());
-            }
-            let decode_s = (thread_cpu_s() - start) / f64::from(rounds);
-            let n = samples.len() as f64;
-            println!(
-                "numeric {name}: CPU time encode {:.1} ns/sample, decode {:.1} ns/sample",
-                encode_s * 1e9 / n,
-                decode_s * 1e9 / n
-            );
-        }
-    }
-
     fn value() -> impl Strategy<Value = f64> {
         prop_oneof![
             any::<u64>().prop_map(f64::from_bits),
