@@ -46,7 +46,7 @@ pub struct Report {
 pub fn run(clock: Clock, reads_total: u64) -> Report {
     let status = clock.state.status();
     let cross = cross_thread(|| clock.now(), reads_total, reads_total / 64);
-    let params = clock.state.published.params();
+    let params = clock.state.params();
     let tsc_hz = (params.mode == MODE_TSC).then(|| tsc_hz(params.new));
     Report {
         source: status.source,

@@ -24,8 +24,8 @@ pub(crate) const RAW_OS_TAG: u64 = 1 << 63;
 
 /// A reader retries only when a record was published during its read, which happens at most
 /// once per recalibration interval (5 s); a second retry in a row needs the reader to be
-/// descheduled for that long. The bound keeps the loop finite in any case: after it, the last
-/// result is returned.
+/// descheduled for that long. The bound keeps the loop finite in any case: after it, the caller
+/// reads under the lock that serialises publications (see `Published::exclusive`).
 const READ_ATTEMPTS_MAX: u32 = 8;
 
 /// One record: how to turn a reading into nanoseconds.
@@ -144,6 +144,32 @@ impl Slot {
         }
     }
 
+    /// Ordered nanoseconds by this record; `None` if it is not a record yet.
+    #[inline(always)]
+    fn now_ns(&self) -> Option<u64> {
+        match self.mode.load(Ordering::Relaxed) {
+            MODE_TSC => Some(self.tsc_now_ns()),
+            MODE_OS => {
+                let offset_ns = self.os_offset_ns.load(Ordering::Relaxed);
+                Some(os::monotonic_ns().saturating_add(offset_ns))
+            }
+            _ => None,
+        }
+    }
+
+    /// Wall-clock nanoseconds by this record; `None` if it is not a record yet.
+    #[inline(always)]
+    fn wall_ns(&self) -> Option<u64> {
+        match self.mode.load(Ordering::Relaxed) {
+            MODE_TSC => {
+                let real_offset_ns = self.real_offset_ns.load(Ordering::Relaxed) as i64;
+                Some(self.tsc_now_ns().wrapping_add_signed(real_offset_ns))
+            }
+            MODE_OS => Some(os::realtime_ns()),
+            _ => None,
+        }
+    }
+
     /// Readings between a publication and its switch point (a short window each interval):
     /// kept out of line so the common path stays a predicted branch rather than a select on
     /// the TSC value.
@@ -174,50 +200,63 @@ impl Published {
     }
 
     /// Runs `read` against the current record and returns its result, retrying if a newer
-    /// record was published before `read` finished. `read` must only load from the record and
+    /// record was published before `read` finished. `None` if `read` returned `None` (no record
+    /// yet) or every attempt overlapped a publication. `read` must only load from the record and
     /// read clocks: it may run more than once.
     #[inline(always)]
-    fn consistent<R>(&self, read: impl Fn(&Slot) -> R) -> R {
-        let mut attempt = 1;
-        loop {
+    fn consistent<R>(&self, read: impl Fn(&Slot) -> Option<R>) -> Option<R> {
+        for _ in 0..READ_ATTEMPTS_MAX {
             let generation = self.generation.load(Ordering::Acquire);
-            let result = read(&self.slots[slot_index(generation)]);
+            let result = read(&self.slots[slot_index(generation)])?;
             // Orders the record loads in `read` before the check: if any of them saw a store of
             // a later write, this fence synchronises with the writer's release fence and the
             // load below sees at least that write's odd generation.
             fence(Ordering::Acquire);
             let generation_after = self.generation.load(Ordering::Relaxed);
-            if generation_after >> 1 == generation >> 1 || attempt >= READ_ATTEMPTS_MAX {
-                return result;
+            if generation_after >> 1 == generation >> 1 {
+                return Some(result);
             }
-            attempt += 1;
         }
+        None
     }
 
-    /// Ordered nanoseconds, or `None` before the first record.
+    /// Runs `read` once against the current record. Consistent only while the caller holds the
+    /// lock that serialises publications, so that no publication can overlap it.
+    fn exclusive<R>(&self, read: impl Fn(&Slot) -> Option<R>) -> Option<R> {
+        let generation = self.generation.load(Ordering::Acquire);
+        read(&self.slots[slot_index(generation)])
+    }
+
+    /// Ordered nanoseconds; `None` before the first record or if every attempt overlapped a
+    /// publication (then read under the publication lock with `now_exclusive`).
     #[inline(always)]
     pub(crate) fn now(&self) -> Option<u64> {
-        self.consistent(|slot| match slot.mode.load(Ordering::Relaxed) {
-            MODE_TSC => Some(slot.tsc_now_ns()),
-            MODE_OS => {
-                let offset_ns = slot.os_offset_ns.load(Ordering::Relaxed);
-                Some(os::monotonic_ns().saturating_add(offset_ns))
-            }
-            _ => None,
-        })
+        self.consistent(Slot::now_ns)
     }
 
-    /// Wall-clock nanoseconds since the epoch, or `None` before the first record.
+    pub(crate) fn now_exclusive(&self) -> Option<u64> {
+        self.exclusive(Slot::now_ns)
+    }
+
+    /// Wall-clock nanoseconds since the epoch; `None` as for `now`.
     #[inline(always)]
     pub(crate) fn wall(&self) -> Option<u64> {
-        self.consistent(|slot| match slot.mode.load(Ordering::Relaxed) {
-            MODE_TSC => {
-                let real_offset_ns = slot.real_offset_ns.load(Ordering::Relaxed) as i64;
-                Some(slot.tsc_now_ns().wrapping_add_signed(real_offset_ns))
-            }
-            MODE_OS => Some(os::realtime_ns()),
-            _ => None,
-        })
+        self.consistent(Slot::wall_ns)
+    }
+
+    pub(crate) fn wall_exclusive(&self) -> Option<u64> {
+        self.exclusive(Slot::wall_ns)
+    }
+
+    /// A consistent copy of the current record; `None` as for `now`.
+    #[cfg(test)]
+    pub(crate) fn params(&self) -> Option<Params> {
+        self.consistent(|slot| Some(slot.load()))
+    }
+
+    /// A copy of the current record; see `exclusive`.
+    pub(crate) fn params_exclusive(&self) -> Params {
+        self.exclusive(|slot| Some(slot.load())).unwrap_or_default()
     }
 
     /// The cheapest reading: TSC ticks, or OS nanoseconds tagged with `RAW_OS_TAG`.
@@ -256,11 +295,6 @@ impl Published {
             intercept_ns: 0,
         }
         .interval_ns(end - start)
-    }
-
-    /// A consistent copy of the current record.
-    pub(crate) fn params(&self) -> Params {
-        self.consistent(Slot::load)
     }
 
     /// Publishes `params` as the next record. Callers must serialise publications (the clock
@@ -321,7 +355,8 @@ mod tests {
         for round in 0..5u64 {
             let params = tsc_params(round * 1_000);
             published.publish(&params);
-            assert_eq!(published.params(), params);
+            assert_eq!(published.params(), Some(params));
+            assert_eq!(published.params_exclusive(), params);
         }
     }
 
@@ -351,7 +386,11 @@ mod tests {
                     scope.spawn(|| {
                         let mut k_last = 0;
                         loop {
-                            let params = published.params();
+                            // Under this much contention some reads give up (`None`): the clock
+                            // then reads under the publication lock.
+                            let Some(params) = published.params() else {
+                                continue;
+                            };
                             let k = params.switch_ticks;
                             assert_eq!(params, record(k), "torn record");
                             assert!(k >= k_last, "records went back from {k_last} to {k}");
