@@ -1,0 +1,81 @@
+//! The checks every ingest fuzz target runs, shared by the libFuzzer targets (`fuzz/`) and the
+//! corpus replay in `tests/fuzz_corpus.rs`: any bytes, each parser, no panic, and every batch
+//! within the bounds the crate promises.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use ingest::influx::Precision;
+use ingest::{
+    graphite, httptrap, influx, statsd, Batch, Options, Value, NAME_BYTES_MAX,
+    REJECTIONS_LISTED_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
+};
+
+/// 2026-11-22T00:00:00Z.
+const NOW_MS: i64 = 1_795_305_600_000;
+
+pub fn httptrap(data: &[u8]) {
+    check(data, &httptrap::parse(data, &Options::at(NOW_MS)));
+}
+
+pub fn statsd(data: &[u8]) {
+    check(data, &statsd::parse(data, &Options::at(NOW_MS)));
+}
+
+pub fn graphite(data: &[u8]) {
+    check(data, &graphite::parse(data, &Options::at(NOW_MS)));
+}
+
+/// The first byte picks the precision, so the corpus covers every unit.
+pub fn influx(data: &[u8]) {
+    let Some((&first, body)) = data.split_first() else {
+        return;
+    };
+    let precision = match first % 4 {
+        0 => Precision::Nanoseconds,
+        1 => Precision::Microseconds,
+        2 => Precision::Milliseconds,
+        _ => Precision::Seconds,
+    };
+    check(body, &influx::parse(body, &Options::at(NOW_MS), precision));
+}
+
+fn check(data: &[u8], batch: &Batch) {
+    let options = Options::at(NOW_MS);
+    assert!(
+        batch.samples.len() <= data.len(),
+        "more samples than input bytes"
+    );
+    assert!(batch.rejected.len() <= REJECTIONS_LISTED_MAX + 1);
+    assert!(batch.rejected_total >= batch.rejected.len());
+    let stops = batch.rejected.iter().filter(|r| r.rest_of_body).count();
+    assert!(stops <= 1, "at most one stopping rejection");
+    if stops == 1 {
+        assert!(
+            batch.rejected.last().unwrap().rest_of_body,
+            "the stop is the last rejection"
+        );
+    }
+    for rejection in &batch.rejected {
+        assert!(!rejection.location.is_empty());
+        assert!(!rejection.to_string().is_empty());
+    }
+    for sample in &batch.samples {
+        assert!(!sample.name.is_empty() && sample.name.len() <= NAME_BYTES_MAX);
+        assert!(sample.tags.len() <= TAGS_PER_SAMPLE_MAX);
+        for (category, value) in sample.tags.iter() {
+            assert!(!category.is_empty());
+            assert!(category.len() <= TAG_BYTES_MAX && value.len() <= TAG_BYTES_MAX);
+        }
+        if let Some(ts_ms) = sample.ts_ms {
+            assert_eq!(
+                options.check_ts(ts_ms),
+                Ok(ts_ms),
+                "timestamp outside the window"
+            );
+        }
+        match &sample.value {
+            Value::Numeric(v) => assert!(v.is_finite(), "non-finite numeric {v}"),
+            Value::Histogram(h) | Value::CumulativeHistogram(h) => h.assert_invariants(),
+            Value::Text(_) | Value::Null => {}
+        }
+    }
+}
