@@ -3,12 +3,21 @@
 //! Each subcommand family lives in its own module (`cli_*.rs`); `main` only dispatches and turns
 //! errors into exit codes: 0 success, 1 runtime failure, 2 bad input or usage.
 
+mod cli_clock;
+mod cli_journal;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod cli_hist;
+
 #[derive(Parser)]
-#[command(name = "strata", version, about = "Strata: a histogram-native monitoring system")]
+#[command(
+    name = "strata",
+    version,
+    about = "Strata: a histogram-native monitoring system"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -18,6 +27,19 @@ struct Cli {
 enum Command {
     /// Run the monitoring server (HTTP API and UI, statsd, Graphite) with an embedded store.
     Serve,
+    /// Encode, inspect, merge and decode log-linear histograms (circllhist base64).
+    #[command(subcommand)]
+    Hist(cli_hist::HistCommand),
+    /// Inspect, verify, repair and benchmark a journal directory, and manage its subscribers.
+    Journal {
+        #[command(subcommand)]
+        command: cli_journal::JournalCommand,
+    },
+    /// Check the clock Strata times itself with: its source (TSC or OS), why, and its cost.
+    Clock {
+        #[command(subcommand)]
+        command: cli_clock::ClockCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -30,5 +52,8 @@ fn main() -> ExitCode {
             );
             ExitCode::from(1)
         }
+        Command::Hist(cmd) => cli_hist::run(cmd),
+        Command::Journal { command } => cli_journal::run(command),
+        Command::Clock { command } => cli_clock::run(command),
     }
 }
