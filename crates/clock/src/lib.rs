@@ -40,9 +40,10 @@
 //! ```
 //!
 //! # Cost
-//! On the AMD EPYC test machine (criterion medians, `bench/RESULTS.md`): `raw()` 10.1 ns (a bare
-//! `RDTSC` is 10.0), `now()` 18.0 ns (a bare `LFENCE; RDTSC` is 16.4, `clock_gettime` 22.5),
-//! `wall()` 18.4 ns, and a [`Stopwatch`] interval plus one `hist` insert 32.7 ns.
+//! On the AMD EPYC test machine (medians of five quiet criterion runs, `bench/RESULTS.md`):
+//! `raw()` 10.3 ns (a bare `RDTSC` is 10.1), `now()` 19.3 ns, 18.0–20.3 (a bare `LFENCE; RDTSC`
+//! is 16.7, `clock_gettime` 23.3), `wall()` 18.9 ns, and a [`Stopwatch`] interval plus one `hist`
+//! insert 33.5 ns.
 //!
 //! # When the TSC is used
 //! Only on x86_64 when CPUID reports an invariant TSC (any vendor) **and** the kernel's
