@@ -5,7 +5,7 @@
 //! bin  := i8 val, i8 exp, u8 w (0..=7), count: w+1 bytes little-endian
 //! ```
 
-use crate::bin::{key_bytes, raw_key};
+use crate::bin::{key_bytes, raw_key, DECADE_SHIFT, KEY_ZERO};
 use crate::error::DecodeError;
 use crate::histogram::Histogram;
 
@@ -24,30 +24,27 @@ impl Histogram {
         // At most 46,082 distinct bins exist, so the count always fits the u16 header.
         let nbins = nbins.unwrap_or(u16::MAX);
         let start = out.len();
+        out.reserve(2 + self.keys.len() * BIN_SIZE_BYTES_MAX);
         out.extend_from_slice(&nbins.to_be_bytes());
-        let mut pos = out.len();
-        // Every bin is written as a full 11-byte record and the cursor advances by its real size:
-        // the slack past the end is truncated away.
-        out.resize(pos + self.keys.len() * BIN_SIZE_BYTES_MAX, 0);
-        for (&key, &count) in self.keys.iter().zip(&self.counts) {
-            let (val, exp) = key_bytes(key);
-            let width = count_len(count) - 1;
-            // Header and count as two stores; the count's first byte overwrites the header's
-            // fourth, which is how the 3-byte header and the count abut.
-            let head = u32::from(val) | u32::from(exp) << 8 | (width as u32) << 16;
-            let slot = &mut out[pos..pos + BIN_SIZE_BYTES_MAX];
-            slot[..4].copy_from_slice(&head.to_le_bytes());
-            slot[3..].copy_from_slice(&count.to_le_bytes());
-            pos += 4 + width;
+        let all_positive = self.keys.first().is_some_and(|&k| k > KEY_ZERO);
+        if all_positive {
+            // Keys ascend, so the first one being positive makes them all positive (the common
+            // case for latencies): the wire bytes follow from the key with two adds.
+            encode_bins(&self.keys, &self.counts, out, positive_head);
+        } else {
+            encode_bins(&self.keys, &self.counts, out, |key| {
+                let (val, exp) = key_bytes(key);
+                u32::from(val) | u32::from(exp) << 8
+            });
         }
-        out.truncate(pos);
         debug_assert_eq!(out.len() - start, self.encoded_len());
     }
 
-    /// The binary form.
+    /// The binary form, in an allocation of exactly its size (it is usually kept).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.encoded_len());
+        let mut out = Vec::new();
         self.encode_into(&mut out);
+        out.shrink_to_fit();
         out
     }
 
@@ -75,33 +72,47 @@ impl Histogram {
             });
         };
         let nbins = usize::from(u16::from_be_bytes([header[0], header[1]]));
-        let mut h = Histogram::with_capacity(nbins.min((bytes.len() - 2) / 4));
-        h.keys.resize(nbins.min((bytes.len() - 2) / 4), 0);
-        h.counts.resize(h.keys.len(), 0);
+        // Every bin takes at least 4 bytes: a header claiming more bins than that is truncated,
+        // and the capacity (allocation) is bounded by the input, not by the header.
+        let cap = nbins.min((bytes.len() - 2) / 4);
+        let mut h = Histogram::with_capacity(cap);
+        h.keys.resize(cap, 0);
+        h.counts.resize(cap, 0);
         let mut pos = 2;
-        let mut n = 0;
-        let mut sorted = true;
-        let mut last_key: i32 = -1;
-        for _ in 0..nbins {
+        let mut all_kept = true;
+        for (key_slot, count_slot) in h.keys.iter_mut().zip(h.counts.iter_mut()) {
             let (val, exp, count, next) = match bytes.get(pos..pos + BIN_SIZE_BYTES_MAX) {
                 // Fast path: a full 8-byte count window is readable; mask it to the bin's width.
                 Some(window) => read_bin_window(window, pos)?,
                 None => read_bin_tail(bytes, pos)?,
             };
             pos = next;
-            // Every bin read is at least 4 bytes, so n stays below the capacity computed above.
             let (key, valid) = raw_key(val, exp);
-            let keep = valid && count != 0;
-            h.keys[n] = key;
-            h.counts[n] = count;
-            n += usize::from(keep);
-            sorted &= !keep || i32::from(key) > last_key;
-            last_key = if keep { i32::from(key) } else { last_key };
+            // Invalid bins are dropped like empty ones: their count is masked to zero here and
+            // the rare compaction below removes them.
+            let count = count & 0u64.wrapping_sub(u64::from(valid));
+            *key_slot = key;
+            *count_slot = count;
+            all_kept &= count != 0;
         }
-        h.keys.truncate(n);
-        h.counts.truncate(n);
-        if !sorted {
-            let mut pairs: Vec<(u16, u64)> = h.keys.iter().copied().zip(h.counts).collect();
+        if cap < nbins {
+            // The input cannot hold the declared bins: this read reports where it ends.
+            read_bin_tail(bytes, pos)?;
+            return Err(DecodeError::Truncated {
+                offset: pos,
+                needed: 4,
+                available: 0,
+            });
+        }
+        // Rare: dropped bins, or bins out of order or repeated (which readers must merge).
+        if !all_kept || !h.keys.windows(2).all(|w| w[0] < w[1]) {
+            let mut pairs: Vec<(u16, u64)> = h
+                .keys
+                .iter()
+                .copied()
+                .zip(h.counts)
+                .filter(|&(_, c)| c != 0)
+                .collect();
             h = Histogram::from_unsorted_keys(&mut pairs);
         }
         if cfg!(debug_assertions) {
@@ -112,7 +123,9 @@ impl Histogram {
 
     /// The standard padded base64 of the binary form.
     pub fn to_base64(&self) -> String {
-        base64_simd::STANDARD.encode_to_string(self.to_bytes())
+        let mut bytes = Vec::new();
+        self.encode_into(&mut bytes);
+        base64_simd::STANDARD.encode_to_string(bytes)
     }
 
     /// Reads a base64 histogram, padded or not; ASCII whitespace is ignored.
@@ -122,12 +135,51 @@ impl Histogram {
     }
 }
 
+/// The `val | exp << 8` bytes of a positive regular bin's key: `val = slot + 9` and
+/// `exp = decade − 384`, which as a byte is `decade + 128` modulo 256.
+#[inline(always)]
+fn positive_head(key: u16) -> u32 {
+    debug_assert!(key > KEY_ZERO);
+    let k = u32::from(key);
+    ((k & 127) + 9) | (((k >> DECADE_SHIFT) + 128) & 255) << 8
+}
+
+/// Bins encoded per staging batch, and the staging buffer: a batch needs at most 64 × 11 = 704
+/// bytes; offsets are masked to 1023 so the compiler can see every write is in bounds.
+const ENCODE_BATCH_BINS: usize = 64;
+const STAGING_MASK: usize = 1023;
+
+/// Encodes bins through a stack buffer, `ENCODE_BATCH_BINS` at a time, appending to `out`.
+/// Each bin is written as a full 11-byte record (the 3 header bytes with a spare fourth, then the
+/// 8-byte count over that spare byte) and the cursor advances by its real size, so a bin costs
+/// two stores and no branch.
+#[inline(always)]
+fn encode_bins(keys: &[u16], counts: &[u64], out: &mut Vec<u8>, head_of: impl Fn(u16) -> u32) {
+    let mut staging = [0u8; STAGING_MASK + 1 + BIN_SIZE_BYTES_MAX];
+    for (keys, counts) in keys
+        .chunks(ENCODE_BATCH_BINS)
+        .zip(counts.chunks(ENCODE_BATCH_BINS))
+    {
+        let mut used = 0usize;
+        for (&key, &count) in keys.iter().zip(counts) {
+            let width = count_len(count) - 1;
+            let at = used & STAGING_MASK;
+            let head = head_of(key) | (width as u32) << 16;
+            staging[at..at + 4].copy_from_slice(&head.to_le_bytes());
+            staging[at + 3..at + BIN_SIZE_BYTES_MAX].copy_from_slice(&count.to_le_bytes());
+            used += 4 + width;
+        }
+        debug_assert!(used <= ENCODE_BATCH_BINS * BIN_SIZE_BYTES_MAX);
+        out.extend_from_slice(&staging[..used]);
+    }
+}
+
 /// Bytes needed for a non-zero count (1..=8).
 #[inline]
 fn count_len(count: u64) -> usize {
     debug_assert!(count > 0);
-    // 1 + floor((bits − 1) / 8) with bits ≥ 1, written to avoid a division.
-    1 + ((63 - count.leading_zeros() as usize) >> 3)
+    // 1 + floor((bits − 1) / 8) with bits ≥ 1; `| 1` spares the zero special case of lzcnt.
+    1 + ((63 - (count | 1).leading_zeros() as usize) >> 3)
 }
 
 /// Low `w + 1` bytes of a little-endian u64, for count width `w`.
