@@ -1,8 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Crash matrix rows that need real processes: `kill -9` of a writer (rows 1 and 2), of a
 //! subscriber (row 3), and one writer with several reader processes during writes and segment
-//! deletion (row 14). The children are this test binary re-executed with `JOURNAL_CHILD` set;
-//! `child_entry` is their entry point and does nothing in a normal run.
+//! deletion (row 14). The children are this test binary re-executed with `JOURNAL_CHILD` set, so
+//! the binary has its own `main` (`harness = false`): with the variable set it is a child, without
+//! it it runs the tests below and prints libtest-style results.
 
 mod common;
 
@@ -42,13 +43,6 @@ fn opts(mode: &str, segment_size_bytes: u64) -> Options {
 
 fn spawn(role: &str, dir: &Path, mode: &str, segment_size_bytes: u64, extra: &str) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_entry",
-            "--nocapture",
-            "--test-threads=1",
-            "--quiet",
-        ])
         .env(CHILD_ENV, role)
         .env("JOURNAL_DIR", dir)
         .env("JOURNAL_MODE", mode)
@@ -60,12 +54,8 @@ fn spawn(role: &str, dir: &Path, mode: &str, segment_size_bytes: u64, extra: &st
         .unwrap()
 }
 
-/// Entry point of the child processes; a no-op in a normal test run.
-#[test]
-fn child_entry() {
-    let Ok(role) = std::env::var(CHILD_ENV) else {
-        return;
-    };
+/// Entry point of the child processes.
+fn child_main(role: &str) {
     let dir = std::env::var("JOURNAL_DIR").unwrap();
     let mode = std::env::var("JOURNAL_MODE").unwrap();
     let segment: u64 = std::env::var("JOURNAL_SEGMENT").unwrap().parse().unwrap();
@@ -75,7 +65,7 @@ fn child_entry() {
         std::thread::sleep(Duration::from_secs(60));
         std::process::exit(3);
     });
-    match role.as_str() {
+    match role {
         "writer" => child_writer(Path::new(&dir), &mode, segment),
         "subscriber" => child_subscriber(Path::new(&dir), &extra),
         other => panic!("unknown role {other}"),
@@ -201,14 +191,12 @@ fn writer_kill_loop(mode: &str, segment: u64, iterations: u64) {
 }
 
 /// Row 1: writer `kill -9` at random times, many iterations, Buffered and GroupCommit.
-#[test]
 fn row01_writer_kill9_buffered_and_group() {
     writer_kill_loop("buffered", 1 << 20, 12);
     writer_kill_loop("group", 1 << 20, 12);
 }
 
 /// Row 2: `kill -9` during segment roll and preallocation (tiny segments roll constantly).
-#[test]
 fn row02_writer_kill9_during_roll() {
     writer_kill_loop("group", 4096, 12);
     writer_kill_loop("buffered+lz4", 4096, 8);
@@ -216,7 +204,6 @@ fn row02_writer_kill9_during_roll() {
 
 /// Row 3: a subscriber killed between read and checkpoint, and during the checkpoint write:
 /// it resumes at a checkpoint never past what it read and never before what it committed.
-#[test]
 fn row03_subscriber_kill9() {
     let dir = tempfile::tempdir().unwrap();
     let total = 20_000u64;
@@ -291,7 +278,6 @@ fn row03_subscriber_kill9() {
 }
 
 /// Row 14: one writer and several reader processes during writes and segment deletion.
-#[test]
 fn row14_writer_and_reader_processes_with_deletion() {
     let dir = tempfile::tempdir().unwrap();
     let total = 30_000u64;
@@ -328,4 +314,49 @@ fn row14_writer_and_reader_processes_with_deletion() {
     let got = read_checked(&mut j.reader(earliest).unwrap()).unwrap();
     assert_eq!(got.len() as u64, total - earliest);
     assert!(matches!(j.reader(0), Err(Error::NotRetained { .. })));
+}
+
+/// The tests of this file, run in order; a name given on the command line selects by substring.
+fn main() {
+    if let Ok(role) = std::env::var(CHILD_ENV) {
+        child_main(&role);
+        return;
+    }
+    let tests: [(&str, fn()); 4] = [
+        (
+            "row01_writer_kill9_buffered_and_group",
+            row01_writer_kill9_buffered_and_group,
+        ),
+        (
+            "row02_writer_kill9_during_roll",
+            row02_writer_kill9_during_roll,
+        ),
+        ("row03_subscriber_kill9", row03_subscriber_kill9),
+        (
+            "row14_writer_and_reader_processes_with_deletion",
+            row14_writer_and_reader_processes_with_deletion,
+        ),
+    ];
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let selected = tests.iter().filter(|(name, _)| {
+        filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))
+    });
+    let (mut passed, mut failed) = (0, 0);
+    for (name, test) in selected {
+        let ok = std::panic::catch_unwind(test).is_ok();
+        println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
+        if ok {
+            passed += 1;
+        } else {
+            failed += 1;
+        }
+    }
+    let verdict = if failed == 0 { "ok" } else { "FAILED" };
+    println!("\ntest result: {verdict}. {passed} passed; {failed} failed; 0 ignored");
+    if failed > 0 {
+        std::process::exit(101);
+    }
 }
