@@ -136,6 +136,10 @@ pub enum Reason {
     },
     /// The input is well formed but names something Strata does not ingest (DogStatsD events).
     Unsupported { what: &'static str },
+    /// A binary body (snappy, protobuf) that cannot be decoded; `what` names the layer.
+    Decode { what: &'static str, detail: String },
+    /// A source histogram (native, OTLP) that cannot be converted into llhist bins.
+    Histogram(hist::convert::ConvertError),
 }
 
 /// Longest excerpt of offending input quoted in a reason.
@@ -193,6 +197,8 @@ impl fmt::Display for Reason {
                 "timestamp {ts_ms} ms is outside the accepted window [{ts_min_ms}, {ts_max_ms}] ms"
             ),
             Reason::Unsupported { what } => write!(f, "{what} are not supported"),
+            Reason::Decode { what, detail } => write!(f, "cannot decode {what}: {detail}"),
+            Reason::Histogram(error) => write!(f, "bad histogram: {error}"),
         }
     }
 }

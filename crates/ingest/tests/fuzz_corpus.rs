@@ -42,3 +42,8 @@ fn graphite_corpus() {
 fn influx_corpus() {
     replay("influx", fuzz_checks::influx);
 }
+
+#[test]
+fn remote_write_corpus() {
+    replay("remote_write", fuzz_checks::remote_write);
+}

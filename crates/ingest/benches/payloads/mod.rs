@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 
 use hist::Histogram;
 use ingest::influx::Precision;
+use ingest::remote_write::{self, proto};
 use ingest::{graphite, httptrap, influx, statsd, Batch, Options};
+use prost::Message;
 
 pub const NOW_MS: i64 = 1_795_305_600_000;
 pub const TS_S: i64 = 1_795_305_000;
@@ -162,6 +164,44 @@ pub fn graphite_body() -> Vec<u8> {
     out.into_bytes()
 }
 
+/// Series in one remote write request, and float samples per series: the numeric workload's
+/// shape (10,000 series), 10 scrapes batched per request as a sender's queue does.
+const REMOTE_WRITE_SERIES: usize = 10_000;
+const REMOTE_WRITE_SAMPLES_PER_SERIES: usize = 10;
+
+fn label(name: &str, value: String) -> proto::Label {
+    proto::Label {
+        name: name.as_bytes().to_vec(),
+        value: value.into_bytes(),
+    }
+}
+
+/// One remote write 1.0 body (snappy) of node-exporter-like series: 100,000 float samples.
+pub fn remote_write_body() -> Vec<u8> {
+    let mut rng = Rng(13);
+    let modes = ["user", "system", "idle", "iowait", "irq"];
+    let timeseries = (0..REMOTE_WRITE_SERIES)
+        .map(|i| proto::TimeSeries {
+            labels: vec![
+                label("__name__", "node_cpu_seconds_total".to_owned()),
+                label("cpu", (i % 2 * 8 + i / 1000).to_string()),
+                label("instance", format!("host_{}:9100", i % 1000 / 5)),
+                label("job", "node".to_owned()),
+                label("mode", modes[i % 5].to_owned()),
+            ],
+            samples: (0..REMOTE_WRITE_SAMPLES_PER_SERIES)
+                .map(|j| proto::Sample {
+                    value: rng.next(1_000_000) as f64 / 100.0,
+                    timestamp: TS_S * 1000 + j as i64 * 15_000,
+                })
+                .collect(),
+            histograms: Vec::new(),
+        })
+        .collect();
+    let raw = proto::WriteRequest { timeseries }.encode_to_vec();
+    snap::raw::Encoder::new().compress_vec(&raw).unwrap()
+}
+
 /// A named payload and the parser that reads it.
 pub struct Case {
     pub name: &'static str,
@@ -205,6 +245,11 @@ pub fn cases() -> Vec<Case> {
             name: "graphite",
             body: graphite_body(),
             parse: |b| graphite::parse(b, &options()),
+        },
+        Case {
+            name: "remote_write_numeric",
+            body: remote_write_body(),
+            parse: |b| remote_write::parse(b, &options()),
         },
     ]
 }

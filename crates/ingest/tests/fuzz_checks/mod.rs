@@ -5,7 +5,7 @@
 
 use ingest::influx::Precision;
 use ingest::{
-    graphite, httptrap, influx, statsd, Batch, Options, Value, NAME_BYTES_MAX,
+    graphite, httptrap, influx, remote_write, statsd, Batch, Options, Value, NAME_BYTES_MAX,
     REJECTIONS_LISTED_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
 };
 
@@ -38,10 +38,32 @@ pub fn influx(data: &[u8]) {
     check(body, &influx::parse(body, &Options::at(NOW_MS), precision));
 }
 
+/// The first byte picks the layer: odd = a snappy body as sent, even = the protobuf behind it
+/// (so the fuzzer reaches the decoder and the mapping without producing valid snappy).
+pub fn remote_write(data: &[u8]) {
+    let Some((&first, body)) = data.split_first() else {
+        return;
+    };
+    let options = Options::at(NOW_MS);
+    if first % 2 == 1 {
+        // A snappy copy element expands 3 bytes into at most 64, so the protobuf is at most
+        // ~21.3× the body; every sample needs bytes of its own in the protobuf.
+        let raw_len_max = body.len().saturating_mul(22);
+        check_within(raw_len_max, &remote_write::parse(body, &options));
+    } else {
+        check(body, &remote_write::parse_decompressed(body, &options));
+    }
+}
+
 fn check(data: &[u8], batch: &Batch) {
+    check_within(data.len(), batch);
+}
+
+/// `input_len`: bytes of the decoded input; no batch holds more samples than that.
+fn check_within(input_len: usize, batch: &Batch) {
     let options = Options::at(NOW_MS);
     assert!(
-        batch.samples.len() <= data.len(),
+        batch.samples.len() <= input_len,
         "more samples than input bytes"
     );
     assert!(batch.rejected.len() <= REJECTIONS_LISTED_MAX + 1);
