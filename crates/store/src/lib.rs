@@ -1,13 +1,26 @@
 //! `store`: the time-series engine.
 //!
-//! This crate holds the journal-independent layers: stream keys ([`key`]), the series index
-//! ([`index`]), the tag query language ([`tagquery`]) and the per-series chunk encoders
-//! ([`encode`]). The write path, head, blocks and read API build on these. `FORMAT.md` documents
+//! Stream keys ([`key`]), the series index ([`index`]), the tag query language ([`tagquery`]),
+//! the per-series chunk encoders ([`encode`]), and on the journal the write path ([`Store`],
+//! [`WriteBatch`], the WAL record in [`wal`]), the in-memory head and reads over it ([`read`]).
+//! Blocks come next. `FORMAT.md` documents
 //! every byte written; `STATUS.md` says what is done. No `unsafe`, no wire-protocol parsing.
 #![forbid(unsafe_code)]
 
+pub mod batch;
+mod db;
 pub mod encode;
+mod error;
 pub mod fuzzing;
+mod head;
 pub mod index;
 pub mod key;
+pub mod read;
 pub mod tagquery;
+pub mod wal;
+
+pub use batch::{Value, WriteBatch};
+pub use db::{ReplayReport, Store, StoreOptions, BASE_PERIOD_MS_DEFAULT, BASE_PERIOD_MS_MIN};
+pub use error::StoreError;
+pub use journal::Durability;
+pub use read::{HeadView, Latest, NumericAggregate, Slicing};

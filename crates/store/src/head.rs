@@ -1,0 +1,175 @@
+//! The head: every acknowledged sample not yet in a block, in memory.
+//!
+//! Inserts are commutative up to the duplicate rule, so samples may arrive in any order (late,
+//! out of order, replayed) and the head ends up the same:
+//! - numeric and text: one sample per series per millisecond; of two with the same timestamp the
+//!   one written later wins, "later" meaning the higher journal offset (the WAL order, which
+//!   replay reproduces), and within one batch the one added last;
+//! - histograms: merged into the histogram of the base period containing the timestamp
+//!   (`period_start = ts − ts mod base_period`, euclidean so negative times work), so duplicates
+//!   simply add up.
+//!
+//! Text is kept per sample here, and "stored on change" is applied when read (and will be when
+//! blocks are written): dropping an unchanged value at insert time would depend on arrival order.
+
+use std::collections::{BTreeMap, HashMap};
+
+use hist::Histogram;
+
+use crate::batch::Value;
+use crate::index::SeriesId;
+
+/// A sample with the sequence number (journal offset) that orders duplicates.
+#[derive(Clone, Debug)]
+pub(crate) struct Point<T> {
+    pub ts_ms: i64,
+    pub seq: u64,
+    pub value: T,
+}
+
+#[derive(Debug)]
+pub(crate) enum SeriesHead {
+    Numeric(Vec<Point<f64>>),
+    Text(Vec<Point<String>>),
+    /// Merged histogram per base period, keyed by period start.
+    Histogram(BTreeMap<i64, Histogram>),
+}
+
+#[derive(Debug)]
+pub(crate) struct Head {
+    pub base_period_ms: i64,
+    pub series: HashMap<SeriesId, SeriesHead>,
+}
+
+/// Inserts keeping `points` sorted by timestamp, applying the duplicate rule.
+fn insert_point<T>(points: &mut Vec<Point<T>>, point: Point<T>) {
+    // The common case: in-order arrival appends.
+    if points.last().is_none_or(|last| last.ts_ms < point.ts_ms) {
+        points.push(point);
+        return;
+    }
+    let i = points.partition_point(|p| p.ts_ms < point.ts_ms);
+    match points.get_mut(i) {
+        Some(existing) if existing.ts_ms == point.ts_ms => {
+            if point.seq >= existing.seq {
+                *existing = point;
+            }
+        }
+        _ => points.insert(i, point),
+    }
+}
+
+impl Head {
+    pub fn new(base_period_ms: i64) -> Head {
+        assert!(base_period_ms > 0);
+        Head {
+            base_period_ms,
+            series: HashMap::new(),
+        }
+    }
+
+    pub fn period_start_ms(&self, ts_ms: i64) -> i64 {
+        ts_ms - ts_ms.rem_euclid(self.base_period_ms)
+    }
+
+    /// Applies one sample. Cumulative histograms must already be turned into differences.
+    /// Returns `false` (and changes nothing) if the value's kind is not the series'.
+    #[must_use]
+    pub fn insert(&mut self, id: SeriesId, seq: u64, ts_ms: i64, value: Value) -> bool {
+        let period_start_ms = self.period_start_ms(ts_ms);
+        let entry = self.series.entry(id).or_insert_with(|| match &value {
+            Value::Numeric(_) => SeriesHead::Numeric(Vec::new()),
+            Value::Text(_) => SeriesHead::Text(Vec::new()),
+            _ => SeriesHead::Histogram(BTreeMap::new()),
+        });
+        match (entry, value) {
+            (SeriesHead::Numeric(points), Value::Numeric(value)) => {
+                insert_point(points, Point { ts_ms, seq, value });
+            }
+            (SeriesHead::Text(points), Value::Text(value)) => {
+                insert_point(points, Point { ts_ms, seq, value });
+            }
+            (SeriesHead::Histogram(periods), Value::Histogram(h)) => {
+                periods.entry(period_start_ms).or_default().merge(&h);
+            }
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// Turns cumulative submissions into per-period differences, in WAL order.
+#[derive(Debug, Default)]
+pub(crate) struct CumulativeState {
+    last: HashMap<SeriesId, Histogram>,
+}
+
+impl CumulativeState {
+    /// The difference between `cumulative` and the series' previous cumulative submission. If
+    /// any bin went down (or vanished) the source restarted its counts: the new value is taken
+    /// whole, as everything in it was observed since the reset.
+    pub fn difference(&mut self, id: SeriesId, cumulative: &Histogram) -> Histogram {
+        let delta = match self.last.get(&id) {
+            None => cumulative.clone(),
+            Some(previous) => {
+                let mut delta = cumulative.clone();
+                if delta.subtract(previous) {
+                    delta
+                } else {
+                    cumulative.clone()
+                }
+            }
+        };
+        self.last.insert(id, cumulative.clone());
+        delta
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn duplicate_rule_is_order_independent() {
+        let samples = [
+            (5, 1, 1.0),
+            (5, 3, 3.0),
+            (5, 2, 2.0),
+            (1, 4, 4.0),
+            (9, 0, 0.5),
+        ];
+        let mut reference: Option<Vec<(i64, f64)>> = None;
+        for rotation in 0..samples.len() {
+            let mut points = Vec::new();
+            let mut order = samples.to_vec();
+            order.rotate_left(rotation);
+            order.reverse();
+            for (ts_ms, seq, value) in order {
+                insert_point(&mut points, Point { ts_ms, seq, value });
+            }
+            let got: Vec<(i64, f64)> = points.iter().map(|p| (p.ts_ms, p.value)).collect();
+            assert_eq!(got, vec![(1, 4.0), (5, 3.0), (9, 0.5)]);
+            if let Some(r) = &reference {
+                assert_eq!(r, &got);
+            }
+            reference = Some(got);
+        }
+    }
+
+    #[test]
+    fn cumulative_reset_takes_new_value_whole() {
+        let mut state = CumulativeState::default();
+        let mut a = Histogram::new();
+        a.insert_n(1.0, 5);
+        let mut b = a.clone();
+        b.insert_n(2.0, 3);
+        let id = SeriesId(1);
+        assert_eq!(state.difference(id, &a), a);
+        let d = state.difference(id, &b);
+        assert_eq!(d.sample_count(), 3);
+        let mut reset = Histogram::new();
+        reset.insert_n(1.0, 2);
+        assert_eq!(state.difference(id, &reset), reset);
+    }
+}

@@ -1,0 +1,279 @@
+//! The WAL record: one write batch, with series already resolved to ids, as one journal record.
+//! `FORMAT.md` ("WAL record") describes every byte; the journal adds the CRC and framing.
+
+use hist::Histogram;
+
+use crate::batch::{Value, BATCH_SAMPLES_MAX, TEXT_BYTES_MAX};
+use crate::index::SeriesId;
+
+/// WAL record format version.
+pub const WAL_VERSION: u8 = 1;
+
+const TAG_NUMERIC: u8 = 1;
+const TAG_TEXT: u8 = 2;
+const TAG_HISTOGRAM: u8 = 3;
+const TAG_CUMULATIVE: u8 = 4;
+
+/// The samples of one series with one value tag, in submission order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    pub id: SeriesId,
+    pub samples: Vec<(i64, Value)>,
+}
+
+/// Why a WAL record could not be decoded (`offset` is the byte position in the record).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalDecodeError {
+    pub offset: usize,
+    pub what: &'static str,
+}
+
+fn tag_of(value: &Value) -> u8 {
+    match value {
+        Value::Numeric(_) => TAG_NUMERIC,
+        Value::Text(_) => TAG_TEXT,
+        Value::Histogram(_) => TAG_HISTOGRAM,
+        Value::CumulativeHistogram(_) => TAG_CUMULATIVE,
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Encodes groups into `out`. Every sample of a group must carry the same value tag; a series
+/// whose batch mixes plain and cumulative histograms is split into two groups by the caller.
+pub fn encode(groups: &[Group], out: &mut Vec<u8>) {
+    out.push(WAL_VERSION);
+    put_varint(out, groups.len() as u64);
+    for group in groups {
+        assert!(!group.samples.is_empty(), "empty WAL group");
+        let tag = tag_of(&group.samples[0].1);
+        out.extend_from_slice(&group.id.0.to_le_bytes());
+        out.push(tag);
+        put_varint(out, group.samples.len() as u64);
+        let mut prev_ts_ms = 0i64;
+        for (ts_ms, value) in &group.samples {
+            assert_eq!(tag_of(value), tag, "mixed value tags in a WAL group");
+            put_varint(out, zigzag(ts_ms.wrapping_sub(prev_ts_ms)));
+            prev_ts_ms = *ts_ms;
+            match value {
+                Value::Numeric(v) => out.extend_from_slice(&v.to_bits().to_le_bytes()),
+                Value::Text(t) => {
+                    put_varint(out, t.len() as u64);
+                    out.extend_from_slice(t.as_bytes());
+                }
+                Value::Histogram(h) | Value::CumulativeHistogram(h) => h.encode_into(out),
+            }
+        }
+    }
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    fn fail(&self, what: &'static str) -> WalDecodeError {
+        WalDecodeError {
+            offset: self.pos,
+            what,
+        }
+    }
+
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&[u8], WalDecodeError> {
+        let end = self.pos.checked_add(n).ok_or_else(|| self.fail(what))?;
+        let slice = self
+            .bytes
+            .get(self.pos..end)
+            .ok_or_else(|| self.fail(what))?;
+        self.pos = end;
+        Ok(slice)
+    }
+
+    fn byte(&mut self, what: &'static str) -> Result<u8, WalDecodeError> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    fn varint(&mut self, what: &'static str) -> Result<u64, WalDecodeError> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let b = self.byte(what)?;
+            if i == 9 && b > 1 {
+                return Err(self.fail(what));
+            }
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(self.fail(what))
+    }
+
+    fn count(&mut self, max: usize, what: &'static str) -> Result<usize, WalDecodeError> {
+        let v = self.varint(what)?;
+        // Bounded by the constant and by the bytes left (every item takes at least one byte),
+        // so a damaged count cannot make the decoder allocate more than the record's size.
+        let left = (self.bytes.len() - self.pos) as u64;
+        if v > max as u64 || v > left {
+            return Err(self.fail(what));
+        }
+        Ok(v as usize)
+    }
+}
+
+/// Decodes one record. Never panics on arbitrary bytes.
+pub fn decode(bytes: &[u8]) -> Result<Vec<Group>, WalDecodeError> {
+    let mut c = Cursor { bytes, pos: 0 };
+    if c.byte("version")? != WAL_VERSION {
+        return Err(WalDecodeError {
+            offset: 0,
+            what: "unknown version",
+        });
+    }
+    let group_count = c.count(BATCH_SAMPLES_MAX, "group count")?;
+    let mut groups = Vec::with_capacity(group_count);
+    for _ in 0..group_count {
+        let id_bytes = c.take(4, "series id")?;
+        let id = SeriesId(u32::from_le_bytes([
+            id_bytes[0],
+            id_bytes[1],
+            id_bytes[2],
+            id_bytes[3],
+        ]));
+        let tag = c.byte("value tag")?;
+        if !(TAG_NUMERIC..=TAG_CUMULATIVE).contains(&tag) {
+            return Err(c.fail("value tag"));
+        }
+        let sample_count = c.count(BATCH_SAMPLES_MAX, "sample count")?;
+        if sample_count == 0 {
+            return Err(c.fail("sample count"));
+        }
+        let mut samples = Vec::with_capacity(sample_count);
+        let mut prev_ts_ms = 0i64;
+        for _ in 0..sample_count {
+            let ts_ms = prev_ts_ms.wrapping_add(unzigzag(c.varint("timestamp")?));
+            prev_ts_ms = ts_ms;
+            samples.push((ts_ms, decode_value(&mut c, tag)?));
+        }
+        groups.push(Group { id, samples });
+    }
+    if c.pos != bytes.len() {
+        return Err(c.fail("trailing bytes"));
+    }
+    Ok(groups)
+}
+
+fn decode_value(c: &mut Cursor<'_>, tag: u8) -> Result<Value, WalDecodeError> {
+    match tag {
+        TAG_NUMERIC => {
+            let b = c.take(8, "numeric value")?;
+            let mut raw = [0u8; 8];
+            raw.copy_from_slice(b);
+            Ok(Value::Numeric(f64::from_bits(u64::from_le_bytes(raw))))
+        }
+        TAG_TEXT => {
+            let len = c.count(TEXT_BYTES_MAX, "text length")?;
+            let at = c.pos;
+            let b = c.take(len, "text")?;
+            let text = std::str::from_utf8(b).map_err(|_| WalDecodeError {
+                offset: at,
+                what: "text is not UTF-8",
+            })?;
+            Ok(Value::Text(text.to_owned()))
+        }
+        _ => {
+            let rest = c.bytes.get(c.pos..).unwrap_or_default();
+            let (h, used) = Histogram::decode_prefix(rest).map_err(|_| c.fail("histogram"))?;
+            c.pos += used;
+            if tag == TAG_HISTOGRAM {
+                Ok(Value::Histogram(h))
+            } else {
+                Ok(Value::CumulativeHistogram(h))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn sample_groups() -> Vec<Group> {
+        let mut h = Histogram::new();
+        h.insert(1.5);
+        h.insert_n(300.0, 7);
+        vec![
+            Group {
+                id: SeriesId(3),
+                samples: vec![
+                    (1_000, Value::Numeric(f64::NAN)),
+                    (-5, Value::Numeric(-0.0)),
+                    (i64::MAX, Value::Numeric(f64::INFINITY)),
+                    (i64::MIN, Value::Numeric(2.5)),
+                ],
+            },
+            Group {
+                id: SeriesId(u32::MAX),
+                samples: vec![
+                    (7, Value::Text("héllo".into())),
+                    (8, Value::Text(String::new())),
+                ],
+            },
+            Group {
+                id: SeriesId(0),
+                samples: vec![(60_000, Value::Histogram(h.clone()))],
+            },
+            Group {
+                id: SeriesId(0),
+                samples: vec![(60_001, Value::CumulativeHistogram(h))],
+            },
+        ]
+    }
+
+    fn bits_equal(a: &[Group], b: &[Group]) -> bool {
+        format!("{a:?}") == format!("{b:?}")
+    }
+
+    #[test]
+    fn round_trip() {
+        let groups = sample_groups();
+        let mut out = Vec::new();
+        encode(&groups, &mut out);
+        let back = decode(&out).unwrap();
+        assert!(bits_equal(&groups, &back));
+        if let Value::Numeric(v) = back[0].samples[1].1 {
+            assert_eq!(v.to_bits(), (-0.0f64).to_bits());
+        }
+    }
+
+    #[test]
+    fn every_truncation_and_flip_is_an_error_or_decodes() {
+        let mut out = Vec::new();
+        encode(&sample_groups(), &mut out);
+        for cut in 0..out.len() {
+            assert!(decode(&out[..cut]).is_err(), "cut {cut}");
+        }
+        for i in 0..out.len() {
+            for bit in 0..8 {
+                let mut damaged = out.clone();
+                damaged[i] ^= 1 << bit;
+                let _ = decode(&damaged);
+            }
+        }
+    }
+}

@@ -1,0 +1,285 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The write path and head: write → read back, per-period merge, out-of-order and late data, the
+//! duplicate rule, cumulative histograms, concurrent writers, reopen.
+
+use std::sync::Arc;
+
+use hist::Histogram;
+use store::index::SeriesId;
+use store::tagquery::TagQuery;
+use store::{Latest, Slicing, Store, StoreOptions, WriteBatch};
+
+fn key(text: &str) -> store::key::StreamKey {
+    store::key::StreamKey::parse(text).unwrap()
+}
+
+fn id(store: &Store, text: &str) -> SeriesId {
+    store.index().lookup(&key(text)).unwrap().unwrap().0
+}
+
+fn hist_of(values: &[f64]) -> Histogram {
+    let mut h = Histogram::new();
+    for &v in values {
+        h.insert(v);
+    }
+    h
+}
+
+fn open(dir: &std::path::Path) -> Store {
+    Store::open(dir, StoreOptions::default()).unwrap()
+}
+
+#[test]
+fn write_then_read_back_every_kind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let mut b = WriteBatch::new();
+    let (n, t, h) = (
+        key("cpu|ST[host:a]"),
+        key("state|ST[host:a]"),
+        key("lat|ST[host:a]"),
+    );
+    for i in 0..100i64 {
+        b.numeric(&n, i * 1000, i as f64 * 0.5).unwrap();
+    }
+    b.numeric(&n, 200_000, f64::NAN).unwrap();
+    b.numeric(&n, 201_000, -0.0).unwrap();
+    b.text(&t, 10, "up").unwrap();
+    b.text(&t, 20, "up").unwrap();
+    b.text(&t, 30, "down").unwrap();
+    b.histogram(&h, 5_000, &hist_of(&[1.0, 2.0])).unwrap();
+    store.write(&b).unwrap();
+
+    let view = store.view().unwrap();
+    let raw = view.raw_numeric(id(&store, "cpu|ST[host:a]"), 0, i64::MAX);
+    assert_eq!(raw.len(), 102);
+    for (i, (ts, v)) in raw.iter().take(100).enumerate() {
+        assert_eq!((*ts, *v), (i as i64 * 1000, i as f64 * 0.5));
+    }
+    assert!(raw[100].1.is_nan());
+    assert_eq!(raw[101].1.to_bits(), (-0.0f64).to_bits());
+    let text = view.raw_text(id(&store, "state|ST[host:a]"), 0, 100);
+    assert_eq!(text, vec![(10, "up".to_owned()), (30, "down".to_owned())]);
+    let hs = view.raw_histograms(id(&store, "lat|ST[host:a]"), 0, 60_000);
+    assert_eq!(hs, vec![(0, hist_of(&[1.0, 2.0]))]);
+    assert_eq!(
+        view.latest(id(&store, "state|ST[host:a]")),
+        Some(Latest::Text {
+            ts_ms: 30,
+            value: "down".into()
+        })
+    );
+    drop(view);
+
+    // The same through a tag query.
+    let found = store.find(&TagQuery::parse("and(host:a,__name:cpu)").unwrap(), 1 << 20);
+    assert_eq!(found.unwrap(), vec![id(&store, "cpu|ST[host:a]")]);
+}
+
+#[test]
+fn aggregates_and_histograms_per_slice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let n = key("m");
+    let h = key("h");
+    let mut b = WriteBatch::new();
+    // Two minutes of 10 s samples; histograms every 10 s merged per 60 s base period.
+    for i in 0..12i64 {
+        b.numeric(&n, i * 10_000, i as f64).unwrap();
+        b.histogram(&h, i * 10_000, &hist_of(&[i as f64])).unwrap();
+    }
+    store.write(&b).unwrap();
+    let view = store.view().unwrap();
+    let s = Slicing {
+        start_ms: 0,
+        end_ms: 180_000,
+        period_ms: 60_000,
+    };
+    let aggs = view.numeric_aggregates(id(&store, "m"), s).unwrap();
+    assert_eq!(aggs.len(), 3);
+    let a = aggs[0].unwrap();
+    assert_eq!(
+        (a.count, a.sum, a.min, a.max, a.first, a.last),
+        (6, 15.0, 0.0, 5.0, 0.0, 5.0)
+    );
+    assert_eq!(a.mean(), 2.5);
+    assert_eq!(aggs[1].unwrap().sum, 6.0 + 7.0 + 8.0 + 9.0 + 10.0 + 11.0);
+    assert!(aggs[2].is_none());
+    let hs = view.histograms(id(&store, "h"), s).unwrap();
+    assert_eq!(hs[0], hist_of(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]));
+    assert_eq!(hs[1], hist_of(&[6.0, 7.0, 8.0, 9.0, 10.0, 11.0]));
+    assert!(hs[2].is_empty());
+    // A 120 s period merges both base periods.
+    let wide = Slicing {
+        period_ms: 120_000,
+        end_ms: 120_000,
+        ..s
+    };
+    assert_eq!(
+        view.histograms(id(&store, "h"), wide).unwrap()[0].sample_count(),
+        12
+    );
+    // Unaligned requests are refused.
+    let bad = Slicing { start_ms: 1, ..s };
+    assert!(view.numeric_aggregates(id(&store, "m"), bad).is_err());
+    let bad = Slicing {
+        period_ms: 90_000,
+        ..s
+    };
+    assert!(view.histograms(id(&store, "h"), bad).is_err());
+}
+
+#[test]
+fn out_of_order_late_and_duplicates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let n = key("m");
+    let h = key("h");
+    for ts in [50_000i64, 10_000, 30_000, 20_000, 40_000] {
+        let mut b = WriteBatch::new();
+        b.numeric(&n, ts, ts as f64).unwrap();
+        b.histogram(&h, ts, &hist_of(&[1.0])).unwrap();
+        store.write(&b).unwrap();
+    }
+    // Late by an hour, then duplicates: a later batch wins, and within a batch the last added.
+    let mut late = WriteBatch::new();
+    late.numeric(&n, -3_600_000, 7.0).unwrap();
+    late.histogram(&h, -3_600_000, &hist_of(&[2.0])).unwrap();
+    late.histogram(&h, 30_000, &hist_of(&[3.0])).unwrap();
+    late.numeric(&n, 30_000, 1.0).unwrap();
+    late.numeric(&n, 30_000, 2.0).unwrap();
+    store.write(&late).unwrap();
+
+    let check = |store: &Store| {
+        let view = store.view().unwrap();
+        let raw = view.raw_numeric(id(store, "m"), i64::MIN, i64::MAX);
+        let want = vec![
+            (-3_600_000, 7.0),
+            (10_000, 10_000.0),
+            (20_000, 20_000.0),
+            (30_000, 2.0),
+            (40_000, 40_000.0),
+            (50_000, 50_000.0),
+        ];
+        assert_eq!(raw, want);
+        let hs = view.raw_histograms(id(store, "h"), i64::MIN, i64::MAX);
+        let mut merged = hist_of(&[1.0; 5]);
+        merged.merge(&hist_of(&[3.0]));
+        assert_eq!(hs, vec![(-3_600_000, hist_of(&[2.0])), (0, merged)]);
+    };
+    check(&store);
+    store.close().unwrap();
+    // Replay reproduces the same head, duplicates included.
+    let store = open(tmp.path());
+    assert_eq!(store.replay_report().records, 6);
+    check(&store);
+}
+
+#[test]
+fn cumulative_histograms_with_a_counter_reset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let h = key("requests");
+    let submit = |ts_ms: i64, values: &[f64]| {
+        let mut b = WriteBatch::new();
+        b.cumulative_histogram(&h, ts_ms, &hist_of(values)).unwrap();
+        store.write(&b).unwrap();
+    };
+    submit(0, &[1.0, 2.0]); // first: taken whole
+    submit(60_000, &[1.0, 2.0, 2.0, 5.0]); // + 2.0, 5.0
+    submit(120_000, &[1.0]); // a bin went down: reset, taken whole
+    submit(180_000, &[1.0, 1.0, 9.0]); // + 1.0, 9.0
+    let want = vec![
+        (0, hist_of(&[1.0, 2.0])),
+        (60_000, hist_of(&[2.0, 5.0])),
+        (120_000, hist_of(&[1.0])),
+        (180_000, hist_of(&[1.0, 9.0])),
+    ];
+    let id = id(&store, "requests");
+    assert_eq!(store.view().unwrap().raw_histograms(id, 0, 240_000), want);
+    store.close().unwrap();
+    let store = open(tmp.path());
+    assert_eq!(store.view().unwrap().raw_histograms(id, 0, 240_000), want);
+    // The difference state survives the reopen: the next submission is a difference again.
+    let mut b = WriteBatch::new();
+    b.cumulative_histogram(&h, 240_000, &hist_of(&[1.0, 1.0, 9.0, 9.0]))
+        .unwrap();
+    store.write(&b).unwrap();
+    let got = store.view().unwrap().raw_histograms(id, 240_000, 300_000);
+    assert_eq!(got, vec![(240_000, hist_of(&[9.0]))]);
+}
+
+#[test]
+fn kinds_are_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let k = key("x");
+    let mut b = WriteBatch::new();
+    b.numeric(&k, 0, 1.0).unwrap();
+    assert!(b.text(&k, 0, "a").is_err());
+    store.write(&b).unwrap();
+    let mut b = WriteBatch::new();
+    b.text(&k, 1, "a").unwrap();
+    assert!(store.write(&b).is_err());
+    assert!(Store::open(
+        tmp.path().join("other"),
+        StoreOptions {
+            base_period_ms: 999,
+            ..StoreOptions::default()
+        }
+    )
+    .is_err());
+}
+
+#[test]
+fn concurrent_writers_every_acknowledged_sample_present() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(tmp.path()));
+    let threads_n = 4usize;
+    let batches_n = 50i64;
+    let handles: Vec<_> = (0..threads_n)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                for i in 0..batches_n {
+                    let mut b = WriteBatch::new();
+                    // A shared series, and a new series every 10 batches.
+                    b.numeric(&key("shared"), i * 10 + t as i64, i as f64)
+                        .unwrap();
+                    let own = key(&format!("own|ST[t:{t},g:{}]", i / 10));
+                    b.numeric(&own, i, i as f64).unwrap();
+                    b.histogram(&key("h"), i * 1000, &hist_of(&[t as f64]))
+                        .unwrap();
+                    store.write(&b).unwrap();
+                    // Acknowledged means visible.
+                    let view = store.view().unwrap();
+                    let raw = view.raw_numeric(id(&store, &own.canonical()), i, i + 1);
+                    assert_eq!(raw, vec![(i, i as f64)]);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let check = |store: &Store| {
+        let view = store.view().unwrap();
+        assert_eq!(
+            view.raw_numeric(id(store, "shared"), 0, i64::MAX).len(),
+            200
+        );
+        let hs = view.raw_histograms(id(store, "h"), i64::MIN, i64::MAX);
+        let total: u64 = hs.iter().map(|(_, h)| h.sample_count()).sum();
+        assert_eq!(total, (threads_n as u64) * batches_n as u64);
+        for t in 0..threads_n {
+            for g in 0..5 {
+                let own = id(store, &format!("own|ST[g:{g},t:{t}]"));
+                assert_eq!(view.raw_numeric(own, 0, i64::MAX).len(), 10);
+            }
+        }
+    };
+    check(&store);
+    let store = Arc::into_inner(store).unwrap();
+    store.close().unwrap();
+    check(&open(tmp.path()));
+}
