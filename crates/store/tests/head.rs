@@ -283,3 +283,104 @@ fn concurrent_writers_every_acknowledged_sample_present() {
     store.close().unwrap();
     check(&open(tmp.path()));
 }
+
+#[test]
+fn readers_see_whole_batches_while_writers_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(tmp.path()));
+    let batches_n = 100i64;
+    let writer = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            for i in 0..batches_n {
+                let mut b = WriteBatch::new();
+                b.numeric(&key("a"), i, i as f64).unwrap();
+                b.numeric(&key("b"), i, i as f64).unwrap();
+                b.histogram(&key("c"), i * 1000, &hist_of(&[1.0])).unwrap();
+                store.write(&b).unwrap();
+            }
+        })
+    };
+    let mut seen_max = 0;
+    while seen_max < batches_n as usize {
+        let view = store.view().unwrap();
+        let id_of = |name: &str| store.index().lookup(&key(name)).unwrap().map(|(id, _)| id);
+        let (Some(a), Some(b), Some(c)) = (id_of("a"), id_of("b"), id_of("c")) else {
+            continue;
+        };
+        let na = view.raw_numeric(a, 0, i64::MAX).len();
+        let nb = view.raw_numeric(b, 0, i64::MAX).len();
+        let hs = view.raw_histograms(c, 0, i64::MAX);
+        let nc: u64 = hs.iter().map(|(_, h)| h.sample_count()).sum();
+        assert_eq!(na, nb, "a batch seen partly");
+        assert_eq!(na as u64, nc, "a batch seen partly");
+        seen_max = na;
+    }
+    writer.join().unwrap();
+}
+
+/// Random batches with duplicates, out-of-order and negative timestamps against a naive model:
+/// numeric — the last write per millisecond; histograms — everything merged per base period.
+#[test]
+fn random_batches_match_a_naive_model() {
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeMap;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for round in 0..4 {
+        let tmp = tempfile::tempdir().unwrap();
+        let base_period_ms = [1_000, 60_000][round % 2];
+        let opts = || StoreOptions {
+            base_period_ms,
+            ..StoreOptions::default()
+        };
+        let store = Store::open(tmp.path(), opts()).unwrap();
+        let mut numeric: BTreeMap<i64, f64> = BTreeMap::new();
+        let mut hists: BTreeMap<i64, Histogram> = BTreeMap::new();
+        for _ in 0..20 {
+            let mut b = WriteBatch::new();
+            for _ in 0..rng.random_range(1..50) {
+                let ts: i64 = rng.random_range(-200_000..200_000);
+                let v: f64 = rng.random_range(-5.0..5.0);
+                b.numeric(&key("n"), ts, v).unwrap();
+                numeric.insert(ts, v);
+                let h = hist_of(&[v]);
+                b.histogram(&key("h"), ts, &h).unwrap();
+                hists
+                    .entry(ts - ts.rem_euclid(base_period_ms))
+                    .or_default()
+                    .merge(&h);
+            }
+            store.write(&b).unwrap();
+        }
+        let check = |store: &Store| {
+            let view = store.view().unwrap();
+            let raw = view.raw_numeric(id(store, "n"), i64::MIN, i64::MAX);
+            assert_eq!(
+                raw,
+                numeric.iter().map(|(&t, &v)| (t, v)).collect::<Vec<_>>()
+            );
+            let hs = view.raw_histograms(id(store, "h"), i64::MIN, i64::MAX);
+            assert_eq!(
+                hs,
+                hists
+                    .iter()
+                    .map(|(&t, h)| (t, h.clone()))
+                    .collect::<Vec<_>>()
+            );
+            let s = Slicing {
+                start_ms: -240_000,
+                end_ms: 240_000,
+                period_ms: 120_000,
+            };
+            let aggs = view.numeric_aggregates(id(store, "n"), s).unwrap();
+            let total: u64 = aggs.iter().flatten().map(|a| a.count).sum();
+            assert_eq!(total, numeric.len() as u64);
+            let merged = view.histograms(id(store, "h"), s).unwrap();
+            let count: u64 = merged.iter().map(|h| h.sample_count()).sum();
+            assert_eq!(count, hists.values().map(|h| h.sample_count()).sum::<u64>());
+        };
+        check(&store);
+        store.close().unwrap();
+        check(&Store::open(tmp.path(), opts()).unwrap());
+    }
+}
