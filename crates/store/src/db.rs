@@ -105,7 +105,7 @@ impl Store {
             sync_lock: Mutex::new(()),
             replay: ReplayReport::default(),
         };
-        store.replay = store.replay_wal(series_count)?;
+        store.replay = store.replay_wal()?;
         Ok(store)
     }
 
@@ -198,7 +198,7 @@ impl Store {
     }
 
     /// Replays every WAL record into the head, in offset order.
-    fn replay_wal(&self, series_count: u32) -> Result<ReplayReport, StoreError> {
+    fn replay_wal(&self) -> Result<ReplayReport, StoreError> {
         let mut report = ReplayReport::default();
         let mut reader = self.journal.reader(self.journal.earliest_offset()?)?;
         let mut batch = journal::Batch::new();
@@ -213,7 +213,8 @@ impl Store {
                     what: e.what,
                 })?;
                 for group in differences(&mut state, groups) {
-                    if group.id.0 >= series_count {
+                    let kind = group.samples[0].1.kind();
+                    if self.index.kind_of(group.id)? != Some(kind) {
                         return Err(StoreError::WalUnknownSeries {
                             journal_offset: offset,
                             id: group.id.0,

@@ -265,6 +265,11 @@ impl SeriesIndex {
             .map(|&id| (SeriesId(id), inner.series[id as usize].kind)))
     }
 
+    /// The kind of series `id`, if it exists (no key text is built or parsed).
+    pub fn kind_of(&self, id: SeriesId) -> Result<Option<Kind>, IndexError> {
+        Ok(self.read()?.series.get(id.0 as usize).map(|s| s.kind))
+    }
+
     /// Widens the activity range of each `(series, ts_ms)`; unknown ids are ignored.
     pub fn note_activity(&self, samples: &[(SeriesId, i64)]) -> Result<(), IndexError> {
         let inner = self.read()?;

@@ -384,3 +384,63 @@ fn random_batches_match_a_naive_model() {
         check(&Store::open(tmp.path(), opts()).unwrap());
     }
 }
+
+/// A WAL record the journal accepted but that does not decode, or that names a series the index
+/// does not have (or with another kind), stops the open with a typed error.
+#[test]
+fn bad_wal_records_are_reported_on_open() {
+    use store::wal::{self, Group};
+    use store::{StoreError, Value};
+    type Expect = fn(&StoreError) -> bool;
+    let cases: [(Vec<u8>, Expect); 3] = [
+        (vec![1, 1, 0], |e| {
+            matches!(e, StoreError::WalCorrupt { .. })
+        }),
+        (
+            {
+                let mut out = Vec::new();
+                let samples = vec![(0, Value::Numeric(1.0))];
+                wal::encode(
+                    &[Group {
+                        id: SeriesId(9),
+                        samples,
+                    }],
+                    &mut out,
+                );
+                out
+            },
+            |e| matches!(e, StoreError::WalUnknownSeries { id: 9, .. }),
+        ),
+        (
+            {
+                let mut out = Vec::new();
+                let samples = vec![(0, Value::Text("x".into()))];
+                wal::encode(
+                    &[Group {
+                        id: SeriesId(0),
+                        samples,
+                    }],
+                    &mut out,
+                );
+                out
+            },
+            |e| matches!(e, StoreError::WalUnknownSeries { id: 0, .. }),
+        ),
+    ];
+    for (record, expected) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let mut b = WriteBatch::new();
+        b.numeric(&key("n"), 0, 1.0).unwrap();
+        store.write(&b).unwrap();
+        store.close().unwrap();
+        let j =
+            journal::Journal::open(tmp.path().join("wal"), journal::Options::default()).unwrap();
+        j.append(&record).unwrap();
+        j.close().unwrap();
+        let err = Store::open(tmp.path(), StoreOptions::default())
+            .err()
+            .unwrap();
+        assert!(expected(&err), "{err:?}");
+    }
+}
