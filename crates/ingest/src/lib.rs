@@ -26,6 +26,7 @@ pub mod httptrap;
 pub mod influx;
 mod json;
 mod lines;
+pub mod otlp;
 pub mod remote_write;
 pub mod statsd;
 mod tags;

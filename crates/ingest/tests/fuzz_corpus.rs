@@ -47,3 +47,8 @@ fn influx_corpus() {
 fn remote_write_corpus() {
     replay("remote_write", fuzz_checks::remote_write);
 }
+
+#[test]
+fn otlp_corpus() {
+    replay("otlp", fuzz_checks::otlp);
+}

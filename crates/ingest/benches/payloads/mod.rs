@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use hist::Histogram;
 use ingest::influx::Precision;
+use ingest::otlp::{self, proto as otlp_proto};
 use ingest::remote_write::{self, proto};
 use ingest::{graphite, httptrap, influx, statsd, Batch, Options};
 use prost::Message;
@@ -202,6 +203,64 @@ pub fn remote_write_body() -> Vec<u8> {
     snap::raw::Encoder::new().compress_vec(&raw).unwrap()
 }
 
+fn otlp_kv(key: &str, value: String) -> otlp_proto::KeyValue {
+    otlp_proto::KeyValue {
+        key: key.to_owned(),
+        value: Some(otlp_proto::AnyValue {
+            value: Some(otlp_proto::any_value::Value::StringValue(value)),
+        }),
+    }
+}
+
+/// The same workload as `remote_write_body` as one OTLP protobuf request: one resource per
+/// host, one cumulative sum per series with 10 data points (100,000 samples).
+pub fn otlp_body() -> Vec<u8> {
+    let mut rng = Rng(17);
+    let modes = ["user", "system", "idle", "iowait", "irq"];
+    let points_per_series = REMOTE_WRITE_SAMPLES_PER_SERIES;
+    let series_per_host = 50;
+    let resource_metrics = (0..REMOTE_WRITE_SERIES / series_per_host)
+        .map(|host| {
+            let metrics = (0..series_per_host)
+                .map(|i| {
+                    let data_points = (0..points_per_series)
+                        .map(|j| otlp_proto::NumberDataPoint {
+                            attributes: vec![
+                                otlp_kv("cpu", (i / 5).to_string()),
+                                otlp_kv("mode", modes[i % 5].to_owned()),
+                            ],
+                            time_unix_nano: (TS_S as u64 * 1000 + j as u64 * 15_000) * 1_000_000,
+                            value: Some(otlp_proto::number_data_point::Value::AsDouble(
+                                rng.next(1_000_000) as f64 / 100.0,
+                            )),
+                            ..Default::default()
+                        })
+                        .collect();
+                    otlp_proto::Metric {
+                        name: "system.cpu.time".to_owned(),
+                        data: Some(otlp_proto::metric::Data::Sum(otlp_proto::Sum {
+                            data_points,
+                            aggregation_temporality: 2,
+                            is_monotonic: true,
+                        })),
+                        ..Default::default()
+                    }
+                })
+                .collect();
+            otlp_proto::ResourceMetrics {
+                resource: Some(otlp_proto::Resource {
+                    attributes: vec![
+                        otlp_kv("host.name", format!("host_{host}")),
+                        otlp_kv("service.name", "node".to_owned()),
+                    ],
+                }),
+                scope_metrics: vec![otlp_proto::ScopeMetrics { metrics }],
+            }
+        })
+        .collect();
+    otlp_proto::ExportMetricsServiceRequest { resource_metrics }.encode_to_vec()
+}
+
 /// A named payload and the parser that reads it.
 pub struct Case {
     pub name: &'static str,
@@ -250,6 +309,11 @@ pub fn cases() -> Vec<Case> {
             name: "remote_write_numeric",
             body: remote_write_body(),
             parse: |b| remote_write::parse(b, &options()),
+        },
+        Case {
+            name: "otlp_protobuf_numeric",
+            body: otlp_body(),
+            parse: |b| otlp::parse_protobuf(b, &options()),
         },
     ]
 }

@@ -5,7 +5,7 @@
 
 use ingest::influx::Precision;
 use ingest::{
-    graphite, httptrap, influx, remote_write, statsd, Batch, Options, Value, NAME_BYTES_MAX,
+    graphite, httptrap, influx, otlp, remote_write, statsd, Batch, Options, Value, NAME_BYTES_MAX,
     REJECTIONS_LISTED_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
 };
 
@@ -52,6 +52,19 @@ pub fn remote_write(data: &[u8]) {
         check_within(raw_len_max, &remote_write::parse(body, &options));
     } else {
         check(body, &remote_write::parse_decompressed(body, &options));
+    }
+}
+
+/// The first byte picks the encoding: even = protobuf, odd = OTLP JSON.
+pub fn otlp(data: &[u8]) {
+    let Some((&first, body)) = data.split_first() else {
+        return;
+    };
+    let options = Options::at(NOW_MS);
+    if first % 2 == 0 {
+        check(body, &otlp::parse_protobuf(body, &options));
+    } else {
+        check(body, &otlp::parse_json(body, &options));
     }
 }
 

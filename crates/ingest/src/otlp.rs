@@ -1,0 +1,368 @@
+//! OTLP/HTTP metrics (`POST /v1/metrics`): an `ExportMetricsServiceRequest` as protobuf
+//! (`parse_protobuf`) or in the OTLP JSON encoding (`parse_json`). Decompressing gzip is the
+//! server's job. Gauges and sums become numerics, explicit and exponential histograms become
+//! llhist histograms through `hist::convert`. Mapping and choices: `FORMAT.md`.
+//!
+//! A body that does not decode is rejected whole (`rest_of_body`); a bad metric or data point
+//! is rejected alone and counted — `Batch::rejected_total` is the response's
+//! `partial_success.rejected_data_points`, the first rejection its `error_message`.
+
+use hist::convert::{self, ExplicitHistogram, ExponentialBuckets};
+use prost::Message;
+
+use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
+use crate::batch::{TagList, Value};
+
+/// Request body size (after any gzip): both decoders allocate in proportion to it.
+pub const BODY_BYTES_MAX: usize = 64 << 20;
+
+/// `AggregationTemporality` values on the wire.
+const TEMPORALITY_DELTA: i32 = 1;
+const TEMPORALITY_CUMULATIVE: i32 = 2;
+
+/// Nesting of array / key-value-list attribute values rendered into a tag value; deeper parts
+/// are cut (a tag value is bounded anyway).
+const ANY_VALUE_DEPTH_MAX: usize = 8;
+
+pub mod proto;
+
+use proto::{metric, number_data_point, AnyValue, KeyValue};
+
+/// Parses a protobuf `ExportMetricsServiceRequest`.
+pub fn parse_protobuf(body: &[u8], options: &Options) -> Batch {
+    let decoded = check_size(body).and_then(|()| {
+        proto::ExportMetricsServiceRequest::decode(body).map_err(|e| Reason::Decode {
+            what: "protobuf ExportMetricsServiceRequest",
+            detail: e.to_string(),
+        })
+    });
+    batch_of(decoded, options)
+}
+
+/// Parses an `ExportMetricsServiceRequest` in the OTLP JSON encoding (camelCase names, 64-bit
+/// integers as strings or numbers, enums as integers).
+pub fn parse_json(body: &[u8], options: &Options) -> Batch {
+    let decoded = check_size(body).and_then(|()| {
+        serde_json::from_slice::<proto::ExportMetricsServiceRequest>(body).map_err(|e| {
+            Reason::Decode {
+                what: "OTLP JSON ExportMetricsServiceRequest",
+                detail: e.to_string(),
+            }
+        })
+    });
+    batch_of(decoded, options)
+}
+
+fn check_size(body: &[u8]) -> Result<(), Reason> {
+    if body.len() > BODY_BYTES_MAX {
+        return Err(Reason::Bound {
+            what: "body size in bytes",
+            size: body.len(),
+            max: BODY_BYTES_MAX,
+        });
+    }
+    Ok(())
+}
+
+fn batch_of(decoded: Result<proto::ExportMetricsServiceRequest, Reason>, o: &Options) -> Batch {
+    let mut batch = Batch::default();
+    match decoded {
+        Ok(request) => add_request(&mut batch, &request, o),
+        Err(reason) => batch.reject_rest(|| "body".to_owned(), reason),
+    }
+    batch
+}
+
+/// Where a data point is: resource, scope and metric indexes and the metric's name.
+struct Place<'a> {
+    resource: usize,
+    scope: usize,
+    metric: usize,
+    name: &'a str,
+}
+
+impl Place<'_> {
+    fn metric(&self) -> String {
+        format!(
+            "resource {}, scope {}, metric {} (`{}`)",
+            self.resource, self.scope, self.metric, self.name
+        )
+    }
+
+    fn point(&self, point: usize) -> String {
+        format!("{}, point {point}", self.metric())
+    }
+}
+
+fn add_request(batch: &mut Batch, request: &proto::ExportMetricsServiceRequest, o: &Options) {
+    for (r, resource_metrics) in request.resource_metrics.iter().enumerate() {
+        let attributes = resource_metrics
+            .resource
+            .as_ref()
+            .map_or(&[][..], |res| &res.attributes);
+        for (s, scope) in resource_metrics.scope_metrics.iter().enumerate() {
+            for (m, metric) in scope.metrics.iter().enumerate() {
+                let place = Place {
+                    resource: r,
+                    scope: s,
+                    metric: m,
+                    name: &metric.name,
+                };
+                if !add_metric(batch, attributes, metric, &place, o) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// One metric's data points, in order; `false` once the batch is full.
+fn add_metric(
+    batch: &mut Batch,
+    resource: &[KeyValue],
+    metric: &proto::Metric,
+    place: &Place<'_>,
+    o: &Options,
+) -> bool {
+    let points = match points(metric) {
+        Ok(points) => points,
+        Err(reason) => {
+            batch.reject(|| place.metric(), reason);
+            return true;
+        }
+    };
+    if let Err(reason) = check_name(&metric.name) {
+        // Every point of an unnamed metric is rejected: each one counts as rejected_data_points.
+        for i in 0..points.len().max(1) {
+            batch.reject(|| place.point(i), reason.clone());
+        }
+        return true;
+    }
+    for (i, point) in points.into_iter().enumerate() {
+        let sample = point.and_then(|(attributes, time_unix_nano, value, mode)| {
+            let tags = tags(resource, attributes)?;
+            let ts_ms = ts_ms(time_unix_nano, o)?;
+            Ok(Sample {
+                name: metric.name.clone(),
+                tags,
+                ts_ms,
+                value,
+                mode,
+            })
+        });
+        match sample {
+            Ok(s) => {
+                if !batch.push(s, || place.point(i)) {
+                    return false;
+                }
+            }
+            Err(reason) => batch.reject(|| place.point(i), reason),
+        }
+    }
+    true
+}
+
+/// One data point read from any metric type: its attributes, time, value and mode.
+type Point<'a> = Result<(&'a [KeyValue], u64, Value, Mode), Reason>;
+
+/// The metric's data points as values; `Err` for a metric with no data or an unsupported type.
+fn points(metric: &proto::Metric) -> Result<Vec<Point<'_>>, Reason> {
+    match &metric.data {
+        Some(metric::Data::Gauge(g)) => Ok(g
+            .data_points
+            .iter()
+            .map(|p| number(p).map(|v| (&p.attributes[..], p.time_unix_nano, v, Mode::Set)))
+            .collect()),
+        Some(metric::Data::Sum(s)) => {
+            // Delta sums add up within a period; cumulative ones are running totals whose
+            // rates are derived at query time (`rate`), so the latest value is kept.
+            let mode = match s.aggregation_temporality {
+                TEMPORALITY_DELTA => Mode::Accumulate,
+                TEMPORALITY_CUMULATIVE => Mode::Set,
+                other => return Err(bad_temporality(other)),
+            };
+            Ok(s.data_points
+                .iter()
+                .map(|p| number(p).map(|v| (&p.attributes[..], p.time_unix_nano, v, mode)))
+                .collect())
+        }
+        Some(metric::Data::Histogram(h)) => {
+            let cumulative = cumulative(h.aggregation_temporality)?;
+            Ok(h.data_points
+                .iter()
+                .map(|p| {
+                    let v = histogram(explicit(p), cumulative)?;
+                    Ok((&p.attributes[..], p.time_unix_nano, v, Mode::Set))
+                })
+                .collect())
+        }
+        Some(metric::Data::ExponentialHistogram(h)) => {
+            let cumulative = cumulative(h.aggregation_temporality)?;
+            Ok(h.data_points
+                .iter()
+                .map(|p| {
+                    let v = histogram(exponential(p), cumulative)?;
+                    Ok((&p.attributes[..], p.time_unix_nano, v, Mode::Set))
+                })
+                .collect())
+        }
+        Some(metric::Data::Summary(_)) => Err(Reason::Unsupported {
+            what: "OTLP summaries (precomputed quantiles cannot be merged)",
+        }),
+        None => Err(Reason::bad_value(
+            "gauge, sum, histogram or exponential histogram",
+            "",
+        )),
+    }
+}
+
+fn bad_temporality(found: i32) -> Reason {
+    Reason::bad_value(
+        "aggregation temporality 1 (delta) or 2 (cumulative)",
+        &found.to_string(),
+    )
+}
+
+/// Cumulative histograms are running totals (the store keeps per-period differences), delta
+/// ones the samples of their interval.
+fn cumulative(temporality: i32) -> Result<bool, Reason> {
+    match temporality {
+        TEMPORALITY_DELTA => Ok(false),
+        TEMPORALITY_CUMULATIVE => Ok(true),
+        other => Err(bad_temporality(other)),
+    }
+}
+
+fn histogram(
+    converted: Result<convert::Converted, convert::ConvertError>,
+    cumulative: bool,
+) -> Result<Value, Reason> {
+    let h = converted.map_err(Reason::Histogram)?.histogram;
+    Ok(if cumulative {
+        Value::CumulativeHistogram(h)
+    } else {
+        Value::Histogram(h)
+    })
+}
+
+fn number(p: &proto::NumberDataPoint) -> Result<Value, Reason> {
+    let v = match p.value {
+        Some(number_data_point::Value::AsDouble(v)) => v,
+        Some(number_data_point::Value::AsInt(v)) => v as f64,
+        None => return Err(Reason::bad_value("asDouble or asInt", "")),
+    };
+    if !v.is_finite() {
+        return Err(Reason::bad_value("a finite number", &v.to_string()));
+    }
+    Ok(Value::Numeric(v))
+}
+
+fn explicit(p: &proto::HistogramDataPoint) -> Result<convert::Converted, convert::ConvertError> {
+    convert::from_explicit(&ExplicitHistogram {
+        explicit_bounds: p.explicit_bounds.clone(),
+        bucket_counts: p.bucket_counts.clone(),
+        count: p.count,
+        sum: p.sum,
+        min: p.min,
+        max: p.max,
+    })
+}
+
+fn exponential(
+    p: &proto::ExponentialHistogramDataPoint,
+) -> Result<convert::Converted, convert::ConvertError> {
+    let buckets = |b: &Option<proto::Buckets>| {
+        b.as_ref()
+            .map_or_else(ExponentialBuckets::default, |b| ExponentialBuckets {
+                offset: b.offset,
+                bucket_counts: b.bucket_counts.clone(),
+            })
+    };
+    convert::from_exponential(&convert::ExponentialHistogram {
+        scale: p.scale,
+        count: p.count,
+        sum: p.sum,
+        zero_count: p.zero_count,
+        zero_threshold: p.zero_threshold,
+        positive: buckets(&p.positive),
+        negative: buckets(&p.negative),
+        min: p.min,
+        max: p.max,
+    })
+}
+
+/// `time_unix_nano` in ms (rounded down); 0 (unset) means at receipt.
+fn ts_ms(time_unix_nano: u64, o: &Options) -> Result<Option<i64>, Reason> {
+    if time_unix_nano == 0 {
+        return Ok(None);
+    }
+    let ms = i64::try_from(time_unix_nano / 1_000_000).unwrap_or(i64::MAX);
+    o.check_ts(ms).map(Some)
+}
+
+/// Resource attributes, then the point's; a point attribute with a resource attribute's key
+/// replaces it (the more specific wins, and no stream carries one key twice).
+fn tags(resource: &[KeyValue], point: &[KeyValue]) -> Result<crate::Tags, Reason> {
+    let mut tags = TagList::with_capacity(resource.len() + point.len());
+    for kv in resource.iter().chain(point) {
+        let value = any_text(kv.value.as_ref());
+        check_tag(&kv.key, &value)?;
+        match tags.iter_mut().find(|(k, _)| *k == kv.key) {
+            Some(existing) => existing.1 = value,
+            None => {
+                tags.push((kv.key.clone(), value));
+                check_tag_count(tags.len())?;
+            }
+        }
+    }
+    Ok(tags.into())
+}
+
+/// An attribute value as tag text: strings as they are, numbers and booleans as JSON writes
+/// them, bytes as base64 (as the OTLP JSON encoding carries them), arrays and key-value lists
+/// as compact JSON-like text.
+fn any_text(value: Option<&AnyValue>) -> String {
+    let mut out = String::new();
+    write_any(&mut out, value, 0);
+    out
+}
+
+fn write_any(out: &mut String, value: Option<&AnyValue>, depth: usize) {
+    use proto::any_value::Value as V;
+    let Some(value) = value.and_then(|v| v.value.as_ref()) else {
+        return;
+    };
+    if depth > ANY_VALUE_DEPTH_MAX {
+        out.push('…');
+        return;
+    }
+    match value {
+        V::StringValue(s) => out.push_str(s),
+        V::BoolValue(b) => out.push_str(if *b { "true" } else { "false" }),
+        V::IntValue(i) => out.push_str(&i.to_string()),
+        V::DoubleValue(d) => out.push_str(&d.to_string()),
+        V::BytesValue(b) => out.push_str(&base64_simd::STANDARD.encode_to_string(b)),
+        V::ArrayValue(a) => {
+            out.push('[');
+            for (i, v) in a.values.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_any(out, Some(v), depth + 1);
+            }
+            out.push(']');
+        }
+        V::KvlistValue(l) => {
+            out.push('{');
+            for (i, kv) in l.values.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&kv.key);
+                out.push(':');
+                write_any(out, kv.value.as_ref(), depth + 1);
+            }
+            out.push('}');
+        }
+    }
+}

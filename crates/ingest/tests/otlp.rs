@@ -1,0 +1,516 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use hist::convert::ConvertError;
+use hist::QuantileType;
+use ingest::otlp::{self, proto};
+use ingest::{Batch, Mode, Options, Reason, Value};
+use proptest::prelude::*;
+use prost::Message;
+
+/// 2026-11-22T00:00:00Z.
+const NOW_MS: i64 = 1_795_305_600_000;
+const TS_MS: i64 = NOW_MS - 10_000;
+const TS_NS: u64 = TS_MS as u64 * 1_000_000;
+
+fn kv(key: &str, value: &str) -> proto::KeyValue {
+    proto::KeyValue {
+        key: key.to_owned(),
+        value: Some(proto::AnyValue {
+            value: Some(proto::any_value::Value::StringValue(value.to_owned())),
+        }),
+    }
+}
+
+fn number(
+    value: proto::number_data_point::Value,
+    attrs: &[(&str, &str)],
+) -> proto::NumberDataPoint {
+    proto::NumberDataPoint {
+        attributes: attrs.iter().map(|(k, v)| kv(k, v)).collect(),
+        time_unix_nano: TS_NS,
+        value: Some(value),
+        ..Default::default()
+    }
+}
+
+fn metric(name: &str, data: proto::metric::Data) -> proto::Metric {
+    proto::Metric {
+        name: name.to_owned(),
+        data: Some(data),
+        ..Default::default()
+    }
+}
+
+fn request(metrics: Vec<proto::Metric>) -> proto::ExportMetricsServiceRequest {
+    proto::ExportMetricsServiceRequest {
+        resource_metrics: vec![proto::ResourceMetrics {
+            resource: Some(proto::Resource {
+                attributes: vec![kv("service.name", "checkout"), kv("host.name", "h1")],
+            }),
+            scope_metrics: vec![proto::ScopeMetrics { metrics }],
+        }],
+    }
+}
+
+fn parse(r: &proto::ExportMetricsServiceRequest) -> Batch {
+    otlp::parse_protobuf(&r.encode_to_vec(), &Options::at(NOW_MS))
+}
+
+fn parse_json(text: &str) -> Batch {
+    otlp::parse_json(text.as_bytes(), &Options::at(NOW_MS))
+}
+
+fn tags(batch: &Batch, i: usize) -> Vec<(&str, &str)> {
+    batch.samples[i]
+        .tags
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
+}
+
+fn histogram_of(batch: &Batch, index: usize) -> &hist::Histogram {
+    match &batch.samples[index].value {
+        Value::Histogram(h) | Value::CumulativeHistogram(h) => h,
+        other => panic!("not a histogram: {other:?}"),
+    }
+}
+
+fn quantile(h: &hist::Histogram, q: f64) -> f64 {
+    h.quantiles(&[q], QuantileType::Type1).unwrap()[0]
+}
+
+fn gauge_and_sums() -> proto::ExportMetricsServiceRequest {
+    use proto::number_data_point::Value::{AsDouble, AsInt};
+    let gauge = proto::Gauge {
+        data_points: vec![
+            number(AsDouble(0.75), &[("cpu", "0")]),
+            number(AsInt(-3), &[("host.name", "h2")]),
+        ],
+    };
+    let delta = proto::Sum {
+        data_points: vec![number(AsInt(5), &[])],
+        aggregation_temporality: 1,
+        is_monotonic: true,
+    };
+    let cumulative = proto::Sum {
+        data_points: vec![number(AsDouble(1234.5), &[])],
+        aggregation_temporality: 2,
+        is_monotonic: true,
+    };
+    request(vec![
+        metric("cpu.utilization", proto::metric::Data::Gauge(gauge)),
+        metric("requests", proto::metric::Data::Sum(delta)),
+        metric("bytes.total", proto::metric::Data::Sum(cumulative)),
+    ])
+}
+
+fn check_gauge_and_sums(batch: &Batch) {
+    assert_eq!(batch.rejected, []);
+    assert_eq!(batch.samples.len(), 4);
+    let s = &batch.samples;
+    assert_eq!(s[0].name, "cpu.utilization");
+    assert_eq!(s[0].value, Value::Numeric(0.75));
+    assert_eq!(s[0].ts_ms, Some(TS_MS));
+    assert_eq!(
+        tags(batch, 0),
+        [
+            ("service.name", "checkout"),
+            ("host.name", "h1"),
+            ("cpu", "0")
+        ]
+    );
+    // A point attribute replaces the resource attribute with the same key.
+    assert_eq!(
+        tags(batch, 1),
+        [("service.name", "checkout"), ("host.name", "h2")]
+    );
+    assert_eq!(s[1].value, Value::Numeric(-3.0));
+    assert_eq!(s[0].mode, Mode::Set);
+    assert_eq!(
+        (&s[2].value, s[2].mode),
+        (&Value::Numeric(5.0), Mode::Accumulate)
+    );
+    assert_eq!(
+        (&s[3].value, s[3].mode),
+        (&Value::Numeric(1234.5), Mode::Set)
+    );
+}
+
+#[test]
+fn gauges_and_sums_from_protobuf() {
+    check_gauge_and_sums(&parse(&gauge_and_sums()));
+}
+
+const RESOURCE_JSON: &str = r#""resource": {"attributes": [
+    {"key": "service.name", "value": {"stringValue": "checkout"}},
+    {"key": "host.name", "value": {"stringValue": "h1"}}]}"#;
+
+fn json_request(metrics: &str) -> String {
+    format!(
+        r#"{{"resourceMetrics": [{{{RESOURCE_JSON}, "scopeMetrics": [{{"scope": {{"name": "x"}}, "metrics": [{metrics}]}}]}}]}}"#
+    )
+}
+
+#[test]
+fn gauges_and_sums_from_json() {
+    let body = json_request(
+        r#"{"name": "cpu.utilization", "unit": "1", "gauge": {"dataPoints": [
+              {"attributes": [{"key": "cpu", "value": {"stringValue": "0"}}],
+               "timeUnixNano": "1795305590000000000", "asDouble": 0.75},
+              {"attributes": [{"key": "host.name", "value": {"stringValue": "h2"}}],
+               "timeUnixNano": 1795305590000000000, "asInt": "-3"}]}},
+           {"name": "requests", "sum": {"aggregationTemporality": 1, "isMonotonic": true,
+              "dataPoints": [{"timeUnixNano": "1795305590000000000", "asInt": 5}]}},
+           {"name": "bytes.total", "sum": {"aggregationTemporality": "AGGREGATION_TEMPORALITY_CUMULATIVE",
+              "dataPoints": [{"timeUnixNano": "1795305590000000000", "asDouble": 1234.5}]}}"#,
+    );
+    check_gauge_and_sums(&parse_json(&body));
+}
+
+fn explicit_point() -> proto::HistogramDataPoint {
+    // (−inf, 1]: 0, (1, 10]: 90, (10, 100]: 10, (100, +inf): 0.
+    proto::HistogramDataPoint {
+        time_unix_nano: TS_NS,
+        count: 100,
+        sum: Some(900.0),
+        bucket_counts: vec![0, 90, 10, 0],
+        explicit_bounds: vec![1.0, 10.0, 100.0],
+        min: Some(1.5),
+        max: Some(80.0),
+        ..Default::default()
+    }
+}
+
+fn check_explicit(batch: &Batch, cumulative: bool) {
+    assert_eq!(batch.rejected, []);
+    assert_eq!(
+        matches!(batch.samples[0].value, Value::CumulativeHistogram(_)),
+        cumulative
+    );
+    let h = histogram_of(batch, 0);
+    h.assert_invariants();
+    assert_eq!(h.sample_count(), 100);
+    let median = quantile(h, 0.5);
+    assert!((1.0..=11.0).contains(&median), "median {median}");
+    let p95 = quantile(h, 0.95);
+    assert!((10.0..=110.0).contains(&p95), "p95 {p95}");
+}
+
+#[test]
+fn explicit_histograms_protobuf_and_json() {
+    let h = proto::Histogram {
+        data_points: vec![explicit_point()],
+        aggregation_temporality: 2,
+    };
+    check_explicit(
+        &parse(&request(vec![metric(
+            "latency",
+            proto::metric::Data::Histogram(h),
+        )])),
+        true,
+    );
+    let body = json_request(
+        r#"{"name": "latency", "unit": "s", "histogram": {"aggregationTemporality": 1,
+             "dataPoints": [{"timeUnixNano": "1795305590000000000", "count": "100", "sum": 900,
+             "bucketCounts": ["0", "90", "10", "0"], "explicitBounds": [1, 10, 100],
+             "min": 1.5, "max": 80}]}}"#,
+    );
+    check_explicit(&parse_json(&body), false);
+}
+
+fn exponential_point() -> proto::ExponentialHistogramDataPoint {
+    // Scale 0: bucket i covers (2^i, 2^(i+1)]; 3 in (1,2], 5 in (2,4], 2 in (4,8], 1 at zero,
+    // 1 in [−2, −1).
+    proto::ExponentialHistogramDataPoint {
+        time_unix_nano: TS_NS,
+        count: 12,
+        sum: Some(30.0),
+        scale: 0,
+        zero_count: 1,
+        positive: Some(proto::Buckets {
+            offset: 0,
+            bucket_counts: vec![3, 5, 2],
+        }),
+        negative: Some(proto::Buckets {
+            offset: 0,
+            bucket_counts: vec![1],
+        }),
+        ..Default::default()
+    }
+}
+
+fn check_exponential(batch: &Batch) {
+    assert_eq!(batch.rejected, []);
+    let h = histogram_of(batch, 0);
+    h.assert_invariants();
+    assert_eq!(h.sample_count(), 12);
+    let lowest = quantile(h, 0.0);
+    assert!((-2.2..=-1.0).contains(&lowest), "lowest {lowest}");
+    let median = quantile(h, 0.5);
+    assert!((2.0..=4.4).contains(&median), "median {median}");
+    let top = quantile(h, 1.0);
+    assert!((4.0..=8.8).contains(&top), "top {top}");
+}
+
+#[test]
+fn exponential_histograms_protobuf_and_json() {
+    let h = proto::ExponentialHistogram {
+        data_points: vec![exponential_point()],
+        aggregation_temporality: 1,
+    };
+    let batch = parse(&request(vec![metric(
+        "rpc.duration",
+        proto::metric::Data::ExponentialHistogram(h),
+    )]));
+    check_exponential(&batch);
+    assert!(matches!(batch.samples[0].value, Value::Histogram(_)));
+    let body = json_request(
+        r#"{"name": "rpc.duration", "exponentialHistogram": {"aggregationTemporality": 2,
+             "dataPoints": [{"timeUnixNano": "1795305590000000000", "count": "12", "sum": 30,
+             "scale": 0, "zeroCount": "1", "positive": {"offset": 0, "bucketCounts": ["3", "5", 2]},
+             "negative": {"bucketCounts": ["1"]}}]}}"#,
+    );
+    let batch = parse_json(&body);
+    check_exponential(&batch);
+    assert!(matches!(
+        batch.samples[0].value,
+        Value::CumulativeHistogram(_)
+    ));
+}
+
+#[test]
+fn attribute_values_of_every_type_become_tag_text() {
+    let body = json_request(
+        r#"{"name": "g", "gauge": {"dataPoints": [{"asDouble": 1, "attributes": [
+             {"key": "b", "value": {"boolValue": true}},
+             {"key": "i", "value": {"intValue": "42"}},
+             {"key": "d", "value": {"doubleValue": 0.5}},
+             {"key": "y", "value": {"bytesValue": "AQI="}},
+             {"key": "a", "value": {"arrayValue": {"values": [{"stringValue": "x"}, {"intValue": 1}]}}}]}]}}"#,
+    );
+    let batch = parse_json(&body);
+    assert_eq!(batch.rejected, []);
+    assert_eq!(batch.samples[0].ts_ms, None, "no time: at receipt");
+    assert_eq!(
+        &tags(&batch, 0)[2..],
+        [
+            ("b", "true"),
+            ("i", "42"),
+            ("d", "0.5"),
+            ("y", "AQI="),
+            ("a", "[x,1]")
+        ]
+    );
+}
+
+#[test]
+fn bad_points_and_metrics_are_rejected_alone_and_counted() {
+    use proto::number_data_point::Value::AsDouble;
+    let unspecified = proto::Sum {
+        data_points: vec![number(AsDouble(1.0), &[])],
+        aggregation_temporality: 0,
+        is_monotonic: false,
+    };
+    let mut bad_hist = explicit_point();
+    bad_hist.bucket_counts.pop();
+    let mut old = number(AsDouble(2.0), &[]);
+    old.time_unix_nano = 1_000_000_000;
+    let gauge = proto::Gauge {
+        data_points: vec![
+            number(AsDouble(f64::NAN), &[]),
+            old,
+            number(AsDouble(3.0), &[]),
+        ],
+    };
+    let batch = parse(&request(vec![
+        metric("s", proto::metric::Data::Sum(unspecified)),
+        metric(
+            "h",
+            proto::metric::Data::Histogram(proto::Histogram {
+                data_points: vec![bad_hist],
+                aggregation_temporality: 2,
+            }),
+        ),
+        metric("q", proto::metric::Data::Summary(proto::Summary {})),
+        metric("g", proto::metric::Data::Gauge(gauge)),
+    ]));
+    assert!(!batch.stopped());
+    assert_eq!(batch.samples.len(), 1);
+    assert_eq!(batch.samples[0].value, Value::Numeric(3.0));
+    let got: Vec<(&str, &Reason)> = batch
+        .rejected
+        .iter()
+        .map(|r| (r.location.as_str(), &r.reason))
+        .collect();
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert_eq!(got[0].0, "resource 0, scope 0, metric 0 (`s`)");
+    assert!(matches!(got[0].1, Reason::BadValue { .. }));
+    assert_eq!(got[1].0, "resource 0, scope 0, metric 1 (`h`), point 0");
+    assert_eq!(
+        got[1].1,
+        &Reason::Histogram(ConvertError::BucketCountMismatch {
+            bounds: 3,
+            counts: 3
+        })
+    );
+    assert!(matches!(got[2].1, Reason::Unsupported { .. }));
+    assert_eq!(got[3].0, "resource 0, scope 0, metric 3 (`g`), point 0");
+    assert!(matches!(got[4].1, Reason::Timestamp { .. }));
+    assert_eq!(batch.rejected_total, 5);
+}
+
+#[test]
+fn undecodable_bodies_are_rejected_whole() {
+    let raw = gauge_and_sums().encode_to_vec();
+    let truncated = otlp::parse_protobuf(&raw[..raw.len() - 2], &Options::at(NOW_MS));
+    assert!(truncated.stopped());
+    assert!(truncated.samples.is_empty());
+    assert!(matches!(
+        truncated.rejected[0].reason,
+        Reason::Decode { .. }
+    ));
+    // Field 1 as a varint where a message is expected.
+    let wrong_type = otlp::parse_protobuf(b"\x08\x01", &Options::at(NOW_MS));
+    assert!(wrong_type.stopped());
+    for body in [
+        "",
+        "{",
+        r#"{"resourceMetrics": 3}"#,
+        r#"{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": 5}]}]}]}"#,
+        r#"{"resourceMetrics": [{"resource": {"attributes": [{"key": 1}]}}]}"#,
+    ] {
+        let batch = parse_json(body);
+        assert!(batch.stopped(), "{body}");
+        assert_eq!(batch.rejected[0].location, "body");
+        assert!(
+            matches!(&batch.rejected[0].reason, Reason::Decode { what, .. } if what.contains("JSON")),
+            "{body}: {:?}",
+            batch.rejected
+        );
+    }
+}
+
+/// serde reads a oneof member as an optional flattened field: a member of the wrong type is
+/// "no value", which rejects that point (or metric) alone rather than the body.
+#[test]
+fn wrong_json_types_in_a_oneof_reject_the_point() {
+    let batch = parse_json(
+        r#"{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "g",
+            "gauge": {"dataPoints": [{"asDouble": "x"}, {"asDouble": 2}]}}, {"name": "n", "gauge": 3}]}]}]}"#,
+    );
+    assert!(!batch.stopped());
+    assert_eq!(batch.samples.len(), 1);
+    assert_eq!(batch.rejected_total, 2);
+    assert_eq!(
+        batch.rejected[0].location,
+        "resource 0, scope 0, metric 0 (`g`), point 0"
+    );
+    assert!(matches!(batch.rejected[0].reason, Reason::BadValue { .. }));
+    assert_eq!(
+        batch.rejected[1].location,
+        "resource 0, scope 0, metric 1 (`n`)"
+    );
+}
+
+#[test]
+fn empty_requests_are_empty_batches() {
+    assert_eq!(parse_json("{}"), Batch::default());
+    assert_eq!(
+        otlp::parse_protobuf(b"", &Options::at(NOW_MS)),
+        Batch::default()
+    );
+}
+
+/// The requests the seed corpus is made of.
+fn seed_requests() -> Vec<proto::ExportMetricsServiceRequest> {
+    let explicit = proto::Histogram {
+        data_points: vec![explicit_point()],
+        aggregation_temporality: 2,
+    };
+    let exponential = proto::ExponentialHistogram {
+        data_points: vec![exponential_point()],
+        aggregation_temporality: 1,
+    };
+    vec![
+        gauge_and_sums(),
+        request(vec![metric(
+            "latency",
+            proto::metric::Data::Histogram(explicit),
+        )]),
+        request(vec![metric(
+            "rpc.duration",
+            proto::metric::Data::ExponentialHistogram(exponential),
+        )]),
+        request(vec![metric(
+            "q",
+            proto::metric::Data::Summary(proto::Summary {}),
+        )]),
+        proto::ExportMetricsServiceRequest::default(),
+    ]
+}
+
+/// Writes `fuzz/corpus/otlp/`: seed requests as protobuf (first byte 0) and as JSON (first byte
+/// 1). Run with `--ignored` after changing the seeds.
+#[test]
+#[ignore]
+fn write_seed_corpus() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/otlp");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, request) in seed_requests().iter().enumerate() {
+        let raw = request.encode_to_vec();
+        std::fs::write(
+            dir.join(format!("seed-{i:02}-protobuf")),
+            [&[0u8][..], &raw].concat(),
+        )
+        .unwrap();
+    }
+    let json = [
+        "{}",
+        r#"{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "g", "gauge": {"dataPoints": [{"asDouble": 1, "timeUnixNano": "1795305590000000000"}]}}]}]}]}"#,
+        r#"{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "s", "sum": {"aggregationTemporality": 1, "dataPoints": [{"asInt": "7"}]}}]}]}]}"#,
+        r#"{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "h", "histogram": {"aggregationTemporality": 2, "dataPoints": [{"count": "3", "bucketCounts": ["1", "2"], "explicitBounds": [0.5]}]}}]}]}]}"#,
+        r#"{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "e", "exponentialHistogram": {"aggregationTemporality": 1, "dataPoints": [{"count": "4", "scale": 3, "zeroCount": "1", "positive": {"offset": -2, "bucketCounts": ["1", "2"]}}]}}]}]}]}"#,
+        r#"{"resourceMetrics": [{"resource": {"attributes": [{"key": "a", "value": {"arrayValue": {"values": [{"kvlistValue": {"values": [{"key": "k", "value": {"bytesValue": "AQI="}}]}}]}}}]}, "scopeMetrics": [{"metrics": [{"name": "g", "gauge": {"dataPoints": [{"asInt": 1, "attributes": [{"key": "b", "value": {"boolValue": false}}]}]}}]}]}]}"#,
+        r#"{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "q", "summary": {"dataPoints": [{"count": "1", "sum": 2}]}}]}]}]}"#,
+        r#"{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "h", "histogram": {"aggregationTemporality": "AGGREGATION_TEMPORALITY_DELTA", "dataPoints": [{"count": "1", "sum": "NaN", "min": "-Infinity", "bucketCounts": [1], "explicitBounds": []}]}}]}]}]}"#,
+        r#"{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "g", "gauge": {"dataPoints": [{"asDouble": "x"}]}}]}]}]}"#,
+        r#"{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": 5}]}]}]}"#,
+        r#"{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "e", "exponentialHistogram": {"aggregationTemporality": 2, "dataPoints": [{"count": "2", "scale": -53, "negative": {"offset": 3, "bucketCounts": ["2"]}}]}}]}]}]}"#,
+    ];
+    for (i, text) in json.iter().enumerate() {
+        let path = dir.join(format!("seed-{i:02}-json"));
+        std::fs::write(path, [&[1u8][..], text.as_bytes()].concat()).unwrap();
+    }
+    // Real bodies, as both encodings of the same request, for more structure to mutate.
+    for (i, request) in seed_requests().iter().enumerate() {
+        let raw = request.encode_to_vec();
+        let mut flipped = [&[2u8][..], &raw].concat();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 0x55;
+        std::fs::write(dir.join(format!("seed-{i:02}-mutated")), flipped).unwrap();
+    }
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        let options = Options::at(NOW_MS);
+        let batch = otlp::parse_protobuf(&bytes, &options);
+        prop_assert!(batch.samples.len() <= bytes.len());
+        let batch = otlp::parse_json(&bytes, &options);
+        prop_assert!(batch.samples.len() <= bytes.len());
+    }
+
+    #[test]
+    fn mutated_valid_bodies_never_panic(flip in 0usize..2000, byte in any::<u8>()) {
+        for request in seed_requests() {
+            let mut raw = request.encode_to_vec();
+            if raw.is_empty() {
+                continue;
+            }
+            let at = flip % raw.len();
+            raw[at] = byte;
+            let _ = otlp::parse_protobuf(&raw, &Options::at(NOW_MS));
+        }
+    }
+}
