@@ -8,8 +8,54 @@ use std::path::{Path, PathBuf};
 
 use hist::Histogram;
 use store::encode::{histogram, numeric, text};
-use store::index::{Kind, SeriesIndex, INDEX_HEADER_SIZE_BYTES};
+use store::index::{Kind, SeriesId, SeriesIndex, INDEX_HEADER_SIZE_BYTES};
 use store::key::StreamKey;
+use store::wal::{self, Group};
+use store::Value;
+
+/// WAL records of every value tag, an empty record, a truncated one and garbage.
+fn wal_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let mut h = Histogram::new();
+    h.insert_n(0.25, 3);
+    h.insert(1e9);
+    let groups = vec![
+        Group {
+            id: SeriesId(0),
+            samples: vec![
+                (60_000, Value::Numeric(1.5)),
+                (50_000, Value::Numeric(f64::NAN)),
+            ],
+        },
+        Group {
+            id: SeriesId(1),
+            samples: vec![
+                (-7, Value::Text("up".into())),
+                (i64::MAX, Value::Text(String::new())),
+            ],
+        },
+        Group {
+            id: SeriesId(2),
+            samples: vec![(1_000, Value::Histogram(h.clone()))],
+        },
+        Group {
+            id: SeriesId(2),
+            samples: vec![(2_000, Value::CumulativeHistogram(h))],
+        },
+    ];
+    let encoded = |groups: &[Group]| {
+        let mut out = Vec::new();
+        wal::encode(groups, &mut out);
+        out
+    };
+    let all = encoded(&groups);
+    vec![
+        ("every_tag", all.clone()),
+        ("numeric", encoded(&groups[..1])),
+        ("empty", encoded(&[])),
+        ("torn", all[..all.len() - 2].to_vec()),
+        ("garbage", b"\x01\x02\xff\xff\xff\xff\x05\x01\x00".to_vec()),
+    ]
+}
 
 fn write(corpus: &Path, target: &str, name: &str, bytes: &[u8]) {
     let dir = corpus.join(target);
@@ -136,6 +182,9 @@ fn main() {
     ];
     for (i, t) in queries.iter().enumerate() {
         write(corpus, "key_and_query", &format!("seed{i}"), t.as_bytes());
+    }
+    for (name, bytes) in wal_seeds() {
+        write(corpus, "wal_record", name, &bytes);
     }
     println!("wrote seeds under {}", corpus.display());
 }

@@ -41,3 +41,8 @@ fn index_replay_corpus() {
 fn key_and_query_corpus() {
     replay("key_and_query", store::fuzzing::key_and_query);
 }
+
+#[test]
+fn wal_record_corpus() {
+    replay("wal_record", store::fuzzing::wal_record);
+}
