@@ -11,11 +11,17 @@ use hist::convert::{self, NativeCounts, NativeHistogram, Span};
 use prost::Message;
 
 use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
-use crate::batch::{TagList, Value};
+use crate::batch::{TagList, Value, SAMPLES_PER_BATCH_MAX};
 
 /// Decompressed body size: checked against the length snappy declares in its header before
 /// anything is allocated, so a small body cannot claim gigabytes.
 pub const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
+
+/// Series in one request. Counted on the wire before decoding: prost turns an empty 2-byte
+/// series into a 72-byte struct, so 64 MiB could otherwise become gigabytes.
+pub const SERIES_PER_REQUEST_MAX: usize = 200_000;
+/// Labels in one request, counted the same way (an empty 2-byte label decodes to 48 bytes).
+pub const LABELS_PER_REQUEST_MAX: usize = 2_000_000;
 
 /// Prometheus' stale marker: a NaN with this exact bit pattern, sent when a series disappears.
 /// It says "no value any more", not a value, so it is skipped rather than rejected.
@@ -171,10 +177,93 @@ pub fn decode(body: &[u8]) -> Result<proto::WriteRequest, Reason> {
 }
 
 fn decode_protobuf(raw: &[u8]) -> Result<proto::WriteRequest, Reason> {
-    proto::WriteRequest::decode(raw).map_err(|e| Reason::Decode {
+    check_counts(raw)?;
+    proto::WriteRequest::decode(raw).map_err(|e| malformed(e.to_string()))
+}
+
+fn malformed(detail: String) -> Reason {
+    Reason::Decode {
         what: "protobuf WriteRequest",
-        detail: e.to_string(),
-    })
+        detail,
+    }
+}
+
+/// Counts series, labels and samples + histograms on the wire and checks them against their
+/// bounds before prost allocates a struct for each.
+fn check_counts(raw: &[u8]) -> Result<(), Reason> {
+    let (mut series, mut labels, mut points) = (0usize, 0usize, 0usize);
+    walk(raw, &mut |field, payload| {
+        if field == 1 {
+            series += 1;
+            walk(payload, &mut |field, _| {
+                match field {
+                    1 => labels += 1,
+                    2 | 4 => points += 1,
+                    _ => {}
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    })?;
+    for (what, size, max) in [
+        ("series in the request", series, SERIES_PER_REQUEST_MAX),
+        ("labels in the request", labels, LABELS_PER_REQUEST_MAX),
+        (
+            "samples and histograms in the request",
+            points,
+            SAMPLES_PER_BATCH_MAX,
+        ),
+    ] {
+        if size > max {
+            return Err(Reason::Bound { what, size, max });
+        }
+    }
+    Ok(())
+}
+
+/// Calls `f` with the number and payload of every length-delimited field of one protobuf
+/// message, skipping the other wire types.
+fn walk<'a>(
+    mut buf: &'a [u8],
+    f: &mut dyn FnMut(u64, &'a [u8]) -> Result<(), Reason>,
+) -> Result<(), Reason> {
+    let truncated = || malformed("truncated field".to_owned());
+    while !buf.is_empty() {
+        let key = varint(&mut buf).ok_or_else(truncated)?;
+        let skip = match key & 7 {
+            0 => {
+                varint(&mut buf).ok_or_else(truncated)?;
+                0
+            }
+            1 => 8,
+            2 => {
+                let len = varint(&mut buf).ok_or_else(truncated)?;
+                let len = usize::try_from(len).map_err(|_| truncated())?;
+                let payload = buf.get(..len).ok_or_else(truncated)?;
+                f(key >> 3, payload)?;
+                len
+            }
+            5 => 4,
+            wire => return Err(malformed(format!("unsupported wire type {wire}"))),
+        };
+        buf = buf.get(skip..).ok_or_else(truncated)?;
+    }
+    Ok(())
+}
+
+/// A base-128 varint (at most 10 bytes), advancing `buf` past it.
+fn varint(buf: &mut &[u8]) -> Option<u64> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let (&byte, rest) = buf.split_first()?;
+        *buf = rest;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some(value);
+        }
+    }
+    None
 }
 
 /// Snappy block decompression, bounded by the declared length before allocating.

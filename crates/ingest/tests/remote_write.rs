@@ -2,7 +2,9 @@
 
 use hist::convert::ConvertError;
 use hist::QuantileType;
-use ingest::remote_write::{self, proto, DECOMPRESSED_BYTES_MAX};
+use ingest::remote_write::{
+    self, proto, DECOMPRESSED_BYTES_MAX, LABELS_PER_REQUEST_MAX, SERIES_PER_REQUEST_MAX,
+};
 use ingest::{Batch, Mode, Options, Reason, Value};
 use proptest::prelude::*;
 use prost::Message;
@@ -239,6 +241,40 @@ fn declared_length_over_the_bound_is_rejected_before_allocating() {
             max: DECOMPRESSED_BYTES_MAX
         }
     );
+}
+
+/// Empty series and labels are 2 bytes on the wire but a struct each once decoded: their
+/// counts are checked before decoding.
+#[test]
+fn series_and_label_counts_are_bounded_before_decoding() {
+    let series = b"\x0a\x00".repeat(SERIES_PER_REQUEST_MAX + 1);
+    let batch = parse(&compress(&series));
+    assert!(batch.stopped());
+    assert_eq!(
+        only_reason(&batch),
+        &Reason::Bound {
+            what: "series in the request",
+            size: SERIES_PER_REQUEST_MAX + 1,
+            max: SERIES_PER_REQUEST_MAX
+        }
+    );
+    let labels = b"\x0a\x00".repeat(LABELS_PER_REQUEST_MAX + 1);
+    let mut one_series = vec![0x0a];
+    let mut len = labels.len();
+    while len >= 0x80 {
+        one_series.push((len as u8) | 0x80);
+        len >>= 7;
+    }
+    one_series.push(len as u8);
+    one_series.extend_from_slice(&labels);
+    let batch = parse(&compress(&one_series));
+    assert!(matches!(
+        only_reason(&batch),
+        Reason::Bound {
+            what: "labels in the request",
+            ..
+        }
+    ));
 }
 
 #[test]
