@@ -30,6 +30,7 @@ pub mod otlp;
 pub mod remote_write;
 pub mod statsd;
 mod tags;
+mod wire;
 
 pub use batch::{
     Batch, Mode, Options, Reason, Rejection, Sample, Tags, Value, JSON_DEPTH_MAX, NAME_BYTES_MAX,

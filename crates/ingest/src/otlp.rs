@@ -11,10 +11,21 @@ use hist::convert::{self, ExplicitHistogram, ExponentialBuckets};
 use prost::Message;
 
 use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
-use crate::batch::{TagList, Value};
+use crate::batch::{TagList, Value, SAMPLES_PER_BATCH_MAX};
+use crate::wire::walk;
 
 /// Request body size (after any gzip): both decoders allocate in proportion to it.
 pub const BODY_BYTES_MAX: usize = 64 << 20;
+
+/// Resource, scope and metric messages together in one protobuf request, and attributes
+/// (resource and data point) in it: counted on the wire before decoding, because an empty one
+/// is 2 bytes there and a struct of 40–110 bytes once decoded. Data points are bounded by
+/// `SAMPLES_PER_BATCH_MAX` the same way.
+pub const METRIC_MESSAGES_PER_REQUEST_MAX: usize = 200_000;
+pub const ATTRIBUTES_PER_REQUEST_MAX: usize = 2_000_000;
+
+/// What a protobuf decode error names.
+const WHAT: &str = "protobuf ExportMetricsServiceRequest";
 
 /// `AggregationTemporality` values on the wire.
 const TEMPORALITY_DELTA: i32 = 1;
@@ -30,13 +41,99 @@ use proto::{metric, number_data_point, AnyValue, KeyValue};
 
 /// Parses a protobuf `ExportMetricsServiceRequest`.
 pub fn parse_protobuf(body: &[u8], options: &Options) -> Batch {
-    let decoded = check_size(body).and_then(|()| {
-        proto::ExportMetricsServiceRequest::decode(body).map_err(|e| Reason::Decode {
-            what: "protobuf ExportMetricsServiceRequest",
-            detail: e.to_string(),
-        })
-    });
+    let decoded = check_size(body)
+        .and_then(|()| check_counts(body))
+        .and_then(|()| {
+            proto::ExportMetricsServiceRequest::decode(body).map_err(|e| Reason::Decode {
+                what: WHAT,
+                detail: e.to_string(),
+            })
+        });
     batch_of(decoded, options)
+}
+
+/// Wire counts of one protobuf request (see `METRIC_MESSAGES_PER_REQUEST_MAX`).
+#[derive(Default)]
+struct Counts {
+    messages: usize,
+    attributes: usize,
+    points: usize,
+}
+
+/// Counts messages, attributes and data points on the wire, following the fields the structs
+/// decode, and checks them against their bounds before prost allocates anything.
+fn check_counts(body: &[u8]) -> Result<(), Reason> {
+    let mut c = Counts::default();
+    walk(body, WHAT, &mut |field, resource_metrics| {
+        if field != 1 {
+            return Ok(());
+        }
+        c.messages += 1;
+        walk(resource_metrics, WHAT, &mut |field, part| match field {
+            1 => count_fields(part, 1, &mut c.attributes),
+            2 => {
+                c.messages += 1;
+                walk(part, WHAT, &mut |field, metric| {
+                    if field == 2 {
+                        c.messages += 1;
+                        count_metric(metric, &mut c)?;
+                    }
+                    Ok(())
+                })
+            }
+            _ => Ok(()),
+        })
+    })?;
+    for (what, size, max) in [
+        (
+            "resource, scope and metric messages in the request",
+            c.messages,
+            METRIC_MESSAGES_PER_REQUEST_MAX,
+        ),
+        (
+            "attributes in the request",
+            c.attributes,
+            ATTRIBUTES_PER_REQUEST_MAX,
+        ),
+        (
+            "data points in the request",
+            c.points,
+            SAMPLES_PER_BATCH_MAX,
+        ),
+    ] {
+        if size > max {
+            return Err(Reason::Bound { what, size, max });
+        }
+    }
+    Ok(())
+}
+
+/// A metric's data points and their attributes (field 7, 9 or 1 by type). Summaries are not
+/// decoded (their struct is empty), so they are not counted.
+fn count_metric(metric: &[u8], c: &mut Counts) -> Result<(), Reason> {
+    walk(metric, WHAT, &mut |field, data| {
+        let attributes_field = match field {
+            5 | 7 => 7,
+            9 => 9,
+            10 => 1,
+            _ => return Ok(()),
+        };
+        walk(data, WHAT, &mut |field, point| {
+            if field == 1 {
+                c.points += 1;
+                count_fields(point, attributes_field, &mut c.attributes)?;
+            }
+            Ok(())
+        })
+    })
+}
+
+/// Adds the number of length-delimited `field`s in `message` to `count`.
+fn count_fields(message: &[u8], field: u64, count: &mut usize) -> Result<(), Reason> {
+    walk(message, WHAT, &mut |f, _| {
+        *count += usize::from(f == field);
+        Ok(())
+    })
 }
 
 /// Parses an `ExportMetricsServiceRequest` in the OTLP JSON encoding (camelCase names, 64-bit

@@ -12,6 +12,7 @@ use prost::Message;
 
 use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
 use crate::batch::{TagList, Value, SAMPLES_PER_BATCH_MAX};
+use crate::wire::walk;
 
 /// Decompressed body size: checked against the length snappy declares in its header before
 /// anything is allocated, so a small body cannot claim gigabytes.
@@ -181,21 +182,21 @@ fn decode_protobuf(raw: &[u8]) -> Result<proto::WriteRequest, Reason> {
     proto::WriteRequest::decode(raw).map_err(|e| malformed(e.to_string()))
 }
 
+/// What a decode error names.
+const WHAT: &str = "protobuf WriteRequest";
+
 fn malformed(detail: String) -> Reason {
-    Reason::Decode {
-        what: "protobuf WriteRequest",
-        detail,
-    }
+    Reason::Decode { what: WHAT, detail }
 }
 
 /// Counts series, labels and samples + histograms on the wire and checks them against their
 /// bounds before prost allocates a struct for each.
 fn check_counts(raw: &[u8]) -> Result<(), Reason> {
     let (mut series, mut labels, mut points) = (0usize, 0usize, 0usize);
-    walk(raw, &mut |field, payload| {
+    walk(raw, WHAT, &mut |field, payload| {
         if field == 1 {
             series += 1;
-            walk(payload, &mut |field, _| {
+            walk(payload, WHAT, &mut |field, _| {
                 match field {
                     1 => labels += 1,
                     2 | 4 => points += 1,
@@ -220,50 +221,6 @@ fn check_counts(raw: &[u8]) -> Result<(), Reason> {
         }
     }
     Ok(())
-}
-
-/// Calls `f` with the number and payload of every length-delimited field of one protobuf
-/// message, skipping the other wire types.
-fn walk<'a>(
-    mut buf: &'a [u8],
-    f: &mut dyn FnMut(u64, &'a [u8]) -> Result<(), Reason>,
-) -> Result<(), Reason> {
-    let truncated = || malformed("truncated field".to_owned());
-    while !buf.is_empty() {
-        let key = varint(&mut buf).ok_or_else(truncated)?;
-        let skip = match key & 7 {
-            0 => {
-                varint(&mut buf).ok_or_else(truncated)?;
-                0
-            }
-            1 => 8,
-            2 => {
-                let len = varint(&mut buf).ok_or_else(truncated)?;
-                let len = usize::try_from(len).map_err(|_| truncated())?;
-                let payload = buf.get(..len).ok_or_else(truncated)?;
-                f(key >> 3, payload)?;
-                len
-            }
-            5 => 4,
-            wire => return Err(malformed(format!("unsupported wire type {wire}"))),
-        };
-        buf = buf.get(skip..).ok_or_else(truncated)?;
-    }
-    Ok(())
-}
-
-/// A base-128 varint (at most 10 bytes), advancing `buf` past it.
-fn varint(buf: &mut &[u8]) -> Option<u64> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let (&byte, rest) = buf.split_first()?;
-        *buf = rest;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte < 0x80 {
-            return Some(value);
-        }
-    }
-    None
 }
 
 /// Snappy block decompression, bounded by the declared length before allocating.

@@ -412,6 +412,50 @@ fn wrong_json_types_in_a_oneof_reject_the_point() {
     );
 }
 
+/// A length-delimited field 1 around `payload`.
+fn field_1(payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x0a];
+    let mut len = payload.len();
+    while len >= 0x80 {
+        out.push((len as u8) | 0x80);
+        len >>= 7;
+    }
+    out.push(len as u8);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Empty messages are 2 bytes on the wire but a struct each once decoded: their counts are
+/// checked before decoding.
+#[test]
+fn message_and_attribute_counts_are_bounded_before_decoding() {
+    let options = Options::at(NOW_MS);
+    let resources = b"\x0a\x00".repeat(otlp::METRIC_MESSAGES_PER_REQUEST_MAX + 1);
+    let batch = otlp::parse_protobuf(&resources, &options);
+    assert!(batch.stopped());
+    assert_eq!(
+        batch.rejected[0].reason,
+        Reason::Bound {
+            what: "resource, scope and metric messages in the request",
+            size: otlp::METRIC_MESSAGES_PER_REQUEST_MAX + 1,
+            max: otlp::METRIC_MESSAGES_PER_REQUEST_MAX
+        }
+    );
+    let attributes = b"\x0a\x00".repeat(otlp::ATTRIBUTES_PER_REQUEST_MAX + 1);
+    let body = field_1(&field_1(&attributes));
+    let batch = otlp::parse_protobuf(&body, &options);
+    assert!(matches!(
+        batch.rejected[0].reason,
+        Reason::Bound {
+            what: "attributes in the request",
+            ..
+        }
+    ));
+    // Within the bounds the same shapes decode: 1,000 empty resources are an empty batch.
+    let fine = b"\x0a\x00".repeat(1000);
+    assert_eq!(otlp::parse_protobuf(&fine, &options), Batch::default());
+}
+
 #[test]
 fn empty_requests_are_empty_batches() {
     assert_eq!(parse_json("{}"), Batch::default());
