@@ -146,7 +146,11 @@ impl Store {
         } else {
             (self.journal.submit(&[&record])?, groups)
         };
+        // The journal offset orders duplicates in the head exactly as replay will.
         let seq = ticket.range().start;
+        // If this fails the record may or may not be in the WAL (the journal is then poisoned
+        // and refuses further appends); the cumulative state already counts it, as replay would
+        // if the record survived. Nothing is acknowledged either way.
         ticket.wait()?;
         self.apply(seq, groups)
     }
