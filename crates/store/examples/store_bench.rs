@@ -1,9 +1,9 @@
 //! Measurement program for `store`, the figures `STATUS.md` cites: series index cost (new series
 //! per CPU-second, resident bytes per series, existing-series lookups) and numeric and histogram
-//! chunk encode/decode speed. Robust to a shared, noisy machine: each time is *thread CPU time*
+//! chunk encode/decode speed, and the write path end to end. Robust to a shared, noisy machine: each time is *thread CPU time*
 //! (time the thread was not running does not count), the median of several runs.
 //!
-//! Run: `cargo run --release -p store --example store_bench [index|numeric|histogram|all]`
+//! Run: `cargo run --release -p store --example store_bench [index|numeric|histogram|write|all]`
 //! (default `all`; pin with `taskset -c 1 …`). Prints one line per figure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -26,6 +26,54 @@ fn thread_cpu_ns() -> u64 {
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     assert_eq!(rc, 0);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn process_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only into `ts`, a valid timespec we own for the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The write path end to end: batches of 10,000 numeric samples (1,000 series × 10 timestamps,
+/// TSBS-like integer walk) through `Store::write` with group commit, one writer thread. Process
+/// CPU time, so the journal's flusher thread and the fsyncs' CPU count too.
+fn bench_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store::Store::open(dir.path(), store::StoreOptions::default()).unwrap();
+    let keys: Vec<StreamKey> = (0..1000)
+        .map(|i| StreamKey::parse(&format!("cpu_usage|ST[host:host_{i},region:r{}]", i % 7)))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut rng = StdRng::seed_from_u64(1);
+    let mut values = vec![50.0f64; keys.len()];
+    let batches = 200usize;
+    let (cpu_start, wall_start) = (process_cpu_ns(), std::time::Instant::now());
+    for b in 0..batches {
+        let mut batch = store::WriteBatch::new();
+        for (k, value) in keys.iter().zip(values.iter_mut()) {
+            for step in 0..10i64 {
+                *value = (*value + f64::from(rng.random_range(-1i8..=1))).clamp(0.0, 100.0);
+                batch
+                    .numeric(k, (b as i64 * 10 + step) * 10_000, *value)
+                    .unwrap();
+            }
+        }
+        store.write(&batch).unwrap();
+    }
+    let cpu_s = (process_cpu_ns() - cpu_start) as f64 / 1e9;
+    let wall_s = wall_start.elapsed().as_secs_f64();
+    let samples = (batches * keys.len() * 10) as f64;
+    println!(
+        "write path, numeric batches of 10,000: {:.2} M samples/CPU-s, {:.2} M samples/s wall",
+        samples / cpu_s / 1e6,
+        samples / wall_s / 1e6
+    );
+    store.close().unwrap();
 }
 
 /// Median thread-CPU nanoseconds per operation over `runs` runs; `run` performs `ops` operations
@@ -213,14 +261,16 @@ fn main() {
         "index" => bench_index(),
         "numeric" => bench_numeric(),
         "histogram" => bench_histogram(),
+        "write" => bench_write(),
         "all" => {
             bench_index();
             bench_numeric();
             bench_histogram();
+            bench_write();
         }
         other => {
             eprintln!(
-                "unknown benchmark {other:?}; usage: store_bench [index|numeric|histogram|all]"
+                "unknown benchmark {other:?}; usage: store_bench [index|numeric|histogram|write|all]"
             );
             std::process::exit(2);
         }
