@@ -8,8 +8,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
+use journal::vfs::{RealFs, Vfs};
 use journal::{Durability, Journal, Start};
 
 use crate::batch::{SeriesSamples, Value, WriteBatch};
@@ -28,7 +29,7 @@ pub const BASE_PERIOD_MS_DEFAULT: i64 = 60_000;
 /// replays everything.
 pub const HEAD_SUBSCRIBER: &str = "head";
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct StoreOptions {
     /// Histograms are merged per period of this length; ≥ `BASE_PERIOD_MS_MIN`.
     pub base_period_ms: i64,
@@ -36,6 +37,8 @@ pub struct StoreOptions {
     pub durability: Durability,
     /// Size of each preallocated WAL segment file.
     pub wal_segment_size_bytes: u64,
+    /// The WAL's file layer: `RealFs` unless a test injects faults (the index uses `std::fs`).
+    pub wal_vfs: Arc<dyn Vfs>,
 }
 
 impl Default for StoreOptions {
@@ -44,6 +47,7 @@ impl Default for StoreOptions {
             base_period_ms: BASE_PERIOD_MS_DEFAULT,
             durability: Durability::default(),
             wal_segment_size_bytes: 64 << 20,
+            wal_vfs: Arc::new(RealFs),
         }
     }
 }
@@ -83,6 +87,7 @@ impl Store {
             journal::Options {
                 durability: opts.durability,
                 segment_size_bytes: opts.wal_segment_size_bytes,
+                vfs: opts.wal_vfs.clone(),
                 ..journal::Options::default()
             },
         )?;
