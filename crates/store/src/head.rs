@@ -55,7 +55,12 @@ fn insert_point<T>(points: &mut Vec<Point<T>>, point: Point<T>) {
                 *existing = point;
             }
         }
-        _ => points.insert(i, point),
+        _ => {
+            points.insert(i, point);
+            // Sorted and unique: checking the neighbours of the one insert keeps it O(1).
+            assert!(i == 0 || points[i - 1].ts_ms < points[i].ts_ms);
+            assert!(i + 1 == points.len() || points[i].ts_ms < points[i + 1].ts_ms);
+        }
     }
 }
 
