@@ -1,5 +1,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+// The shared fuzz checks; this file uses only its own format's.
+#[allow(dead_code)]
+#[path = "fuzz_checks/mod.rs"]
+mod fuzz_checks;
+
 use hist::convert::ConvertError;
 use hist::QuantileType;
 use ingest::otlp::{self, proto};
@@ -493,20 +498,30 @@ fn seed_requests() -> Vec<proto::ExportMetricsServiceRequest> {
     ]
 }
 
-/// Writes `fuzz/corpus/otlp/`: seed requests as protobuf (first byte 0) and as JSON (first byte
-/// 1). Run with `--ignored` after changing the seeds.
+/// Every seed request for `fuzz/corpus/otlp/` passes the checks the fuzz target makes; with
+/// `STRATA_WRITE_SEEDS=1` the test also writes them there (after changing the seeds).
 #[test]
-#[ignore]
-fn write_seed_corpus() {
+fn seed_corpus_passes_the_fuzz_checks() {
+    // With STRATA_WRITE_SEEDS set, the seeds are also written out as the fuzzer's starting corpus.
+    let write = std::env::var_os("STRATA_WRITE_SEEDS").is_some();
+    let mut seeds = 0;
+    let mut put = |path: std::path::PathBuf, bytes: Vec<u8>| {
+        fuzz_checks::otlp(&bytes);
+        seeds += 1;
+        if write {
+            std::fs::write(path, bytes).unwrap();
+        }
+    };
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/otlp");
-    std::fs::create_dir_all(&dir).unwrap();
+    if write {
+        std::fs::create_dir_all(&dir).unwrap();
+    }
     for (i, request) in seed_requests().iter().enumerate() {
         let raw = request.encode_to_vec();
-        std::fs::write(
+        put(
             dir.join(format!("seed-{i:02}-protobuf")),
             [&[0u8][..], &raw].concat(),
-        )
-        .unwrap();
+        );
     }
     let json = [
         "{}",
@@ -523,7 +538,7 @@ fn write_seed_corpus() {
     ];
     for (i, text) in json.iter().enumerate() {
         let path = dir.join(format!("seed-{i:02}-json"));
-        std::fs::write(path, [&[1u8][..], text.as_bytes()].concat()).unwrap();
+        put(path, [&[1u8][..], text.as_bytes()].concat());
     }
     // Real bodies, as both encodings of the same request, for more structure to mutate.
     for (i, request) in seed_requests().iter().enumerate() {
@@ -531,8 +546,9 @@ fn write_seed_corpus() {
         let mut flipped = [&[2u8][..], &raw].concat();
         let last = flipped.len() - 1;
         flipped[last] ^= 0x55;
-        std::fs::write(dir.join(format!("seed-{i:02}-mutated")), flipped).unwrap();
+        put(dir.join(format!("seed-{i:02}-mutated")), flipped);
     }
+    assert!(seeds > 10, "only {seeds} seeds");
 }
 
 proptest! {

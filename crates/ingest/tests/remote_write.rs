@@ -1,5 +1,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+// The shared fuzz checks; this file uses only its own format's.
+#[allow(dead_code)]
+#[path = "fuzz_checks/mod.rs"]
+mod fuzz_checks;
+
 use hist::convert::ConvertError;
 use hist::QuantileType;
 use ingest::remote_write::{
@@ -421,25 +426,35 @@ fn seed_requests() -> Vec<proto::WriteRequest> {
     .collect()
 }
 
-/// Writes `fuzz/corpus/remote_write/`: each seed request as protobuf (first byte 0) and as a
-/// snappy body (first byte 1). Run with `--ignored` after changing the seeds.
+/// Every seed request for `fuzz/corpus/remote_write/` passes the checks the fuzz target makes; with
+/// `STRATA_WRITE_SEEDS=1` the test also writes them there (after changing the seeds).
 #[test]
-#[ignore]
-fn write_seed_corpus() {
+fn seed_corpus_passes_the_fuzz_checks() {
+    // With STRATA_WRITE_SEEDS set, the seeds are also written out as the fuzzer's starting corpus.
+    let write = std::env::var_os("STRATA_WRITE_SEEDS").is_some();
+    let mut seeds = 0;
+    let mut put = |path: std::path::PathBuf, bytes: Vec<u8>| {
+        fuzz_checks::remote_write(&bytes);
+        seeds += 1;
+        if write {
+            std::fs::write(path, bytes).unwrap();
+        }
+    };
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/remote_write");
-    std::fs::create_dir_all(&dir).unwrap();
+    if write {
+        std::fs::create_dir_all(&dir).unwrap();
+    }
     for (i, request) in seed_requests().iter().enumerate() {
         let raw = request.encode_to_vec();
         let snappy = compress(&raw);
-        std::fs::write(
+        put(
             dir.join(format!("seed-{i:02}-protobuf")),
             [&[0u8][..], &raw].concat(),
-        )
-        .unwrap();
-        std::fs::write(
+        );
+        put(
             dir.join(format!("seed-{i:02}-snappy")),
             [&[1u8][..], &snappy].concat(),
-        )
-        .unwrap();
+        );
     }
+    assert!(seeds > 10, "only {seeds} seeds");
 }
