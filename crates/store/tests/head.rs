@@ -302,7 +302,10 @@ fn readers_see_whole_batches_while_writers_write() {
         })
     };
     let mut seen_max = 0;
-    while seen_max < batches_n as usize {
+    // Until the writer is done, and once more after (a failed writer ends the loop too).
+    let mut writer_done = false;
+    while seen_max < batches_n as usize && !writer_done {
+        writer_done = writer.is_finished();
         let view = store.view().unwrap();
         let id_of = |name: &str| store.index().lookup(&key(name)).unwrap().map(|(id, _)| id);
         let (Some(a), Some(b), Some(c)) = (id_of("a"), id_of("b"), id_of("c")) else {
@@ -554,9 +557,14 @@ fn wal_power_loss_keeps_every_acknowledged_batch() {
             })
             .collect();
         let target = 20 + seed as u64 * 30;
-        while acked.load(Ordering::SeqCst) < target {
+        // Writers stop before the cut only by failing: then the assert below reports it.
+        while acked.load(Ordering::SeqCst) < target && !writers.iter().all(|w| w.is_finished()) {
             std::thread::yield_now();
         }
+        assert!(
+            acked.load(Ordering::SeqCst) >= target,
+            "writers failed before the cut"
+        );
         sim.power_cut(loss);
         cut.store(true, Ordering::SeqCst);
         let mine: Vec<Vec<i64>> = writers.into_iter().map(|w| w.join().unwrap()).collect();
