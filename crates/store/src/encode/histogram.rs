@@ -71,6 +71,31 @@ pub fn key_of_ordinal(ordinal: u16) -> Option<u16> {
     }
 }
 
+/// The bin of a valid ordinal (below `BIN_COUNT_MAX`), computed directly rather than through
+/// its key: decoding does this for every bin of every period.
+fn bin_of_ordinal(ordinal: u16) -> Option<Bin> {
+    let regular = |e: u16| {
+        (
+            i32::from(e / DECADE_SLOTS_MAX),
+            i32::from(e % DECADE_SLOTS_MAX) + 1,
+        )
+    };
+    let (val, exp) = match ordinal {
+        0 => return Some(Bin::NAN),
+        o if o < ORDINAL_ZERO => {
+            let (decade, slot) = regular(o - 1);
+            (slot - 100, 127 - decade)
+        }
+        ORDINAL_ZERO => return Some(Bin::ZERO),
+        o if (o as usize) < BIN_COUNT_MAX => {
+            let (decade, slot) = regular(o - ORDINAL_ZERO - 1);
+            (slot + 9, decade - 128)
+        }
+        _ => return None,
+    };
+    Bin::new(i8::try_from(val).ok()?, i8::try_from(exp).ok()?)
+}
+
 /// The bin at a storage-order key (`hist/FORMAT.md`), or `None` for a key no bin has.
 pub fn bin_of_key(key: u16) -> Option<Bin> {
     if key == 0 {
@@ -103,26 +128,55 @@ struct Bins {
 }
 
 impl Bins {
-    fn of(h: &Histogram) -> Bins {
-        let (keys, counts): (Vec<u16>, Vec<u64>) =
-            h.bins().map(|(b, c)| (ordinal_of_key(b.key()), c)).unzip();
+    /// Refills `self` with the bins of `h`, reusing its allocations (one `Bins` serves every
+    /// period of a chunk, so encoding allocates nothing per period).
+    fn fill(&mut self, h: &Histogram) {
+        self.keys.clear();
+        self.counts.clear();
+        self.keys.reserve(h.bin_count());
+        self.counts.reserve(h.bin_count());
+        for (b, c) in h.bins() {
+            self.keys.push(ordinal_of_key(b.key()));
+            self.counts.push(c);
+        }
         assert!(
-            keys.windows(2).all(|w| w[0] < w[1]),
+            self.keys.windows(2).all(|w| w[0] < w[1]),
             "bins in storage order"
         );
-        assert!(counts.iter().all(|&c| c > 0), "no empty bins");
-        debug_assert!(keys
+        assert!(self.counts.iter().all(|&c| c > 0), "no empty bins");
+        debug_assert!(self
+            .keys
             .iter()
             .all(|&k| key_of_ordinal(k).and_then(bin_of_key).is_some()));
-        Bins { keys, counts }
+    }
+
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.counts.clear();
+    }
+
+    fn push(&mut self, ordinal: u16, count: u64) {
+        self.keys.push(ordinal);
+        self.counts.push(count);
     }
 
     /// The histogram of decoded bins (ordinals ascending and valid by construction).
     fn histogram(&self) -> Histogram {
-        let bins = self.keys.iter().zip(&self.counts);
-        let h = Histogram::from_bins(
-            bins.filter_map(|(&o, &c)| Some((bin_of_key(key_of_ordinal(o)?)?, c))),
-        );
+        // Collected into an exactly sized vector first: `from_bins` then reuses it in place
+        // instead of growing its own through a size-hint-less filter.
+        let bins: Vec<(Bin, u64)> = self
+            .keys
+            .iter()
+            .zip(&self.counts)
+            .map(|(&o, &c)| {
+                // Every ordinal below `BIN_COUNT_MAX` names a bin (`every_key_maps_back`), and
+                // decoded ordinals are checked against it; NaN is never substituted.
+                let bin = bin_of_ordinal(o);
+                debug_assert!(bin.is_some() && bin == key_of_ordinal(o).and_then(bin_of_key));
+                (bin.unwrap_or(Bin::NAN), c)
+            })
+            .collect();
+        let h = Histogram::from_bins(bins);
         debug_assert_eq!(h.bin_count(), self.keys.len());
         if cfg!(debug_assertions) {
             h.assert_invariants();
@@ -146,6 +200,8 @@ struct Model {
     known: Vec<Known>,
     /// The next period's `known`, built by merging (kept to reuse its allocation).
     scratch: Vec<Known>,
+    /// The encoder's new bins of the period being coded (kept to reuse its allocation).
+    new: Vec<(u16, u64)>,
     prev_first: u16,
     period: u32,
 }
@@ -180,6 +236,7 @@ impl Model {
             counts: vec![GammaModel::new(GAMMA_CONTEXTS); DENSITY_LEVELS],
             known: Vec::new(),
             scratch: Vec::new(),
+            new: Vec::new(),
             prev_first: 0,
             period: 0,
         }
@@ -196,27 +253,35 @@ impl Model {
         let add = |count: u64| count.min(DENSITY_COUNT_MAX) * DENSITY_UNIT;
         let mut next = std::mem::take(&mut self.scratch);
         next.clear();
+        next.reserve(self.known.len() + bins.keys.len());
         let mut push = |ordinal: u16, density: u64| {
             let density = density >> shift;
             if density > 0 {
                 next.push(Known::new(ordinal, density));
             }
         };
+        let known = &self.known;
         let (mut k, mut b) = (0, 0);
-        while k < self.known.len() || b < bins.keys.len() {
-            let known = self.known.get(k).map_or(u32::MAX, |x| u32::from(x.ordinal));
-            let bin = bins.keys.get(b).map_or(u32::MAX, |&o| u32::from(o));
-            if known < bin {
-                push(self.known[k].ordinal, self.known[k].density);
+        // Both lists non-empty: the three-way merge; then whichever tail is left.
+        while k < known.len() && b < bins.keys.len() {
+            let (x, bin) = (known[k], bins.keys[b]);
+            if x.ordinal < bin {
+                push(x.ordinal, x.density);
                 k += 1;
-            } else if bin < known {
-                push(bins.keys[b], add(bins.counts[b]));
+            } else if bin < x.ordinal {
+                push(bin, add(bins.counts[b]));
                 b += 1;
             } else {
-                push(bins.keys[b], self.known[k].density + add(bins.counts[b]));
+                push(bin, x.density + add(bins.counts[b]));
                 k += 1;
                 b += 1;
             }
+        }
+        for x in &known[k..] {
+            push(x.ordinal, x.density);
+        }
+        for (&bin, &count) in bins.keys[b..].iter().zip(&bins.counts[b..]) {
+            push(bin, add(count));
         }
         self.scratch = std::mem::replace(&mut self.known, next);
         debug_assert!(self.known.windows(2).all(|w| w[0].ordinal < w[1].ordinal));
@@ -244,8 +309,9 @@ pub fn encode(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {
     let mut e = RangeEncoder::new();
     let mut model = Model::new();
     let mut slots = 0u64;
+    let mut bins = Bins::default();
     for (_, h) in periods {
-        let bins = Bins::of(h);
+        bins.fill(h);
         slots += write_period(&mut e, &mut model, &bins);
         if slots > HIST_CHUNK_SLOTS_MAX {
             return Err(EncodeError::TooManySlots { slots });
@@ -264,7 +330,8 @@ fn write_period(e: &mut RangeEncoder, model: &mut Model, bins: &Bins) -> u64 {
     }
     e.bit(&mut model.empty, false);
     let mut i = 0;
-    let mut new: Vec<(u16, u64)> = Vec::new();
+    let mut new = std::mem::take(&mut model.new);
+    new.clear();
     let mut prev_occupied = false;
     for k in 0..model.known.len() {
         let Known { ordinal, level, .. } = model.known[k];
@@ -303,7 +370,9 @@ fn write_period(e: &mut RangeEncoder, model: &mut Model, bins: &Bins) -> u64 {
         e.gamma(&mut model.counts[0], count - 1);
         prev = Some(ordinal);
     }
-    (model.known.len() + new.len()) as u64
+    let slots = (model.known.len() + new.len()) as u64;
+    model.new = new;
+    slots
 }
 
 /// Decodes one chunk; never panics; work and memory bounded by `HIST_CHUNK_PERIODS_MAX` and
@@ -331,8 +400,15 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
     let mut model = Model::new();
     let mut slots_left = HIST_CHUNK_SLOTS_MAX;
     let mut out = Vec::with_capacity(count);
+    // Reused for every period: the period's bins, its new bins, and the merge of the two.
+    let (mut bins, mut new, mut merged) = (Bins::default(), Bins::default(), Bins::default());
     for ts in ts_ms {
-        let bins = read_period(&mut d, &mut model, &mut slots_left)?;
+        read_period(&mut d, &mut model, &mut slots_left, &mut bins, &mut new)?;
+        if !new.keys.is_empty() {
+            merge_bins(&bins, &new, &mut merged)
+                .ok_or_else(|| d.invalid("new bin repeats a known bin"))?;
+            std::mem::swap(&mut bins, &mut merged);
+        }
         model.update(&bins);
         out.push((ts, bins.histogram()));
     }
@@ -340,30 +416,34 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
     Ok(out)
 }
 
+/// Reads one period: its known populated bins into `kept`, its new bins into `new` (both
+/// cleared first; the caller merges them).
 fn read_period(
     d: &mut RangeDecoder<'_>,
     model: &mut Model,
     slots_left: &mut u64,
-) -> Result<Bins, DecodeError> {
+    kept: &mut Bins,
+    new: &mut Bins,
+) -> Result<(), DecodeError> {
+    kept.clear();
+    new.clear();
     if d.bit(&mut model.empty)? {
-        return Ok(Bins::default());
+        return Ok(());
     }
     take_slots(d, slots_left, model.known.len() as u64)?;
-    let mut kept = Bins::default();
     let mut prev_occupied = false;
     for k in 0..model.known.len() {
         let Known { ordinal, level, .. } = model.known[k];
         let level = usize::from(level);
         let occupied = d.bit(&mut model.occupied[level][usize::from(prev_occupied)])?;
         if occupied {
-            kept.keys.push(ordinal);
-            kept.counts.push(read_count(d, &mut model.counts[level])?);
+            let count = read_count(d, &mut model.counts[level])?;
+            kept.push(ordinal, count);
         }
         prev_occupied = occupied;
     }
     let new_count = d.gamma(&mut model.new_count)?;
     take_slots(d, slots_left, new_count)?;
-    let mut new = Bins::default();
     let mut prev: Option<i64> = None;
     for _ in 0..new_count {
         let ordinal = match prev {
@@ -377,11 +457,11 @@ fn read_period(
         if !(0..BIN_COUNT_MAX as i64).contains(&ordinal) || prev.is_some_and(|p| ordinal <= p) {
             return Err(d.invalid("new bin out of range or order"));
         }
-        new.keys.push(ordinal as u16);
-        new.counts.push(read_count(d, &mut model.counts[0])?);
+        let count = read_count(d, &mut model.counts[0])?;
+        new.push(ordinal as u16, count);
         prev = Some(ordinal);
     }
-    merge_bins(kept, new).ok_or_else(|| d.invalid("new bin repeats a known bin"))
+    Ok(())
 }
 
 fn take_slots(d: &RangeDecoder<'_>, slots_left: &mut u64, slots: u64) -> Result<(), DecodeError> {
@@ -397,26 +477,29 @@ fn read_count(d: &mut RangeDecoder<'_>, model: &mut GammaModel) -> Result<u64, D
         .ok_or_else(|| d.invalid("bin count above 2^64 - 1"))
 }
 
-/// Two ascending bin lists as one, or `None` if they share a bin.
-fn merge_bins(a: Bins, b: Bins) -> Option<Bins> {
-    let mut out = Bins::default();
+/// Two ascending bin lists as one in `out` (cleared first), or `None` if they share a bin.
+fn merge_bins(a: &Bins, b: &Bins, out: &mut Bins) -> Option<()> {
+    out.clear();
+    out.keys.reserve(a.keys.len() + b.keys.len());
+    out.counts.reserve(a.keys.len() + b.keys.len());
     let (mut i, mut j) = (0, 0);
-    while i < a.keys.len() || j < b.keys.len() {
-        let take_a = j == b.keys.len() || (i < a.keys.len() && a.keys[i] < b.keys[j]);
-        if !take_a && i < a.keys.len() && a.keys[i] == b.keys[j] {
+    while i < a.keys.len() && j < b.keys.len() {
+        let (ka, kb) = (a.keys[i], b.keys[j]);
+        if ka < kb {
+            out.push(ka, a.counts[i]);
+            i += 1;
+        } else if kb < ka {
+            out.push(kb, b.counts[j]);
+            j += 1;
+        } else {
             return None;
         }
-        if take_a {
-            out.keys.push(a.keys[i]);
-            out.counts.push(a.counts[i]);
-            i += 1;
-        } else {
-            out.keys.push(b.keys[j]);
-            out.counts.push(b.counts[j]);
-            j += 1;
-        }
     }
-    Some(out)
+    out.keys.extend_from_slice(&a.keys[i..]);
+    out.counts.extend_from_slice(&a.counts[i..]);
+    out.keys.extend_from_slice(&b.keys[j..]);
+    out.counts.extend_from_slice(&b.counts[j..]);
+    Some(())
 }
 
 #[cfg(test)]
@@ -449,10 +532,12 @@ mod tests {
             let key = key_of_ordinal(ordinal).unwrap();
             assert!(bin_of_key(key).is_some());
             assert_eq!(ordinal_of_key(key), ordinal);
+            assert_eq!(bin_of_ordinal(ordinal), bin_of_key(key));
             assert!(prev < Some(key));
             prev = Some(key);
         }
         assert_eq!(key_of_ordinal(BIN_COUNT_MAX as u16), None);
+        assert_eq!(bin_of_ordinal(BIN_COUNT_MAX as u16), None);
     }
 
     #[test]

@@ -27,12 +27,16 @@ impl Default for Prob {
 }
 
 impl Prob {
+    /// Written as a select rather than a branch: the bit is data, and a mispredicted branch per
+    /// coded bit would cost more than computing both sides.
+    #[inline(always)]
     fn update(&mut self, bit: bool) {
-        if bit {
-            self.0 -= self.0 >> ADAPT_SHIFT;
+        let p = self.0;
+        self.0 = if bit {
+            p - (p >> ADAPT_SHIFT)
         } else {
-            self.0 += (PROB_ONE - self.0) >> ADAPT_SHIFT;
-        }
+            p + ((PROB_ONE - p) >> ADAPT_SHIFT)
+        };
         debug_assert!(self.0 > 0 && self.0 < PROB_ONE);
     }
 }
@@ -46,12 +50,15 @@ pub struct GammaModel {
 
 impl GammaModel {
     pub fn new(contexts: usize) -> GammaModel {
-        assert!(contexts > 0);
+        // At most one context per possible length, so the fast paths of `gamma` never see a
+        // length of 64 before the shared last context.
+        assert!(contexts > 0 && contexts <= GAMMA_LEN_MAX as usize);
         GammaModel {
             len: vec![Prob::default(); contexts],
         }
     }
 
+    #[inline(always)]
     fn prob(&mut self, i: u32) -> &mut Prob {
         let last = self.len.len() - 1;
         &mut self.len[(i as usize).min(last)]
@@ -78,16 +85,17 @@ impl RangeEncoder {
         }
     }
 
+    /// Branch-free on the bit (masks and selects) for the reason given at [`Prob::update`].
+    #[inline(always)]
     pub fn bit(&mut self, prob: &mut Prob, bit: bool) {
         let bound = (self.range >> PROB_BITS) * u32::from(prob.0);
-        if bit {
-            self.low += u64::from(bound);
-            self.range -= bound;
-        } else {
-            self.range = bound;
-        }
+        let mask = 0u32.wrapping_sub(u32::from(bit));
+        self.low += u64::from(bound & mask);
+        self.range = if bit { self.range - bound } else { bound };
         prob.update(bit);
-        self.normalize();
+        if self.range < RANGE_TOP {
+            self.normalize();
+        }
     }
 
     /// The low `bits` bits of `value` at probability one half each, most significant first.
@@ -95,28 +103,40 @@ impl RangeEncoder {
         assert!(bits <= 64);
         for i in (0..bits).rev() {
             self.range >>= 1;
-            if (value >> i) & 1 == 1 {
-                self.low += u64::from(self.range);
+            let mask = 0u32.wrapping_sub(((value >> i) & 1) as u32);
+            self.low += u64::from(self.range & mask);
+            if self.range < RANGE_TOP {
+                self.normalize();
             }
-            self.normalize();
         }
     }
 
     /// Elias gamma of `value`: its bit length `L` in adaptive unary, then its `L − 1` bits
     /// below the leading one, direct.
+    #[inline]
     pub fn gamma(&mut self, model: &mut GammaModel, value: u64) {
         let len = 64 - value.leading_zeros();
-        for i in 0..len {
-            self.bit(model.prob(i), true);
-        }
-        if len < GAMMA_LEN_MAX {
-            self.bit(model.prob(len), false);
+        let probs = &mut model.len[..];
+        if (len as usize) < probs.len() {
+            // Short values (nearly all counts and gaps) need no clamping of the context index.
+            for p in &mut probs[..len as usize] {
+                self.bit(p, true);
+            }
+            self.bit(&mut probs[len as usize], false);
+        } else {
+            for i in 0..len {
+                self.bit(model.prob(i), true);
+            }
+            if len < GAMMA_LEN_MAX {
+                self.bit(model.prob(len), false);
+            }
         }
         if len > 1 {
             self.direct(value & ((1u64 << (len - 1)) - 1), len - 1);
         }
     }
 
+    #[cold]
     fn normalize(&mut self) {
         while self.range < RANGE_TOP {
             self.range <<= 8;
@@ -186,17 +206,18 @@ impl<'a> RangeDecoder<'a> {
         Ok(byte)
     }
 
+    /// Branch-free on the bit, like the encoder's.
+    #[inline(always)]
     pub fn bit(&mut self, prob: &mut Prob) -> Result<bool, DecodeError> {
         let bound = (self.range >> PROB_BITS) * u32::from(prob.0);
         let bit = self.code >= bound;
-        if bit {
-            self.code -= bound;
-            self.range -= bound;
-        } else {
-            self.range = bound;
-        }
+        let mask = 0u32.wrapping_sub(u32::from(bit));
+        self.code -= bound & mask;
+        self.range = if bit { self.range - bound } else { bound };
         prob.update(bit);
-        self.normalize()?;
+        if self.range < RANGE_TOP {
+            self.normalize()?;
+        }
         Ok(bit)
     }
 
@@ -206,20 +227,35 @@ impl<'a> RangeDecoder<'a> {
         for _ in 0..bits {
             self.range >>= 1;
             let bit = self.code >= self.range;
-            if bit {
-                self.code -= self.range;
-            }
+            self.code -= self.range & 0u32.wrapping_sub(u32::from(bit));
             value = (value << 1) | u64::from(bit);
-            self.normalize()?;
+            if self.range < RANGE_TOP {
+                self.normalize()?;
+            }
         }
         Ok(value)
     }
 
+    #[inline]
     pub fn gamma(&mut self, model: &mut GammaModel) -> Result<u64, DecodeError> {
         let mut len = 0;
-        while len < GAMMA_LEN_MAX && self.bit(model.prob(len))? {
+        // Contexts below the last one first, without clamping the index; then the shared last.
+        let contexts = model.len.len();
+        let (head, last) = model.len.split_at_mut(contexts - 1);
+        for p in head.iter_mut() {
+            if !self.bit(p)? {
+                return self.gamma_rest(len);
+            }
             len += 1;
         }
+        while len < GAMMA_LEN_MAX && self.bit(&mut last[0])? {
+            len += 1;
+        }
+        self.gamma_rest(len)
+    }
+
+    /// The value of a gamma code whose bit length `len` has been read.
+    fn gamma_rest(&mut self, len: u32) -> Result<u64, DecodeError> {
         if len == 0 {
             return Ok(0);
         }
@@ -227,6 +263,7 @@ impl<'a> RangeDecoder<'a> {
         Ok((1u64 << (len - 1)) | low)
     }
 
+    #[cold]
     fn normalize(&mut self) -> Result<(), DecodeError> {
         while self.range < RANGE_TOP {
             self.range <<= 8;
