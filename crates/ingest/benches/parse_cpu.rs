@@ -2,7 +2,8 @@
 //! unit of issue 6's targets, and steadier than wall time on a shared machine (time spent
 //! waiting for the CPU is not counted). CPU time: `/proc/thread-self/schedstat` (ns on CPU).
 //!
-//! Run: `taskset -c 1 cargo bench -p ingest --bench parse_cpu` (`ROUNDS`, `CPU_SECONDS` tune it).
+//! Run: `taskset -c 1 cargo bench -p ingest --bench parse_cpu` (`ROUNDS`, `CPU_SECONDS` tune it;
+//! `CASE` picks payloads by name).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod payloads;
@@ -38,7 +39,12 @@ fn main() {
     println!(
         "payload | samples | bytes | samples per CPU-second (median of {rounds}) | all rounds"
     );
-    for case in payloads::cases() {
+    // `CASE=<substring>` runs only the matching payloads (for profiling one of them).
+    let only = std::env::var("CASE").unwrap_or_default();
+    for case in payloads::cases()
+        .into_iter()
+        .filter(|c| c.name.contains(&only))
+    {
         let samples = (case.parse)(&case.body).samples.len() as f64;
         let mut rates: Vec<f64> = (0..rounds)
             .map(|_| {

@@ -3,6 +3,7 @@
 //! the explicit `{_type, _value, _ts, _fl, _tags}` form. Mapping rules: `FORMAT.md`.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 
 use hist::{Bin, Histogram};
 
@@ -21,6 +22,7 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
     let mut batch = Batch::default();
     let mut tokenizer = Tokenizer::new(input);
     let mut tape = Vec::new();
+    let bins = Cell::new(Vec::new());
     let mut document = 0;
     // Validating the whole body once (the common case: it is all UTF-8) lets token texts be
     // plain slices instead of a UTF-8 check per token.
@@ -48,6 +50,7 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
                     batch: &mut batch,
                     path: String::new(),
                     tags: TagList::new(),
+                    bins: &bins,
                 };
                 if !walker.members(0) {
                     break;
@@ -93,6 +96,9 @@ struct Walker<'a, 'b> {
     path: String,
     /// The stream tags of the keys on the way to the value being visited.
     tags: TagList,
+    /// The bins of the histogram being read, kept between histograms (and documents) so that
+    /// each `_value` array does not allocate its own; a `Cell` as the walk borrows `self` shared.
+    bins: &'b Cell<Vec<(Bin, u64)>>,
 }
 
 /// The special keys of the explicit form, as tape indices of their values (last one wins).
@@ -303,10 +309,10 @@ impl<'a> Walker<'a, '_> {
     fn histogram(&self, index: usize) -> Result<Histogram, Reason> {
         // The array's token count bounds its element count: one allocation for the bins.
         let elements_max = self.tape[index].next - index;
-        let mut parts = HistogramParts {
-            bins: Vec::with_capacity(elements_max),
-            merged: None,
-        };
+        let mut bins = self.bins.take();
+        bins.clear();
+        bins.reserve(elements_max);
+        let mut parts = HistogramParts { bins, merged: None };
         if self.tape[index].kind != Kind::Array {
             self.histogram_element(index, &mut parts)?;
         } else {
@@ -316,12 +322,34 @@ impl<'a> Walker<'a, '_> {
                 child = self.tape[child].next;
             }
         }
-        Ok(parts.finish())
+        let histogram = parts.finish();
+        self.bins.set(parts.bins);
+        Ok(histogram)
     }
 
     /// Adds one element: a number (one sample), `H[<float>]=<count>` (or the C text form), or a
     /// base64 llhist.
+    #[inline]
     fn histogram_element(&self, index: usize, parts: &mut HistogramParts) -> Result<(), Reason> {
+        let token = self.tape[index];
+        // The common element: an unescaped `H[d.de±dd]=n` string, read from the input bytes in
+        // place (no `Cow`, no UTF-8 boundary checks) by a reader of that one fixed shape.
+        if token.kind == (Kind::String { escaped: false }) {
+            if let Some(entry) = self.input.get(token.start..token.end).and_then(fixed_entry) {
+                parts.bins.push(entry);
+                return Ok(());
+            }
+        }
+        self.histogram_element_other(index, parts)
+    }
+
+    /// Every other element form; kept out of line so the common path above stays small.
+    #[inline(never)]
+    fn histogram_element_other(
+        &self,
+        index: usize,
+        parts: &mut HistogramParts,
+    ) -> Result<(), Reason> {
         let text = match self.tape[index].kind {
             Kind::Number { .. } => {
                 let value = json_number(self.raw(index))?;
@@ -475,12 +503,16 @@ impl HistogramParts {
         }
     }
 
-    fn finish(self) -> Histogram {
-        let merged = self.merged.unwrap_or_default();
+    /// The histogram; leaves `bins` empty for reuse.
+    fn finish(&mut self) -> Histogram {
+        let Some(merged) = self.merged.take() else {
+            // The common case, bins only: no empty histogram to build and merge.
+            return Histogram::from_bins(self.bins.drain(..));
+        };
         if self.bins.is_empty() {
             return merged;
         }
-        let mut histogram = Histogram::from_bins(self.bins);
+        let mut histogram = Histogram::from_bins(self.bins.drain(..));
         histogram.merge(&merged);
         histogram
     }
@@ -511,6 +543,41 @@ fn emitted_entry(text: &str) -> Option<(Bin, u64)> {
     let val = ((d0 - b'0') * 10 + (d1 - b'0')) as i8;
     let bin = Bin::new(if negative { -val } else { val }, exp)?;
     Some((bin, decimal_u64(count)?))
+}
+
+/// The `H[d.de±dd]=n` shape that `hist::Bin::edge_text` prints for every finite non-zero bin
+/// (two exponent digits, optional `-`), matched by position: each check is one byte compare, and
+/// the bin comes straight from the digits. `None` for any other shape (`emitted_entry` and then
+/// the float path take it); for every text it accepts the bin equals
+/// `Bin::from_f64(edge.parse::<f64>())` (tests below check every bin and random shapes).
+#[inline]
+fn fixed_entry(text: &[u8]) -> Option<(Bin, u64)> {
+    let (negative, edge) = match text {
+        [b'H', b'[', b'-', edge @ ..] => (true, edge),
+        [b'H', b'[', edge @ ..] => (false, edge),
+        _ => return None,
+    };
+    let [d0 @ b'1'..=b'9', b'.', d1 @ b'0'..=b'9', b'e', sign @ (b'+' | b'-'), e0 @ b'0'..=b'9', e1 @ b'0'..=b'9', b']', b'=', count @ ..] =
+        edge
+    else {
+        return None;
+    };
+    let magnitude = ((e0 - b'0') * 10 + (e1 - b'0')) as i8;
+    let exp = if *sign == b'-' { -magnitude } else { magnitude };
+    let val = ((d0 - b'0') * 10 + (d1 - b'0')) as i8;
+    let bin = Bin::new(if negative { -val } else { val }, exp)?;
+    Some((bin, decimal_bytes_u64(count)?))
+}
+
+/// A plain decimal u64 (digits only), without `str::parse`'s generality.
+fn decimal_bytes_u64(text: &[u8]) -> Option<u64> {
+    if text.is_empty() {
+        return None;
+    }
+    text.iter().try_fold(0u64, |n, &c| {
+        let digit = c.checked_sub(b'0').filter(|d| *d < 10)?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
 }
 
 /// A plain decimal u64 (digits only), without `str::parse`'s generality.
@@ -575,7 +642,61 @@ mod tests {
         }
     }
 
+    /// The fixed-shape reader gives exactly the float path's bin for every bin's edge text it
+    /// accepts, and accepts every edge text with a two-digit exponent.
+    #[test]
+    fn fixed_entry_every_bin() {
+        for val in (-99i8..=-10).chain(10..=99) {
+            for exp in i8::MIN..=i8::MAX {
+                let bin = Bin::new(val, exp).unwrap();
+                let edge = bin.edge_text();
+                let text = format!("H[{edge}]=7");
+                let float_bin = Bin::from_f64(edge.parse::<f64>().unwrap());
+                match fixed_entry(text.as_bytes()) {
+                    Some(entry) => assert_eq!(entry, (float_bin, 7), "{text}"),
+                    None => assert!(exp.unsigned_abs() >= 100, "{text} not read"),
+                }
+                assert_eq!(float_bin, bin, "{text}");
+            }
+        }
+    }
+
     proptest! {
+        /// Random texts of about the emitted shape (any mantissa digits, 1–3 exponent digits,
+        /// signs, counts): whatever the fixed reader accepts, the general path reads the same.
+        #[test]
+        fn fixed_entry_agrees_with_float_path(
+            negative in any::<bool>(),
+            d0 in 0u8..10,
+            d1 in 0u8..10,
+            exp_negative in any::<bool>(),
+            exp_digits in "[0-9]{1,3}",
+            count in any::<u64>(),
+        ) {
+            let sign = if negative { "-" } else { "" };
+            let exp_sign = if exp_negative { '-' } else { '+' };
+            let edge = format!("{sign}{d0}.{d1}e{exp_sign}{exp_digits}");
+            let text = format!("H[{edge}]={count}");
+            let fast = fixed_entry(text.as_bytes());
+            if d0 != 0 && exp_digits.len() == 2 {
+                prop_assert!(fast.is_some(), "{}", text);
+            }
+            if let Some(fast) = fast {
+                let float_bin = Bin::from_f64(edge.parse::<f64>().unwrap());
+                prop_assert_eq!(fast, (float_bin, count), "{}", text);
+                prop_assert_eq!(Some(fast), hist::parse_entry(&text).ok(), "{}", text);
+            }
+        }
+
+        /// Arbitrary near-miss texts: the fixed reader accepts only what the general path
+        /// reads the same way.
+        #[test]
+        fn fixed_entry_near_misses(text in "H\\[-?[0-9.e+-]{0,9}\\]=[0-9]{0,21}") {
+            if let Some(fast) = fixed_entry(text.as_bytes()) {
+                prop_assert_eq!(Some(fast), hist::parse_entry(&text).ok(), "{}", text);
+            }
+        }
+
         #[test]
         fn emitted_entry_agrees_with_hist(v in any::<f64>(), count in 1u64..1000) {
             let mut h = Histogram::new();
