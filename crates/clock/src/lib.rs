@@ -104,6 +104,7 @@ use std::thread;
 use calibrate::Calibrator;
 pub use calibrate::{RECALIBRATE_INTERVAL_NS, TRACKING_ERROR_NS_MAX};
 pub use config::{Choice, Config, ConfigError, ENV_VAR};
+pub use os::{process_cpu_ns, thread_cpu_ns};
 use published::{Params, Published, MODE_OS, MODE_TSC};
 pub use reason::{Fault, Reason, Source};
 

@@ -17,25 +17,14 @@ const SAMPLES: usize = 1_000_000;
 const BATCHES: usize = 31;
 const QUANTILES: [f64; 7] = [0.0, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0];
 
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes only into `ts`, a valid timespec we own for the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0);
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Median CPU nanoseconds per operation: `run` performs `ops` operations per call.
 fn measure(ops: usize, mut run: impl FnMut()) -> f64 {
     run(); // warm up
     let mut per_op: Vec<f64> = (0..BATCHES)
         .map(|_| {
-            let start = thread_cpu_ns();
+            let start = clock::thread_cpu_ns();
             run();
-            (thread_cpu_ns() - start) as f64 / ops as f64
+            (clock::thread_cpu_ns() - start) as f64 / ops as f64
         })
         .collect();
     per_op.sort_by(f64::total_cmp);

@@ -1,6 +1,6 @@
 //! Samples parsed per CPU-second of the parsing thread, for each payload in `payloads` — the
 //! unit of issue 6's targets, and steadier than wall time on a shared machine (time spent
-//! waiting for the CPU is not counted). CPU time: `/proc/thread-self/schedstat` (ns on CPU).
+//! waiting for the CPU is not counted). CPU time: `clock::thread_cpu_ns` (CLOCK_THREAD_CPUTIME_ID).
 //!
 //! Run: `taskset -c 1 cargo bench -p ingest --bench parse_cpu` (`ROUNDS`, `CPU_SECONDS` tune it;
 //! `CASE` picks payloads by name).
@@ -11,11 +11,6 @@ mod payloads;
 use std::hint::black_box;
 
 /// Nanoseconds this thread has spent on a CPU.
-fn thread_cpu_ns() -> u64 {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
-    text.split_whitespace().next().unwrap().parse().unwrap()
-}
-
 fn env_or(name: &str, default: f64) -> f64 {
     std::env::var(name)
         .ok()
@@ -48,13 +43,13 @@ fn main() {
         let samples = (case.parse)(&case.body).samples.len() as f64;
         let mut rates: Vec<f64> = (0..rounds)
             .map(|_| {
-                let (start, mut parses) = (thread_cpu_ns(), 0u64);
+                let (start, mut parses) = (clock::thread_cpu_ns(), 0u64);
                 let budget_ns = (cpu_seconds * 1e9) as u64;
-                while thread_cpu_ns() - start < budget_ns {
+                while clock::thread_cpu_ns() - start < budget_ns {
                     black_box((case.parse)(black_box(&case.body)));
                     parses += 1;
                 }
-                samples * parses as f64 / ((thread_cpu_ns() - start) as f64 / 1e9)
+                samples * parses as f64 / ((clock::thread_cpu_ns() - start) as f64 / 1e9)
             })
             .collect();
         let all: Vec<String> = rates.iter().map(|r| format!("{:.2} M", r / 1e6)).collect();

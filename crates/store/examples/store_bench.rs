@@ -17,28 +17,6 @@ use store::encode::{histogram, numeric};
 use store::index::{Kind, SeriesIndex};
 use store::key::StreamKey;
 
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes only into `ts`, a valid timespec we own for the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0);
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn process_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes only into `ts`, a valid timespec we own for the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0);
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// The write path end to end: batches of 10,000 numeric samples (1,000 series × 10 timestamps,
 /// TSBS-like integer walk) through `Store::write` with group commit, one writer thread. Process
 /// CPU time, so the journal's flusher thread and the fsyncs' CPU count too.
@@ -52,7 +30,7 @@ fn bench_write() {
     let mut rng = StdRng::seed_from_u64(1);
     let mut values = vec![50.0f64; keys.len()];
     let batches = 200usize;
-    let (cpu_start, wall_start) = (process_cpu_ns(), std::time::Instant::now());
+    let (cpu_start, wall_start) = (clock::process_cpu_ns(), std::time::Instant::now());
     for b in 0..batches {
         let mut batch = store::WriteBatch::new();
         for (k, value) in keys.iter().zip(values.iter_mut()) {
@@ -65,7 +43,7 @@ fn bench_write() {
         }
         store.write(&batch).unwrap();
     }
-    let cpu_s = (process_cpu_ns() - cpu_start) as f64 / 1e9;
+    let cpu_s = (clock::process_cpu_ns() - cpu_start) as f64 / 1e9;
     let wall_s = wall_start.elapsed().as_secs_f64();
     let samples = (batches * keys.len() * 10) as f64;
     println!(
@@ -82,9 +60,9 @@ fn median_ns_per_op(runs: usize, ops: usize, mut run: impl FnMut()) -> f64 {
     run();
     let mut per_op: Vec<f64> = (0..runs)
         .map(|_| {
-            let start = thread_cpu_ns();
+            let start = clock::thread_cpu_ns();
             run();
-            (thread_cpu_ns() - start) as f64 / ops as f64
+            (clock::thread_cpu_ns() - start) as f64 / ops as f64
         })
         .collect();
     per_op.sort_by(f64::total_cmp);
@@ -127,25 +105,25 @@ fn bench_index() {
         // the dropped index, so their resident growth would understate the cost.
         let rss_before = rss_bytes();
         let index = SeriesIndex::open(&dir.path().join("series.idx")).unwrap();
-        let start = thread_cpu_ns();
+        let start = clock::thread_cpu_ns();
         for k in &keys {
             black_box(index.get_or_create(k, Kind::Numeric).unwrap());
         }
         index.sync().unwrap();
-        create_ns.push((thread_cpu_ns() - start) as f64);
+        create_ns.push((clock::thread_cpu_ns() - start) as f64);
         if run == 0 {
             rss_per_series = (rss_bytes() - rss_before) / f64::from(SERIES);
         }
-        let start = thread_cpu_ns();
+        let start = clock::thread_cpu_ns();
         for k in &keys {
             black_box(index.get_or_create(k, Kind::Numeric).unwrap());
         }
-        existing_ns.push((thread_cpu_ns() - start) as f64);
-        let start = thread_cpu_ns();
+        existing_ns.push((clock::thread_cpu_ns() - start) as f64);
+        let start = clock::thread_cpu_ns();
         for k in &keys {
             black_box(index.lookup(k).unwrap());
         }
-        lookup_ns.push((thread_cpu_ns() - start) as f64);
+        lookup_ns.push((clock::thread_cpu_ns() - start) as f64);
         assert_eq!(index.snapshot().unwrap().series_count(), SERIES);
     }
     let median = |v: &mut Vec<f64>| {
