@@ -16,7 +16,7 @@ use journal::{Durability, Journal, Start};
 use crate::batch::{SeriesSamples, Value, WriteBatch};
 use crate::head::{CumulativeState, Head};
 use crate::index::{SeriesId, SeriesIndex};
-use crate::read::HeadView;
+use crate::read::View;
 use crate::tagquery::TagQuery;
 use crate::wal::{self, Group};
 use crate::StoreError;
@@ -249,10 +249,10 @@ impl Store {
     }
 
     /// A consistent view of the head: nothing written while it is held becomes visible in it,
-    /// and every batch is seen whole or not at all (see `HeadView`).
-    pub fn view(&self) -> Result<HeadView<'_>, StoreError> {
+    /// and every batch is seen whole or not at all (see `View`).
+    pub fn view(&self) -> Result<View<'_>, StoreError> {
         let head = self.head.read().map_err(|_| StoreError::Poisoned)?;
-        Ok(HeadView::new(head))
+        Ok(View::new(head))
     }
 
     /// Series ids matching a tag query (the index's snapshot at the time of the call).

@@ -23,4 +23,4 @@ pub use batch::{Value, WriteBatch};
 pub use db::{ReplayReport, Store, StoreOptions, BASE_PERIOD_MS_DEFAULT, BASE_PERIOD_MS_MIN};
 pub use error::StoreError;
 pub use journal::Durability;
-pub use read::{HeadView, Latest, NumericAggregate, Slicing};
+pub use read::{Latest, NumericAggregate, Slicing, View};

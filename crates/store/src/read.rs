@@ -1,6 +1,6 @@
 //! Reads over the head.
 //!
-//! A [`HeadView`] holds the head's read lock. Writers apply a whole batch under the write lock
+//! A [`View`] holds the head's read lock. Writers apply a whole batch under the write lock
 //! after it is durable, so a view sees every batch acknowledged before it was taken, no batch
 //! partly, and nothing new while it lives: every read through one view is one consistent
 //! snapshot, across all the series it asks for. Keep views short; writers wait for them.
@@ -25,6 +25,8 @@ pub struct NumericAggregate {
     pub max: f64,
     pub first: f64,
     pub last: f64,
+    /// Σ value², for the standard deviation (and rollups, which must combine it).
+    pub sum_squares: f64,
 }
 
 impl NumericAggregate {
@@ -36,6 +38,7 @@ impl NumericAggregate {
             max: value,
             first: value,
             last: value,
+            sum_squares: value * value,
         }
     }
 
@@ -46,10 +49,18 @@ impl NumericAggregate {
         self.min = self.min.min(value);
         self.max = self.max.max(value);
         self.last = value;
+        self.sum_squares += value * value;
     }
 
     pub fn mean(&self) -> f64 {
         self.sum / self.count as f64
+    }
+
+    /// Population standard deviation of the slice's samples (0 for one sample).
+    pub fn stddev(&self) -> f64 {
+        let n = self.count as f64;
+        let mean = self.sum / n;
+        (self.sum_squares / n - mean * mean).max(0.0).sqrt()
     }
 }
 
@@ -108,7 +119,7 @@ impl Slicing {
     }
 }
 
-pub struct HeadView<'a> {
+pub struct View<'a> {
     head: RwLockReadGuard<'a, Head>,
 }
 
@@ -118,9 +129,9 @@ fn in_range<T>(points: &[Point<T>], start_ms: i64, end_ms: i64) -> &[Point<T>] {
     &points[from..to.max(from)]
 }
 
-impl<'a> HeadView<'a> {
-    pub(crate) fn new(head: RwLockReadGuard<'a, Head>) -> HeadView<'a> {
-        HeadView { head }
+impl<'a> View<'a> {
+    pub(crate) fn new(head: RwLockReadGuard<'a, Head>) -> View<'a> {
+        View { head }
     }
 
     pub fn base_period_ms(&self) -> i64 {
@@ -135,18 +146,28 @@ impl<'a> HeadView<'a> {
     }
 
     /// Raw numeric samples in `[start_ms, end_ms)`, ascending, one per millisecond.
-    pub fn raw_numeric(&self, id: SeriesId, start_ms: i64, end_ms: i64) -> Vec<(i64, f64)> {
-        in_range(self.numeric_points(id), start_ms, end_ms)
+    pub fn raw_numeric(
+        &self,
+        id: SeriesId,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<(i64, f64)>, StoreError> {
+        Ok(in_range(self.numeric_points(id), start_ms, end_ms)
             .iter()
             .map(|p| (p.ts_ms, p.value))
-            .collect()
+            .collect())
     }
 
     /// Text changes in `[start_ms, end_ms)`: a sample equal to the one before it is left out.
     /// The first sample in range is always returned (its earlier history may be outside).
-    pub fn raw_text(&self, id: SeriesId, start_ms: i64, end_ms: i64) -> Vec<(i64, String)> {
+    pub fn raw_text(
+        &self,
+        id: SeriesId,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<(i64, String)>, StoreError> {
         let Some(SeriesHead::Text(points)) = self.head.series.get(&id) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let mut out: Vec<(i64, String)> = Vec::new();
         for p in in_range(points, start_ms, end_ms) {
@@ -154,7 +175,7 @@ impl<'a> HeadView<'a> {
                 out.push((p.ts_ms, p.value.clone()));
             }
         }
-        out
+        Ok(out)
     }
 
     /// The merged histogram of each base period in `[start_ms, end_ms)`, by period start.
@@ -163,17 +184,17 @@ impl<'a> HeadView<'a> {
         id: SeriesId,
         start_ms: i64,
         end_ms: i64,
-    ) -> Vec<(i64, Histogram)> {
+    ) -> Result<Vec<(i64, Histogram)>, StoreError> {
         let Some(SeriesHead::Histogram(periods)) = self.head.series.get(&id) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         if end_ms <= start_ms {
-            return Vec::new();
+            return Ok(Vec::new());
         }
-        periods
+        Ok(periods
             .range(start_ms..end_ms)
             .map(|(&start, h)| (start, h.clone()))
-            .collect()
+            .collect())
     }
 
     /// Numeric aggregates per slice (`None` for a slice without samples).
@@ -206,8 +227,11 @@ impl<'a> HeadView<'a> {
     }
 
     /// The latest value of a series, if it has any.
-    pub fn latest(&self, id: SeriesId) -> Option<Latest> {
-        match self.head.series.get(&id)? {
+    pub fn latest(&self, id: SeriesId) -> Result<Option<Latest>, StoreError> {
+        let Some(series) = self.head.series.get(&id) else {
+            return Ok(None);
+        };
+        Ok(match series {
             SeriesHead::Numeric(points) => points.last().map(|p| Latest::Numeric {
                 ts_ms: p.ts_ms,
                 value: p.value,
@@ -224,7 +248,7 @@ impl<'a> HeadView<'a> {
                         value: h.clone(),
                     })
             }
-        }
+        })
     }
 
     /// Series with data in the head.

@@ -127,7 +127,7 @@ fn verify(store: &Store, acked: &BTreeSet<u64>, bounds: &[(u64, u64)]) {
     for t in 0..THREADS {
         let sid = id(&key(&format!("crash|ST[t:{t}]")));
         for (ts, v) in sid
-            .map(|s| view.raw_numeric(s, i64::MIN, i64::MAX))
+            .map(|s| view.raw_numeric(s, i64::MIN, i64::MAX).unwrap())
             .unwrap_or_default()
         {
             assert_eq!(ts as f64, v, "invented value");
@@ -144,13 +144,14 @@ fn verify(store: &Store, acked: &BTreeSet<u64>, bounds: &[(u64, u64)]) {
         assert!(present.contains(&b), "acknowledged batch {b} lost");
         let sid = id(&group_key(b % THREADS, b)).expect("acknowledged new series lost");
         assert_eq!(
-            view.raw_numeric(sid, b as i64, b as i64 + 1),
+            view.raw_numeric(sid, b as i64, b as i64 + 1).unwrap(),
             vec![(b as i64, b as f64)]
         );
     }
     let h = id(&key("crash_h")).unwrap();
     let total: u64 = view
         .raw_histograms(h, i64::MIN, i64::MAX)
+        .unwrap()
         .iter()
         .map(|(_, h)| h.sample_count())
         .sum();

@@ -51,19 +51,25 @@ fn write_then_read_back_every_kind() {
     store.write(&b).unwrap();
 
     let view = store.view().unwrap();
-    let raw = view.raw_numeric(id(&store, "cpu|ST[host:a]"), 0, i64::MAX);
+    let raw = view
+        .raw_numeric(id(&store, "cpu|ST[host:a]"), 0, i64::MAX)
+        .unwrap();
     assert_eq!(raw.len(), 102);
     for (i, (ts, v)) in raw.iter().take(100).enumerate() {
         assert_eq!((*ts, *v), (i as i64 * 1000, i as f64 * 0.5));
     }
     assert!(raw[100].1.is_nan());
     assert_eq!(raw[101].1.to_bits(), (-0.0f64).to_bits());
-    let text = view.raw_text(id(&store, "state|ST[host:a]"), 0, 100);
+    let text = view
+        .raw_text(id(&store, "state|ST[host:a]"), 0, 100)
+        .unwrap();
     assert_eq!(text, vec![(10, "up".to_owned()), (30, "down".to_owned())]);
-    let hs = view.raw_histograms(id(&store, "lat|ST[host:a]"), 0, 60_000);
+    let hs = view
+        .raw_histograms(id(&store, "lat|ST[host:a]"), 0, 60_000)
+        .unwrap();
     assert_eq!(hs, vec![(0, hist_of(&[1.0, 2.0]))]);
     assert_eq!(
-        view.latest(id(&store, "state|ST[host:a]")),
+        view.latest(id(&store, "state|ST[host:a]")).unwrap(),
         Some(Latest::Text {
             ts_ms: 30,
             value: "down".into()
@@ -152,7 +158,9 @@ fn out_of_order_late_and_duplicates() {
 
     let check = |store: &Store| {
         let view = store.view().unwrap();
-        let raw = view.raw_numeric(id(store, "m"), i64::MIN, i64::MAX);
+        let raw = view
+            .raw_numeric(id(store, "m"), i64::MIN, i64::MAX)
+            .unwrap();
         let want = vec![
             (-3_600_000, 7.0),
             (10_000, 10_000.0),
@@ -162,7 +170,9 @@ fn out_of_order_late_and_duplicates() {
             (50_000, 50_000.0),
         ];
         assert_eq!(raw, want);
-        let hs = view.raw_histograms(id(store, "h"), i64::MIN, i64::MAX);
+        let hs = view
+            .raw_histograms(id(store, "h"), i64::MIN, i64::MAX)
+            .unwrap();
         let mut merged = hist_of(&[1.0; 5]);
         merged.merge(&hist_of(&[3.0]));
         assert_eq!(hs, vec![(-3_600_000, hist_of(&[2.0])), (0, merged)]);
@@ -196,16 +206,34 @@ fn cumulative_histograms_with_a_counter_reset() {
         (180_000, hist_of(&[1.0, 9.0])),
     ];
     let id = id(&store, "requests");
-    assert_eq!(store.view().unwrap().raw_histograms(id, 0, 240_000), want);
+    assert_eq!(
+        store
+            .view()
+            .unwrap()
+            .raw_histograms(id, 0, 240_000)
+            .unwrap(),
+        want
+    );
     store.close().unwrap();
     let store = open(tmp.path());
-    assert_eq!(store.view().unwrap().raw_histograms(id, 0, 240_000), want);
+    assert_eq!(
+        store
+            .view()
+            .unwrap()
+            .raw_histograms(id, 0, 240_000)
+            .unwrap(),
+        want
+    );
     // The difference state survives the reopen: the next submission is a difference again.
     let mut b = WriteBatch::new();
     b.cumulative_histogram(&h, 240_000, &hist_of(&[1.0, 1.0, 9.0, 9.0]))
         .unwrap();
     store.write(&b).unwrap();
-    let got = store.view().unwrap().raw_histograms(id, 240_000, 300_000);
+    let got = store
+        .view()
+        .unwrap()
+        .raw_histograms(id, 240_000, 300_000)
+        .unwrap();
     assert_eq!(got, vec![(240_000, hist_of(&[9.0]))]);
 }
 
@@ -253,7 +281,9 @@ fn concurrent_writers_every_acknowledged_sample_present() {
                     store.write(&b).unwrap();
                     // Acknowledged means visible.
                     let view = store.view().unwrap();
-                    let raw = view.raw_numeric(id(&store, &own.canonical()), i, i + 1);
+                    let raw = view
+                        .raw_numeric(id(&store, &own.canonical()), i, i + 1)
+                        .unwrap();
                     assert_eq!(raw, vec![(i, i as f64)]);
                 }
             })
@@ -265,16 +295,20 @@ fn concurrent_writers_every_acknowledged_sample_present() {
     let check = |store: &Store| {
         let view = store.view().unwrap();
         assert_eq!(
-            view.raw_numeric(id(store, "shared"), 0, i64::MAX).len(),
+            view.raw_numeric(id(store, "shared"), 0, i64::MAX)
+                .unwrap()
+                .len(),
             200
         );
-        let hs = view.raw_histograms(id(store, "h"), i64::MIN, i64::MAX);
+        let hs = view
+            .raw_histograms(id(store, "h"), i64::MIN, i64::MAX)
+            .unwrap();
         let total: u64 = hs.iter().map(|(_, h)| h.sample_count()).sum();
         assert_eq!(total, (threads_n as u64) * batches_n as u64);
         for t in 0..threads_n {
             for g in 0..5 {
                 let own = id(store, &format!("own|ST[g:{g},t:{t}]"));
-                assert_eq!(view.raw_numeric(own, 0, i64::MAX).len(), 10);
+                assert_eq!(view.raw_numeric(own, 0, i64::MAX).unwrap().len(), 10);
             }
         }
     };
@@ -311,9 +345,9 @@ fn readers_see_whole_batches_while_writers_write() {
         let (Some(a), Some(b), Some(c)) = (id_of("a"), id_of("b"), id_of("c")) else {
             continue;
         };
-        let na = view.raw_numeric(a, 0, i64::MAX).len();
-        let nb = view.raw_numeric(b, 0, i64::MAX).len();
-        let hs = view.raw_histograms(c, 0, i64::MAX);
+        let na = view.raw_numeric(a, 0, i64::MAX).unwrap().len();
+        let nb = view.raw_numeric(b, 0, i64::MAX).unwrap().len();
+        let hs = view.raw_histograms(c, 0, i64::MAX).unwrap();
         let nc: u64 = hs.iter().map(|(_, h)| h.sample_count()).sum();
         assert_eq!(na, nb, "a batch seen partly");
         assert_eq!(na as u64, nc, "a batch seen partly");
@@ -357,12 +391,16 @@ fn random_batches_match_a_naive_model() {
         }
         let check = |store: &Store| {
             let view = store.view().unwrap();
-            let raw = view.raw_numeric(id(store, "n"), i64::MIN, i64::MAX);
+            let raw = view
+                .raw_numeric(id(store, "n"), i64::MIN, i64::MAX)
+                .unwrap();
             assert_eq!(
                 raw,
                 numeric.iter().map(|(&t, &v)| (t, v)).collect::<Vec<_>>()
             );
-            let hs = view.raw_histograms(id(store, "h"), i64::MIN, i64::MAX);
+            let hs = view
+                .raw_histograms(id(store, "h"), i64::MIN, i64::MAX)
+                .unwrap();
             assert_eq!(
                 hs,
                 hists
@@ -496,6 +534,7 @@ fn wal_enospc_loses_nothing_acknowledged() {
         (0..20)
             .map(|s| {
                 view.raw_numeric(id(store, &format!("n|ST[s:{s}]")), 0, i64::MAX)
+                    .unwrap()
                     .len()
             })
             .collect::<Vec<_>>()
@@ -578,7 +617,7 @@ fn wal_power_loss_keeps_every_acknowledged_batch() {
                 assert!(acked_ts.is_empty());
                 continue;
             };
-            let raw = view.raw_numeric(sid, 0, i64::MAX);
+            let raw = view.raw_numeric(sid, 0, i64::MAX).unwrap();
             assert!(raw
                 .iter()
                 .all(|&(ts, v)| ts as f64 == v && ts % 2 == t as i64));
