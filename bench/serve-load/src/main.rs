@@ -1,0 +1,997 @@
+//! `serve-load`: drives a running (or spawned) `strata serve` with the issue 6 ingest workloads
+//! and reports samples per **server** CPU-second, measured from `/proc/<pid>/stat`
+//! (utime + stime) before and after the send phase, plus the wall-clock rate.
+//!
+//! Run it on the other core than the server: `taskset -c 1 serve-load --spawn <strata> ...`
+//! starts the server under `taskset -c 0` (see README.md). Bodies are generated before the
+//! clock starts, so the loader's own work does not delay the server.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use prost::Message;
+
+/// TSBS cpu-only field names: one stream per host and field.
+const CPU_FIELDS: [&str; 10] = [
+    "usage_user",
+    "usage_system",
+    "usage_idle",
+    "usage_nice",
+    "usage_iowait",
+    "usage_irq",
+    "usage_softirq",
+    "usage_steal",
+    "usage_guest",
+    "usage_guest_nice",
+];
+const REGIONS: [&str; 3] = ["us-east-1", "eu-west-1", "ap-northeast-1"];
+const OSES: [&str; 3] = ["Ubuntu16.04LTS", "Ubuntu15.10", "Ubuntu16.10"];
+const ARCHES: [&str; 2] = ["x64", "x86"];
+const TEAMS: [&str; 4] = ["SF", "NYC", "LON", "CHI"];
+const ENVIRONMENTS: [&str; 3] = ["production", "staging", "test"];
+
+/// Upper bounds on what one invocation may ask for, so a typo cannot exhaust memory.
+const HOSTS_MAX: usize = 100_000;
+const STEPS_MAX: usize = 100_000;
+const CONNECTIONS_MAX: usize = 64;
+const RUNS_MAX: usize = 20;
+/// Response bodies we read (error messages); anything longer is a protocol problem here.
+const RESPONSE_BYTES_MAX: usize = 1 << 20;
+const HEADER_LINES_MAX: usize = 100;
+/// How long the spawned server may take to print its bound addresses.
+const STARTUP_TIMEOUT_MS: u64 = 60_000;
+/// Socket timeout for one request (a 64 MiB body on a slow server still fits).
+const REQUEST_TIMEOUT_MS: u64 = 120_000;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Workload {
+    /// Influx line protocol over HTTP `/api/v2/write`.
+    Influx,
+    /// Prometheus remote write 1.0 `/api/v1/write`.
+    RemoteWrite,
+    /// httptrap JSON, histograms as `H[..]=n` strings.
+    HttptrapHist,
+    /// httptrap JSON, histograms as base64 llhist.
+    HttptrapHistB64,
+}
+
+impl Workload {
+    fn parse(s: &str) -> Result<Workload, String> {
+        match s {
+            "influx" => Ok(Workload::Influx),
+            "remote-write" => Ok(Workload::RemoteWrite),
+            "httptrap-hist" => Ok(Workload::HttptrapHist),
+            "httptrap-hist-b64" => Ok(Workload::HttptrapHistB64),
+            _ => Err(format!(
+                "--workload: unknown `{s}` (influx, remote-write, httptrap-hist, httptrap-hist-b64)"
+            )),
+        }
+    }
+}
+
+struct Args {
+    workload: Workload,
+    spawn: Option<PathBuf>,
+    url: Option<String>,
+    pid: Option<u32>,
+    server_cpu: String,
+    work_dir: PathBuf,
+    hosts: usize,
+    interval_s: u64,
+    steps: usize,
+    hist_metrics: usize,
+    hist_steps: usize,
+    hist_per_request: usize,
+    influx_lines_per_request: usize,
+    rw_series_per_request: usize,
+    connections: usize,
+    runs: usize,
+    seed: u64,
+}
+
+const USAGE: &str =
+    "usage: serve-load --workload influx|remote-write|httptrap-hist|httptrap-hist-b64
+  (--spawn PATH_TO_STRATA [--server-cpu 0] [--work-dir DIR] | --url http://HOST:PORT --pid PID)
+  [--hosts 1000] [--interval-s 10] [--hours 4 | --steps N]
+  [--hist-metrics 10] [--hist-steps 6] [--hist-per-request 1000]
+  [--influx-lines-per-request 1000] [--rw-series-per-request 2000]
+  [--connections 4] [--runs 3] [--seed 1]";
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        workload: Workload::Influx,
+        spawn: None,
+        url: None,
+        pid: None,
+        server_cpu: "0".to_owned(),
+        work_dir: std::env::temp_dir().join("serve-load"),
+        hosts: 1000,
+        interval_s: 10,
+        steps: 4 * 360,
+        hist_metrics: 10,
+        hist_steps: 6,
+        hist_per_request: 1000,
+        influx_lines_per_request: 1000,
+        rw_series_per_request: 2000,
+        connections: 4,
+        runs: 3,
+        seed: 1,
+    };
+    let mut it = std::env::args().skip(1);
+    let mut workload_seen = false;
+    while let Some(flag) = it.next() {
+        if flag == "--help" || flag == "-h" {
+            return Err(USAGE.to_owned());
+        }
+        let value = it
+            .next()
+            .ok_or_else(|| format!("{flag}: missing value\n{USAGE}"))?;
+        let num = |v: &str| -> Result<usize, String> {
+            v.parse::<usize>()
+                .map_err(|e| format!("{flag}: `{v}` is not a count: {e}"))
+        };
+        match flag.as_str() {
+            "--workload" => {
+                a.workload = Workload::parse(&value)?;
+                workload_seen = true;
+            }
+            "--spawn" => a.spawn = Some(PathBuf::from(value)),
+            "--url" => a.url = Some(value.trim_end_matches('/').to_owned()),
+            "--pid" => a.pid = Some(num(&value)? as u32),
+            "--server-cpu" => a.server_cpu = value,
+            "--work-dir" => a.work_dir = PathBuf::from(value),
+            "--hosts" => a.hosts = num(&value)?,
+            "--interval-s" => a.interval_s = num(&value)? as u64,
+            "--hours" => {
+                let hours: f64 = value
+                    .parse()
+                    .map_err(|e| format!("--hours: `{value}`: {e}"))?;
+                if !(hours > 0.0 && hours.is_finite()) {
+                    return Err("--hours must be positive".to_owned());
+                }
+                a.steps = ((hours * 3600.0) / a.interval_s.max(1) as f64).round() as usize;
+            }
+            "--steps" => a.steps = num(&value)?,
+            "--hist-metrics" => a.hist_metrics = num(&value)?,
+            "--hist-steps" => a.hist_steps = num(&value)?,
+            "--hist-per-request" => a.hist_per_request = num(&value)?,
+            "--influx-lines-per-request" => a.influx_lines_per_request = num(&value)?,
+            "--rw-series-per-request" => a.rw_series_per_request = num(&value)?,
+            "--connections" => a.connections = num(&value)?,
+            "--runs" => a.runs = num(&value)?,
+            "--seed" => a.seed = num(&value)? as u64,
+            _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
+        }
+    }
+    if !workload_seen {
+        return Err(format!("--workload is required\n{USAGE}"));
+    }
+    if a.spawn.is_none() && (a.url.is_none() || a.pid.is_none()) {
+        return Err(format!("give --spawn, or both --url and --pid\n{USAGE}"));
+    }
+    let checks: [(&str, usize, usize); 9] = [
+        ("--hosts", a.hosts, HOSTS_MAX),
+        ("--steps", a.steps, STEPS_MAX),
+        ("--hist-metrics", a.hist_metrics, CPU_FIELDS.len() * 100),
+        ("--hist-steps", a.hist_steps, STEPS_MAX),
+        ("--hist-per-request", a.hist_per_request, 1_000_000),
+        (
+            "--influx-lines-per-request",
+            a.influx_lines_per_request,
+            1_000_000,
+        ),
+        (
+            "--rw-series-per-request",
+            a.rw_series_per_request,
+            1_000_000,
+        ),
+        ("--connections", a.connections, CONNECTIONS_MAX),
+        ("--runs", a.runs, RUNS_MAX),
+    ];
+    for (name, v, max) in checks {
+        if v == 0 || v > max {
+            return Err(format!("{name} must be in 1..={max}, got {v}"));
+        }
+    }
+    if a.interval_s == 0 {
+        return Err("--interval-s must be positive".to_owned());
+    }
+    Ok(a)
+}
+
+/// splitmix64: a small, seedable generator (the workload must be reproducible, not secure).
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+    /// Uniform in (0, 1].
+    fn unit(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    }
+    /// Standard normal (Box–Muller).
+    fn normal(&mut self) -> f64 {
+        let u1 = self.unit();
+        let u2 = self.unit();
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+}
+
+/// One host's TSBS-style tag set, in the order TSBS writes them.
+fn host_tags(host: usize, rng: &mut Rng) -> Vec<(String, String)> {
+    let region = REGIONS[rng.below(REGIONS.len() as u64) as usize];
+    vec![
+        ("hostname".to_owned(), format!("host_{host}")),
+        ("region".to_owned(), region.to_owned()),
+        (
+            "datacenter".to_owned(),
+            format!("{region}{}", ['a', 'b', 'c'][host % 3]),
+        ),
+        ("rack".to_owned(), rng.below(100).to_string()),
+        (
+            "os".to_owned(),
+            OSES[rng.below(OSES.len() as u64) as usize].to_owned(),
+        ),
+        (
+            "arch".to_owned(),
+            ARCHES[rng.below(ARCHES.len() as u64) as usize].to_owned(),
+        ),
+        (
+            "team".to_owned(),
+            TEAMS[rng.below(TEAMS.len() as u64) as usize].to_owned(),
+        ),
+        ("service".to_owned(), rng.below(20).to_string()),
+        ("service_version".to_owned(), rng.below(2).to_string()),
+        (
+            "service_environment".to_owned(),
+            ENVIRONMENTS[rng.below(ENVIRONMENTS.len() as u64) as usize].to_owned(),
+        ),
+    ]
+}
+
+/// One request body with its route and how many samples it carries.
+struct Body {
+    bytes: Vec<u8>,
+    samples: u64,
+}
+
+struct Plan {
+    path: String,
+    headers: Vec<(String, String)>,
+    bodies: Vec<Body>,
+    /// For the report: a description of the shape.
+    shape: String,
+}
+
+/// Integer random walk in 0..=100, one value per host × field, stepped once per interval.
+struct Walk {
+    values: Vec<i64>,
+}
+
+impl Walk {
+    fn new(n: usize, rng: &mut Rng) -> Walk {
+        Walk {
+            values: (0..n).map(|_| rng.below(101) as i64).collect(),
+        }
+    }
+    fn step(&mut self, rng: &mut Rng) {
+        for v in &mut self.values {
+            *v = (*v + rng.below(11) as i64 - 5).clamp(0, 100);
+        }
+    }
+}
+
+fn start_ms(steps: usize, interval_s: u64, run: usize) -> Result<i64, String> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| format!("clock before 1970: {e}"))?
+        .as_millis() as i64;
+    let span_ms = steps as i64 * interval_s as i64 * 1000;
+    // Each run writes its own earlier window, so runs against one server never overwrite
+    // each other's points (the store would count those as updates, not new samples).
+    let end = now_ms - (run as i64) * (span_ms + 3_600_000) - 60_000;
+    Ok((end - span_ms) / 1000 * 1000)
+}
+
+fn plan_influx(a: &Args, run: usize) -> Result<Plan, String> {
+    let mut rng = Rng(a.seed);
+    let tags: Vec<String> = (0..a.hosts)
+        .map(|h| {
+            host_tags(h, &mut rng)
+                .iter()
+                .map(|(k, v)| format!(",{k}={v}"))
+                .collect::<String>()
+        })
+        .collect();
+    let mut walk = Walk::new(a.hosts * CPU_FIELDS.len(), &mut rng);
+    let t0 = start_ms(a.steps, a.interval_s, run)?;
+    let mut bodies = Vec::new();
+    let mut cur = Vec::with_capacity(a.influx_lines_per_request * 400);
+    let mut cur_lines = 0usize;
+    for step in 0..a.steps {
+        let ts_ns = (t0 + step as i64 * a.interval_s as i64 * 1000) as i128 * 1_000_000;
+        for (h, tag) in tags.iter().enumerate() {
+            cur.extend_from_slice(b"cpu");
+            cur.extend_from_slice(tag.as_bytes());
+            for (f, field) in CPU_FIELDS.iter().enumerate() {
+                let sep = if f == 0 { ' ' } else { ',' };
+                let v = walk.values[h * CPU_FIELDS.len() + f];
+                write!(cur, "{sep}{field}={v}").map_err(|e| e.to_string())?;
+            }
+            writeln!(cur, " {ts_ns}").map_err(|e| e.to_string())?;
+            cur_lines += 1;
+            if cur_lines == a.influx_lines_per_request {
+                bodies.push(Body {
+                    bytes: std::mem::take(&mut cur),
+                    samples: (cur_lines * CPU_FIELDS.len()) as u64,
+                });
+                cur_lines = 0;
+            }
+        }
+        walk.step(&mut rng);
+    }
+    if cur_lines > 0 {
+        bodies.push(Body {
+            bytes: cur,
+            samples: (cur_lines * CPU_FIELDS.len()) as u64,
+        });
+    }
+    Ok(Plan {
+        path: "/api/v2/write?precision=ns".to_owned(),
+        headers: vec![(
+            "Content-Type".to_owned(),
+            "text/plain; charset=utf-8".to_owned(),
+        )],
+        bodies,
+        shape: format!(
+            "{} hosts x 10 fields x {} steps, {} lines per request",
+            a.hosts, a.steps, a.influx_lines_per_request
+        ),
+    })
+}
+
+fn plan_remote_write(a: &Args, run: usize) -> Result<Plan, String> {
+    use ingest::remote_write::proto::{Label, Sample, TimeSeries, WriteRequest};
+    let mut rng = Rng(a.seed);
+    // Labels per stream, sorted by name as Prometheus sends them.
+    let mut series_labels: Vec<Vec<Label>> = Vec::with_capacity(a.hosts * CPU_FIELDS.len());
+    for h in 0..a.hosts {
+        let tags = host_tags(h, &mut rng);
+        for field in CPU_FIELDS {
+            let mut labels: Vec<(String, String)> = tags.clone();
+            labels.push(("__name__".to_owned(), format!("cpu_{field}")));
+            labels.sort();
+            series_labels.push(
+                labels
+                    .into_iter()
+                    .map(|(n, v)| Label {
+                        name: n.into_bytes(),
+                        value: v.into_bytes(),
+                    })
+                    .collect(),
+            );
+        }
+    }
+    let mut walk = Walk::new(series_labels.len(), &mut rng);
+    let t0 = start_ms(a.steps, a.interval_s, run)?;
+    let mut bodies = Vec::new();
+    let mut req = WriteRequest {
+        timeseries: Vec::with_capacity(a.rw_series_per_request),
+    };
+    let mut encoder = snap::raw::Encoder::new();
+    let mut flush = |req: &mut WriteRequest, bodies: &mut Vec<Body>| -> Result<(), String> {
+        let samples = req.timeseries.len() as u64;
+        let raw = req.encode_to_vec();
+        let bytes = encoder
+            .compress_vec(&raw)
+            .map_err(|e| format!("snappy: {e}"))?;
+        bodies.push(Body { bytes, samples });
+        req.timeseries.clear();
+        Ok(())
+    };
+    for step in 0..a.steps {
+        let ts = t0 + step as i64 * a.interval_s as i64 * 1000;
+        for (i, labels) in series_labels.iter().enumerate() {
+            req.timeseries.push(TimeSeries {
+                labels: labels.clone(),
+                samples: vec![Sample {
+                    value: walk.values[i] as f64,
+                    timestamp: ts,
+                }],
+                histograms: Vec::new(),
+            });
+            if req.timeseries.len() == a.rw_series_per_request {
+                flush(&mut req, &mut bodies)?;
+            }
+        }
+        walk.step(&mut rng);
+    }
+    if !req.timeseries.is_empty() {
+        flush(&mut req, &mut bodies)?;
+    }
+    Ok(Plan {
+        path: "/api/v1/write".to_owned(),
+        headers: vec![
+            (
+                "Content-Type".to_owned(),
+                "application/x-protobuf".to_owned(),
+            ),
+            ("Content-Encoding".to_owned(), "snappy".to_owned()),
+            (
+                "X-Prometheus-Remote-Write-Version".to_owned(),
+                "0.1.0".to_owned(),
+            ),
+        ],
+        bodies,
+        shape: format!(
+            "{} hosts x 10 metrics x {} steps, {} series (1 sample each) per request",
+            a.hosts, a.steps, a.rw_series_per_request
+        ),
+    })
+}
+
+/// Samples drawn per histogram: with σ = 0.35 (natural log) this populates ≈ 75 llhist bins.
+const HIST_DRAWS: usize = 1500;
+const HIST_SIGMA: f64 = 0.35;
+
+fn plan_httptrap_hist(a: &Args, run: usize, base64: bool) -> Result<Plan, String> {
+    let mut rng = Rng(a.seed);
+    let t0 = start_ms(a.hist_steps, a.interval_s, run)?;
+    let mut bodies = Vec::new();
+    let mut cur = Vec::new();
+    let mut cur_n = 0usize;
+    let mut bins_total = 0u64;
+    let mut hist_total = 0u64;
+    for step in 0..a.hist_steps {
+        let ts = t0 + step as i64 * a.interval_s as i64 * 1000;
+        for host in 0..a.hosts {
+            for metric in 0..a.hist_metrics {
+                // Median latency differs per stream (2–200 ms) so streams are not identical.
+                let mu = (0.002f64).ln() + ((host * 7 + metric * 13) % 100) as f64 / 100.0 * 4.6;
+                let mut h = hist::Histogram::with_capacity(96);
+                for _ in 0..HIST_DRAWS {
+                    h.insert((mu + HIST_SIGMA * rng.normal()).exp());
+                }
+                bins_total += h.bin_count() as u64;
+                hist_total += 1;
+                cur.push(if cur_n == 0 { b'{' } else { b',' });
+                write!(
+                    cur,
+                    "\"latency|ST[host:host_{host},metric:m{metric}]\":{{\"_type\":\"h\",\"_ts\":{ts},\"_value\":"
+                )
+                .map_err(|e| e.to_string())?;
+                if base64 {
+                    write!(cur, "\"{}\"}}", h.to_base64()).map_err(|e| e.to_string())?;
+                } else {
+                    cur.push(b'[');
+                    for (i, entry) in h.to_text().iter().enumerate() {
+                        if i > 0 {
+                            cur.push(b',');
+                        }
+                        write!(cur, "\"{entry}\"").map_err(|e| e.to_string())?;
+                    }
+                    cur.extend_from_slice(b"]}");
+                }
+                cur_n += 1;
+                if cur_n == a.hist_per_request {
+                    cur.push(b'}');
+                    bodies.push(Body {
+                        bytes: std::mem::take(&mut cur),
+                        samples: cur_n as u64,
+                    });
+                    cur_n = 0;
+                }
+            }
+        }
+    }
+    if cur_n > 0 {
+        cur.push(b'}');
+        bodies.push(Body {
+            bytes: cur,
+            samples: cur_n as u64,
+        });
+    }
+    let mean_bins = bins_total as f64 / hist_total.max(1) as f64;
+    Ok(Plan {
+        path: "/module/httptrap/serve-load/secret".to_owned(),
+        headers: vec![("Content-Type".to_owned(), "application/json".to_owned())],
+        bodies,
+        shape: format!(
+            "{} hosts x {} metrics x {} steps, {} histograms per request, {:.1} bins each ({})",
+            a.hosts,
+            a.hist_metrics,
+            a.hist_steps,
+            a.hist_per_request,
+            mean_bins,
+            if base64 { "base64" } else { "H[..]=n strings" }
+        ),
+    })
+}
+
+/// A minimal HTTP/1.1 keep-alive client: enough for POSTing bodies and reading short replies.
+struct Conn {
+    host: String,
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Conn {
+    fn open(host: &str) -> Result<Conn, String> {
+        let stream = TcpStream::connect(host).map_err(|e| format!("connect {host}: {e}"))?;
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        let timeout = Some(Duration::from_millis(REQUEST_TIMEOUT_MS));
+        stream
+            .set_read_timeout(timeout)
+            .map_err(|e| e.to_string())?;
+        stream
+            .set_write_timeout(timeout)
+            .map_err(|e| e.to_string())?;
+        let writer = stream.try_clone().map_err(|e| e.to_string())?;
+        Ok(Conn {
+            host: host.to_owned(),
+            reader: BufReader::new(stream),
+            writer,
+        })
+    }
+
+    fn post(
+        &mut self,
+        path: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Result<(u16, Vec<u8>), String> {
+        let mut head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n",
+            self.host,
+            body.len()
+        );
+        for (k, v) in headers {
+            head.push_str(k);
+            head.push_str(": ");
+            head.push_str(v);
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n");
+        self.writer
+            .write_all(head.as_bytes())
+            .map_err(|e| format!("send: {e}"))?;
+        self.writer
+            .write_all(body)
+            .map_err(|e| format!("send: {e}"))?;
+        let mut line = String::new();
+        self.reader
+            .read_line(&mut line)
+            .map_err(|e| format!("read status: {e}"))?;
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("bad status line `{}`", line.trim_end()))?;
+        let mut content_length = 0usize;
+        let mut chunked = false;
+        for _ in 0..HEADER_LINES_MAX {
+            line.clear();
+            self.reader
+                .read_line(&mut line)
+                .map_err(|e| format!("read header: {e}"))?;
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                let v = v.trim();
+                if k.eq_ignore_ascii_case("content-length") {
+                    content_length = v.parse().map_err(|_| format!("bad content-length `{v}`"))?;
+                } else if k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked") {
+                    chunked = true;
+                }
+            }
+        }
+        let mut out = Vec::new();
+        if chunked {
+            loop {
+                line.clear();
+                self.reader
+                    .read_line(&mut line)
+                    .map_err(|e| format!("read chunk: {e}"))?;
+                let size = usize::from_str_radix(line.trim(), 16)
+                    .map_err(|_| format!("bad chunk size `{}`", line.trim()))?;
+                if out.len() + size > RESPONSE_BYTES_MAX {
+                    return Err("response body too large".to_owned());
+                }
+                let mut chunk = vec![0; size + 2];
+                self.reader
+                    .read_exact(&mut chunk)
+                    .map_err(|e| format!("read chunk: {e}"))?;
+                if size == 0 {
+                    break;
+                }
+                out.extend_from_slice(&chunk[..size]);
+            }
+        } else {
+            if content_length > RESPONSE_BYTES_MAX {
+                return Err("response body too large".to_owned());
+            }
+            out.resize(content_length, 0);
+            self.reader
+                .read_exact(&mut out)
+                .map_err(|e| format!("read body: {e}"))?;
+        }
+        Ok((status, out))
+    }
+}
+
+/// utime + stime of `pid` in seconds.
+fn cpu_seconds(pid: u32, ticks_per_s: f64) -> Result<f64, String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
+    // The command name (field 2) may hold spaces and parentheses: fields restart after the last ')'.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or("bad /proc stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After ')': index 0 = state (field 3), so utime (field 14) = 11, stime (field 15) = 12.
+    let get = |i: usize| -> Result<f64, String> {
+        fields
+            .get(i)
+            .and_then(|s| s.parse::<u64>().ok())
+            .map(|t| t as f64 / ticks_per_s)
+            .ok_or_else(|| format!("/proc/{pid}/stat: field {} missing", i + 3))
+    };
+    Ok(get(11)? + get(12)?)
+}
+
+fn clock_ticks_per_s() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|t| *t > 0.0)
+        .unwrap_or(100.0)
+}
+
+/// A server this program started; killed (SIGTERM, then wait) on drop.
+struct Spawned {
+    child: Child,
+    host: String,
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Finds the HTTP listener's address in the server's start-up line: the first `IP:PORT`
+/// token on a line that mentions `http`.
+fn http_addr_in(line: &str) -> Option<String> {
+    let lower = line.to_ascii_lowercase();
+    let at = lower.find("http")?;
+    for token in line[at..].split(|c: char| c.is_whitespace() || c == '"' || c == ',' || c == '=') {
+        let t = token.trim_start_matches("http://").trim_end_matches('/');
+        if let Some((ip, port)) = t.rsplit_once(':') {
+            let ip_ok =
+                ip.split('.').count() == 4 && ip.split('.').all(|p| p.parse::<u8>().is_ok());
+            if ip_ok && port.parse::<u16>().is_ok_and(|p| p != 0) {
+                return Some(t.to_owned());
+            }
+        }
+    }
+    None
+}
+
+fn spawn_server(a: &Args, bin: &Path, run: usize) -> Result<Spawned, String> {
+    let dir = a
+        .work_dir
+        .join(format!("data-{}-{run}", std::process::id()));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut child = Command::new("taskset")
+        .arg("-c")
+        .arg(&a.server_cpu)
+        .arg(bin)
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--statsd",
+            "off",
+            "--graphite",
+            "off",
+        ])
+        .arg("--data-dir")
+        .arg(&dir)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawn taskset {}: {e}", bin.display()))?;
+    let (tx, rx) = mpsc::channel::<String>();
+    let out = child.stdout.take().ok_or("no stdout")?;
+    let err = child.stderr.take().ok_or("no stderr")?;
+    for pipe in [Box::new(out) as Box<dyn Read + Send>, Box::new(err)] {
+        let tx = tx.clone();
+        // Keeps draining after start-up so the server never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+    }
+    let deadline = Instant::now() + Duration::from_millis(STARTUP_TIMEOUT_MS);
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(host) = http_addr_in(&line) {
+                    return Ok(Spawned { child, host });
+                }
+                if seen.len() < 20 {
+                    seen.push(line);
+                }
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "server printed no HTTP address within {STARTUP_TIMEOUT_MS} ms; output:\n{}",
+                    seen.join("\n")
+                ));
+            }
+        }
+    }
+}
+
+struct RunResult {
+    samples: u64,
+    bytes: u64,
+    requests: usize,
+    wall_s: f64,
+    cpu_s: f64,
+}
+
+fn send_all(host: &str, pid: u32, plan: &Plan, connections: usize) -> Result<RunResult, String> {
+    let ticks = clock_ticks_per_s();
+    // One warm-up connection check so connection errors show before measuring.
+    Conn::open(host)?;
+    let next = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let cpu0 = cpu_seconds(pid, ticks)?;
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..connections {
+            let next = Arc::clone(&next);
+            let stop = Arc::clone(&stop);
+            let error = Arc::clone(&error);
+            s.spawn(move || {
+                let fail = |msg: String| {
+                    stop.store(true, Ordering::SeqCst);
+                    if let Ok(mut e) = error.lock() {
+                        e.get_or_insert(msg);
+                    }
+                };
+                let mut conn = match Conn::open(host) {
+                    Ok(c) => c,
+                    Err(e) => return fail(e),
+                };
+                while !stop.load(Ordering::SeqCst) {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(body) = plan.bodies.get(i) else {
+                        break;
+                    };
+                    match conn.post(&plan.path, &plan.headers, &body.bytes) {
+                        Ok((status, _)) if (200..300).contains(&status) => {}
+                        Ok((status, reply)) => {
+                            let text = String::from_utf8_lossy(&reply[..reply.len().min(500)])
+                                .into_owned();
+                            return fail(format!("request {i}: HTTP {status}: {text}"));
+                        }
+                        Err(e) => return fail(format!("request {i}: {e}")),
+                    }
+                }
+            });
+        }
+    });
+    let wall_s = t0.elapsed().as_secs_f64();
+    let cpu1 = cpu_seconds(pid, ticks)?;
+    if let Ok(mut e) = error.lock() {
+        if let Some(msg) = e.take() {
+            return Err(msg);
+        }
+    }
+    Ok(RunResult {
+        samples: plan.bodies.iter().map(|b| b.samples).sum(),
+        bytes: plan.bodies.iter().map(|b| b.bytes.len() as u64).sum(),
+        requests: plan.bodies.len(),
+        wall_s,
+        cpu_s: cpu1 - cpu0,
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn run(a: &Args) -> Result<(), String> {
+    let mut per_cpu = Vec::new();
+    let mut per_wall = Vec::new();
+    for r in 0..a.runs {
+        let gen0 = Instant::now();
+        let plan = match a.workload {
+            Workload::Influx => plan_influx(a, r)?,
+            Workload::RemoteWrite => plan_remote_write(a, r)?,
+            Workload::HttptrapHist => plan_httptrap_hist(a, r, false)?,
+            Workload::HttptrapHistB64 => plan_httptrap_hist(a, r, true)?,
+        };
+        let gen_s = gen0.elapsed().as_secs_f64();
+        let spawned = match &a.spawn {
+            Some(bin) => Some(spawn_server(a, bin, r)?),
+            None => None,
+        };
+        let (host, pid) = match (&spawned, &a.url, a.pid) {
+            (Some(s), _, _) => (s.host.clone(), s.child.id()),
+            (None, Some(url), Some(pid)) => (url.trim_start_matches("http://").to_owned(), pid),
+            _ => return Err("no server".to_owned()),
+        };
+        let res = send_all(&host, pid, &plan, a.connections)?;
+        drop(spawned);
+        let rate_cpu = res.samples as f64 / res.cpu_s.max(1e-9);
+        let rate_wall = res.samples as f64 / res.wall_s.max(1e-9);
+        println!(
+            "run {r}: {:?} {}: {} samples in {} requests ({:.1} MB), generated in {gen_s:.1} s; \
+             server CPU {:.2} s, wall {:.2} s -> {:.0} samples/server-CPU-s, {:.0} samples/wall-s",
+            a.workload,
+            plan.shape,
+            res.samples,
+            res.requests,
+            res.bytes as f64 / 1e6,
+            res.cpu_s,
+            res.wall_s,
+            rate_cpu,
+            rate_wall
+        );
+        per_cpu.push(rate_cpu);
+        per_wall.push(rate_wall);
+    }
+    println!(
+        "median of {} runs: {:?}: {:.0} samples/server-CPU-s, {:.0} samples/wall-s",
+        a.runs,
+        a.workload,
+        median(per_cpu),
+        median(per_wall)
+    );
+    Ok(())
+}
+
+fn main() {
+    let code = match parse_args().and_then(|a| run(&a)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("serve-load: {e}");
+            2
+        }
+    };
+    std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn finds_the_http_address_in_a_startup_line() {
+        assert_eq!(
+            http_addr_in("strata serve: http=127.0.0.1:41234 statsd=off").as_deref(),
+            Some("127.0.0.1:41234")
+        );
+        assert_eq!(
+            http_addr_in("listening http://127.0.0.1:8112/ graphite 127.0.0.1:2003").as_deref(),
+            Some("127.0.0.1:8112")
+        );
+        assert_eq!(http_addr_in("statsd 127.0.0.1:8125"), None);
+        assert_eq!(http_addr_in("http 127.0.0.1:0"), None);
+    }
+
+    #[test]
+    fn histogram_workload_has_about_75_bins_and_parses() {
+        let mut rng = Rng(1);
+        let mut total = 0usize;
+        for _ in 0..50 {
+            let mut h = hist::Histogram::new();
+            for _ in 0..HIST_DRAWS {
+                h.insert((0.01f64.ln() + HIST_SIGMA * rng.normal()).exp());
+            }
+            total += h.bin_count();
+        }
+        let mean = total as f64 / 50.0;
+        assert!((65.0..=85.0).contains(&mean), "mean bins {mean}");
+    }
+
+    #[test]
+    fn influx_and_remote_write_bodies_parse_to_the_planned_sample_counts() {
+        let a = Args {
+            workload: Workload::Influx,
+            spawn: None,
+            url: None,
+            pid: None,
+            server_cpu: "0".into(),
+            work_dir: PathBuf::from("/tmp"),
+            hosts: 7,
+            interval_s: 10,
+            steps: 3,
+            hist_metrics: 2,
+            hist_steps: 2,
+            hist_per_request: 5,
+            influx_lines_per_request: 4,
+            rw_series_per_request: 9,
+            connections: 1,
+            runs: 1,
+            seed: 3,
+        };
+        let now = start_ms(1, 10, 0).unwrap() + 3_600_000;
+        let opts = ingest::Options::at(now);
+        let p = plan_influx(&a, 0).unwrap();
+        assert_eq!(p.bodies.iter().map(|b| b.samples).sum::<u64>(), 7 * 10 * 3);
+        for b in &p.bodies {
+            let batch =
+                ingest::influx::parse(&b.bytes, &opts, ingest::influx::Precision::Nanoseconds);
+            assert_eq!(batch.rejected_total, 0, "{:?}", batch.rejected);
+            assert_eq!(batch.samples.len() as u64, b.samples);
+        }
+        let p = plan_remote_write(&a, 0).unwrap();
+        assert_eq!(p.bodies.iter().map(|b| b.samples).sum::<u64>(), 7 * 10 * 3);
+        for b in &p.bodies {
+            let batch = ingest::remote_write::parse(&b.bytes, &opts);
+            assert_eq!(batch.rejected_total, 0, "{:?}", batch.rejected);
+            assert_eq!(batch.samples.len() as u64, b.samples);
+        }
+        for b64 in [false, true] {
+            let p = plan_httptrap_hist(&a, 0, b64).unwrap();
+            assert_eq!(p.bodies.iter().map(|b| b.samples).sum::<u64>(), 7 * 2 * 2);
+            for b in &p.bodies {
+                let batch = ingest::httptrap::parse(&b.bytes, &opts);
+                assert_eq!(batch.rejected_total, 0, "{:?}", batch.rejected);
+                assert_eq!(batch.samples.len() as u64, b.samples);
+            }
+        }
+    }
+}
