@@ -6,16 +6,22 @@
 //! level, and only then applies it to the head. Concurrent writers share the journal's group
 //! commit: each waits for its own ticket, one fsync covers them all.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use journal::vfs::{RealFs, Vfs};
 use journal::{Durability, Journal, Start};
 
 use crate::batch::{SeriesSamples, Value, WriteBatch};
+use crate::block::BlockId;
+use crate::flush::{self, Blocks, Frozen};
 use crate::head::{CumulativeState, Head};
 use crate::index::{SeriesId, SeriesIndex};
+use crate::manifest::Manifest;
 use crate::read::View;
 use crate::tagquery::TagQuery;
 use crate::wal::{self, Group};
@@ -24,70 +30,115 @@ use crate::StoreError;
 /// Smallest and default base period: histograms are merged per base period.
 pub const BASE_PERIOD_MS_MIN: i64 = 1_000;
 pub const BASE_PERIOD_MS_DEFAULT: i64 = 60_000;
-/// The journal subscriber that marks what the head has consumed. Blocks do not exist yet, so
-/// its checkpoint stays at the beginning: it pins the whole WAL against purging, and recovery
-/// replays everything.
+/// Default time partition of a block: two hours.
+pub const PARTITION_MS_DEFAULT: i64 = 2 * 3600 * 1000;
+/// The journal subscriber that marks what the blocks hold: advanced to the manifest's
+/// checkpoint after each flush, so the journal can purge what is in blocks.
 pub const HEAD_SUBSCRIBER: &str = "head";
+/// How often the background flusher looks at the head.
+const FLUSH_TICK_MS: u64 = 1_000;
 
 #[derive(Clone)]
 pub struct StoreOptions {
-    /// Histograms are merged per period of this length; ≥ `BASE_PERIOD_MS_MIN`.
+    /// Histograms are merged per period of this length; ≥ `BASE_PERIOD_MS_MIN`. Fixed when the
+    /// store is created (kept in the manifest).
     pub base_period_ms: i64,
+    /// Time partition of a block; a multiple of the base period. Fixed at creation too.
+    pub partition_ms: i64,
     /// When `write` returns (the journal's modes; group commit by default).
     pub durability: Durability,
     /// Size of each preallocated WAL segment file.
     pub wal_segment_size_bytes: u64,
-    /// The WAL's file layer: `RealFs` unless a test injects faults (the index uses `std::fs`).
-    pub wal_vfs: Arc<dyn Vfs>,
+    /// The file layer of the WAL, blocks and manifest: `RealFs` unless a test injects faults
+    /// (the series index uses `std::fs`).
+    pub vfs: Arc<dyn Vfs>,
+    /// The background flusher writes the head to blocks once it holds this many samples…
+    pub head_samples_max: u64,
+    /// …or once its oldest sample was written this long ago.
+    pub flush_interval_ms: u64,
+    /// Run the background flusher (tests that drive `flush` themselves turn it off).
+    pub background_flush: bool,
 }
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
         StoreOptions {
             base_period_ms: BASE_PERIOD_MS_DEFAULT,
+            partition_ms: PARTITION_MS_DEFAULT,
             durability: Durability::default(),
             wal_segment_size_bytes: 64 << 20,
-            wal_vfs: Arc::new(RealFs),
+            vfs: Arc::new(RealFs),
+            head_samples_max: 16 << 20,
+            flush_interval_ms: 15 * 60 * 1000,
+            background_flush: true,
         }
     }
 }
 
 /// What recovery did on open.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReplayReport {
     pub records: u64,
     pub samples: u64,
+    /// The WAL offset replay started from (the manifest's checkpoint).
+    pub from_offset: u64,
+    pub blocks: u64,
+    /// Blocks found damaged on open and moved to `quarantine/`, with why.
+    pub quarantined: Vec<(String, String)>,
+}
+
+/// The store's shared state; `Store` owns it with the background flusher.
+pub(crate) struct Inner {
+    pub dir: PathBuf,
+    pub opts: StoreOptions,
+    pub journal: Journal,
+    pub index: SeriesIndex,
+    /// Writers hold it shared from submitting a record until it is in the head; a flush takes
+    /// it exclusively to freeze the head at a point where every record below the checkpoint
+    /// is in it. Lock order: gate, then `state`, then `head`.
+    pub gate: RwLock<()>,
+    pub state: RwLock<flush::State>,
+    pub head: RwLock<Head>,
+    /// Held from computing cumulative differences until the record is submitted, so the
+    /// differences follow WAL order (which replay reproduces).
+    pub cumulative: Mutex<CumulativeState>,
+    /// End offset of the newest record applied to the head.
+    pub applied_end: AtomicU64,
+    /// When the oldest sample now in the head was applied (for the flush interval).
+    pub head_since: Mutex<Option<Instant>>,
+    /// Series ids below this are durable in the index file.
+    pub series_durable_count: AtomicU32,
+    pub sync_lock: Mutex<()>,
+    pub flush_lock: Mutex<()>,
+    /// Chunks found damaged by reads: (block, series), never read again.
+    pub damaged: Mutex<HashSet<(BlockId, SeriesId)>>,
+    pub replay: ReplayReport,
+    stop: (Mutex<bool>, Condvar),
+    /// The last background flush failed (it is retried every tick).
+    pub flush_failing: AtomicBool,
 }
 
 pub struct Store {
-    dir: PathBuf,
-    journal: Journal,
-    index: SeriesIndex,
-    head: RwLock<Head>,
-    /// Held from computing cumulative differences until the record is submitted, so the
-    /// differences follow WAL order (which replay reproduces).
-    cumulative: Mutex<CumulativeState>,
-    /// Series ids below this are durable in the index file.
-    series_durable_count: AtomicU32,
-    sync_lock: Mutex<()>,
-    replay: ReplayReport,
+    inner: Arc<Inner>,
+    flusher: Option<JoinHandle<()>>,
 }
 
 impl Store {
-    /// Opens or creates a store in `dir` (`dir/wal` the journal, `dir/index` the series index)
-    /// and replays the WAL into the head.
+    /// Opens or creates a store in `dir` (`dir/wal` the journal, `dir/index` the series index,
+    /// `dir/MANIFEST` and `dir/blocks/`), and replays the WAL from the manifest's checkpoint.
     pub fn open(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store, StoreError> {
-        if opts.base_period_ms < BASE_PERIOD_MS_MIN {
-            return Err(StoreError::InvalidOptions("base_period_ms below 1000"));
-        }
+        check_options(&opts)?;
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir).map_err(StoreError::Io)?;
+        let vfs = opts.vfs.clone();
+        vfs.create_dir_all(&dir).map_err(StoreError::Io)?;
+        let manifest = load_or_create_manifest(&*vfs, &dir, &opts)?;
         let journal = Journal::open(
             dir.join("wal"),
             journal::Options {
                 durability: opts.durability,
                 segment_size_bytes: opts.wal_segment_size_bytes,
-                vfs: opts.wal_vfs.clone(),
+                vfs: vfs.clone(),
                 ..journal::Options::default()
             },
         )?;
@@ -100,41 +151,174 @@ impl Store {
         {
             journal.add_subscriber(HEAD_SUBSCRIBER, Start::Begin)?;
         }
-        let mut store = Store {
+        let (state, quarantined) = flush::open_blocks(&*vfs, &dir, manifest)?;
+        let cumulative = flush::load_cumulative_state(&*vfs, &dir, &state.manifest)?;
+        let inner = Inner {
             dir,
             journal,
             index,
+            gate: RwLock::new(()),
             head: RwLock::new(Head::new(opts.base_period_ms)),
-            cumulative: Mutex::new(CumulativeState::default()),
+            state: RwLock::new(state),
+            cumulative: Mutex::new(cumulative),
+            applied_end: AtomicU64::new(0),
+            head_since: Mutex::new(None),
             series_durable_count: AtomicU32::new(series_count),
             sync_lock: Mutex::new(()),
-            replay: ReplayReport::default(),
+            flush_lock: Mutex::new(()),
+            damaged: Mutex::new(HashSet::new()),
+            replay: ReplayReport {
+                quarantined,
+                ..ReplayReport::default()
+            },
+            stop: (Mutex::new(false), Condvar::new()),
+            flush_failing: AtomicBool::new(false),
+            opts,
         };
-        store.replay = store.replay_wal()?;
-        Ok(store)
+        let mut inner = inner;
+        inner.note_block_activity()?;
+        let report = inner.replay_wal()?;
+        inner.replay = ReplayReport {
+            quarantined: std::mem::take(&mut inner.replay.quarantined),
+            ..report
+        };
+        let inner = Arc::new(inner);
+        let flusher = if inner.opts.background_flush {
+            let shared = inner.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("store-flush".into())
+                    .spawn(move || shared.flush_loop())
+                    .map_err(StoreError::Io)?,
+            )
+        } else {
+            None
+        };
+        Ok(Store { inner, flusher })
     }
 
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.inner.dir
     }
 
-    pub fn replay_report(&self) -> ReplayReport {
-        self.replay
+    pub fn options(&self) -> &StoreOptions {
+        &self.inner.opts
+    }
+
+    pub fn replay_report(&self) -> &ReplayReport {
+        &self.inner.replay
     }
 
     pub fn index(&self) -> &SeriesIndex {
-        &self.index
+        &self.inner.index
     }
 
-    /// Syncs the WAL and the index and stops the journal's flusher.
-    pub fn close(self) -> Result<(), StoreError> {
-        self.index.sync()?;
-        self.journal.close()?;
+    /// Stops the flusher, writes the head to blocks, syncs the WAL and the index.
+    pub fn close(mut self) -> Result<(), StoreError> {
+        self.stop_flusher();
+        self.inner.flush()?;
+        self.inner.index.sync()?;
+        let inner = self.inner.clone();
+        drop(self);
+        // The flusher has stopped and `self` is gone: this is the last reference.
+        match Arc::try_unwrap(inner) {
+            Ok(inner) => inner.journal.close()?,
+            Err(_) => unreachable!("the store's state is only shared with its flusher"),
+        }
         Ok(())
+    }
+
+    fn stop_flusher(&mut self) {
+        if let Some(handle) = self.flusher.take() {
+            let (lock, cv) = &self.inner.stop;
+            if let Ok(mut stop) = lock.lock() {
+                *stop = true;
+            }
+            cv.notify_all();
+            // A panicked flusher has nothing left to clean up.
+            let _ = handle.join();
+        }
     }
 
     /// Writes a batch; returns once it is durable at the configured level and visible to reads.
     pub fn write(&self, batch: &WriteBatch) -> Result<(), StoreError> {
+        self.inner.write(batch)
+    }
+
+    /// Writes everything in the head to blocks and advances the WAL checkpoint. Runs in the
+    /// background too; writers wait only for the moment the head is swapped.
+    pub fn flush(&self) -> Result<flush::FlushReport, StoreError> {
+        self.inner.flush()
+    }
+
+    /// A consistent view: every batch acknowledged before it is in it, whole, nothing written
+    /// after it is; the head stays read-locked while it lives (see `View`).
+    pub fn view(&self) -> Result<View<'_>, StoreError> {
+        let state = self.inner.state.read().map_err(|_| StoreError::Poisoned)?;
+        let head = self.inner.head.read().map_err(|_| StoreError::Poisoned)?;
+        let blocks: Arc<Blocks> = state.blocks.clone();
+        let frozen: Vec<Arc<Frozen>> = state.frozen.clone();
+        drop(state);
+        Ok(View::new(head, frozen, blocks, &self.inner.damaged))
+    }
+
+    /// Series ids matching a tag query (the index's snapshot at the time of the call).
+    pub fn find(&self, query: &TagQuery, work_max: u64) -> Result<Vec<SeriesId>, StoreError> {
+        Ok(self.inner.index.snapshot()?.find(query, work_max)?)
+    }
+
+    /// Blocks and their sizes, the manifest's checkpoint, what is still in memory.
+    pub fn stats(&self) -> Result<flush::StoreStats, StoreError> {
+        self.inner.stats()
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.stop_flusher();
+    }
+}
+
+fn check_options(opts: &StoreOptions) -> Result<(), StoreError> {
+    if opts.base_period_ms < BASE_PERIOD_MS_MIN {
+        return Err(StoreError::InvalidOptions("base_period_ms below 1000"));
+    }
+    if opts.partition_ms <= 0 || opts.partition_ms % opts.base_period_ms != 0 {
+        return Err(StoreError::InvalidOptions(
+            "partition_ms must be a positive multiple of base_period_ms",
+        ));
+    }
+    if opts.head_samples_max == 0 {
+        return Err(StoreError::InvalidOptions("head_samples_max is 0"));
+    }
+    Ok(())
+}
+
+fn load_or_create_manifest(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    opts: &StoreOptions,
+) -> Result<Manifest, StoreError> {
+    match Manifest::load(vfs, dir)? {
+        Some(m) => {
+            if m.base_period_ms != opts.base_period_ms || m.partition_ms != opts.partition_ms {
+                return Err(StoreError::LayoutMismatch {
+                    stored_base_period_ms: m.base_period_ms,
+                    stored_partition_ms: m.partition_ms,
+                });
+            }
+            Ok(m)
+        }
+        None => {
+            let m = Manifest::new(opts.base_period_ms, opts.partition_ms);
+            m.store(vfs, dir).map_err(StoreError::Io)?;
+            Ok(m)
+        }
+    }
+}
+
+impl Inner {
+    fn write(&self, batch: &WriteBatch) -> Result<(), StoreError> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -144,6 +328,8 @@ impl Store {
         let has_cumulative = groups
             .iter()
             .any(|g| matches!(g.samples[0].1, Value::CumulativeHistogram(_)));
+        // Held until the batch is in the head (see `gate`).
+        let _gate = self.gate.read().map_err(|_| StoreError::Poisoned)?;
         let (ticket, groups) = if has_cumulative {
             let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
             let ticket = self.journal.submit(&[&record])?;
@@ -152,12 +338,12 @@ impl Store {
             (self.journal.submit(&[&record])?, groups)
         };
         // The journal offset orders duplicates in the head exactly as replay will.
-        let seq = ticket.range().start;
+        let range = ticket.range();
         // If this fails the record may or may not be in the WAL (the journal is then poisoned
         // and refuses further appends); the cumulative state already counts it, as replay would
         // if the record survived. Nothing is acknowledged either way.
         ticket.wait()?;
-        self.apply(seq, groups)
+        self.apply(range.start, range.end, groups)
     }
 
     /// Series ids for the batch's keys, samples split into groups of one value tag.
@@ -191,7 +377,7 @@ impl Store {
         Ok(())
     }
 
-    fn apply(&self, seq: u64, groups: Vec<Group>) -> Result<(), StoreError> {
+    fn apply(&self, seq: u64, end: u64, groups: Vec<Group>) -> Result<(), StoreError> {
         let activity: Vec<(SeriesId, i64)> = groups.iter().flat_map(activity_of).collect();
         {
             let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
@@ -201,15 +387,64 @@ impl Store {
                     assert!(applied, "series {:?} got a value of another kind", group.id);
                 }
             }
+            self.applied_end.fetch_max(end, Ordering::AcqRel);
+        }
+        if let Ok(mut since) = self.head_since.lock() {
+            since.get_or_insert_with(Instant::now);
         }
         self.index.note_activity(&activity)?;
         Ok(())
     }
 
-    /// Replays every WAL record into the head, in offset order.
+    /// Activity ranges of what the blocks hold (the index file does not keep them).
+    fn note_block_activity(&self) -> Result<(), StoreError> {
+        let state = self.state.read().map_err(|_| StoreError::Poisoned)?;
+        let mut activity = Vec::new();
+        for block in state.blocks.all() {
+            for e in block.entries() {
+                activity.push((e.series, e.first_ts_ms));
+                activity.push((e.series, e.last_ts_ms));
+            }
+            if activity.len() >= 1 << 16 {
+                self.index.note_activity(&activity)?;
+                activity.clear();
+            }
+        }
+        self.index.note_activity(&activity)?;
+        Ok(())
+    }
+
+    /// Replays the WAL records from the manifest's checkpoint into the head, in offset order.
     fn replay_wal(&self) -> Result<ReplayReport, StoreError> {
-        let mut report = ReplayReport::default();
-        let mut reader = self.journal.reader(self.journal.earliest_offset()?)?;
+        let checkpoint = self
+            .state
+            .read()
+            .map_err(|_| StoreError::Poisoned)?
+            .manifest
+            .checkpoint;
+        let earliest = self.journal.earliest_offset()?;
+        if checkpoint < earliest {
+            return Err(StoreError::WalGap {
+                checkpoint,
+                earliest,
+            });
+        }
+        let mut report = ReplayReport {
+            from_offset: checkpoint,
+            ..ReplayReport::default()
+        };
+        // The subscriber may lag the manifest (a crash between the two updates).
+        let subscribed = self
+            .journal
+            .subscribers()?
+            .iter()
+            .find(|s| s.name == HEAD_SUBSCRIBER)
+            .map(|s| s.offset);
+        if subscribed.is_some_and(|o| o < checkpoint) {
+            self.journal
+                .rewind_subscriber(HEAD_SUBSCRIBER, checkpoint)?;
+        }
+        let mut reader = self.journal.reader(checkpoint)?;
         let mut batch = journal::Batch::new();
         let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
         let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
@@ -243,21 +478,64 @@ impl Store {
                 report.records += 1;
             }
         }
+        self.applied_end
+            .store(reader.position().max(checkpoint), Ordering::Release);
+        if report.samples > 0 {
+            if let Ok(mut since) = self.head_since.lock() {
+                *since = Some(Instant::now());
+            }
+        }
         drop(head);
+        report.blocks = self
+            .state
+            .read()
+            .map_err(|_| StoreError::Poisoned)?
+            .blocks
+            .all()
+            .count() as u64;
         self.index.note_activity(&activity)?;
         Ok(report)
     }
 
-    /// A consistent view of the head: nothing written while it is held becomes visible in it,
-    /// and every batch is seen whole or not at all (see `View`).
-    pub fn view(&self) -> Result<View<'_>, StoreError> {
-        let head = self.head.read().map_err(|_| StoreError::Poisoned)?;
-        Ok(View::new(head))
+    /// The background flusher: flushes when the head is big or old enough.
+    fn flush_loop(&self) {
+        let (lock, cv) = &self.stop;
+        loop {
+            let Ok(stopped) = lock.lock() else { return };
+            let Ok((stopped, _)) = cv.wait_timeout(stopped, Duration::from_millis(FLUSH_TICK_MS))
+            else {
+                return;
+            };
+            if *stopped {
+                return;
+            }
+            drop(stopped);
+            if self.flush_due() {
+                let failed = self.flush().is_err();
+                self.flush_failing.store(failed, Ordering::Release);
+            }
+        }
     }
 
-    /// Series ids matching a tag query (the index's snapshot at the time of the call).
-    pub fn find(&self, query: &TagQuery, work_max: u64) -> Result<Vec<SeriesId>, StoreError> {
-        Ok(self.index.snapshot()?.find(query, work_max)?)
+    fn flush_due(&self) -> bool {
+        let samples = self.head.read().map(|h| h.samples).unwrap_or(0);
+        if samples >= self.opts.head_samples_max {
+            return true;
+        }
+        let pending = self
+            .state
+            .read()
+            .map(|s| !s.frozen.is_empty())
+            .unwrap_or(false);
+        let old = self
+            .head_since
+            .lock()
+            .ok()
+            .and_then(|s| *s)
+            .is_some_and(|since| {
+                since.elapsed() >= Duration::from_millis(self.opts.flush_interval_ms)
+            });
+        pending || (samples > 0 && old)
     }
 }
 

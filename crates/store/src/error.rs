@@ -34,6 +34,38 @@ pub enum StoreError {
     BadRange(&'static str),
     /// A writer panicked while holding the head's lock.
     Poisoned,
+    /// The store was created with another base period or partition length.
+    LayoutMismatch {
+        stored_base_period_ms: i64,
+        stored_partition_ms: i64,
+    },
+    /// The manifest (or the cumulative state it names) is damaged: the store does not open.
+    Manifest(crate::manifest::ManifestError),
+    /// A block's structure is damaged (found while writing or verifying it).
+    Block {
+        block: String,
+        error: crate::block::BlockError,
+    },
+    /// A chunk read for this series and time range is damaged: nothing of it is served.
+    BlockDamaged {
+        block: String,
+        series: u32,
+        start_ms: i64,
+        end_ms: i64,
+        what: String,
+    },
+    /// The read needs a block that was quarantined as damaged (its whole partition, as the
+    /// block's directory could not be trusted).
+    Quarantined {
+        block: String,
+        start_ms: i64,
+        end_ms: i64,
+    },
+    /// The WAL no longer holds the records after the manifest's checkpoint.
+    WalGap {
+        checkpoint: u64,
+        earliest: u64,
+    },
 }
 
 impl std::fmt::Display for StoreError {
@@ -47,6 +79,12 @@ impl std::error::Error for StoreError {}
 impl From<journal::Error> for StoreError {
     fn from(e: journal::Error) -> StoreError {
         StoreError::Journal(e)
+    }
+}
+
+impl From<crate::manifest::ManifestError> for StoreError {
+    fn from(e: crate::manifest::ManifestError) -> StoreError {
+        StoreError::Manifest(e)
     }
 }
 

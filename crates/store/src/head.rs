@@ -39,6 +39,8 @@ pub(crate) enum SeriesHead {
 pub(crate) struct Head {
     pub base_period_ms: i64,
     pub series: HashMap<SeriesId, SeriesHead>,
+    /// Samples inserted (duplicates and merged histograms included): what a flush is sized by.
+    pub samples: u64,
 }
 
 /// Inserts keeping `points` sorted by timestamp, applying the duplicate rule.
@@ -70,6 +72,7 @@ impl Head {
         Head {
             base_period_ms,
             series: HashMap::new(),
+            samples: 0,
         }
     }
 
@@ -99,6 +102,7 @@ impl Head {
             }
             _ => return false,
         }
+        self.samples += 1;
         true
     }
 }
@@ -110,6 +114,19 @@ pub(crate) struct CumulativeState {
 }
 
 impl CumulativeState {
+    pub fn from_entries(entries: Vec<(SeriesId, Histogram)>) -> CumulativeState {
+        CumulativeState {
+            last: entries.into_iter().collect(),
+        }
+    }
+
+    /// Every series' last cumulative submission, by series id.
+    pub fn entries(&self) -> Vec<(SeriesId, &Histogram)> {
+        let mut out: Vec<(SeriesId, &Histogram)> = self.last.iter().map(|(k, v)| (*k, v)).collect();
+        out.sort_unstable_by_key(|e| e.0);
+        out
+    }
+
     /// The difference between `cumulative` and the series' previous cumulative submission. If
     /// any bin went down (or vanished) the source restarted its counts: the new value is taken
     /// whole, as everything in it was observed since the reset.

@@ -2,25 +2,33 @@
 //!
 //! Stream keys ([`key`]), the series index ([`index`]), the tag query language ([`tagquery`]),
 //! the per-series chunk encoders ([`encode`]), and on the journal the write path ([`Store`],
-//! [`WriteBatch`], the WAL record in [`wal`]), the in-memory head and reads over it ([`read`]).
-//! Blocks come next. `FORMAT.md` documents
+//! [`WriteBatch`], the WAL record in [`wal`]), the in-memory head, flushing it to immutable
+//! [`block`]s listed by the [`manifest`] ([`flush`]), and reads over all of them ([`read`]).
+//! `FORMAT.md` documents
 //! every byte written; `STATUS.md` says what is done. No `unsafe`, no wire-protocol parsing.
 #![forbid(unsafe_code)]
 
 pub mod batch;
+pub mod block;
 mod db;
 pub mod encode;
 mod error;
+pub mod flush;
 pub mod fuzzing;
 mod head;
 pub mod index;
 pub mod key;
+pub mod manifest;
 pub mod read;
 pub mod tagquery;
 pub mod wal;
 
 pub use batch::{Value, WriteBatch};
-pub use db::{ReplayReport, Store, StoreOptions, BASE_PERIOD_MS_DEFAULT, BASE_PERIOD_MS_MIN};
+pub use db::{
+    ReplayReport, Store, StoreOptions, BASE_PERIOD_MS_DEFAULT, BASE_PERIOD_MS_MIN,
+    PARTITION_MS_DEFAULT,
+};
 pub use error::StoreError;
+pub use flush::{BlockInfo, FlushReport, StoreStats};
 pub use journal::Durability;
 pub use read::{Latest, NumericAggregate, Slicing, View};

@@ -1,14 +1,23 @@
-//! Reads over the head.
+//! Reads over blocks, frozen heads and the head.
 //!
-//! A [`View`] holds the head's read lock. Writers apply a whole batch under the write lock
-//! after it is durable, so a view sees every batch acknowledged before it was taken, no batch
-//! partly, and nothing new while it lives: every read through one view is one consistent
-//! snapshot, across all the series it asks for. Keep views short; writers wait for them.
+//! A [`View`] holds the head's read lock and a snapshot of the block set and the frozen heads,
+//! taken together. Writers apply a whole batch under the write lock after it is durable, and a
+//! flush swaps the head and publishes blocks under the same locks, so a view sees every batch
+//! acknowledged before it was taken, no batch partly, and nothing new while it lives: every
+//! read through one view is one consistent snapshot, across all the series it asks for. Keep
+//! views short; writers wait for them.
+//!
+//! Sources are read oldest first — blocks by generation, then frozen heads, then the head — so
+//! the duplicate rule (the later write wins a millisecond) holds across them: every record in a
+//! later source has a higher journal offset than every record in an earlier one.
 
-use std::sync::RwLockReadGuard;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, RwLockReadGuard};
 
 use hist::Histogram;
 
+use crate::block::{Block, BlockError, BlockId, ChunkData};
+use crate::flush::{Blocks, Frozen};
 use crate::head::{Head, Point, SeriesHead};
 use crate::index::SeriesId;
 use crate::StoreError;
@@ -121,6 +130,9 @@ impl Slicing {
 
 pub struct View<'a> {
     head: RwLockReadGuard<'a, Head>,
+    frozen: Vec<Arc<Frozen>>,
+    blocks: Arc<Blocks>,
+    damaged: &'a Mutex<HashSet<(BlockId, SeriesId)>>,
 }
 
 fn in_range<T>(points: &[Point<T>], start_ms: i64, end_ms: i64) -> &[Point<T>] {
@@ -129,19 +141,120 @@ fn in_range<T>(points: &[Point<T>], start_ms: i64, end_ms: i64) -> &[Point<T>] {
     &points[from..to.max(from)]
 }
 
+/// Keeps, of samples with the same timestamp, the one from the latest source. `runs` are each
+/// sorted and given oldest source first.
+fn merge_runs<T>(mut runs: Vec<Vec<(i64, T)>>) -> Vec<(i64, T)> {
+    if runs.len() <= 1 {
+        return runs.pop().unwrap_or_default();
+    }
+    let mut all: Vec<(i64, usize, T)> = Vec::with_capacity(runs.iter().map(Vec::len).sum());
+    for (rank, run) in runs.into_iter().enumerate() {
+        all.extend(run.into_iter().map(|(t, v)| (t, rank, v)));
+    }
+    all.sort_by_key(|&(t, rank, _)| (t, rank));
+    let mut out: Vec<(i64, T)> = Vec::with_capacity(all.len());
+    for (t, _, v) in all {
+        match out.last_mut() {
+            Some(last) if last.0 == t => last.1 = v,
+            _ => out.push((t, v)),
+        }
+    }
+    out
+}
+
+fn series_head(head: &Head, id: SeriesId) -> Option<&SeriesHead> {
+    head.series.get(&id)
+}
+
 impl<'a> View<'a> {
-    pub(crate) fn new(head: RwLockReadGuard<'a, Head>) -> View<'a> {
-        View { head }
+    pub(crate) fn new(
+        head: RwLockReadGuard<'a, Head>,
+        frozen: Vec<Arc<Frozen>>,
+        blocks: Arc<Blocks>,
+        damaged: &'a Mutex<HashSet<(BlockId, SeriesId)>>,
+    ) -> View<'a> {
+        View {
+            head,
+            frozen,
+            blocks,
+            damaged,
+        }
     }
 
     pub fn base_period_ms(&self) -> i64 {
         self.head.base_period_ms
     }
 
-    fn numeric_points(&self, id: SeriesId) -> &[Point<f64>] {
-        match self.head.series.get(&id) {
-            Some(SeriesHead::Numeric(points)) => points,
-            _ => &[],
+    /// Heads oldest first: frozen ones, then the live one.
+    fn heads(&self) -> impl Iterator<Item = &Head> {
+        self.frozen
+            .iter()
+            .map(|f| &f.head)
+            .chain(std::iter::once(&*self.head))
+    }
+
+    /// Decoded chunks of `id` meeting `[start_ms, end_ms)`, oldest block generation first.
+    fn block_chunks(
+        &self,
+        id: SeriesId,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<ChunkData>, StoreError> {
+        let mut out = Vec::new();
+        if end_ms <= start_ms {
+            return Ok(out);
+        }
+        if let Some(q) = self.blocks.quarantined.iter().find(|q| {
+            let p = q.id.partition_start_ms;
+            p < end_ms && start_ms < p.saturating_add(self.blocks.partition_ms)
+        }) {
+            return Err(StoreError::Quarantined {
+                block: q.id.file_name(),
+                start_ms: q.id.partition_start_ms,
+                end_ms: q.id.partition_start_ms + self.blocks.partition_ms,
+            });
+        }
+        for block in self.blocks.overlapping(start_ms, end_ms) {
+            for entry in block.entries_of(id) {
+                if entry.last_ts_ms < start_ms || entry.first_ts_ms >= end_ms {
+                    continue;
+                }
+                out.push(self.read_chunk(block, entry)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn read_chunk(
+        &self,
+        block: &Block,
+        entry: &crate::block::Entry,
+    ) -> Result<ChunkData, StoreError> {
+        let key = (block.id, entry.series);
+        let known_bad = self
+            .damaged
+            .lock()
+            .map_err(|_| StoreError::Poisoned)?
+            .contains(&key);
+        let damaged = |what: String| StoreError::BlockDamaged {
+            block: block.id.file_name(),
+            series: entry.series.0,
+            start_ms: entry.first_ts_ms,
+            end_ms: entry.last_ts_ms.saturating_add(1),
+            what,
+        };
+        if known_bad {
+            return Err(damaged("found damaged by an earlier read".into()));
+        }
+        match block.read_chunk(entry) {
+            Ok(data) => Ok(data),
+            Err(BlockError::Io(e)) => Err(StoreError::Io(e)),
+            Err(e) => {
+                if let Ok(mut set) = self.damaged.lock() {
+                    set.insert(key);
+                }
+                Err(damaged(format!("{e:?}")))
+            }
         }
     }
 
@@ -152,10 +265,24 @@ impl<'a> View<'a> {
         start_ms: i64,
         end_ms: i64,
     ) -> Result<Vec<(i64, f64)>, StoreError> {
-        Ok(in_range(self.numeric_points(id), start_ms, end_ms)
-            .iter()
-            .map(|p| (p.ts_ms, p.value))
-            .collect())
+        let mut runs = Vec::new();
+        for chunk in self.block_chunks(id, start_ms, end_ms)? {
+            if let ChunkData::Numeric(points) = chunk {
+                runs.push(clip(points, start_ms, end_ms));
+            }
+        }
+        for head in self.heads() {
+            if let Some(SeriesHead::Numeric(points)) = series_head(head, id) {
+                let run: Vec<(i64, f64)> = in_range(points, start_ms, end_ms)
+                    .iter()
+                    .map(|p| (p.ts_ms, p.value))
+                    .collect();
+                if !run.is_empty() {
+                    runs.push(run);
+                }
+            }
+        }
+        Ok(merge_runs(runs))
     }
 
     /// Text changes in `[start_ms, end_ms)`: a sample equal to the one before it is left out.
@@ -166,13 +293,27 @@ impl<'a> View<'a> {
         start_ms: i64,
         end_ms: i64,
     ) -> Result<Vec<(i64, String)>, StoreError> {
-        let Some(SeriesHead::Text(points)) = self.head.series.get(&id) else {
-            return Ok(Vec::new());
-        };
+        let mut runs = Vec::new();
+        for chunk in self.block_chunks(id, start_ms, end_ms)? {
+            if let ChunkData::Text(points) = chunk {
+                runs.push(clip(points, start_ms, end_ms));
+            }
+        }
+        for head in self.heads() {
+            if let Some(SeriesHead::Text(points)) = series_head(head, id) {
+                let run: Vec<(i64, String)> = in_range(points, start_ms, end_ms)
+                    .iter()
+                    .map(|p| (p.ts_ms, p.value.clone()))
+                    .collect();
+                if !run.is_empty() {
+                    runs.push(run);
+                }
+            }
+        }
         let mut out: Vec<(i64, String)> = Vec::new();
-        for p in in_range(points, start_ms, end_ms) {
-            if out.last().is_none_or(|(_, last)| *last != p.value) {
-                out.push((p.ts_ms, p.value.clone()));
+        for (t, v) in merge_runs(runs) {
+            if out.last().is_none_or(|(_, last)| *last != v) {
+                out.push((t, v));
             }
         }
         Ok(out)
@@ -185,16 +326,32 @@ impl<'a> View<'a> {
         start_ms: i64,
         end_ms: i64,
     ) -> Result<Vec<(i64, Histogram)>, StoreError> {
-        let Some(SeriesHead::Histogram(periods)) = self.head.series.get(&id) else {
-            return Ok(Vec::new());
-        };
         if end_ms <= start_ms {
             return Ok(Vec::new());
         }
-        Ok(periods
-            .range(start_ms..end_ms)
-            .map(|(&start, h)| (start, h.clone()))
-            .collect())
+        let mut merged: BTreeMap<i64, Histogram> = BTreeMap::new();
+        for chunk in self.block_chunks(id, start_ms, end_ms)? {
+            if let ChunkData::Histogram(periods) = chunk {
+                for (t, h) in clip(periods, start_ms, end_ms) {
+                    match merged.entry(t) {
+                        std::collections::btree_map::Entry::Vacant(v) => {
+                            v.insert(h);
+                        }
+                        std::collections::btree_map::Entry::Occupied(mut o) => {
+                            o.get_mut().merge(&h)
+                        }
+                    }
+                }
+            }
+        }
+        for head in self.heads() {
+            if let Some(SeriesHead::Histogram(periods)) = series_head(head, id) {
+                for (&t, h) in periods.range(start_ms..end_ms) {
+                    merged.entry(t).or_default().merge(h);
+                }
+            }
+        }
+        Ok(merged.into_iter().collect())
     }
 
     /// Numeric aggregates per slice (`None` for a slice without samples).
@@ -205,10 +362,10 @@ impl<'a> View<'a> {
     ) -> Result<Vec<Option<NumericAggregate>>, StoreError> {
         let slices = slicing.check(self.head.base_period_ms)?;
         let mut out: Vec<Option<NumericAggregate>> = vec![None; slices];
-        for p in in_range(self.numeric_points(id), slicing.start_ms, slicing.end_ms) {
-            match &mut out[slicing.slice_of(p.ts_ms)] {
-                Some(agg) => agg.add(p.value),
-                slot @ None => *slot = Some(NumericAggregate::of(p.value)),
+        for (ts_ms, value) in self.raw_numeric(id, slicing.start_ms, slicing.end_ms)? {
+            match &mut out[slicing.slice_of(ts_ms)] {
+                Some(agg) => agg.add(value),
+                slot @ None => *slot = Some(NumericAggregate::of(value)),
             }
         }
         Ok(out)
@@ -218,41 +375,65 @@ impl<'a> View<'a> {
     pub fn histograms(&self, id: SeriesId, slicing: Slicing) -> Result<Vec<Histogram>, StoreError> {
         let slices = slicing.check(self.head.base_period_ms)?;
         let mut out = vec![Histogram::new(); slices];
-        if let Some(SeriesHead::Histogram(periods)) = self.head.series.get(&id) {
-            for (&start, h) in periods.range(slicing.start_ms..slicing.end_ms) {
-                out[slicing.slice_of(start)].merge(h);
-            }
+        for (start, h) in self.raw_histograms(id, slicing.start_ms, slicing.end_ms)? {
+            out[slicing.slice_of(start)].merge(&h);
         }
         Ok(out)
     }
 
-    /// The latest value of a series, if it has any.
-    pub fn latest(&self, id: SeriesId) -> Result<Option<Latest>, StoreError> {
-        let Some(series) = self.head.series.get(&id) else {
-            return Ok(None);
-        };
-        Ok(match series {
-            SeriesHead::Numeric(points) => points.last().map(|p| Latest::Numeric {
-                ts_ms: p.ts_ms,
-                value: p.value,
-            }),
-            SeriesHead::Text(points) => points.last().map(|p| Latest::Text {
-                ts_ms: p.ts_ms,
-                value: p.value.clone(),
-            }),
-            SeriesHead::Histogram(periods) => {
-                periods
-                    .last_key_value()
-                    .map(|(&start, h)| Latest::Histogram {
-                        period_start_ms: start,
-                        value: h.clone(),
-                    })
+    /// The newest timestamp (or histogram period start) of a series in any source, from the
+    /// block directories and the heads, without decoding.
+    fn newest_ts(&self, id: SeriesId) -> Option<i64> {
+        let mut newest: Option<i64> = None;
+        for block in self.blocks.all() {
+            if let Some(e) = block.entries_of(id).last() {
+                newest = newest.max(Some(e.last_ts_ms));
             }
-        })
+        }
+        for head in self.heads() {
+            let last = match series_head(head, id) {
+                Some(SeriesHead::Numeric(p)) => p.last().map(|p| p.ts_ms),
+                Some(SeriesHead::Text(p)) => p.last().map(|p| p.ts_ms),
+                Some(SeriesHead::Histogram(p)) => p.last_key_value().map(|(&t, _)| t),
+                None => None,
+            };
+            newest = newest.max(last);
+        }
+        newest
     }
 
-    /// Series with data in the head.
-    pub fn series_count(&self) -> usize {
-        self.head.series.len()
+    /// The latest value of a series, if it has any.
+    pub fn latest(&self, id: SeriesId) -> Result<Option<Latest>, StoreError> {
+        let Some(ts) = self.newest_ts(id) else {
+            return Ok(None);
+        };
+        let end = ts.saturating_add(1);
+        if let Some((ts_ms, value)) = self.raw_numeric(id, ts, end)?.pop() {
+            return Ok(Some(Latest::Numeric { ts_ms, value }));
+        }
+        if let Some((ts_ms, value)) = self.raw_text(id, ts, end)?.pop() {
+            return Ok(Some(Latest::Text { ts_ms, value }));
+        }
+        Ok(self
+            .raw_histograms(id, ts, end)?
+            .pop()
+            .map(|(period_start_ms, value)| Latest::Histogram {
+                period_start_ms,
+                value,
+            }))
     }
+
+    /// Series with data in memory (the head and frozen heads; blocks not counted).
+    pub fn series_count(&self) -> usize {
+        self.heads().map(|h| h.series.len()).sum()
+    }
+}
+
+/// The part of a sorted run inside `[start_ms, end_ms)`.
+fn clip<T>(mut run: Vec<(i64, T)>, start_ms: i64, end_ms: i64) -> Vec<(i64, T)> {
+    let to = run.partition_point(|p| p.0 < end_ms);
+    run.truncate(to);
+    let from = run.partition_point(|p| p.0 < start_ms);
+    run.drain(..from);
+    run
 }

@@ -178,10 +178,16 @@ fn out_of_order_late_and_duplicates() {
         assert_eq!(hs, vec![(-3_600_000, hist_of(&[2.0])), (0, merged)]);
     };
     check(&store);
-    store.close().unwrap();
+    drop(store);
     // Replay reproduces the same head, duplicates included.
     let store = open(tmp.path());
     assert_eq!(store.replay_report().records, 6);
+    check(&store);
+    // So do blocks: `close` flushes, and the reopened store replays nothing.
+    store.close().unwrap();
+    let store = open(tmp.path());
+    assert_eq!(store.replay_report().records, 0);
+    assert!(store.replay_report().blocks >= 2);
     check(&store);
 }
 
@@ -496,7 +502,7 @@ fn wal_enospc_loses_nothing_acknowledged() {
     let sim = Arc::new(SimFs::new(11));
     let opts = || StoreOptions {
         wal_segment_size_bytes: 16 << 10,
-        wal_vfs: sim.clone(),
+        vfs: sim.clone(),
         ..StoreOptions::default()
     };
     let wal = tmp.path().join("wal");
@@ -564,7 +570,7 @@ fn wal_power_loss_keeps_every_acknowledged_batch() {
         let sim = Arc::new(SimFs::new(seed as u64));
         let opts = || StoreOptions {
             wal_segment_size_bytes: 64 << 10,
-            wal_vfs: sim.clone(),
+            vfs: sim.clone(),
             ..StoreOptions::default()
         };
         let store = Arc::new(Store::open(tmp.path(), opts()).unwrap());

@@ -1,0 +1,470 @@
+//! Flushing the head to blocks, and the block set readers see.
+//!
+//! A flush has two steps. **Freeze** (writers wait only for this): with every in-flight write
+//! applied (the gate), the head is swapped for an empty one and kept, read-only, in the frozen
+//! list that views read; the checkpoint is the end of the newest record it holds — every record
+//! before it is in it, none after — and the cumulative-histogram state is copied as of that
+//! point. **Persist** (writers run on): the frozen head is written as one block per time
+//! partition it touches (all with the flush's generation), plus the cumulative state, then a new
+//! manifest lists them with the new checkpoint — the commit point — and only then do the blocks
+//! replace the frozen head for readers, the WAL subscriber advance and the journal purge.
+//! A crash before the manifest is replaced leaves unlisted files (deleted on open) and the
+//! whole frozen head still in the WAL after the old checkpoint; a crash after it leaves a WAL
+//! that replays from the new checkpoint. Either way nothing is lost or counted twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use hist::Histogram;
+use journal::vfs::Vfs;
+
+use crate::block::{Block, BlockId, BlockStats, BlockWriter, SeriesData};
+use crate::db::{Inner, HEAD_SUBSCRIBER};
+use crate::head::{CumulativeState, Head, Point, SeriesHead};
+use crate::index::SeriesId;
+use crate::manifest::{self, BlockRef, Manifest};
+use crate::StoreError;
+
+pub const BLOCKS_DIR: &str = "blocks";
+pub const QUARANTINE_DIR: &str = "quarantine";
+
+/// A head swapped out by a flush and not yet persisted.
+pub(crate) struct Frozen {
+    pub head: Head,
+    pub checkpoint: u64,
+    pub cumulative: Vec<(SeriesId, Histogram)>,
+}
+
+/// The blocks readers see, by partition start; within a partition, oldest generation first.
+#[derive(Default)]
+pub(crate) struct Blocks {
+    pub by_partition: BTreeMap<i64, Vec<Arc<Block>>>,
+    /// Quarantined blocks: reads that overlap them fail.
+    pub quarantined: Vec<BlockRef>,
+    pub partition_ms: i64,
+}
+
+impl Blocks {
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Block>> {
+        self.by_partition.values().flatten()
+    }
+
+    /// Blocks whose partition meets `[start_ms, end_ms)`, oldest generation first.
+    pub fn overlapping(&self, start_ms: i64, end_ms: i64) -> Vec<&Arc<Block>> {
+        if end_ms <= start_ms {
+            return Vec::new();
+        }
+        let from = start_ms.saturating_sub(start_ms.rem_euclid(self.partition_ms));
+        let mut out: Vec<&Arc<Block>> = self
+            .by_partition
+            .range(from..end_ms)
+            .flat_map(|(_, v)| v)
+            .collect();
+        out.sort_by_key(|b| b.id.generation);
+        out
+    }
+}
+
+pub(crate) struct State {
+    pub manifest: Manifest,
+    pub blocks: Arc<Blocks>,
+    /// Oldest first.
+    pub frozen: Vec<Arc<Frozen>>,
+}
+
+/// What one flush wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlushReport {
+    pub blocks: u64,
+    pub chunks: u64,
+    pub samples: u64,
+    pub bytes: u64,
+    pub checkpoint: u64,
+}
+
+/// One block as `Store::stats` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockInfo {
+    pub name: String,
+    pub partition_start_ms: i64,
+    pub partition_end_ms: i64,
+    pub generation: u64,
+    pub size_bytes: u64,
+    pub chunks: u64,
+    pub samples: u64,
+    /// Chunk bytes by kind: numeric, text, histogram.
+    pub chunk_bytes_by_kind: [u64; 3],
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub checkpoint: u64,
+    pub blocks: Vec<BlockInfo>,
+    pub quarantined: Vec<String>,
+    pub head_samples: u64,
+    pub head_series: u64,
+    pub frozen_heads: u64,
+}
+
+pub(crate) fn block_info(b: &Block) -> BlockInfo {
+    let mut by_kind = [0u64; 3];
+    for e in b.entries() {
+        by_kind[e.kind as usize - 1] += e.size_bytes as u64;
+    }
+    BlockInfo {
+        name: b.id.file_name(),
+        partition_start_ms: b.id.partition_start_ms,
+        partition_end_ms: b.partition_end_ms,
+        generation: b.id.generation,
+        size_bytes: b.size_bytes,
+        chunks: b.entries().len() as u64,
+        samples: b.entries().iter().map(|e| e.sample_count as u64).sum(),
+        chunk_bytes_by_kind: by_kind,
+    }
+}
+
+/// Opens the manifest's blocks. A block that fails its checks is moved to `quarantine/` and
+/// listed as quarantined in a rewritten manifest. Files in `blocks/` the manifest does not
+/// list are left-overs of a flush that never committed: deleted.
+pub(crate) fn open_blocks(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    mut manifest: Manifest,
+) -> Result<(State, Vec<(String, String)>), StoreError> {
+    let blocks_dir = dir.join(BLOCKS_DIR);
+    vfs.create_dir_all(&blocks_dir).map_err(StoreError::Io)?;
+    let listed: BTreeSet<String> = manifest.blocks.iter().map(|b| b.id.file_name()).collect();
+    for name in vfs.list(&blocks_dir).map_err(StoreError::Io)? {
+        if !listed.contains(&name) {
+            vfs.remove_file(&blocks_dir.join(&name))
+                .map_err(StoreError::Io)?;
+        }
+    }
+    let mut blocks = Blocks {
+        partition_ms: manifest.partition_ms,
+        ..Blocks::default()
+    };
+    let mut quarantined = Vec::new();
+    let mut kept = Vec::with_capacity(manifest.blocks.len());
+    for r in std::mem::take(&mut manifest.blocks) {
+        let path = blocks_dir.join(r.id.file_name());
+        match open_checked(vfs, &path, &r, &manifest) {
+            Ok(block) => {
+                blocks
+                    .by_partition
+                    .entry(r.id.partition_start_ms)
+                    .or_default()
+                    .push(Arc::new(block));
+                kept.push(r);
+            }
+            Err(why) => {
+                quarantine(vfs, dir, &r.id)?;
+                quarantined.push((r.id.file_name(), why));
+                manifest.quarantined.push(r);
+            }
+        }
+    }
+    manifest.blocks = kept;
+    for v in blocks.by_partition.values_mut() {
+        v.sort_by_key(|b| b.id.generation);
+    }
+    if !quarantined.is_empty() {
+        manifest.store(vfs, dir).map_err(StoreError::Io)?;
+    }
+    blocks.quarantined = manifest.quarantined.clone();
+    let state = State {
+        manifest,
+        blocks: Arc::new(blocks),
+        frozen: Vec::new(),
+    };
+    Ok((state, quarantined))
+}
+
+/// Opens a block and checks it is the one the manifest lists.
+fn open_checked(vfs: &dyn Vfs, path: &Path, r: &BlockRef, m: &Manifest) -> Result<Block, String> {
+    let block = Block::open(vfs, path).map_err(|e| format!("{e:?}"))?;
+    if block.id != r.id || block.size_bytes != r.size_bytes {
+        return Err("block is not the one the manifest lists (id or size)".into());
+    }
+    if block.base_period_ms != m.base_period_ms
+        || block.partition_end_ms - block.id.partition_start_ms != m.partition_ms
+    {
+        return Err("block layout differs from the store's".into());
+    }
+    Ok(block)
+}
+
+fn quarantine(vfs: &dyn Vfs, dir: &Path, id: &BlockId) -> Result<(), StoreError> {
+    let qdir = dir.join(QUARANTINE_DIR);
+    vfs.create_dir_all(&qdir).map_err(StoreError::Io)?;
+    let from = dir.join(BLOCKS_DIR).join(id.file_name());
+    if vfs.exists(&from) {
+        vfs.rename(&from, &qdir.join(id.file_name()))
+            .map_err(StoreError::Io)?;
+        vfs.sync_dir(&qdir).map_err(StoreError::Io)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn load_cumulative_state(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    m: &Manifest,
+) -> Result<CumulativeState, StoreError> {
+    if m.cumulative_generation == 0 {
+        return Ok(CumulativeState::default());
+    }
+    let entries = manifest::load_cumulative(vfs, dir, m.cumulative_generation)?;
+    Ok(CumulativeState::from_entries(entries))
+}
+
+impl Inner {
+    pub(crate) fn flush(&self) -> Result<FlushReport, StoreError> {
+        let _flushing = self.flush_lock.lock().map_err(|_| StoreError::Poisoned)?;
+        self.freeze()?;
+        let mut report = FlushReport::default();
+        loop {
+            let next = {
+                let state = self.state.read().map_err(|_| StoreError::Poisoned)?;
+                state.frozen.first().cloned()
+            };
+            let Some(frozen) = next else { break };
+            let one = self.persist(&frozen)?;
+            report.blocks += one.blocks;
+            report.chunks += one.chunks;
+            report.samples += one.samples;
+            report.bytes += one.bytes;
+            report.checkpoint = one.checkpoint;
+        }
+        Ok(report)
+    }
+
+    /// Swaps the head out (see the module comment). Nothing to do for an empty head.
+    fn freeze(&self) -> Result<(), StoreError> {
+        let _gate = self.gate.write().map_err(|_| StoreError::Poisoned)?;
+        let mut state = self.state.write().map_err(|_| StoreError::Poisoned)?;
+        let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
+        if head.series.is_empty() {
+            return Ok(());
+        }
+        let base_period_ms = head.base_period_ms;
+        let frozen_head = std::mem::replace(&mut *head, Head::new(base_period_ms));
+        // No writer is between submit and apply (the gate): every record below this offset
+        // is in the frozen head or an earlier block.
+        let checkpoint = self.applied_end.load(Ordering::Acquire);
+        let cumulative = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
+        let cumulative = cumulative
+            .entries()
+            .into_iter()
+            .map(|(id, h)| (id, h.clone()))
+            .collect();
+        assert!(state
+            .frozen
+            .last()
+            .is_none_or(|f| f.checkpoint <= checkpoint));
+        state.frozen.push(Arc::new(Frozen {
+            head: frozen_head,
+            checkpoint,
+            cumulative,
+        }));
+        if let Ok(mut since) = self.head_since.lock() {
+            *since = None;
+        }
+        Ok(())
+    }
+
+    /// Writes the oldest frozen head as blocks and commits it in a new manifest.
+    fn persist(&self, frozen: &Arc<Frozen>) -> Result<FlushReport, StoreError> {
+        let vfs = &*self.opts.vfs;
+        let mut manifest = self
+            .state
+            .read()
+            .map_err(|_| StoreError::Poisoned)?
+            .manifest
+            .clone();
+        let generation = manifest.next_generation;
+        let blocks_dir = self.dir.join(BLOCKS_DIR);
+        let mut report = FlushReport {
+            checkpoint: frozen.checkpoint,
+            ..FlushReport::default()
+        };
+        let mut written = Vec::new();
+        for (partition_start_ms, ids) in partitions(&frozen.head, manifest.partition_ms) {
+            let id = BlockId {
+                partition_start_ms,
+                generation,
+            };
+            let stats = write_block(self, &frozen.head, id, &ids)?;
+            report.blocks += 1;
+            report.chunks += stats.chunks;
+            report.samples += stats.samples;
+            report.bytes += stats.size_bytes;
+            written.push(BlockRef {
+                id,
+                size_bytes: stats.size_bytes,
+            });
+        }
+        let cumulative_generation = if frozen.cumulative.is_empty() {
+            0
+        } else {
+            let refs: Vec<(SeriesId, &Histogram)> =
+                frozen.cumulative.iter().map(|(id, h)| (*id, h)).collect();
+            let bytes = manifest::encode_cumulative(&refs);
+            let name = manifest::cumulative_file_name(generation);
+            manifest::write_atomic(vfs, &self.dir, &name, &bytes).map_err(StoreError::Io)?;
+            generation
+        };
+        vfs.sync_dir(&blocks_dir).map_err(StoreError::Io)?;
+        // Read back what was written before committing to it.
+        let mut opened = Vec::with_capacity(written.len());
+        for r in &written {
+            let path = blocks_dir.join(r.id.file_name());
+            let block = Block::open(vfs, &path).map_err(|error| StoreError::Block {
+                block: r.id.file_name(),
+                error,
+            })?;
+            assert_eq!(block.size_bytes, r.size_bytes);
+            opened.push(Arc::new(block));
+        }
+        let old_cumulative = manifest.cumulative_generation;
+        manifest.blocks.extend(written);
+        manifest.checkpoint = frozen.checkpoint;
+        manifest.next_generation = generation + 1;
+        manifest.cumulative_generation = cumulative_generation;
+        manifest.store(vfs, &self.dir).map_err(StoreError::Io)?;
+        self.publish(manifest, opened, frozen)?;
+        // Housekeeping: failures here lose nothing (the WAL is kept longer; a stale state file
+        // is deleted by a later flush).
+        if old_cumulative != 0 && old_cumulative != cumulative_generation {
+            let _ = vfs.remove_file(
+                &self
+                    .dir
+                    .join(manifest::cumulative_file_name(old_cumulative)),
+            );
+        }
+        self.journal
+            .rewind_subscriber(HEAD_SUBSCRIBER, frozen.checkpoint)?;
+        self.journal.purge()?;
+        Ok(report)
+    }
+
+    /// Makes committed blocks visible in place of the frozen head, in one step for readers.
+    fn publish(
+        &self,
+        manifest: Manifest,
+        opened: Vec<Arc<Block>>,
+        frozen: &Arc<Frozen>,
+    ) -> Result<(), StoreError> {
+        let mut state = self.state.write().map_err(|_| StoreError::Poisoned)?;
+        let mut blocks = Blocks {
+            by_partition: state.blocks.by_partition.clone(),
+            quarantined: state.blocks.quarantined.clone(),
+            partition_ms: state.blocks.partition_ms,
+        };
+        for b in opened {
+            blocks
+                .by_partition
+                .entry(b.id.partition_start_ms)
+                .or_default()
+                .push(b);
+        }
+        state.blocks = Arc::new(blocks);
+        assert!(state.frozen.first().is_some_and(|f| Arc::ptr_eq(f, frozen)));
+        state.frozen.remove(0);
+        state.manifest = manifest;
+        Ok(())
+    }
+
+    pub(crate) fn stats(&self) -> Result<StoreStats, StoreError> {
+        let state = self.state.read().map_err(|_| StoreError::Poisoned)?;
+        let head = self.head.read().map_err(|_| StoreError::Poisoned)?;
+        Ok(StoreStats {
+            checkpoint: state.manifest.checkpoint,
+            blocks: state.blocks.all().map(|b| block_info(b)).collect(),
+            quarantined: state
+                .manifest
+                .quarantined
+                .iter()
+                .map(|r| r.id.file_name())
+                .collect(),
+            head_samples: head.samples,
+            head_series: head.series.len() as u64,
+            frozen_heads: state.frozen.len() as u64,
+        })
+    }
+}
+
+/// The partitions a head has data in, each with its series in ascending id order.
+fn partitions(head: &Head, partition_ms: i64) -> BTreeMap<i64, Vec<SeriesId>> {
+    let mut out: BTreeMap<i64, Vec<SeriesId>> = BTreeMap::new();
+    let part = |ts: i64| ts - ts.rem_euclid(partition_ms);
+    for (&id, series) in &head.series {
+        let mut seen = BTreeSet::new();
+        match series {
+            SeriesHead::Numeric(points) => seen.extend(points.iter().map(|p| part(p.ts_ms))),
+            SeriesHead::Text(points) => seen.extend(points.iter().map(|p| part(p.ts_ms))),
+            SeriesHead::Histogram(periods) => seen.extend(periods.keys().map(|&t| part(t))),
+        }
+        for p in seen {
+            out.entry(p).or_default().push(id);
+        }
+    }
+    for ids in out.values_mut() {
+        ids.sort_unstable();
+    }
+    out
+}
+
+fn slice_points<T>(points: &[Point<T>], start_ms: i64, end_ms: i64) -> &[Point<T>] {
+    let from = points.partition_point(|p| p.ts_ms < start_ms);
+    let to = points.partition_point(|p| p.ts_ms < end_ms);
+    &points[from..to.max(from)]
+}
+
+fn write_block(
+    inner: &Inner,
+    head: &Head,
+    id: BlockId,
+    ids: &[SeriesId],
+) -> Result<BlockStats, StoreError> {
+    let vfs = &*inner.opts.vfs;
+    let end_ms = id.partition_start_ms + inner.opts.partition_ms;
+    let blocks_dir = inner.dir.join(BLOCKS_DIR);
+    let block_err = |error| StoreError::Block {
+        block: id.file_name(),
+        error,
+    };
+    let mut w = BlockWriter::create(vfs, &blocks_dir, id, end_ms, head.base_period_ms)
+        .map_err(block_err)?;
+    for &series in ids {
+        let Some(data) = head.series.get(&series) else {
+            continue;
+        };
+        let start = id.partition_start_ms;
+        let data = match data {
+            SeriesHead::Numeric(points) => SeriesData::Numeric(
+                slice_points(points, start, end_ms)
+                    .iter()
+                    .map(|p| (p.ts_ms, p.value))
+                    .collect(),
+            ),
+            SeriesHead::Text(points) => SeriesData::Text(
+                slice_points(points, start, end_ms)
+                    .iter()
+                    .map(|p| (p.ts_ms, p.value.clone()))
+                    .collect(),
+            ),
+            SeriesHead::Histogram(periods) => SeriesData::Histogram(
+                periods
+                    .range(start..end_ms)
+                    .map(|(&t, h)| (t, h.clone()))
+                    .collect(),
+            ),
+        };
+        w.add(series, &data).map_err(block_err)?;
+    }
+    let (_, stats) = w.finish(vfs).map_err(block_err)?;
+    Ok(stats)
+}
