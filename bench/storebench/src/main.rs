@@ -1,0 +1,152 @@
+//! `storebench`: the store benchmark's command line (see `README.md`).
+//!
+//! ```text
+//! storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N]
+//!            [--hours H] [--seed S] [--batch N]
+//! storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-max MS]
+//!            [--per-store N] [--threads N]
+//! ```
+//! Each prints one JSON line on stdout; errors go to stderr with exit status 2, and a crash-loss
+//! run that lost or invented a sample exits with 1.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use storebench::crash::{self, CrashOptions};
+use storebench::run::{self, RunOptions, BATCH_SAMPLES_DEFAULT};
+use storebench::workload::{self, Config, Shape};
+
+const USAGE: &str = "usage:
+  storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N] [--hours H]
+             [--seed S] [--batch N]
+  storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-max MS] [--per-store N]
+             [--threads N]";
+
+/// `--name value` pairs after the command word; every name must be in `allowed`.
+struct Args {
+    pairs: Vec<(String, String)>,
+}
+
+impl Args {
+    fn parse(args: &[String], allowed: &[&str]) -> Result<Args, String> {
+        let mut pairs = Vec::new();
+        let mut it = args.iter();
+        while let Some(name) = it.next() {
+            if !allowed.contains(&name.as_str()) {
+                return Err(format!("unknown argument {name:?}"));
+            }
+            let value = it.next().ok_or_else(|| format!("{name} needs a value"))?;
+            pairs.push((name.clone(), value.clone()));
+        }
+        Ok(Args { pairs })
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, String> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(text) => text
+                .parse()
+                .map_err(|_| format!("{name}: {text:?} is not a valid number")),
+        }
+    }
+}
+
+fn bench(args: &[String]) -> Result<ExitCode, String> {
+    let args = Args::parse(
+        args,
+        &[
+            "--shape", "--dir", "--series", "--hours", "--seed", "--batch",
+        ],
+    )?;
+    let shape_name = args.get("--shape").ok_or("--shape is required")?;
+    let shape = Shape::parse(shape_name).ok_or_else(|| {
+        format!("--shape {shape_name:?}: expected numeric-int, numeric-float, histogram or churn")
+    })?;
+    let mut config = Config::issue(shape);
+    config.series = args.number("--series", config.series)?;
+    config.seed = args.number("--seed", config.seed)?;
+    if let Some(text) = args.get("--hours") {
+        let hours: f64 = text
+            .parse()
+            .map_err(|_| format!("--hours: {text:?} is not a number"))?;
+        config.steps = workload::steps_for_hours(hours)
+            .ok_or_else(|| format!("--hours {text}: must be positive and at most ~27,000 h"))?;
+    }
+    let opts = RunOptions {
+        config,
+        dir: args.get("--dir").map(PathBuf::from),
+        batch_samples: args.number("--batch", BATCH_SAMPLES_DEFAULT)?,
+    };
+    println!("{}", run::run(&opts)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn crash_loss(args: &[String]) -> Result<ExitCode, String> {
+    let args = Args::parse(
+        args,
+        &[
+            "--iterations",
+            "--dir",
+            "--seed",
+            "--kill-ms-max",
+            "--per-store",
+            "--threads",
+        ],
+    )?;
+    let opts = CrashOptions {
+        iterations: args.number("--iterations", 10)?,
+        dir: args.get("--dir").map(PathBuf::from),
+        // A new seed each run unless given; it is printed, so a run can be repeated.
+        seed: args.number("--seed", clock::wall())?,
+        kill_ms_max: args.number("--kill-ms-max", 800)?,
+        iterations_per_store: args.number("--per-store", 3)?,
+        threads: args.number("--threads", 2)?,
+    };
+    let (json, ok) = crash::run(&opts)?;
+    println!("{json}");
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn crash_child(args: &[String]) -> Result<ExitCode, String> {
+    let args = Args::parse(args, &["--dir", "--base", "--threads"])?;
+    let dir = args.get("--dir").ok_or("--dir is required")?;
+    crash::child(
+        std::path::Path::new(dir),
+        args.number("--base", 0)?,
+        args.number("--threads", 2)?,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("crash-loss") => crash_loss(&args[1..]),
+        Some("crash-child") => crash_child(&args[1..]),
+        Some("-h" | "--help") => {
+            println!("{USAGE}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(_) => bench(&args),
+        None => Err("no arguments".to_string()),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("storebench: {e}\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}

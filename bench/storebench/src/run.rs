@@ -1,0 +1,215 @@
+//! The benchmark: a workload through `store::Store::write` in process, in batches, with the
+//! store's default (group commit) durability, one writer thread.
+//!
+//! CPU time is the process's (every thread: the journal's flusher and the fsyncs' kernel time
+//! count) over open → writes → flush → close, minus the generator's own thread CPU time, which is
+//! measured around each chunk it produces and reported on its own. Building each `WriteBatch`
+//! from the generated samples is the store API's cost and counts.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use store::{Store, StoreOptions, Value, WriteBatch};
+
+use crate::measure::{self, JsonObject};
+use crate::workload::{Config, GenValue, Sample, Shape, Workload, CHUNK_SAMPLES_MAX};
+
+/// Issue 4: batches of 10,000 samples.
+pub const BATCH_SAMPLES_DEFAULT: usize = 10_000;
+
+/// One benchmark run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub config: Config,
+    /// Store directory: must be absent or empty; a temporary directory (removed after) if `None`.
+    pub dir: Option<PathBuf>,
+    pub batch_samples: usize,
+}
+
+/// Runs the benchmark and returns its one-line JSON report.
+pub fn run(opts: &RunOptions) -> Result<String, String> {
+    if opts.batch_samples == 0 || opts.batch_samples > CHUNK_SAMPLES_MAX {
+        return Err(format!(
+            "--batch must be 1..={CHUNK_SAMPLES_MAX}, got {}",
+            opts.batch_samples
+        ));
+    }
+    let scratch;
+    let dir: &Path = match &opts.dir {
+        Some(dir) => {
+            check_empty_dir(dir)?;
+            dir
+        }
+        None => {
+            scratch = tempfile::Builder::new()
+                .prefix("storebench-")
+                .tempdir()
+                .map_err(|e| format!("creating a temporary directory: {e}"))?;
+            scratch.path()
+        }
+    };
+    let shape = opts.config.shape;
+    // Keys (and for numeric shapes the walks' start values) are made here, before timing.
+    let gen_start_ns = clock::thread_cpu_ns();
+    let mut workload = Workload::new(opts.config)?;
+    let gen_setup_cpu_ns = clock::thread_cpu_ns() - gen_start_ns;
+    let samples_total = workload.samples_total();
+
+    let rss_before = measure::status_bytes("VmRSS")?;
+    let (user0, sys0) = measure::user_sys_s()?;
+    let cpu0 = clock::process_cpu_ns();
+    let wall0 = Instant::now();
+
+    let store = Store::open(dir, StoreOptions::default())
+        .map_err(|e| format!("opening the store in {}: {e}", dir.display()))?;
+    let mut chunk: Vec<Sample> = Vec::with_capacity(opts.batch_samples);
+    let mut batch = WriteBatch::new();
+    let (mut gen_cpu_ns, mut gen_wall) = (0u64, Duration::ZERO);
+    let mut batches = 0u64;
+    loop {
+        let (g_cpu, g_wall) = (clock::thread_cpu_ns(), Instant::now());
+        let n = workload.next_chunk(opts.batch_samples, &mut chunk)?;
+        gen_cpu_ns += clock::thread_cpu_ns() - g_cpu;
+        gen_wall += g_wall.elapsed();
+        if n == 0 {
+            break;
+        }
+        batch.clear();
+        for sample in chunk.drain(..) {
+            let value = match sample.value {
+                GenValue::Numeric(v) => Value::Numeric(v),
+                GenValue::Histogram(h) => Value::Histogram(h),
+            };
+            batch
+                .push(workload.key(sample.series), sample.ts_ms, value)
+                .map_err(|e| format!("building batch {batches}: {e}"))?;
+        }
+        store
+            .write(&batch)
+            .map_err(|e| format!("writing batch {batches}: {e}"))?;
+        batches += 1;
+    }
+    batch.clear();
+    assert_eq!(workload.samples_done(), samples_total);
+    let cpu_loaded = clock::process_cpu_ns();
+    let wall_loaded = wall0.elapsed();
+    let rss_loaded = measure::status_bytes("VmRSS")?;
+    let series_in_index = store
+        .index()
+        .snapshot()
+        .map_err(|e| format!("index snapshot: {e}"))?
+        .series_count();
+    // STOREBENCH-FLUSH: `Store::flush()` (head → blocks) does not exist yet. When it does, flush
+    // here so its CPU time and the blocks' bytes count:
+    //     store.flush().map_err(|e| format!("flushing the store: {e}"))?;
+    store
+        .close()
+        .map_err(|e| format!("closing the store: {e}"))?;
+    let cpu1 = clock::process_cpu_ns();
+    let wall1 = wall0.elapsed();
+    let (user1, sys1) = measure::user_sys_s()?;
+    let peak_rss = measure::status_bytes("VmHWM")?;
+
+    let disk = measure::disk_usage(dir)?;
+    // Reopening replays the WAL; its sample count checks that every sample landed.
+    let reopen_cpu0 = clock::process_cpu_ns();
+    let reopened = Store::open(dir, StoreOptions::default())
+        .map_err(|e| format!("reopening the store in {}: {e}", dir.display()))?;
+    let replay = reopened.replay_report().clone();
+    reopened
+        .close()
+        .map_err(|e| format!("closing the reopened store: {e}"))?;
+    let reopen_cpu_s = (clock::process_cpu_ns() - reopen_cpu0) as f64 / 1e9;
+    // Once blocks exist, close flushes and replay covers only what is past the checkpoint.
+    if replay.samples > samples_total || u64::from(series_in_index) != workload.series_total() {
+        return Err(format!(
+            "the store holds {series_in_index} series and replayed {} samples; the benchmark \
+             wrote {} series, {samples_total} samples",
+            replay.samples,
+            workload.series_total()
+        ));
+    }
+
+    let gen_cpu_s = gen_cpu_ns as f64 / 1e9;
+    let cpu_s = (cpu1 - cpu0) as f64 / 1e9 - gen_cpu_s;
+    let load_cpu_s = (cpu_loaded - cpu0) as f64 / 1e9 - gen_cpu_s;
+    let wall_s = (wall1 - gen_wall).as_secs_f64();
+    let load_wall_s = (wall_loaded - gen_wall).as_secs_f64();
+    let samples = samples_total as f64;
+    let series = workload.series_total();
+    let total_used: u64 = disk.iter().map(|d| d.used).sum();
+    let non_wal_used: u64 = disk
+        .iter()
+        .filter(|d| d.name != "wal")
+        .map(|d| d.used)
+        .sum();
+    let mut disk_json = JsonObject::new()
+        .int("used", total_used)
+        .int("apparent", disk.iter().map(|d| d.apparent).sum())
+        .int("allocated", disk.iter().map(|d| d.allocated).sum());
+    for d in &disk {
+        disk_json = disk_json.obj(
+            &d.name,
+            JsonObject::new()
+                .int("used", d.used)
+                .int("apparent", d.apparent)
+                .int("allocated", d.allocated),
+        );
+    }
+    let rss_growth = rss_loaded.saturating_sub(rss_before);
+    let mut json = JsonObject::new()
+        .str("shape", shape.name())
+        .int("series", series)
+        .int("series_in_index", u64::from(series_in_index))
+        .int("samples", samples_total)
+        .int("batches", batches)
+        .int("batch_samples", opts.batch_samples as u64)
+        .int("seed", opts.config.seed)
+        .str("durability", "group_commit")
+        .num("cpu_s", cpu_s, 3)
+        .num("wall_s", wall_s, 3)
+        .num("samples_per_cpu_s", samples / cpu_s, 0)
+        .num("samples_per_s", samples / wall_s, 0)
+        .num("load_cpu_s", load_cpu_s, 3)
+        .num("load_wall_s", load_wall_s, 3)
+        .num("close_cpu_s", cpu_s - load_cpu_s, 3)
+        .num("process_user_s", user1 - user0, 2)
+        .num("process_sys_s", sys1 - sys0, 2)
+        .num("generator_cpu_s", gen_cpu_s, 3)
+        .num("generator_setup_cpu_s", gen_setup_cpu_ns as f64 / 1e9, 3)
+        .num("generator_samples_per_cpu_s", samples / gen_cpu_s, 0)
+        .obj("disk_bytes", disk_json)
+        .num("bytes_per_sample", total_used as f64 / samples, 3)
+        .num(
+            "bytes_per_sample_excluding_wal",
+            non_wal_used as f64 / samples,
+            3,
+        )
+        .int("peak_rss_bytes", peak_rss)
+        .int("rss_before_open_bytes", rss_before)
+        .int("rss_after_load_bytes", rss_loaded)
+        .num("rss_per_series_bytes", rss_growth as f64 / series as f64, 1);
+    if shape == Shape::Churn {
+        json = json.num("new_series_per_cpu_s", series as f64 / cpu_s, 0);
+    }
+    json = json
+        .num("reopen_cpu_s", reopen_cpu_s, 3)
+        .int("reopen_replayed_samples", replay.samples);
+    Ok(json.finish())
+}
+
+fn check_empty_dir(dir: &Path) -> Result<(), String> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(format!(
+                    "--dir {} is not empty: the benchmark sizes the whole directory",
+                    dir.display()
+                ));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("--dir {}: {e}", dir.display())),
+    }
+}
