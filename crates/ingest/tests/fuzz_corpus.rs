@@ -52,3 +52,8 @@ fn remote_write_corpus() {
 fn otlp_corpus() {
     replay("otlp", fuzz_checks::otlp);
 }
+
+#[test]
+fn flat_corpus() {
+    replay("flat", fuzz_checks::flat);
+}

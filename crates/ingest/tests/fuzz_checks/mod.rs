@@ -5,8 +5,8 @@
 
 use ingest::influx::Precision;
 use ingest::{
-    graphite, httptrap, influx, otlp, remote_write, statsd, Batch, Options, Value, NAME_BYTES_MAX,
-    REJECTIONS_LISTED_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
+    flat, graphite, httptrap, influx, otlp, remote_write, statsd, Batch, Options, Value,
+    NAME_BYTES_MAX, REJECTIONS_LISTED_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
 };
 
 /// 2026-11-22T00:00:00Z.
@@ -66,6 +66,11 @@ pub fn otlp(data: &[u8]) {
     } else {
         check(body, &otlp::parse_json(body, &options));
     }
+}
+
+/// The flatbuffer metric list (`flat::parse`), bytes as sent.
+pub fn flat(data: &[u8]) {
+    check(data, &flat::parse(data, &Options::at(NOW_MS)));
 }
 
 fn check(data: &[u8], batch: &Batch) {
