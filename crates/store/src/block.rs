@@ -513,3 +513,23 @@ fn encode_error(series: SeriesId) -> impl Fn(encode::EncodeError) -> BlockError 
         what: format!("encode: {e}"),
     }
 }
+
+/// Checks a whole block: structure, then every chunk's checksum and contents. `Ok` carries
+/// what it holds; `Err` every problem found (a structural one stops the check).
+pub fn verify(vfs: &dyn Vfs, path: &Path) -> Result<BlockStats, Vec<BlockError>> {
+    let block = Block::open(vfs, path).map_err(|e| vec![e])?;
+    let mut problems = Vec::new();
+    for entry in block.entries() {
+        if let Err(e) = block.read_chunk(entry) {
+            problems.push(e);
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(BlockStats {
+        size_bytes: block.size_bytes,
+        chunks: block.entries().len() as u64,
+        samples: block.entries().iter().map(|e| e.sample_count as u64).sum(),
+    })
+}

@@ -59,6 +59,15 @@ fn child_main() {
         std::process::exit(3);
     });
     let store = std::sync::Arc::new(open_retry(Path::new(&dir)));
+    // Flushes all the time, so kills land in every step of a flush too (freeze, block writes,
+    // manifest replacement, checkpoint advance, purge).
+    {
+        let store = store.clone();
+        std::thread::spawn(move || loop {
+            store.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(3));
+        });
+    }
     let writers: Vec<_> = (0..THREADS)
         .map(|t| {
             let store = store.clone();
@@ -167,6 +176,8 @@ fn kill9_writer_many_iterations() {
     let mut acked = BTreeSet::new();
     let mut bounds = Vec::new();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    // Reopens that replayed the WAL from a flushed checkpoint on top of blocks.
+    let mut checkpointed = 0;
     for k in 0..ITERATIONS {
         seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
         let acks_min = 10 + (seed >> 33) as usize % 120;
@@ -176,9 +187,21 @@ fn kill9_writer_many_iterations() {
         bounds.push((base, got.iter().copied().max().unwrap()));
         acked.extend(got);
         let store = open_retry(tmp.path());
+        let report = store.replay_report();
+        if report.from_offset > 0 && report.blocks > 0 && report.records > 0 {
+            checkpointed += 1;
+        }
         verify(&store, &acked, &bounds);
-        store.close().unwrap();
+        // Half the time the next child starts from a closed (flushed) store, half the time
+        // from one that must replay again.
+        if k % 2 == 0 {
+            store.close().unwrap();
+        }
     }
+    assert!(
+        checkpointed >= ITERATIONS / 2,
+        "only {checkpointed} reopens replayed from a flushed checkpoint"
+    );
 }
 
 fn main() {
