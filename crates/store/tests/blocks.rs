@@ -271,7 +271,8 @@ fn a_damaged_chunk_is_reported_with_its_series_and_range() {
 /// is moved to `quarantine/`, reads that need its partition fail, new writes work.
 #[test]
 fn damaged_and_torn_blocks_are_quarantined() {
-    let cases: [(&str, fn(&mut Vec<u8>)); 3] = [
+    type Damage = fn(&mut Vec<u8>);
+    let cases: [(&str, Damage); 3] = [
         ("directory bit flip", |b| {
             let at = b.len() - store::block::FOOTER_SIZE_BYTES - 5;
             b[at] ^= 1;
