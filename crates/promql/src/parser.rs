@@ -527,13 +527,15 @@ impl Parser {
                 let operand = self.binary(BinOp::Pow.precedence())?;
                 match operand.value_type() {
                     ValueType::Scalar | ValueType::Vector => {}
-                    t => return Err(err(
-                        pos,
-                        format!(
+                    t => {
+                        return Err(err(
+                            pos,
+                            format!(
                             "unary expression only allowed on scalars or instant vectors, got {}",
                             t.name()
                         ),
-                    )),
+                        ))
+                    }
                 }
                 if tok == Tok::Op(BinOp::Add) {
                     return Ok(operand);
