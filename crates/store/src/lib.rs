@@ -13,6 +13,7 @@ pub mod block;
 mod db;
 pub mod encode;
 mod error;
+pub mod fetch;
 pub mod flush;
 pub mod fuzzing;
 mod head;

@@ -36,11 +36,16 @@ pub struct NumericAggregate {
     pub last: f64,
     /// Σ value², for the standard deviation (and rollups, which must combine it).
     pub sum_squares: f64,
+    /// Timestamps of `first` and `last`.
+    pub first_ts_ms: i64,
+    pub last_ts_ms: i64,
 }
 
 impl NumericAggregate {
-    fn of(value: f64) -> NumericAggregate {
+    fn of(ts_ms: i64, value: f64) -> NumericAggregate {
         NumericAggregate {
+            first_ts_ms: ts_ms,
+            last_ts_ms: ts_ms,
             count: 1,
             sum: value,
             min: value,
@@ -52,13 +57,40 @@ impl NumericAggregate {
     }
 
     /// Samples arrive in timestamp order, so `last` is simply the latest added.
-    fn add(&mut self, value: f64) {
+    fn add(&mut self, ts_ms: i64, value: f64) {
+        self.last_ts_ms = ts_ms;
         self.count += 1;
         self.sum += value;
         self.min = self.min.min(value);
         self.max = self.max.max(value);
         self.last = value;
         self.sum_squares += value * value;
+    }
+
+    /// Both slices' samples together (another series', or another source's): `first` and
+    /// `last` are the earliest and latest of either (on a tie, `self`'s first and `other`'s last).
+    pub fn combine(self, other: &NumericAggregate) -> NumericAggregate {
+        let (first, first_ts_ms) = if other.first_ts_ms < self.first_ts_ms {
+            (other.first, other.first_ts_ms)
+        } else {
+            (self.first, self.first_ts_ms)
+        };
+        let (last, last_ts_ms) = if other.last_ts_ms >= self.last_ts_ms {
+            (other.last, other.last_ts_ms)
+        } else {
+            (self.last, self.last_ts_ms)
+        };
+        NumericAggregate {
+            count: self.count + other.count,
+            sum: self.sum + other.sum,
+            min: self.min.min(other.min),
+            max: self.max.max(other.max),
+            first,
+            last,
+            sum_squares: self.sum_squares + other.sum_squares,
+            first_ts_ms,
+            last_ts_ms,
+        }
     }
 
     pub fn mean(&self) -> f64 {
@@ -364,8 +396,8 @@ impl<'a> View<'a> {
         let mut out: Vec<Option<NumericAggregate>> = vec![None; slices];
         for (ts_ms, value) in self.raw_numeric(id, slicing.start_ms, slicing.end_ms)? {
             match &mut out[slicing.slice_of(ts_ms)] {
-                Some(agg) => agg.add(value),
-                slot @ None => *slot = Some(NumericAggregate::of(value)),
+                Some(agg) => agg.add(ts_ms, value),
+                slot @ None => *slot = Some(NumericAggregate::of(ts_ms, value)),
             }
         }
         Ok(out)
