@@ -10,6 +10,7 @@
 
 pub mod ast;
 pub mod eval;
+pub mod http;
 pub mod parser;
 
 pub use ast::Expr;

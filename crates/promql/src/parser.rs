@@ -1011,3 +1011,16 @@ fn check_binary(
         matching,
     })
 }
+
+/// Parses a duration (`1h30m`, `15s`) to milliseconds; `None` if the text is not exactly one.
+pub fn parse_duration(text: &str) -> Option<i64> {
+    let mut lexer = Lexer {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+    };
+    match lexer.duration() {
+        Ok(Some(Tok::Duration(ms))) if lexer.pos == text.len() => Some(ms),
+        _ => None,
+    }
+}
