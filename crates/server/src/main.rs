@@ -4,7 +4,10 @@
 //! errors into exit codes: 0 success, 1 runtime failure, 2 bad input or usage.
 
 mod cli_clock;
+mod cli_config;
 mod cli_journal;
+mod cli_store;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -26,7 +29,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the monitoring server (HTTP API and UI, statsd, Graphite) with an embedded store.
-    Serve,
+    Serve(cli_config::ServeArgs),
+    /// Print the default configuration, or the one `strata serve` would run with.
+    Config {
+        #[command(subcommand)]
+        command: cli_config::ConfigCommand,
+    },
     /// Encode, inspect, merge and decode log-linear histograms (circllhist base64).
     #[command(subcommand)]
     Hist(cli_hist::HistCommand),
@@ -34,6 +42,11 @@ enum Command {
     Journal {
         #[command(subcommand)]
         command: cli_journal::JournalCommand,
+    },
+    /// Inspect and verify a store directory (read-only; safe beside a running server).
+    Store {
+        #[command(subcommand)]
+        command: cli_store::StoreCommand,
     },
     /// Check the clock Strata times itself with: its source (TSC or OS), why, and its cost.
     Clock {
@@ -45,15 +58,11 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve => {
-            eprintln!(
-                "strata serve: the server is not built yet in this version; \
-                 see the README for what works today"
-            );
-            ExitCode::from(1)
-        }
+        Command::Serve(args) => serve::run(args),
+        Command::Config { command } => cli_config::run(command),
         Command::Hist(cmd) => cli_hist::run(cmd),
         Command::Journal { command } => cli_journal::run(command),
+        Command::Store { command } => cli_store::run(command),
         Command::Clock { command } => cli_clock::run(command),
     }
 }

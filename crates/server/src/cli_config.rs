@@ -1,0 +1,433 @@
+//! `strata serve`'s configuration: defaults < TOML file < environment (`STRATA_*`) < flags, and
+//! `strata config print-defaults | show`.
+//!
+//! The file is strict (`deny_unknown_fields`): a misspelt key is an error naming it, not a
+//! silently ignored setting.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde::{Deserialize, Serialize};
+
+/// The listener address that disables a listener.
+pub const LISTENER_OFF: &str = "off";
+
+/// Largest configuration file read, so a wrong path (a device, a huge log) fails fast.
+const CONFIG_FILE_BYTES_MAX: u64 = 1 << 20;
+
+/// The full default configuration with every documented key, as `print-defaults` prints it.
+/// A unit test asserts it parses to exactly `Config::default()`.
+pub const DEFAULTS_TOML: &str = r#"# strata serve configuration. Precedence: flags > environment (STRATA_*) > this file > defaults.
+
+[listeners]
+# Addresses to listen on; "off" disables a listener; port 0 picks a free port.
+http = "127.0.0.1:8112"      # HTTP API (--http, STRATA_HTTP)
+statsd = "127.0.0.1:8125"    # statsd / DogStatsD over UDP (--statsd, STRATA_STATSD)
+graphite = "127.0.0.1:2003"  # Graphite plaintext over TCP (--graphite, STRATA_GRAPHITE)
+
+[store]
+data_dir = "./strata-data"   # --data-dir, STRATA_DATA_DIR
+# Histograms are merged per base period; at least 1 s.
+base_period_s = 60
+# When a write is acknowledged: "group" (after the fdatasync shared by concurrent writers),
+# "always" (a sync per write) or "buffered" (page cache only: survives a crash, not power loss).
+durability = "group"
+
+[limits]
+body_size_bytes_max = 67108864      # request body, before and after gzip; over it: 413
+request_timeout_ms = 30000          # whole HTTP request, body included; over it: 408
+http_concurrency_max = 1024         # HTTP requests served at once; the rest wait
+graphite_connections_max = 1024     # Graphite TCP connections at once; the rest wait
+graphite_idle_timeout_ms = 300000   # a Graphite connection silent this long is closed
+udp_datagram_bytes_max = 65507      # longer statsd datagrams are truncated by the kernel
+line_bytes_max = 65536              # a longer Graphite line is rejected (and skipped)
+query_series_max = 10000            # series one find / fetch returns at most
+
+[statsd]
+# Datagrams are aggregated per interval (counters summed, gauges last, timers merged into
+# histograms) and written to the store once per interval.
+flush_interval_ms = 10000
+
+[graphite]
+# Each connection's samples are written at least this often, or when this many are buffered.
+flush_interval_ms = 1000
+flush_samples_max = 10000
+
+[auth]
+# A bearer token required on every request but /health (Authorization: Bearer <token>).
+# token = "change-me"
+
+[tls]
+# PEM files; when both are set the HTTP listener speaks HTTPS only.
+# cert = "/etc/strata/cert.pem"
+# key = "/etc/strata/key.pem"
+
+[httptrap]
+# Secret for /module/httptrap/<check>/<secret> when the check has none of its own. With no
+# secret configured at all, any secret is accepted only while the HTTP listener is loopback.
+# secret = "change-me"
+
+[httptrap.checks]
+# Per-check secrets: check name = secret.
+# mycheck = "s3cret"
+
+[log]
+# tracing filter (RUST_LOG syntax), e.g. "info" or "server=debug,info"; RUST_LOG and
+# --log-level override it.
+level = "info"
+"#;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub listeners: Listeners,
+    pub store: StoreConfig,
+    pub limits: Limits,
+    pub statsd: StatsdConfig,
+    pub graphite: GraphiteConfig,
+    pub auth: Auth,
+    pub tls: Tls,
+    pub httptrap: Httptrap,
+    pub log: Log,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Listeners {
+    pub http: String,
+    pub statsd: String,
+    pub graphite: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    pub data_dir: PathBuf,
+    pub base_period_s: u32,
+    pub durability: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    pub body_size_bytes_max: u64,
+    pub request_timeout_ms: u64,
+    pub http_concurrency_max: usize,
+    pub graphite_connections_max: usize,
+    pub graphite_idle_timeout_ms: u64,
+    pub udp_datagram_bytes_max: usize,
+    pub line_bytes_max: usize,
+    pub query_series_max: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StatsdConfig {
+    pub flush_interval_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GraphiteConfig {
+    pub flush_interval_ms: u64,
+    pub flush_samples_max: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Auth {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Tls {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Httptrap {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    pub checks: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Log {
+    pub level: String,
+}
+
+impl Default for Listeners {
+    fn default() -> Listeners {
+        Listeners {
+            http: "127.0.0.1:8112".to_owned(),
+            statsd: "127.0.0.1:8125".to_owned(),
+            graphite: "127.0.0.1:2003".to_owned(),
+        }
+    }
+}
+
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig {
+            data_dir: PathBuf::from("./strata-data"),
+            base_period_s: 60,
+            durability: "group".to_owned(),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            body_size_bytes_max: 64 << 20,
+            request_timeout_ms: 30_000,
+            http_concurrency_max: 1024,
+            graphite_connections_max: 1024,
+            graphite_idle_timeout_ms: 300_000,
+            udp_datagram_bytes_max: 65_507,
+            line_bytes_max: 65_536,
+            query_series_max: 10_000,
+        }
+    }
+}
+
+impl Default for StatsdConfig {
+    fn default() -> StatsdConfig {
+        StatsdConfig {
+            flush_interval_ms: 10_000,
+        }
+    }
+}
+
+impl Default for GraphiteConfig {
+    fn default() -> GraphiteConfig {
+        GraphiteConfig {
+            flush_interval_ms: 1_000,
+            flush_samples_max: 10_000,
+        }
+    }
+}
+
+impl Default for Log {
+    fn default() -> Log {
+        Log {
+            level: "info".to_owned(),
+        }
+    }
+}
+
+/// The settings that flags and environment variables may override (flags win over env; clap
+/// reads both into the same field).
+#[derive(Args, Clone, Debug, Default)]
+pub struct ServeArgs {
+    /// HTTP listen address, or `off`.
+    #[arg(long, env = "STRATA_HTTP", value_name = "ADDR")]
+    pub http: Option<String>,
+    /// statsd UDP listen address, or `off`.
+    #[arg(long, env = "STRATA_STATSD", value_name = "ADDR")]
+    pub statsd: Option<String>,
+    /// Graphite TCP listen address, or `off`.
+    #[arg(long, env = "STRATA_GRAPHITE", value_name = "ADDR")]
+    pub graphite: Option<String>,
+    /// Data directory (the store's WAL and index).
+    #[arg(long, env = "STRATA_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// TOML configuration file (`strata config print-defaults` shows every key).
+    #[arg(long, env = "STRATA_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Log filter (RUST_LOG syntax); overrides the file's `log.level` and RUST_LOG.
+    #[arg(long, value_name = "FILTER")]
+    pub log_level: Option<String>,
+}
+
+#[derive(Subcommand)]
+pub enum ConfigCommand {
+    /// Print the full default configuration (TOML, every key documented).
+    PrintDefaults,
+    /// Print the configuration `strata serve` would run with, after file, env and flags.
+    Show(ServeArgs),
+}
+
+pub fn run(command: ConfigCommand) -> ExitCode {
+    match command {
+        ConfigCommand::PrintDefaults => {
+            print!("{DEFAULTS_TOML}");
+            ExitCode::SUCCESS
+        }
+        ConfigCommand::Show(args) => match resolve(&args) {
+            Ok(config) => match toml::to_string(&config) {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("strata config show: cannot render the configuration: {e}");
+                    ExitCode::from(1)
+                }
+            },
+            Err(e) => {
+                eprintln!("strata config show: {e}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
+
+/// Reads and checks a configuration file.
+pub fn load_file(path: &Path) -> Result<Config, String> {
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("config file {}: {e}", path.display()))?;
+    if meta.len() > CONFIG_FILE_BYTES_MAX {
+        return Err(format!(
+            "config file {}: {} bytes, over the max {CONFIG_FILE_BYTES_MAX}",
+            path.display(),
+            meta.len()
+        ));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("config file {}: {e}", path.display()))?;
+    toml::from_str(&text).map_err(|e| format!("config file {}: {e}", path.display()))
+}
+
+/// defaults < file < env < flags, then checked.
+pub fn resolve(args: &ServeArgs) -> Result<Config, String> {
+    let mut config = match &args.config {
+        Some(path) => load_file(path)?,
+        None => Config::default(),
+    };
+    if let Some(http) = &args.http {
+        config.listeners.http = http.clone();
+    }
+    if let Some(statsd) = &args.statsd {
+        config.listeners.statsd = statsd.clone();
+    }
+    if let Some(graphite) = &args.graphite {
+        config.listeners.graphite = graphite.clone();
+    }
+    if let Some(dir) = &args.data_dir {
+        config.store.data_dir = dir.clone();
+    }
+    if let Some(level) = &args.log_level {
+        config.log.level = level.clone();
+    }
+    validate(&config)?;
+    Ok(config)
+}
+
+/// A listener address: `None` for `off`, the socket address otherwise.
+pub fn listener_addr(what: &str, text: &str) -> Result<Option<std::net::SocketAddr>, String> {
+    if text.eq_ignore_ascii_case(LISTENER_OFF) {
+        return Ok(None);
+    }
+    text.parse().map(Some).map_err(|e| {
+        format!("listeners.{what}: `{text}` is not an address like 127.0.0.1:8112 or `off` ({e})")
+    })
+}
+
+pub fn durability(text: &str) -> Result<store::Durability, String> {
+    match text {
+        "group" => Ok(store::Durability::default()),
+        "always" => Ok(store::Durability::Always),
+        "buffered" => Ok(store::Durability::Buffered),
+        other => Err(format!(
+            "store.durability: `{other}` is not one of group, always, buffered"
+        )),
+    }
+}
+
+fn validate(config: &Config) -> Result<(), String> {
+    listener_addr("http", &config.listeners.http)?;
+    listener_addr("statsd", &config.listeners.statsd)?;
+    listener_addr("graphite", &config.listeners.graphite)?;
+    durability(&config.store.durability)?;
+    let positive = [
+        ("store.base_period_s", config.store.base_period_s as u64),
+        (
+            "limits.body_size_bytes_max",
+            config.limits.body_size_bytes_max,
+        ),
+        (
+            "limits.request_timeout_ms",
+            config.limits.request_timeout_ms,
+        ),
+        (
+            "limits.http_concurrency_max",
+            config.limits.http_concurrency_max as u64,
+        ),
+        (
+            "limits.graphite_connections_max",
+            config.limits.graphite_connections_max as u64,
+        ),
+        (
+            "limits.graphite_idle_timeout_ms",
+            config.limits.graphite_idle_timeout_ms,
+        ),
+        (
+            "limits.udp_datagram_bytes_max",
+            config.limits.udp_datagram_bytes_max as u64,
+        ),
+        ("limits.line_bytes_max", config.limits.line_bytes_max as u64),
+        (
+            "limits.query_series_max",
+            config.limits.query_series_max as u64,
+        ),
+        ("statsd.flush_interval_ms", config.statsd.flush_interval_ms),
+        (
+            "graphite.flush_interval_ms",
+            config.graphite.flush_interval_ms,
+        ),
+        (
+            "graphite.flush_samples_max",
+            config.graphite.flush_samples_max as u64,
+        ),
+    ];
+    for (key, value) in positive {
+        if value == 0 {
+            return Err(format!("{key} must be positive"));
+        }
+    }
+    if config.limits.udp_datagram_bytes_max > 65_535 {
+        return Err("limits.udp_datagram_bytes_max: a UDP datagram is at most 65535 bytes".into());
+    }
+    if config.tls.cert.is_some() != config.tls.key.is_some() {
+        return Err("tls: set both cert and key, or neither".to_owned());
+    }
+    if config.auth.token.as_deref() == Some("") {
+        return Err("auth.token: empty; remove the key to disable the token".to_owned());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn defaults_text_parses_to_the_default_config() {
+        let parsed: Config = toml::from_str(DEFAULTS_TOML).unwrap();
+        assert_eq!(parsed, Config::default());
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let e = toml::from_str::<Config>("[limits]\nbody_size_max = 3\n").unwrap_err();
+        assert!(e.to_string().contains("body_size_max"), "{e}");
+    }
+
+    #[test]
+    fn off_disables_and_bad_address_is_named() {
+        assert_eq!(listener_addr("http", "off").unwrap(), None);
+        let e = listener_addr("statsd", "localhost").unwrap_err();
+        assert!(e.contains("listeners.statsd"), "{e}");
+    }
+}

@@ -1,0 +1,220 @@
+//! The Graphite plaintext TCP listener: each connection buffers complete lines and writes them
+//! to the store every `graphite.flush_interval_ms` or `graphite.flush_samples_max` lines, at
+//! EOF, and at shutdown. A line over `limits.line_bytes_max` is skipped up to its newline; a
+//! connection silent for `limits.graphite_idle_timeout_ms` is closed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+use super::{Endpoint, Shared};
+
+/// Bytes read from a socket at once.
+const READ_CHUNK_BYTES: usize = 64 << 10;
+
+pub async fn run(app: Shared, listener: TcpListener, mut stop: watch::Receiver<bool>) {
+    let permits = Arc::new(Semaphore::new(app.config.limits.graphite_connections_max));
+    let mut connections = JoinSet::new();
+    loop {
+        // Wait for a free connection slot first, so at most the max are served at once.
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = super::stopped(&mut stop) => break,
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = super::stopped(&mut stop) => break,
+        };
+        // Reap finished connections so the set stays bounded by the permits.
+        while connections.try_join_next().is_some() {}
+        match accepted {
+            Ok((stream, peer)) => {
+                let app = app.clone();
+                let stop = stop.clone();
+                connections.spawn(async move {
+                    tracing::debug!(%peer, "graphite: connection");
+                    connection(app, stream, stop).await;
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "graphite: accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+    tracing::info!("graphite listener stopped");
+}
+
+/// Complete lines waiting for the store, and the line being read.
+struct Lines {
+    pending: Vec<u8>,
+    pending_lines: usize,
+    partial: Vec<u8>,
+    skipping: bool,
+    too_long: usize,
+    line_bytes_max: usize,
+}
+
+impl Lines {
+    fn push_bytes(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let (segment, newline) = match bytes.iter().position(|&b| b == b'\n') {
+                Some(i) => (&bytes[..i], true),
+                None => (bytes, false),
+            };
+            bytes = &bytes[segment.len() + usize::from(newline)..];
+            if !self.skipping {
+                if self.partial.len() + segment.len() > self.line_bytes_max {
+                    self.skipping = true;
+                    self.too_long += 1;
+                    self.partial.clear();
+                } else {
+                    self.partial.extend_from_slice(segment);
+                }
+            }
+            if newline {
+                if !self.skipping {
+                    self.pending.extend_from_slice(&self.partial);
+                    self.pending.push(b'\n');
+                    self.pending_lines += 1;
+                }
+                self.partial.clear();
+                self.skipping = false;
+            }
+        }
+    }
+
+    /// At EOF a last line without a newline still counts.
+    fn finish(&mut self) {
+        if !self.skipping && !self.partial.is_empty() {
+            self.partial.push(b'\n');
+            let partial = std::mem::take(&mut self.partial);
+            self.push_bytes(&partial);
+        }
+    }
+}
+
+async fn connection(app: Shared, mut stream: TcpStream, mut stop: watch::Receiver<bool>) {
+    let config = &app.config;
+    let flush_every = Duration::from_millis(config.graphite.flush_interval_ms);
+    let idle_max = Duration::from_millis(config.limits.graphite_idle_timeout_ms);
+    let flush_lines_max = config.graphite.flush_samples_max;
+    let mut lines = Lines {
+        pending: Vec::new(),
+        pending_lines: 0,
+        partial: Vec::new(),
+        skipping: false,
+        too_long: 0,
+        line_bytes_max: config.limits.line_bytes_max,
+    };
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + flush_every, flush_every);
+    let mut last_read = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            read = stream.read(&mut chunk) => match read {
+                Ok(0) => break,
+                Ok(n) => {
+                    last_read = tokio::time::Instant::now();
+                    lines.push_bytes(&chunk[..n]);
+                    if lines.pending_lines >= flush_lines_max {
+                        flush(&app, &mut lines).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "graphite: read failed");
+                    break;
+                }
+            },
+            _ = tick.tick() => {
+                flush(&app, &mut lines).await;
+                if last_read.elapsed() >= idle_max {
+                    tracing::debug!("graphite: idle connection closed");
+                    break;
+                }
+            }
+            _ = super::stopped(&mut stop) => break,
+        }
+    }
+    lines.finish();
+    flush(&app, &mut lines).await;
+}
+
+async fn flush(app: &Shared, lines: &mut Lines) {
+    if lines.too_long > 0 {
+        app.metrics.batch(Endpoint::Graphite, 0, lines.too_long);
+        tracing::debug!(
+            lines = lines.too_long,
+            "graphite: lines over limits.line_bytes_max skipped"
+        );
+        lines.too_long = 0;
+    }
+    if lines.pending_lines == 0 {
+        return;
+    }
+    let body = Bytes::from(std::mem::take(&mut lines.pending));
+    lines.pending_lines = 0;
+    let start_ns = clock::now();
+    let result = app
+        .ingest(
+            Endpoint::Graphite,
+            body,
+            false,
+            Vec::new(),
+            |body, options| ingest::graphite::parse(body, options),
+        )
+        .await;
+    let status = match &result {
+        Ok(mapped) if mapped.rejected_total == 0 => 200,
+        Ok(mapped) => {
+            if let Some(text) = mapped.error_text() {
+                tracing::debug!(error = %text, "graphite: lines rejected");
+            }
+            400
+        }
+        Err(e) => {
+            tracing::error!(error = ?e, "graphite: write to the store failed; lines lost");
+            500
+        }
+    };
+    app.metrics.request(
+        Endpoint::Graphite,
+        clock::now().saturating_sub(start_ns),
+        status,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_lines_are_skipped_to_their_newline() {
+        let mut lines = Lines {
+            pending: Vec::new(),
+            pending_lines: 0,
+            partial: Vec::new(),
+            skipping: false,
+            too_long: 0,
+            line_bytes_max: 8,
+        };
+        lines.push_bytes(b"a 1 1\nbbbbb");
+        lines.push_bytes(b"bbbbbbb 2 2\nc 3");
+        lines.push_bytes(b" 3");
+        lines.finish();
+        assert_eq!(lines.pending, b"a 1 1\nc 3 3\n");
+        assert_eq!(lines.pending_lines, 2);
+        assert_eq!(lines.too_long, 1);
+    }
+}

@@ -1,0 +1,291 @@
+//! `ingest::Batch` → `store::WriteBatch`: stream keys, receipt time, modes combined within the
+//! batch, and a rejection (naming the key) for whatever the store would refuse.
+//!
+//! Combining rule (documented in STATUS.md): within one batch, numeric samples of one stream
+//! at one timestamp collapse into one value in input order — `Set` replaces, `Accumulate` adds
+//! to the value so far, `Average` is the mean of the `Average` samples (weighted by count, one
+//! each) since the last `Set`. Across batches nothing is combined: each batch's value is a
+//! sample, and at the same millisecond the later acknowledged batch wins (the store's rule).
+
+use std::collections::HashMap;
+
+use ingest::{Mode, Sample};
+use store::index::Kind;
+use store::key::{StreamKey, Tag};
+use store::{Store, WriteBatch};
+
+/// Rejection messages kept per request; the rest are only counted.
+pub const REJECTIONS_LISTED_MAX: usize = ingest::REJECTIONS_LISTED_MAX;
+
+/// What a batch became.
+#[derive(Default)]
+pub struct Mapped {
+    pub batch: WriteBatch,
+    /// Samples accepted (including `null`s, which are present without a value).
+    pub accepted: usize,
+    /// Rejections listed (parser's first, then the mapping's), each "where: why".
+    pub rejected: Vec<String>,
+    /// Every rejection, listed or not.
+    pub rejected_total: usize,
+    /// True when the parser stopped: nothing of the batch is to be stored.
+    pub stopped: bool,
+}
+
+impl Mapped {
+    fn reject(&mut self, message: impl FnOnce() -> String) {
+        self.rejected_total += 1;
+        if self.rejected.len() < REJECTIONS_LISTED_MAX {
+            self.rejected.push(message());
+        }
+    }
+
+    /// The rejections as one line for a response body.
+    pub fn error_text(&self) -> Option<String> {
+        if self.rejected_total == 0 {
+            return None;
+        }
+        let mut text = self.rejected.join("; ");
+        let unlisted = self.rejected_total.saturating_sub(self.rejected.len());
+        if unlisted > 0 {
+            text.push_str(&format!("; and {unlisted} more"));
+        }
+        Some(text)
+    }
+}
+
+/// The stream key of a sample plus extra tags (httptrap's `__check`).
+pub fn stream_key(sample: &Sample, extra: &[Tag]) -> Result<StreamKey, String> {
+    let mut tags = Vec::with_capacity(sample.tags.len() + extra.len());
+    for (category, value) in sample.tags.iter() {
+        let tag = Tag::new(category.as_bytes(), value.as_bytes())
+            .map_err(|e| format!("tag `{category}:{value}`: {e}"))?;
+        tags.push(tag);
+    }
+    tags.extend(extra.iter().cloned());
+    StreamKey::new(sample.name.as_str(), tags).map_err(|e| e.to_string())
+}
+
+/// One numeric value being combined at (stream, timestamp).
+struct Slot {
+    value: f64,
+    average_sum: f64,
+    average_count: u64,
+}
+
+/// Maps a parsed batch. `store` is asked (in memory) for each distinct key's kind so a key that
+/// exists with another kind is a rejection, not a failed write of the whole batch.
+pub fn map_batch(
+    batch: ingest::Batch,
+    now_ms: i64,
+    extra_tags: &[Tag],
+    store: Option<&Store>,
+) -> Mapped {
+    let mut out = Mapped {
+        stopped: batch.stopped(),
+        ..Mapped::default()
+    };
+    for rejection in &batch.rejected {
+        if out.rejected.len() < REJECTIONS_LISTED_MAX {
+            out.rejected.push(rejection.to_string());
+        }
+    }
+    out.rejected_total = batch.rejected_total;
+    if out.stopped {
+        return out;
+    }
+    // Numeric slots in first-appearance order, so the batch keeps the input order.
+    let mut slots: Vec<(StreamKey, i64, Slot)> = Vec::new();
+    let mut slot_of: HashMap<(StreamKey, i64), usize> = HashMap::new();
+    // The kind each distinct key has in this batch or the index; `None` = rejected key.
+    let mut kinds: HashMap<StreamKey, Option<Kind>> = HashMap::new();
+    // Influx fields and statsd values share one `Arc` of tags; keys differ only by name then,
+    // but building a key is cheap next to the store's write, so no cache here.
+    for sample in batch.samples {
+        if sample.value == ingest::Value::Null {
+            out.accepted += 1;
+            continue;
+        }
+        let key = match stream_key(&sample, extra_tags) {
+            Ok(key) => key,
+            Err(e) => {
+                out.reject(|| format!("metric `{}`: {e}", sample.name));
+                continue;
+            }
+        };
+        let value = match sample.value {
+            ingest::Value::Null => continue,
+            ingest::Value::Numeric(v) => store::Value::Numeric(v),
+            ingest::Value::Text(t) => store::Value::Text(t),
+            ingest::Value::Histogram(h) => store::Value::Histogram(h),
+            ingest::Value::CumulativeHistogram(h) => store::Value::CumulativeHistogram(h),
+        };
+        let kind = value.kind();
+        let known = match kinds.get(&key) {
+            Some(known) => *known,
+            None => {
+                let existing = match store.map(|s| s.index().lookup(&key)) {
+                    Some(Ok(found)) => found.map(|(_, kind)| kind),
+                    Some(Err(e)) => {
+                        out.reject(|| format!("metric `{}`: {e}", key.canonical()));
+                        kinds.insert(key, None);
+                        continue;
+                    }
+                    None => None,
+                };
+                let known = Some(existing.unwrap_or(kind));
+                kinds.insert(key.clone(), known);
+                known
+            }
+        };
+        match known {
+            None => {
+                out.reject(|| {
+                    format!(
+                        "metric `{}`: rejected earlier in this body",
+                        key.canonical()
+                    )
+                });
+                continue;
+            }
+            Some(k) if k != kind => {
+                out.reject(|| {
+                    format!(
+                        "metric `{}`: is {} and cannot take a {} value",
+                        key.canonical(),
+                        k.name(),
+                        kind.name()
+                    )
+                });
+                continue;
+            }
+            Some(_) => {}
+        }
+        let ts_ms = sample.ts_ms.unwrap_or(now_ms);
+        match value {
+            store::Value::Numeric(v) => {
+                let slot_key = (key, ts_ms);
+                match slot_of.get(&slot_key) {
+                    Some(&i) => combine(&mut slots[i].2, v, sample.mode),
+                    None => {
+                        slot_of.insert(slot_key.clone(), slots.len());
+                        let mut slot = Slot {
+                            value: v,
+                            average_sum: 0.0,
+                            average_count: 0,
+                        };
+                        if sample.mode == Mode::Average {
+                            slot.average_sum = v;
+                            slot.average_count = 1;
+                        }
+                        slots.push((slot_key.0, slot_key.1, slot));
+                    }
+                }
+                out.accepted += 1;
+            }
+            other => match out.batch.push(&key, ts_ms, other) {
+                Ok(()) => out.accepted += 1,
+                Err(e) => out.reject(|| format!("metric `{}`: {e}", key.canonical())),
+            },
+        }
+    }
+    for (key, ts_ms, slot) in slots {
+        if let Err(e) = out.batch.numeric(&key, ts_ms, slot.value) {
+            out.accepted = out.accepted.saturating_sub(1);
+            out.reject(|| format!("metric `{}`: {e}", key.canonical()));
+        }
+    }
+    out
+}
+
+fn combine(slot: &mut Slot, v: f64, mode: Mode) {
+    match mode {
+        Mode::Set => {
+            slot.value = v;
+            slot.average_sum = 0.0;
+            slot.average_count = 0;
+        }
+        Mode::Accumulate => slot.value += v,
+        Mode::Average => {
+            slot.average_sum += v;
+            slot.average_count += 1;
+            slot.value = slot.average_sum / slot.average_count as f64;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use std::sync::Arc;
+
+    fn sample(name: &str, ts_ms: Option<i64>, value: f64, mode: Mode) -> Sample {
+        Sample {
+            name: name.to_owned(),
+            tags: Arc::from(vec![("host".to_owned(), "a".to_owned())]),
+            ts_ms,
+            value: ingest::Value::Numeric(value),
+            mode,
+        }
+    }
+
+    fn values(mapped: &Mapped) -> Vec<(String, i64, f64)> {
+        let mut out = Vec::new();
+        for s in mapped.batch.series() {
+            for (ts, v) in &s.samples {
+                if let store::Value::Numeric(x) = v {
+                    out.push((s.key.canonical(), *ts, *x));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn modes_combine_per_stream_and_timestamp() {
+        let batch = ingest::Batch {
+            samples: vec![
+                sample("c", None, 2.0, Mode::Accumulate),
+                sample("c", None, 3.0, Mode::Accumulate),
+                sample("avg", Some(1_000), 1.0, Mode::Average),
+                sample("avg", Some(1_000), 4.0, Mode::Average),
+                sample("g", None, 7.0, Mode::Set),
+                sample("g", None, 1.0, Mode::Accumulate),
+                sample("g", Some(5), 9.0, Mode::Set),
+            ],
+            ..ingest::Batch::default()
+        };
+        let mapped = map_batch(batch, 777, &[], None);
+        assert_eq!(mapped.accepted, 7);
+        assert_eq!(
+            values(&mapped),
+            vec![
+                ("c|ST[host:a]".to_owned(), 777, 5.0),
+                ("avg|ST[host:a]".to_owned(), 1_000, 2.5),
+                ("g|ST[host:a]".to_owned(), 777, 8.0),
+                ("g|ST[host:a]".to_owned(), 5, 9.0),
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_key_and_kind_clash_are_rejections_naming_the_key() {
+        let mut text = sample("t", None, 0.0, Mode::Set);
+        text.value = ingest::Value::Text("x".to_owned());
+        let mut empty_tag = sample("e", None, 1.0, Mode::Set);
+        empty_tag.tags = Arc::from(vec![("cat".to_owned(), String::new())]);
+        let batch = ingest::Batch {
+            samples: vec![sample("t", None, 1.0, Mode::Set), text, empty_tag],
+            ..ingest::Batch::default()
+        };
+        let mapped = map_batch(batch, 1, &[], None);
+        assert_eq!(mapped.accepted, 1);
+        assert_eq!(mapped.rejected_total, 2);
+        assert!(
+            mapped.rejected[0].contains("t|ST[host:a]"),
+            "{:?}",
+            mapped.rejected
+        );
+        assert!(mapped.rejected[1].contains("`e`"), "{:?}", mapped.rejected);
+    }
+}

@@ -1,0 +1,225 @@
+//! The statsd / DogStatsD UDP listener: datagrams are parsed as they arrive, aggregated per
+//! flush interval and written to the store once per interval (and at shutdown).
+//!
+//! Aggregation per stream (name + tags) and interval, stamped with the flush time unless the
+//! line carried a timestamp (`|T`):
+//! - counters (`c`): summed (each value already weighted by 1/rate by the parser);
+//! - gauges (`g`): the last value set; a delta (`+v`/`-v`) is added to the gauge's latest value,
+//!   which is remembered across intervals (as statsd does), else to 0;
+//! - timers and histograms (`ms h d`): merged into one histogram;
+//! - sets (`s`): the parser counts members distinct within one datagram; those counts are summed
+//!   per interval (an upper bound of the distinct count when members repeat across datagrams);
+//! - text (`t`): the last value.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use hist::Histogram;
+use ingest::{Mode, Value};
+use store::key::StreamKey;
+use store::WriteBatch;
+use tokio::sync::watch;
+
+use super::{mapping, now_ms, Endpoint, Shared};
+
+/// Streams aggregated in one interval; samples of further streams are dropped (and counted).
+pub const STREAMS_PER_INTERVAL_MAX: usize = 200_000;
+/// Gauges whose latest value is remembered across intervals for deltas.
+pub const GAUGES_REMEMBERED_MAX: usize = 200_000;
+
+enum Agg {
+    /// Sum of increments, and whether the stream is a gauge (a delta applies to its last value).
+    Sum(f64),
+    Gauge(f64),
+    Hist(Histogram),
+    Text(String),
+}
+
+#[derive(Default)]
+pub struct Aggregator {
+    /// Per (stream, explicit timestamp) in first-seen order.
+    slots: HashMap<(StreamKey, Option<i64>), Agg>,
+    order: Vec<(StreamKey, Option<i64>)>,
+    gauges: HashMap<StreamKey, f64>,
+    dropped: usize,
+}
+
+impl Aggregator {
+    /// Adds one parsed datagram; returns (accepted, rejected) sample counts.
+    pub fn add(&mut self, batch: ingest::Batch) -> (usize, usize) {
+        let mut rejected = batch.rejected_total;
+        let mut accepted = 0;
+        for sample in batch.samples {
+            let key = match mapping::stream_key(&sample, &[]) {
+                Ok(key) => key,
+                Err(e) => {
+                    tracing::debug!(name = %sample.name, error = %e, "statsd: bad stream key");
+                    rejected += 1;
+                    continue;
+                }
+            };
+            let slot_key = (key, sample.ts_ms);
+            if !self.slots.contains_key(&slot_key) && self.slots.len() >= STREAMS_PER_INTERVAL_MAX {
+                self.dropped += 1;
+                rejected += 1;
+                continue;
+            }
+            accepted += 1;
+            let remembered = self.gauges.get(&slot_key.0).copied();
+            match (sample.value, sample.mode) {
+                (Value::Numeric(v), Mode::Set) => {
+                    self.put(slot_key, Agg::Gauge(v));
+                }
+                (Value::Numeric(v), _) => match self.slots.get_mut(&slot_key) {
+                    Some(Agg::Sum(s)) | Some(Agg::Gauge(s)) => *s += v,
+                    Some(other) => *other = Agg::Sum(v),
+                    None => match remembered {
+                        Some(g) => self.put(slot_key, Agg::Gauge(g + v)),
+                        None => self.put(slot_key, Agg::Sum(v)),
+                    },
+                },
+                (Value::Histogram(h), _) | (Value::CumulativeHistogram(h), _) => {
+                    match self.slots.get_mut(&slot_key) {
+                        Some(Agg::Hist(acc)) => acc.merge(&h),
+                        _ => self.put(slot_key, Agg::Hist(h)),
+                    }
+                }
+                (Value::Text(t), _) => self.put(slot_key, Agg::Text(t)),
+                (Value::Null, _) => {}
+            }
+        }
+        (accepted, rejected)
+    }
+
+    fn put(&mut self, slot_key: (StreamKey, Option<i64>), agg: Agg) {
+        if !self.slots.contains_key(&slot_key) {
+            self.order.push(slot_key.clone());
+        }
+        self.slots.insert(slot_key, agg);
+    }
+
+    /// The interval's batch, stamped `now_ms` where no timestamp was given; empties the interval.
+    pub fn take(&mut self, now_ms: i64) -> WriteBatch {
+        let mut batch = WriteBatch::new();
+        let order = std::mem::take(&mut self.order);
+        if self.dropped > 0 {
+            tracing::warn!(
+                dropped = self.dropped,
+                "statsd: samples of streams over STREAMS_PER_INTERVAL_MAX dropped this interval"
+            );
+            self.dropped = 0;
+        }
+        for slot_key in order {
+            let Some(agg) = self.slots.remove(&slot_key) else {
+                continue;
+            };
+            let (key, ts) = slot_key;
+            let ts_ms = ts.unwrap_or(now_ms);
+            let value = match agg {
+                Agg::Sum(v) => store::Value::Numeric(v),
+                Agg::Gauge(v) => {
+                    if self.gauges.len() < GAUGES_REMEMBERED_MAX || self.gauges.contains_key(&key) {
+                        self.gauges.insert(key.clone(), v);
+                    }
+                    store::Value::Numeric(v)
+                }
+                Agg::Hist(h) => store::Value::Histogram(h),
+                Agg::Text(t) => store::Value::Text(t),
+            };
+            if let Err(e) = batch.push(&key, ts_ms, value) {
+                tracing::warn!(key = %key.canonical(), error = %e, "statsd: sample not written");
+            }
+        }
+        batch
+    }
+}
+
+/// Receives datagrams until stopped, flushing every `statsd.flush_interval_ms` and at the end.
+pub async fn run(app: Shared, socket: tokio::net::UdpSocket, mut stop: watch::Receiver<bool>) {
+    let datagram_max = app.config.limits.udp_datagram_bytes_max;
+    let interval = Duration::from_millis(app.config.statsd.flush_interval_ms);
+    let mut buffer = vec![0u8; datagram_max];
+    let mut aggregator = Aggregator::default();
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    loop {
+        tokio::select! {
+            received = socket.recv_from(&mut buffer) => match received {
+                Ok((len, _from)) => {
+                    let start_ns = clock::now();
+                    let batch = ingest::statsd::parse(&buffer[..len], &ingest::Options::at(now_ms()));
+                    let (accepted, rejected) = aggregator.add(batch);
+                    app.metrics.batch(Endpoint::Statsd, accepted, rejected);
+                    let status = if rejected > 0 { 400 } else { 200 };
+                    app.metrics.request(Endpoint::Statsd, clock::now().saturating_sub(start_ns), status);
+                }
+                Err(e) => {
+                    // ICMP errors and the like surface here on some systems; keep listening.
+                    tracing::debug!(error = %e, "statsd: receive failed");
+                }
+            },
+            _ = tick.tick() => flush(&app, &mut aggregator).await,
+            _ = super::stopped(&mut stop) => break,
+        }
+    }
+    flush(&app, &mut aggregator).await;
+    tracing::info!("statsd listener stopped");
+}
+
+async fn flush(app: &Shared, aggregator: &mut Aggregator) {
+    let batch = aggregator.take(now_ms());
+    let samples = batch.sample_count();
+    if let Err(e) = app.write(batch).await {
+        tracing::error!(error = ?e, samples, "statsd: flush to the store failed; samples lost");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn numbers(batch: &WriteBatch) -> Vec<(String, f64)> {
+        batch
+            .series()
+            .iter()
+            .flat_map(|s| {
+                s.samples.iter().filter_map(|(_, v)| match v {
+                    store::Value::Numeric(x) => Some((s.key.canonical(), *x)),
+                    _ => None,
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn counters_sum_gauges_keep_last_and_deltas_carry_over() {
+        let opts = ingest::Options::at(1_800_000_000_000);
+        let mut agg = Aggregator::default();
+        agg.add(ingest::statsd::parse(b"hits:2|c\ntemp:10|g\n", &opts));
+        agg.add(ingest::statsd::parse(
+            b"hits:3|c\ntemp:+5|g\nlat:1|ms\nlat:2|ms\n",
+            &opts,
+        ));
+        let first = agg.take(1);
+        assert_eq!(
+            numbers(&first),
+            vec![("hits".to_owned(), 5.0), ("temp".to_owned(), 15.0)]
+        );
+        let lat = first
+            .series()
+            .iter()
+            .find(|s| s.key.name() == "lat")
+            .unwrap();
+        match &lat.samples[0].1 {
+            store::Value::Histogram(h) => assert_eq!(h.sample_count(), 2),
+            other => panic!("{other:?}"),
+        }
+        // Next interval: a delta applies to the remembered gauge; counters start again.
+        agg.add(ingest::statsd::parse(b"temp:-3|g\nhits:1|c\n", &opts));
+        assert_eq!(
+            numbers(&agg.take(2)),
+            vec![("temp".to_owned(), 12.0), ("hits".to_owned(), 1.0)]
+        );
+        assert!(agg.take(3).is_empty());
+    }
+}
