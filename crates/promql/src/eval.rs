@@ -340,7 +340,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn check_deadline(&self) -> Result<(), EvalError> {
-        if Instant::now() > self.deadline {
+        if Instant::now() >= self.deadline {
             return Err(EvalError::Timeout(format!(
                 "query timed out in expression evaluation (timeout {} ms)",
                 self.limits.timeout_ms

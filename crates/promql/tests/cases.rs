@@ -389,6 +389,7 @@ fn run_file(path: &Path) -> (usize, Vec<String>) {
         dir.path(),
         StoreOptions {
             base_period_ms,
+            wal_segment_size_bytes: 1 << 20,
             ..StoreOptions::default()
         },
     )
