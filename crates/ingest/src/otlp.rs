@@ -12,7 +12,7 @@ use prost::Message;
 
 use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
 use crate::batch::{TagList, Value, SAMPLES_PER_BATCH_MAX};
-use crate::wire::walk;
+use crate::wire::{varint_elements, walk, walk_fields, Field};
 
 /// Request body size (after any gzip): both decoders allocate in proportion to it.
 pub const BODY_BYTES_MAX: usize = 64 << 20;
@@ -23,6 +23,18 @@ pub const BODY_BYTES_MAX: usize = 64 << 20;
 /// `SAMPLES_PER_BATCH_MAX` the same way.
 pub const METRIC_MESSAGES_PER_REQUEST_MAX: usize = 200_000;
 pub const ATTRIBUTES_PER_REQUEST_MAX: usize = 2_000_000;
+/// Exponential-histogram bucket counts in one protobuf request (packed varints: 1 byte on the
+/// wire, 8 once decoded), counted on the wire so they decode to at most 64 MiB.
+pub const BUCKETS_PER_REQUEST_MAX: usize = 8_000_000;
+/// Nesting of array / key-value-list attribute values counted on the wire; deeper values
+/// reject the body (prost's own limit is 100 levels of any message).
+pub const ATTRIBUTE_VALUE_NESTING_MAX: usize = 32;
+/// JSON objects in one OTLP JSON request, and values inside JSON arrays, counted in one pass
+/// before serde decodes: `{}` (2 bytes) becomes a struct of up to a few hundred bytes and `0,`
+/// (2 bytes) in `bucketCounts` an 8-byte integer, so 64 MiB of them could otherwise decode to
+/// gigabytes. 2 M objects hold e.g. 500 k data points with one attribute each.
+pub const JSON_OBJECTS_PER_REQUEST_MAX: usize = 2_000_000;
+pub const JSON_ARRAY_VALUES_PER_REQUEST_MAX: usize = 8_000_000;
 
 /// What a protobuf decode error names.
 const WHAT: &str = "protobuf ExportMetricsServiceRequest";
@@ -58,6 +70,7 @@ struct Counts {
     messages: usize,
     attributes: usize,
     points: usize,
+    buckets: usize,
 }
 
 /// Counts messages, attributes and data points on the wire, following the fields the structs
@@ -70,7 +83,7 @@ fn check_counts(body: &[u8]) -> Result<(), Reason> {
         }
         c.messages += 1;
         walk(resource_metrics, WHAT, &mut |field, part| match field {
-            1 => count_fields(part, 1, &mut c.attributes),
+            1 => count_attributes(part, 1, &mut c.attributes, 0),
             2 => {
                 c.messages += 1;
                 walk(part, WHAT, &mut |field, metric| {
@@ -100,6 +113,11 @@ fn check_counts(body: &[u8]) -> Result<(), Reason> {
             c.points,
             SAMPLES_PER_BATCH_MAX,
         ),
+        (
+            "exponential histogram bucket counts in the request",
+            c.buckets,
+            BUCKETS_PER_REQUEST_MAX,
+        ),
     ] {
         if size > max {
             return Err(Reason::Bound { what, size, max });
@@ -108,8 +126,8 @@ fn check_counts(body: &[u8]) -> Result<(), Reason> {
     Ok(())
 }
 
-/// A metric's data points and their attributes (field 7, 9 or 1 by type). Summaries are not
-/// decoded (their struct is empty), so they are not counted.
+/// A metric's data points, their attributes (field 7, 9 or 1 by type) and exponential bucket
+/// counts. Summaries are not decoded (their struct is empty), so they are not counted.
 fn count_metric(metric: &[u8], c: &mut Counts) -> Result<(), Reason> {
     walk(metric, WHAT, &mut |field, data| {
         let attributes_field = match field {
@@ -118,20 +136,78 @@ fn count_metric(metric: &[u8], c: &mut Counts) -> Result<(), Reason> {
             10 => 1,
             _ => return Ok(()),
         };
+        let exponential = field == 10;
         walk(data, WHAT, &mut |field, point| {
             if field == 1 {
                 c.points += 1;
-                count_fields(point, attributes_field, &mut c.attributes)?;
+                count_attributes(point, attributes_field, &mut c.attributes, 0)?;
+                if exponential {
+                    count_exponential_buckets(point, &mut c.buckets)?;
+                }
             }
             Ok(())
         })
     })
 }
 
-/// Adds the number of length-delimited `field`s in `message` to `count`.
-fn count_fields(message: &[u8], field: u64, count: &mut usize) -> Result<(), Reason> {
-    walk(message, WHAT, &mut |f, _| {
-        *count += usize::from(f == field);
+/// Adds the `KeyValue`s in field `field` of `message` to `count`, and every value nested in
+/// them (array elements, key-value-list entries): each is a struct once decoded and 2 bytes on
+/// the wire when empty.
+fn count_attributes(
+    message: &[u8],
+    field: u64,
+    count: &mut usize,
+    depth: usize,
+) -> Result<(), Reason> {
+    walk(message, WHAT, &mut |f, key_value| {
+        if f != field {
+            return Ok(());
+        }
+        *count += 1;
+        // KeyValue.value (2) is an AnyValue.
+        walk(key_value, WHAT, &mut |f, any_value| match f {
+            2 => count_any_value(any_value, count, depth + 1),
+            _ => Ok(()),
+        })
+    })
+}
+
+/// Values nested in one `AnyValue` at nesting `depth` (1 for an attribute's own value):
+/// `array_value` (5, an `ArrayValue` of `AnyValue`s in field 1) and `kvlist_value` (6, a
+/// `KeyValueList` of `KeyValue`s in field 1).
+fn count_any_value(any_value: &[u8], count: &mut usize, depth: usize) -> Result<(), Reason> {
+    if depth > ATTRIBUTE_VALUE_NESTING_MAX {
+        return Err(Reason::Bound {
+            what: "nesting of attribute values",
+            size: depth,
+            max: ATTRIBUTE_VALUE_NESTING_MAX,
+        });
+    }
+    walk(any_value, WHAT, &mut |f, nested| match f {
+        5 => walk(nested, WHAT, &mut |f, element| {
+            if f == 1 {
+                *count += 1;
+                count_any_value(element, count, depth + 1)?;
+            }
+            Ok(())
+        }),
+        6 => count_attributes(nested, 1, count, depth),
+        _ => Ok(()),
+    })
+}
+
+/// An exponential data point's bucket counts: `positive` (8) and `negative` (9) are `Buckets`
+/// whose `bucket_counts` (2) are varints, usually packed.
+fn count_exponential_buckets(point: &[u8], count: &mut usize) -> Result<(), Reason> {
+    walk(point, WHAT, &mut |f, buckets| {
+        if f == 8 || f == 9 {
+            walk_fields(buckets, WHAT, &mut |f, field: Field<'_>| {
+                if f == 2 {
+                    *count += varint_elements(field);
+                }
+                Ok(())
+            })?;
+        }
         Ok(())
     })
 }
@@ -139,15 +215,91 @@ fn count_fields(message: &[u8], field: u64, count: &mut usize) -> Result<(), Rea
 /// Parses an `ExportMetricsServiceRequest` in the OTLP JSON encoding (camelCase names, 64-bit
 /// integers as strings or numbers, enums as integers).
 pub fn parse_json(body: &[u8], options: &Options) -> Batch {
-    let decoded = check_size(body).and_then(|()| {
-        serde_json::from_slice::<proto::ExportMetricsServiceRequest>(body).map_err(|e| {
-            Reason::Decode {
-                what: "OTLP JSON ExportMetricsServiceRequest",
-                detail: e.to_string(),
-            }
-        })
-    });
+    let decoded = check_size(body)
+        .and_then(|()| check_json_counts(body))
+        .and_then(|()| {
+            serde_json::from_slice::<proto::ExportMetricsServiceRequest>(body).map_err(|e| {
+                Reason::Decode {
+                    what: "OTLP JSON ExportMetricsServiceRequest",
+                    detail: e.to_string(),
+                }
+            })
+        });
     batch_of(decoded, options)
+}
+
+/// Counts JSON objects and the values inside arrays in one pass over the bytes (strings
+/// skipped), and checks them against `JSON_OBJECTS_PER_REQUEST_MAX` and
+/// `JSON_ARRAY_VALUES_PER_REQUEST_MAX` before serde allocates a struct or an integer for each.
+/// Malformed JSON is left to serde, which names the place.
+fn check_json_counts(body: &[u8]) -> Result<(), Reason> {
+    /// Arrays nested deeper than this are not tracked (serde refuses past 128 levels anyway);
+    /// a bit per level says whether it is an array.
+    const LEVELS_TRACKED_MAX: u32 = 128;
+    let (mut objects, mut values) = (0usize, 0usize);
+    let mut in_array = [0u64; LEVELS_TRACKED_MAX as usize / 64];
+    let mut depth = 0u32;
+    // True right after `[`: the next value is the array's first.
+    let mut array_start = false;
+    let mut bytes = body.iter();
+    while let Some(&c) = bytes.next() {
+        if c.is_ascii_whitespace() {
+            continue;
+        }
+        // The innermost open container is at level `depth - 1`.
+        let level = depth.wrapping_sub(1);
+        let in_array_now = depth > 0
+            && level < LEVELS_TRACKED_MAX
+            && (in_array[(level / 64) as usize] >> (level % 64)) & 1 == 1;
+        if array_start && c != b']' {
+            values += 1;
+        }
+        array_start = false;
+        match c {
+            b'"' => {
+                // Skip the string, escapes included.
+                while let Some(&c) = bytes.next() {
+                    match c {
+                        b'\\' => {
+                            bytes.next();
+                        }
+                        b'"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            b'{' | b'[' => {
+                objects += usize::from(c == b'{');
+                if depth < LEVELS_TRACKED_MAX {
+                    let (word, bit) = ((depth / 64) as usize, depth % 64);
+                    in_array[word] &= !(1 << bit);
+                    in_array[word] |= u64::from(c == b'[') << bit;
+                }
+                depth += 1;
+                array_start = c == b'[';
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' if in_array_now => values += 1,
+            _ => {}
+        }
+    }
+    for (what, size, max) in [
+        (
+            "JSON objects in the request",
+            objects,
+            JSON_OBJECTS_PER_REQUEST_MAX,
+        ),
+        (
+            "values in JSON arrays in the request",
+            values,
+            JSON_ARRAY_VALUES_PER_REQUEST_MAX,
+        ),
+    ] {
+        if size > max {
+            return Err(Reason::Bound { what, size, max });
+        }
+    }
+    Ok(())
 }
 
 fn check_size(body: &[u8]) -> Result<(), Reason> {

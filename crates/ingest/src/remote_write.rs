@@ -12,7 +12,7 @@ use prost::Message;
 
 use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
 use crate::batch::{TagList, Value, SAMPLES_PER_BATCH_MAX};
-use crate::wire::walk;
+use crate::wire::{varint_elements, walk, walk_fields, Field};
 
 /// Decompressed body size: checked against the length snappy declares in its header before
 /// anything is allocated, so a small body cannot claim gigabytes.
@@ -23,6 +23,10 @@ pub const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
 pub const SERIES_PER_REQUEST_MAX: usize = 200_000;
 /// Labels in one request, counted the same way (an empty 2-byte label decodes to 48 bytes).
 pub const LABELS_PER_REQUEST_MAX: usize = 2_000_000;
+/// Native-histogram buckets in one request: bucket deltas (packed varints, 1 byte on the wire
+/// and 8 once decoded) and spans (an empty 2-byte span decodes to 8 bytes), counted on the wire
+/// the same way, so they decode to at most 64 MiB. 10,000 histograms of 160 buckets are 1.6 M.
+pub const BUCKETS_PER_REQUEST_MAX: usize = 8_000_000;
 
 /// Prometheus' stale marker: a NaN with this exact bit pattern, sent when a series disappears.
 /// It says "no value any more", not a value, so it is skipped rather than rejected.
@@ -192,14 +196,18 @@ fn malformed(detail: String) -> Reason {
 /// Counts series, labels and samples + histograms on the wire and checks them against their
 /// bounds before prost allocates a struct for each.
 fn check_counts(raw: &[u8]) -> Result<(), Reason> {
-    let (mut series, mut labels, mut points) = (0usize, 0usize, 0usize);
+    let (mut series, mut labels, mut points, mut buckets) = (0usize, 0usize, 0usize, 0usize);
     walk(raw, WHAT, &mut |field, payload| {
         if field == 1 {
             series += 1;
-            walk(payload, WHAT, &mut |field, _| {
+            walk(payload, WHAT, &mut |field, histogram| {
                 match field {
                     1 => labels += 1,
-                    2 | 4 => points += 1,
+                    2 => points += 1,
+                    4 => {
+                        points += 1;
+                        buckets += histogram_buckets(histogram)?;
+                    }
                     _ => {}
                 }
                 Ok(())
@@ -215,12 +223,32 @@ fn check_counts(raw: &[u8]) -> Result<(), Reason> {
             points,
             SAMPLES_PER_BATCH_MAX,
         ),
+        (
+            "native histogram buckets (deltas and spans) in the request",
+            buckets,
+            BUCKETS_PER_REQUEST_MAX,
+        ),
     ] {
         if size > max {
             return Err(Reason::Bound { what, size, max });
         }
     }
     Ok(())
+}
+
+/// One native histogram's spans (fields 8, 11) and integer bucket deltas (fields 9, 12, packed
+/// or not) as prost will decode them. Float counts are 8 bytes on the wire and decoded alike.
+fn histogram_buckets(histogram: &[u8]) -> Result<usize, Reason> {
+    let mut buckets = 0usize;
+    walk_fields(histogram, WHAT, &mut |number, field| {
+        buckets += match (number, field) {
+            (8 | 11, Field::Bytes(_)) => 1,
+            (9 | 12, field) => varint_elements(field),
+            _ => 0,
+        };
+        Ok(())
+    })?;
+    Ok(buckets)
 }
 
 /// Snappy block decompression, bounded by the declared length before allocating.

@@ -461,6 +461,120 @@ fn message_and_attribute_counts_are_bounded_before_decoding() {
     assert_eq!(otlp::parse_protobuf(&fine, &options), Batch::default());
 }
 
+/// A length-delimited field: `key` (field number << 3 | 2), the varint length, `payload`.
+fn delimited(key: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = field_1(payload);
+    out[0] = key;
+    out
+}
+
+/// Values nested in attribute values (array elements, key-value-list entries) are counted as
+/// attributes, their nesting is bounded, and exponential bucket counts (packed varints, 1 byte
+/// each on the wire, 8 decoded) are counted, all before decoding.
+#[test]
+fn nested_attribute_values_and_exponential_buckets_are_bounded_before_decoding() {
+    let options = Options::at(NOW_MS);
+    let over = otlp::ATTRIBUTES_PER_REQUEST_MAX + 1;
+    // Resource attribute (KeyValue) → value (2, AnyValue) → array_value (5) → values (1) × over.
+    let array = b"\x0a\x00".repeat(over);
+    let key_value = delimited(0x12, &delimited(0x2a, &array));
+    let resource = field_1(&key_value);
+    let body = field_1(&field_1(&resource));
+    let batch = otlp::parse_protobuf(&body, &options);
+    assert!(batch.stopped());
+    assert_eq!(
+        batch.rejected[0].reason,
+        Reason::Bound {
+            what: "attributes in the request",
+            size: over + 1,
+            max: otlp::ATTRIBUTES_PER_REQUEST_MAX
+        },
+        "the attribute and every element of its array value"
+    );
+
+    // A key-value-list value nested 40 deep.
+    let mut any_value = Vec::new();
+    for _ in 0..40 {
+        // AnyValue.kvlist_value (6) → KeyValueList.values (1) → KeyValue.value (2).
+        any_value = delimited(0x32, &field_1(&delimited(0x12, &any_value)));
+    }
+    let resource = field_1(&delimited(0x12, &any_value));
+    let batch = otlp::parse_protobuf(&field_1(&field_1(&resource)), &options);
+    assert!(matches!(
+        batch.rejected[0].reason,
+        Reason::Bound {
+            what: "nesting of attribute values",
+            ..
+        }
+    ));
+
+    // ResourceMetrics → ScopeMetrics (2) → Metric (2) → exponential_histogram (10) →
+    // data point (1) → positive (8) → bucket_counts (2), packed zeros.
+    let over = otlp::BUCKETS_PER_REQUEST_MAX + 1;
+    let buckets = delimited(0x12, &vec![0; over]);
+    let point = field_1(&delimited(0x42, &buckets));
+    let metric = delimited(0x52, &point);
+    let body = field_1(&delimited(0x12, &delimited(0x12, &metric)));
+    let batch = otlp::parse_protobuf(&body, &options);
+    assert_eq!(
+        batch.rejected[0].reason,
+        Reason::Bound {
+            what: "exponential histogram bucket counts in the request",
+            size: over,
+            max: otlp::BUCKETS_PER_REQUEST_MAX
+        }
+    );
+}
+
+/// OTLP JSON: objects and array values are counted in one pass before serde allocates for
+/// them; braces, brackets and commas inside strings do not count.
+#[test]
+fn json_objects_and_array_values_are_bounded_before_decoding() {
+    let options = Options::at(NOW_MS);
+    let objects = vec!["{}"; otlp::JSON_OBJECTS_PER_REQUEST_MAX + 1].join(",");
+    let body = format!("{{\"resourceMetrics\":[{objects}]}}");
+    let batch = otlp::parse_json(body.as_bytes(), &options);
+    assert!(batch.stopped());
+    assert_eq!(
+        batch.rejected[0].reason,
+        Reason::Bound {
+            what: "JSON objects in the request",
+            size: otlp::JSON_OBJECTS_PER_REQUEST_MAX + 2,
+            max: otlp::JSON_OBJECTS_PER_REQUEST_MAX
+        },
+        "every `{{}}` and the request object"
+    );
+
+    let over = otlp::JSON_ARRAY_VALUES_PER_REQUEST_MAX + 1;
+    let counts = vec!["0"; over - 1].join(",");
+    let body = format!(
+        "{{\"resourceMetrics\":[{{\"scopeMetrics\":[{{\"metrics\":[{{\"name\":\"h\",\
+         \"exponentialHistogram\":{{\"dataPoints\":[{{\"positive\":{{\"bucketCounts\":[{counts}]}}}}]}}}}]}}]}}]}}"
+    );
+    let batch = otlp::parse_json(body.as_bytes(), &options);
+    assert_eq!(
+        batch.rejected[0].reason,
+        Reason::Bound {
+            what: "values in JSON arrays in the request",
+            size: over + 3,
+            max: otlp::JSON_ARRAY_VALUES_PER_REQUEST_MAX
+        },
+        "the bucket counts plus the one element of each of the four arrays around them"
+    );
+
+    // Braces and commas inside a string (escaped quotes included) are not counted.
+    let text = format!(
+        "\\\"{}",
+        "{[,".repeat(otlp::JSON_OBJECTS_PER_REQUEST_MAX + 1)
+    );
+    let body = format!(
+        "{{\"resourceMetrics\":[{{\"resource\":{{\"attributes\":[{{\"key\":\"k\",\
+         \"value\":{{\"stringValue\":\"{text}\"}}}}]}}}}]}}"
+    );
+    let batch = otlp::parse_json(body.as_bytes(), &options);
+    assert!(!batch.stopped(), "{:?}", batch.rejected);
+}
+
 #[test]
 fn empty_requests_are_empty_batches() {
     assert_eq!(parse_json("{}"), Batch::default());

@@ -282,6 +282,54 @@ fn series_and_label_counts_are_bounded_before_decoding() {
     ));
 }
 
+/// A length-delimited field: `key` (field number << 3 | 2), the varint length, `payload`.
+fn delimited(key: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![key];
+    let mut len = payload.len();
+    while len >= 0x80 {
+        out.push((len as u8) | 0x80);
+        len >>= 7;
+    }
+    out.push(len as u8);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Packed bucket deltas are 1 byte per bucket on the wire and 8 once decoded, empty spans 2
+/// and 8: they are counted, packed or not, before decoding.
+#[test]
+fn native_histogram_buckets_are_bounded_before_decoding() {
+    let over = remote_write::BUCKETS_PER_REQUEST_MAX + 1;
+    // TimeSeries.histograms (4) → Histogram.positive_deltas (12), packed: one zero byte each.
+    let packed = delimited(0x62, &vec![0; over]);
+    let body = delimited(0x0a, &delimited(0x22, &packed));
+    let batch = parse(&compress(&body));
+    assert!(batch.stopped());
+    assert_eq!(
+        only_reason(&batch),
+        &Reason::Bound {
+            what: "native histogram buckets (deltas and spans) in the request",
+            size: over,
+            max: remote_write::BUCKETS_PER_REQUEST_MAX
+        }
+    );
+    // The same count as unpacked deltas (key 0x48 = field 9, varint) and empty spans (0x5a =
+    // field 11), spread over two histograms of one series.
+    let unpacked = b"\x48\x00".repeat(over / 2);
+    let spans = b"\x5a\x00".repeat(over - over / 2);
+    let mut series = delimited(0x22, &unpacked);
+    series.extend(delimited(0x22, &spans));
+    let batch = parse(&compress(&delimited(0x0a, &series)));
+    assert!(matches!(
+        only_reason(&batch),
+        Reason::Bound { what, size, .. } if what.starts_with("native histogram") && *size == over
+    ));
+    // Under the bound the same shapes are read (and rejected as histograms, not as a body).
+    let small = delimited(0x0a, &delimited(0x22, &delimited(0x62, &[0; 100])));
+    let batch = parse(&compress(&small));
+    assert!(!batch.stopped(), "{:?}", batch.rejected);
+}
+
 #[test]
 fn wrong_wire_types_reject_the_whole_body() {
     // Field 1 (timeseries) sent as a varint instead of a length-delimited message.
