@@ -392,7 +392,10 @@ fn verifier_rejections_name_the_field() {
     let good = build(&[metric("a", V::F64(1.0)), metric("bb", V::F64(2.0))]);
     assert_eq!(parse(&good).samples.len(), 2);
     assert_body_rejected(&good[..good.len() / 2], "out of bounds");
-    assert_body_rejected(b"\xff\xff\xff\xff garbage", "cannot decode flatbuffer metric list");
+    assert_body_rejected(
+        b"\xff\xff\xff\xff garbage",
+        "cannot decode flatbuffer metric list",
+    );
 
     // Invalid UTF-8 in the second metric's name.
     let mut bad = good.clone();
