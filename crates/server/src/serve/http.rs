@@ -57,7 +57,9 @@ pub fn router(app: Shared) -> Router {
         .route("/metrics", get(metrics))
         .route("/health", get(health))
         .fallback(not_found)
-        .with_state(app);
+        .with_state(app.clone())
+        // The Prometheus-compatible read API (/api/v1/query, series, labels, …).
+        .merge(promql::http::router(app.store.clone()));
     routes.layer(middleware::from_fn_with_state(frame_state, frame))
 }
 
