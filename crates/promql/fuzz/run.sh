@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs the parser fuzz target for SECONDS (default 240) with libFuzzer's memory limits (a single
+# allocation above 64 MB or a resident size above 512 MB is a crash), then minimises the corpus.
+# Needs nightly and cargo-fuzz.   crates/promql/fuzz/run.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-240}
+mkdir -p fuzz/logs
+cargo +nightly fuzz run parse -- \
+    -max_total_time="$seconds" -rss_limit_mb=512 -malloc_limit_mb=64 -print_final_stats=1 \
+    -dict=fuzz/promql.dict \
+    2>&1 | tee fuzz/logs/parse.log | grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::|==|SUMMARY|Done)' || true
+cargo +nightly fuzz cmin parse 2>&1 | tail -1
