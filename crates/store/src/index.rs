@@ -222,6 +222,25 @@ impl SeriesIndex {
         })
     }
 
+    /// Reads the index file without changing it (for inspection tools, possibly while a
+    /// server has the store open): a torn tail is left alone and its size returned.
+    pub fn open_read_only(path: &Path) -> Result<(SeriesIndex, u64), IndexError> {
+        let io = |error| IndexError::Io {
+            path: path.to_path_buf(),
+            error,
+        };
+        let file = File::open(path).map_err(io)?;
+        let file_size_bytes = file.metadata().map_err(io)?.len();
+        let mut inner = Inner::default();
+        let mut reader = BufReader::with_capacity(REPLAY_BUFFER_SIZE_BYTES, &file);
+        let good_bytes = replay(path, &mut reader, file_size_bytes, &mut inner)?;
+        inner.assert_invariants();
+        let index = SeriesIndex {
+            inner: RwLock::new(inner),
+        };
+        Ok((index, file_size_bytes.saturating_sub(good_bytes)))
+    }
+
     fn read(&self) -> Result<RwLockReadGuard<'_, Inner>, IndexError> {
         let guard = self.inner.read().map_err(|_| IndexError::Failed)?;
         if guard.failed {

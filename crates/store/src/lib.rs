@@ -18,6 +18,7 @@ pub mod flush;
 pub mod fuzzing;
 mod head;
 pub mod index;
+pub mod inspect;
 pub mod key;
 pub mod manifest;
 pub mod read;

@@ -1,0 +1,182 @@
+//! `strata store …`: look into a store directory without changing it. Both commands are
+//! read-only and safe beside a running server. Exit codes: 0 ok, 1 damage found or the store
+//! cannot be read, 2 bad usage.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+use store::inspect::{self, Inspection};
+
+#[derive(Subcommand)]
+pub enum StoreCommand {
+    /// Series counts by kind, blocks with their time ranges and sizes, disk bytes by kind, the
+    /// WAL checkpoint. `--json` prints one JSON document.
+    Inspect(InspectArgs),
+    /// Check every checksum: manifest, cumulative state, index records, every block and every
+    /// chunk in it, every WAL frame. Exits 1 if anything is damaged.
+    Verify(VerifyArgs),
+}
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// The store directory (the server's data directory).
+    dir: PathBuf,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct VerifyArgs {
+    dir: PathBuf,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(command: StoreCommand) -> ExitCode {
+    match command {
+        StoreCommand::Inspect(args) => run_inspect(&args),
+        StoreCommand::Verify(args) => run_verify(&args),
+    }
+}
+
+fn fail(dir: &std::path::Path, error: &store::StoreError) -> ExitCode {
+    eprintln!("strata store: {}: {error}", dir.display());
+    ExitCode::from(1)
+}
+
+fn run_inspect(args: &InspectArgs) -> ExitCode {
+    let report = match inspect::inspect(&args.dir) {
+        Ok(r) => r,
+        Err(e) => return fail(&args.dir, &e),
+    };
+    if args.json {
+        println!("{}", inspection_json(&report));
+    } else {
+        print_inspection(&report);
+    }
+    ExitCode::SUCCESS
+}
+
+fn inspection_json(r: &Inspection) -> serde_json::Value {
+    let blocks: Vec<serde_json::Value> = r
+        .blocks
+        .iter()
+        .map(|b| {
+            json!({
+                "name": b.name,
+                "start_ms": b.partition_start_ms,
+                "end_ms": b.partition_end_ms,
+                "generation": b.generation,
+                "bytes": b.size_bytes,
+                "chunks": b.chunks,
+                "samples": b.samples,
+            })
+        })
+        .collect();
+    json!({
+        "base_period_ms": r.base_period_ms,
+        "partition_ms": r.partition_ms,
+        "series": {
+            "total": r.series.total,
+            "numeric": r.series.numeric,
+            "text": r.series.text,
+            "histogram": r.series.histogram,
+        },
+        "time_range_ms": r.time_range_ms.map(|(a, z)| json!([a, z])),
+        "blocks": blocks,
+        "unreadable_blocks": r.unreadable_blocks.iter()
+            .map(|(n, why)| json!({"name": n, "error": why})).collect::<Vec<_>>(),
+        "quarantined": r.quarantined,
+        "disk_bytes": {
+            "total": r.disk_bytes_total,
+            "wal": r.wal_bytes,
+            "index": r.index_bytes,
+            "blocks": r.blocks.iter().map(|b| b.size_bytes).sum::<u64>(),
+            "numeric": r.chunk_bytes_by_kind[0],
+            "text": r.chunk_bytes_by_kind[1],
+            "histogram": r.chunk_bytes_by_kind[2],
+        },
+        "wal": {
+            "checkpoint": r.checkpoint,
+            "end_offset": r.wal_end_offset,
+            "records_after_checkpoint": r.wal_records_after_checkpoint,
+        },
+        "index_torn_tail_bytes": r.index_torn_tail_bytes,
+    })
+}
+
+fn print_inspection(r: &Inspection) {
+    println!(
+        "series: {} (numeric {}, text {}, histogram {})",
+        r.series.total, r.series.numeric, r.series.text, r.series.histogram
+    );
+    println!(
+        "layout: base period {} ms, partitions of {} ms",
+        r.base_period_ms, r.partition_ms
+    );
+    match r.time_range_ms {
+        Some((a, z)) => println!("blocks: {} covering {a} ..= {z} ms", r.blocks.len()),
+        None => println!("blocks: {}", r.blocks.len()),
+    }
+    for b in &r.blocks {
+        println!(
+            "  {:<32} [{}, {}) gen {} {} bytes, {} chunks, {} samples",
+            b.name,
+            b.partition_start_ms,
+            b.partition_end_ms,
+            b.generation,
+            b.size_bytes,
+            b.chunks,
+            b.samples
+        );
+    }
+    for (name, why) in &r.unreadable_blocks {
+        println!("  UNREADABLE {name}: {why}");
+    }
+    for name in &r.quarantined {
+        println!("  QUARANTINED {name}");
+    }
+    let [n, t, h] = r.chunk_bytes_by_kind;
+    println!(
+        "disk: {} bytes total — wal {}, index {}, chunks: numeric {n}, text {t}, histogram {h}",
+        r.disk_bytes_total, r.wal_bytes, r.index_bytes
+    );
+    println!(
+        "wal: checkpoint {}, end {}, {} bytes of records to replay",
+        r.checkpoint,
+        r.wal_end_offset,
+        r.wal_records_after_checkpoint.unwrap_or(0)
+    );
+}
+
+fn run_verify(args: &VerifyArgs) -> ExitCode {
+    let (problems, blocks, chunks) = match inspect::verify(&args.dir) {
+        Ok(r) => r,
+        Err(e) => return fail(&args.dir, &e),
+    };
+    if args.json {
+        let list: Vec<serde_json::Value> = problems
+            .iter()
+            .map(|p| json!({"file": p.file, "problem": p.what}))
+            .collect();
+        let doc = json!({"ok": problems.is_empty(), "blocks": blocks, "chunks": chunks,
+                         "problems": list});
+        println!("{doc}");
+    } else {
+        for p in &problems {
+            println!("DAMAGED {}: {}", p.file, p.what);
+        }
+        let verdict = if problems.is_empty() { "ok" } else { "DAMAGED" };
+        println!(
+            "{verdict}: {blocks} blocks, {chunks} chunks checked, {} problems",
+            problems.len()
+        );
+    }
+    if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

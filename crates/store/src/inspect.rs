@@ -1,0 +1,167 @@
+//! Read-only inspection and verification of a store directory, for `strata store inspect` and
+//! `strata store verify`. Nothing here writes: both may run beside a live server.
+
+use std::path::Path;
+
+use journal::vfs::RealFs;
+
+use crate::block::{self, Block};
+use crate::flush::{block_info, BlockInfo, BLOCKS_DIR, QUARANTINE_DIR};
+use crate::index::{Cardinality, SeriesIndex};
+use crate::manifest::{self, Manifest};
+use crate::StoreError;
+
+/// What `inspect` reports.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Inspection {
+    pub base_period_ms: i64,
+    pub partition_ms: i64,
+    pub checkpoint: u64,
+    pub series: Cardinality,
+    pub index_bytes: u64,
+    /// Bytes at the index file's end that are a torn (unacknowledged) record.
+    pub index_torn_tail_bytes: u64,
+    pub blocks: Vec<BlockInfo>,
+    /// Blocks listed but unreadable now (name, why).
+    pub unreadable_blocks: Vec<(String, String)>,
+    pub quarantined: Vec<String>,
+    /// Earliest and latest sample time in blocks.
+    pub time_range_ms: Option<(i64, i64)>,
+    pub wal_bytes: u64,
+    pub wal_records_after_checkpoint: Option<u64>,
+    pub wal_end_offset: u64,
+    /// Block chunk bytes by kind: numeric, text, histogram.
+    pub chunk_bytes_by_kind: [u64; 3],
+    pub disk_bytes_total: u64,
+}
+
+fn dir_bytes(path: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+const NOT_A_STORE: StoreError =
+    StoreError::InvalidOptions("no MANIFEST: not a store directory (or never opened by this version)");
+
+fn load_manifest(dir: &Path) -> Result<Manifest, StoreError> {
+    Manifest::load(&RealFs, dir)?.ok_or(NOT_A_STORE)
+}
+
+pub fn inspect(dir: &Path) -> Result<Inspection, StoreError> {
+    let m = load_manifest(dir)?;
+    let (index, torn) = SeriesIndex::open_read_only(&dir.join("index"))?;
+    let mut out = Inspection {
+        base_period_ms: m.base_period_ms,
+        partition_ms: m.partition_ms,
+        checkpoint: m.checkpoint,
+        series: index.snapshot()?.cardinality(),
+        index_bytes: std::fs::metadata(dir.join("index")).map_or(0, |md| md.len()),
+        index_torn_tail_bytes: torn,
+        quarantined: m.quarantined.iter().map(|r| r.id.file_name()).collect(),
+        wal_bytes: dir_bytes(&dir.join("wal")),
+        disk_bytes_total: dir_bytes(dir),
+        ..Inspection::default()
+    };
+    for r in &m.blocks {
+        let path = dir.join(BLOCKS_DIR).join(r.id.file_name());
+        match Block::open(&RealFs, &path) {
+            Ok(b) => {
+                let info = block_info(&b);
+                for (i, bytes) in info.chunk_bytes_by_kind.iter().enumerate() {
+                    out.chunk_bytes_by_kind[i] += bytes;
+                }
+                let first = b.entries().iter().map(|e| e.first_ts_ms).min();
+                let last = b.entries().iter().map(|e| e.last_ts_ms).max();
+                if let (Some(f), Some(l)) = (first, last) {
+                    out.time_range_ms = Some(match out.time_range_ms {
+                        Some((a, z)) => (a.min(f), z.max(l)),
+                        None => (f, l),
+                    });
+                }
+                out.blocks.push(info);
+            }
+            Err(e) => out.unreadable_blocks.push((r.id.file_name(), format!("{e:?}"))),
+        }
+    }
+    if let Ok(j) = journal::tools::inspect(&RealFs, &dir.join("wal")) {
+        out.wal_end_offset = j.end_offset;
+        out.wal_records_after_checkpoint = Some(j.end_offset.saturating_sub(m.checkpoint));
+    }
+    Ok(out)
+}
+
+/// One problem `verify` found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The file (relative to the store directory).
+    pub file: String,
+    pub what: String,
+}
+
+/// Checks every checksum: the manifest, the cumulative state, every record of the index,
+/// every block's structure and every chunk in it, and every WAL frame. Returns the problems
+/// found (empty = healthy) and how many blocks and chunks were checked.
+pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
+    let mut problems = Vec::new();
+    let problem = |file: &str, what: String| Problem {
+        file: file.to_string(),
+        what,
+    };
+    let m = match Manifest::load(&RealFs, dir) {
+        Ok(Some(m)) => m,
+        Ok(None) => return Err(NOT_A_STORE),
+        Err(e) => {
+            problems.push(problem(manifest::MANIFEST_FILE, format!("{e:?}")));
+            return Ok((problems, 0, 0));
+        }
+    };
+    if m.cumulative_generation != 0 {
+        if let Err(e) = manifest::load_cumulative(&RealFs, dir, m.cumulative_generation) {
+            let name = manifest::cumulative_file_name(m.cumulative_generation);
+            problems.push(problem(&name, format!("{e:?}")));
+        }
+    }
+    match SeriesIndex::open_read_only(&dir.join("index")) {
+        Ok((_, 0)) => {}
+        Ok((_, torn)) => problems.push(problem(
+            "index",
+            format!("torn tail of {torn} bytes (an unacknowledged series; cut on next open)"),
+        )),
+        Err(e) => problems.push(problem("index", format!("{e:?}"))),
+    }
+    let (mut blocks, mut chunks) = (0u64, 0u64);
+    for r in &m.blocks {
+        let name = format!("{BLOCKS_DIR}/{}", r.id.file_name());
+        blocks += 1;
+        match block::verify(&RealFs, &dir.join(&name)) {
+            Ok(stats) => chunks += stats.chunks,
+            Err(errors) => {
+                for e in errors {
+                    problems.push(problem(&name, format!("{e:?}")));
+                }
+            }
+        }
+    }
+    for r in &m.quarantined {
+        let name = format!("{QUARANTINE_DIR}/{}", r.id.file_name());
+        problems.push(problem(&name, "quarantined block (damaged, not served)".into()));
+    }
+    match journal::tools::inspect(&RealFs, &dir.join("wal")) {
+        Ok(j) => {
+            for d in j.damage.iter().filter(|d| !d.torn_tail) {
+                problems.push(problem("wal", format!("{d:?}")));
+            }
+        }
+        Err(e) => problems.push(problem("wal", format!("{e:?}"))),
+    }
+    Ok((problems, blocks, chunks))
+}
