@@ -186,5 +186,70 @@ fn main() {
     for (name, bytes) in wal_seeds() {
         write(corpus, "wal_record", name, &bytes);
     }
+    store_file_seeds(corpus);
     println!("wrote seeds under {}", corpus.display());
+}
+
+/// Real blocks, manifests and cumulative state from a small store of every kind.
+fn store_file_seeds(corpus: &Path) {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = || store::StoreOptions {
+        base_period_ms: 1_000,
+        partition_ms: 10_000,
+        background_flush: false,
+        ..store::StoreOptions::default()
+    };
+    let db = store::Store::open(tmp.path(), opts()).unwrap();
+    let mut b = store::WriteBatch::new();
+    let key = |t: &str| StreamKey::parse(t).unwrap();
+    for t in 0..30i64 {
+        b.numeric(&key("n"), t * 700, (t % 5) as f64).unwrap();
+        b.text(&key("t"), t * 700, ["a", "b"][(t % 3 == 0) as usize])
+            .unwrap();
+        let mut h = Histogram::new();
+        h.insert(t as f64 * 0.37);
+        b.histogram(&key("h"), t * 700, &h).unwrap();
+        b.cumulative_histogram(&key("c"), t * 700, &h).unwrap();
+    }
+    db.write(&b).unwrap();
+    db.close().unwrap();
+    let mut blocks: Vec<_> = std::fs::read_dir(tmp.path().join("blocks"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    blocks.sort();
+    for (i, path) in blocks.iter().take(3).enumerate() {
+        write(
+            corpus,
+            "block_file",
+            &format!("block{i}"),
+            &std::fs::read(path).unwrap(),
+        );
+    }
+    let empty = b"STRATABK\x01\x00\x00\x00".to_vec();
+    write(corpus, "block_file", "garbage", &empty);
+    write(corpus, "block_file", "empty", b"");
+    let manifest = std::fs::read(tmp.path().join("MANIFEST")).unwrap();
+    write(corpus, "manifest_file", "manifest", &manifest);
+    let fresh = store::manifest::Manifest::new(60_000, 7_200_000).encode();
+    write(corpus, "manifest_file", "fresh", &fresh);
+    for entry in std::fs::read_dir(tmp.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("cumulative-") {
+            write(
+                corpus,
+                "manifest_file",
+                "cumulative",
+                &std::fs::read(&path).unwrap(),
+            );
+        }
+    }
+    write(
+        corpus,
+        "manifest_file",
+        "garbage",
+        b"STRATAMF\xff\xff\xff\xff",
+    );
+    write(corpus, "manifest_file", "short", b"STRATA");
 }

@@ -46,3 +46,13 @@ fn key_and_query_corpus() {
 fn wal_record_corpus() {
     replay("wal_record", store::fuzzing::wal_record);
 }
+
+#[test]
+fn block_file_corpus() {
+    replay("block_file", store::fuzzing::block_file);
+}
+
+#[test]
+fn manifest_file_corpus() {
+    replay("manifest_file", store::fuzzing::manifest_file);
+}
