@@ -172,7 +172,7 @@ async fn flush(app: &Shared, lines: &mut Lines) {
             body,
             false,
             Vec::new(),
-            |body, options| ingest::graphite::parse(body, options),
+            ingest::graphite::parse,
         )
         .await;
     let status = match &result {

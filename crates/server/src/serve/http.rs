@@ -291,7 +291,7 @@ async fn httptrap_common(
             bytes,
             gzip,
             vec![check_tag],
-            |body, options| ingest::httptrap::parse(body, options),
+            ingest::httptrap::parse,
         )
         .await;
     match result {
@@ -416,7 +416,7 @@ async fn remote_write(State(app): State<Shared>, headers: HeaderMap, body: Body)
             bytes,
             gzip,
             Vec::new(),
-            |body, options| ingest::remote_write::parse(body, options),
+            ingest::remote_write::parse,
         )
         .await;
     match result {
