@@ -14,6 +14,8 @@ use tokio::task::JoinSet;
 
 use super::{Endpoint, Shared};
 
+/// Reads of already queued bytes after the stop signal, before the last flush.
+const DRAIN_READS_MAX: usize = 1024;
 /// Bytes read from a socket at once.
 const READ_CHUNK_BYTES: usize = 64 << 10;
 
@@ -144,7 +146,17 @@ async fn connection(app: Shared, mut stream: TcpStream, mut stop: watch::Receive
                     break;
                 }
             }
-            _ = super::stopped(&mut stop) => break,
+            _ = super::stopped(&mut stop) => {
+                // Bytes already in the socket's queue were sent before the stop: take them
+                // (bounded, since the peer may keep sending).
+                for _ in 0..DRAIN_READS_MAX {
+                    match stream.try_read(&mut chunk) {
+                        Ok(n) if n > 0 => lines.push_bytes(&chunk[..n]),
+                        _ => break,
+                    }
+                }
+                break;
+            }
         }
     }
     lines.finish();

@@ -24,6 +24,8 @@ use super::{mapping, now_ms, Endpoint, Shared};
 
 /// Streams aggregated in one interval; samples of further streams are dropped (and counted).
 pub const STREAMS_PER_INTERVAL_MAX: usize = 200_000;
+/// Datagrams read from the socket's queue after the stop signal, before the last flush.
+const DRAIN_DATAGRAMS_MAX: usize = 100_000;
 /// Gauges whose latest value is remembered across intervals for deltas.
 pub const GAUGES_REMEMBERED_MAX: usize = 200_000;
 
@@ -159,6 +161,18 @@ pub async fn run(app: Shared, socket: tokio::net::UdpSocket, mut stop: watch::Re
             },
             _ = tick.tick() => flush(&app, &mut aggregator).await,
             _ = super::stopped(&mut stop) => break,
+        }
+    }
+    // Datagrams already queued in the socket were sent before the stop: take them too
+    // (bounded, since senders may keep sending while we drain).
+    for _ in 0..DRAIN_DATAGRAMS_MAX {
+        match socket.try_recv_from(&mut buffer) {
+            Ok((len, _from)) => {
+                let batch = ingest::statsd::parse(&buffer[..len], &ingest::Options::at(now_ms()));
+                let (accepted, rejected) = aggregator.add(batch);
+                app.metrics.batch(Endpoint::Statsd, accepted, rejected);
+            }
+            Err(_) => break,
         }
     }
     flush(&app, &mut aggregator).await;
