@@ -53,14 +53,15 @@ pub struct CrashOptions {
     /// Parent directory of the stores; a temporary directory if `None`.
     pub dir: Option<PathBuf>,
     pub seed: u64,
-    /// The kill comes uniformly in 0..kill_ms_max after the child is ready.
+    /// The kill comes uniformly in kill_ms_min..kill_ms_max after the child is ready.
+    pub kill_ms_min: u64,
     pub kill_ms_max: u64,
     /// Iterations that share one store before a fresh one is started.
     pub iterations_per_store: u64,
     pub threads: u64,
 }
 
-fn fixed_key(k: u64) -> Result<StreamKey, String> {
+pub fn fixed_key(k: u64) -> Result<StreamKey, String> {
     StreamKey::parse(&format!("crash_fixed|ST[host:h{k}]")).map_err(|e| format!("key: {e}"))
 }
 
@@ -112,20 +113,7 @@ pub fn child(dir: &Path, base: u64, threads: u64) -> Result<(), String> {
                 let mut batch = WriteBatch::new();
                 for i in 0..CHILD_BATCHES_MAX / threads {
                     let b = base + i * threads + t;
-                    batch.clear();
-                    for (k, key) in fixed.iter().enumerate() {
-                        for j in 0..SAMPLES_PER_SERIES {
-                            batch
-                                .numeric(key, ts_of(b, j), value_of(b, k as u64))
-                                .map_err(|e| e.to_string())?;
-                        }
-                    }
-                    let fresh = new_key(b)?;
-                    for j in 0..SAMPLES_PER_SERIES {
-                        batch
-                            .numeric(&fresh, ts_of(b, j), value_of(b, FIXED_SERIES))
-                            .map_err(|e| e.to_string())?;
-                    }
+                    fill_batch(b, &fixed, &mut batch)?;
                     store.write(&batch).map_err(|e| format!("write {b}: {e}"))?;
                     say(&b.to_string())?;
                 }
@@ -139,6 +127,31 @@ pub fn child(dir: &Path, base: u64, threads: u64) -> Result<(), String> {
             .map_err(|_| "a writer thread panicked".to_string())??;
     }
     Ok(())
+}
+
+/// Replaces `batch` with batch `b`: the fixed series' samples and those of its new series.
+pub fn fill_batch(b: u64, fixed: &[StreamKey], batch: &mut WriteBatch) -> Result<(), String> {
+    assert_eq!(fixed.len() as u64, FIXED_SERIES);
+    batch.clear();
+    for (k, key) in fixed.iter().enumerate() {
+        for j in 0..SAMPLES_PER_SERIES {
+            batch
+                .numeric(key, ts_of(b, j), value_of(b, k as u64))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    let fresh = new_key(b)?;
+    for j in 0..SAMPLES_PER_SERIES {
+        batch
+            .numeric(&fresh, ts_of(b, j), value_of(b, FIXED_SERIES))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The keys of the fixed series.
+pub fn fixed_keys() -> Result<Vec<StreamKey>, String> {
+    (0..FIXED_SERIES).map(fixed_key).collect()
 }
 
 /// One line to stdout, flushed: once it is out, the parent counts the batch as acknowledged.
@@ -263,6 +276,12 @@ pub fn run(opts: &CrashOptions) -> Result<(String, bool), String> {
             opts.iterations
         ));
     }
+    if opts.kill_ms_min >= opts.kill_ms_max {
+        return Err(format!(
+            "--kill-ms-min {} must be below --kill-ms-max {}",
+            opts.kill_ms_min, opts.kill_ms_max
+        ));
+    }
     if opts.iterations_per_store == 0 {
         return Err("--per-store must be at least 1".to_string());
     }
@@ -318,7 +337,7 @@ pub fn run(opts: &CrashOptions) -> Result<(String, bool), String> {
                 "iteration {iteration}: child never became ready ({status})"
             ));
         }
-        let kill_ms = rng.random_range(0..opts.kill_ms_max.max(1));
+        let kill_ms = rng.random_range(opts.kill_ms_min..opts.kill_ms_max);
         let started = Instant::now();
         std::thread::sleep(Duration::from_millis(kill_ms));
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
@@ -361,6 +380,7 @@ pub fn run(opts: &CrashOptions) -> Result<(String, bool), String> {
         .int("iterations_per_store", opts.iterations_per_store)
         .int("threads", opts.threads)
         .int("seed", opts.seed)
+        .int("kill_ms_min", opts.kill_ms_min)
         .int("kill_ms_max", opts.kill_ms_max)
         .int("acknowledged_batches", child_batches)
         .int("acknowledged_samples", child_batches * BATCH_SAMPLES)

@@ -3,8 +3,8 @@
 //! ```text
 //! storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N]
 //!            [--hours H] [--seed S] [--batch N]
-//! storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-max MS]
-//!            [--per-store N] [--threads N]
+//! storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-min MS]
+//!            [--kill-ms-max MS] [--per-store N] [--threads N]
 //! ```
 //! Each prints one JSON line on stdout; errors go to stderr with exit status 2, and a crash-loss
 //! run that lost or invented a sample exits with 1.
@@ -19,8 +19,8 @@ use storebench::workload::{self, Config, Shape};
 const USAGE: &str = "usage:
   storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N] [--hours H]
              [--seed S] [--batch N]
-  storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-max MS] [--per-store N]
-             [--threads N]";
+  storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-min MS] [--kill-ms-max MS]
+             [--per-store N] [--threads N]";
 
 /// `--name value` pairs after the command word; every name must be in `allowed`.
 struct Args {
@@ -96,6 +96,7 @@ fn crash_loss(args: &[String]) -> Result<ExitCode, String> {
             "--iterations",
             "--dir",
             "--seed",
+            "--kill-ms-min",
             "--kill-ms-max",
             "--per-store",
             "--threads",
@@ -106,6 +107,7 @@ fn crash_loss(args: &[String]) -> Result<ExitCode, String> {
         dir: args.get("--dir").map(PathBuf::from),
         // A new seed each run unless given; it is printed, so a run can be repeated.
         seed: args.number("--seed", clock::wall())?,
+        kill_ms_min: args.number("--kill-ms-min", 0)?,
         kill_ms_max: args.number("--kill-ms-max", 800)?,
         iterations_per_store: args.number("--per-store", 3)?,
         threads: args.number("--threads", 2)?,

@@ -99,9 +99,11 @@ pub fn run(opts: &RunOptions) -> Result<String, String> {
         .snapshot()
         .map_err(|e| format!("index snapshot: {e}"))?
         .series_count();
-    // STOREBENCH-FLUSH: `Store::flush()` (head → blocks) does not exist yet. When it does, flush
-    // here so its CPU time and the blocks' bytes count:
-    //     store.flush().map_err(|e| format!("flushing the store: {e}"))?;
+    // The head → blocks: part of ingesting, so its CPU time counts (`close` would flush too).
+    let flushed = store
+        .flush()
+        .map_err(|e| format!("flushing the store: {e}"))?;
+    let cpu_flushed = clock::process_cpu_ns();
     store
         .close()
         .map_err(|e| format!("closing the store: {e}"))?;
@@ -116,10 +118,13 @@ pub fn run(opts: &RunOptions) -> Result<String, String> {
     let reopened = Store::open(dir, StoreOptions::default())
         .map_err(|e| format!("reopening the store in {}: {e}", dir.display()))?;
     let replay = reopened.replay_report().clone();
+    let reopen_cpu_s = (clock::process_cpu_ns() - reopen_cpu0) as f64 / 1e9;
+    let stats = reopened
+        .stats()
+        .map_err(|e| format!("stats of the reopened store: {e}"))?;
     reopened
         .close()
         .map_err(|e| format!("closing the reopened store: {e}"))?;
-    let reopen_cpu_s = (clock::process_cpu_ns() - reopen_cpu0) as f64 / 1e9;
     // Once blocks exist, close flushes and replay covers only what is past the checkpoint.
     if replay.samples > samples_total || u64::from(series_in_index) != workload.series_total() {
         return Err(format!(
@@ -156,6 +161,29 @@ pub fn run(opts: &RunOptions) -> Result<String, String> {
                 .int("allocated", d.allocated),
         );
     }
+    let block_samples: u64 = stats.blocks.iter().map(|b| b.samples).sum();
+    // Numeric samples have distinct (series, timestamp) pairs: every one must be in a block.
+    // Histograms are merged per base period there, so only the numeric shapes are checked.
+    if shape != Shape::Histogram && block_samples + replay.samples != samples_total {
+        return Err(format!(
+            "the blocks hold {block_samples} samples and the WAL replayed {}; the benchmark \
+             wrote {samples_total}",
+            replay.samples
+        ));
+    }
+    let mut chunk_bytes = [0u64; 3];
+    for block in &stats.blocks {
+        for (sum, kind) in chunk_bytes.iter_mut().zip(block.chunk_bytes_by_kind) {
+            *sum += kind;
+        }
+    }
+    let blocks_json = JsonObject::new()
+        .int("count", stats.blocks.len() as u64)
+        .int("bytes", stats.blocks.iter().map(|b| b.size_bytes).sum())
+        .int("chunk_bytes_numeric", chunk_bytes[0])
+        .int("chunk_bytes_text", chunk_bytes[1])
+        .int("chunk_bytes_histogram", chunk_bytes[2])
+        .int("samples", block_samples);
     let rss_growth = rss_loaded.saturating_sub(rss_before);
     let mut json = JsonObject::new()
         .str("shape", shape.name())
@@ -172,13 +200,17 @@ pub fn run(opts: &RunOptions) -> Result<String, String> {
         .num("samples_per_s", samples / wall_s, 0)
         .num("load_cpu_s", load_cpu_s, 3)
         .num("load_wall_s", load_wall_s, 3)
-        .num("close_cpu_s", cpu_s - load_cpu_s, 3)
+        .num("flush_cpu_s", (cpu_flushed - cpu_loaded) as f64 / 1e9, 3)
+        .num("close_cpu_s", (cpu1 - cpu_flushed) as f64 / 1e9, 3)
+        .int("flush_samples", flushed.samples)
+        .int("flush_bytes", flushed.bytes)
         .num("process_user_s", user1 - user0, 2)
         .num("process_sys_s", sys1 - sys0, 2)
         .num("generator_cpu_s", gen_cpu_s, 3)
         .num("generator_setup_cpu_s", gen_setup_cpu_ns as f64 / 1e9, 3)
         .num("generator_samples_per_cpu_s", samples / gen_cpu_s, 0)
         .obj("disk_bytes", disk_json)
+        .obj("blocks", blocks_json)
         .num("bytes_per_sample", total_used as f64 / samples, 3)
         .num(
             "bytes_per_sample_excluding_wal",

@@ -1,0 +1,160 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The `storebench` binary end to end on small workloads in real directories, its errors, the
+//! crash-loss run (real child processes killed with SIGKILL), and that the loss count can fail.
+
+use std::process::{Command, Output};
+
+use store::{Store, StoreOptions, WriteBatch};
+use storebench::crash;
+
+fn storebench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_storebench"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The value of a top-level numeric field of the JSON line (the benchmark's own fields only).
+fn field(json: &str, name: &str) -> f64 {
+    let start = json
+        .find(&format!("\"{name}\":"))
+        .unwrap_or_else(|| panic!("no {name} in {json}"));
+    let rest = &json[start + name.len() + 3..];
+    let end = rest.find([',', '}']).unwrap();
+    rest[..end]
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} is {:?}", &rest[..end]))
+}
+
+#[test]
+fn each_shape_runs_and_reports_what_it_wrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    // 0.1 h = 36 steps of 10 s.
+    for (shape, series, samples) in [
+        ("numeric-int", 200u64, 200 * 36u64),
+        ("numeric-float", 200, 200 * 36),
+        ("histogram", 30, 30 * 36),
+        ("churn", 12_000, 12_000 * 6),
+    ] {
+        let dir = tmp.path().join(shape);
+        let out = storebench(&[
+            "--shape",
+            shape,
+            "--series",
+            &series.to_string(),
+            "--hours",
+            "0.1",
+            "--dir",
+            dir.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{shape}: {stderr}");
+        let json = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(json.lines().count(), 1, "{json}");
+        assert_eq!(field(&json, "samples") as u64, samples, "{shape}");
+        assert_eq!(field(&json, "series_in_index") as u64, series, "{shape}");
+        assert!(field(&json, "cpu_s") > 0.0);
+        assert!(field(&json, "peak_rss_bytes") > 0.0);
+        assert!(field(&json, "bytes_per_sample_excluding_wal") > 0.0);
+        // The store directory is there, with blocks written by the flush.
+        assert!(dir.join("blocks").is_dir(), "{shape}: no blocks directory");
+        if shape != "histogram" {
+            assert!(
+                json.contains(&format!("\"samples\":{samples}}}")),
+                "block samples: {json}"
+            );
+        }
+        if shape == "churn" {
+            assert!(field(&json, "new_series_per_cpu_s") > 0.0);
+        }
+    }
+}
+
+#[test]
+fn bad_arguments_are_named() {
+    let out = storebench(&["--shape", "numeric"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--shape \"numeric\""));
+    let out = storebench(&["--shape", "churn", "--series", "many"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--series"));
+    let out = storebench(&["--shape", "churn", "--hours", "-3"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--hours"));
+    let out = storebench(&["--frobnicate", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--frobnicate"));
+    // A directory with something in it would be sized along with the store.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("x"), b"x").unwrap();
+    let out = storebench(&["--shape", "churn", "--dir", tmp.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not empty"));
+    let out = storebench(&["crash-loss", "--kill-ms-min", "5", "--kill-ms-max", "5"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn crash_loss_kills_writers_and_loses_nothing_acknowledged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = storebench(&[
+        "crash-loss",
+        "--iterations",
+        "3",
+        "--per-store",
+        "2",
+        "--kill-ms-min",
+        "300",
+        "--kill-ms-max",
+        "700",
+        "--seed",
+        "11",
+        "--dir",
+        tmp.path().to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let json = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(field(&json, "lost_samples"), 0.0, "{json}");
+    assert_eq!(field(&json, "invented_samples"), 0.0, "{json}");
+    assert_eq!(field(&json, "iterations"), 3.0);
+    assert_eq!(
+        stderr.matches("crash-loss iteration").count(),
+        3,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_loss_count_sees_missing_and_foreign_samples() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(tmp.path(), StoreOptions::default()).unwrap();
+    let fixed = crash::fixed_keys().unwrap();
+    let mut batch = WriteBatch::new();
+    for b in [0u64, 1, 2] {
+        crash::fill_batch(b, &fixed, &mut batch).unwrap();
+        store.write(&batch).unwrap();
+    }
+    let found = crash::check(&store, &[0, 1, 2], 0).unwrap();
+    assert_eq!(found.lost_samples, 0);
+    assert_eq!(found.invented_samples, 0);
+    // Batch 3 was "acknowledged" but never written: all of it is lost.
+    let found = crash::check(&store, &[0, 1, 2, 3], 0).unwrap();
+    assert_eq!(found.lost_samples, crash::BATCH_SAMPLES);
+    // Batch 2 present but not acknowledged.
+    let found = crash::check(&store, &[0, 1], 0).unwrap();
+    assert_eq!(found.unacked_batches_present, 1);
+    // A value no child writes at that timestamp.
+    batch.clear();
+    batch
+        .numeric(&crash::fixed_key(5).unwrap(), 15, -1.0)
+        .unwrap();
+    store.write(&batch).unwrap();
+    let found = crash::check(&store, &[0, 1, 2], 0).unwrap();
+    assert_eq!(found.invented_samples, 1);
+    assert_eq!(
+        found.lost_samples, 1,
+        "the overwritten sample of batch 1 is gone"
+    );
+    store.close().unwrap();
+}
