@@ -626,3 +626,65 @@ fn read_api_errors_name_the_parameter() {
     assert_eq!(reply["start_ms"], 1_795_338_000_000i64);
     assert_eq!(reply["end_ms"], 1_795_341_600_000i64);
 }
+
+#[test]
+fn httptrap_flatbuffer_by_content_type() {
+    use ingest::{Mode, Sample, Value as IValue};
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let ts = ts_ms();
+    let mut h = hist::Histogram::new();
+    h.insert_n(0.25, 3);
+    let tags: ingest::Tags = std::sync::Arc::from(vec![("svc".to_owned(), "f".to_owned())]);
+    let samples = vec![
+        Sample {
+            name: "fb_num".to_owned(),
+            tags: tags.clone(),
+            ts_ms: Some(ts),
+            value: IValue::Numeric(12.5),
+            mode: Mode::Set,
+        },
+        Sample {
+            name: "fb_hist".to_owned(),
+            tags,
+            ts_ms: Some(ts),
+            value: IValue::Histogram(h),
+            mode: Mode::Set,
+        },
+    ];
+    let response = client()
+        .post(server.url("/module/httptrap/fc/s"))
+        .header("Content-Type", ingest::flat::CONTENT_TYPE)
+        .body(ingest::flat::encode(&samples))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let reply: Value = response.json().unwrap();
+    assert_eq!(
+        (reply["stats"].clone(), reply["filtered"].clone()),
+        (json!(2), json!(0))
+    );
+    let result = fetch(&server, "and(svc:f)", ts / 1000, "");
+    assert_eq!(
+        numeric_slices(series(&result, "fb_num|ST[__check:fc,svc:f]"))[0]["last"],
+        12.5
+    );
+    let hist = series(&result, "fb_hist|ST[__check:fc,svc:f]");
+    let bins: Vec<&Value> = hist["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["value"].get("bins"))
+        .collect();
+    // 0.25 = 2.5e-1 is bin (25, -1).
+    assert_eq!(bins, vec![&json!([[25, -1, 3]])]);
+
+    // A body that is not a flatbuffer: rejected whole, 400.
+    let response = client()
+        .post(server.url("/module/httptrap/fc/s"))
+        .header("Content-Type", ingest::flat::CONTENT_TYPE)
+        .body(r#"{"json": 1}"#)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+}

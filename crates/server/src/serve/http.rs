@@ -285,14 +285,19 @@ async fn httptrap_common(
             return json_response(status, json!({"stats": 0, "filtered": 0, "error": message}))
         }
     };
+    // The flatbuffer metric list on the same endpoint, chosen by Content-Type.
+    let flat = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(ingest::flat::CONTENT_TYPE));
+    let parse = if flat {
+        ingest::flat::parse
+    } else {
+        ingest::httptrap::parse
+    };
     let result = app
-        .ingest(
-            Endpoint::Httptrap,
-            bytes,
-            gzip,
-            vec![check_tag],
-            ingest::httptrap::parse,
-        )
+        .ingest(Endpoint::Httptrap, bytes, gzip, vec![check_tag], parse)
         .await;
     match result {
         Ok(mapped) => httptrap_response(&mapped),
