@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N]
-//!            [--hours H] [--seed S] [--batch N]
+//!            [--hours H] [--seed S] [--batch N] [--run N]
 //! storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-min MS]
 //!            [--kill-ms-max MS] [--per-store N] [--threads N]
 //! ```
@@ -18,7 +18,7 @@ use storebench::workload::{self, Config, Shape};
 
 const USAGE: &str = "usage:
   storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N] [--hours H]
-             [--seed S] [--batch N]
+             [--seed S] [--batch N] [--run N]
   storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-min MS] [--kill-ms-max MS]
              [--per-store N] [--threads N]";
 
@@ -73,6 +73,7 @@ fn bench(args: &[String]) -> Result<ExitCode, String> {
     let mut config = Config::issue(shape);
     config.series = args.number("--series", config.series)?;
     config.seed = args.number("--seed", config.seed)?;
+    config.run_samples = args.number("--run", config.run_samples)?;
     if let Some(text) = args.get("--hours") {
         let hours: f64 = text
             .parse()

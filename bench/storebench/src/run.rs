@@ -193,6 +193,7 @@ pub fn run(opts: &RunOptions) -> Result<String, String> {
         .int("batches", batches)
         .int("batch_samples", opts.batch_samples as u64)
         .int("seed", opts.config.seed)
+        .int("run_samples", opts.config.run_samples)
         .str("durability", "group_commit")
         .num("cpu_s", cpu_s, 3)
         .num("wall_s", wall_s, 3)

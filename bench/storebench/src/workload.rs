@@ -10,7 +10,8 @@
 //!   [`CHURN_GENERATION_SERIES`] series is new (new hosts).
 //!
 //! Samples come out time-major (every series' sample for one timestamp, then the next
-//! timestamp), the order a scraper or an agent fleet produces them. A workload is streamed in
+//! timestamp), the order a scraper or an agent fleet produces them; `run_samples` > 1 gives
+//! each series that many consecutive timestamps at a time instead. A workload is streamed in
 //! chunks so that it never has to be held in memory; the benchmark times chunk generation
 //! separately and leaves it out of the store's figures.
 
@@ -118,6 +119,11 @@ pub struct Config {
     /// Samples per series (the churn shape always uses [`CHURN_SAMPLES_PER_SERIES`]).
     pub steps: u64,
     pub seed: u64,
+    /// Consecutive samples of one series before the next series: 1 (the default) is strictly
+    /// time-major — one sample per series per timestamp — as a scraper delivers them; larger
+    /// runs model agents that buffer, and show how much of the write cost is per series per
+    /// batch rather than per sample.
+    pub run_samples: u64,
 }
 
 impl Config {
@@ -128,6 +134,7 @@ impl Config {
             series: shape.default_series(),
             steps: steps_for_hours(4.0).unwrap_or(1440),
             seed: 1,
+            run_samples: 1,
         }
     }
 
@@ -140,6 +147,12 @@ impl Config {
         }
         if self.steps == 0 || self.steps > STEPS_MAX {
             return Err(format!("steps must be 1..={STEPS_MAX}, got {}", self.steps));
+        }
+        if self.run_samples == 0 || self.run_samples > STEPS_MAX {
+            return Err(format!(
+                "run samples must be 1..={STEPS_MAX}, got {}",
+                self.run_samples
+            ));
         }
         Ok(())
     }
@@ -186,6 +199,8 @@ pub struct Workload {
     generation: u64,
     step: u64,
     series_in_step: u64,
+    /// Position within the current series' run of `run_samples` steps.
+    step_in_run: u64,
     samples_done: u64,
 }
 
@@ -204,6 +219,7 @@ impl Workload {
             generation: 0,
             step: 0,
             series_in_step: 0,
+            step_in_run: 0,
             samples_done: 0,
         };
         workload.start_generation(0)?;
@@ -271,6 +287,7 @@ impl Workload {
         self.generation = generation;
         self.step = 0;
         self.series_in_step = 0;
+        self.step_in_run = 0;
         Ok(())
     }
 
@@ -300,7 +317,8 @@ impl Workload {
         while out.len() < samples_max && self.step < steps {
             let live_now = self.keys.len() as u64;
             let slot = self.series_in_step;
-            let ts_ms = START_MS + (time_base + self.step) as i64 * INTERVAL_MS;
+            let run = self.config.run_samples.min(steps - self.step);
+            let ts_ms = START_MS + (time_base + self.step + self.step_in_run) as i64 * INTERVAL_MS;
             let value = match self.config.shape {
                 Shape::Histogram => {
                     let mut h = Histogram::with_capacity(96);
@@ -325,10 +343,14 @@ impl Workload {
                 ts_ms,
                 value,
             });
-            self.series_in_step += 1;
-            if self.series_in_step == live_now {
-                self.series_in_step = 0;
-                self.step += 1;
+            self.step_in_run += 1;
+            if self.step_in_run == run {
+                self.step_in_run = 0;
+                self.series_in_step += 1;
+                if self.series_in_step == live_now {
+                    self.series_in_step = 0;
+                    self.step += run;
+                }
             }
         }
         self.samples_done += out.len() as u64;

@@ -37,6 +37,7 @@ fn config(shape: Shape, series: u64, steps: u64, seed: u64) -> Config {
         series,
         steps,
         seed,
+        run_samples: 1,
     }
 }
 
@@ -200,4 +201,25 @@ fn churn_series_live_for_six_samples_and_never_return() {
     // A generation starts after the previous one's last sample: no overlap in time.
     let first_of_second = &samples[(6 * CHURN_GENERATION_SERIES) as usize];
     assert_eq!(first_of_second.1.ts_ms, START_MS + 6 * INTERVAL_MS);
+}
+
+#[test]
+fn runs_give_each_series_consecutive_timestamps() {
+    let (series, steps) = (7u64, 10u64);
+    let mut c = config(Shape::NumericInt, series, steps, 4);
+    c.run_samples = 4;
+    let samples = drain(c, 9);
+    // Runs of 4, 4 and the remaining 2 steps, series after series.
+    let mut expected = Vec::new();
+    for (start, len) in [(0i64, 4i64), (4, 4), (8, 2)] {
+        for s in 0..series {
+            for i in start..start + len {
+                expected.push((s, START_MS + i * INTERVAL_MS));
+            }
+        }
+    }
+    let got: Vec<(u64, i64)> = samples.iter().map(|(_, s)| (s.series, s.ts_ms)).collect();
+    assert_eq!(got, expected);
+    c.run_samples = 0;
+    assert!(Workload::new(c).is_err());
 }
