@@ -6,14 +6,13 @@ reports each check as one line: `ok <name>` or `FAIL <name>: <why>`. The Rust ha
 what was sent, never taken from the server.
 """
 
+import http.client as httpclient
 import json
 import math
 import os
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from decimal import Decimal
 
 HTTP = os.environ.get("STRATA_E2E_HTTP", "127.0.0.1:8112")
@@ -24,6 +23,9 @@ BASE = "http://" + HTTP
 # Bound on every polling loop (the server flushes statsd/Graphite buffers asynchronously).
 POLL_ROUNDS_MAX = 100
 POLL_SLEEP_S = 0.2
+
+# A failed check prints at most this much of what it saw.
+DETAIL_CHARS_MAX = 600
 
 _failed = 0
 _passed = 0
@@ -37,7 +39,10 @@ def check(name, cond, detail=""):
         print(f"ok {name}", flush=True)
     else:
         _failed += 1
-        print(f"FAIL {name}: {detail}", flush=True)
+        text = str(detail)
+        if len(text) > DETAIL_CHARS_MAX:
+            text = text[:DETAIL_CHARS_MAX] + f"... ({len(text)} chars)"
+        print(f"FAIL {name}: {text}", flush=True)
     return cond
 
 
@@ -51,13 +56,20 @@ def now_ms():
 
 
 def http(method, path, body=None, headers=None, timeout=30):
-    """Returns (status, headers, body bytes); HTTP errors are returned, not raised."""
-    req = urllib.request.Request(BASE + path, data=body, method=method, headers=headers or {})
+    """Returns (status, headers, body bytes); HTTP errors are returned, not raised.
+
+    A server may answer (413) and close before the whole body is sent; the answer is then
+    read after the failed send, as curl and most clients do."""
+    conn = httpclient.HTTPConnection(HTTP, timeout=timeout)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, dict(r.headers), r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read()
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        r = conn.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        conn.close()
 
 
 def get_json(path, params=None):
