@@ -155,6 +155,21 @@ def main():
         check("cum (H, first submission) = 120 in bin 4", got == expected_bins([(4.0, 120)]), got)
     run_checks("spec example histograms", spec_histograms)
 
+    def cumulative():
+        t_a = T_FIXED - 10 * 60_000 - T_FIXED % 60_000  # on a period boundary
+        t_b = t_a + 60_000
+        for ts, value in [(t_a, ["H[4]=100"]), (t_b, ["H[4]=130", "H[5]=10"])]:
+            status, doc = curl("POST", f"/module/httptrap/{CHECK}/s", json.dumps(
+                {"cum2": {"_type": "H", "_ts": ts, "_value": value}}).encode())
+            check(f"cumulative H submission at {ts}: 200", status == 200
+                  and doc.get("stats") == 1, (status, doc))
+        s = series_named("cum2", t_a, t_b + 59_999)
+        by_ts = {d["ts_ms"]: decode_llhist(d["value"]["b64"]) for d in s["data"]
+                 if d.get("value")}
+        check("cumulative H: the second period holds the difference (30 in bin 4, 10 in 5)",
+              by_ts.get(t_b) == expected_bins([(4.0, 30), (5.0, 10)]), by_ts)
+    run_checks("cumulative histograms", cumulative)
+
     def other_forms():
         expect = {"nested`a`b": 2.5, "arr`0": 1, "arr`1": 1.5, "neg": -7, "numstr": 12.5,
                   "i32": -5, "u32": 7, "l64": -9e9, "mean": 3.0}
@@ -207,6 +222,19 @@ def main():
                       within(got, lo, hi), r)
             r = prom_instant('histogram_count(lat{path="/login"})', t)
             check("lat histogram_count = 300 (PromQL)", list(r.values()) == [300.0], r)
+            # Grafana's heatmap reads native-histogram JSON: one [rule, left, right, count]
+            # bucket per llhist bin, rule 1 for positive bins.
+            r = prom_instant('lat{path="/login"}', t)
+            h = list(r.values())[0] if len(r) == 1 else {}
+            got = sorted((round(float(lo), 12), round(float(hi), 12), int(c), rule)
+                         for rule, lo, hi, c in h.get("buckets", []))
+            want = {}
+            for v in LAT_VALUES:
+                b = llhist_bin(v)
+                want[b] = want.get(b, 0) + 1
+            want = sorted((round(lo, 12), round(hi, 12), c, 1) for (lo, hi), c in want.items())
+            check("lat as native-histogram JSON: one bucket per llhist bin, exact counts",
+                  got == want and h.get("count") == "300", (got[:4], want[:4], h.get("count")))
     run_checks("histogram of numbers", latency)
 
     finish()
