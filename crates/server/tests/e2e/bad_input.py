@@ -268,7 +268,8 @@ def statsd_cases():
     tags = ",".join(f"t{i}:v" for i in range(65))
     for dgram in [b"bad_statsd_val:abc|c", b"bad_statsd_type:1|zz", b"bad_statsd_trunc:1|",
                   b"bad_statsd_\xff:1|c", f"bad_statsd_tags:1|c|#{tags}".encode(),
-                  b"bad_statsd_rate:1|c|@7"]:
+                  b"bad_statsd_rate:1|c|@7",
+                  b"bad_statsd_long" + b"x" * 5000 + b":1|c"]:
         s.sendto(dgram, (host, int(port)))
     s.sendto(b"good_statsd:1|c", (host, int(port)))
     ok = poll(lambda: stored("good_statsd"), "the statsd flush")
@@ -286,6 +287,8 @@ def graphite_cases():
         s.sendall(b"bad.graphite.fields 1 2 3 4\n")
         s.sendall(b"bad.graphite.utf\xff 1 %d\n" % secs)
         s.sendall(b"bad.graphite.long" + b"x" * 70_000 + b" 1 %d\n" % secs)
+        tags = ";".join(f"t{i}=v" for i in range(65)).encode()
+        s.sendall(b"bad.graphite.tags;" + tags + b" 1 %d\n" % secs)
         s.sendall(b"good.graphite.same 1 %d\n" % secs)
     with socket.create_connection((host, int(port)), timeout=10) as s:
         s.sendall(b"good.graphite.next 2 %d\n" % secs)
