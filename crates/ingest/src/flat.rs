@@ -29,7 +29,7 @@ use crate::batch::{
     check_name, check_tag_count, excerpt, Batch, Mode, Options, Reason, Sample, TagList, Tags,
     Value, SAMPLES_PER_BATCH_MAX,
 };
-use crate::tags::{parse_tag, split_stream_tags};
+use crate::tags::{parse_tag, split_stream_tags, SUFFIX_OPEN};
 
 // flatc's output, checked in unchanged (regenerate: `schema/httptrap.fbs`, first lines). It is
 // the crate's only `unsafe` code, and it is not written to our lints or our formatting.
@@ -111,7 +111,9 @@ pub fn parse(body: &[u8], options: &Options) -> Batch {
         options,
         tags: TagList::new(),
         previous_tags: Arc::from([]),
+        previous_text: None,
         bins: Vec::new(),
+        wire: Vec::new(),
     };
     for (index, metric) in metrics.iter().enumerate() {
         let location = || metric_location(index, metric.name());
@@ -143,21 +145,31 @@ fn verifier_detail(error: &InvalidFlatbuffer) -> String {
     parts.join(", ")
 }
 
-/// State kept across the metrics of one body: scratch buffers, and the last tag list so that
-/// consecutive metrics with the same tags share one allocation.
-struct Reader<'o> {
+/// State kept across the metrics of one body: scratch buffers, and the last tag list with the
+/// text it was read from, so that consecutive metrics sending the same tag text share one list
+/// without reading it again (metrics of one source usually carry the same tags).
+struct Reader<'o, 'a> {
     options: &'o Options,
     tags: TagList,
     previous_tags: Tags,
+    /// The `|ST[…]` suffix and `tags` strings `previous_tags` was read from; `None` until a
+    /// metric's tags were read successfully.
+    previous_text: Option<(&'a str, Vec<&'a str>)>,
     bins: Vec<(hist::Bin, u64)>,
+    /// Scratch for a histogram's bins in llhist's binary form.
+    wire: Vec<u8>,
 }
 
-impl Reader<'_> {
-    fn sample(&mut self, metric: &schema::Metric<'_>) -> Result<Sample, Reason> {
-        // Same order of checks as the JSON path: the name's tags, the value, `_ts`, `_fl`,
-        // `_tags`, then the name and tag-count bounds.
-        self.tags.clear();
-        let name = split_stream_tags(metric.name(), &mut self.tags)?;
+type TagTexts<'a> = flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<&'a str>>;
+
+impl<'a> Reader<'_, 'a> {
+    fn sample(&mut self, metric: &schema::Metric<'a>) -> Result<Sample, Reason> {
+        // The JSON path's checks; a metric with several problems may be rejected for another
+        // one of them than its JSON twin.
+        let full = metric.name();
+        let suffix_at = full.find(SUFFIX_OPEN);
+        let name = suffix_at.map_or(full, |at| &full[..at]);
+        let tags = self.tags(full, suffix_at, metric.tags())?;
         let value = self.value(metric)?;
         let ts_ms = metric
             .ts_ms()
@@ -172,30 +184,55 @@ impl Reader<'_> {
                 return Err(Reason::bad_value("mode Set, Accumulate or Average", &found));
             }
         };
-        if let Some(tags) = metric.tags() {
-            for tag in tags {
-                self.tags.push(parse_tag(tag)?);
-                check_tag_count(self.tags.len())?;
-            }
-        }
         check_name(name)?;
-        check_tag_count(self.tags.len())?;
         Ok(Sample {
             name: name.to_owned(),
-            tags: self.shared_tags(),
+            tags,
             ts_ms,
             value,
             mode,
         })
     }
 
-    /// The collected tags as a shared list, reusing the previous metric's when equal (metrics
-    /// of one source usually carry the same tags).
-    fn shared_tags(&mut self) -> Tags {
-        if *self.previous_tags != *self.tags {
-            self.previous_tags = Arc::from(std::mem::take(&mut self.tags));
+    /// The name's `|ST[…]` tags followed by `tags`, checked against the tag bounds; the
+    /// previous metric's list when the text is the same.
+    fn tags(
+        &mut self,
+        full: &'a str,
+        suffix_at: Option<usize>,
+        texts: Option<TagTexts<'a>>,
+    ) -> Result<Tags, Reason> {
+        let suffix = suffix_at.map_or("", |at| &full[at..]);
+        if let Some((previous_suffix, previous_texts)) = &self.previous_text {
+            let same_texts = match texts {
+                None => previous_texts.is_empty(),
+                Some(texts) => {
+                    texts.len() == previous_texts.len()
+                        && texts.iter().zip(previous_texts).all(|(a, b)| a == *b)
+                }
+            };
+            if same_texts && suffix == *previous_suffix {
+                return Ok(Arc::clone(&self.previous_tags));
+            }
         }
-        Arc::clone(&self.previous_tags)
+        let mut previous_texts = match self.previous_text.take() {
+            Some((_, mut texts)) => {
+                texts.clear();
+                texts
+            }
+            None => Vec::new(),
+        };
+        self.tags.clear();
+        split_stream_tags(full, &mut self.tags)?;
+        for text in texts.iter().flatten() {
+            self.tags.push(parse_tag(text)?);
+            check_tag_count(self.tags.len())?;
+            previous_texts.push(text);
+        }
+        check_tag_count(self.tags.len())?;
+        self.previous_tags = Arc::from(std::mem::take(&mut self.tags));
+        self.previous_text = Some((suffix, previous_texts));
+        Ok(Arc::clone(&self.previous_tags))
     }
 
     fn value(&mut self, metric: &schema::Metric<'_>) -> Result<Value, Reason> {
@@ -241,28 +278,54 @@ impl Reader<'_> {
 
     /// Bins, single samples and a binary llhist, merged into one histogram.
     fn histogram(&mut self, table: &schema::Histogram<'_>) -> Result<Histogram, Reason> {
-        self.bins.clear();
-        if let Some(bins) = table.bins() {
-            self.bins.reserve(bins.len());
-            for (index, bin) in bins.iter().enumerate() {
-                let Some(valid) = hist::Bin::new(bin.val(), bin.exp()) else {
-                    let found = format!("bin {index}: val {}, exp {}", bin.val(), bin.exp());
-                    let expected = "a bin: val ±10..=99, or 0 (zero), or -1 with exp 0 (NaN)";
-                    return Err(Reason::bad_value(expected, &found));
-                };
-                self.bins.push((valid, u64::from(bin.count())));
-            }
-        }
-        if let Some(samples) = table.samples() {
-            for (index, sample) in samples.iter().enumerate() {
-                if !sample.is_finite() {
-                    let found = format!("sample {index}: {sample}");
-                    return Err(Reason::bad_value("a finite sample", &found));
+        let bins = table.bins();
+        let samples = table.samples();
+        let entries = bins.map_or(0, |b| b.len()) + samples.map_or(0, |s| s.len());
+        // The bins are validated and rewritten in llhist's binary form, which `hist` decodes
+        // with a loop that writes its keys and counts in place (ordered, merged and compacted
+        // only when needed): 2–3× faster than collecting pairs for `Histogram::from_bins`.
+        // The binary form counts bins in a u16; longer lists take the pairs path.
+        let mut histogram = match u16::try_from(entries) {
+            Ok(entries) => {
+                let wire = &mut self.wire;
+                wire.clear();
+                wire.reserve(2 + usize::from(entries) * 5);
+                wire.extend_from_slice(&entries.to_be_bytes());
+                // The common case, kept free of calls per bin.
+                for (index, bin) in bins.iter().flatten().enumerate() {
+                    let (val, exp) = (bin.val(), bin.exp());
+                    let regular = (10..=99).contains(&val.unsigned_abs());
+                    if !regular && val != 0 && (val, exp) != (-1, 0) {
+                        return Err(bad_bin(index, val, exp));
+                    }
+                    // The zero bin is (0, e) for any e; written as (0, 0).
+                    let exp = if val == 0 { 0 } else { exp };
+                    let [low, high] = bin.count().to_le_bytes();
+                    let (val, exp) = (val.to_le_bytes()[0], exp.to_le_bytes()[0]);
+                    if high == 0 {
+                        wire.extend_from_slice(&[val, exp, 0, low]);
+                    } else {
+                        wire.extend_from_slice(&[val, exp, 1, low, high]);
+                    }
                 }
-                self.bins.push((hist::Bin::from_f64(sample), 1));
+                for_each_entry(None, samples, &mut |bin, _| {
+                    let (val, exp) = (bin.val().to_le_bytes()[0], bin.exp().to_le_bytes()[0]);
+                    wire.extend_from_slice(&[val, exp, 0, 1]);
+                })?;
+                Histogram::decode(wire).map_err(|e| Reason::Decode {
+                    what: "histogram bins",
+                    detail: e.to_string(),
+                })?
             }
-        }
-        let mut histogram = Histogram::from_bins(self.bins.drain(..));
+            Err(_) => {
+                let pairs = &mut self.bins;
+                pairs.clear();
+                for_each_entry(bins, samples, &mut |bin, count| {
+                    pairs.push((bin, u64::from(count)))
+                })?;
+                Histogram::from_bins(pairs.drain(..))
+            }
+        };
         if let Some(llhist) = table.llhist() {
             let decoded = Histogram::decode(llhist.bytes()).map_err(|e| Reason::Decode {
                 what: "llhist",
@@ -276,6 +339,33 @@ impl Reader<'_> {
         }
         Ok(histogram)
     }
+}
+
+fn bad_bin(index: usize, val: i8, exp: i8) -> Reason {
+    let found = format!("bin {index}: val {val}, exp {exp}");
+    Reason::bad_value("a bin: val ±10..=99, or 0 (zero), or -1 with exp 0 (NaN)", &found)
+}
+
+/// Calls `f` with each valid bin and its count, then with each sample's bin and 1; an invalid
+/// bin or a non-finite sample is the metric's rejection, naming its index.
+fn for_each_entry(
+    bins: Option<flatbuffers::Vector<'_, schema::Bin>>,
+    samples: Option<flatbuffers::Vector<'_, f64>>,
+    f: &mut dyn FnMut(hist::Bin, u16),
+) -> Result<(), Reason> {
+    for (index, bin) in bins.iter().flatten().enumerate() {
+        let valid = hist::Bin::new(bin.val(), bin.exp());
+        let valid = valid.ok_or_else(|| bad_bin(index, bin.val(), bin.exp()))?;
+        f(valid, bin.count());
+    }
+    for (index, sample) in samples.iter().flatten().enumerate() {
+        if !sample.is_finite() {
+            let found = format!("sample {index}: {sample}");
+            return Err(Reason::bad_value("a finite sample", &found));
+        }
+        f(hist::Bin::from_f64(sample), 1);
+    }
+    Ok(())
 }
 
 /// How `encode_with` writes histograms.

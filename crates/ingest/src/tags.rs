@@ -3,7 +3,8 @@
 
 use crate::batch::{check_tag, check_tag_count, Reason};
 
-const SUFFIX_OPEN: &str = "|ST[";
+/// Where a `name|ST[…]` suffix starts.
+pub(crate) const SUFFIX_OPEN: &str = "|ST[";
 
 /// Splits `name|ST[a:b,c:d]` into the name and appends its tags. A name without the suffix is
 /// returned whole.

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use hist::Histogram;
+use ingest::flat::{self, HistogramForm};
 use ingest::influx::Precision;
 use ingest::otlp::{self, proto as otlp_proto};
 use ingest::remote_write::{self, proto};
@@ -261,6 +262,58 @@ pub fn otlp_body() -> Vec<u8> {
     otlp_proto::ExportMetricsServiceRequest { resource_metrics }.encode_to_vec()
 }
 
+/// The realistic httptrap mix: the 1,000 75-bin histograms (`H[..]=n` strings) and the 20,000
+/// numerics of `httptrap_numeric`, as concatenated documents.
+pub fn httptrap_mix() -> Vec<u8> {
+    let mut body = httptrap_histograms(false);
+    body.push(b'\n');
+    body.extend(httptrap_numeric());
+    body
+}
+
+/// The same metrics as an httptrap JSON body, as a flatbuffer metric list (`ingest::flat`).
+pub fn flat_of(json: &[u8], form: HistogramForm) -> Vec<u8> {
+    let batch = httptrap::parse(json, &options());
+    assert_eq!(batch.rejected, [], "the JSON payload must parse cleanly");
+    flat::encode_with(&batch.samples, form)
+}
+
+/// Pairs of cases holding the same metrics, JSON first, flatbuffers second: `parse_cpu` reports
+/// decode time and size ratios for each.
+pub const FLAT_VS_JSON: [(&str, &str); 4] = [
+    ("httptrap_hist75_text", "flat_hist75_bins"),
+    ("httptrap_hist75_base64", "flat_hist75_llhist"),
+    ("httptrap_numeric", "flat_numeric"),
+    ("httptrap_mix_text", "flat_mix_bins"),
+];
+
+/// Reads a flatbuffer metric list in place without building samples — what "decode" means for
+/// flatbuffers elsewhere (the verifier, then every field read once): the floor under
+/// `flat::parse`, which also allocates names, tags and histograms. Returns a checksum.
+pub fn flat_read_in_place(body: &[u8]) -> u64 {
+    let list = flat::schema::root_as_metric_list(body).unwrap();
+    let mut sum = 0u64;
+    for metric in list.metrics().into_iter().flatten() {
+        sum = sum.wrapping_add(metric.name().len() as u64);
+        for tag in metric.tags().into_iter().flatten() {
+            sum = sum.wrapping_add(tag.len() as u64);
+        }
+        sum = sum.wrapping_add(metric.ts_ms().unwrap_or(0) as u64);
+        if let Some(v) = metric.value_as_double() {
+            sum = sum.wrapping_add(v.value().to_bits());
+        } else if let Some(h) = metric.value_as_histogram() {
+            for bin in h.bins().into_iter().flatten() {
+                let key = (bin.val() as u8 as u64) << 8 | bin.exp() as u8 as u64;
+                sum = sum.wrapping_add(key ^ u64::from(bin.count()));
+            }
+            for byte in h.llhist().into_iter().flatten() {
+                sum = sum.wrapping_add(u64::from(byte));
+            }
+        }
+    }
+    sum
+}
+
 /// A named payload and the parser that reads it.
 pub struct Case {
     pub name: &'static str,
@@ -294,6 +347,31 @@ pub fn cases() -> Vec<Case> {
             name: "httptrap_numeric",
             body: httptrap_numeric(),
             parse: |b| httptrap::parse(b, &options()),
+        },
+        Case {
+            name: "flat_hist75_bins",
+            body: flat_of(&httptrap_histograms(false), HistogramForm::Bins),
+            parse: |b| flat::parse(b, &options()),
+        },
+        Case {
+            name: "flat_hist75_llhist",
+            body: flat_of(&httptrap_histograms(false), HistogramForm::Llhist),
+            parse: |b| flat::parse(b, &options()),
+        },
+        Case {
+            name: "flat_numeric",
+            body: flat_of(&httptrap_numeric(), HistogramForm::Bins),
+            parse: |b| flat::parse(b, &options()),
+        },
+        Case {
+            name: "httptrap_mix_text",
+            body: httptrap_mix(),
+            parse: |b| httptrap::parse(b, &options()),
+        },
+        Case {
+            name: "flat_mix_bins",
+            body: flat_of(&httptrap_mix(), HistogramForm::Bins),
+            parse: |b| flat::parse(b, &options()),
         },
         Case {
             name: "statsd_mixed",
