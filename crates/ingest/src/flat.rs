@@ -343,7 +343,10 @@ impl<'a> Reader<'_, 'a> {
 
 fn bad_bin(index: usize, val: i8, exp: i8) -> Reason {
     let found = format!("bin {index}: val {val}, exp {exp}");
-    Reason::bad_value("a bin: val ±10..=99, or 0 (zero), or -1 with exp 0 (NaN)", &found)
+    Reason::bad_value(
+        "a bin: val ±10..=99, or 0 (zero), or -1 with exp 0 (NaN)",
+        &found,
+    )
 }
 
 /// Calls `f` with each valid bin and its count, then with each sample's bin and 1; an invalid
