@@ -58,6 +58,8 @@ enum Workload {
     HttptrapHist,
     /// httptrap JSON, histograms as base64 llhist.
     HttptrapHistB64,
+    /// The same histograms as the flatbuffers metric list (`ingest::flat`), same endpoint.
+    HttptrapHistFlat,
 }
 
 impl Workload {
@@ -67,8 +69,10 @@ impl Workload {
             "remote-write" => Ok(Workload::RemoteWrite),
             "httptrap-hist" => Ok(Workload::HttptrapHist),
             "httptrap-hist-b64" => Ok(Workload::HttptrapHistB64),
+            "httptrap-hist-flat" => Ok(Workload::HttptrapHistFlat),
             _ => Err(format!(
-                "--workload: unknown `{s}` (influx, remote-write, httptrap-hist, httptrap-hist-b64)"
+                "--workload: unknown `{s}` (influx, remote-write, httptrap-hist, \
+                 httptrap-hist-b64, httptrap-hist-flat)"
             )),
         }
     }
@@ -95,7 +99,7 @@ struct Args {
 }
 
 const USAGE: &str =
-    "usage: serve-load --workload influx|remote-write|httptrap-hist|httptrap-hist-b64
+    "usage: serve-load --workload influx|remote-write|httptrap-hist|httptrap-hist-b64|httptrap-hist-flat
   (--spawn PATH_TO_STRATA [--server-cpu 0] [--work-dir DIR] | --url http://HOST:PORT --pid PID)
   [--hosts 1000] [--interval-s 10] [--hours 4 | --steps N]
   [--hist-metrics 10] [--hist-steps 6] [--hist-per-request 1000]
@@ -447,11 +451,23 @@ fn plan_remote_write(a: &Args, run: usize) -> Result<Plan, String> {
 const HIST_DRAWS: usize = 1500;
 const HIST_SIGMA: f64 = 0.35;
 
-fn plan_httptrap_hist(a: &Args, run: usize, base64: bool) -> Result<Plan, String> {
+/// How the httptrap histogram workload writes each histogram.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum HistForm {
+    /// JSON, `_value` as `H[..]=n` strings.
+    Strings,
+    /// JSON, `_value` as one base64 llhist.
+    Base64,
+    /// The flatbuffers metric list (`ingest::flat::encode`).
+    Flat,
+}
+
+fn plan_httptrap_hist(a: &Args, run: usize, form: HistForm) -> Result<Plan, String> {
     let mut rng = Rng(a.seed);
     let t0 = start_ms(a.hist_steps, a.interval_s, run)?;
     let mut bodies = Vec::new();
     let mut cur = Vec::new();
+    let mut cur_samples: Vec<ingest::Sample> = Vec::new();
     let mut cur_n = 0usize;
     let mut bins_total = 0u64;
     let mut hist_total = 0u64;
@@ -467,47 +483,57 @@ fn plan_httptrap_hist(a: &Args, run: usize, base64: bool) -> Result<Plan, String
                 }
                 bins_total += h.bin_count() as u64;
                 hist_total += 1;
-                cur.push(if cur_n == 0 { b'{' } else { b',' });
-                write!(
-                    cur,
-                    "\"latency|ST[host:host_{host},metric:m{metric}]\":{{\"_type\":\"h\",\"_ts\":{ts},\"_value\":"
-                )
-                .map_err(|e| e.to_string())?;
-                if base64 {
-                    write!(cur, "\"{}\"}}", h.to_base64()).map_err(|e| e.to_string())?;
+                if form == HistForm::Flat {
+                    let tags: ingest::Tags = Arc::from(vec![
+                        ("host".to_owned(), format!("host_{host}")),
+                        ("metric".to_owned(), format!("m{metric}")),
+                    ]);
+                    cur_samples.push(ingest::Sample {
+                        name: "latency".to_owned(),
+                        tags,
+                        ts_ms: Some(ts),
+                        value: ingest::Value::Histogram(h),
+                        mode: ingest::Mode::Set,
+                    });
                 } else {
-                    cur.push(b'[');
-                    for (i, entry) in h.to_text().iter().enumerate() {
-                        if i > 0 {
-                            cur.push(b',');
+                    cur.push(if cur_n == 0 { b'{' } else { b',' });
+                    write!(
+                        cur,
+                        "\"latency|ST[host:host_{host},metric:m{metric}]\":{{\"_type\":\"h\",\"_ts\":{ts},\"_value\":"
+                    )
+                    .map_err(|e| e.to_string())?;
+                    if form == HistForm::Base64 {
+                        write!(cur, "\"{}\"}}", h.to_base64()).map_err(|e| e.to_string())?;
+                    } else {
+                        cur.push(b'[');
+                        for (i, entry) in h.to_text().iter().enumerate() {
+                            if i > 0 {
+                                cur.push(b',');
+                            }
+                            write!(cur, "\"{entry}\"").map_err(|e| e.to_string())?;
                         }
-                        write!(cur, "\"{entry}\"").map_err(|e| e.to_string())?;
+                        cur.extend_from_slice(b"]}");
                     }
-                    cur.extend_from_slice(b"]}");
                 }
                 cur_n += 1;
                 if cur_n == a.hist_per_request {
-                    cur.push(b'}');
-                    bodies.push(Body {
-                        bytes: std::mem::take(&mut cur),
-                        samples: cur_n as u64,
-                    });
+                    bodies.push(finish_hist_body(&mut cur, &mut cur_samples, cur_n, form));
                     cur_n = 0;
                 }
             }
         }
     }
     if cur_n > 0 {
-        cur.push(b'}');
-        bodies.push(Body {
-            bytes: cur,
-            samples: cur_n as u64,
-        });
+        bodies.push(finish_hist_body(&mut cur, &mut cur_samples, cur_n, form));
     }
     let mean_bins = bins_total as f64 / hist_total.max(1) as f64;
+    let content_type = match form {
+        HistForm::Flat => ingest::flat::CONTENT_TYPE,
+        _ => "application/json",
+    };
     Ok(Plan {
         path: "/module/httptrap/serve-load/secret".to_owned(),
-        headers: vec![("Content-Type".to_owned(), "application/json".to_owned())],
+        headers: vec![("Content-Type".to_owned(), content_type.to_owned())],
         bodies,
         shape: format!(
             "{} hosts x {} metrics x {} steps, {} histograms per request, {:.1} bins each ({})",
@@ -516,9 +542,34 @@ fn plan_httptrap_hist(a: &Args, run: usize, base64: bool) -> Result<Plan, String
             a.hist_steps,
             a.hist_per_request,
             mean_bins,
-            if base64 { "base64" } else { "H[..]=n strings" }
+            match form {
+                HistForm::Strings => "JSON, H[..]=n strings",
+                HistForm::Base64 => "JSON, base64",
+                HistForm::Flat => "flatbuffers",
+            }
         ),
     })
+}
+
+/// Closes one request body of the histogram workload.
+fn finish_hist_body(
+    cur: &mut Vec<u8>,
+    samples: &mut Vec<ingest::Sample>,
+    n: usize,
+    form: HistForm,
+) -> Body {
+    let bytes = if form == HistForm::Flat {
+        let bytes = ingest::flat::encode(samples);
+        samples.clear();
+        bytes
+    } else {
+        cur.push(b'}');
+        std::mem::take(cur)
+    };
+    Body {
+        bytes,
+        samples: n as u64,
+    }
 }
 
 /// A minimal HTTP/1.1 keep-alive client: enough for POSTing bodies and reading short replies.
@@ -858,8 +909,9 @@ fn run(a: &Args) -> Result<(), String> {
         let plan = match a.workload {
             Workload::Influx => plan_influx(a, r)?,
             Workload::RemoteWrite => plan_remote_write(a, r)?,
-            Workload::HttptrapHist => plan_httptrap_hist(a, r, false)?,
-            Workload::HttptrapHistB64 => plan_httptrap_hist(a, r, true)?,
+            Workload::HttptrapHist => plan_httptrap_hist(a, r, HistForm::Strings)?,
+            Workload::HttptrapHistB64 => plan_httptrap_hist(a, r, HistForm::Base64)?,
+            Workload::HttptrapHistFlat => plan_httptrap_hist(a, r, HistForm::Flat)?,
         };
         let gen_s = gen0.elapsed().as_secs_f64();
         let spawned = match &a.spawn {
@@ -984,11 +1036,15 @@ mod tests {
             assert_eq!(batch.rejected_total, 0, "{:?}", batch.rejected);
             assert_eq!(batch.samples.len() as u64, b.samples);
         }
-        for b64 in [false, true] {
-            let p = plan_httptrap_hist(&a, 0, b64).unwrap();
+        for form in [HistForm::Strings, HistForm::Base64, HistForm::Flat] {
+            let p = plan_httptrap_hist(&a, 0, form).unwrap();
             assert_eq!(p.bodies.iter().map(|b| b.samples).sum::<u64>(), 7 * 2 * 2);
             for b in &p.bodies {
-                let batch = ingest::httptrap::parse(&b.bytes, &opts);
+                let batch = if form == HistForm::Flat {
+                    ingest::flat::parse(&b.bytes, &opts)
+                } else {
+                    ingest::httptrap::parse(&b.bytes, &opts)
+                };
                 assert_eq!(batch.rejected_total, 0, "{:?}", batch.rejected);
                 assert_eq!(batch.samples.len() as u64, b.samples);
             }
