@@ -33,6 +33,9 @@ pub const TIMEOUT_MS_DEFAULT: u64 = 120_000;
 pub const FIND_WORK_MAX: u64 = 10_000_000;
 /// Most slices the evaluator asks the store to merge for one series (else raw periods).
 pub const PUSHDOWN_SLICES_MAX: i64 = 1 << 20;
+/// Query times accepted, in milliseconds either side of the epoch (about 3 million years): every
+/// window arithmetic on them stays far from overflow.
+pub const TIME_MS_MAX: i64 = 1 << 56;
 /// Deadline checks happen every this many steps inside long per-series loops.
 const DEADLINE_CHECK_STEPS: usize = 1024;
 
@@ -165,6 +168,7 @@ enum Value {
 
 /// Evaluates `query` at `t_ms`.
 pub fn instant(store: &Store, query: &str, t_ms: i64, limits: Limits) -> Result<Output, EvalError> {
+    check_time(t_ms, "time")?;
     let expr = crate::parser::parse(query).map_err(|e| EvalError::BadData(e.to_string()))?;
     let mut ctx = Ctx::new(store, t_ms, t_ms, 1, limits)?;
     if let Expr::Range { selector, range_ms } = &expr {
@@ -251,6 +255,15 @@ pub fn range(
     }
 }
 
+fn check_time(t_ms: i64, what: &str) -> Result<(), EvalError> {
+    if t_ms.abs() > TIME_MS_MAX {
+        return Err(EvalError::BadData(format!(
+            "{what} {t_ms} ms is out of range"
+        )));
+    }
+    Ok(())
+}
+
 /// Two series with one label set may exist (after dropping names) if their steps do not
 /// overlap; Prometheus rejects the query otherwise.
 fn dedupe(series: Vec<Series>) -> Result<Vec<Series>, EvalError> {
@@ -321,7 +334,7 @@ impl<'a> Ctx<'a> {
         step_ms: i64,
         limits: Limits,
     ) -> Result<Ctx<'a>, EvalError> {
-        let steps = ((end_ms - start_ms) / step_ms + 1) as usize;
+        let steps = ((end_ms as i128 - start_ms as i128) / step_ms as i128 + 1) as usize;
         assert!(steps >= 1, "at least one step");
         Ok(Ctx {
             store,

@@ -51,8 +51,15 @@ pub fn router_with_limits(store: Arc<Store>, limits: Limits) -> Router {
         .route("/api/v1/query_range", get(query_range).post(query_range))
         .route("/api/v1/series", get(series).post(series))
         .route("/api/v1/labels", get(labels).post(labels))
-        .route("/api/v1/label/{name}/values", get(label_values))
-        .route("/api/v1/metadata", get(metadata))
+        .route(
+            "/api/v1/label/{name}/values",
+            get(label_values).post(label_values),
+        )
+        .route("/api/v1/metadata", get(metadata).post(metadata))
+        .route(
+            "/api/v1/query_exemplars",
+            get(no_exemplars).post(no_exemplars),
+        )
         .route("/api/v1/status/buildinfo", get(buildinfo))
         .with_state(api)
 }
@@ -609,6 +616,11 @@ async fn metadata(
         }
         .await,
     )
+}
+
+/// Grafana asks for exemplars alongside panels; the store keeps none.
+async fn no_exemplars() -> Response {
+    success("[]")
 }
 
 async fn buildinfo() -> Response {

@@ -408,6 +408,17 @@ fn errors_have_prometheus_shape_and_status() {
     let r = request(s.addr, "POST", "/api/v1/query", None);
     assert_eq!(r.status, 400, "{}", r.body);
 
+    let r = get(s.addr, "/api/v1/query?query=up&time=1e300");
+    assert_eq!(r.status, 400);
+    let r = get(
+        s.addr,
+        &format!(
+            "/api/v1/query?query=up&time={}",
+            enc("2026-13-01T00:00:00Z")
+        ),
+    );
+    assert_eq!(r.status, 400);
+
     let limited = server(Limits {
         series_per_selector_max: 1,
         ..Limits::default()
@@ -525,6 +536,14 @@ fn series_labels_and_values() {
     assert_eq!(r.json()["data"], json!(["a"]));
     let r = get(s.addr, "/api/v1/label/job/values?limit=1");
     assert_eq!(r.json()["data"], json!(["api"]));
+    let r = post(
+        s.addr,
+        "/api/v1/label/job/values",
+        &format!("match[]={}", enc("up{instance=\"b\"}")),
+    );
+    assert_eq!(r.json()["data"], json!(["db"]));
+    let r = get(s.addr, "/api/v1/label/1bad/values");
+    assert_eq!(r.status, 400);
 
     // Selecting by the escaped label finds the dotted tag.
     let r = get(
@@ -558,6 +577,8 @@ fn metadata_and_buildinfo() {
         r.json()["data"],
         json!({"lat": [{"type": "histogram", "help": "", "unit": ""}]})
     );
+    let r = post(s.addr, "/api/v1/query_exemplars", "query=up&start=0&end=1");
+    assert_eq!(r.body, "{\"status\":\"success\",\"data\":[]}");
     let r = get(s.addr, "/api/v1/status/buildinfo");
     let v = r.json();
     assert_eq!(v["status"], "success");
