@@ -160,6 +160,13 @@ struct Reader<'o, 'a> {
     wire: Vec<u8>,
 }
 
+/// Equal texts; shared strings (one offset in the buffer, as `encode` writes repeated tags) are
+/// recognised by address without comparing bytes.
+#[inline]
+fn same_text(a: &str, b: &str) -> bool {
+    a.len() == b.len() && (std::ptr::eq(a.as_ptr(), b.as_ptr()) || a == b)
+}
+
 type TagTexts<'a> = flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<&'a str>>;
 
 impl<'a> Reader<'_, 'a> {
@@ -208,10 +215,13 @@ impl<'a> Reader<'_, 'a> {
                 None => previous_texts.is_empty(),
                 Some(texts) => {
                     texts.len() == previous_texts.len()
-                        && texts.iter().zip(previous_texts).all(|(a, b)| a == *b)
+                        && texts
+                            .iter()
+                            .zip(previous_texts)
+                            .all(|(a, b)| same_text(a, b))
                 }
             };
-            if same_texts && suffix == *previous_suffix {
+            if same_texts && same_text(suffix, previous_suffix) {
                 return Ok(Arc::clone(&self.previous_tags));
             }
         }
