@@ -63,7 +63,7 @@ fn bench(args: &[String]) -> Result<ExitCode, String> {
     let args = Args::parse(
         args,
         &[
-            "--shape", "--dir", "--series", "--hours", "--seed", "--batch",
+            "--shape", "--dir", "--series", "--hours", "--seed", "--batch", "--run",
         ],
     )?;
     let shape_name = args.get("--shape").ok_or("--shape is required")?;

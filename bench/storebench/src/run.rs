@@ -93,12 +93,16 @@ pub fn run(opts: &RunOptions) -> Result<String, String> {
     assert_eq!(workload.samples_done(), samples_total);
     let cpu_loaded = clock::process_cpu_ns();
     let wall_loaded = wall0.elapsed();
+    // Measuring is not the store's work: its CPU time is left out like the generator's.
+    let probe_cpu0 = clock::thread_cpu_ns();
     let rss_loaded = measure::status_bytes("VmRSS")?;
     let series_in_index = store
         .index()
         .snapshot()
         .map_err(|e| format!("index snapshot: {e}"))?
         .series_count();
+    let probe_cpu_ns = clock::thread_cpu_ns() - probe_cpu0;
+    let cpu_before_flush = clock::process_cpu_ns();
     // The head → blocks: part of ingesting, so its CPU time counts (`close` would flush too).
     let flushed = store
         .flush()
@@ -136,7 +140,7 @@ pub fn run(opts: &RunOptions) -> Result<String, String> {
     }
 
     let gen_cpu_s = gen_cpu_ns as f64 / 1e9;
-    let cpu_s = (cpu1 - cpu0) as f64 / 1e9 - gen_cpu_s;
+    let cpu_s = (cpu1 - cpu0 - probe_cpu_ns) as f64 / 1e9 - gen_cpu_s;
     let load_cpu_s = (cpu_loaded - cpu0) as f64 / 1e9 - gen_cpu_s;
     let wall_s = (wall1 - gen_wall).as_secs_f64();
     let load_wall_s = (wall_loaded - gen_wall).as_secs_f64();
@@ -201,7 +205,11 @@ pub fn run(opts: &RunOptions) -> Result<String, String> {
         .num("samples_per_s", samples / wall_s, 0)
         .num("load_cpu_s", load_cpu_s, 3)
         .num("load_wall_s", load_wall_s, 3)
-        .num("flush_cpu_s", (cpu_flushed - cpu_loaded) as f64 / 1e9, 3)
+        .num(
+            "flush_cpu_s",
+            (cpu_flushed - cpu_before_flush) as f64 / 1e9,
+            3,
+        )
         .num("close_cpu_s", (cpu1 - cpu_flushed) as f64 / 1e9, 3)
         .int("flush_samples", flushed.samples)
         .int("flush_bytes", flushed.bytes)

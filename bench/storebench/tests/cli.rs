@@ -71,6 +71,32 @@ fn each_shape_runs_and_reports_what_it_wrote() {
 }
 
 #[test]
+fn runs_and_batches_are_options() {
+    let out = storebench(&[
+        "--shape",
+        "numeric-float",
+        "--series",
+        "50",
+        "--hours",
+        "0.1",
+        "--run",
+        "6",
+        "--batch",
+        "700",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(field(&json, "run_samples"), 6.0);
+    // 50 × 36 samples in batches of at most 700.
+    assert_eq!(field(&json, "batches"), (50.0f64 * 36.0 / 700.0).ceil());
+    assert_eq!(field(&json, "samples"), 1800.0);
+}
+
+#[test]
 fn bad_arguments_are_named() {
     let out = storebench(&["--shape", "numeric"]);
     assert_eq!(out.status.code(), Some(2));
