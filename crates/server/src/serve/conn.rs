@@ -1,16 +1,19 @@
-//! Optional HTTPS: rustls with the `ring` provider (aws-lc would need cmake), certificates and
-//! key from PEM files, every connection served by hyper with the same router.
+//! HTTP connections: an accept loop serving the router through hyper with a header-read timeout
+//! (a client that never finishes its headers is dropped), a bound on open connections, a graceful
+//! drain at shutdown, and optional HTTPS (rustls with the `ring` provider — aws-lc would need
+//! cmake — certificate and key from PEM files).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
 
@@ -18,6 +21,11 @@ use tokio_rustls::TlsAcceptor;
 const HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 /// How long shutdown waits for open connections to finish their requests.
 const DRAIN_TIMEOUT_MS: u64 = 30_000;
+/// How long a client may take to send a request's headers.
+const HEADER_READ_TIMEOUT_MS: u64 = 30_000;
+/// Open HTTP connections at once (each request on them is bounded separately); further
+/// clients wait in the kernel's accept queue.
+pub const CONNECTIONS_MAX: usize = 10_000;
 
 pub fn acceptor(cert_path: &Path, key_path: &Path) -> Result<TlsAcceptor, String> {
     let read =
@@ -47,15 +55,31 @@ pub fn acceptor(cert_path: &Path, key_path: &Path) -> Result<TlsAcceptor, String
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-/// Accepts TLS connections until stopped, then waits (bounded) for open ones to finish.
+/// Accepts connections until stopped (TLS when `acceptor` is set), then waits (bounded) for
+/// open ones to finish.
 pub async fn serve(
     listener: TcpListener,
-    acceptor: TlsAcceptor,
+    acceptor: Option<TlsAcceptor>,
     router: Router,
     mut stop: watch::Receiver<bool>,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let permits = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(HEADER_READ_TIMEOUT_MS));
+    builder.http2().timer(TokioTimer::new());
+    let builder = Arc::new(builder);
     loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = super::stopped(&mut stop) => break,
+        };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = super::stopped(&mut stop) => break,
@@ -63,15 +87,22 @@ pub async fn serve(
         let (stream, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
-                tracing::warn!(error = %e, "https: accept failed");
+                tracing::warn!(error = %e, "http: accept failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
+        let _ = stream.set_nodelay(true);
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(router.clone());
         let watcher = graceful.watcher();
+        let builder = builder.clone();
         tokio::spawn(async move {
+            let _permit = permit;
+            let Some(acceptor) = acceptor else {
+                serve_io(&builder, stream, service, watcher, peer).await;
+                return;
+            };
             let handshake = tokio::time::timeout(
                 Duration::from_millis(HANDSHAKE_TIMEOUT_MS),
                 acceptor.accept(stream),
@@ -88,11 +119,7 @@ pub async fn serve(
                     return;
                 }
             };
-            let builder = auto::Builder::new(TokioExecutor::new());
-            let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
-            if let Err(e) = watcher.watch(connection.into_owned()).await {
-                tracing::debug!(%peer, error = %e, "https: connection ended with an error");
-            }
+            serve_io(&builder, tls, service, watcher, peer).await;
         });
     }
     drop(listener);
@@ -100,6 +127,21 @@ pub async fn serve(
         .await
         .is_err()
     {
-        tracing::warn!("https: connections still open after the drain timeout");
+        tracing::warn!("http: connections still open after the drain timeout");
+    }
+}
+
+async fn serve_io<IO>(
+    builder: &auto::Builder<TokioExecutor>,
+    io: IO,
+    service: TowerToHyperService<Router>,
+    watcher: hyper_util::server::graceful::Watcher,
+    peer: std::net::SocketAddr,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    if let Err(e) = watcher.watch(connection.into_owned()).await {
+        tracing::debug!(%peer, error = %e, "http: connection ended with an error");
     }
 }

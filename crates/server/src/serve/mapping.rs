@@ -55,14 +55,22 @@ impl Mapped {
 
 /// The stream key of a sample plus extra tags (httptrap's `__check`).
 pub fn stream_key(sample: &Sample, extra: &[Tag]) -> Result<StreamKey, String> {
-    let mut tags = Vec::with_capacity(sample.tags.len() + extra.len());
-    for (category, value) in sample.tags.iter() {
+    build_key(&sample.name, sample.tags.iter(), extra)
+}
+
+fn build_key<'a>(
+    name: &str,
+    tags: impl ExactSizeIterator<Item = &'a (String, String)>,
+    extra: &[Tag],
+) -> Result<StreamKey, String> {
+    let mut all = Vec::with_capacity(tags.len() + extra.len());
+    for (category, value) in tags {
         let tag = Tag::new(category.as_bytes(), value.as_bytes())
             .map_err(|e| format!("tag `{category}:{value}`: {e}"))?;
-        tags.push(tag);
+        all.push(tag);
     }
-    tags.extend(extra.iter().cloned());
-    StreamKey::new(sample.name.as_str(), tags).map_err(|e| e.to_string())
+    all.extend(extra.iter().cloned());
+    StreamKey::new(name, all).map_err(|e| e.to_string())
 }
 
 /// One numeric value being combined at (stream, timestamp).
@@ -93,25 +101,16 @@ pub fn map_batch(
     if out.stopped {
         return out;
     }
-    // Numeric slots in first-appearance order, so the batch keeps the input order.
-    let mut slots: Vec<(StreamKey, i64, Slot)> = Vec::new();
-    let mut slot_of: HashMap<(StreamKey, i64), usize> = HashMap::new();
-    // The kind each distinct key has in this batch or the index; `None` = rejected key.
-    let mut kinds: HashMap<StreamKey, Option<Kind>> = HashMap::new();
-    // Influx fields and statsd values share one `Arc` of tags; keys differ only by name then,
-    // but building a key is cheap next to the store's write, so no cache here.
+    let mut keys = KeyTable::default();
+    // Numeric slots (key number, timestamp) in first-appearance order, so the batch keeps the
+    // input order.
+    let mut slots: Vec<(u32, i64, Slot)> = Vec::new();
+    let mut slot_of: HashMap<(u32, i64), usize> = HashMap::new();
     for sample in batch.samples {
         if sample.value == ingest::Value::Null {
             out.accepted += 1;
             continue;
         }
-        let key = match stream_key(&sample, extra_tags) {
-            Ok(key) => key,
-            Err(e) => {
-                out.reject(|| format!("metric `{}`: {e}", sample.name));
-                continue;
-            }
-        };
         let value = match sample.value {
             ingest::Value::Null => continue,
             ingest::Value::Numeric(v) => store::Value::Numeric(v),
@@ -120,34 +119,20 @@ pub fn map_batch(
             ingest::Value::CumulativeHistogram(h) => store::Value::CumulativeHistogram(h),
         };
         let kind = value.kind();
-        let known = match kinds.get(&key) {
-            Some(known) => *known,
-            None => {
-                let existing = match store.map(|s| s.index().lookup(&key)) {
-                    Some(Ok(found)) => found.map(|(_, kind)| kind),
-                    Some(Err(e)) => {
-                        out.reject(|| format!("metric `{}`: {e}", key.canonical()));
-                        kinds.insert(key, None);
-                        continue;
-                    }
-                    None => None,
-                };
-                let known = Some(existing.unwrap_or(kind));
-                kinds.insert(key.clone(), known);
-                known
-            }
-        };
-        match known {
-            None => {
-                out.reject(|| {
-                    format!(
-                        "metric `{}`: rejected earlier in this body",
-                        key.canonical()
-                    )
-                });
+        let n = match keys.number(sample.name, &sample.tags, extra_tags, kind, store) {
+            Ok(n) => n,
+            Err(e) => {
+                out.reject(|| e);
                 continue;
             }
-            Some(k) if k != kind => {
+        };
+        let (key, known) = &keys.keys[n as usize];
+        match known {
+            None => {
+                out.reject(|| format!("metric `{}`: rejected earlier in this body", key.canonical()));
+                continue;
+            }
+            Some(k) if *k != kind => {
                 out.reject(|| {
                     format!(
                         "metric `{}`: is {} and cannot take a {} value",
@@ -163,11 +148,10 @@ pub fn map_batch(
         let ts_ms = sample.ts_ms.unwrap_or(now_ms);
         match value {
             store::Value::Numeric(v) => {
-                let slot_key = (key, ts_ms);
-                match slot_of.get(&slot_key) {
+                match slot_of.get(&(n, ts_ms)) {
                     Some(&i) => combine(&mut slots[i].2, v, sample.mode),
                     None => {
-                        slot_of.insert(slot_key.clone(), slots.len());
+                        slot_of.insert((n, ts_ms), slots.len());
                         let mut slot = Slot {
                             value: v,
                             average_sum: 0.0,
@@ -177,24 +161,78 @@ pub fn map_batch(
                             slot.average_sum = v;
                             slot.average_count = 1;
                         }
-                        slots.push((slot_key.0, slot_key.1, slot));
+                        slots.push((n, ts_ms, slot));
                     }
                 }
                 out.accepted += 1;
             }
-            other => match out.batch.push(&key, ts_ms, other) {
+            other => match out.batch.push(key, ts_ms, other) {
                 Ok(()) => out.accepted += 1,
                 Err(e) => out.reject(|| format!("metric `{}`: {e}", key.canonical())),
             },
         }
     }
-    for (key, ts_ms, slot) in slots {
-        if let Err(e) = out.batch.numeric(&key, ts_ms, slot.value) {
+    for (n, ts_ms, slot) in slots {
+        let key = &keys.keys[n as usize].0;
+        if let Err(e) = out.batch.numeric(key, ts_ms, slot.value) {
             out.accepted = out.accepted.saturating_sub(1);
             out.reject(|| format!("metric `{}`: {e}", key.canonical()));
         }
     }
     out
+}
+
+/// The distinct stream keys of one batch, numbered. Influx fields and statsd values share one
+/// `Arc` of tags, so a key is first looked up by (tags pointer, name) — one string hash — and
+/// built (tags copied and sorted) and checked against the index once per distinct pair.
+#[derive(Default)]
+struct KeyTable {
+    /// (key, kind it has in the index or this batch; `None` when the index refused it).
+    keys: Vec<(StreamKey, Option<Kind>)>,
+    by_key: HashMap<StreamKey, u32>,
+    by_sample: HashMap<(usize, String), u32>,
+    /// Keeps every tags `Arc` seen alive, so no pointer in `by_sample` is reused by another.
+    pinned: Vec<ingest::Tags>,
+}
+
+impl KeyTable {
+    fn number(
+        &mut self,
+        name: String,
+        tags: &ingest::Tags,
+        extra_tags: &[Tag],
+        kind: Kind,
+        store: Option<&Store>,
+    ) -> Result<u32, String> {
+        let ptr = std::sync::Arc::as_ptr(tags) as *const () as usize;
+        let probe = (ptr, name);
+        if let Some(&n) = self.by_sample.get(&probe) {
+            return Ok(n);
+        }
+        let (ptr, name) = probe;
+        let sample_tags = tags.iter();
+        let key = build_key(&name, sample_tags, extra_tags)
+            .map_err(|e| format!("metric `{name}`: {e}"))?;
+        let n = match self.by_key.get(&key) {
+            Some(&n) => n,
+            None => {
+                let known = match store.map(|s| s.index().lookup(&key)) {
+                    Some(Ok(found)) => Some(found.map(|(_, k)| k).unwrap_or(kind)),
+                    Some(Err(e)) => return Err(format!("metric `{}`: {e}", key.canonical())),
+                    None => Some(kind),
+                };
+                let n = u32::try_from(self.keys.len()).map_err(|_| "too many keys".to_owned())?;
+                self.by_key.insert(key.clone(), n);
+                self.keys.push((key, known));
+                n
+            }
+        };
+        if self.pinned.last().is_none_or(|last| !std::sync::Arc::ptr_eq(last, tags)) {
+            self.pinned.push(tags.clone());
+        }
+        self.by_sample.insert((ptr, name), n);
+        Ok(n)
+    }
 }
 
 fn combine(slot: &mut Slot, v: f64, mode: Mode) {

@@ -5,13 +5,13 @@
 //! level). The store blocks (fsync), so writes run on tokio's blocking pool, at most
 //! `WRITERS_MAX` at once; concurrent writers share the journal's group commit.
 
+mod conn;
 mod graphite;
 mod http;
 mod mapping;
 mod metrics;
 mod read;
 mod statsd;
-mod tls;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -302,7 +302,7 @@ async fn serve(config: Config) -> Result<(), String> {
     let http_local = http_listener.as_ref().map(|l| l.local_addr());
     let http_loopback = matches!(&http_local, Some(Ok(a)) if a.ip().is_loopback());
     let tls = match (&config.tls.cert, &config.tls.key) {
-        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        (Some(cert), Some(key)) => Some(conn::acceptor(cert, key)?),
         _ => None,
     };
     let line = format!(
@@ -328,24 +328,7 @@ async fn serve(config: Config) -> Result<(), String> {
     if let Some(listener) = http_listener {
         let router = http::router(app.clone());
         let stop = stop_rx.clone();
-        match tls {
-            Some(acceptor) => {
-                tasks.spawn(tls::serve(listener, acceptor, router, stop));
-            }
-            None => {
-                tasks.spawn(async move {
-                    let mut stop = stop;
-                    let served = axum::serve(listener, router)
-                        .with_graceful_shutdown(async move {
-                            stopped(&mut stop).await;
-                        })
-                        .await;
-                    if let Err(e) = served {
-                        tracing::error!(error = %e, "HTTP listener failed");
-                    }
-                });
-            }
-        }
+        tasks.spawn(conn::serve(listener, tls, router, stop));
     }
     if let Some(socket) = statsd_socket {
         tasks.spawn(statsd::run(app.clone(), socket, stop_rx.clone()));

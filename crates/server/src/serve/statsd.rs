@@ -7,11 +7,11 @@
 //! - gauges (`g`): the last value set; a delta (`+v`/`-v`) is added to the gauge's latest value,
 //!   which is remembered across intervals (as statsd does), else to 0;
 //! - timers and histograms (`ms h d`): merged into one histogram;
-//! - sets (`s`): the parser counts members distinct within one datagram; those counts are summed
-//!   per interval (an upper bound of the distinct count when members repeat across datagrams);
+//! - sets (`s`): the members are kept per interval and the number of distinct ones is written
+//!   (up to `SET_MEMBERS_MAX` members per stream; beyond it the count stops growing);
 //! - text (`t`): the last value.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use hist::Histogram;
@@ -24,6 +24,8 @@ use super::{mapping, now_ms, Endpoint, Shared};
 
 /// Streams aggregated in one interval; samples of further streams are dropped (and counted).
 pub const STREAMS_PER_INTERVAL_MAX: usize = 200_000;
+/// Distinct members remembered per set stream and interval.
+pub const SET_MEMBERS_MAX: usize = 100_000;
 /// Datagrams read from the socket's queue after the stop signal, before the last flush.
 const DRAIN_DATAGRAMS_MAX: usize = 100_000;
 /// Gauges whose latest value is remembered across intervals for deltas.
@@ -35,6 +37,7 @@ enum Agg {
     Gauge(f64),
     Hist(Histogram),
     Text(String),
+    Set(HashSet<String>),
 }
 
 #[derive(Default)]
@@ -46,7 +49,75 @@ pub struct Aggregator {
     dropped: usize,
 }
 
+/// The type section of a statsd line (`name:values|type|…`), if it has one.
+fn line_type(line: &[u8]) -> Option<&[u8]> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let colon = line.iter().position(|&b| b == b':')?;
+    let rest = &line[colon + 1..];
+    let pipe = rest.iter().position(|&b| b == b'|')?;
+    let kind = &rest[pipe + 1..];
+    Some(&kind[..kind.iter().position(|&b| b == b'|').unwrap_or(kind.len())])
+}
+
 impl Aggregator {
+    /// Adds one datagram; returns (accepted, rejected) sample counts. Set lines are read one by
+    /// one so their members can be counted distinct over the interval (the parser only sees one
+    /// datagram); every other line goes through one parse of the rest.
+    pub fn add_datagram(&mut self, datagram: &[u8], options: &ingest::Options) -> (usize, usize) {
+        let has_set = datagram
+            .split(|&b| b == b'\n')
+            .any(|line| line_type(line) == Some(b"s"));
+        if !has_set {
+            return self.add(ingest::statsd::parse(datagram, options));
+        }
+        let mut rest = Vec::with_capacity(datagram.len());
+        let (mut accepted, mut rejected) = (0, 0);
+        for line in datagram.split(|&b| b == b'\n') {
+            if line_type(line) != Some(b"s") {
+                rest.extend_from_slice(line);
+                rest.push(b'\n');
+                continue;
+            }
+            let batch = ingest::statsd::parse(line, options);
+            rejected += batch.rejected_total;
+            let Some(first) = batch.samples.first() else {
+                continue;
+            };
+            let key = match mapping::stream_key(first, &[]) {
+                Ok(key) => key,
+                Err(_) => {
+                    rejected += 1;
+                    continue;
+                }
+            };
+            // The parser accepted the line, so it is UTF-8 with `:` and `|` where expected.
+            let text = String::from_utf8_lossy(line);
+            let values = text
+                .split_once(':')
+                .map(|(_, r)| r.split('|').next().unwrap_or(""))
+                .unwrap_or("");
+            let slot_key = (key, first.ts_ms);
+            if !self.slots.contains_key(&slot_key) && self.slots.len() >= STREAMS_PER_INTERVAL_MAX {
+                self.dropped += 1;
+                rejected += 1;
+                continue;
+            }
+            if !matches!(self.slots.get(&slot_key), Some(Agg::Set(_))) {
+                self.put(slot_key.clone(), Agg::Set(HashSet::new()));
+            }
+            if let Some(Agg::Set(members)) = self.slots.get_mut(&slot_key) {
+                for member in values.split(':') {
+                    if members.len() < SET_MEMBERS_MAX {
+                        members.insert(member.to_owned());
+                    }
+                }
+            }
+            accepted += 1;
+        }
+        let (a, r) = self.add(ingest::statsd::parse(&rest, options));
+        (accepted + a, rejected + r)
+    }
+
     /// Adds one parsed datagram; returns (accepted, rejected) sample counts.
     pub fn add(&mut self, batch: ingest::Batch) -> (usize, usize) {
         let mut rejected = batch.rejected_total;
@@ -127,6 +198,7 @@ impl Aggregator {
                 }
                 Agg::Hist(h) => store::Value::Histogram(h),
                 Agg::Text(t) => store::Value::Text(t),
+                Agg::Set(members) => store::Value::Numeric(members.len() as f64),
             };
             if let Err(e) = batch.push(&key, ts_ms, value) {
                 tracing::warn!(key = %key.canonical(), error = %e, "statsd: sample not written");
@@ -148,8 +220,8 @@ pub async fn run(app: Shared, socket: tokio::net::UdpSocket, mut stop: watch::Re
             received = socket.recv_from(&mut buffer) => match received {
                 Ok((len, _from)) => {
                     let start_ns = clock::now();
-                    let batch = ingest::statsd::parse(&buffer[..len], &ingest::Options::at(now_ms()));
-                    let (accepted, rejected) = aggregator.add(batch);
+                    let options = ingest::Options::at(now_ms());
+                    let (accepted, rejected) = aggregator.add_datagram(&buffer[..len], &options);
                     app.metrics.batch(Endpoint::Statsd, accepted, rejected);
                     let status = if rejected > 0 { 400 } else { 200 };
                     app.metrics.request(Endpoint::Statsd, clock::now().saturating_sub(start_ns), status);
@@ -168,8 +240,8 @@ pub async fn run(app: Shared, socket: tokio::net::UdpSocket, mut stop: watch::Re
     for _ in 0..DRAIN_DATAGRAMS_MAX {
         match socket.try_recv_from(&mut buffer) {
             Ok((len, _from)) => {
-                let batch = ingest::statsd::parse(&buffer[..len], &ingest::Options::at(now_ms()));
-                let (accepted, rejected) = aggregator.add(batch);
+                let options = ingest::Options::at(now_ms());
+                let (accepted, rejected) = aggregator.add_datagram(&buffer[..len], &options);
                 app.metrics.batch(Endpoint::Statsd, accepted, rejected);
             }
             Err(_) => break,
@@ -235,5 +307,28 @@ mod tests {
             vec![("temp".to_owned(), 12.0), ("hits".to_owned(), 1.0)]
         );
         assert!(agg.take(3).is_empty());
+    }
+
+    #[test]
+    fn set_members_are_distinct_over_the_interval() {
+        let opts = ingest::Options::at(1_800_000_000_000);
+        let mut agg = Aggregator::default();
+        assert_eq!(
+            agg.add_datagram(b"users:alice|s\nhits:1|c\nusers:bob|s", &opts),
+            (3, 0)
+        );
+        assert_eq!(
+            agg.add_datagram(b"users:alice|s\r\nusers:carol:bob|s\r\n", &opts),
+            (2, 0)
+        );
+        assert_eq!(
+            numbers(&agg.take(1)),
+            vec![("users".to_owned(), 3.0), ("hits".to_owned(), 1.0)]
+        );
+        assert_eq!(agg.add_datagram(b"users:dave|s|#a:b", &opts), (1, 0));
+        assert_eq!(
+            numbers(&agg.take(2)),
+            vec![("users|ST[a:b]".to_owned(), 1.0)]
+        );
     }
 }
