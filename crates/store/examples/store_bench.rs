@@ -231,6 +231,10 @@ fn bench_histogram() {
         "histogram decode: {:.1} M bins/CPU-s",
         bins_per_period / decode_ns * 1e3
     );
+    println!(
+        "histogram size: {:.2} B per submitted sample (6 merged per period)",
+        bytes.len() as f64 / (n * 6) as f64
+    );
 }
 
 fn main() {

@@ -1,37 +1,42 @@
 //! Histogram chunks: one series' (period start ms, histogram) pairs, strictly increasing in time.
 //!
-//! Consecutive periods of one stream draw from much the same distribution, so the coder keeps a
-//! model of it — a decaying density per bin seen recently (the "known" bins) — and codes each
-//! period with an adaptive binary range coder: one occupancy bit per known bin (context: the
-//! bin's density level and whether the known bin before it is populated), then the bins that
-//! are new as a count and gaps, and every count as an adaptive Elias-gamma code (context: the
-//! density level). A bin that has been busy costs little to say is busy again; bins never seen
-//! cost nothing until they appear (a NaN or zero bin far from the others adds no scan). Integer
-//! arithmetic only, so encoder and decoder evolve the same model.
+//! Consecutive periods of one stream draw from much the same distribution. The encoder picks the
+//! chunk's *window* — the bins populated in at least half of its periods — with a context class
+//! per window bin (its mean count over the chunk, on a log scale), and codes for every period
+//! each window bin's count (0 for empty) as one symbol in its class's context; the bins outside
+//! the window (tails, rare values) come first as a short list. Symbols are coded with a static
+//! rANS coder whose frequencies per context the encoder counts over the chunk and stores in it
+//! (`range.rs`): one table lookup per bin to decode, no per-period model to update, no merge of
+//! sorted lists — the adaptive binary coder this replaced spent most of its time there.
+//! Integer arithmetic only.
 
 use hist::{Bin, Histogram, BIN_COUNT_MAX};
 
 use super::bits::{get_varint, put_varint, unzigzag, zigzag, BitReader, BitWriter};
-use super::range::{GammaModel, Prob, RangeDecoder, RangeEncoder};
+use super::range::{self, raw_bits_of, symbol_of, value_of, RansDecoder, Tables, ALPHABET};
+use super::range::{LITERALS, SYMBOL_OF_LEN};
 use super::timestamps;
 use super::{check_timestamps, frame_body, frame_finish, frame_start};
 use super::{ChunkKind, DecodeError, EncodeError};
 
 /// Most periods in one histogram chunk; bounds what a decoder allocates for any input.
 pub const HIST_CHUNK_PERIODS_MAX: usize = 1 << 16;
-/// Most bin slots (sum over periods of known bins visited plus new bins) in one chunk; bounds
-/// decoder work and memory on any input. Writers split longer runs into more chunks.
+/// Most bin slots (window width × periods, plus the bins outside the window) in one chunk;
+/// bounds decoder work and memory on any input. Writers split longer runs into more chunks.
 pub const HIST_CHUNK_SLOTS_MAX: u64 = 1 << 22;
-/// Density levels used as coding contexts.
-const DENSITY_LEVELS: usize = 16;
-/// The density halves every this many periods.
-const DENSITY_HALF_LIFE_PERIODS: u32 = 4;
-/// One observation adds this much density (fixed point).
-const DENSITY_UNIT: u64 = 16;
-/// Counts above this add no more density (keeps the fixed point far from overflow).
-const DENSITY_COUNT_MAX: u64 = 1 << 20;
-/// Contexts per gamma model (positions of the unary length prefix).
-const GAMMA_CONTEXTS: usize = 24;
+/// A bin populated in at least 1 / this of a chunk's periods is in its window.
+const WINDOW_OCCUPANCY_DIV: u64 = 2;
+/// Counts above this add no more to a window bin's mean (keeps the sum far from overflow).
+const MEAN_COUNT_MAX: u64 = 1 << 20;
+/// Context classes of window bins: the bit length of 16 × the bin's mean count over the chunk,
+/// capped.
+const CLASSES: usize = 26;
+/// Contexts: one per class, then the four of the extra bins.
+const CTX_EXTRA_COUNT: usize = CLASSES;
+const CTX_EXTRA_FIRST: usize = CTX_EXTRA_COUNT + 1;
+const CTX_EXTRA_GAP: usize = CTX_EXTRA_COUNT + 2;
+const CTX_EXTRA_VALUE: usize = CTX_EXTRA_COUNT + 3;
+const CONTEXTS: usize = CTX_EXTRA_COUNT + 4;
 
 /// Storage-order key of the zero bin (see `hist/FORMAT.md`).
 const KEY_ZERO: u16 = 255 << 7 | 127;
@@ -119,175 +124,66 @@ pub fn bin_of_key(key: u16) -> Option<Bin> {
     (bin.key() == key).then_some(bin)
 }
 
-/// One period's bins as parallel vectors of bin ordinals ("keys" below) and counts (ordinals
-/// ascending, counts > 0).
-#[derive(Default, Clone, Debug)]
-struct Bins {
-    keys: Vec<u16>,
-    counts: Vec<u64>,
+const _: () = assert!(BIN_COUNT_MAX < u16::MAX as usize);
+
+/// The class of a window bin whose counts over `periods` periods sum to `sum` (each count
+/// capped at `MEAN_COUNT_MAX`).
+fn class_of(sum: u64, periods: u64) -> u8 {
+    let mean16 = sum.saturating_mul(16) / periods.max(1);
+    ((64 - mean16.leading_zeros()) as usize).min(CLASSES - 1) as u8
 }
 
-impl Bins {
-    /// Refills `self` with the bins of `h`, reusing its allocations (one `Bins` serves every
-    /// period of a chunk, so encoding allocates nothing per period).
-    fn fill(&mut self, h: &Histogram) {
-        self.keys.clear();
-        self.counts.clear();
-        self.keys.reserve(h.bin_count());
-        self.counts.reserve(h.bin_count());
-        for (b, c) in h.bins() {
-            self.keys.push(ordinal_of_key(b.key()));
-            self.counts.push(c);
+/// Symbols of one chunk, gathered by the encoder's forward pass before the (backward) rANS pass.
+struct Symbols {
+    /// `ctx * ALPHABET + symbol`, in decoding order.
+    coded: Vec<u16>,
+    raw: BitWriter,
+}
+
+impl Symbols {
+    #[inline(always)]
+    fn put(&mut self, ctx: usize, value: u64) {
+        let (symbol, bits) = symbol_of(value);
+        if bits > 0 {
+            self.put_raw(value, bits);
         }
-        assert!(
-            self.keys.windows(2).all(|w| w[0] < w[1]),
-            "bins in storage order"
-        );
-        assert!(self.counts.iter().all(|&c| c > 0), "no empty bins");
-        debug_assert!(self
-            .keys
-            .iter()
-            .all(|&k| key_of_ordinal(k).and_then(bin_of_key).is_some()));
+        self.coded
+            .push((ctx * ALPHABET + usize::from(symbol)) as u16);
     }
 
-    fn clear(&mut self) {
-        self.keys.clear();
-        self.counts.clear();
-    }
-
-    fn push(&mut self, ordinal: u16, count: u64) {
-        self.keys.push(ordinal);
-        self.counts.push(count);
-    }
-
-    /// The histogram of decoded bins (ordinals ascending and valid by construction).
-    fn histogram(&self) -> Histogram {
-        // Collected into an exactly sized vector first: `from_bins` then reuses it in place
-        // instead of growing its own through a size-hint-less filter.
-        let bins: Vec<(Bin, u64)> = self
-            .keys
-            .iter()
-            .zip(&self.counts)
-            .map(|(&o, &c)| {
-                // Every ordinal below `BIN_COUNT_MAX` names a bin (`every_key_maps_back`), and
-                // decoded ordinals are checked against it; NaN is never substituted.
-                let bin = bin_of_ordinal(o);
-                debug_assert!(bin.is_some() && bin == key_of_ordinal(o).and_then(bin_of_key));
-                (bin.unwrap_or(Bin::NAN), c)
-            })
-            .collect();
-        let h = Histogram::from_bins(bins);
-        debug_assert_eq!(h.bin_count(), self.keys.len());
-        if cfg!(debug_assertions) {
-            h.assert_invariants();
-        }
-        h
-    }
-}
-
-/// The coder's state, advanced identically by the encoder and the decoder.
-struct Model {
-    empty: Prob,
-    /// Number of new bins (not in the known set) in a period.
-    new_count: GammaModel,
-    /// First new bin relative to the previous period's first bin; then gaps between new bins.
-    new_first: GammaModel,
-    new_gap: GammaModel,
-    occupied: [[Prob; 2]; DENSITY_LEVELS],
-    counts: Vec<GammaModel>,
-    /// The known bins, ascending, with their density at the current epoch and their context
-    /// level (1 + log2 of the density, capped). Bins whose density decays to zero are dropped.
-    known: Vec<Known>,
-    /// The next period's `known`, built by merging (kept to reuse its allocation).
-    scratch: Vec<Known>,
-    /// The encoder's new bins of the period being coded (kept to reuse its allocation).
-    new: Vec<(u16, u64)>,
-    prev_first: u16,
-    period: u32,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Known {
-    ordinal: u16,
-    level: u8,
-    density: u64,
-}
-
-impl Known {
-    fn new(ordinal: u16, density: u64) -> Known {
-        debug_assert!(density > 0);
-        let level = (1 + density.ilog2() as usize).min(DENSITY_LEVELS - 1);
-        Known {
-            ordinal,
-            level: level as u8,
-            density,
-        }
-    }
-}
-
-impl Model {
-    fn new() -> Model {
-        Model {
-            empty: Prob::default(),
-            new_count: GammaModel::new(GAMMA_CONTEXTS),
-            new_first: GammaModel::new(GAMMA_CONTEXTS),
-            new_gap: GammaModel::new(GAMMA_CONTEXTS),
-            occupied: [[Prob::default(); 2]; DENSITY_LEVELS],
-            counts: vec![GammaModel::new(GAMMA_CONTEXTS); DENSITY_LEVELS],
-            known: Vec::new(),
-            scratch: Vec::new(),
-            new: Vec::new(),
-            prev_first: 0,
-            period: 0,
-        }
-    }
-
-    /// Folds a coded period into the model (both sides call this after each period): adds each
-    /// populated bin's count to its density, then halves every density when the epoch
-    /// (`period / DENSITY_HALF_LIFE_PERIODS`) advances, dropping bins that reach zero. One
-    /// merge of two ascending lists; halving step by step equals the shift by the epochs passed.
-    fn update(&mut self, bins: &Bins) {
-        let epoch = self.period / DENSITY_HALF_LIFE_PERIODS;
-        self.period += 1;
-        let shift = self.period / DENSITY_HALF_LIFE_PERIODS - epoch;
-        let add = |count: u64| count.min(DENSITY_COUNT_MAX) * DENSITY_UNIT;
-        let mut next = std::mem::take(&mut self.scratch);
-        next.clear();
-        next.reserve(self.known.len() + bins.keys.len());
-        let mut push = |ordinal: u16, density: u64| {
-            let density = density >> shift;
-            if density > 0 {
-                next.push(Known::new(ordinal, density));
+    /// One period's window: a symbol per position in its class's context (no branch on the
+    /// data); then the raw bits of the rare counts of 16 or more, in position order.
+    fn put_window(&mut self, populated: &[u64], bases: &[u16]) {
+        let mut large = false;
+        self.coded
+            .extend(populated.iter().zip(bases).map(|(&c, &base)| {
+                let len = 64 - c.leading_zeros();
+                let symbol = if c < LITERALS {
+                    c as u32
+                } else {
+                    len + SYMBOL_OF_LEN
+                };
+                large |= c >= LITERALS;
+                base + symbol as u16
+            }));
+        if large {
+            for &c in populated {
+                let (_, bits) = symbol_of(c);
+                if bits > 0 {
+                    self.put_raw(c, bits);
+                }
             }
+        }
+    }
+
+    #[cold]
+    fn put_raw(&mut self, value: u64, bits: u32) {
+        let mask = if bits == 64 {
+            u64::MAX
+        } else {
+            (1 << bits) - 1
         };
-        let known = &self.known;
-        let (mut k, mut b) = (0, 0);
-        // Both lists non-empty: the three-way merge; then whichever tail is left.
-        while k < known.len() && b < bins.keys.len() {
-            let (x, bin) = (known[k], bins.keys[b]);
-            if x.ordinal < bin {
-                push(x.ordinal, x.density);
-                k += 1;
-            } else if bin < x.ordinal {
-                push(bin, add(bins.counts[b]));
-                b += 1;
-            } else {
-                push(bin, x.density + add(bins.counts[b]));
-                k += 1;
-                b += 1;
-            }
-        }
-        for x in &known[k..] {
-            push(x.ordinal, x.density);
-        }
-        for (&bin, &count) in bins.keys[b..].iter().zip(&bins.counts[b..]) {
-            push(bin, add(count));
-        }
-        self.scratch = std::mem::replace(&mut self.known, next);
-        debug_assert!(self.known.windows(2).all(|w| w[0].ordinal < w[1].ordinal));
-        if let Some(&first) = bins.keys.first() {
-            self.prev_first = first;
-        }
+        self.raw.write(value & mask, bits);
     }
 }
 
@@ -306,73 +202,183 @@ pub fn encode(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {
     let ts_bits = w.finish();
     put_varint(&mut out, ts_bits.len() as u64);
     out.extend_from_slice(&ts_bits);
-    let mut e = RangeEncoder::new();
-    let mut model = Model::new();
-    let mut slots = 0u64;
-    let mut bins = Bins::default();
-    for (_, h) in periods {
-        bins.fill(h);
-        slots += write_period(&mut e, &mut model, &bins);
-        if slots > HIST_CHUNK_SLOTS_MAX {
-            return Err(EncodeError::TooManySlots { slots });
-        }
-        model.update(&bins);
+
+    // The window and the coding work on storage-order keys (same order as ordinals); ordinals
+    // are only written.
+    let window = Window::choose(periods)?;
+    let width = window.keys.len();
+    put_varint(&mut out, width as u64);
+    let mut next = 0;
+    for (&k, &class) in window.keys.iter().zip(&window.classes) {
+        let o = ordinal_of_key(k);
+        put_varint(&mut out, u64::from(o - next));
+        out.push(class);
+        next = o + 1;
     }
-    out.extend_from_slice(&e.finish());
+    // Each window position's context, as the offset of its symbols.
+    let bases: Vec<u16> = window
+        .classes
+        .iter()
+        .map(|&c| u16::from(c) * ALPHABET as u16)
+        .collect();
+    let keys = &window.flat_keys;
+
+    let mut symbols = Symbols {
+        coded: Vec::with_capacity(width * count + count + 3 * window.extras as usize),
+        raw: BitWriter::new(),
+    };
+    // One slot per window position, and a last one where bins outside the window land.
+    let mut populated = vec![0u64; width + 1];
+    let mut outside = Vec::new();
+    let mut extras: Vec<(u16, u64)> = Vec::new();
+    let mut prev_first_extra = 0u16;
+    let mut at = 0;
+    for (_, h) in periods {
+        let n = h.bin_count();
+        let keys = &keys[at..at + n];
+        at += n;
+        // Branch-free scatter: every bin is stored (outside ones to the spare slot) and the
+        // indexes of the outside ones are kept.
+        outside.resize(n, (0, 0));
+        let mut n_outside = 0;
+        for (i, (&k, (_, c))) in keys.iter().zip(h.bins()).enumerate() {
+            let p = window.position(k);
+            populated[p] = c;
+            outside[n_outside] = (i, c);
+            n_outside += usize::from(p == width);
+        }
+        extras.clear();
+        extras.extend(
+            outside[..n_outside]
+                .iter()
+                .map(|&(i, c)| (ordinal_of_key(keys[i]), c)),
+        );
+        // The period's extras first, so the decoder knows where they go among the window's.
+        symbols.put(CTX_EXTRA_COUNT, extras.len() as u64);
+        let mut prev: Option<u16> = None;
+        for &(o, c) in &extras {
+            match prev {
+                None => symbols.put(
+                    CTX_EXTRA_FIRST,
+                    zigzag(i64::from(o) - i64::from(prev_first_extra)),
+                ),
+                Some(p) => symbols.put(CTX_EXTRA_GAP, u64::from(o - p - 1)),
+            }
+            symbols.put(CTX_EXTRA_VALUE, c - 1);
+            prev = Some(o);
+        }
+        if let Some(&(o, _)) = extras.first() {
+            prev_first_extra = o;
+        }
+        symbols.put_window(&populated[..width], &bases);
+        populated.fill(0);
+    }
+    let coded = &symbols.coded[..];
+    let mut symbol_counts = vec![0u32; CONTEXTS * ALPHABET];
+    for &s in coded {
+        symbol_counts[usize::from(s)] += 1;
+    }
+    let tables = Tables::from_counts(&symbol_counts, CONTEXTS);
+    tables.write(&mut out);
+    let raw = symbols.raw.finish();
+    put_varint(&mut out, raw.len() as u64);
+    out.extend_from_slice(&raw);
+    out.extend_from_slice(&range::encode(&tables, coded));
     Ok(frame_finish(out))
 }
 
-/// Codes one period; returns the slots it used (known bins visited plus new bins).
-fn write_period(e: &mut RangeEncoder, model: &mut Model, bins: &Bins) -> u64 {
-    if bins.keys.is_empty() {
-        e.bit(&mut model.empty, true);
-        return 0;
-    }
-    e.bit(&mut model.empty, false);
-    let mut i = 0;
-    let mut new = std::mem::take(&mut model.new);
-    new.clear();
-    let mut prev_occupied = false;
-    for k in 0..model.known.len() {
-        let Known { ordinal, level, .. } = model.known[k];
-        let level = usize::from(level);
-        while i < bins.keys.len() && bins.keys[i] < ordinal {
-            new.push((bins.keys[i], bins.counts[i]));
-            i += 1;
+/// The encoder's window: the keys (ascending) coded at every period.
+struct Window {
+    keys: Vec<u16>,
+    /// Each window key's context class.
+    classes: Vec<u8>,
+    /// Window position by `key − first key`; the window's width for keys outside it.
+    positions: Vec<u16>,
+    first: u16,
+    /// Bins outside the window, over the chunk.
+    extras: u64,
+    /// Every period's keys, flat, in order.
+    flat_keys: Vec<u16>,
+}
+
+impl Window {
+    /// The keys populated in at least `1 / WINDOW_OCCUPANCY_DIV` of the periods are coded at every
+    /// period (an empty one costs a fraction of a bit, and one symbol per window bin is fewer
+    /// than the two of a bin outside it); the rest are coded as extras, by position. Raises the
+    /// bar until the chunk's slots fit `HIST_CHUNK_SLOTS_MAX`.
+    fn choose(periods: &[(i64, Histogram)]) -> Result<Window, EncodeError> {
+        let bins_total: usize = periods.iter().map(|(_, h)| h.bin_count()).sum();
+        let mut flat_keys = Vec::with_capacity(bins_total);
+        for (_, h) in periods {
+            flat_keys.extend(h.bins().map(|(b, _)| b.key()));
         }
-        let occupied = bins.keys.get(i) == Some(&ordinal);
-        e.bit(
-            &mut model.occupied[level][usize::from(prev_occupied)],
-            occupied,
-        );
-        if occupied {
-            e.gamma(&mut model.counts[level], bins.counts[i] - 1);
-            i += 1;
-        }
-        prev_occupied = occupied;
-    }
-    new.extend(
-        bins.keys[i..]
+        let (lo, hi) = flat_keys
             .iter()
-            .copied()
-            .zip(bins.counts[i..].iter().copied()),
-    );
-    e.gamma(&mut model.new_count, new.len() as u64);
-    let mut prev: Option<u16> = None;
-    for &(ordinal, count) in &new {
-        match prev {
-            None => e.gamma(
-                &mut model.new_first,
-                zigzag(i64::from(ordinal) - i64::from(model.prev_first)),
-            ),
-            Some(p) => e.gamma(&mut model.new_gap, u64::from(ordinal - p - 1)),
+            .fold((u16::MAX, 0u16), |(lo, hi), &k| (lo.min(k), hi.max(k)));
+        let span = usize::from(hi.saturating_sub(lo)) + 1;
+        let mut occupancy = vec![0u32; span];
+        let mut sums = vec![0u64; span];
+        let mut at = 0;
+        for (_, h) in periods {
+            let keys = &flat_keys[at..at + h.bin_count()];
+            at += keys.len();
+            for (&k, (_, c)) in keys.iter().zip(h.bins()) {
+                occupancy[usize::from(k - lo)] += 1;
+                sums[usize::from(k - lo)] += c.min(MEAN_COUNT_MAX);
+            }
         }
-        e.gamma(&mut model.counts[0], count - 1);
-        prev = Some(ordinal);
+        let n_periods = periods.len() as u64;
+        let mut threshold = n_periods.div_ceil(WINDOW_OCCUPANCY_DIV).max(1);
+        // Doubling the threshold past `periods` empties the window: at most 18 rounds.
+        let extras = loop {
+            let (mut width, mut extras) = (0u64, 0u64);
+            for &n in &occupancy {
+                if u64::from(n) >= threshold {
+                    width += 1;
+                } else {
+                    extras += u64::from(n);
+                }
+            }
+            let slots = width * n_periods + extras;
+            if slots <= HIST_CHUNK_SLOTS_MAX {
+                break extras;
+            }
+            if width == 0 {
+                return Err(EncodeError::TooManySlots { slots });
+            }
+            threshold = (threshold * 2).min(n_periods + 1);
+        };
+        let mut window = Window {
+            keys: Vec::new(),
+            classes: Vec::new(),
+            positions: Vec::new(),
+            first: lo,
+            extras,
+            flat_keys,
+        };
+        for (i, (&n, &sum)) in occupancy.iter().zip(&sums).enumerate() {
+            if u64::from(n) >= threshold {
+                window.keys.push(lo + i as u16);
+                window.classes.push(class_of(sum, n_periods));
+            }
+        }
+        let width = window.keys.len() as u16;
+        window.positions = vec![width; span];
+        for (p, &k) in window.keys.iter().enumerate() {
+            window.positions[usize::from(k - lo)] = p as u16;
+        }
+        Ok(window)
     }
-    let slots = (model.known.len() + new.len()) as u64;
-    model.new = new;
-    slots
+
+    /// The window position of a key of the chunk, or the window's width for one outside it.
+    #[inline(always)]
+    fn position(&self, key: u16) -> usize {
+        let p = self
+            .positions
+            .get(usize::from(key.wrapping_sub(self.first)));
+        debug_assert!(p.is_some(), "key {key} of the chunk");
+        usize::from(p.copied().unwrap_or(self.keys.len() as u16))
+    }
 }
 
 /// Decodes one chunk; never panics; work and memory bounded by `HIST_CHUNK_PERIODS_MAX` and
@@ -396,110 +402,150 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
     let mut r = BitReader::new(&body[pos..ts_end]);
     let ts_ms = timestamps::read_bits(&mut r, header, count)?;
     r.finish()?;
-    let mut d = RangeDecoder::new(&body[ts_end..])?;
-    let mut model = Model::new();
-    let mut slots_left = HIST_CHUNK_SLOTS_MAX;
-    let mut out = Vec::with_capacity(count);
-    // Reused for every period: the period's bins, its new bins, and the merge of the two.
-    let (mut bins, mut new, mut merged) = (Bins::default(), Bins::default(), Bins::default());
-    for ts in ts_ms {
-        read_period(&mut d, &mut model, &mut slots_left, &mut bins, &mut new)?;
-        if !new.keys.is_empty() {
-            merge_bins(&bins, &new, &mut merged)
-                .ok_or_else(|| d.invalid("new bin repeats a known bin"))?;
-            std::mem::swap(&mut bins, &mut merged);
-        }
-        model.update(&bins);
-        out.push((ts, bins.histogram()));
+    pos = ts_end;
+    let invalid = |pos: usize, what| DecodeError::Invalid {
+        bit_offset: pos as u64 * 8,
+        what,
+    };
+
+    let width = get_varint(body, &mut pos)?;
+    if width > BIN_COUNT_MAX as u64 || width * count as u64 > HIST_CHUNK_SLOTS_MAX {
+        return Err(invalid(
+            pos,
+            "window wider than the bins or the chunk's slots",
+        ));
     }
+    let width = width as usize;
+    let mut slots_left = HIST_CHUNK_SLOTS_MAX - (width * count) as u64;
+    let mut window_bins = Vec::with_capacity(width);
+    let mut window_ordinals = Vec::with_capacity(width);
+    let mut window_classes = Vec::with_capacity(width);
+    let mut next = 0u64;
+    for _ in 0..width {
+        let o = next.saturating_add(get_varint(body, &mut pos)?);
+        let Some(bin) = u16::try_from(o).ok().and_then(bin_of_ordinal) else {
+            return Err(invalid(pos, "window ordinal out of range"));
+        };
+        let class = body.get(pos).copied().unwrap_or(u8::MAX);
+        if usize::from(class) >= CLASSES {
+            return Err(invalid(pos, "window class out of range or missing"));
+        }
+        pos += 1;
+        window_bins.push(bin);
+        window_ordinals.push(o as u16);
+        window_classes.push(usize::from(class));
+        next = o + 1;
+    }
+    let tables = Tables::read(body, &mut pos, CONTEXTS)?;
+    let raw_len = get_varint(body, &mut pos)?;
+    if raw_len > (body.len() - pos) as u64 {
+        return Err(DecodeError::Truncated {
+            bit_offset: body.len() as u64 * 8,
+        });
+    }
+    let raw_end = pos + raw_len as usize;
+    let mut raw = BitReader::new(&body[pos..raw_end]);
+    let mut d = RansDecoder::new(&tables, &body[raw_end..])?;
+
+    // The period's extras: ordinal, count, and the window position they precede.
+    let mut extras: Vec<(u16, u64, usize)> = Vec::new();
+    let mut prev_first_extra = 0u16;
+    let mut scratch: Vec<(Bin, u64)> = Vec::new();
+    let mut out = Vec::with_capacity(count);
+    for ts in ts_ms {
+        let n = read_value(&mut d, &mut raw, CTX_EXTRA_COUNT);
+        slots_left = slots_left
+            .checked_sub(n)
+            .ok_or_else(|| d.invalid("more bin slots than HIST_CHUNK_SLOTS_MAX"))?;
+        extras.clear();
+        let mut prev: Option<i64> = None;
+        for _ in 0..n {
+            let o = match prev {
+                None => i64::from(prev_first_extra).wrapping_add(unzigzag(read_value(
+                    &mut d,
+                    &mut raw,
+                    CTX_EXTRA_FIRST,
+                ))),
+                Some(p) => {
+                    p.wrapping_add(1)
+                        .wrapping_add(read_value(&mut d, &mut raw, CTX_EXTRA_GAP) as i64)
+                }
+            };
+            if !(0..BIN_COUNT_MAX as i64).contains(&o) || prev.is_some_and(|p| o <= p) {
+                return Err(d.invalid("extra bin out of range or order"));
+            }
+            let o = o as u16;
+            let at = window_ordinals.partition_point(|&w| w < o);
+            if window_ordinals.get(at) == Some(&o) {
+                return Err(d.invalid("extra bin in the window"));
+            }
+            let c = read_value(&mut d, &mut raw, CTX_EXTRA_VALUE)
+                .checked_add(1)
+                .ok_or_else(|| d.invalid("bin count above 2^64 - 1"))?;
+            extras.push((o, c, at));
+            prev = Some(i64::from(o));
+        }
+        if let Some(&(o, _, _)) = extras.first() {
+            prev_first_extra = o;
+        }
+        // Every slot written, the populated ones kept (branch-free); the scratch buffer is reused
+        // and the period's bins copied out of it exactly sized.
+        scratch.resize(width + extras.len(), (Bin::NAN, 0));
+        let mut len = 0;
+        let mut from = 0;
+        for segment in 0..=extras.len() {
+            let to = extras.get(segment).map_or(width, |e| e.2);
+            for (&bin, &class) in window_bins[from..to].iter().zip(&window_classes[from..to]) {
+                let c = read_value(&mut d, &mut raw, class);
+                scratch[len] = (bin, c);
+                len += usize::from(c != 0);
+            }
+            if let Some(&(o, c, _)) = extras.get(segment) {
+                scratch[len] = (extra_bin(o), c);
+                len += 1;
+            }
+            from = to;
+        }
+        d.check()?;
+        let h = Histogram::from_bins(scratch[..len].to_vec());
+        if cfg!(debug_assertions) {
+            h.assert_invariants();
+        }
+        out.push((ts, h));
+    }
+    raw.finish()?;
     d.finish()?;
     Ok(out)
 }
 
-/// Reads one period: its known populated bins into `kept`, its new bins into `new` (both
-/// cleared first; the caller merges them).
-fn read_period(
-    d: &mut RangeDecoder<'_>,
-    model: &mut Model,
-    slots_left: &mut u64,
-    kept: &mut Bins,
-    new: &mut Bins,
-) -> Result<(), DecodeError> {
-    kept.clear();
-    new.clear();
-    if d.bit(&mut model.empty)? {
-        return Ok(());
+/// The next value in context `ctx`: its symbol, and raw bits for a large one. Errors are kept in
+/// the decoder (`RansDecoder::check`) so this hot path returns a plain value.
+#[inline(always)]
+fn read_value(d: &mut RansDecoder<'_>, raw: &mut BitReader<'_>, ctx: usize) -> u64 {
+    let symbol = d.symbol(ctx);
+    if u64::from(symbol) < LITERALS {
+        u64::from(symbol)
+    } else {
+        read_large(d, raw, symbol)
     }
-    take_slots(d, slots_left, model.known.len() as u64)?;
-    let mut prev_occupied = false;
-    for k in 0..model.known.len() {
-        let Known { ordinal, level, .. } = model.known[k];
-        let level = usize::from(level);
-        let occupied = d.bit(&mut model.occupied[level][usize::from(prev_occupied)])?;
-        if occupied {
-            let count = read_count(d, &mut model.counts[level])?;
-            kept.push(ordinal, count);
-        }
-        prev_occupied = occupied;
-    }
-    let new_count = d.gamma(&mut model.new_count)?;
-    take_slots(d, slots_left, new_count)?;
-    let mut prev: Option<i64> = None;
-    for _ in 0..new_count {
-        let ordinal = match prev {
-            None => {
-                i64::from(model.prev_first).wrapping_add(unzigzag(d.gamma(&mut model.new_first)?))
-            }
-            Some(p) => p
-                .wrapping_add(1)
-                .wrapping_add(d.gamma(&mut model.new_gap)? as i64),
-        };
-        if !(0..BIN_COUNT_MAX as i64).contains(&ordinal) || prev.is_some_and(|p| ordinal <= p) {
-            return Err(d.invalid("new bin out of range or order"));
-        }
-        let count = read_count(d, &mut model.counts[0])?;
-        new.push(ordinal as u16, count);
-        prev = Some(ordinal);
-    }
-    Ok(())
 }
 
-fn take_slots(d: &RangeDecoder<'_>, slots_left: &mut u64, slots: u64) -> Result<(), DecodeError> {
-    *slots_left = slots_left
-        .checked_sub(slots)
-        .ok_or_else(|| d.invalid("more bin slots than HIST_CHUNK_SLOTS_MAX"))?;
-    Ok(())
-}
-
-fn read_count(d: &mut RangeDecoder<'_>, model: &mut GammaModel) -> Result<u64, DecodeError> {
-    d.gamma(model)?
-        .checked_add(1)
-        .ok_or_else(|| d.invalid("bin count above 2^64 - 1"))
-}
-
-/// Two ascending bin lists as one in `out` (cleared first), or `None` if they share a bin.
-fn merge_bins(a: &Bins, b: &Bins, out: &mut Bins) -> Option<()> {
-    out.clear();
-    out.keys.reserve(a.keys.len() + b.keys.len());
-    out.counts.reserve(a.keys.len() + b.keys.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.keys.len() && j < b.keys.len() {
-        let (ka, kb) = (a.keys[i], b.keys[j]);
-        if ka < kb {
-            out.push(ka, a.counts[i]);
-            i += 1;
-        } else if kb < ka {
-            out.push(kb, b.counts[j]);
-            j += 1;
-        } else {
-            return None;
+#[cold]
+fn read_large(d: &mut RansDecoder<'_>, raw: &mut BitReader<'_>, symbol: u8) -> u64 {
+    match raw.read(raw_bits_of(symbol)) {
+        Ok(bits) => value_of(symbol, bits),
+        Err(_) => {
+            d.fail();
+            0
         }
     }
-    out.keys.extend_from_slice(&a.keys[i..]);
-    out.counts.extend_from_slice(&a.counts[i..]);
-    out.keys.extend_from_slice(&b.keys[j..]);
-    out.counts.extend_from_slice(&b.counts[j..]);
-    Some(())
+}
+
+/// The bin of an extra's ordinal, checked below `BIN_COUNT_MAX` when decoded.
+fn extra_bin(ordinal: u16) -> Bin {
+    let bin = bin_of_ordinal(ordinal);
+    debug_assert!(bin.is_some());
+    bin.unwrap_or(Bin::NAN)
 }
 
 #[cfg(test)]
