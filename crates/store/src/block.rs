@@ -16,6 +16,7 @@ use journal::vfs::{write_all_at, OpenMode, VFile, Vfs};
 
 use crate::encode::{self, histogram::HIST_CHUNK_PERIODS_MAX, CHUNK_SAMPLES_MAX};
 use crate::index::{Kind, SeriesId};
+use crate::read::SliceAggregate;
 
 pub const BLOCK_MAGIC: &[u8; 8] = b"STRATABK";
 pub const BLOCK_VERSION: u32 = 1;
@@ -91,6 +92,8 @@ pub enum SeriesData {
     Numeric(Vec<(i64, f64)>),
     Text(Vec<(i64, String)>),
     Histogram(Vec<(i64, Histogram)>),
+    /// A numeric series' rollup slices, by slice start (rollup blocks only).
+    Aggregates(Vec<(i64, SliceAggregate)>),
 }
 
 /// Decoded samples of one chunk.
@@ -98,6 +101,7 @@ pub enum ChunkData {
     Numeric(Vec<(i64, f64)>),
     Text(Vec<(i64, String)>),
     Histogram(Vec<(i64, Histogram)>),
+    Aggregates(Vec<(i64, SliceAggregate)>),
 }
 
 /// An open block: its directory in memory, chunks read on demand.
@@ -107,6 +111,8 @@ pub struct Block {
     pub base_period_ms: i64,
     pub size_bytes: u64,
     pub path: PathBuf,
+    /// From the manifest (`BlockRef::content_generation`); the generation until set.
+    pub content_generation: u64,
     entries: Vec<Entry>,
     file: Arc<dyn VFile>,
 }
@@ -216,6 +222,7 @@ impl Block {
             base_period_ms,
             size_bytes,
             path: path.to_path_buf(),
+            content_generation: id.generation,
             entries,
             file,
         })
@@ -243,6 +250,10 @@ impl Block {
             what,
         };
         let data = match entry.kind {
+            // Rollup blocks hold numeric series as aggregate chunks (kind 4).
+            Kind::Numeric if bytes.get(1) == Some(&(encode::ChunkKind::Aggregate as u8)) => {
+                encode::aggregate::decode(&bytes).map(ChunkData::Aggregates)
+            }
             Kind::Numeric => encode::numeric::decode(&bytes).map(ChunkData::Numeric),
             Kind::Text => encode::text::decode(&bytes).map(ChunkData::Text),
             Kind::Histogram => encode::histogram::decode(&bytes).map(ChunkData::Histogram),
@@ -270,6 +281,7 @@ impl ChunkData {
             ChunkData::Numeric(v) => s(v),
             ChunkData::Text(v) => s(v),
             ChunkData::Histogram(v) => s(v),
+            ChunkData::Aggregates(v) => s(v),
         }
     }
 }
@@ -393,6 +405,55 @@ impl BlockWriter {
             self.entries.last().is_none_or(|e| e.series < series),
             "series added out of order"
         );
+        self.add_parts(series, data)
+    }
+
+    /// `add` with chunks that never straddle a multiple of `split_ms`, so a read of a short
+    /// range decodes only the chunks it needs (rollups, whose partitions are long).
+    pub fn add_split(
+        &mut self,
+        series: SeriesId,
+        data: &SeriesData,
+        split_ms: i64,
+    ) -> Result<(), BlockError> {
+        assert!(
+            self.entries.last().is_none_or(|e| e.series < series),
+            "series added out of order"
+        );
+        assert!(split_ms > 0);
+        fn groups<T: Clone>(v: &[(i64, T)], split_ms: i64) -> Vec<Vec<(i64, T)>> {
+            let mut out: Vec<Vec<(i64, T)>> = Vec::new();
+            let mut current: Option<i64> = None;
+            for item in v {
+                let g = item.0.div_euclid(split_ms);
+                if current != Some(g) {
+                    out.push(Vec::new());
+                    current = Some(g);
+                }
+                if let Some(last) = out.last_mut() {
+                    last.push(item.clone());
+                }
+            }
+            out
+        }
+        match data {
+            SeriesData::Histogram(v) => {
+                for g in groups(v, split_ms) {
+                    self.add_parts(series, &SeriesData::Histogram(g))?;
+                }
+                Ok(())
+            }
+            SeriesData::Aggregates(v) => {
+                for g in groups(v, split_ms) {
+                    self.add_parts(series, &SeriesData::Aggregates(g))?;
+                }
+                Ok(())
+            }
+            other => self.add_parts(series, other),
+        }
+    }
+
+    fn add_parts(&mut self, series: SeriesId, data: &SeriesData) -> Result<(), BlockError> {
         match data {
             SeriesData::Numeric(points) => {
                 for part in points.chunks(CHUNK_SAMPLES_MAX) {
@@ -411,6 +472,12 @@ impl BlockWriter {
             SeriesData::Histogram(periods) => {
                 for part in periods.chunks(HIST_CHUNK_PERIODS_MAX) {
                     self.push_histograms(series, part)?;
+                }
+            }
+            SeriesData::Aggregates(slices) => {
+                for part in slices.chunks(CHUNK_SAMPLES_MAX) {
+                    let bytes = encode::aggregate::encode(part).map_err(encode_error(series))?;
+                    self.push_chunk(series, Kind::Numeric, part, &bytes)?;
                 }
             }
         }

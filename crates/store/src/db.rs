@@ -37,6 +37,39 @@ pub const PARTITION_MS_DEFAULT: i64 = 2 * 3600 * 1000;
 pub const HEAD_SUBSCRIBER: &str = "head";
 /// How often the background flusher looks at the head.
 const FLUSH_TICK_MS: u64 = 1_000;
+/// How often the background flusher builds due rollups and applies retention.
+const MAINTENANCE_TICK_MS: u64 = 60_000;
+/// Rollup partitions one background pass builds at most (per level), so flushing is never
+/// held up for long; later passes do the rest.
+const BACKGROUND_ROLLUP_PARTITIONS_MAX: usize = 8;
+pub const MINUTE_MS: i64 = 60_000;
+pub const HOUR_MS: i64 = 60 * MINUTE_MS;
+pub const DAY_MS: i64 = 24 * HOUR_MS;
+
+/// One rollup level: slices of `period_ms`, kept for `retention_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LevelOptions {
+    pub period_ms: i64,
+    pub retention_ms: i64,
+}
+
+/// The default levels: 5 m kept 1 year, 1 h and 1 d kept 5 years.
+pub fn default_levels() -> Vec<LevelOptions> {
+    vec![
+        LevelOptions {
+            period_ms: 5 * MINUTE_MS,
+            retention_ms: 365 * DAY_MS,
+        },
+        LevelOptions {
+            period_ms: HOUR_MS,
+            retention_ms: 5 * 365 * DAY_MS,
+        },
+        LevelOptions {
+            period_ms: DAY_MS,
+            retention_ms: 5 * 365 * DAY_MS,
+        },
+    ]
+}
 
 #[derive(Clone)]
 pub struct StoreOptions {
@@ -58,6 +91,18 @@ pub struct StoreOptions {
     pub flush_interval_ms: u64,
     /// Run the background flusher (tests that drive `flush` themselves turn it off).
     pub background_flush: bool,
+    /// Rollup levels, finest first: each period a multiple of the one before (the first of the
+    /// base period). Fixed at creation (kept in the manifest); retentions may change.
+    pub levels: Vec<LevelOptions>,
+    /// Base blocks (histograms at the base period, text) are dropped after this long.
+    pub base_retention_ms: i64,
+    /// Raw numeric samples are dropped after this long (their rollups stay).
+    pub raw_numeric_retention_ms: i64,
+    /// A rollup partition is built once its end is this much older than now.
+    pub rollup_grace_ms: i64,
+    /// The background flusher also builds rollups and applies retention (wall clock), every
+    /// `MAINTENANCE_TICK_MS`.
+    pub background_maintenance: bool,
 }
 
 impl Default for StoreOptions {
@@ -71,6 +116,11 @@ impl Default for StoreOptions {
             head_samples_max: 16 << 20,
             flush_interval_ms: 15 * 60 * 1000,
             background_flush: true,
+            levels: default_levels(),
+            base_retention_ms: 30 * DAY_MS,
+            raw_numeric_retention_ms: 7 * DAY_MS,
+            rollup_grace_ms: 30 * MINUTE_MS,
+            background_maintenance: true,
         }
     }
 }
@@ -267,6 +317,48 @@ impl Store {
         Ok(self.inner.index.snapshot()?.find(query, work_max)?)
     }
 
+    /// Builds every due rollup (partitions whose end is older than `now_ms` minus the grace,
+    /// not built yet or stale because of later data or deletes), finest level first. The
+    /// background flusher does this too, a few partitions at a time.
+    pub fn build_rollups(&self, now_ms: i64) -> Result<crate::rollup::RollupReport, StoreError> {
+        self.inner.build_rollups(now_ms, usize::MAX)
+    }
+
+    /// Drops whole partitions past each level's retention as of `now_ms` (raw numeric data
+    /// past its shorter retention is rewritten out of base blocks) and deletes their files.
+    pub fn apply_retention(
+        &self,
+        now_ms: i64,
+    ) -> Result<crate::rollup::RetentionReport, StoreError> {
+        self.inner.apply_retention(now_ms)
+    }
+
+    /// Deletes the data of `ids` in `[start_ms, end_ms)` acknowledged before the call: invisible
+    /// to every read once this returns (tombstones in the manifest), gone from disk after
+    /// `compact`. Flushes the head first. Returns the tombstones added.
+    pub fn delete(&self, ids: &[SeriesId], start_ms: i64, end_ms: i64) -> Result<u64, StoreError> {
+        self.inner.delete(ids, start_ms, end_ms)
+    }
+
+    /// `delete` of every series a tag query matches (a name: `and(__name:cpu)`-style queries).
+    pub fn delete_matching(
+        &self,
+        query: &TagQuery,
+        work_max: u64,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let ids = self.find(query, work_max)?;
+        self.inner.delete(&ids, start_ms, end_ms)
+    }
+
+    /// Rewrites base partitions holding deleted data or several blocks as one block each,
+    /// rebuilds rollups still reflecting deleted data (those due as of `now_ms`), and drops the
+    /// tombstones nothing needs any more.
+    pub fn compact(&self, now_ms: i64) -> Result<crate::compact::CompactReport, StoreError> {
+        self.inner.compact(now_ms)
+    }
+
     /// Blocks and their sizes, the manifest's checkpoint, what is still in memory.
     pub fn stats(&self) -> Result<flush::StoreStats, StoreError> {
         self.inner.stats()
@@ -291,6 +383,29 @@ fn check_options(opts: &StoreOptions) -> Result<(), StoreError> {
     if opts.head_samples_max == 0 {
         return Err(StoreError::InvalidOptions("head_samples_max is 0"));
     }
+    if opts.levels.len() > crate::manifest::LEVELS_MAX as usize {
+        return Err(StoreError::InvalidOptions("more levels than LEVELS_MAX"));
+    }
+    let mut finer = opts.base_period_ms;
+    for l in &opts.levels {
+        if l.period_ms <= finer || l.period_ms % finer != 0 {
+            return Err(StoreError::InvalidOptions(
+                "each level's period must be a larger multiple of the finer level's (or base) period",
+            ));
+        }
+        if l.retention_ms <= 0 {
+            return Err(StoreError::InvalidOptions(
+                "a level's retention is not positive",
+            ));
+        }
+        finer = l.period_ms;
+    }
+    if opts.base_retention_ms <= 0 || opts.raw_numeric_retention_ms <= 0 || opts.rollup_grace_ms < 0
+    {
+        return Err(StoreError::InvalidOptions(
+            "retentions must be positive and the rollup grace not negative",
+        ));
+    }
     Ok(())
 }
 
@@ -299,18 +414,34 @@ fn load_or_create_manifest(
     dir: &Path,
     opts: &StoreOptions,
 ) -> Result<Manifest, StoreError> {
+    let layout = crate::rollup::level_layout(opts);
     match Manifest::load(vfs, dir)? {
-        Some(m) => {
+        Some(mut m) => {
             if m.base_period_ms != opts.base_period_ms || m.partition_ms != opts.partition_ms {
                 return Err(StoreError::LayoutMismatch {
                     stored_base_period_ms: m.base_period_ms,
                     stored_partition_ms: m.partition_ms,
                 });
             }
+            let stored: Vec<(i64, i64)> = m
+                .levels
+                .iter()
+                .map(|l| (l.period_ms, l.partition_ms))
+                .collect();
+            if stored.is_empty() && !layout.is_empty() {
+                // A store from before rollups (or without levels so far): take the options'.
+                m.levels = crate::rollup::empty_levels(&layout);
+                m.store(vfs, dir).map_err(StoreError::Io)?;
+            } else if stored != layout {
+                return Err(StoreError::InvalidOptions(
+                    "rollup levels differ from the ones the store was created with",
+                ));
+            }
             Ok(m)
         }
         None => {
-            let m = Manifest::new(opts.base_period_ms, opts.partition_ms);
+            let mut m = Manifest::new(opts.base_period_ms, opts.partition_ms);
+            m.levels = crate::rollup::empty_levels(&layout);
             m.store(vfs, dir).map_err(StoreError::Io)?;
             Ok(m)
         }
@@ -500,6 +631,7 @@ impl Inner {
     /// The background flusher: flushes when the head is big or old enough.
     fn flush_loop(&self) {
         let (lock, cv) = &self.stop;
+        let mut last_maintenance = Instant::now();
         loop {
             let Ok(stopped) = lock.lock() else { return };
             let Ok((stopped, _)) = cv.wait_timeout(stopped, Duration::from_millis(FLUSH_TICK_MS))
@@ -513,6 +645,19 @@ impl Inner {
             if self.flush_due() {
                 let failed = self.flush().is_err();
                 self.flush_failing.store(failed, Ordering::Release);
+            }
+            let maintenance_due =
+                last_maintenance.elapsed() >= Duration::from_millis(MAINTENANCE_TICK_MS);
+            if self.opts.background_maintenance && maintenance_due {
+                last_maintenance = Instant::now();
+                let now_ms = crate::rollup::wall_clock_ms();
+                // Failures are retried next tick; nothing is lost by a failed pass.
+                if self
+                    .build_rollups(now_ms, BACKGROUND_ROLLUP_PARTITIONS_MAX)
+                    .is_ok()
+                {
+                    let _ = self.apply_retention(now_ms);
+                }
             }
         }
     }

@@ -76,28 +76,18 @@ pub fn merged_histograms(
     group_by: &[Vec<u8>],
 ) -> Result<Vec<HistogramGroup>, StoreError> {
     check_count(ids)?;
+    let slices = slicing.check(view.base_period_ms())?;
     let mut groups: BTreeMap<GroupKey, HistogramGroup> = BTreeMap::new();
     for &id in ids {
         let key = group_key(index, id, group_by)?;
-        let slices = view.histograms(id, slicing)?;
-        match groups.get_mut(&key) {
-            Some(g) => {
-                for (acc, h) in g.slices.iter_mut().zip(&slices) {
-                    acc.merge(h);
-                }
-                g.series += 1;
-            }
-            None => {
-                groups.insert(
-                    key.clone(),
-                    HistogramGroup {
-                        key,
-                        series: 1,
-                        slices,
-                    },
-                );
-            }
-        }
+        // Each series' slices merge straight into its group's: no per-series result.
+        let g = groups.entry(key.clone()).or_insert_with(|| HistogramGroup {
+            key,
+            series: 0,
+            slices: vec![Histogram::new(); slices],
+        });
+        view.add_histograms(id, slicing, &mut g.slices)?;
+        g.series += 1;
     }
     Ok(groups.into_values().collect())
 }

@@ -24,7 +24,7 @@ use crate::block::{Block, BlockId, BlockStats, BlockWriter, SeriesData};
 use crate::db::{Inner, HEAD_SUBSCRIBER};
 use crate::head::{CumulativeState, Head, Point, SeriesHead};
 use crate::index::SeriesId;
-use crate::manifest::{self, BlockRef, Manifest};
+use crate::manifest::{self, BlockRef, Manifest, Tombstone};
 use crate::StoreError;
 
 pub const BLOCKS_DIR: &str = "blocks";
@@ -38,15 +38,67 @@ pub(crate) struct Frozen {
 }
 
 /// The blocks readers see, by partition start; within a partition, oldest generation first.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Blocks {
     pub by_partition: BTreeMap<i64, Vec<Arc<Block>>>,
     /// Quarantined blocks: reads that overlap them fail.
     pub quarantined: Vec<BlockRef>,
     pub partition_ms: i64,
+    /// Rollup levels, finest first.
+    pub levels: Vec<LevelBlocks>,
+    pub tombstones: Vec<Tombstone>,
+}
+
+/// One rollup level's files: at most one per partition (`Block::content_generation` is the
+/// newest base content it folded in).
+#[derive(Default, Clone)]
+pub(crate) struct LevelBlocks {
+    pub period_ms: i64,
+    pub partition_ms: i64,
+    pub by_partition: BTreeMap<i64, Arc<Block>>,
 }
 
 impl Blocks {
+    /// The newest content generation of the base blocks meeting `[start_ms, end_ms)` (0: none).
+    pub fn base_content_generation(&self, start_ms: i64, end_ms: i64) -> u64 {
+        self.overlapping(start_ms, end_ms)
+            .iter()
+            .map(|b| b.content_generation)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The rollup of `level` for the partition starting at `partition_start_ms`, if it holds
+    /// everything the base blocks hold there and no tombstone of `series` came after it.
+    pub fn fresh_rollup(
+        &self,
+        level: usize,
+        partition_start_ms: i64,
+        series: SeriesId,
+    ) -> Option<&Arc<Block>> {
+        let l = self.levels.get(level)?;
+        let r = l.by_partition.get(&partition_start_ms)?;
+        let end = partition_start_ms.saturating_add(l.partition_ms);
+        if self.base_content_generation(partition_start_ms, end) > r.content_generation {
+            return None;
+        }
+        if self
+            .tombstones
+            .iter()
+            .any(|t| t.overlaps(series, partition_start_ms, end, r.content_generation))
+        {
+            return None;
+        }
+        Some(r)
+    }
+
+    /// Whether a tombstone hides `series` at `ts_ms` in a file of `content_generation`.
+    pub fn hidden(&self, series: SeriesId, ts_ms: i64, content_generation: u64) -> bool {
+        self.tombstones
+            .iter()
+            .any(|t| t.hides(series, ts_ms, content_generation))
+    }
+
     pub fn all(&self) -> impl Iterator<Item = &Arc<Block>> {
         self.by_partition.values().flatten()
     }
@@ -151,7 +203,8 @@ pub(crate) fn open_blocks(
     for r in std::mem::take(&mut manifest.blocks) {
         let path = blocks_dir.join(r.id.file_name());
         match open_checked(vfs, &path, &r, &manifest) {
-            Ok(block) => {
+            Ok(mut block) => {
+                block.content_generation = r.content_generation;
                 blocks
                     .by_partition
                     .entry(r.id.partition_start_ms)
@@ -174,6 +227,8 @@ pub(crate) fn open_blocks(
         manifest.store(vfs, dir).map_err(StoreError::Io)?;
     }
     blocks.quarantined = manifest.quarantined.clone();
+    blocks.tombstones = manifest.tombstones.clone();
+    blocks.levels = crate::rollup::open_levels(vfs, dir, &mut manifest)?;
     let state = State {
         manifest,
         blocks: Arc::new(blocks),
@@ -223,6 +278,11 @@ pub(crate) fn load_cumulative_state(
 impl Inner {
     pub(crate) fn flush(&self) -> Result<FlushReport, StoreError> {
         let _flushing = self.flush_lock.lock().map_err(|_| StoreError::Poisoned)?;
+        self.flush_locked()
+    }
+
+    /// `flush` for callers that hold `flush_lock`.
+    pub(crate) fn flush_locked(&self) -> Result<FlushReport, StoreError> {
         self.freeze()?;
         let mut report = FlushReport::default();
         loop {
@@ -304,6 +364,7 @@ impl Inner {
             written.push(BlockRef {
                 id,
                 size_bytes: stats.size_bytes,
+                content_generation: generation,
             });
         }
         let cumulative_generation = if frozen.cumulative.is_empty() {
@@ -358,11 +419,7 @@ impl Inner {
         frozen: &Arc<Frozen>,
     ) -> Result<(), StoreError> {
         let mut state = self.state.write().map_err(|_| StoreError::Poisoned)?;
-        let mut blocks = Blocks {
-            by_partition: state.blocks.by_partition.clone(),
-            quarantined: state.blocks.quarantined.clone(),
-            partition_ms: state.blocks.partition_ms,
-        };
+        let mut blocks = Blocks::clone(&state.blocks);
         for b in opened {
             blocks
                 .by_partition

@@ -49,8 +49,9 @@ fn dir_bytes(path: &Path) -> u64 {
         .sum()
 }
 
-const NOT_A_STORE: StoreError =
-    StoreError::InvalidOptions("no MANIFEST: not a store directory (or never opened by this version)");
+const NOT_A_STORE: StoreError = StoreError::InvalidOptions(
+    "no MANIFEST: not a store directory (or never opened by this version)",
+);
 
 fn load_manifest(dir: &Path) -> Result<Manifest, StoreError> {
     Manifest::load(&RealFs, dir)?.ok_or(NOT_A_STORE)
@@ -89,7 +90,9 @@ pub fn inspect(dir: &Path) -> Result<Inspection, StoreError> {
                 }
                 out.blocks.push(info);
             }
-            Err(e) => out.unreadable_blocks.push((r.id.file_name(), format!("{e:?}"))),
+            Err(e) => out
+                .unreadable_blocks
+                .push((r.id.file_name(), format!("{e:?}"))),
         }
     }
     if let Ok(j) = journal::tools::inspect(&RealFs, &dir.join("wal")) {
@@ -153,7 +156,10 @@ pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
     }
     for r in &m.quarantined {
         let name = format!("{QUARANTINE_DIR}/{}", r.id.file_name());
-        problems.push(problem(&name, "quarantined block (damaged, not served)".into()));
+        problems.push(problem(
+            &name,
+            "quarantined block (damaged, not served)".into(),
+        ));
     }
     match journal::tools::inspect(&RealFs, &dir.join("wal")) {
         Ok(j) => {

@@ -10,6 +10,7 @@
 
 pub mod batch;
 pub mod block;
+pub mod compact;
 mod db;
 pub mod encode;
 mod error;
@@ -22,6 +23,7 @@ pub mod inspect;
 pub mod key;
 pub mod manifest;
 pub mod read;
+pub mod rollup;
 pub mod tagquery;
 pub mod wal;
 

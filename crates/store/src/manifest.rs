@@ -16,11 +16,17 @@ use crate::block::BlockId;
 use crate::index::SeriesId;
 
 pub const MANIFEST_MAGIC: &[u8; 8] = b"STRATAMF";
-pub const MANIFEST_VERSION: u32 = 1;
+/// Version 2 added content generations, rollup levels and tombstones; version 1 is still read.
+pub const MANIFEST_VERSION: u32 = 2;
+pub const CUMULATIVE_VERSION: u32 = 1;
 pub const MANIFEST_FILE: &str = "MANIFEST";
 pub const CUMULATIVE_MAGIC: &[u8; 8] = b"STRATACU";
 /// Bounds what an open reads: blocks and quarantined blocks listed.
 pub const MANIFEST_BLOCKS_MAX: u32 = 1 << 22;
+/// Most rollup levels a store may have.
+pub const LEVELS_MAX: u32 = 16;
+/// Most tombstones the manifest may hold (compaction removes them).
+pub const TOMBSTONES_MAX: u32 = 1 << 20;
 /// Largest manifest or cumulative-state file an open will read.
 pub const STATE_FILE_SIZE_BYTES_MAX: u64 = 1 << 32;
 
@@ -28,6 +34,52 @@ pub const STATE_FILE_SIZE_BYTES_MAX: u64 = 1 << 32;
 pub struct BlockRef {
     pub id: BlockId,
     pub size_bytes: u64,
+    /// The newest flush generation whose data the file holds: its own generation for a flush
+    /// block, the newest of its inputs for a compacted one; for a rollup, the newest base
+    /// content generation folded in (a base block above it in its range makes it stale).
+    pub content_generation: u64,
+}
+
+/// One rollup level: its slice period, partition length and the rollup files (at most one per
+/// partition).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LevelManifest {
+    pub period_ms: i64,
+    pub partition_ms: i64,
+    pub rollups: Vec<BlockRef>,
+}
+
+/// Deleted data: samples of `series` in `[start_ms, end_ms)` held by files whose content
+/// generation is below `generation` are gone (later writes are not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tombstone {
+    pub series: SeriesId,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub generation: u64,
+}
+
+impl Tombstone {
+    /// Whether it hides `series`' data at `ts_ms` in a file of `content_generation`.
+    pub fn hides(&self, series: SeriesId, ts_ms: i64, content_generation: u64) -> bool {
+        self.series == series
+            && content_generation < self.generation
+            && (self.start_ms..self.end_ms).contains(&ts_ms)
+    }
+
+    /// Whether it hides anything of `series` in `[start_ms, end_ms)` of such a file.
+    pub fn overlaps(
+        &self,
+        series: SeriesId,
+        start_ms: i64,
+        end_ms: i64,
+        content_generation: u64,
+    ) -> bool {
+        self.series == series
+            && content_generation < self.generation
+            && self.start_ms < end_ms
+            && start_ms < self.end_ms
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +95,9 @@ pub struct Manifest {
     pub blocks: Vec<BlockRef>,
     /// Blocks found damaged: moved to `quarantine/`, never read; reads that need them fail.
     pub quarantined: Vec<BlockRef>,
+    /// Rollup levels, finest first.
+    pub levels: Vec<LevelManifest>,
+    pub tombstones: Vec<Tombstone>,
 }
 
 #[derive(Debug)]
@@ -116,7 +171,11 @@ fn read_file(vfs: &dyn Vfs, path: &Path) -> Result<Vec<u8>, ManifestError> {
 }
 
 /// Checks `magic | version | … | crc32c` and returns the part between version and checksum.
-fn checked_body<'a>(bytes: &'a [u8], magic: &[u8; 8]) -> Result<&'a [u8], ManifestError> {
+fn checked_body<'a>(
+    bytes: &'a [u8],
+    magic: &[u8; 8],
+    versions: &[u32],
+) -> Result<(u32, &'a [u8]), ManifestError> {
     if bytes.len() < 16 {
         return Err(damaged(0, "shorter than magic, version and checksum"));
     }
@@ -127,10 +186,11 @@ fn checked_body<'a>(bytes: &'a [u8], magic: &[u8; 8]) -> Result<&'a [u8], Manife
     if u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]) != crc32c::crc32c(content) {
         return Err(damaged(content.len(), "checksum mismatch"));
     }
-    if u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) != MANIFEST_VERSION {
+    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    if !versions.contains(&version) {
         return Err(damaged(8, "unknown version"));
     }
-    Ok(&content[12..])
+    Ok((version, &content[12..]))
 }
 
 fn seal(mut out: Vec<u8>) -> Vec<u8> {
@@ -159,12 +219,15 @@ fn encode_refs(out: &mut Vec<u8>, refs: &[BlockRef]) {
         out.extend_from_slice(&r.id.partition_start_ms.to_le_bytes());
         out.extend_from_slice(&r.id.generation.to_le_bytes());
         out.extend_from_slice(&r.size_bytes.to_le_bytes());
+        out.extend_from_slice(&r.content_generation.to_le_bytes());
     }
 }
 
-fn decode_refs(c: &mut Cursor<'_>) -> Result<Vec<BlockRef>, ManifestError> {
+/// Version 1 refs are 24 bytes (no content generation: it is the block's own generation).
+fn decode_refs(c: &mut Cursor<'_>, version: u32) -> Result<Vec<BlockRef>, ManifestError> {
     let count = c.u32()?;
-    if count > MANIFEST_BLOCKS_MAX || count as usize * 24 > c.bytes.len() - c.pos {
+    let size = if version == 1 { 24 } else { 32 };
+    if count > MANIFEST_BLOCKS_MAX || count as usize * size > c.bytes.len() - c.pos {
         return Err(damaged(c.pos - 4, "block count beyond the file"));
     }
     let mut refs = Vec::with_capacity(count as usize);
@@ -173,12 +236,71 @@ fn decode_refs(c: &mut Cursor<'_>) -> Result<Vec<BlockRef>, ManifestError> {
             partition_start_ms: c.i64()?,
             generation: c.u64()?,
         };
+        let size_bytes = c.u64()?;
+        let content_generation = if version == 1 {
+            id.generation
+        } else {
+            c.u64()?
+        };
         refs.push(BlockRef {
             id,
-            size_bytes: c.u64()?,
+            size_bytes,
+            content_generation,
         });
     }
     Ok(refs)
+}
+
+fn encode_levels(out: &mut Vec<u8>, levels: &[LevelManifest]) {
+    out.extend_from_slice(&(levels.len() as u32).to_le_bytes());
+    for l in levels {
+        out.extend_from_slice(&l.period_ms.to_le_bytes());
+        out.extend_from_slice(&l.partition_ms.to_le_bytes());
+        encode_refs(out, &l.rollups);
+    }
+}
+
+fn decode_levels(c: &mut Cursor<'_>) -> Result<Vec<LevelManifest>, ManifestError> {
+    let count = c.u32()?;
+    if count > LEVELS_MAX {
+        return Err(damaged(c.pos - 4, "more levels than LEVELS_MAX"));
+    }
+    let mut levels = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        levels.push(LevelManifest {
+            period_ms: c.i64()?,
+            partition_ms: c.i64()?,
+            rollups: decode_refs(c, MANIFEST_VERSION)?,
+        });
+    }
+    Ok(levels)
+}
+
+fn encode_tombstones(out: &mut Vec<u8>, tombstones: &[Tombstone]) {
+    out.extend_from_slice(&(tombstones.len() as u32).to_le_bytes());
+    for t in tombstones {
+        out.extend_from_slice(&t.series.0.to_le_bytes());
+        out.extend_from_slice(&t.start_ms.to_le_bytes());
+        out.extend_from_slice(&t.end_ms.to_le_bytes());
+        out.extend_from_slice(&t.generation.to_le_bytes());
+    }
+}
+
+fn decode_tombstones(c: &mut Cursor<'_>) -> Result<Vec<Tombstone>, ManifestError> {
+    let count = c.u32()?;
+    if count > TOMBSTONES_MAX || count as usize * 28 > c.bytes.len() - c.pos {
+        return Err(damaged(c.pos - 4, "tombstone count beyond the file"));
+    }
+    let mut out = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        out.push(Tombstone {
+            series: SeriesId(c.u32()?),
+            start_ms: c.i64()?,
+            end_ms: c.i64()?,
+            generation: c.u64()?,
+        });
+    }
+    Ok(out)
 }
 
 impl Manifest {
@@ -191,6 +313,8 @@ impl Manifest {
             cumulative_generation: 0,
             blocks: Vec::new(),
             quarantined: Vec::new(),
+            levels: Vec::new(),
+            tombstones: Vec::new(),
         }
     }
 
@@ -206,24 +330,32 @@ impl Manifest {
         out.extend_from_slice(&self.cumulative_generation.to_le_bytes());
         encode_refs(&mut out, &self.blocks);
         encode_refs(&mut out, &self.quarantined);
+        encode_levels(&mut out, &self.levels);
+        encode_tombstones(&mut out, &self.tombstones);
         seal(out)
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Manifest, ManifestError> {
-        let body = checked_body(bytes, MANIFEST_MAGIC)?;
+        let (version, body) = checked_body(bytes, MANIFEST_MAGIC, &[1, MANIFEST_VERSION])?;
         let mut c = Cursor {
             bytes: body,
             pos: 0,
         };
-        let m = Manifest {
+        let mut m = Manifest {
             base_period_ms: c.i64()?,
             partition_ms: c.i64()?,
             checkpoint: c.u64()?,
             next_generation: c.u64()?,
             cumulative_generation: c.u64()?,
-            blocks: decode_refs(&mut c)?,
-            quarantined: decode_refs(&mut c)?,
+            blocks: decode_refs(&mut c, version)?,
+            quarantined: decode_refs(&mut c, version)?,
+            levels: Vec::new(),
+            tombstones: Vec::new(),
         };
+        if version >= 2 {
+            m.levels = decode_levels(&mut c)?;
+            m.tombstones = decode_tombstones(&mut c)?;
+        }
         if c.pos != body.len() {
             return Err(damaged(12 + c.pos, "bytes after the last field"));
         }
@@ -252,6 +384,38 @@ impl Manifest {
         }
         if self.cumulative_generation >= self.next_generation {
             return Some("cumulative generation not below next_generation");
+        }
+        if all.clone().any(|b| b.content_generation > b.id.generation) {
+            return Some("a block's content generation is above its generation");
+        }
+        let (mut finer_period, mut finer_partition) = (self.base_period_ms, self.partition_ms);
+        for l in &self.levels {
+            if l.period_ms <= finer_period
+                || l.period_ms % finer_period != 0
+                || l.partition_ms <= 0
+                || l.partition_ms % finer_partition != 0
+                || l.partition_ms % l.period_ms != 0
+            {
+                return Some("a level's period or partition is not a multiple of the finer one's");
+            }
+            let mut starts = std::collections::BTreeSet::new();
+            for r in &l.rollups {
+                if r.id.generation >= self.next_generation
+                    || r.content_generation >= r.id.generation
+                    || r.id.partition_start_ms.rem_euclid(l.partition_ms) != 0
+                    || !starts.insert(r.id.partition_start_ms)
+                {
+                    return Some("a rollup's generation or partition is invalid or repeated");
+                }
+            }
+            (finer_period, finer_partition) = (l.period_ms, l.partition_ms);
+        }
+        if self
+            .tombstones
+            .iter()
+            .any(|t| t.start_ms >= t.end_ms || t.generation > self.next_generation)
+        {
+            return Some("a tombstone's range is empty or its generation is in the future");
         }
         None
     }
@@ -282,7 +446,7 @@ pub fn cumulative_file_name(generation: u64) -> String {
 pub fn encode_cumulative(state: &[(SeriesId, &Histogram)]) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(CUMULATIVE_MAGIC);
-    out.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
+    out.extend_from_slice(&CUMULATIVE_VERSION.to_le_bytes());
     out.extend_from_slice(&(state.len() as u32).to_le_bytes());
     for (id, h) in state {
         out.extend_from_slice(&id.0.to_le_bytes());
@@ -293,7 +457,7 @@ pub fn encode_cumulative(state: &[(SeriesId, &Histogram)]) -> Vec<u8> {
 }
 
 pub fn decode_cumulative(bytes: &[u8]) -> Result<Vec<(SeriesId, Histogram)>, ManifestError> {
-    let body = checked_body(bytes, CUMULATIVE_MAGIC)?;
+    let (_, body) = checked_body(bytes, CUMULATIVE_MAGIC, &[CUMULATIVE_VERSION])?;
     let mut c = Cursor {
         bytes: body,
         pos: 0,

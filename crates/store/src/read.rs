@@ -105,6 +105,49 @@ impl NumericAggregate {
     }
 }
 
+/// A numeric rollup slice: the slice's aggregates plus the counter increase inside it (the sum
+/// of its steps between consecutive samples, a drop counting the new value: a reset).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SliceAggregate {
+    pub agg: NumericAggregate,
+    pub increase: f64,
+}
+
+/// The step a counter made from `a` to `b` (a drop is a reset: the new value counts whole).
+pub fn counter_step(a: f64, b: f64) -> f64 {
+    if b >= a {
+        b - a
+    } else {
+        b
+    }
+}
+
+impl SliceAggregate {
+    /// The aggregate of samples in ascending time order (`None` when there are none).
+    pub fn of_samples(samples: &[(i64, f64)]) -> Option<SliceAggregate> {
+        let (&(t0, v0), rest) = samples.split_first()?;
+        let mut agg = NumericAggregate::of(t0, v0);
+        let mut increase = 0.0;
+        let mut prev = v0;
+        for &(t, v) in rest {
+            agg.add(t, v);
+            increase += counter_step(prev, v);
+            prev = v;
+        }
+        Some(SliceAggregate { agg, increase })
+    }
+
+    /// `self` followed in time by `next` (a later, non-overlapping stretch of the same series):
+    /// the increases add, plus the step from `self`'s last sample to `next`'s first.
+    pub fn then(self, next: &SliceAggregate) -> SliceAggregate {
+        debug_assert!(self.agg.last_ts_ms < next.agg.first_ts_ms);
+        SliceAggregate {
+            agg: self.agg.combine(&next.agg),
+            increase: self.increase + counter_step(self.agg.last, next.agg.first) + next.increase,
+        }
+    }
+}
+
 /// The latest value of a series.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Latest {
@@ -133,7 +176,7 @@ pub struct Slicing {
 }
 
 impl Slicing {
-    fn check(&self, base_period_ms: i64) -> Result<usize, StoreError> {
+    pub(crate) fn check(&self, base_period_ms: i64) -> Result<usize, StoreError> {
         let p = self.period_ms;
         if p <= 0 || p % base_period_ms != 0 {
             return Err(StoreError::BadRange(
@@ -165,6 +208,8 @@ pub struct View<'a> {
     frozen: Vec<Arc<Frozen>>,
     blocks: Arc<Blocks>,
     damaged: &'a Mutex<HashSet<(BlockId, SeriesId)>>,
+    /// Per-slice reads may use rollups (see `exact`).
+    use_rollups: bool,
 }
 
 fn in_range<T>(points: &[Point<T>], start_ms: i64, end_ms: i64) -> &[Point<T>] {
@@ -173,9 +218,17 @@ fn in_range<T>(points: &[Point<T>], start_ms: i64, end_ms: i64) -> &[Point<T>] {
     &points[from..to.max(from)]
 }
 
+/// Combines `a` into slice `i` of `out`.
+fn put(out: &mut [Option<NumericAggregate>], i: usize, a: &NumericAggregate) {
+    out[i] = Some(match &out[i] {
+        Some(acc) => acc.combine(a),
+        None => *a,
+    });
+}
+
 /// Keeps, of samples with the same timestamp, the one from the latest source. `runs` are each
 /// sorted and given oldest source first.
-fn merge_runs<T>(mut runs: Vec<Vec<(i64, T)>>) -> Vec<(i64, T)> {
+pub(crate) fn merge_runs<T>(mut runs: Vec<Vec<(i64, T)>>) -> Vec<(i64, T)> {
     if runs.len() <= 1 {
         return runs.pop().unwrap_or_default();
     }
@@ -210,7 +263,172 @@ impl<'a> View<'a> {
             frozen,
             blocks,
             damaged,
+            use_rollups: true,
         }
+    }
+
+    /// The same view reading only base data (never rollups): exact numeric aggregates rather
+    /// than sums of rollup slices (equal up to float rounding); histograms are the same either
+    /// way, only slower.
+    pub fn exact(mut self) -> View<'a> {
+        self.use_rollups = false;
+        self
+    }
+
+    /// The level a per-slice read at `period_ms` starts from: the coarsest whose period divides
+    /// it (`None`: base data).
+    pub fn level_for(&self, period_ms: i64) -> Option<usize> {
+        if !self.use_rollups {
+            return None;
+        }
+        self.blocks
+            .levels
+            .iter()
+            .rposition(|l| period_ms % l.period_ms == 0)
+    }
+
+    /// Rollup levels: `(period_ms, partition_ms, files)`.
+    pub fn levels(&self) -> Vec<(i64, i64, usize)> {
+        self.blocks
+            .levels
+            .iter()
+            .map(|l| (l.period_ms, l.partition_ms, l.by_partition.len()))
+            .collect()
+    }
+
+    /// The level-`level` partitions meeting `[start_ms, end_ms)`, clipped to it, each with its
+    /// fresh rollup for `id` if there is one.
+    fn level_parts(
+        &self,
+        level: usize,
+        id: SeriesId,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Vec<(i64, i64, Option<&Arc<Block>>)> {
+        let l = &self.blocks.levels[level];
+        let mut out = Vec::new();
+        let mut p = start_ms - start_ms.rem_euclid(l.partition_ms);
+        while p < end_ms {
+            let next = p.saturating_add(l.partition_ms);
+            out.push((
+                p.max(start_ms),
+                next.min(end_ms),
+                self.blocks.fresh_rollup(level, p, id),
+            ));
+            if next == p {
+                break;
+            }
+            p = next;
+        }
+        out
+    }
+
+    /// Decoded rollup chunks of `id` meeting `[start_ms, end_ms)`.
+    fn rollup_chunks(
+        &self,
+        block: &Block,
+        id: SeriesId,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<ChunkData>, StoreError> {
+        let mut out = Vec::new();
+        for entry in block.entries_of(id) {
+            if entry.last_ts_ms < start_ms || entry.first_ts_ms >= end_ms {
+                continue;
+            }
+            out.push(self.read_chunk(block, entry)?);
+        }
+        Ok(out)
+    }
+
+    /// Merges `id`'s histograms from blocks and rollups (not the heads) in `[start_ms, end_ms)`
+    /// into `out`'s slices, starting at `level` and falling back to finer data where a level
+    /// has no fresh rollup.
+    fn fill_histograms(
+        &self,
+        id: SeriesId,
+        slicing: &Slicing,
+        (start_ms, end_ms): (i64, i64),
+        level: Option<usize>,
+        out: &mut [Histogram],
+    ) -> Result<(), StoreError> {
+        let Some(level) = level else {
+            for chunk in self.block_chunks(id, start_ms, end_ms)? {
+                if let ChunkData::Histogram(periods) = chunk {
+                    for (t, h) in clip(periods, start_ms, end_ms) {
+                        out[slicing.slice_of(t)].merge(&h);
+                    }
+                }
+            }
+            return Ok(());
+        };
+        for (s, e, rollup) in self.level_parts(level, id, start_ms, end_ms) {
+            match rollup {
+                Some(b) => {
+                    for chunk in self.rollup_chunks(b, id, s, e)? {
+                        if let ChunkData::Histogram(slices) = chunk {
+                            for (t, h) in clip(slices, s, e) {
+                                out[slicing.slice_of(t)].merge(&h);
+                            }
+                        }
+                    }
+                }
+                None => self.fill_histograms(id, slicing, (s, e), level.checked_sub(1), out)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a head holds numeric samples of `id` in `[start_ms, end_ms)`.
+    fn heads_have_numeric(&self, id: SeriesId, start_ms: i64, end_ms: i64) -> bool {
+        self.heads().any(|h| match series_head(h, id) {
+            Some(SeriesHead::Numeric(points)) => !in_range(points, start_ms, end_ms).is_empty(),
+            _ => false,
+        })
+    }
+
+    /// Like `fill_histograms` for numeric aggregates; base ranges include the heads. A rollup
+    /// is not used where a head holds samples in its range (a head sample may replace one the
+    /// rollup counted: the duplicate rule).
+    fn fill_numeric(
+        &self,
+        id: SeriesId,
+        slicing: &Slicing,
+        (start_ms, end_ms): (i64, i64),
+        level: Option<usize>,
+        out: &mut [Option<NumericAggregate>],
+    ) -> Result<(), StoreError> {
+        let Some(level) = level else {
+            let raw = self.raw_numeric(id, start_ms, end_ms)?;
+            let mut rest = &raw[..];
+            while let Some(&(t0, _)) = rest.first() {
+                let i = slicing.slice_of(t0);
+                let slice_end = slicing
+                    .start_ms
+                    .saturating_add((i as i64 + 1).saturating_mul(slicing.period_ms));
+                let n = rest.partition_point(|p| p.0 < slice_end);
+                if let Some(s) = SliceAggregate::of_samples(&rest[..n]) {
+                    put(out, i, &s.agg);
+                }
+                rest = &rest[n..];
+            }
+            return Ok(());
+        };
+        for (s, e, rollup) in self.level_parts(level, id, start_ms, end_ms) {
+            match rollup.filter(|_| !self.heads_have_numeric(id, s, e)) {
+                Some(b) => {
+                    for chunk in self.rollup_chunks(b, id, s, e)? {
+                        if let ChunkData::Aggregates(slices) = chunk {
+                            for (t, a) in clip(slices, s, e) {
+                                put(out, slicing.slice_of(t), &a.agg);
+                            }
+                        }
+                    }
+                }
+                None => self.fill_numeric(id, slicing, (s, e), level.checked_sub(1), out)?,
+            }
+        }
+        Ok(())
     }
 
     pub fn base_period_ms(&self) -> i64 {
@@ -247,14 +465,47 @@ impl<'a> View<'a> {
             });
         }
         for block in self.blocks.overlapping(start_ms, end_ms) {
+            let deleted = self
+                .blocks
+                .tombstones
+                .iter()
+                .any(|t| t.overlaps(id, start_ms, end_ms, block.content_generation));
             for entry in block.entries_of(id) {
                 if entry.last_ts_ms < start_ms || entry.first_ts_ms >= end_ms {
                     continue;
                 }
-                out.push(self.read_chunk(block, entry)?);
+                let chunk = self.read_chunk(block, entry)?;
+                out.push(if deleted {
+                    self.without_deleted(chunk, id, block.content_generation)
+                } else {
+                    chunk
+                });
             }
         }
         Ok(out)
+    }
+
+    /// A chunk without the samples tombstones hide.
+    fn without_deleted(
+        &self,
+        chunk: ChunkData,
+        id: SeriesId,
+        content_generation: u64,
+    ) -> ChunkData {
+        let b = &self.blocks;
+        let keep = |t: i64| !b.hidden(id, t, content_generation);
+        match chunk {
+            ChunkData::Numeric(v) => {
+                ChunkData::Numeric(v.into_iter().filter(|p| keep(p.0)).collect())
+            }
+            ChunkData::Text(v) => ChunkData::Text(v.into_iter().filter(|p| keep(p.0)).collect()),
+            ChunkData::Histogram(v) => {
+                ChunkData::Histogram(v.into_iter().filter(|p| keep(p.0)).collect())
+            }
+            ChunkData::Aggregates(v) => {
+                ChunkData::Aggregates(v.into_iter().filter(|p| keep(p.0)).collect())
+            }
+        }
     }
 
     fn read_chunk(
@@ -394,12 +645,9 @@ impl<'a> View<'a> {
     ) -> Result<Vec<Option<NumericAggregate>>, StoreError> {
         let slices = slicing.check(self.head.base_period_ms)?;
         let mut out: Vec<Option<NumericAggregate>> = vec![None; slices];
-        for (ts_ms, value) in self.raw_numeric(id, slicing.start_ms, slicing.end_ms)? {
-            match &mut out[slicing.slice_of(ts_ms)] {
-                Some(agg) => agg.add(ts_ms, value),
-                slot @ None => *slot = Some(NumericAggregate::of(ts_ms, value)),
-            }
-        }
+        let level = self.level_for(slicing.period_ms);
+        let range = (slicing.start_ms, slicing.end_ms);
+        self.fill_numeric(id, &slicing, range, level, &mut out)?;
         Ok(out)
     }
 
@@ -407,10 +655,33 @@ impl<'a> View<'a> {
     pub fn histograms(&self, id: SeriesId, slicing: Slicing) -> Result<Vec<Histogram>, StoreError> {
         let slices = slicing.check(self.head.base_period_ms)?;
         let mut out = vec![Histogram::new(); slices];
-        for (start, h) in self.raw_histograms(id, slicing.start_ms, slicing.end_ms)? {
-            out[slicing.slice_of(start)].merge(&h);
-        }
+        self.add_histograms(id, slicing, &mut out)?;
         Ok(out)
+    }
+
+    /// Merges `id`'s per-slice histograms into `out` (one per slice of `slicing`): a fetch
+    /// merging many series accumulates them all here, without a per-series result.
+    pub fn add_histograms(
+        &self,
+        id: SeriesId,
+        slicing: Slicing,
+        out: &mut [Histogram],
+    ) -> Result<(), StoreError> {
+        let slices = slicing.check(self.head.base_period_ms)?;
+        if out.len() != slices {
+            return Err(StoreError::BadRange("output length is not the slice count"));
+        }
+        let level = self.level_for(slicing.period_ms);
+        let range = (slicing.start_ms, slicing.end_ms);
+        self.fill_histograms(id, &slicing, range, level, out)?;
+        for head in self.heads() {
+            if let Some(SeriesHead::Histogram(periods)) = series_head(head, id) {
+                for (&t, h) in periods.range(slicing.start_ms..slicing.end_ms) {
+                    out[slicing.slice_of(t)].merge(h);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The newest timestamp (or histogram period start) of a series in any source, from the

@@ -6,6 +6,7 @@
 //! Decoders never panic and never allocate more than a small multiple of their input on any
 //! bytes; encoders assert their input invariants and decoders re-check them.
 
+pub mod aggregate;
 pub mod bits;
 pub mod histogram;
 
@@ -31,6 +32,8 @@ pub enum ChunkKind {
     Numeric = 1,
     Text = 2,
     Histogram = 3,
+    /// A numeric series' rollup slices (rollup blocks only).
+    Aggregate = 4,
 }
 
 /// Why a chunk could not be encoded.

@@ -1,0 +1,711 @@
+//! Rollups, retention and compaction.
+//!
+//! **Levels.** Each level keeps, per series, one slice per `period_ms`: numeric series as
+//! aggregate columns (`SliceAggregate`: count, sum, Σ value², min, max, first, last with their
+//! times, counter increase), histogram series as the exact merge of the slice's base periods.
+//! Level `i` is built from level `i − 1` (level 0 from the base blocks), one partition at a
+//! time; a level's partition is `period × 288` rounded up to a multiple of the finer level's
+//! partition, so every finer partition falls in exactly one coarser one. A rollup is one block
+//! file (`rollups/<period_ms>/p<start>_g<generation>.blk`, the block format with aggregate
+//! chunks for numeric series) listed in the manifest with its **content generation**: the newest
+//! base content (flush generation) and tombstone it reflects.
+//!
+//! **Freshness.** A base block whose content generation is above a rollup's, in its range, is
+//! data the rollup lacks (late data): the rollup is stale, reads fall back to finer data for that
+//! partition and the next build rebuilds it. A tombstone newer than the rollup does the same for
+//! its series. Rebuilds replace the whole partition's file, so nothing is counted twice; where
+//! the finer data has already expired (retention), the rebuild starts from the old rollup and
+//! folds in only the source files newer than it (incremental).
+//!
+//! **Crash safety.** Files are written under new names, synced, the directory synced, and only
+//! then does one manifest replacement (the commit point) swap them in; replaced files are
+//! deleted after it. A crash at any step leaves either the old manifest (the new files are
+//! unlisted and deleted on open) or the new one (the old files are unlisted and deleted on open).
+//! `STRATA_STORE_FAILPOINT=<name>` makes the process exit at that step (crash tests).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hist::Histogram;
+use journal::vfs::Vfs;
+
+use crate::block::{Block, BlockError, BlockId, BlockWriter, ChunkData, Entry, SeriesData};
+use crate::db::{Inner, StoreOptions};
+use crate::flush::{Blocks, LevelBlocks, BLOCKS_DIR, QUARANTINE_DIR};
+use crate::index::{Kind, SeriesId};
+use crate::manifest::{BlockRef, LevelManifest, Manifest};
+use crate::read::{merge_runs, SliceAggregate};
+use crate::StoreError;
+
+pub const ROLLUPS_DIR: &str = "rollups";
+/// A level's partition holds this many of its slices (rounded up to the finer partition).
+pub const LEVEL_PARTITION_SLICES: i64 = 288;
+/// A rollup chunk holds at most this many slices, aligned in time: a short read (4 h at a 1 h
+/// step) decodes a few slices per series, not the partition's 288. Smaller chunks code
+/// histograms less well (each chunk starts its model afresh).
+pub const ROLLUP_CHUNK_SLICES: i64 = 4;
+/// The environment variable naming a failpoint: the process exits there (crash tests only).
+pub const FAILPOINT_ENV: &str = "STRATA_STORE_FAILPOINT";
+/// The exit status of a process stopped at a failpoint.
+pub const FAILPOINT_EXIT_CODE: i32 = 97;
+
+/// What one `build_rollups` did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RollupReport {
+    /// Rollup partitions written (new or rebuilt), over all levels.
+    pub partitions: u64,
+    /// Of those, rebuilt because they were stale.
+    pub rebuilt: u64,
+    pub series: u64,
+    pub bytes: u64,
+}
+
+/// What one `apply_retention` did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RetentionReport {
+    /// Base blocks dropped whole.
+    pub base_blocks_dropped: u64,
+    /// Base partitions rewritten without their raw numeric data.
+    pub numeric_partitions_dropped: u64,
+    /// Rollup files dropped, over all levels.
+    pub rollups_dropped: u64,
+    pub bytes_freed: u64,
+}
+
+/// Exits the process when `FAILPOINT_ENV` names this step.
+pub(crate) fn failpoint(name: &str) {
+    if std::env::var(FAILPOINT_ENV).is_ok_and(|v| v == name) {
+        std::process::exit(FAILPOINT_EXIT_CODE);
+    }
+}
+
+pub(crate) fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// `(period_ms, partition_ms)` of each configured level, finest first.
+pub fn level_layout(opts: &StoreOptions) -> Vec<(i64, i64)> {
+    let mut finer_partition = opts.partition_ms;
+    let mut out = Vec::with_capacity(opts.levels.len());
+    for l in &opts.levels {
+        let want = l.period_ms.saturating_mul(LEVEL_PARTITION_SLICES);
+        let slices = (want + finer_partition - 1) / finer_partition;
+        let partition = slices.saturating_mul(finer_partition);
+        // Also a multiple of the period (the finer partition may not be).
+        let partition = lcm(partition, l.period_ms);
+        out.push((l.period_ms, partition));
+        finer_partition = partition;
+    }
+    out
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+fn lcm(a: i64, b: i64) -> i64 {
+    (a / gcd(a, b)).saturating_mul(b)
+}
+
+pub(crate) fn empty_levels(layout: &[(i64, i64)]) -> Vec<LevelManifest> {
+    layout
+        .iter()
+        .map(|&(period_ms, partition_ms)| LevelManifest {
+            period_ms,
+            partition_ms,
+            rollups: Vec::new(),
+        })
+        .collect()
+}
+
+pub fn level_dir(dir: &Path, period_ms: i64) -> PathBuf {
+    dir.join(ROLLUPS_DIR).join(period_ms.to_string())
+}
+
+fn part_start(ts_ms: i64, partition_ms: i64) -> i64 {
+    ts_ms - ts_ms.rem_euclid(partition_ms)
+}
+
+/// Opens every level's listed rollups; deletes unlisted files (left-overs of a build or a
+/// replacement that did not finish). A damaged rollup is moved to `quarantine/` and dropped from
+/// the manifest (its finer data, while kept, rebuilds it).
+pub(crate) fn open_levels(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    manifest: &mut Manifest,
+) -> Result<Vec<LevelBlocks>, StoreError> {
+    let mut out = Vec::with_capacity(manifest.levels.len());
+    let mut changed = false;
+    for level in &mut manifest.levels {
+        let ldir = level_dir(dir, level.period_ms);
+        vfs.create_dir_all(&ldir).map_err(StoreError::Io)?;
+        let listed: BTreeSet<String> = level.rollups.iter().map(|r| r.id.file_name()).collect();
+        for name in vfs.list(&ldir).map_err(StoreError::Io)? {
+            if !listed.contains(&name) {
+                vfs.remove_file(&ldir.join(&name)).map_err(StoreError::Io)?;
+            }
+        }
+        let mut blocks = LevelBlocks {
+            period_ms: level.period_ms,
+            partition_ms: level.partition_ms,
+            by_partition: BTreeMap::new(),
+        };
+        let mut kept = Vec::with_capacity(level.rollups.len());
+        for r in std::mem::take(&mut level.rollups) {
+            let path = ldir.join(r.id.file_name());
+            let ok = Block::open(vfs, &path).ok().filter(|b| {
+                b.id == r.id
+                    && b.size_bytes == r.size_bytes
+                    && b.base_period_ms == level.period_ms
+                    && b.partition_end_ms - b.id.partition_start_ms == level.partition_ms
+            });
+            match ok {
+                Some(mut b) => {
+                    b.content_generation = r.content_generation;
+                    blocks
+                        .by_partition
+                        .insert(r.id.partition_start_ms, Arc::new(b));
+                    kept.push(r);
+                }
+                None => {
+                    let qdir = dir.join(QUARANTINE_DIR);
+                    vfs.create_dir_all(&qdir).map_err(StoreError::Io)?;
+                    let name = format!("rollup{}_{}", level.period_ms, r.id.file_name());
+                    vfs.rename(&path, &qdir.join(name))
+                        .map_err(StoreError::Io)?;
+                    changed = true;
+                }
+            }
+        }
+        level.rollups = kept;
+        out.push(blocks);
+    }
+    if changed {
+        manifest.store(vfs, dir).map_err(StoreError::Io)?;
+    }
+    Ok(out)
+}
+
+/// Reads one chunk of a block the store lists, naming it on damage.
+pub(crate) fn read_chunk(block: &Block, entry: &Entry) -> Result<ChunkData, StoreError> {
+    block.read_chunk(entry).map_err(|e| match e {
+        BlockError::Io(e) => StoreError::Io(e),
+        e => StoreError::BlockDamaged {
+            block: block.path.display().to_string(),
+            series: entry.series.0,
+            start_ms: entry.first_ts_ms,
+            end_ms: entry.last_ts_ms.saturating_add(1),
+            what: format!("{e:?}"),
+        },
+    })
+}
+
+/// Where a level's partition gets its data.
+struct Sources<'a> {
+    /// Base blocks (oldest generation first) or finer rollups (ascending time).
+    files: Vec<&'a Arc<Block>>,
+    from_base: bool,
+    /// Newest content generation among them and the tombstones in range.
+    content_generation: u64,
+}
+
+fn sources<'a>(blocks: &'a Blocks, level: usize, start_ms: i64, end_ms: i64) -> Sources<'a> {
+    let files: Vec<&Arc<Block>> = if level == 0 {
+        blocks.overlapping(start_ms, end_ms)
+    } else {
+        blocks.levels[level - 1]
+            .by_partition
+            .range(start_ms..end_ms)
+            .map(|(_, b)| b)
+            .collect()
+    };
+    let tombstones = blocks
+        .tombstones
+        .iter()
+        .filter(|t| t.start_ms < end_ms && start_ms < t.end_ms)
+        .map(|t| t.generation);
+    let content_generation = files
+        .iter()
+        .map(|b| b.content_generation)
+        .chain(tombstones)
+        .max()
+        .unwrap_or(0);
+    Sources {
+        files,
+        from_base: level == 0,
+        content_generation,
+    }
+}
+
+/// One series' slices being built.
+enum Acc {
+    Numeric(BTreeMap<i64, SliceAggregate>),
+    Histogram(BTreeMap<i64, Histogram>),
+}
+
+impl Acc {
+    fn new(kind: Kind) -> Option<Acc> {
+        match kind {
+            Kind::Numeric => Some(Acc::Numeric(BTreeMap::new())),
+            Kind::Histogram => Some(Acc::Histogram(BTreeMap::new())),
+            Kind::Text => None,
+        }
+    }
+
+    /// Adds a stretch that lies after everything added so far for each slice it touches
+    /// (`then`), or overlaps it (`combine`: increases add, no step between them).
+    fn add_numeric(&mut self, slice_ms: i64, s: &SliceAggregate, in_order: bool) {
+        if let Acc::Numeric(m) = self {
+            m.entry(slice_ms)
+                .and_modify(|acc| {
+                    *acc = if in_order && acc.agg.last_ts_ms < s.agg.first_ts_ms {
+                        acc.then(s)
+                    } else {
+                        SliceAggregate {
+                            agg: acc.agg.combine(&s.agg),
+                            increase: acc.increase + s.increase,
+                        }
+                    }
+                })
+                .or_insert(*s);
+        }
+    }
+
+    fn add_histogram(&mut self, slice_ms: i64, h: &Histogram) {
+        if let Acc::Histogram(m) = self {
+            m.entry(slice_ms).or_default().merge(h);
+        }
+    }
+
+    fn into_data(self) -> Option<SeriesData> {
+        match self {
+            Acc::Numeric(m) if !m.is_empty() => {
+                Some(SeriesData::Aggregates(m.into_iter().collect()))
+            }
+            Acc::Histogram(m) => {
+                let v: Vec<(i64, Histogram)> =
+                    m.into_iter().filter(|(_, h)| !h.is_empty()).collect();
+                (!v.is_empty()).then_some(SeriesData::Histogram(v))
+            }
+            Acc::Numeric(_) => None,
+        }
+    }
+}
+
+/// Builds one series' slices for a level partition from `files` (and `seed`, the old rollup,
+/// in an incremental rebuild).
+fn build_series(
+    blocks: &Blocks,
+    period_ms: i64,
+    id: SeriesId,
+    kind: Kind,
+    src: &Sources<'_>,
+    files: &[&Arc<Block>],
+    seed: Option<&Arc<Block>>,
+) -> Result<Option<SeriesData>, StoreError> {
+    let Some(mut acc) = Acc::new(kind) else {
+        return Ok(None);
+    };
+    let slice = |ts: i64| part_start(ts, period_ms);
+    // Seed and finer rollups: aggregates and histograms already in slices of a finer period.
+    let fold_rollup = |acc: &mut Acc, b: &Block, in_order: bool| -> Result<(), StoreError> {
+        for e in b.entries_of(id) {
+            match read_chunk(b, e)? {
+                ChunkData::Aggregates(v) => {
+                    for (t, s) in v
+                        .iter()
+                        .filter(|(t, _)| !blocks.hidden(id, *t, b.content_generation))
+                    {
+                        acc.add_numeric(slice(*t), s, in_order);
+                    }
+                }
+                ChunkData::Histogram(v) => {
+                    for (t, h) in v
+                        .iter()
+                        .filter(|(t, _)| !blocks.hidden(id, *t, b.content_generation))
+                    {
+                        acc.add_histogram(slice(*t), h);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    };
+    if let Some(old) = seed {
+        fold_rollup(&mut acc, old, false)?;
+    }
+    // Seeded: new data may interleave with the old slices (no step between them).
+    let in_order = seed.is_none();
+    if !src.from_base {
+        for b in files {
+            fold_rollup(&mut acc, b, in_order)?;
+        }
+        return Ok(acc.into_data());
+    }
+    let mut runs: Vec<Vec<(i64, f64)>> = Vec::new();
+    for b in files {
+        for e in b.entries_of(id) {
+            match read_chunk(b, e)? {
+                ChunkData::Numeric(points) => runs.push(
+                    points
+                        .into_iter()
+                        .filter(|(t, _)| !blocks.hidden(id, *t, b.content_generation))
+                        .collect(),
+                ),
+                ChunkData::Histogram(periods) => {
+                    for (t, h) in periods {
+                        if !blocks.hidden(id, t, b.content_generation) {
+                            acc.add_histogram(slice(t), &h);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let samples = merge_runs(runs);
+    let mut rest = &samples[..];
+    while let Some(&(t0, _)) = rest.first() {
+        let end = slice(t0).saturating_add(period_ms);
+        let n = rest.partition_point(|p| p.0 < end);
+        if let Some(s) = SliceAggregate::of_samples(&rest[..n]) {
+            acc.add_numeric(slice(t0), &s, in_order);
+        }
+        rest = &rest[n..];
+    }
+    Ok(acc.into_data())
+}
+
+/// The kinds of the series that files hold, by id.
+fn series_of(files: &[&Arc<Block>]) -> BTreeMap<SeriesId, Kind> {
+    let mut out = BTreeMap::new();
+    for b in files {
+        for e in b.entries() {
+            out.entry(e.series).or_insert(e.kind);
+        }
+    }
+    out
+}
+
+impl Inner {
+    fn level_expired_before(&self, level: usize, now_ms: i64) -> i64 {
+        // The finer data of level 0 is the raw numeric (shortest) and base histograms.
+        let finer_retention_ms = if level == 0 {
+            self.opts
+                .raw_numeric_retention_ms
+                .min(self.opts.base_retention_ms)
+        } else {
+            self.opts.levels[level - 1].retention_ms
+        };
+        now_ms.saturating_sub(finer_retention_ms)
+    }
+
+    /// See `Store::build_rollups`; at most `partitions_max` partitions per level.
+    pub(crate) fn build_rollups(
+        &self,
+        now_ms: i64,
+        partitions_max: usize,
+    ) -> Result<RollupReport, StoreError> {
+        let _serial = self.flush_lock.lock().map_err(|_| StoreError::Poisoned)?;
+        let mut report = RollupReport::default();
+        let cutoff_ms = now_ms.saturating_sub(self.opts.rollup_grace_ms);
+        for level in 0..self.opts.levels.len() {
+            let blocks = self
+                .state
+                .read()
+                .map_err(|_| StoreError::Poisoned)?
+                .blocks
+                .clone();
+            let Some(l) = blocks.levels.get(level) else {
+                break;
+            };
+            let due = due_partitions(&blocks, level, cutoff_ms, partitions_max);
+            if due.is_empty() {
+                continue;
+            }
+            let expired_before = self.level_expired_before(level, now_ms);
+            self.build_level(&blocks, level, l, &due, expired_before, &mut report)?;
+        }
+        Ok(report)
+    }
+
+    fn build_level(
+        &self,
+        blocks: &Blocks,
+        level: usize,
+        l: &LevelBlocks,
+        due: &[i64],
+        expired_before_ms: i64,
+        report: &mut RollupReport,
+    ) -> Result<(), StoreError> {
+        let vfs = &*self.opts.vfs;
+        let generation = self
+            .state
+            .read()
+            .map_err(|_| StoreError::Poisoned)?
+            .manifest
+            .next_generation;
+        let ldir = level_dir(&self.dir, l.period_ms);
+        vfs.create_dir_all(&ldir).map_err(StoreError::Io)?;
+        let mut written: Vec<BlockRef> = Vec::with_capacity(due.len());
+        for (i, &start) in due.iter().enumerate() {
+            let end = start.saturating_add(l.partition_ms);
+            let src = sources(blocks, level, start, end);
+            let old = l.by_partition.get(&start);
+            // Where the finer data has expired, keep the old rollup and fold in what is newer.
+            let incremental = old.is_some() && start < expired_before_ms;
+            let files: Vec<&Arc<Block>> = match old {
+                Some(o) if incremental => src
+                    .files
+                    .iter()
+                    .copied()
+                    .filter(|b| b.content_generation > o.content_generation)
+                    .collect(),
+                _ => src.files.clone(),
+            };
+            let seed = if incremental { old } else { None };
+            let mut all_files = files.clone();
+            all_files.extend(seed);
+            let id = BlockId {
+                partition_start_ms: start,
+                generation,
+            };
+            let block_err = |error| StoreError::Block {
+                block: id.file_name(),
+                error,
+            };
+            let mut w = BlockWriter::create(vfs, &ldir, id, end, l.period_ms).map_err(block_err)?;
+            for (series, kind) in series_of(&all_files) {
+                if let Some(data) =
+                    build_series(blocks, l.period_ms, series, kind, &src, &files, seed)?
+                {
+                    let split_ms = l.period_ms.saturating_mul(ROLLUP_CHUNK_SLICES);
+                    w.add_split(series, &data, split_ms).map_err(block_err)?;
+                    report.series += 1;
+                }
+            }
+            let (_, stats) = w.finish(vfs).map_err(block_err)?;
+            let content_generation = match seed {
+                Some(o) => src.content_generation.max(o.content_generation),
+                None => src.content_generation,
+            };
+            written.push(BlockRef {
+                id,
+                size_bytes: stats.size_bytes,
+                content_generation,
+            });
+            report.partitions += 1;
+            report.rebuilt += u64::from(old.is_some());
+            report.bytes += stats.size_bytes;
+            if i == 0 {
+                failpoint("rollup-first-file");
+            }
+        }
+        failpoint("rollup-files-written");
+        vfs.sync_dir(&ldir).map_err(StoreError::Io)?;
+        failpoint("rollup-dir-synced");
+        let mut opened = Vec::with_capacity(written.len());
+        for r in &written {
+            let mut b = Block::open(vfs, &ldir.join(r.id.file_name())).map_err(|error| {
+                StoreError::Block {
+                    block: r.id.file_name(),
+                    error,
+                }
+            })?;
+            assert_eq!(b.size_bytes, r.size_bytes);
+            b.content_generation = r.content_generation;
+            opened.push(Arc::new(b));
+        }
+        let replaced = self.commit(|m, b| {
+            let lm = &mut m.levels[level];
+            let lb = &mut b.levels[level];
+            let mut replaced = Vec::new();
+            for (r, block) in written.iter().zip(&opened) {
+                let start = r.id.partition_start_ms;
+                if let Some(at) = lm
+                    .rollups
+                    .iter()
+                    .position(|x| x.id.partition_start_ms == start)
+                {
+                    replaced.push(lm.rollups.remove(at));
+                }
+                lm.rollups.push(r.clone());
+                lb.by_partition.insert(start, block.clone());
+            }
+            lm.rollups.sort_by_key(|r| r.id.partition_start_ms);
+            m.next_generation = generation + 1;
+            replaced
+        })?;
+        failpoint("rollup-committed");
+        // Housekeeping: a file left here is deleted on the next open.
+        for r in replaced {
+            let _ = vfs.remove_file(&ldir.join(r.id.file_name()));
+        }
+        failpoint("rollup-cleaned");
+        Ok(())
+    }
+
+    /// Replaces the manifest (the commit point) and then the readers' block set with `change`
+    /// applied to both. Callers hold `flush_lock`.
+    pub(crate) fn commit<T>(
+        &self,
+        change: impl FnOnce(&mut Manifest, &mut Blocks) -> T,
+    ) -> Result<T, StoreError> {
+        let (mut manifest, mut blocks) = {
+            let state = self.state.read().map_err(|_| StoreError::Poisoned)?;
+            (state.manifest.clone(), Blocks::clone(&state.blocks))
+        };
+        let out = change(&mut manifest, &mut blocks);
+        blocks.tombstones = manifest.tombstones.clone();
+        manifest
+            .store(&*self.opts.vfs, &self.dir)
+            .map_err(StoreError::Io)?;
+        let mut state = self.state.write().map_err(|_| StoreError::Poisoned)?;
+        state.manifest = manifest;
+        state.blocks = Arc::new(blocks);
+        Ok(out)
+    }
+
+    /// See `Store::apply_retention`.
+    pub(crate) fn apply_retention(&self, now_ms: i64) -> Result<RetentionReport, StoreError> {
+        let _serial = self.flush_lock.lock().map_err(|_| StoreError::Poisoned)?;
+        let vfs = &*self.opts.vfs;
+        let mut report = RetentionReport::default();
+        let blocks = self
+            .state
+            .read()
+            .map_err(|_| StoreError::Poisoned)?
+            .blocks
+            .clone();
+        // Raw numeric first: base partitions past its retention that still hold numeric chunks
+        // are rewritten without them, once level 0 holds their rollup.
+        let numeric_before = now_ms.saturating_sub(self.opts.raw_numeric_retention_ms);
+        let base_before = now_ms.saturating_sub(self.opts.base_retention_ms);
+        for (&start, files) in &blocks.by_partition {
+            let end = start.saturating_add(blocks.partition_ms);
+            if end > numeric_before || end <= base_before {
+                continue;
+            }
+            let has_numeric = files
+                .iter()
+                .any(|b| b.entries().iter().any(|e| e.kind == Kind::Numeric));
+            if !has_numeric || !self.rolled_up(&blocks, start, end) {
+                continue;
+            }
+            report.bytes_freed += self.compact_partition(start, true)?;
+            report.numeric_partitions_dropped += 1;
+        }
+        let blocks = self
+            .state
+            .read()
+            .map_err(|_| StoreError::Poisoned)?
+            .blocks
+            .clone();
+        let mut drop_base: Vec<Arc<Block>> = Vec::new();
+        for (&start, files) in &blocks.by_partition {
+            if start.saturating_add(blocks.partition_ms) <= base_before {
+                drop_base.extend(files.iter().cloned());
+            }
+        }
+        let mut drop_rollups: Vec<(usize, Arc<Block>)> = Vec::new();
+        for (i, l) in blocks.levels.iter().enumerate() {
+            let Some(opts) = self.opts.levels.get(i) else {
+                continue;
+            };
+            let before = now_ms.saturating_sub(opts.retention_ms);
+            for (&start, b) in &l.by_partition {
+                if start.saturating_add(l.partition_ms) <= before {
+                    drop_rollups.push((i, b.clone()));
+                }
+            }
+        }
+        if drop_base.is_empty() && drop_rollups.is_empty() {
+            return Ok(report);
+        }
+        self.commit(|m, b| {
+            let gone: BTreeSet<BlockId> = drop_base.iter().map(|x| x.id).collect();
+            m.blocks.retain(|r| !gone.contains(&r.id));
+            for x in &drop_base {
+                if let Some(v) = b.by_partition.get_mut(&x.id.partition_start_ms) {
+                    v.retain(|y| y.id != x.id);
+                    if v.is_empty() {
+                        b.by_partition.remove(&x.id.partition_start_ms);
+                    }
+                }
+            }
+            for (i, x) in &drop_rollups {
+                m.levels[*i].rollups.retain(|r| r.id != x.id);
+                b.levels[*i].by_partition.remove(&x.id.partition_start_ms);
+            }
+        })?;
+        failpoint("retention-committed");
+        for x in &drop_base {
+            report.bytes_freed += x.size_bytes;
+            report.base_blocks_dropped += 1;
+            let _ = vfs.remove_file(&self.dir.join(BLOCKS_DIR).join(x.id.file_name()));
+        }
+        for (i, x) in &drop_rollups {
+            report.bytes_freed += x.size_bytes;
+            report.rollups_dropped += 1;
+            let ldir = level_dir(&self.dir, blocks.levels[*i].period_ms);
+            let _ = vfs.remove_file(&ldir.join(x.id.file_name()));
+        }
+        Ok(report)
+    }
+
+    /// Whether level 0 (if any) holds an up-to-date rollup of the base range.
+    fn rolled_up(&self, blocks: &Blocks, start_ms: i64, end_ms: i64) -> bool {
+        let Some(l) = blocks.levels.first() else {
+            return true;
+        };
+        let p = part_start(start_ms, l.partition_ms);
+        l.by_partition.get(&p).is_some_and(|r| {
+            r.content_generation >= blocks.base_content_generation(start_ms, end_ms)
+        })
+    }
+}
+
+/// Level partitions due for a build: ended before `cutoff_ms`, with source data, and either not
+/// built or older than their sources or a tombstone in range.
+fn due_partitions(blocks: &Blocks, level: usize, cutoff_ms: i64, max: usize) -> Vec<i64> {
+    let l = &blocks.levels[level];
+    let mut candidates: BTreeSet<i64> = l.by_partition.keys().copied().collect();
+    if level == 0 {
+        candidates.extend(
+            blocks
+                .by_partition
+                .keys()
+                .map(|&s| part_start(s, l.partition_ms)),
+        );
+    } else {
+        candidates.extend(
+            blocks.levels[level - 1]
+                .by_partition
+                .keys()
+                .map(|&s| part_start(s, l.partition_ms)),
+        );
+    }
+    candidates
+        .into_iter()
+        .filter(|&start| {
+            let end = start.saturating_add(l.partition_ms);
+            if end > cutoff_ms {
+                return false;
+            }
+            let src = sources(blocks, level, start, end);
+            match l.by_partition.get(&start) {
+                Some(r) => r.content_generation < src.content_generation,
+                None => !src.files.is_empty(),
+            }
+        })
+        .take(max)
+        .collect()
+}
