@@ -667,8 +667,8 @@ impl Evaluator<'_> {
     ) -> Result<Vec<Stream>, EvalError> {
         let pairs: Vec<(&Stream, &Stream, bool)> = match (a.len(), b.len()) {
             (0, _) | (_, 0) => return Ok(Vec::new()),
-            (1, _) => b.iter().map(|y| (&a[0], y, false)).collect(),
             (_, 1) => a.iter().map(|x| (x, &b[0], true)).collect(),
+            (1, _) => b.iter().map(|y| (&a[0], y, false)).collect(),
             (n, m) if n == m => a.iter().zip(b).map(|(x, y)| (x, y, true)).collect(),
             (n, m) => {
                 return invalid(format!(

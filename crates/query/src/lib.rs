@@ -11,6 +11,8 @@
 
 pub mod ast;
 pub mod eval;
+pub mod http;
+pub mod output;
 pub mod parser;
 
 pub use ast::{Expr, Query};
