@@ -70,6 +70,9 @@ const TABLES_MAX: usize = 2 * SAMPLES_PER_BATCH_MAX + 1;
 /// keeps decoded size proportional to the body, with room for an encoder that shares tag
 /// strings and tag vectors between metrics (`encode` does).
 const APPARENT_BYTES_PER_BODY_BYTE_MAX: usize = 16;
+/// Size of the schema's `Bin` struct on the wire (`val: i8, exp: i8, count: u16`).
+const BIN_BYTES: usize = 4;
+const _: () = assert!(std::mem::size_of::<schema::Bin>() == BIN_BYTES);
 /// Apparent size every body may have regardless of its length (a few shared names and tags).
 const APPARENT_BYTES_SLACK: usize = 64 * 1024;
 
@@ -301,21 +304,25 @@ impl<'a> Reader<'_, 'a> {
                 wire.clear();
                 wire.reserve(2 + usize::from(entries) * 5);
                 wire.extend_from_slice(&entries.to_be_bytes());
-                // The common case, kept free of calls per bin.
-                for (index, bin) in bins.iter().flatten().enumerate() {
-                    let (val, exp) = (bin.val(), bin.exp());
+                // The common case, kept free of calls per bin: the vector's bytes are the
+                // structs themselves (`val`, `exp`, `count` little-endian; 4 bytes each).
+                let raw = bins.map_or(&[][..], |b| b.bytes());
+                debug_assert_eq!(raw.len() % BIN_BYTES, 0);
+                for (index, bin) in raw.chunks_exact(BIN_BYTES).enumerate() {
+                    let &[val_byte, exp_byte, low, high] = bin else {
+                        continue;
+                    };
+                    let (val, exp) = (val_byte as i8, exp_byte as i8);
                     let regular = (10..=99).contains(&val.unsigned_abs());
                     if !regular && val != 0 && (val, exp) != (-1, 0) {
                         return Err(bad_bin(index, val, exp));
                     }
                     // The zero bin is (0, e) for any e; written as (0, 0).
-                    let exp = if val == 0 { 0 } else { exp };
-                    let [low, high] = bin.count().to_le_bytes();
-                    let (val, exp) = (val.to_le_bytes()[0], exp.to_le_bytes()[0]);
+                    let exp_byte = if val == 0 { 0 } else { exp_byte };
                     if high == 0 {
-                        wire.extend_from_slice(&[val, exp, 0, low]);
+                        wire.extend_from_slice(&[val_byte, exp_byte, 0, low]);
                     } else {
-                        wire.extend_from_slice(&[val, exp, 1, low, high]);
+                        wire.extend_from_slice(&[val_byte, exp_byte, 1, low, high]);
                     }
                 }
                 for_each_entry(None, samples, &mut |bin, _| {
