@@ -13,7 +13,7 @@
 //!                                            `null`, or `h<n>` (a histogram of n samples)
 //! == error <text the error must contain>     instead of `== expect`
 //! ```
-//! Numbers compare with a relative tolerance of 1e-9 (`~` before a number: 1e-3).
+//! Numbers compare with a tolerance of 1e-9 relative (absolute below 1; `~` before a number: 1e-3).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -31,7 +31,9 @@ fn load(store: &Store, lines: &[String], file: &str) {
         let kind = parts.next().unwrap();
         let key = StreamKey::parse(parts.next().unwrap()).unwrap();
         for sample in parts {
-            let (t, v) = sample.split_once('=').unwrap_or_else(|| panic!("{file}: {line}"));
+            let (t, v) = sample
+                .split_once('=')
+                .unwrap_or_else(|| panic!("{file}: {line}"));
             let ts_ms = (t.parse::<f64>().unwrap() * 1000.0) as i64;
             match kind {
                 "num" => batch.numeric(&key, ts_ms, v.parse().unwrap()).unwrap(),
@@ -51,7 +53,7 @@ fn load(store: &Store, lines: &[String], file: &str) {
 }
 
 fn close(a: f64, b: f64, tol: f64) -> bool {
-    a == b || (a - b).abs() <= tol * a.abs().max(b.abs()).max(1e-12)
+    a == b || (a - b).abs() <= tol * a.abs().max(b.abs()).max(1.0)
 }
 
 fn check_expect(file: &str, query: &str, out: &query::Output, expect: &[String]) {
@@ -59,7 +61,9 @@ fn check_expect(file: &str, query: &str, out: &query::Output, expect: &[String])
     let got: Vec<String> = out.streams.iter().map(|s| s.label.clone()).collect();
     assert_eq!(out.streams.len(), expect.len(), "{ctx}: streams {got:?}");
     for (s, line) in out.streams.iter().zip(expect) {
-        let (label, values) = line.rsplit_once('|').unwrap_or_else(|| panic!("{ctx}: {line}"));
+        let (label, values) = line
+            .rsplit_once('|')
+            .unwrap_or_else(|| panic!("{ctx}: {line}"));
         assert_eq!(s.label, label.trim(), "{ctx}: labels {got:?}");
         let want: Vec<&str> = values.split_whitespace().collect();
         assert_eq!(s.data.len(), want.len(), "{ctx}: {label}: {:?}", s.data);
@@ -73,14 +77,21 @@ fn check_expect(file: &str, query: &str, out: &query::Output, expect: &[String])
                             None => (1e-9, w),
                         };
                         let w: f64 = w.parse().unwrap_or_else(|_| panic!("{ctx}: {w}"));
-                        assert!(close(x, w, tol), "{ctx}: {label} slice {i}: got {x}, want {w}; all {v:?}");
+                        assert!(
+                            close(x, w, tol),
+                            "{ctx}: {label} slice {i}: got {x}, want {w}; all {v:?}"
+                        );
                     }
                     (w, x) => panic!("{ctx}: {label} slice {i}: got {x:?}, want {w}; all {v:?}"),
                 },
                 Data::Hist(v) => match (*w, &v[i]) {
                     ("null", None) => {}
                     (w, Some(h)) if w.starts_with('h') => {
-                        assert_eq!(h.sample_count(), w[1..].parse::<u64>().unwrap(), "{ctx}: {label} slice {i}")
+                        assert_eq!(
+                            h.sample_count(),
+                            w[1..].parse::<u64>().unwrap(),
+                            "{ctx}: {label} slice {i}"
+                        )
                     }
                     (w, x) => panic!("{ctx}: {label} slice {i}: got {x:?}, want {w}"),
                 },
@@ -99,7 +110,10 @@ fn run_file(path: &Path) -> usize {
     let mut query = String::new();
     let mut params = (0i64, 0i64, 60_000i64);
     let mut checked = 0;
-    let mut finish = |section: &str, body: &mut Vec<String>, query: &mut String, params: &mut (i64, i64, i64)| {
+    let mut finish = |section: &str,
+                      body: &mut Vec<String>,
+                      query: &mut String,
+                      params: &mut (i64, i64, i64)| {
         if section == "data" {
             load(&store, body, &file);
         } else if let Some(rest) = section.strip_prefix("query") {
@@ -116,11 +130,24 @@ fn run_file(path: &Path) -> usize {
             }
         } else if section == "expect" || section.starts_with("error") {
             let cancel = AtomicBool::new(false);
-            let res = query::run(&store, query, params.0, params.1, params.2, Limits::default(), &cancel);
+            let res = query::run(
+                &store,
+                query,
+                params.0,
+                params.1,
+                params.2,
+                Limits::default(),
+                &cancel,
+            );
             if let Some(want) = section.strip_prefix("error") {
-                let e = res.err().unwrap_or_else(|| panic!("{file}: {query:?} should fail"));
+                let e = res
+                    .err()
+                    .unwrap_or_else(|| panic!("{file}: {query:?} should fail"));
                 let msg = e.to_string();
-                assert!(msg.contains(want.trim()), "{file}: {query:?}: error {msg:?} lacks {want:?}");
+                assert!(
+                    msg.contains(want.trim()),
+                    "{file}: {query:?}: error {msg:?} lacks {want:?}"
+                );
             } else {
                 let out = res.unwrap_or_else(|e| panic!("{file}: {query:?}: {e}"));
                 check_expect(&file, query, &out, body);
@@ -145,10 +172,16 @@ fn run_file(path: &Path) -> usize {
 #[test]
 fn case_files() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     let mut total = 0;
-    for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "caql")) {
+    for f in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "caql"))
+    {
         let n = run_file(f);
         assert!(n > 0, "{f:?} checks nothing");
         total += n;

@@ -489,7 +489,17 @@ impl Evaluator<'_> {
                     }
                     "mean" | "average" => Box::new(|h| hist_stat(h, Histogram::mean)),
                     "sum" => Box::new(|h| hist_stat(h, Histogram::sum)),
-                    "stddev" => Box::new(|h| hist_stat(h, Histogram::stddev)),
+                    // A one-bin histogram can round to a tiny negative variance: that is 0, not NaN.
+                    "stddev" => Box::new(|h| {
+                        hist_stat(h, |h| {
+                            let s = h.stddev();
+                            if s.is_nan() {
+                                0.0
+                            } else {
+                                s
+                            }
+                        })
+                    }),
                     "median" => Box::new(|h| hist_stat(h, |h| quantile(h, 0.5))),
                     "min" => Box::new(|h| hist_stat(h, |h| quantile(h, 0.0))),
                     "max" => Box::new(|h| hist_stat(h, |h| quantile(h, 1.0))),
