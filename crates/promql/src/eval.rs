@@ -435,7 +435,10 @@ impl<'a> Ctx<'a> {
             .snapshot()
             .map_err(|e| EvalError::Execution(format!("series index: {e}")))?;
         let mut out = Vec::new();
-        for id in ids {
+        for (n, id) in ids.into_iter().enumerate() {
+            if n % DEADLINE_CHECK_STEPS == 0 {
+                self.check_deadline()?;
+            }
             let Some(info) = snapshot
                 .series(id)
                 .map_err(|e| EvalError::Execution(format!("series index: {e}")))?
