@@ -6,6 +6,7 @@
 mod cli_clock;
 mod cli_config;
 mod cli_journal;
+mod cli_query;
 mod cli_store;
 mod serve;
 
@@ -48,6 +49,8 @@ enum Command {
         #[command(subcommand)]
         command: cli_store::StoreCommand,
     },
+    /// Evaluate an analytics (CAQL) query against a running server or a store directory.
+    Query(cli_query::QueryArgs),
     /// Check the clock Strata times itself with: its source (TSC or OS), why, and its cost.
     Clock {
         #[command(subcommand)]
@@ -64,5 +67,6 @@ fn main() -> ExitCode {
         Command::Journal { command } => cli_journal::run(command),
         Command::Store { command } => cli_store::run(command),
         Command::Clock { command } => cli_clock::run(command),
+        Command::Query(args) => cli_query::run(args),
     }
 }

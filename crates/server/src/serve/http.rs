@@ -59,7 +59,9 @@ pub fn router(app: Shared) -> Router {
         .fallback(not_found)
         .with_state(app.clone())
         // The Prometheus-compatible read API (/api/v1/query, series, labels, …).
-        .merge(promql::http::router(app.store.clone()));
+        .merge(promql::http::router(app.store.clone()))
+        // The analytics language endpoint (/api/strata/v1/caql).
+        .merge(query::http::router(app.store.clone()));
     routes.layer(middleware::from_fn_with_state(frame_state, frame))
 }
 
