@@ -262,6 +262,71 @@ fn average_mode_and_large_bin_counts() {
     }
 }
 
+/// Bins in any order, repeated, with zero counts, the zero bin under any exponent, mixed with
+/// samples and an llhist — and a list longer than llhist's u16 bin count, which takes the
+/// other path — all merge to the histogram `hist` builds from the same entries.
+#[test]
+fn histogram_entries_in_any_order_merge() {
+    let bins: &[(i8, i8, u16)] = &[
+        (50, 2, 3),
+        (12, -3, 5),
+        (50, 2, 4),
+        (0, 7, 2),
+        (-1, 0, 1),
+        (-25, 1, 0),
+        (99, 127, 65_535),
+        (-10, -128, 9),
+    ];
+    let samples: &'static [f64] = &[0.5, 5000.0, -2.5];
+    let llhist = Histogram::from_bins([(Bin::from_f64(3.0), 9)]).to_bytes();
+    let mut expected = Histogram::new();
+    for &(val, exp, count) in bins {
+        expected.insert_bin(Bin::new(val, exp).unwrap(), u64::from(count));
+    }
+    for &sample in samples {
+        expected.insert(sample);
+    }
+    expected.insert_n(3.0, 9);
+    let body = build(&[metric(
+        "h",
+        V::Hist {
+            bins,
+            samples,
+            llhist: Some(llhist),
+            cumulative: false,
+        },
+    )]);
+    let batch = parse(&body);
+    assert_eq!(batch.rejected, []);
+    assert_eq!(batch.samples[0].value, Value::Histogram(expected.clone()));
+    assert_eq!(expected.count_of(Bin::new(50, 2).unwrap()), 7);
+    assert_eq!(expected.count_of(Bin::ZERO), 2);
+
+    // 70,000 entries cycling over 700 bins, descending.
+    let long: Vec<(i8, i8, u16)> = (0..70_000)
+        .map(|i| {
+            let bin = 699 - i % 700;
+            ((10 + bin % 90) as i8, (bin / 90) as i8, 1 + (i % 3) as u16)
+        })
+        .collect();
+    let mut expected = Histogram::new();
+    for &(val, exp, count) in &long {
+        expected.insert_bin(Bin::new(val, exp).unwrap(), u64::from(count));
+    }
+    let body = build(&[metric(
+        "long",
+        V::Hist {
+            bins: Box::leak(long.into_boxed_slice()),
+            samples: &[],
+            llhist: None,
+            cumulative: true,
+        },
+    )]);
+    let batch = parse(&body);
+    assert_eq!(batch.rejected, []);
+    assert_eq!(batch.samples[0].value, Value::CumulativeHistogram(expected));
+}
+
 #[test]
 fn empty_body_and_empty_list() {
     let batch = parse(b"");
