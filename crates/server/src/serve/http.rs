@@ -154,12 +154,13 @@ async fn metrics(State(app): State<Shared>) -> Response {
 /// A body problem as (status, message).
 struct BodyError(StatusCode, String);
 
-/// Reads the body within the size limit; `Ok((bytes, gzip))`.
-async fn read_body(
-    app: &Shared,
+/// Reads the body within the size limit and the body budget; `Ok((bytes, gzip, budget share))`
+/// — the caller holds the share until it has answered.
+async fn read_body<'a>(
+    app: &'a Shared,
     headers: &HeaderMap,
     body: Body,
-) -> Result<(Bytes, bool), BodyError> {
+) -> Result<(Bytes, bool, tokio::sync::SemaphorePermit<'a>), BodyError> {
     let size_max = app.config.limits.body_size_bytes_max;
     let too_large = || {
         BodyError(
@@ -188,9 +189,18 @@ async fn read_body(
             ))
         }
     };
+    let share_kib = declared
+        .map(|n| n.div_ceil(1024))
+        .unwrap_or(size_max.div_ceil(1024))
+        .clamp(1, u64::from(app.body_budget_kib_max)) as u32;
+    let permit = app
+        .body_budget_kib
+        .acquire_many(share_kib)
+        .await
+        .map_err(|_| BodyError(StatusCode::SERVICE_UNAVAILABLE, "shutting down".to_owned()))?;
     let limit = usize::try_from(size_max).unwrap_or(usize::MAX);
     match http_body_util::Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok((collected.to_bytes(), gzip)),
+        Ok(collected) => Ok((collected.to_bytes(), gzip, permit)),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
         Err(e) => Err(BodyError(
             StatusCode::BAD_REQUEST,
@@ -281,7 +291,7 @@ async fn httptrap_common(
             )
         }
     };
-    let (bytes, gzip) = match read_body(&app, &headers, body).await {
+    let (bytes, gzip, _budget) = match read_body(&app, &headers, body).await {
         Ok(read) => read,
         Err(BodyError(status, message)) => {
             return json_response(status, json!({"stats": 0, "filtered": 0, "error": message}))
@@ -360,7 +370,7 @@ async fn influx(
             }
         },
     };
-    let (bytes, gzip) = match read_body(&app, &headers, body).await {
+    let (bytes, gzip, _budget) = match read_body(&app, &headers, body).await {
         Ok(read) => read,
         Err(BodyError(status, message)) => {
             let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
@@ -413,7 +423,7 @@ async fn influx(
 // Prometheus remote write 1.0
 
 async fn remote_write(State(app): State<Shared>, headers: HeaderMap, body: Body) -> Response {
-    let (bytes, gzip) = match read_body(&app, &headers, body).await {
+    let (bytes, gzip, _budget) = match read_body(&app, &headers, body).await {
         Ok(read) => read,
         Err(BodyError(status, message)) => return error(status, message),
     };
@@ -544,7 +554,7 @@ async fn otlp(State(app): State<Shared>, headers: HeaderMap, body: Body) -> Resp
             )
         }
     };
-    let (bytes, gzip) = match read_body(&app, &headers, body).await {
+    let (bytes, gzip, _budget) = match read_body(&app, &headers, body).await {
         Ok(read) => read,
         Err(BodyError(status, message)) => return otlp_error(json_body, status, message),
     };

@@ -129,7 +129,12 @@ pub fn map_batch(
         let (key, known) = &keys.keys[n as usize];
         match known {
             None => {
-                out.reject(|| format!("metric `{}`: rejected earlier in this body", key.canonical()));
+                out.reject(|| {
+                    format!(
+                        "metric `{}`: rejected earlier in this body",
+                        key.canonical()
+                    )
+                });
                 continue;
             }
             Some(k) if *k != kind => {
@@ -227,7 +232,11 @@ impl KeyTable {
                 n
             }
         };
-        if self.pinned.last().is_none_or(|last| !std::sync::Arc::ptr_eq(last, tags)) {
+        if self
+            .pinned
+            .last()
+            .is_none_or(|last| !std::sync::Arc::ptr_eq(last, tags))
+        {
             self.pinned.push(tags.clone());
         }
         self.by_sample.insert((ptr, name), n);

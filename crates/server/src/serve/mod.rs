@@ -39,7 +39,15 @@ pub struct App {
     pub http_loopback: bool,
     pub metrics: Metrics,
     writers: Semaphore,
+    /// Request body bytes held at once, in KiB (`BODY_BUDGET_BODIES` × the body limit): a
+    /// request takes its share (its `Content-Length`, or the whole limit when unknown) before
+    /// reading, so many large bodies wait instead of exhausting memory.
+    pub body_budget_kib: Semaphore,
+    pub body_budget_kib_max: u32,
 }
+
+/// How many maximum-size bodies may be held at once.
+pub const BODY_BUDGET_BODIES: u64 = 4;
 
 pub type Shared = Arc<App>;
 
@@ -314,12 +322,24 @@ async fn serve(config: Config) -> Result<(), String> {
         config.store.data_dir.display()
     );
 
+    let body_budget_kib = u32::try_from(
+        (config
+            .limits
+            .body_size_bytes_max
+            .saturating_mul(BODY_BUDGET_BODIES)
+            / 1024)
+            .max(1),
+    )
+    .unwrap_or(u32::MAX)
+    .min(Semaphore::MAX_PERMITS as u32);
     let app: Shared = Arc::new(App {
         store: store.clone(),
         config: config.clone(),
         http_loopback,
         metrics: Metrics::new(),
         writers: Semaphore::new(WRITERS_MAX),
+        body_budget_kib: Semaphore::new(body_budget_kib as usize),
+        body_budget_kib_max: body_budget_kib,
     });
     drop(store);
 
