@@ -61,8 +61,8 @@ pub const CONTENT_TYPE: &str = "application/x-circonus-metric-list-flatbuffer";
 /// Nesting of tables the verifier accepts: the schema's deepest path is
 /// MetricList → Metric → value table (3); a little room for additive schema changes.
 const TABLE_DEPTH_MAX: usize = 8;
-/// Tables the verifier accepts: a metric is at most two (the metric and its value), plus the
-/// root. A body with more metrics than a batch may hold is refused whole by the verifier.
+/// Tables the verifier accepts (each reference counted): a metric is at most two (the metric
+/// and its value), plus the root, so every batch `SAMPLES_PER_BATCH_MAX` allows fits.
 const TABLES_MAX: usize = 2 * SAMPLES_PER_BATCH_MAX + 1;
 /// Bound on the verifier's "apparent size" (every string, vector and table counted each time it
 /// is referenced) per body byte. Offsets may point many metrics at one 4 KiB name or one long
@@ -70,11 +70,11 @@ const TABLES_MAX: usize = 2 * SAMPLES_PER_BATCH_MAX + 1;
 /// keeps decoded size proportional to the body, with room for an encoder that shares tag
 /// strings and tag vectors between metrics (`encode` does).
 const APPARENT_BYTES_PER_BODY_BYTE_MAX: usize = 16;
+/// Apparent size every body may have regardless of its length (a few shared names and tags).
+const APPARENT_BYTES_SLACK: usize = 64 * 1024;
 /// Size of the schema's `Bin` struct on the wire (`val: i8, exp: i8, count: u16`).
 const BIN_BYTES: usize = 4;
 const _: () = assert!(std::mem::size_of::<schema::Bin>() == BIN_BYTES);
-/// Apparent size every body may have regardless of its length (a few shared names and tags).
-const APPARENT_BYTES_SLACK: usize = 64 * 1024;
 
 /// Parses a flatbuffer metric list. A buffer the flatbuffers verifier refuses (truncated,
 /// offsets out of bounds, invalid UTF-8, a missing required field, over the size bounds) is
@@ -99,11 +99,7 @@ pub fn parse(body: &[u8], options: &Options) -> Batch {
     let list = match flatbuffers::root_with_opts::<schema::MetricList>(&verifier, body) {
         Ok(list) => list,
         Err(error) => {
-            let reason = Reason::Decode {
-                what: "flatbuffer metric list",
-                detail: verifier_detail(&error),
-            };
-            batch.reject_rest(|| "body".to_owned(), reason);
+            batch.reject_rest(|| "body".to_owned(), verifier_reason(&error, &verifier));
             return batch;
         }
     };
@@ -134,6 +130,29 @@ pub fn parse(body: &[u8], options: &Options) -> Batch {
 
 fn metric_location(index: usize, name: &str) -> String {
     format!("metric {index} (`{}`)", excerpt(name))
+}
+
+/// A size bound the verifier enforces as a `Reason::Bound` (the server answers 413 for those),
+/// anything else as a `Reason::Decode` carrying the verifier's message.
+fn verifier_reason(error: &InvalidFlatbuffer, options: &VerifierOptions) -> Reason {
+    // The verifier stops at the first reference past the bound.
+    let bound = |what, max: usize| Reason::Bound {
+        what,
+        size: max.saturating_add(1),
+        max,
+    };
+    match error {
+        InvalidFlatbuffer::TooManyTables => bound("tables in the flatbuffer", options.max_tables),
+        InvalidFlatbuffer::ApparentSizeTooLarge => bound(
+            "apparent size in bytes (16 × the body + 64 KiB; shared data counted per reference)",
+            options.max_apparent_size,
+        ),
+        InvalidFlatbuffer::DepthLimitReached => bound("table nesting", options.max_depth),
+        _ => Reason::Decode {
+            what: "flatbuffer metric list",
+            detail: verifier_detail(error),
+        },
+    }
 }
 
 /// The verifier's message on one line: what is wrong, then the path to it

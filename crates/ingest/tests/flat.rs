@@ -506,7 +506,17 @@ fn shared_offsets_cannot_amplify() {
     );
     let body = finish(b, &vec![one; 100_000]);
     assert!(body.len() < 420_000, "{}", body.len());
-    assert_body_rejected(&body, "Apparent size too large");
+    assert_body_rejected(&body, "apparent size in bytes");
+    let max = body.len() * 16 + 64 * 1024;
+    assert_eq!(
+        parse(&body).rejected[0].reason,
+        Reason::Bound {
+            what:
+                "apparent size in bytes (16 × the body + 64 KiB; shared data counted per reference)",
+            size: max + 1,
+            max
+        }
+    );
 
     // A few shares are fine (an encoder may share tag strings and lists).
     let mut b = FlatBufferBuilder::new();
