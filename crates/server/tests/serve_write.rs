@@ -688,3 +688,29 @@ fn httptrap_flatbuffer_by_content_type() {
         .unwrap();
     assert_eq!(response.status().as_u16(), 400);
 }
+
+#[test]
+fn prometheus_and_analytics_apis_are_routed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let ts_s = ts_ms() / 1000;
+    let (status, _) = post(
+        &server.url("/api/v2/write?precision=s"),
+        format!("prom,host=p v=4 {ts_s}\n"),
+    );
+    assert_eq!(status, 204);
+    let reply = get_json(&server.url(&format!("/api/v1/query?query=prom_v&time={ts_s}")));
+    assert_eq!(reply["status"], "success", "{reply}");
+    let result = &reply["data"]["result"][0];
+    assert_eq!(result["metric"]["host"], "p", "{reply}");
+    assert_eq!(result["value"][1], "4", "{reply}");
+    let caql = client()
+        .get(server.url("/api/strata/v1/caql?query=x"))
+        .send()
+        .unwrap();
+    assert_ne!(
+        caql.status().as_u16(),
+        404,
+        "the analytics endpoint is routed"
+    );
+}

@@ -27,6 +27,7 @@ pub enum Endpoint {
     Graphite,
     Find,
     Fetch,
+    Caql,
     Metrics,
     Health,
     PromApi,
@@ -34,7 +35,7 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 12] = [
+    pub const ALL: [Endpoint; 13] = [
         Endpoint::Httptrap,
         Endpoint::Influx,
         Endpoint::RemoteWrite,
@@ -43,6 +44,7 @@ impl Endpoint {
         Endpoint::Graphite,
         Endpoint::Find,
         Endpoint::Fetch,
+        Endpoint::Caql,
         Endpoint::Metrics,
         Endpoint::Health,
         Endpoint::PromApi,
@@ -60,6 +62,7 @@ impl Endpoint {
             Endpoint::Graphite => "graphite",
             Endpoint::Find => "find",
             Endpoint::Fetch => "fetch",
+            Endpoint::Caql => "caql",
             Endpoint::Metrics => "metrics",
             Endpoint::Health => "health",
             Endpoint::PromApi => "prom_api",
@@ -81,6 +84,8 @@ impl Endpoint {
             Endpoint::Find
         } else if path == "/api/strata/v1/fetch" {
             Endpoint::Fetch
+        } else if path == "/api/strata/v1/caql" {
+            Endpoint::Caql
         } else if path == "/metrics" {
             Endpoint::Metrics
         } else if path == "/health" {

@@ -295,6 +295,13 @@ pub async fn fetch_post(
     fetch(app, params).await
 }
 
+/// One series' slices as read from the store.
+enum SeriesData {
+    Numeric(Vec<Option<store::NumericAggregate>>),
+    Histogram(Vec<Histogram>),
+    Text(Vec<(i64, String)>),
+}
+
 /// What to compute per histogram slice instead of returning bins.
 enum Transform {
     Quantile(Vec<f64>),
@@ -446,61 +453,69 @@ fn fetch_blocking(app: &Shared, params: &Params) -> Response {
         end_ms,
         period_ms,
     };
+    let wanted: Vec<&SeriesInfo> = series
+        .iter()
+        .filter(|s| kind_filter.is_none_or(|k| k == s.kind))
+        .collect();
+    // Read everything under one view (one consistent snapshot), then let writers go on while
+    // the response is built.
     let view = match app.store.view() {
         Ok(view) => view,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
-    let mut out = Vec::new();
-    for info in series
-        .iter()
-        .filter(|s| kind_filter.is_none_or(|k| k == s.kind))
-    {
-        let data: Value = match info.kind {
-            Kind::Numeric => match view.numeric_aggregates(info.id, slicing) {
-                Ok(aggs) => aggs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, agg)| {
-                        let ts_ms = start_ms + i as i64 * period_ms;
-                        match agg {
-                            None => json!({ "ts_ms": ts_ms }),
-                            Some(a) => json!({
-                                "ts_ms": ts_ms,
-                                "count": a.count, "sum": a.sum, "min": a.min, "max": a.max,
-                                "mean": a.mean(), "stddev": a.stddev(),
-                                "first": a.first, "last": a.last,
-                            }),
-                        }
+    let mut read = Vec::with_capacity(wanted.len());
+    for info in &wanted {
+        let data = match info.kind {
+            Kind::Numeric => view
+                .numeric_aggregates(info.id, slicing)
+                .map(SeriesData::Numeric),
+            Kind::Histogram => view.histograms(info.id, slicing).map(SeriesData::Histogram),
+            Kind::Text => view
+                .raw_text(info.id, start_ms, end_ms)
+                .map(SeriesData::Text),
+        };
+        match data {
+            Ok(data) => read.push(data),
+            Err(e) => return bad("period", e),
+        }
+    }
+    drop(view);
+    let slice_ts = |i: usize| start_ms + i as i64 * period_ms;
+    let mut out = Vec::with_capacity(wanted.len());
+    for (info, data) in wanted.into_iter().zip(read) {
+        let data: Value = match data {
+            SeriesData::Numeric(aggs) => aggs
+                .iter()
+                .enumerate()
+                .map(|(i, agg)| match agg {
+                    None => json!({ "ts_ms": slice_ts(i) }),
+                    Some(a) => json!({
+                        "ts_ms": slice_ts(i),
+                        "count": a.count, "sum": a.sum, "min": a.min, "max": a.max,
+                        "mean": a.mean(), "stddev": a.stddev(),
+                        "first": a.first, "last": a.last,
+                    }),
+                })
+                .collect(),
+            SeriesData::Histogram(hs) => hs
+                .iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    json!({
+                        "ts_ms": slice_ts(i),
+                        "value": histogram_json(h, transform.as_ref()),
                     })
-                    .collect(),
-                Err(e) => return bad("period", e),
-            },
-            Kind::Histogram => match view.histograms(info.id, slicing) {
-                Ok(hs) => hs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, h)| {
-                        json!({
-                            "ts_ms": start_ms + i as i64 * period_ms,
-                            "value": histogram_json(h, transform.as_ref()),
-                        })
-                    })
-                    .collect(),
-                Err(e) => return bad("period", e),
-            },
-            Kind::Text => match view.raw_text(info.id, start_ms, end_ms) {
-                Ok(changes) => changes
-                    .into_iter()
-                    .map(|(ts_ms, text)| json!({ "ts_ms": ts_ms, "value": text }))
-                    .collect(),
-                Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-            },
+                })
+                .collect(),
+            SeriesData::Text(changes) => changes
+                .into_iter()
+                .map(|(ts_ms, text)| json!({ "ts_ms": ts_ms, "value": text }))
+                .collect(),
         };
         let mut entry = series_json(info);
         entry["data"] = data;
         out.push(entry);
     }
-    drop(view);
     json_response(
         StatusCode::OK,
         json!({
