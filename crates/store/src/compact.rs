@@ -94,9 +94,19 @@ impl Inner {
         let Some(files) = blocks.by_partition.get(&start_ms).cloned() else {
             return Ok(0);
         };
+        let end_ms = start_ms.saturating_add(blocks.partition_ms);
+        // The rewrite applies every tombstone over the partition: none of them hides anything
+        // in it any more, so it reflects their generations too (and rollups of the range, which
+        // still hold the deleted data, become stale and are rebuilt).
+        let applied = blocks
+            .tombstones
+            .iter()
+            .filter(|t| t.start_ms < end_ms && start_ms < t.end_ms)
+            .map(|t| t.generation);
         let content_generation = files
             .iter()
             .map(|b| b.content_generation)
+            .chain(applied)
             .max()
             .unwrap_or(0);
         let mut kinds: BTreeMap<SeriesId, Kind> = BTreeMap::new();
@@ -110,7 +120,6 @@ impl Inner {
             generation,
         };
         let dir = self.dir.join(BLOCKS_DIR);
-        let end_ms = start_ms.saturating_add(blocks.partition_ms);
         let block_err = |error| StoreError::Block {
             block: id.file_name(),
             error,
@@ -230,7 +239,12 @@ impl Inner {
             let base = blocks
                 .overlapping(t.start_ms, t.end_ms)
                 .into_iter()
-                .any(|b| b.content_generation < t.generation && !b.entries_of(t.series).is_empty());
+                .any(|b| {
+                    b.content_generation < t.generation
+                        && b.entries_of(t.series)
+                            .iter()
+                            .any(|e| e.first_ts_ms < t.end_ms && t.start_ms <= e.last_ts_ms)
+                });
             let rollups = blocks.levels.iter().any(|l| {
                 l.by_partition.values().any(|b| {
                     let (s, e) = (b.id.partition_start_ms, b.partition_end_ms);

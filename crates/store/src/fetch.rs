@@ -144,23 +144,32 @@ pub fn counter_rates(
 ) -> Result<Vec<Option<f64>>, StoreError> {
     // The sample before the first slice comes from at most one period earlier.
     let from_ms = slicing.start_ms.saturating_sub(slicing.period_ms);
-    let raw = view.raw_numeric(id, from_ms, slicing.end_ms)?;
-    let slices = view.numeric_aggregates(id, slicing)?.len();
-    let mut out: Vec<Option<f64>> = vec![None; slices];
+    let with_before = Slicing {
+        start_ms: from_ms,
+        ..slicing
+    };
+    let parts = view.slice_aggregates(id, with_before)?;
     let seconds = slicing.period_ms as f64 / 1000.0;
-    for pair in raw.windows(2) {
-        let ((_, a), (t, b)) = (pair[0], pair[1]);
-        if t < slicing.start_ms {
-            continue;
+    let mut out: Vec<Option<f64>> = Vec::with_capacity(parts.len().saturating_sub(1));
+    let mut prev_last: Option<f64> = None;
+    for (i, part) in parts.iter().enumerate() {
+        let rate = part.map(|s| {
+            let step_in = prev_last.map_or(0.0, |p| crate::read::counter_step(p, s.agg.first));
+            (prev_last, s.increase + step_in)
+        });
+        if i > 0 {
+            // A slice with one sample and nothing before it has no step: no rate.
+            out.push(rate.and_then(|(before, increase)| {
+                let steps = before.is_some() || part.is_some_and(|s| s.agg.count > 1);
+                // Divided once per slice, not per step: fewer roundings.
+                steps.then_some(increase / seconds)
+            }));
         }
-        let increase = if b >= a { b - a } else { b };
-        let i = ((t as i128 - slicing.start_ms as i128) / slicing.period_ms as i128) as usize;
-        let slot = &mut out[i];
-        *slot = Some(slot.unwrap_or(0.0) + increase);
+        if let Some(s) = part {
+            prev_last = Some(s.agg.last);
+        } else if i == 0 {
+            prev_last = None;
+        }
     }
-    // Divided once per slice, not per step: fewer roundings.
-    Ok(out
-        .into_iter()
-        .map(|increase| increase.map(|x| x / seconds))
-        .collect())
+    Ok(out)
 }

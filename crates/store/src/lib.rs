@@ -29,10 +29,10 @@ pub mod wal;
 
 pub use batch::{Value, WriteBatch};
 pub use db::{
-    ReplayReport, Store, StoreOptions, BASE_PERIOD_MS_DEFAULT, BASE_PERIOD_MS_MIN,
-    PARTITION_MS_DEFAULT,
+    default_levels, LevelOptions, ReplayReport, Store, StoreOptions, BASE_PERIOD_MS_DEFAULT,
+    BASE_PERIOD_MS_MIN, DAY_MS, HOUR_MS, MINUTE_MS, PARTITION_MS_DEFAULT,
 };
 pub use error::StoreError;
 pub use flush::{BlockInfo, FlushReport, StoreStats};
 pub use journal::Durability;
-pub use read::{Latest, NumericAggregate, Slicing, View};
+pub use read::{Latest, NumericAggregate, SliceAggregate, Slicing, View};

@@ -12,6 +12,7 @@
 //! later source has a higher journal offset than every record in an earlier one.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLockReadGuard};
 
 use hist::Histogram;
@@ -210,6 +211,8 @@ pub struct View<'a> {
     damaged: &'a Mutex<HashSet<(BlockId, SeriesId)>>,
     /// Per-slice reads may use rollups (see `exact`).
     use_rollups: bool,
+    /// Rollup slices read so far (to see which level a read used).
+    rollup_slices_read: AtomicU64,
 }
 
 fn in_range<T>(points: &[Point<T>], start_ms: i64, end_ms: i64) -> &[Point<T>] {
@@ -218,10 +221,15 @@ fn in_range<T>(points: &[Point<T>], start_ms: i64, end_ms: i64) -> &[Point<T>] {
     &points[from..to.max(from)]
 }
 
-/// Combines `a` into slice `i` of `out`.
-fn put(out: &mut [Option<NumericAggregate>], i: usize, a: &NumericAggregate) {
+/// Adds `a` to slice `i` of `out`; pieces come in time order (`then`), except where they
+/// overlap (then the increases just add).
+fn put(out: &mut [Option<SliceAggregate>], i: usize, a: &SliceAggregate) {
     out[i] = Some(match &out[i] {
-        Some(acc) => acc.combine(a),
+        Some(acc) if acc.agg.last_ts_ms < a.agg.first_ts_ms => acc.then(a),
+        Some(acc) => SliceAggregate {
+            agg: acc.agg.combine(&a.agg),
+            increase: acc.increase + a.increase,
+        },
         None => *a,
     });
 }
@@ -264,7 +272,13 @@ impl<'a> View<'a> {
             blocks,
             damaged,
             use_rollups: true,
+            rollup_slices_read: AtomicU64::new(0),
         }
+    }
+
+    /// Rollup slices this view has read so far (numeric and histogram).
+    pub fn rollup_slices_read(&self) -> u64 {
+        self.rollup_slices_read.load(Ordering::Relaxed)
     }
 
     /// The same view reading only base data (never rollups): exact numeric aggregates rather
@@ -368,6 +382,7 @@ impl<'a> View<'a> {
                     for chunk in self.rollup_chunks(b, id, s, e)? {
                         if let ChunkData::Histogram(slices) = chunk {
                             for (t, h) in clip(slices, s, e) {
+                                self.rollup_slices_read.fetch_add(1, Ordering::Relaxed);
                                 out[slicing.slice_of(t)].merge(&h);
                             }
                         }
@@ -396,7 +411,7 @@ impl<'a> View<'a> {
         slicing: &Slicing,
         (start_ms, end_ms): (i64, i64),
         level: Option<usize>,
-        out: &mut [Option<NumericAggregate>],
+        out: &mut [Option<SliceAggregate>],
     ) -> Result<(), StoreError> {
         let Some(level) = level else {
             let raw = self.raw_numeric(id, start_ms, end_ms)?;
@@ -408,7 +423,7 @@ impl<'a> View<'a> {
                     .saturating_add((i as i64 + 1).saturating_mul(slicing.period_ms));
                 let n = rest.partition_point(|p| p.0 < slice_end);
                 if let Some(s) = SliceAggregate::of_samples(&rest[..n]) {
-                    put(out, i, &s.agg);
+                    put(out, i, &s);
                 }
                 rest = &rest[n..];
             }
@@ -420,7 +435,8 @@ impl<'a> View<'a> {
                     for chunk in self.rollup_chunks(b, id, s, e)? {
                         if let ChunkData::Aggregates(slices) = chunk {
                             for (t, a) in clip(slices, s, e) {
-                                put(out, slicing.slice_of(t), &a.agg);
+                                self.rollup_slices_read.fetch_add(1, Ordering::Relaxed);
+                                put(out, slicing.slice_of(t), &a);
                             }
                         }
                     }
@@ -643,8 +659,22 @@ impl<'a> View<'a> {
         id: SeriesId,
         slicing: Slicing,
     ) -> Result<Vec<Option<NumericAggregate>>, StoreError> {
+        Ok(self
+            .slice_aggregates(id, slicing)?
+            .into_iter()
+            .map(|s| s.map(|s| s.agg))
+            .collect())
+    }
+
+    /// Numeric aggregates per slice with the counter increase inside each slice (from rollups
+    /// where a level fits the period).
+    pub fn slice_aggregates(
+        &self,
+        id: SeriesId,
+        slicing: Slicing,
+    ) -> Result<Vec<Option<SliceAggregate>>, StoreError> {
         let slices = slicing.check(self.head.base_period_ms)?;
-        let mut out: Vec<Option<NumericAggregate>> = vec![None; slices];
+        let mut out: Vec<Option<SliceAggregate>> = vec![None; slices];
         let level = self.level_for(slicing.period_ms);
         let range = (slicing.start_ms, slicing.end_ms);
         self.fill_numeric(id, &slicing, range, level, &mut out)?;

@@ -1,0 +1,401 @@
+//! Rollups: a rollup equals the merge of its finer slices (histograms bit for bit, numeric
+//! aggregates within float rounding) and of the raw data; late data after a build is read at
+//! once (reads fall back to finer data) and changes the rollup on the next build; head data in
+//! an old range is added on top; retention drops exactly the expired partitions and their files;
+//! deletes are invisible at once and gone from disk after compaction.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use store::block::{Block, ChunkData};
+use store::index::Kind;
+use store::manifest::Manifest;
+use store::{Slicing, Store, StoreOptions};
+use support::*;
+
+fn files(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn level_dir(store: &Store, period_ms: i64) -> std::path::PathBuf {
+    store::rollup::level_dir(store.dir(), period_ms)
+}
+
+#[test]
+fn rollups_equal_the_merge_of_finer_data_and_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let mut model = Model::default();
+    model.write_random(&store, 1, 3_000, 0, SPAN_MS);
+    store.flush().unwrap();
+    // Nothing built yet: every read is from base data and already right.
+    assert_eq!(check_all(&store, &model, "before build"), vec![0; 5]);
+    let report = store.build_rollups(SPAN_MS).unwrap();
+    // 24 + 6 + 2 partitions over the span.
+    assert_eq!(report.partitions, 24 + 6 + 2, "{report:?}");
+    assert_eq!(report.rebuilt, 0);
+    let used = check_all(&store, &model, "after build");
+    assert_eq!(used[0], 0, "the base period reads no rollup");
+    assert!(
+        used[1..].iter().all(|&u| u > 0),
+        "every level used: {used:?}"
+    );
+    // The coarsest level answers its period alone: one slice per series per 60 s.
+    let view = store.view().unwrap();
+    let s = Slicing {
+        start_ms: 0,
+        end_ms: SPAN_MS,
+        period_ms: 60_000,
+    };
+    view.histograms(id(&store, HIST), s).unwrap();
+    let nonempty = model.histograms(s).iter().filter(|h| !h.is_empty()).count() as u64;
+    assert_eq!(view.rollup_slices_read(), nonempty);
+    drop(view);
+    // A second build has nothing to do.
+    assert_eq!(store.build_rollups(SPAN_MS).unwrap().partitions, 0);
+    // Each level's files are exactly the ones the manifest lists.
+    let m = Manifest::load(&journal::vfs::RealFs, dir.path())
+        .unwrap()
+        .unwrap();
+    for (l, &period) in m.levels.iter().zip(&LEVEL_PERIODS_MS) {
+        let listed: BTreeSet<String> = l.rollups.iter().map(|r| r.id.file_name()).collect();
+        assert!(
+            files(&level_dir(&store, period)) == listed,
+            "level {period} files"
+        );
+    }
+    store.close().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let used = check_all(&store, &model, "after reopen");
+    assert!(used[1..].iter().all(|&u| u > 0));
+    assert_eq!(store.build_rollups(SPAN_MS).unwrap().partitions, 0);
+}
+
+#[test]
+fn rollup_of_each_level_equals_the_merge_of_the_finer_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let mut model = Model::default();
+    model.write_random(&store, 2, 2_000, 0, SPAN_MS);
+    store.flush().unwrap();
+    store.build_rollups(SPAN_MS).unwrap();
+    let view = store.view().unwrap();
+    let (h, n) = (id(&store, HIST), id(&store, NUMERIC));
+    // Level i's slices read straight from its files, against the merge of level i − 1's.
+    for (i, &period) in LEVEL_PERIODS_MS.iter().enumerate().skip(1) {
+        let finer = LEVEL_PERIODS_MS[i - 1];
+        let per = (period / finer) as usize;
+        let fine = Slicing {
+            start_ms: 0,
+            end_ms: SPAN_MS,
+            period_ms: finer,
+        };
+        let coarse = Slicing {
+            period_ms: period,
+            ..fine
+        };
+        let fine_h = view.histograms(h, fine).unwrap();
+        let coarse_h = view.histograms(h, coarse).unwrap();
+        for (j, c) in coarse_h.iter().enumerate() {
+            let mut merged = hist::Histogram::new();
+            for f in &fine_h[j * per..(j + 1) * per] {
+                merged.merge(f);
+            }
+            assert_eq!(c, &merged, "level {i} slice {j}");
+        }
+        let fine_n = view.slice_aggregates(n, fine).unwrap();
+        let coarse_n = view.slice_aggregates(n, coarse).unwrap();
+        for (j, c) in coarse_n.iter().enumerate() {
+            let mut acc: Option<store::SliceAggregate> = None;
+            for f in fine_n[j * per..(j + 1) * per].iter().flatten() {
+                acc = Some(match acc {
+                    Some(a) => a.then(f),
+                    None => *f,
+                });
+            }
+            match (c, acc) {
+                (None, None) => {}
+                (Some(c), Some(a)) => {
+                    assert_eq!(c.agg.count, a.agg.count);
+                    assert!(close(c.agg.sum, a.agg.sum) && close(c.increase, a.increase));
+                    assert_eq!((c.agg.min, c.agg.max), (a.agg.min, a.agg.max));
+                    assert_eq!(
+                        (c.agg.first_ts_ms, c.agg.last_ts_ms),
+                        (a.agg.first_ts_ms, a.agg.last_ts_ms)
+                    );
+                }
+                _ => panic!("level {i} slice {j}: {c:?} vs {acc:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn late_data_is_read_at_once_and_changes_the_rollup() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let mut model = Model::default();
+    model.write_random(&store, 3, 2_000, 0, SPAN_MS);
+    store.flush().unwrap();
+    store.build_rollups(SPAN_MS).unwrap();
+    let before = store.view().unwrap().histograms(
+        id(&store, HIST),
+        Slicing {
+            start_ms: 0,
+            end_ms: SPAN_MS,
+            period_ms: 60_000,
+        },
+    );
+    // Late data in the first coarse partition, including samples at existing milliseconds
+    // (the later write replaces a numeric value; histograms add).
+    let mut late = model.clone();
+    late.write_random(&store, 3, 50, 0, LEVEL_PARTITIONS_MS[0]);
+    late.write_random(&store, 4, 200, 0, 17_280_000);
+    // Still in the head: histograms are added on top of rollups, numeric falls back.
+    check_all(&store, &late, "late, in the head");
+    store.flush().unwrap();
+    // Flushed, rollups stale: reads fall back to finer data for those partitions.
+    check_all(&store, &late, "late, flushed, stale rollups");
+    let report = store.build_rollups(SPAN_MS).unwrap();
+    // The 12 finest partitions of the first coarse one, its 3 middle ones and itself.
+    assert_eq!(report.rebuilt, 12 + 3 + 1, "{report:?}");
+    assert_eq!(report.partitions, report.rebuilt);
+    let used = check_all(&store, &late, "late, rebuilt");
+    assert!(used[1..].iter().all(|&u| u > 0));
+    let after = store.view().unwrap().histograms(
+        id(&store, HIST),
+        Slicing {
+            start_ms: 0,
+            end_ms: SPAN_MS,
+            period_ms: 60_000,
+        },
+    );
+    assert_ne!(before.unwrap(), after.unwrap(), "the rollup changed");
+    // Replaced files are gone.
+    let m = Manifest::load(&journal::vfs::RealFs, dir.path())
+        .unwrap()
+        .unwrap();
+    for (l, &period) in m.levels.iter().zip(&LEVEL_PERIODS_MS) {
+        assert_eq!(files(&level_dir(&store, period)).len(), l.rollups.len());
+    }
+}
+
+fn retention_opts(base_ms: i64, numeric_ms: i64, level_ms: [i64; 3]) -> StoreOptions {
+    let mut o = opts();
+    o.base_retention_ms = base_ms;
+    o.raw_numeric_retention_ms = numeric_ms;
+    for (l, r) in o.levels.iter_mut().zip(level_ms) {
+        l.retention_ms = r;
+    }
+    o
+}
+
+#[test]
+fn retention_drops_exactly_the_expired_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = SPAN_MS;
+    // Base kept 20,000 s, raw numeric 10,000 s, levels 22,000 / 25,000 / 17,000 s: each drops
+    // some partitions and keeps others.
+    let (base_r, num_r) = (20_000_000, 10_000_000);
+    let level_r = [22_000_000, 25_000_000, 17_000_000];
+    let store = Store::open(dir.path(), retention_opts(base_r, num_r, level_r)).unwrap();
+    let mut model = Model::default();
+    model.write_random(&store, 5, 3_000, 0, SPAN_MS);
+    store.flush().unwrap();
+    store.build_rollups(now).unwrap();
+    let before_bytes: u64 = store
+        .stats()
+        .unwrap()
+        .blocks
+        .iter()
+        .map(|b| b.size_bytes)
+        .sum();
+    let report = store.apply_retention(now).unwrap();
+    assert!(
+        report.bytes_freed > 0 && report.bytes_freed <= before_bytes * 2,
+        "{report:?}"
+    );
+    let stats = store.stats().unwrap();
+    // Base: a partition stays iff its end is after now − retention.
+    let kept: BTreeSet<i64> = stats.blocks.iter().map(|b| b.partition_start_ms).collect();
+    let want: BTreeSet<i64> = model
+        .numeric
+        .keys()
+        .map(|&t| t - t.rem_euclid(PARTITION_MS))
+        .filter(|&s| s + PARTITION_MS > now - base_r)
+        .collect();
+    assert!(
+        kept == want,
+        "base partitions kept differ from the expected ones"
+    );
+    // Numeric chunks only where the raw numeric retention has not passed.
+    for path in std::fs::read_dir(dir.path().join("blocks")).unwrap() {
+        let b = Block::open(&journal::vfs::RealFs, &path.unwrap().path()).unwrap();
+        let end = b.partition_end_ms;
+        let has_numeric = b.entries().iter().any(|e| e.kind == Kind::Numeric);
+        let model_has = model
+            .numeric
+            .range(b.id.partition_start_ms..end)
+            .next()
+            .is_some();
+        assert_eq!(has_numeric, end > now - num_r && model_has, "{}", b.id);
+    }
+    // Rollups: each level keeps exactly the partitions ending after now − its retention.
+    let m = Manifest::load(&journal::vfs::RealFs, dir.path())
+        .unwrap()
+        .unwrap();
+    for ((l, &r), (&period, &part)) in m
+        .levels
+        .iter()
+        .zip(&level_r)
+        .zip(LEVEL_PERIODS_MS.iter().zip(&LEVEL_PARTITIONS_MS))
+    {
+        let kept: BTreeSet<i64> = l.rollups.iter().map(|r| r.id.partition_start_ms).collect();
+        let want: BTreeSet<i64> = model
+            .numeric
+            .keys()
+            .map(|&t| t - t.rem_euclid(part))
+            .filter(|&s| s + part > now - r)
+            .collect();
+        assert_eq!(kept, want, "level {period}");
+        assert!(
+            !want.is_empty() && want.len() < (SPAN_MS / part) as usize,
+            "level {period}"
+        );
+        let listed: BTreeSet<String> = l.rollups.iter().map(|r| r.id.file_name()).collect();
+        assert!(
+            files(&level_dir(&store, period)) == listed,
+            "level {period} files"
+        );
+    }
+    let listed: BTreeSet<String> = m.blocks.iter().map(|r| r.id.file_name()).collect();
+    assert!(
+        files(&dir.path().join("blocks")) == listed,
+        "files in blocks/ are the listed ones"
+    );
+    // What is kept still reads right: numeric at 5 s from the level where raw data is gone.
+    let view = store.view().unwrap();
+    let from = now - 20_000_000;
+    let s = Slicing {
+        start_ms: from - from.rem_euclid(LEVEL_PARTITIONS_MS[0]),
+        end_ms: SPAN_MS,
+        period_ms: 5_000,
+    };
+    let got = view.numeric_aggregates(id(&store, NUMERIC), s).unwrap();
+    let want = model.numeric(Slicing {
+        start_ms: s.start_ms,
+        ..s
+    });
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.map(|g| g.count), w.map(|w| w.count));
+        if let (Some(g), Some(w)) = (g, w) {
+            assert!(close(g.sum, w.sum));
+        }
+    }
+    drop(view);
+    // A second pass finds nothing more to drop.
+    assert_eq!(store.apply_retention(now).unwrap(), Default::default());
+}
+
+#[test]
+fn deletes_are_invisible_at_once_and_gone_from_disk_after_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let mut model = Model::default();
+    model.write_random(&store, 6, 3_000, 0, SPAN_MS);
+    store.flush().unwrap();
+    store.build_rollups(SPAN_MS).unwrap();
+    // More flushes: several blocks per partition, for compaction to merge.
+    model.write_random(&store, 7, 300, 0, SPAN_MS);
+    store.flush().unwrap();
+    let (from, to) = (3_000_000, 20_000_123);
+    let deleted = store
+        .delete_matching(
+            &store::tagquery::TagQuery::parse("and(k:latency)").unwrap(),
+            10_000,
+            from,
+            to,
+        )
+        .unwrap()
+        + store.delete(&[id(&store, NUMERIC)], from, to).unwrap();
+    assert_eq!(deleted, 2);
+    let mut after = model.clone();
+    after.numeric.retain(|&t, _| !(from..to).contains(&t));
+    after.hists.retain(|&t, _| !(from..to).contains(&t));
+    check_all(&store, &after, "deleted, not compacted");
+    let raw = store
+        .view()
+        .unwrap()
+        .raw_numeric(id(&store, NUMERIC), i64::MIN, i64::MAX)
+        .unwrap();
+    assert_eq!(raw.len(), after.numeric.len());
+    // Written after the delete: visible.
+    let mut later = after.clone();
+    later.write_random(&store, 8, 100, from, to);
+    check_all(&store, &later, "written after the delete");
+    store.flush().unwrap();
+    let report = store.compact(SPAN_MS).unwrap();
+    assert!(
+        report.partitions > 0 && report.tombstones_removed == 2,
+        "{report:?}"
+    );
+    let used = check_all(&store, &later, "compacted");
+    assert!(used[1..].iter().all(|&u| u > 0));
+    // On disk: one block per partition, nothing of the deleted data left in any file.
+    let m = Manifest::load(&journal::vfs::RealFs, dir.path())
+        .unwrap()
+        .unwrap();
+    assert!(m.tombstones.is_empty());
+    let parts: BTreeSet<i64> = m.blocks.iter().map(|r| r.id.partition_start_ms).collect();
+    assert_eq!(parts.len(), m.blocks.len());
+    let mut paths: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path().join("blocks"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    for &p in &LEVEL_PERIODS_MS {
+        paths.extend(
+            std::fs::read_dir(level_dir(&store, p))
+                .unwrap()
+                .map(|e| e.unwrap().path()),
+        );
+    }
+    let mut seen = 0;
+    for path in paths {
+        let b = Block::open(&journal::vfs::RealFs, &path).unwrap();
+        for e in b.entries() {
+            let times: Vec<i64> = match b.read_chunk(e).unwrap() {
+                ChunkData::Numeric(v) => v.into_iter().map(|p| p.0).collect(),
+                ChunkData::Histogram(v) => v.into_iter().map(|p| p.0).collect(),
+                ChunkData::Aggregates(v) => v.into_iter().map(|p| p.0).collect(),
+                ChunkData::Text(v) => v.into_iter().map(|p| p.0).collect(),
+            };
+            for t in times {
+                seen += 1;
+                let was_deleted = (from..to).contains(&t)
+                    && !later.numeric.contains_key(&t)
+                    && !later.hists.contains_key(&(t - t.rem_euclid(BASE_MS)));
+                // Rollup slices start on their period: deleted iff no surviving sample in it.
+                if b.base_period_ms == BASE_MS {
+                    assert!(
+                        !was_deleted,
+                        "{}: deleted sample at {t} still on disk",
+                        b.id
+                    );
+                }
+            }
+        }
+    }
+    assert!(seen > 0);
+    store.close().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    check_all(&store, &later, "compacted, reopened");
+}
