@@ -548,6 +548,17 @@ fn token_size_limit_and_gzip_bomb() {
         .send()
         .unwrap();
     assert_eq!(ok.status().as_u16(), 200);
+    let influx_style = client()
+        .post(server.url("/api/v2/write?precision=s"))
+        .header("Authorization", "Token t0ken")
+        .body(format!("tok v=1 {}", now_s()))
+        .send()
+        .unwrap();
+    assert_eq!(
+        influx_style.status().as_u16(),
+        204,
+        "InfluxDB clients send `Token`"
+    );
 
     let big = format!("{{\"a\":\"{}\"}}", "x".repeat(2000));
     let response = client()

@@ -87,6 +87,12 @@ async fn frame(State(frame): State<Arc<Frame>>, request: Request, next: Next) ->
     let start_ns = clock::now();
     let response = frame_inner(&frame, endpoint, request, next).await;
     let latency_ns = clock::now().saturating_sub(start_ns);
+    tracing::debug!(
+        endpoint = endpoint.name(),
+        status = response.status().as_u16(),
+        latency_us = latency_ns / 1000,
+        "request"
+    );
     frame
         .app
         .metrics
@@ -101,7 +107,11 @@ async fn frame_inner(frame: &Frame, endpoint: Endpoint, request: Request, next: 
                 .headers()
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "));
+                // `Token` is what InfluxDB clients send; the same token is accepted there.
+                .and_then(|v| {
+                    v.strip_prefix("Bearer ")
+                        .or_else(|| v.strip_prefix("Token "))
+                });
             if !given.is_some_and(|g| same_secret(g.trim(), token)) {
                 let mut response = error(
                     StatusCode::UNAUTHORIZED,
