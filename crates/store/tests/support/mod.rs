@@ -55,37 +55,66 @@ pub struct Model {
 }
 
 impl Model {
-    /// Writes `n` random samples in `[start_ms, end_ms)` to both series and the model: a
-    /// counter that sometimes resets, and histograms of 1–4 lognormal-ish values.
-    pub fn write_random(&mut self, store: &Store, seed: u64, n: usize, start_ms: i64, end_ms: i64) {
+    /// `n` random samples in `[start_ms, end_ms)` for both series: a counter that sometimes
+    /// resets, and histograms of 1–4 lognormal-ish values. The same seed gives the same samples.
+    pub fn generate(seed: u64, n: usize, start_ms: i64, end_ms: i64) -> Vec<(i64, f64, Histogram)> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let (nk, hk) = (key(NUMERIC), key(HIST));
-        let mut batch = WriteBatch::new();
         let mut counter = rng.random_range(0.0..100.0f64).floor();
-        for i in 0..n {
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
             let t = rng.random_range(start_ms..end_ms);
             counter = if rng.random_range(0..50) == 0 {
                 rng.random_range(0.0..5.0f64).floor()
             } else {
                 counter + rng.random_range(0.0..10.0f64).floor()
             };
-            batch.numeric(&nk, t, counter).unwrap();
-            self.numeric.insert(t, counter);
             let mut h = Histogram::new();
             for _ in 0..rng.random_range(1..5) {
                 h.insert((rng.random_range(-3.0..2.0f64)).exp());
             }
-            batch.histogram(&hk, t, &h).unwrap();
+            out.push((t, counter, h));
+        }
+        out
+    }
+
+    /// Adds samples to the model (in write order: a later one wins a millisecond).
+    pub fn add(&mut self, samples: &[(i64, f64, Histogram)]) {
+        for (t, v, h) in samples {
+            self.numeric.insert(*t, *v);
             self.hists
                 .entry(t - t.rem_euclid(BASE_MS))
                 .or_default()
-                .merge(&h);
-            if i % 500 == 499 {
-                store.write(&batch).unwrap();
-                batch.clear();
-            }
+                .merge(h);
         }
-        store.write(&batch).unwrap();
+    }
+
+    /// Writes samples in batches of 500 (one WAL record each).
+    pub fn write(store: &Store, samples: &[(i64, f64, Histogram)]) {
+        let (nk, hk) = (key(NUMERIC), key(HIST));
+        for part in samples.chunks(500) {
+            let mut batch = WriteBatch::new();
+            for (t, v, h) in part {
+                batch.numeric(&nk, *t, *v).unwrap();
+                batch.histogram(&hk, *t, h).unwrap();
+            }
+            store.write(&batch).unwrap();
+        }
+    }
+
+    /// Generates, writes and adds to the model.
+    pub fn write_random(&mut self, store: &Store, seed: u64, n: usize, start_ms: i64, end_ms: i64) {
+        let samples = Model::generate(seed, n, start_ms, end_ms);
+        Model::write(store, &samples);
+        self.add(&samples);
+    }
+
+    /// Drops what a delete of `series` (`NUMERIC` or `HIST`) over `[start_ms, end_ms)` removes.
+    pub fn delete(&mut self, series: &str, start_ms: i64, end_ms: i64) {
+        if series == NUMERIC {
+            self.numeric.retain(|t, _| !(start_ms..end_ms).contains(t));
+        } else {
+            self.hists.retain(|t, _| !(start_ms..end_ms).contains(t));
+        }
     }
 
     pub fn histograms(&self, s: Slicing) -> Vec<Histogram> {
