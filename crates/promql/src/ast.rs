@@ -237,12 +237,15 @@ pub enum Func {
     HistogramCount,
     HistogramSum,
     HistogramAvg,
+    Changes,
+    Resets,
+    Absent,
 }
 
 use ValueType::{Matrix as M, Scalar as S, String as Str, Vector as V};
 
 impl Func {
-    pub const ALL: [Func; 31] = [
+    pub const ALL: [Func; 34] = [
         Func::Rate,
         Func::Increase,
         Func::Irate,
@@ -274,6 +277,9 @@ impl Func {
         Func::HistogramCount,
         Func::HistogramSum,
         Func::HistogramAvg,
+        Func::Changes,
+        Func::Resets,
+        Func::Absent,
     ];
 
     pub fn name(self) -> &'static str {
@@ -309,6 +315,9 @@ impl Func {
             Func::HistogramCount => "histogram_count",
             Func::HistogramSum => "histogram_sum",
             Func::HistogramAvg => "histogram_avg",
+            Func::Changes => "changes",
+            Func::Resets => "resets",
+            Func::Absent => "absent",
         }
     }
 
@@ -331,7 +340,9 @@ impl Func {
             | Func::CountOverTime
             | Func::LastOverTime
             | Func::StddevOverTime
-            | Func::StdvarOverTime => (&[M], 0),
+            | Func::StdvarOverTime
+            | Func::Changes
+            | Func::Resets => (&[M], 0),
             Func::QuantileOverTime => (&[S, M], 0),
             Func::Abs | Func::Ceil | Func::Floor | Func::Scalar => (&[V], 0),
             Func::Round => (&[V, S], 1),
@@ -343,7 +354,9 @@ impl Func {
             Func::LabelReplace => (&[V, Str, Str, Str, Str], 0),
             Func::HistogramQuantile => (&[S, V], 0),
             Func::HistogramFraction => (&[S, S, V], 0),
-            Func::HistogramCount | Func::HistogramSum | Func::HistogramAvg => (&[V], 0),
+            Func::HistogramCount | Func::HistogramSum | Func::HistogramAvg | Func::Absent => {
+                (&[V], 0)
+            }
         }
     }
 

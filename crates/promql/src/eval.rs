@@ -394,6 +394,18 @@ impl<'a> Ctx<'a> {
     }
 
     fn find(&mut self, sel: &Selector, from_ms: i64, to_ms: i64) -> Result<Vec<Found>, EvalError> {
+        self.find_bounded(sel, from_ms, to_ms, false)
+    }
+
+    /// The series a selector matches, in label order. Past `series_per_selector_max` matches:
+    /// an error, or with `truncate` the first ones found (listings with a `limit`).
+    fn find_bounded(
+        &mut self,
+        sel: &Selector,
+        from_ms: i64,
+        to_ms: i64,
+        truncate: bool,
+    ) -> Result<Vec<Found>, EvalError> {
         self.check_deadline()?;
         let mut matchers: Vec<(Matcher, Option<regex::Regex>)> = Vec::new();
         if let Some(name) = &sel.name {
@@ -459,6 +471,9 @@ impl<'a> Ctx<'a> {
                 continue;
             }
             if out.len() >= self.limits.series_per_selector_max {
+                if truncate {
+                    break;
+                }
                 return Err(EvalError::Execution(format!(
                     "selector {sel} matches more than {} series",
                     self.limits.series_per_selector_max
@@ -718,7 +733,7 @@ impl<'a> Ctx<'a> {
         match func {
             Rate | Increase | Irate | Delta | Idelta | AvgOverTime | MinOverTime | MaxOverTime
             | SumOverTime | CountOverTime | LastOverTime | StddevOverTime | StdvarOverTime
-            | QuantileOverTime => {
+            | QuantileOverTime | Changes | Resets => {
                 let (param, matrix) = if func == QuantileOverTime {
                     (Some(self.scalar(&args[0])?), &args[1])
                 } else {
@@ -879,6 +894,28 @@ impl<'a> Ctx<'a> {
             HistogramSum => Ok(Value::Vector(map_hists(self.vector(&args[0])?, |_, h| {
                 h.sum()
             }))),
+            Absent => {
+                let series = self.vector(&args[0])?;
+                // The labels of the selector's equality matchers (Prometheus's rule).
+                let mut labels: Labels = match &args[0] {
+                    Expr::Selector(sel) => sel
+                        .matchers
+                        .iter()
+                        .filter(|m| m.op == MatchOp::Equal && m.label != "__name__")
+                        .map(|m| (m.label.clone(), m.value.clone()))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                labels.sort();
+                labels.dedup_by(|a, b| a.0 == b.0);
+                let points = (0..self.steps)
+                    .map(|i| {
+                        let present = series.iter().any(|s| s.points[i].is_some());
+                        (!present).then_some(Sample::Float(1.0))
+                    })
+                    .collect();
+                Ok(Value::Vector(vec![Series { labels, points }]))
+            }
             HistogramAvg => Ok(Value::Vector(map_hists(self.vector(&args[0])?, |_, h| {
                 h.sum() / h.count()
             }))),
@@ -1540,6 +1577,12 @@ fn range_value(func: Func, w: &[(i64, f64)], t: i64, range_ms: i64, q: f64) -> O
             let mut v: Vec<f64> = values().collect();
             Some(float_quantile(q, &mut v))
         }
+        Func::Changes => Some(
+            w.windows(2)
+                .filter(|p| p[1].1 != p[0].1 && !(p[1].1.is_nan() && p[0].1.is_nan()))
+                .count() as f64,
+        ),
+        Func::Resets => Some(w.windows(2).filter(|p| p[1].1 < p[0].1).count() as f64),
         _ => None,
     }
 }
@@ -1926,7 +1969,8 @@ pub fn label_matches(labels: &Labels, m: &Matcher, re: Option<&regex::Regex>) ->
 }
 
 /// Series matching a selector whose activity meets `[start_ms, end_ms)` (for `/api/v1/series`
-/// and friends), with their labels, at most `limit`.
+/// and friends), with their labels: at most `limit`, the first found (in id order) when more
+/// match.
 pub fn select_series(
     store: &Store,
     sel: &Selector,
@@ -1940,7 +1984,7 @@ pub fn select_series(
     };
     let mut ctx = Ctx::new(store, end_ms, end_ms, 1, limits)?;
     Ok(ctx
-        .find(sel, start_ms, end_ms)?
+        .find_bounded(sel, start_ms, end_ms, true)?
         .into_iter()
         .map(|f| f.labels)
         .collect())

@@ -387,7 +387,7 @@ fn matched_series(
 ) -> Result<Vec<Labels>, EvalError> {
     let mut all: Vec<Labels> = Vec::new();
     for sel in selectors {
-        all.extend(eval::select_series(store, sel, start, end, LISTING_MAX)?);
+        all.extend(eval::select_series(store, sel, start, end, limit)?);
     }
     all.sort();
     all.dedup();

@@ -499,6 +499,9 @@ fn series_labels_and_values() {
             {"__name__": "up", "instance": "b", "job": "db"}
         ])
     );
+    let r = get(s.addr, "/api/v1/series?match[]=up&limit=1");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["data"].as_array().unwrap().len(), 1);
     // Series that had no sample in the window are left out.
     let r = get(
         s.addr,

@@ -148,6 +148,8 @@ fn vector(depth: u32) -> BoxedStrategy<Expr> {
         Func::LastOverTime,
         Func::StddevOverTime,
         Func::StdvarOverTime,
+        Func::Changes,
+        Func::Resets,
     ]);
     let vector_funcs = prop::sample::select(vec![
         Func::Abs,
@@ -157,6 +159,7 @@ fn vector(depth: u32) -> BoxedStrategy<Expr> {
         Func::HistogramCount,
         Func::HistogramSum,
         Func::HistogramAvg,
+        Func::Absent,
     ]);
     let d = depth - 1;
     prop_oneof![
