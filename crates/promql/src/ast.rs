@@ -189,11 +189,22 @@ impl BinOp {
     }
 }
 
-/// `on(…)` / `ignoring(…)` of a vector–vector operation (one-to-one only).
+/// Which side of a vector–vector operation may have many series per match group.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Card {
+    OneToOne,
+    /// `group_left(include…)`: many on the left; the listed labels are copied from the right.
+    ManyToOne(Vec<String>),
+    /// `group_right(include…)`: many on the right; the listed labels come from the left.
+    OneToMany(Vec<String>),
+}
+
+/// `on(…)` / `ignoring(…)` of a vector–vector operation, with its cardinality.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Matching {
     pub on: bool,
     pub labels: Vec<String>,
+    pub card: Card,
 }
 
 /// `by(…)` / `without(…)` of an aggregation.
@@ -643,6 +654,17 @@ impl fmt::Display for Expr {
                 if let Some(m) = matching {
                     f.write_str(if m.on { " on" } else { " ignoring" })?;
                     write_labels(f, &m.labels)?;
+                    match &m.card {
+                        Card::OneToOne => {}
+                        Card::ManyToOne(include) => {
+                            f.write_str(" group_left")?;
+                            write_labels(f, include)?;
+                        }
+                        Card::OneToMany(include) => {
+                            f.write_str(" group_right")?;
+                            write_labels(f, include)?;
+                        }
+                    }
                 }
                 f.write_str(" ")?;
                 write_operand(f, rhs)

@@ -18,7 +18,7 @@ use store::index::{Kind, SeriesId};
 use store::tagquery::{Pattern, TagQuery, Term};
 use store::{Slicing, Store, View};
 
-use crate::ast::{AggOp, At, BinOp, Expr, Func, MatchOp, Matcher, Matching, Selector};
+use crate::ast::{AggOp, At, BinOp, Card, Expr, Func, MatchOp, Matcher, Matching, Selector};
 use crate::parser::{anchored_regex, matcher_matches_empty};
 
 /// Prometheus's default lookback for bare selectors.
@@ -1274,70 +1274,82 @@ impl<'a> Ctx<'a> {
         return_bool: bool,
         matching: Option<&Matching>,
     ) -> Result<Vec<Series>, EvalError> {
-        let mut rhs_by_sig: HashMap<Labels, Vec<usize>> = HashMap::new();
-        for (j, s) in b.iter().enumerate() {
-            rhs_by_sig
+        let card = matching.map(|m| &m.card).unwrap_or(&Card::OneToOne);
+        // `many` may hold several series per match group, `one` at most one per step. For
+        // group_right the sides swap; the operator still applies left op right.
+        let swapped = matches!(card, Card::OneToMany(_));
+        let (many, one) = if swapped { (&b, &a) } else { (&a, &b) };
+        let (many_side, one_side) = if swapped {
+            ("right", "left")
+        } else {
+            ("left", "right")
+        };
+        let mut one_by_sig: HashMap<Labels, Vec<usize>> = HashMap::new();
+        for (j, s) in one.iter().enumerate() {
+            one_by_sig
                 .entry(signature(&s.labels, matching))
                 .or_default()
                 .push(j);
         }
         let mut out: Vec<Series> = Vec::new();
         let mut out_index: HashMap<Labels, usize> = HashMap::new();
-        let mut lhs_seen: HashMap<Labels, Vec<bool>> = HashMap::new();
-        for s in &a {
+        let mut many_seen: HashMap<Labels, Vec<bool>> = HashMap::new();
+        for s in many {
             self.check_deadline()?;
             let sig = signature(&s.labels, matching);
-            let Some(candidates) = rhs_by_sig.get(&sig) else {
+            let Some(candidates) = one_by_sig.get(&sig) else {
                 continue;
             };
-            let labels = result_labels(&s.labels, op, return_bool, matching);
-            let seen = lhs_seen
+            let seen = many_seen
                 .entry(sig.clone())
                 .or_insert_with(|| vec![false; self.steps]);
-            let o = match out_index.get(&labels) {
-                Some(&o) => o,
-                None => {
-                    let points = vec![None; self.steps];
-                    self.charge(self.steps as u64)?;
-                    out.push(Series {
-                        labels: labels.clone(),
-                        points,
-                    });
-                    out_index.insert(labels.clone(), out.len() - 1);
-                    out.len() - 1
-                }
-            };
-            for (i, lv) in s.points.iter().enumerate() {
-                let Some(lv) = lv else {
+            for (i, mv) in s.points.iter().enumerate() {
+                let Some(mv) = mv else {
                     continue;
                 };
-                if seen[i] {
+                if *card == Card::OneToOne && seen[i] {
                     return Err(EvalError::Execution(format!(
-                        "found duplicate series for the match group {} on the left hand-side of the operation; many-to-many matching not allowed",
+                        "found duplicate series for the match group {} on the {many_side} hand-side of the operation; many-to-many matching not allowed",
                         format_labels(&sig)
                     )));
                 }
                 seen[i] = true;
-                let mut rhs_present = candidates.iter().filter_map(|&j| b[j].points[i].as_ref());
-                let Some(rv) = rhs_present.next() else {
+                let mut present = candidates
+                    .iter()
+                    .filter_map(|&j| one[j].points[i].as_ref().map(|p| (j, p)));
+                let Some((j, ov)) = present.next() else {
                     continue;
                 };
-                if rhs_present.next().is_some() {
+                if present.next().is_some() {
                     return Err(EvalError::Execution(format!(
-                        "found duplicate series for the match group {} on the right hand-side of the operation; many-to-many matching not allowed",
+                        "found duplicate series for the match group {} on the {one_side} hand-side of the operation; many-to-many matching not allowed",
                         format_labels(&sig)
                     )));
                 }
-                let value = sample_op(op, lv, rv, return_bool, false);
-                if value.is_some() && out[o].points[i].is_some() {
+                let (lv, rv) = if swapped { (ov, mv) } else { (mv, ov) };
+                let Some(value) = sample_op(op, lv, rv, return_bool, false) else {
+                    continue;
+                };
+                let labels = result_labels(&s.labels, &one[j].labels, op, return_bool, matching);
+                let o = match out_index.get(&labels) {
+                    Some(&o) => o,
+                    None => {
+                        self.charge(self.steps as u64)?;
+                        out.push(Series {
+                            labels: labels.clone(),
+                            points: vec![None; self.steps],
+                        });
+                        out_index.insert(labels.clone(), out.len() - 1);
+                        out.len() - 1
+                    }
+                };
+                if out[o].points[i].is_some() {
                     return Err(EvalError::Execution(format!(
-                        "multiple matches for labels {}",
+                        "multiple matches for labels {}: grouping labels must ensure unique matches",
                         format_labels(&labels)
                     )));
                 }
-                if value.is_some() {
-                    out[o].points[i] = value;
-                }
+                out[o].points[i] = Some(value);
             }
         }
         Ok(out)
@@ -1820,10 +1832,13 @@ fn signature(labels: &Labels, matching: Option<&Matching>) -> Labels {
     }
 }
 
-/// Labels of a one-to-one result: the left side's, without the name for arithmetic (and `bool`),
-/// restricted to `on(…)` or without `ignoring(…)` labels.
+/// Labels of a result: the "many" side's (the left one for one-to-one), without the name for
+/// arithmetic (and `bool`); one-to-one keeps only the `on(…)` labels or drops the `ignoring(…)`
+/// ones; `group_left(l…)`/`group_right(l…)` copy each `l` from the "one" side (absent there →
+/// removed).
 fn result_labels(
     labels: &Labels,
+    one: &Labels,
     op: BinOp,
     return_bool: bool,
     matching: Option<&Matching>,
@@ -1833,10 +1848,20 @@ fn result_labels(
     } else {
         labels.clone()
     };
-    match matching {
-        Some(m) if m.on => out.retain(|(k, _)| m.labels.contains(k)),
-        Some(m) => out.retain(|(k, _)| !m.labels.contains(k)),
-        None => {}
+    if let Some(m) = matching {
+        match &m.card {
+            Card::OneToOne if m.on => out.retain(|(k, _)| m.labels.contains(k)),
+            Card::OneToOne => out.retain(|(k, _)| !m.labels.contains(k)),
+            Card::ManyToOne(include) | Card::OneToMany(include) => {
+                for l in include {
+                    out.retain(|(k, _)| k != l);
+                    if let Some(pair) = one.iter().find(|(k, _)| k == l) {
+                        out.push(pair.clone());
+                    }
+                }
+                out.sort();
+            }
+        }
     }
     out
 }

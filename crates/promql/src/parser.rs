@@ -494,16 +494,30 @@ impl Parser {
             if self.peek_word("on") || self.peek_word("ignoring") {
                 let on = self.peek_word("on");
                 self.next();
-                matching = Some(Matching {
-                    on,
-                    labels: self.label_list()?,
-                });
+                let labels = self.label_list()?;
+                let mut card = crate::ast::Card::OneToOne;
                 if self.peek_word("group_left") || self.peek_word("group_right") {
-                    return Err(err(
-                        self.pos(),
-                        "group_left/group_right (many-to-one matching) is not supported",
-                    ));
+                    let left = self.peek_word("group_left");
+                    let gpos = self.next().0;
+                    if op.is_set() {
+                        return Err(err(
+                            gpos,
+                            "no grouping allowed for set operations (and, or, unless)",
+                        ));
+                    }
+                    // The include list is optional: `group_left` alone copies nothing.
+                    let include = if *self.peek() == Tok::LParen {
+                        self.label_list()?
+                    } else {
+                        Vec::new()
+                    };
+                    card = if left {
+                        crate::ast::Card::ManyToOne(include)
+                    } else {
+                        crate::ast::Card::OneToMany(include)
+                    };
                 }
+                matching = Some(Matching { on, labels, card });
             }
             // `^` is right-associative; everything else is left-associative.
             let next_min = if op == BinOp::Pow {

@@ -4,7 +4,9 @@
 
 mod fuzz_checks;
 
-use promql::ast::{AggOp, At, BinOp, Expr, Func, Grouping, MatchOp, Matcher, Matching, Selector};
+use promql::ast::{
+    AggOp, At, BinOp, Card, Expr, Func, Grouping, MatchOp, Matcher, Matching, Selector,
+};
 use proptest::prelude::*;
 
 const NAMES: &[&str] = &[
@@ -209,7 +211,7 @@ fn vector(depth: u32) -> BoxedStrategy<Expr> {
                 param: op.has_param().then(|| Box::new(param)),
                 expr: Box::new(v),
             }),
-        2 => (vector(d), vector(d), 0..15u8, any::<bool>(), prop::option::of((any::<bool>(), labels())))
+        2 => (vector(d), vector(d), 0..15u8, any::<bool>(), prop::option::of((any::<bool>(), labels(), 0..3u8, labels())))
             .prop_map(|(l, r, op, flag, matching)| {
                 let op = [
                     BinOp::Add,
@@ -233,7 +235,16 @@ fn vector(depth: u32) -> BoxedStrategy<Expr> {
                     lhs: Box::new(l),
                     rhs: Box::new(r),
                     return_bool: flag && op.is_comparison(),
-                    matching: matching.map(|(on, labels)| Matching { on, labels }),
+                    matching: matching.map(|(on, labels, card, include)| Matching {
+                        on,
+                        labels,
+                        card: match card {
+                            _ if op.is_set() => Card::OneToOne,
+                            0 => Card::OneToOne,
+                            1 => Card::ManyToOne(include),
+                            _ => Card::OneToMany(include),
+                        },
+                    }),
                 }
             }),
         1 => (vector(d), scalar(d), any::<bool>(), 0..6u8).prop_map(|(v, s, swap, op)| {
