@@ -172,6 +172,26 @@ impl Evaluator<'_> {
         extra: Option<TagQuery>,
         range: Range,
     ) -> Result<Vec<Stream>, EvalError> {
+        if !matches!(
+            f,
+            "average"
+                | "count"
+                | "sum"
+                | "min"
+                | "max"
+                | "first"
+                | "last"
+                | "stddev"
+                | "counter"
+                | "derivative"
+                | "histogram"
+                | "histogram_cum"
+        ) {
+            return invalid(format!(
+                "unknown source `{}` (find:{{average,count,sum,min,max,first,last,stddev,counter,derivative,histogram,histogram_cum}})",
+                c.name
+            ));
+        }
         let histogram = matches!(f, "histogram" | "histogram_cum");
         let kind = if histogram {
             Kind::Histogram
@@ -235,24 +255,6 @@ impl Evaluator<'_> {
                 data: Data::Num(v),
                 ..stream_of(key)
             });
-        }
-        if !matches!(
-            f,
-            "average"
-                | "count"
-                | "sum"
-                | "min"
-                | "max"
-                | "first"
-                | "last"
-                | "stddev"
-                | "counter"
-                | "derivative"
-        ) {
-            return invalid(format!(
-                "unknown source `{}` (find:{{average,count,sum,min,max,first,last,stddev,counter,derivative,histogram,histogram_cum}})",
-                c.name
-            ));
         }
         Ok(out)
     }

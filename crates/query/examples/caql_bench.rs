@@ -1,0 +1,187 @@
+//! Measures the analytics endpoint end to end over HTTP: 1,000 histogram streams, 4 h of
+//! one-minute periods (≈ 20 bins each), merged and asked `histogram:percentile(99)` and
+//! `histogram:inverse_percentile(0.1)` at a 1 h period; and the parse time of a 20-stage
+//! pipeline. `cargo run --release -p query --example caql_bench` prints medians of 15 requests
+//! (wall time, client to client, on 127.0.0.1), first with the data in the store's head, then
+//! after a flush to blocks.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::Instant;
+
+use hist::Histogram;
+use store::key::StreamKey;
+use store::{Store, StoreOptions, WriteBatch};
+
+const STREAMS: usize = 1_000;
+const MINUTES: i64 = 240;
+const SAMPLES_PER_MINUTE: usize = 30;
+const RUNS: usize = 15;
+/// 2026-11-22T00:00:00Z
+const T0_MS: i64 = 1_795_305_600_000;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut conn = TcpStream::connect(addr).unwrap();
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    (
+        head.split_whitespace().nth(1).unwrap().parse().unwrap(),
+        body.to_string(),
+    )
+}
+
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+fn measure(addr: &str, label: &str) {
+    let (start, end) = (T0_MS / 1000, T0_MS / 1000 + MINUTES * 60);
+    for q in [
+        r#"histogram:percentile(99){histogram:merge{find:histogram("req_latency")}}"#,
+        r#"histogram:inverse_percentile(0.1){histogram:merge{find:histogram("req_latency")}}"#,
+    ] {
+        let path = format!(
+            "/api/strata/v1/caql?query={}&start={start}&end={end}&period=1h",
+            enc(q)
+        );
+        let mut times = Vec::new();
+        let mut body = String::new();
+        for _ in 0..RUNS {
+            let t = Instant::now();
+            let (status, b) = get(addr, &path);
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            assert_eq!(status, 200, "{b}");
+            body = b;
+        }
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let values = &v["series"][0]["values"];
+        println!(
+            "{label}: {q}\n    median {:.2} ms (min {:.2}) over {RUNS} requests; first value {}",
+            median(times.clone()),
+            times.iter().copied().fold(f64::INFINITY, f64::min),
+            values[0][1]
+        );
+    }
+}
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path(),
+        StoreOptions {
+            background_flush: false,
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap();
+    let keys: Vec<StreamKey> = (0..STREAMS)
+        .map(|i| StreamKey::parse(&format!("req_latency|ST[host:h{i:04},dc:dc{}]", i % 4)).unwrap())
+        .collect();
+    let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let t = Instant::now();
+    for m in 0..MINUTES {
+        let mut batch = WriteBatch::new();
+        for k in &keys {
+            let mut h = Histogram::new();
+            for _ in 0..SAMPLES_PER_MINUTE {
+                // Log-uniform latencies over 1 ms … 1 s.
+                let u = (next() % 1_000_000) as f64 / 1_000_000.0;
+                h.insert(10f64.powf(-3.0 + 3.0 * u));
+            }
+            batch.histogram(k, T0_MS + m * 60_000, &h).unwrap();
+        }
+        store.write(&batch).unwrap();
+    }
+    println!(
+        "loaded {STREAMS} streams × {MINUTES} one-minute histograms in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let store = Arc::new(store);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    listener.set_nonblocking(true).unwrap();
+    let served = store.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(listener, query::http::router(served))
+                .await
+                .unwrap();
+        });
+    });
+    measure(&addr, "head");
+    store.flush().unwrap();
+    measure(&addr, "blocks");
+
+    // Parse time of a 20-stage pipeline.
+    let stages = [
+        "find:histogram(\"req_latency\", \"and(dc:dc1)\")",
+        "window:merge(5m)",
+        "histogram:percentile(99)",
+        "fill:forward",
+        "each:mul(1000)",
+        "rolling:mean(15m)",
+        "math:round",
+        "filter:values:gt(0)",
+        "delay(1m)",
+        "derivative",
+        "integrate",
+        "forecasting:ewma(0.3)",
+        "top(10)",
+        "label(\"%n %tv{host}\")",
+        "tag:add(\"env\", \"prod\")",
+        "each:add(1)",
+        "math:abs",
+        "window:max(1h)",
+        "fill(0)",
+        "stats:sum",
+    ];
+    let text = stages.join(" | ");
+    let iterations = 20_000;
+    let mut per = Vec::new();
+    for _ in 0..7 {
+        let t = Instant::now();
+        for _ in 0..iterations {
+            std::hint::black_box(query::parse(std::hint::black_box(&text)).unwrap());
+        }
+        per.push(t.elapsed().as_secs_f64() * 1e6 / iterations as f64);
+    }
+    println!(
+        "parse a {}-stage pipeline ({} bytes): median {:.2} µs",
+        stages.len(),
+        text.len(),
+        median(per)
+    );
+}
