@@ -38,8 +38,8 @@ const DECODE_STRIDE: usize = ALPHABET + 1;
 /// `rcp = ⌈2^RCP_SHIFT / freq⌉` (the error `x · (rcp − 2^RCP_SHIFT / freq) / 2^RCP_SHIFT` stays
 /// below `2^(32 − RCP_SHIFT) ≤ 1 / SCALE`, less than the smallest gap to the next integer).
 const RCP_SHIFT: u32 = 32 + SCALE_BITS + 1;
-/// Most contexts a table set may have (what the packed symbol index can address).
-pub const CONTEXTS_MAX: usize = u16::MAX as usize / ALPHABET;
+/// Most contexts a table set may have (the bits of its used-context mask).
+pub const TABLE_CONTEXTS_MAX: usize = 64;
 
 const _: () = assert!(ALPHABET < u8::MAX as usize && SCALE_BITS <= WORD_BITS);
 
@@ -85,7 +85,7 @@ impl Tables {
     /// Frequencies proportional to `counts[ctx * ALPHABET + symbol]`, each used symbol at least 1,
     /// each used context summing to `SCALE`.
     pub fn from_counts(counts: &[u32], contexts: usize) -> Tables {
-        assert!(contexts <= CONTEXTS_MAX && counts.len() == contexts * ALPHABET);
+        assert!(contexts <= TABLE_CONTEXTS_MAX && counts.len() == contexts * ALPHABET);
         let mut freq = vec![0u16; counts.len()];
         for (c, f) in counts
             .chunks_exact(ALPHABET)
@@ -96,51 +96,77 @@ impl Tables {
         Tables { contexts, freq }
     }
 
-    /// Per context: the number of used symbols, then for each the gap from the previous used
-    /// symbol (`symbol − previous − 1`, the first from −1) and `freq − 1`, all varints.
+    /// A varint bit mask of the used contexts (bit `ctx`); then per used context the number `n`
+    /// of used symbols (1 ..= ALPHABET), the `n` symbols as gaps from the previous one
+    /// (`symbol − previous − 1`, the first from −1), and the frequencies − 1 of all but the last
+    /// symbol (the last has the rest of `SCALE`), all varints.
     pub fn write(&self, out: &mut Vec<u8>) {
-        for f in self.freq.chunks_exact(ALPHABET) {
-            let used = f.iter().filter(|&&x| x > 0).count();
-            put_varint(out, used as u64);
+        let used = |f: &[u16]| f.iter().any(|&x| x > 0);
+        let mask = self
+            .freq
+            .chunks_exact(ALPHABET)
+            .enumerate()
+            .filter(|(_, f)| used(f))
+            .fold(0u64, |m, (ctx, _)| m | 1 << ctx);
+        put_varint(out, mask);
+        for f in self.freq.chunks_exact(ALPHABET).filter(|f| used(f)) {
+            let symbols: Vec<usize> = (0..ALPHABET).filter(|&s| f[s] > 0).collect();
+            put_varint(out, symbols.len() as u64);
             let mut next = 0;
-            for (symbol, &x) in f.iter().enumerate() {
-                if x > 0 {
-                    put_varint(out, (symbol - next) as u64);
-                    put_varint(out, u64::from(x - 1));
-                    next = symbol + 1;
-                }
+            for &symbol in &symbols {
+                put_varint(out, (symbol - next) as u64);
+                next = symbol + 1;
+            }
+            for &symbol in &symbols[..symbols.len() - 1] {
+                put_varint(out, u64::from(f[symbol] - 1));
             }
         }
     }
 
-    /// Reads what `write` wrote; rejects symbols out of range or order and a context whose
-    /// frequencies do not sum to exactly `SCALE`.
+    /// Reads what `write` wrote; rejects unknown contexts, symbols out of range or order and
+    /// frequencies that do not leave the last symbol at least 1 of `SCALE`.
     pub fn read(body: &[u8], pos: &mut usize, contexts: usize) -> Result<Tables, DecodeError> {
-        assert!(contexts <= CONTEXTS_MAX);
+        assert!(contexts <= TABLE_CONTEXTS_MAX);
         let invalid = |pos: usize, what| DecodeError::Invalid {
             bit_offset: pos as u64 * 8,
             what,
         };
+        let mask = get_varint(body, pos)?;
+        if contexts < 64 && mask >> contexts != 0 {
+            return Err(invalid(*pos, "table for an unknown context"));
+        }
         let mut freq = vec![0u16; contexts * ALPHABET];
-        for f in freq.chunks_exact_mut(ALPHABET) {
-            let used = get_varint(body, pos)?;
-            if used > ALPHABET as u64 {
-                return Err(invalid(*pos, "more symbols than the alphabet"));
+        for (ctx, f) in freq.chunks_exact_mut(ALPHABET).enumerate() {
+            if mask >> ctx & 1 == 0 {
+                continue;
             }
-            let (mut next, mut sum) = (0u64, 0u64);
-            for _ in 0..used {
+            let n = get_varint(body, pos)?;
+            if n == 0 || n > ALPHABET as u64 {
+                return Err(invalid(*pos, "symbol count of a context out of range"));
+            }
+            let mut symbols = [0usize; ALPHABET];
+            let mut next = 0u64;
+            for s in symbols.iter_mut().take(n as usize) {
                 let symbol = next.saturating_add(get_varint(body, pos)?);
-                let x = get_varint(body, pos)?.saturating_add(1);
-                if symbol >= ALPHABET as u64 || x > u64::from(SCALE) {
-                    return Err(invalid(*pos, "symbol or frequency out of range"));
+                if symbol >= ALPHABET as u64 {
+                    return Err(invalid(*pos, "symbol out of range"));
                 }
-                f[symbol as usize] = x as u16;
-                sum += x;
+                *s = symbol as usize;
                 next = symbol + 1;
             }
-            if used > 0 && sum != u64::from(SCALE) {
-                return Err(invalid(*pos, "frequencies do not sum to the scale"));
+            let mut sum = 0u64;
+            for &symbol in &symbols[..n as usize - 1] {
+                let x = get_varint(body, pos)?.saturating_add(1);
+                sum = sum.saturating_add(x);
+                if sum >= u64::from(SCALE) {
+                    return Err(invalid(
+                        *pos,
+                        "frequencies leave nothing for the last symbol",
+                    ));
+                }
+                f[symbol] = x as u16;
             }
+            f[symbols[n as usize - 1]] = (u64::from(SCALE) - sum) as u16;
         }
         Ok(Tables { contexts, freq })
     }
