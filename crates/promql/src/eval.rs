@@ -319,6 +319,14 @@ struct Ctx<'a> {
     samples: u64,
 }
 
+/// What `Ctx::read` got for one series.
+enum Raw {
+    Numeric(Vec<(i64, f64)>),
+    /// Merged histograms by start (per base period or per slice), ascending.
+    Hist(Vec<(i64, Histogram)>),
+    None,
+}
+
 /// One series a selector matched.
 struct Found {
     id: SeriesId,
@@ -599,19 +607,14 @@ impl<'a> Ctx<'a> {
         let (lo, hi) = Self::span(&times);
         let lookback = self.limits.lookback_ms;
         let found = self.find(sel, lo - lookback, hi + 1)?;
+        let raws = self.read(&found, (lo - lookback + 1, hi + 1), &times, lookback)?;
         let mut out = Vec::with_capacity(found.len());
-        for f in found {
+        for (f, raw) in found.into_iter().zip(raws) {
             self.check_deadline()?;
             let mut points = self.new_points()?;
             let mut stamps = vec![0i64; self.steps];
-            match f.kind {
-                Kind::Numeric => {
-                    let raw = {
-                        let view = self.store.view().map_err(store_err)?;
-                        view.raw_numeric(f.id, lo - lookback + 1, hi + 1)
-                            .map_err(store_err)?
-                    };
-                    self.charge(raw.len() as u64)?;
+            match raw {
+                Raw::Numeric(raw) => {
                     for (i, &t) in times.iter().enumerate() {
                         let end = raw.partition_point(|&(ts, _)| ts <= t);
                         if end > 0 && raw[end - 1].0 > t - lookback {
@@ -620,8 +623,9 @@ impl<'a> Ctx<'a> {
                         }
                     }
                 }
-                Kind::Histogram => {
-                    let windows = self.hist_windows(f.id, &times, lookback)?;
+                Raw::Hist(entries) => {
+                    let windows =
+                        slide_merge(&entries, &times, lookback, || self.check_deadline())?;
                     for (i, w) in windows.into_iter().enumerate() {
                         if let Some(h) = w {
                             points[i] = Some(Sample::Hist(HistSample {
@@ -632,7 +636,7 @@ impl<'a> Ctx<'a> {
                         }
                     }
                 }
-                Kind::Text => continue,
+                Raw::None => continue,
             }
             out.push((
                 Series {
@@ -645,40 +649,58 @@ impl<'a> Ctx<'a> {
         Ok(out)
     }
 
-    /// The merged histogram of the periods starting in `[t − range, t)` for each `t` (ascending
-    /// or all equal), `None` where there are none.
-    fn hist_windows(
+    /// Reads every found series under one store view, so one selector sees one snapshot (whole
+    /// batches across all its series); evaluation happens after the view is released. Numerics:
+    /// raw samples in `[from, to)`. Histograms: what the windows `[t − range, t)` of `times`
+    /// need — the store's per-slice merges where the windows are whole slices, else the raw
+    /// periods.
+    fn read(
         &mut self,
-        id: SeriesId,
+        found: &[Found],
+        (from_ms, to_ms): (i64, i64),
         times: &[i64],
         range_ms: i64,
-    ) -> Result<Vec<Option<Arc<Histogram>>>, EvalError> {
+    ) -> Result<Vec<Raw>, EvalError> {
+        let store = self.store;
+        let view = store.view().map_err(store_err)?;
         let (lo, hi) = Self::span(times);
-        let entries: Vec<(i64, Histogram)> = {
-            let view = self.store.view().map_err(store_err)?;
-            let base = view.base_period_ms();
-            match pushdown_period(times, range_ms, base, self.step_ms) {
-                Some(g) => {
-                    let slicing = Slicing {
-                        start_ms: lo - range_ms,
-                        end_ms: hi,
-                        period_ms: g,
-                    };
-                    let slices = view.histograms(id, slicing).map_err(store_err)?;
-                    slices
-                        .into_iter()
-                        .enumerate()
-                        .filter(|(_, h)| !h.is_empty())
-                        .map(|(j, h)| (slicing.start_ms + j as i64 * g, h))
-                        .collect()
+        let pushdown = pushdown_period(times, range_ms, view.base_period_ms(), self.step_ms);
+        let mut out = Vec::with_capacity(found.len());
+        for f in found {
+            self.check_deadline()?;
+            let raw = match f.kind {
+                Kind::Numeric => {
+                    Raw::Numeric(view.raw_numeric(f.id, from_ms, to_ms).map_err(store_err)?)
                 }
-                None => view
-                    .raw_histograms(id, lo - range_ms, hi)
-                    .map_err(store_err)?,
-            }
-        };
-        self.charge(entries.len() as u64)?;
-        slide_merge(&entries, times, range_ms, || self.check_deadline())
+                Kind::Histogram => Raw::Hist(match pushdown {
+                    Some(g) => {
+                        let slicing = Slicing {
+                            start_ms: lo - range_ms,
+                            end_ms: hi,
+                            period_ms: g,
+                        };
+                        view.histograms(f.id, slicing)
+                            .map_err(store_err)?
+                            .into_iter()
+                            .enumerate()
+                            .filter(|(_, h)| !h.is_empty())
+                            .map(|(j, h)| (slicing.start_ms + j as i64 * g, h))
+                            .collect()
+                    }
+                    None => view
+                        .raw_histograms(f.id, lo - range_ms, hi)
+                        .map_err(store_err)?,
+                }),
+                Kind::Text => Raw::None,
+            };
+            self.charge(match &raw {
+                Raw::Numeric(v) => v.len(),
+                Raw::Hist(v) => v.len(),
+                Raw::None => 0,
+            } as u64)?;
+            out.push(raw);
+        }
+        Ok(out)
     }
 
     /// Raw samples of a range selector at the single evaluation time (instant queries).
@@ -686,25 +708,18 @@ impl<'a> Ctx<'a> {
         let times = self.eval_times(sel);
         let t = times[0];
         let found = self.find(sel, t - range_ms, t + 1)?;
+        let raws = self.read(&found, (t - range_ms + 1, t + 1), &times, range_ms)?;
         let mut out = Vec::new();
-        for f in found {
-            self.check_deadline()?;
-            let view = self.store.view().map_err(store_err)?;
+        for (f, raw) in found.into_iter().zip(raws) {
             let mut rs = RangeSeries {
                 labels: f.labels,
                 floats: Vec::new(),
                 hists: Vec::new(),
             };
-            match f.kind {
-                Kind::Numeric => {
-                    rs.floats = view
-                        .raw_numeric(f.id, t - range_ms + 1, t + 1)
-                        .map_err(store_err)?;
-                }
-                Kind::Histogram => {
-                    rs.hists = view
-                        .raw_histograms(f.id, t - range_ms, t)
-                        .map_err(store_err)?
+            match raw {
+                Raw::Numeric(v) => rs.floats = v,
+                Raw::Hist(entries) => {
+                    rs.hists = entries
                         .into_iter()
                         .map(|(ts, h)| {
                             (
@@ -717,10 +732,8 @@ impl<'a> Ctx<'a> {
                         })
                         .collect();
                 }
-                Kind::Text => continue,
+                Raw::None => continue,
             }
-            drop(view);
-            self.charge((rs.floats.len() + rs.hists.len()) as u64)?;
             if !rs.floats.is_empty() || !rs.hists.is_empty() {
                 out.push(rs);
             }
@@ -1004,19 +1017,14 @@ impl<'a> Ctx<'a> {
         let times = self.eval_times(sel);
         let (lo, hi) = Self::span(&times);
         let found = self.find(sel, lo - range_ms, hi + 1)?;
+        let raws = self.read(&found, (lo - range_ms + 1, hi + 1), &times, range_ms)?;
         let mut out = Vec::with_capacity(found.len());
         let keeps_name = func.keeps_name();
-        for f in found {
+        for (f, raw) in found.into_iter().zip(raws) {
             self.check_deadline()?;
             let mut points = self.new_points()?;
-            match f.kind {
-                Kind::Numeric => {
-                    let raw = {
-                        let view = self.store.view().map_err(store_err)?;
-                        view.raw_numeric(f.id, lo - range_ms + 1, hi + 1)
-                            .map_err(store_err)?
-                    };
-                    self.charge(raw.len() as u64)?;
+            match raw {
+                Raw::Numeric(raw) => {
                     for (i, &t) in times.iter().enumerate() {
                         if i % DEADLINE_CHECK_STEPS == 0 {
                             self.check_deadline()?;
@@ -1028,19 +1036,20 @@ impl<'a> Ctx<'a> {
                         points[i] = range_value(func, window, t, range_ms, q).map(Sample::Float);
                     }
                 }
-                Kind::Histogram => {
+                Raw::Hist(entries) => {
                     let scale = match func {
                         Func::Rate => 1000.0 / range_ms as f64,
                         Func::Increase | Func::SumOverTime => 1.0,
                         // Other range functions have no meaning for our histograms.
                         _ => continue,
                     };
-                    let windows = self.hist_windows(f.id, &times, range_ms)?;
+                    let windows =
+                        slide_merge(&entries, &times, range_ms, || self.check_deadline())?;
                     for (slot, w) in points.iter_mut().zip(windows) {
                         *slot = w.map(|hist| Sample::Hist(HistSample { hist, scale }));
                     }
                 }
-                Kind::Text => continue,
+                Raw::None => continue,
             }
             out.push(Series {
                 labels: if keeps_name {

@@ -18,6 +18,7 @@ const T0_S: i64 = 1_767_225_600;
 
 struct Server {
     addr: SocketAddr,
+    store: Arc<Store>,
     _rt: tokio::runtime::Runtime,
     _dir: tempfile::TempDir,
 }
@@ -66,7 +67,8 @@ fn server(limits: Limits) -> Server {
         .enable_all()
         .build()
         .unwrap();
-    let router = promql::http::router_with_limits(Arc::new(store), limits);
+    let store = Arc::new(store);
+    let router = promql::http::router_with_limits(Arc::clone(&store), limits);
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
@@ -74,6 +76,7 @@ fn server(limits: Limits) -> Server {
     rt.spawn(async move { axum::serve(listener, router).await });
     Server {
         addr,
+        store,
         _rt: rt,
         _dir: dir,
     }
@@ -590,4 +593,51 @@ fn metadata_and_buildinfo() {
         .as_str()
         .unwrap()
         .starts_with("strata-"));
+}
+
+/// Queries while a writer appends: every answer is a success, and the count of samples seen
+/// never goes down from one answer to the next (each query sees whole batches only).
+#[test]
+fn queries_during_writes_see_whole_batches() {
+    let s = server(Limits::default());
+    let store = Arc::clone(&s.store);
+    const BATCHES: i64 = 200;
+    let writer = std::thread::spawn(move || {
+        let k = key(&[("__name__", "live"), ("n", "1")]);
+        let k2 = key(&[("__name__", "live"), ("n", "2")]);
+        for i in 0..BATCHES {
+            let mut batch = WriteBatch::new();
+            batch.numeric(&k, (T0_S + i) * 1000, i as f64).unwrap();
+            batch.numeric(&k2, (T0_S + i) * 1000, i as f64).unwrap();
+            store.write(&batch).unwrap();
+        }
+    });
+    let q = enc("sum by (n) (count_over_time(live[1h]))");
+    let mut last = 0.0;
+    let mut answers = 0;
+    loop {
+        let done = writer.is_finished();
+        let r = get(s.addr, &format!("/api/v1/query?query={q}&time={}", t(1800)));
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v = r.json();
+        let result = v["data"]["result"].as_array().unwrap().clone();
+        let counts: Vec<f64> = result
+            .iter()
+            .map(|s| s["value"][1].as_str().unwrap().parse().unwrap())
+            .collect();
+        // Both series are written in one batch: equal counts, or the second not yet created.
+        if counts.len() == 2 {
+            assert_eq!(counts[0], counts[1], "{}", r.body);
+        }
+        let now = counts.first().copied().unwrap_or(0.0);
+        assert!(now >= last, "count went from {last} to {now}");
+        last = now;
+        answers += 1;
+        if done {
+            break;
+        }
+    }
+    writer.join().unwrap();
+    assert_eq!(last, BATCHES as f64);
+    assert!(answers >= 1);
 }
