@@ -205,36 +205,41 @@ fn lognormal_periods(
         .collect()
 }
 
-/// One day of 60 s periods, six 10 s steps merged into each (≈211 bins per period).
+/// The issue's histogram shape (100 lognormal observations per 10 s step): one day of 60 s
+/// periods with six steps merged into each (≈211 bins per period), then 4 hours of 10 s periods
+/// (one step each, ≈75 bins).
 fn bench_histogram() {
     const RUNS: usize = 11;
     let mut rng = StdRng::seed_from_u64(5);
-    let periods = lognormal_periods(&mut rng, 1440, 6);
-    let bins: usize = periods.iter().map(|(_, h)| h.bin_count()).sum();
-    let bytes = histogram::encode(&periods).unwrap();
-    assert_eq!(histogram::decode(&bytes).unwrap(), periods);
-    let n = periods.len();
-    let encode_ns = median_ns_per_op(RUNS, n, || {
-        black_box(histogram::encode(black_box(&periods)).unwrap());
-    });
-    let decode_ns = median_ns_per_op(RUNS, n, || {
-        black_box(histogram::decode(black_box(&bytes)).unwrap());
-    });
-    let bins_per_period = bins as f64 / n as f64;
-    println!(
-        "histogram encode: {:.2} µs/period CPU ({n} periods of 60 s, {bins_per_period:.0} bins \
-         each)",
-        encode_ns / 1e3
-    );
-    println!("histogram decode: {:.2} µs/period CPU", decode_ns / 1e3);
-    println!(
-        "histogram decode: {:.1} M bins/CPU-s",
-        bins_per_period / decode_ns * 1e3
-    );
-    println!(
-        "histogram size: {:.2} B per submitted sample (6 merged per period)",
-        bytes.len() as f64 / (n * 6) as f64
-    );
+    for (periods_n, steps) in [(1440, 6), (1440, 1)] {
+        let periods = lognormal_periods(&mut rng, periods_n, steps);
+        let bins: usize = periods.iter().map(|(_, h)| h.bin_count()).sum();
+        let bytes = histogram::encode(&periods).unwrap();
+        assert_eq!(histogram::decode(&bytes).unwrap(), periods);
+        let n = periods.len();
+        let encode_ns = median_ns_per_op(RUNS, n, || {
+            black_box(histogram::encode(black_box(&periods)).unwrap());
+        });
+        let decode_ns = median_ns_per_op(RUNS, n, || {
+            black_box(histogram::decode(black_box(&bytes)).unwrap());
+        });
+        let bins_per_period = bins as f64 / n as f64;
+        let period_s = 10 * steps;
+        println!(
+            "histogram encode: {:.2} µs/period CPU ({n} periods of {period_s} s, \
+             {bins_per_period:.0} bins each)",
+            encode_ns / 1e3
+        );
+        println!("histogram decode: {:.2} µs/period CPU", decode_ns / 1e3);
+        println!(
+            "histogram decode: {:.1} M bins/CPU-s",
+            bins_per_period / decode_ns * 1e3
+        );
+        println!(
+            "histogram size: {:.2} B per submitted sample ({steps} per period)",
+            bytes.len() as f64 / (n * steps) as f64
+        );
+    }
 }
 
 fn main() {
