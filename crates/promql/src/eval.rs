@@ -174,6 +174,7 @@ pub fn instant(store: &Store, query: &str, t_ms: i64, limits: Limits) -> Result<
     if let Expr::Range { selector, range_ms } = &expr {
         return Ok(Output::Matrix(ctx.raw_range(selector, *range_ms)?));
     }
+    ctx.prefetch(&expr)?;
     Ok(match ctx.eval(&expr)? {
         Value::Scalar(v) => Output::Scalar { t_ms, value: v[0] },
         Value::String(s) => Output::String { t_ms, value: s },
@@ -219,6 +220,7 @@ pub fn range(
     }
     let expr = crate::parser::parse(query).map_err(|e| EvalError::BadData(e.to_string()))?;
     let mut ctx = Ctx::new(store, start_ms, end_ms, step_ms, limits)?;
+    ctx.prefetch(&expr)?;
     let to_range = |ctx: &Ctx<'_>, labels: Labels, points: Vec<Option<Sample>>| {
         let mut out = RangeSeries {
             labels,
@@ -317,6 +319,34 @@ struct Ctx<'a> {
     limits: Limits,
     deadline: Instant,
     samples: u64,
+    /// Series and data of every selector of the query, read under one store view before
+    /// evaluation (`prefetch`), by the selector node's address.
+    prefetched: HashMap<usize, (Vec<Found>, Vec<Raw>)>,
+}
+
+/// Every selector of `e` with its range (the lookback for bare selectors), in evaluation order.
+fn collect_selectors<'e>(e: &'e Expr, lookback_ms: i64, out: &mut Vec<(&'e Selector, i64)>) {
+    match e {
+        Expr::Number(_) | Expr::String(_) => {}
+        Expr::Selector(sel) => out.push((sel, lookback_ms)),
+        Expr::Range { selector, range_ms } => out.push((selector, *range_ms)),
+        Expr::Call { args, .. } => {
+            for a in args {
+                collect_selectors(a, lookback_ms, out);
+            }
+        }
+        Expr::Aggregate { param, expr, .. } => {
+            if let Some(p) = param {
+                collect_selectors(p, lookback_ms, out);
+            }
+            collect_selectors(expr, lookback_ms, out);
+        }
+        Expr::Binary { lhs, rhs, .. } => {
+            collect_selectors(lhs, lookback_ms, out);
+            collect_selectors(rhs, lookback_ms, out);
+        }
+        Expr::Neg(inner) => collect_selectors(inner, lookback_ms, out),
+    }
 }
 
 /// What `Ctx::read` got for one series.
@@ -353,6 +383,7 @@ impl<'a> Ctx<'a> {
             limits,
             deadline: Instant::now() + Duration::from_millis(limits.timeout_ms),
             samples: 0,
+            prefetched: HashMap::new(),
         })
     }
 
@@ -604,10 +635,9 @@ impl<'a> Ctx<'a> {
         sel: &Selector,
     ) -> Result<Vec<(Series, Vec<i64>)>, EvalError> {
         let times = self.eval_times(sel);
-        let (lo, hi) = Self::span(&times);
+
         let lookback = self.limits.lookback_ms;
-        let found = self.find(sel, lo - lookback, hi + 1)?;
-        let raws = self.read(&found, (lo - lookback + 1, hi + 1), &times, lookback)?;
+        let (found, raws) = self.selector_data(sel, lookback, true)?;
         let mut out = Vec::with_capacity(found.len());
         for (f, raw) in found.into_iter().zip(raws) {
             self.check_deadline()?;
@@ -649,6 +679,47 @@ impl<'a> Ctx<'a> {
         Ok(out)
     }
 
+    /// The series of a selector and their data: prefetched, or (for a selector `prefetch` did
+    /// not see) found and read now. `range_ms` is the range, or the lookback of a bare selector.
+    fn selector_data(
+        &mut self,
+        sel: &Selector,
+        range_ms: i64,
+        allow_pushdown: bool,
+    ) -> Result<(Vec<Found>, Vec<Raw>), EvalError> {
+        if let Some(data) = self.prefetched.remove(&(sel as *const Selector as usize)) {
+            return Ok(data);
+        }
+        let times = self.eval_times(sel);
+        let (lo, hi) = Self::span(&times);
+        let found = self.find(sel, lo - range_ms, hi + 1)?;
+        let store = self.store;
+        let view = store.view().map_err(store_err)?;
+        let raws = self.read(&view, &found, sel, range_ms, allow_pushdown)?;
+        Ok((found, raws))
+    }
+
+    /// Finds the series of every selector in `e`, then reads all their data under one store
+    /// view: the whole query sees one snapshot (every batch acknowledged before it, whole).
+    fn prefetch(&mut self, e: &Expr) -> Result<(), EvalError> {
+        let mut selectors: Vec<(&Selector, i64)> = Vec::new();
+        collect_selectors(e, self.limits.lookback_ms, &mut selectors);
+        let mut founds = Vec::with_capacity(selectors.len());
+        for &(sel, range_ms) in &selectors {
+            let times = self.eval_times(sel);
+            let (lo, hi) = Self::span(&times);
+            founds.push(self.find(sel, lo - range_ms, hi + 1)?);
+        }
+        let store = self.store;
+        let view = store.view().map_err(store_err)?;
+        for ((sel, range_ms), found) in selectors.into_iter().zip(founds) {
+            let raws = self.read(&view, &found, sel, range_ms, true)?;
+            self.prefetched
+                .insert(sel as *const Selector as usize, (found, raws));
+        }
+        Ok(())
+    }
+
     /// Reads every found series under one store view, so one selector sees one snapshot (whole
     /// batches across all its series); evaluation happens after the view is released. Numerics:
     /// raw samples in `[from, to)`. Histograms: what the windows `[t − range, t)` of `times`
@@ -656,15 +727,19 @@ impl<'a> Ctx<'a> {
     /// periods.
     fn read(
         &mut self,
+        view: &View<'_>,
         found: &[Found],
-        (from_ms, to_ms): (i64, i64),
-        times: &[i64],
+        sel: &Selector,
         range_ms: i64,
+        allow_pushdown: bool,
     ) -> Result<Vec<Raw>, EvalError> {
-        let store = self.store;
-        let view = store.view().map_err(store_err)?;
+        let times = self.eval_times(sel);
+        let times = &times[..];
         let (lo, hi) = Self::span(times);
-        let pushdown = pushdown_period(times, range_ms, view.base_period_ms(), self.step_ms);
+        // Numerics: `(t − range, t]` windows (the lookback for bare selectors).
+        let (from_ms, to_ms) = (lo - range_ms + 1, hi + 1);
+        let pushdown = pushdown_period(times, range_ms, view.base_period_ms(), self.step_ms)
+            .filter(|_| allow_pushdown);
         let mut out = Vec::with_capacity(found.len());
         for f in found {
             self.check_deadline()?;
@@ -705,10 +780,7 @@ impl<'a> Ctx<'a> {
 
     /// Raw samples of a range selector at the single evaluation time (instant queries).
     fn raw_range(&mut self, sel: &Selector, range_ms: i64) -> Result<Vec<RangeSeries>, EvalError> {
-        let times = self.eval_times(sel);
-        let t = times[0];
-        let found = self.find(sel, t - range_ms, t + 1)?;
-        let raws = self.read(&found, (t - range_ms + 1, t + 1), &times, range_ms)?;
+        let (found, raws) = self.selector_data(sel, range_ms, false)?;
         let mut out = Vec::new();
         for (f, raw) in found.into_iter().zip(raws) {
             let mut rs = RangeSeries {
@@ -1015,9 +1087,8 @@ impl<'a> Ctx<'a> {
         param: Option<Vec<f64>>,
     ) -> Result<Vec<Series>, EvalError> {
         let times = self.eval_times(sel);
-        let (lo, hi) = Self::span(&times);
-        let found = self.find(sel, lo - range_ms, hi + 1)?;
-        let raws = self.read(&found, (lo - range_ms + 1, hi + 1), &times, range_ms)?;
+
+        let (found, raws) = self.selector_data(sel, range_ms, true)?;
         let mut out = Vec::with_capacity(found.len());
         let keeps_name = func.keeps_name();
         for (f, raw) in found.into_iter().zip(raws) {

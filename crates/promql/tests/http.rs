@@ -595,8 +595,9 @@ fn metadata_and_buildinfo() {
         .starts_with("strata-"));
 }
 
-/// Queries while a writer appends: every answer is a success, and the count of samples seen
-/// never goes down from one answer to the next (each query sees whole batches only).
+/// Queries while a writer appends: every answer is a success, the count of samples seen never
+/// goes down from one answer to the next, and a query sees whole batches only — within one
+/// selector and across two selectors of one query (one store view per query).
 #[test]
 fn queries_during_writes_see_whole_batches() {
     let s = server(Limits::default());
@@ -628,6 +629,17 @@ fn queries_during_writes_see_whole_batches() {
         // Both series are written in one batch: equal counts, or the second not yet created.
         if counts.len() == 2 {
             assert_eq!(counts[0], counts[1], "{}", r.body);
+        }
+        let diff = enc(
+            "sum(count_over_time(live{n=\"1\"}[1h])) - sum(count_over_time(live{n=\"2\"}[1h]))",
+        );
+        let r = get(
+            s.addr,
+            &format!("/api/v1/query?query={diff}&time={}", t(1800)),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        for sample in r.json()["data"]["result"].as_array().unwrap() {
+            assert_eq!(sample["value"][1], "0", "{}", r.body);
         }
         let now = counts.first().copied().unwrap_or(0.0);
         assert!(now >= last, "count went from {last} to {now}");
