@@ -2094,6 +2094,3 @@ pub fn select_series(
         .map(|f| f.labels)
         .collect())
 }
-
-/// Kept for the HTTP layer: a view is short-lived; this names the type the docs refer to.
-pub type StoreView<'a> = View<'a>;

@@ -564,7 +564,6 @@ impl Parser {
     }
 
     fn postfix(&mut self) -> Result<Expr, ParseError> {
-        let start = self.pos();
         let mut e = self.primary()?;
         if *self.peek() == Tok::LBracket {
             let bracket = self.next().0;
@@ -630,7 +629,6 @@ impl Parser {
                 break;
             }
         }
-        let _ = start;
         Ok(e)
     }
 
