@@ -118,3 +118,54 @@ fn sigterm_flushes_buffers_and_a_restart_keeps_everything_acknowledged() {
     let server = Server::start(&data, &args);
     check_all(&server, ts_s);
 }
+
+#[test]
+fn a_request_in_flight_at_sigterm_is_finished_and_kept() {
+    use std::io::Read;
+    use std::net::TcpStream;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut server = Server::start(&data, &[]);
+    let http = server.http.clone().unwrap();
+    let ts_ms = (now_s() - 60) * 1000;
+    let body = format!(r#"{{"inflight": {{"_type": "n", "_value": 11, "_ts": {ts_ms}}}}}"#);
+    let (first, rest) = body.split_at(10);
+    let mut stream = TcpStream::connect(&http).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /module/httptrap/c/s HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{first}",
+        body.len()
+    )
+    .unwrap();
+    stream.flush().unwrap();
+
+    let child = server.child.take().unwrap();
+    let status = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Once new connections are refused the server is shutting down; the old one stays open.
+    eventually("listener closed", || {
+        TcpStream::connect(&http).is_err().then_some(())
+    });
+    stream.write_all(rest.as_bytes()).unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.contains(r#""stats":1"#), "{reply}");
+    server.child = Some(child);
+    let status = server.stop_waiting();
+    assert!(status.success(), "{status:?}");
+
+    let server = Server::start(&data, &[]);
+    let r = fetch(&server, "and(__name:inflight)", ts_ms / 1000, "");
+    assert_eq!(
+        numeric_slices(series(&r, "inflight|ST[__check:c]"))[0]["last"],
+        11.0
+    );
+}

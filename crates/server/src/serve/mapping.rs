@@ -316,6 +316,30 @@ mod tests {
     }
 
     #[test]
+    fn equal_tags_in_separate_lists_are_one_stream() {
+        // httptrap gives each sample its own tag list; equal lists (in any order) are one key.
+        let mut a = sample("n", None, 2.0, Mode::Accumulate);
+        a.tags = Arc::from(vec![
+            ("x".to_owned(), "1".to_owned()),
+            ("host".to_owned(), "a".to_owned()),
+        ]);
+        let mut b = sample("n", None, 3.0, Mode::Accumulate);
+        b.tags = Arc::from(vec![
+            ("host".to_owned(), "a".to_owned()),
+            ("x".to_owned(), "1".to_owned()),
+        ]);
+        let batch = ingest::Batch {
+            samples: vec![a, b],
+            ..ingest::Batch::default()
+        };
+        let mapped = map_batch(batch, 9, &[], None);
+        assert_eq!(
+            values(&mapped),
+            vec![("n|ST[host:a,x:1]".to_owned(), 9, 5.0)]
+        );
+    }
+
+    #[test]
     fn bad_key_and_kind_clash_are_rejections_naming_the_key() {
         let mut text = sample("t", None, 0.0, Mode::Set);
         text.value = ingest::Value::Text("x".to_owned());

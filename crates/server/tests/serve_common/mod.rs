@@ -111,14 +111,20 @@ impl Server {
     }
 
     /// SIGTERM, then the exit status.
-    pub fn stop(mut self) -> ExitStatus {
-        let mut child = self.child.take().unwrap();
+    pub fn stop(self) -> ExitStatus {
+        let child = self.child.as_ref().unwrap();
         let status = Command::new("kill")
             .arg("-TERM")
             .arg(child.id().to_string())
             .status()
             .unwrap();
         assert!(status.success());
+        self.stop_waiting()
+    }
+
+    /// The exit status of a server already sent SIGTERM.
+    pub fn stop_waiting(mut self) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
         for _ in 0..(START_WAIT_S_MAX * 10) {
             if let Some(status) = child.try_wait().unwrap() {
                 return status;
