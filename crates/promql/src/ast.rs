@@ -251,12 +251,14 @@ pub enum Func {
     Changes,
     Resets,
     Absent,
+    Deriv,
+    PredictLinear,
 }
 
 use ValueType::{Matrix as M, Scalar as S, String as Str, Vector as V};
 
 impl Func {
-    pub const ALL: [Func; 34] = [
+    pub const ALL: [Func; 36] = [
         Func::Rate,
         Func::Increase,
         Func::Irate,
@@ -291,6 +293,8 @@ impl Func {
         Func::Changes,
         Func::Resets,
         Func::Absent,
+        Func::Deriv,
+        Func::PredictLinear,
     ];
 
     pub fn name(self) -> &'static str {
@@ -329,6 +333,8 @@ impl Func {
             Func::Changes => "changes",
             Func::Resets => "resets",
             Func::Absent => "absent",
+            Func::Deriv => "deriv",
+            Func::PredictLinear => "predict_linear",
         }
     }
 
@@ -353,7 +359,9 @@ impl Func {
             | Func::StddevOverTime
             | Func::StdvarOverTime
             | Func::Changes
-            | Func::Resets => (&[M], 0),
+            | Func::Resets
+            | Func::Deriv => (&[M], 0),
+            Func::PredictLinear => (&[M, S], 0),
             Func::QuantileOverTime => (&[S, M], 0),
             Func::Abs | Func::Ceil | Func::Floor | Func::Scalar => (&[V], 0),
             Func::Round => (&[V, S], 1),

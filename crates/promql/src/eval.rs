@@ -818,11 +818,11 @@ impl<'a> Ctx<'a> {
         match func {
             Rate | Increase | Irate | Delta | Idelta | AvgOverTime | MinOverTime | MaxOverTime
             | SumOverTime | CountOverTime | LastOverTime | StddevOverTime | StdvarOverTime
-            | QuantileOverTime | Changes | Resets => {
-                let (param, matrix) = if func == QuantileOverTime {
-                    (Some(self.scalar(&args[0])?), &args[1])
-                } else {
-                    (None, &args[0])
+            | QuantileOverTime | Changes | Resets | Deriv | PredictLinear => {
+                let (param, matrix) = match func {
+                    QuantileOverTime => (Some(self.scalar(&args[0])?), &args[1]),
+                    PredictLinear => (Some(self.scalar(&args[1])?), &args[0]),
+                    _ => (None, &args[0]),
                 };
                 let Expr::Range { selector, range_ms } = matrix else {
                     return Err(EvalError::BadData(format!(
@@ -1675,8 +1675,42 @@ fn range_value(func: Func, w: &[(i64, f64)], t: i64, range_ms: i64, q: f64) -> O
                 .count() as f64,
         ),
         Func::Resets => Some(w.windows(2).filter(|p| p[1].1 < p[0].1).count() as f64),
+        Func::Deriv => {
+            if w.len() < 2 {
+                return None;
+            }
+            Some(linear_regression(w, w[0].0).0)
+        }
+        Func::PredictLinear => {
+            if w.len() < 2 {
+                return None;
+            }
+            let (slope, intercept) = linear_regression(w, t);
+            Some(intercept + slope * q)
+        }
         _ => None,
     }
+}
+
+/// Least-squares line through the samples, time in seconds from `intercept_ms`: (slope per
+/// second, value at `intercept_ms`). Constant values give slope 0 exactly (as Prometheus).
+fn linear_regression(w: &[(i64, f64)], intercept_ms: i64) -> (f64, f64) {
+    let n = w.len() as f64;
+    if w.iter().all(|&(_, v)| v == w[0].1) {
+        return (0.0, w[0].1);
+    }
+    let (mut sx, mut sy, mut sxy, mut sxx) = (0.0, 0.0, 0.0, 0.0);
+    for &(ts, v) in w {
+        let x = (ts - intercept_ms) as f64 / 1000.0;
+        sx += x;
+        sy += v;
+        sxy += x * v;
+        sxx += x * x;
+    }
+    let cov = sxy - sx * sy / n;
+    let var = sxx - sx * sx / n;
+    let slope = cov / var;
+    (slope, sy / n - slope * sx / n)
 }
 
 /// Prometheus's `extrapolatedRate` for `rate`, `increase` and `delta`.

@@ -152,6 +152,7 @@ fn vector(depth: u32) -> BoxedStrategy<Expr> {
         Func::StdvarOverTime,
         Func::Changes,
         Func::Resets,
+        Func::Deriv,
     ]);
     let vector_funcs = prop::sample::select(vec![
         Func::Abs,
