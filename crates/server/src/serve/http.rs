@@ -61,7 +61,9 @@ pub fn router(app: Shared) -> Router {
         // The Prometheus-compatible read API (/api/v1/query, series, labels, …).
         .merge(promql::http::router(app.store.clone()))
         // The analytics language endpoint (/api/strata/v1/caql).
-        .merge(query::http::router(app.store.clone()));
+        .merge(query::http::router(app.store.clone()))
+        // The web UI at `/` and the worksheets API.
+        .merge(super::ui::router(app.clone()));
     routes.layer(middleware::from_fn_with_state(frame_state, frame))
 }
 

@@ -12,6 +12,8 @@ mod mapping;
 mod metrics;
 mod read;
 mod statsd;
+mod ui;
+mod worksheets;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;

@@ -1,0 +1,80 @@
+//! The web UI at `/`: the files of `ui/dist`, embedded into the binary by build.rs, and the
+//! worksheets API beside it.
+
+use axum::extract::Path;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+use super::{worksheets, Shared};
+
+mod assets {
+    include!(concat!(env!("OUT_DIR"), "/ui_assets.rs"));
+}
+
+/// The UI's routes (static files and the worksheets API), merged into the main router.
+pub fn router(app: Shared) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/index.html", get(index))
+        .route("/assets/{*path}", get(asset))
+        .merge(worksheets::router(app))
+}
+
+async fn index() -> Response {
+    file("index.html")
+}
+
+async fn asset(Path(path): Path<String>) -> Response {
+    file(&format!("assets/{path}"))
+}
+
+fn content_type(path: &str) -> &'static str {
+    match path.rsplit_once('.').map_or("", |(_, ext)| ext) {
+        "html" => "text/html; charset=utf-8",
+        "js" | "mjs" => "text/javascript; charset=utf-8",
+        "css" => "text/css; charset=utf-8",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        "json" | "map" => "application/json",
+        "woff2" => "font/woff2",
+        "ico" => "image/x-icon",
+        _ => "application/octet-stream",
+    }
+}
+
+fn file(path: &str) -> Response {
+    let Some((_, bytes)) = assets::ASSETS.iter().find(|(p, _)| *p == path) else {
+        return super::http::error(StatusCode::NOT_FOUND, format!("no UI file `{path}`"));
+    };
+    // Vite puts a content hash in every asset name, so those never change; index.html must be
+    // revalidated to pick up a new build.
+    let cache = if path == "index.html" {
+        "no-cache"
+    } else {
+        "public, max-age=31536000, immutable"
+    };
+    (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(content_type(path))),
+            (header::CACHE_CONTROL, HeaderValue::from_static(cache)),
+        ],
+        *bytes,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_is_embedded_and_types_follow_extensions() {
+        assert!(assets::ASSETS.iter().any(|(p, b)| *p == "index.html" && !b.is_empty()));
+        assert_eq!(content_type("assets/x-1a2b.js"), "text/javascript; charset=utf-8");
+        assert_eq!(content_type("assets/x.css"), "text/css; charset=utf-8");
+        assert_eq!(content_type("noext"), "application/octet-stream");
+        assert_eq!(file("assets/none.js").status(), StatusCode::NOT_FOUND);
+    }
+}

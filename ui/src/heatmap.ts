@@ -1,0 +1,194 @@
+// Heatmap cells drawn by our own canvas code: one Path2D per colour level when cells are big
+// enough to be seen as rectangles, an ImageData written pixel by pixel when they are small
+// (thousands of 1–3 px cells make path building and anti-aliased fills the cost).
+
+/** Colour levels of the count scale. */
+export const LEVELS = 48;
+/** Below this mean cell area (canvas px²) cells are written into an ImageData. */
+const IMAGE_CELL_AREA_PX_MAX = 24;
+
+/** Cells in canvas pixels, struct-of-arrays so 10^5..10^6 cells stay cheap to build. */
+export interface Cells {
+  n: number;
+  x0: Float32Array;
+  x1: Float32Array;
+  y0: Float32Array; // top
+  y1: Float32Array; // bottom
+  level: Uint8Array;
+}
+
+export function allocCells(capacity: number): Cells {
+  return {
+    n: 0,
+    x0: new Float32Array(capacity),
+    x1: new Float32Array(capacity),
+    y0: new Float32Array(capacity),
+    y1: new Float32Array(capacity),
+    level: new Uint8Array(capacity),
+  };
+}
+
+export interface Box {
+  left: number;
+  top: number;
+  width: number;
+  height: number;
+}
+
+/** A perceptual ramp (dark blue → green → yellow) readable on light and dark backgrounds. */
+export function palette(): Array<[number, number, number]> {
+  const stops: Array<[number, number, number]> = [
+    [40, 30, 110],
+    [40, 90, 160],
+    [30, 150, 140],
+    [90, 195, 90],
+    [200, 220, 40],
+    [253, 231, 37],
+  ];
+  const out: Array<[number, number, number]> = [];
+  for (let i = 0; i < LEVELS; i++) {
+    const t = (i / (LEVELS - 1)) * (stops.length - 1);
+    const k = Math.min(stops.length - 2, Math.floor(t));
+    const f = t - k;
+    const a = stops[k];
+    const b = stops[k + 1];
+    out.push([
+      Math.round(a[0] + (b[0] - a[0]) * f),
+      Math.round(a[1] + (b[1] - a[1]) * f),
+      Math.round(a[2] + (b[2] - a[2]) * f),
+    ]);
+  }
+  return out;
+}
+
+const PALETTE = palette();
+const CSS = PALETTE.map(([r, g, b]) => `rgb(${r},${g},${b})`);
+
+/** The colour level of a count on a log scale up to `maxCount`. */
+export function levelOf(count: number, maxCount: number): number {
+  if (maxCount <= 1) return LEVELS - 1;
+  const f = Math.log(Math.max(1, count)) / Math.log(maxCount);
+  return Math.max(0, Math.min(LEVELS - 1, Math.round(f * (LEVELS - 1))));
+}
+
+export type Mode = 'path' | 'image';
+
+export function chooseMode(cells: Cells): Mode {
+  if (cells.n === 0) return 'path';
+  let area = 0;
+  // A sample of cells is enough to tell small from large.
+  const step = Math.max(1, Math.floor(cells.n / 256));
+  let k = 0;
+  for (let i = 0; i < cells.n; i += step, k++) {
+    area += (cells.x1[i] - cells.x0[i]) * (cells.y1[i] - cells.y0[i]);
+  }
+  return area / k < IMAGE_CELL_AREA_PX_MAX ? 'image' : 'path';
+}
+
+/** Draws the cells clipped to `box`; returns the mode used. */
+export function drawCells(ctx: CanvasRenderingContext2D, cells: Cells, box: Box, mode?: Mode): Mode {
+  const m = mode ?? chooseMode(cells);
+  if (m === 'image') drawImage(ctx, cells, box);
+  else drawPaths(ctx, cells, box);
+  return m;
+}
+
+function drawPaths(ctx: CanvasRenderingContext2D, cells: Cells, box: Box): void {
+  const paths: Array<Path2D | null> = new Array(LEVELS).fill(null);
+  for (let i = 0; i < cells.n; i++) {
+    const l = cells.level[i];
+    let p = paths[l];
+    if (p === null) {
+      p = new Path2D();
+      paths[l] = p;
+    }
+    p.rect(cells.x0[i], cells.y0[i], cells.x1[i] - cells.x0[i], cells.y1[i] - cells.y0[i]);
+  }
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(box.left, box.top, box.width, box.height);
+  ctx.clip();
+  for (let l = 0; l < LEVELS; l++) {
+    const p = paths[l];
+    if (p === null) continue;
+    ctx.fillStyle = CSS[l];
+    ctx.fill(p);
+  }
+  ctx.restore();
+}
+
+const PACKED = PALETTE.map(([r, g, b]) => (255 << 24) | (b << 16) | (g << 8) | r);
+
+function drawImage(ctx: CanvasRenderingContext2D, cells: Cells, box: Box): void {
+  const w = Math.max(1, Math.round(box.width));
+  const h = Math.max(1, Math.round(box.height));
+  const img = ctx.createImageData(w, h);
+  const px = new Uint32Array(img.data.buffer);
+  for (let i = 0; i < cells.n; i++) {
+    let a = Math.floor(cells.x0[i] - box.left);
+    let b = Math.max(a + 1, Math.floor(cells.x1[i] - box.left));
+    let c = Math.floor(cells.y0[i] - box.top);
+    let d = Math.max(c + 1, Math.floor(cells.y1[i] - box.top));
+    if (a < 0) a = 0;
+    if (c < 0) c = 0;
+    if (b > w) b = w;
+    if (d > h) d = h;
+    const colour = PACKED[cells.level[i]];
+    for (let y = c; y < d; y++) {
+      px.fill(colour, y * w + a, y * w + b);
+    }
+  }
+  // putImageData replaces pixels; go through a scratch canvas so the grid drawn before stays.
+  const scratch = scratchCanvas(w, h);
+  const sctx = scratch.getContext('2d');
+  if (sctx === null) return;
+  sctx.putImageData(img, 0, 0);
+  ctx.drawImage(scratch, 0, 0, w, h, box.left, box.top, w, h);
+}
+
+let scratch: HTMLCanvasElement | null = null;
+function scratchCanvas(w: number, h: number): HTMLCanvasElement {
+  if (scratch === null) scratch = document.createElement('canvas');
+  if (scratch.width !== w) scratch.width = w;
+  if (scratch.height !== h) scratch.height = h;
+  return scratch;
+}
+
+/** The render benchmark: `slices × bins` synthetic cells into a canvas; median ms of `runs`. */
+export function bench(slices: number, bins: number, runs: number, mode?: Mode): { ms: number[]; median: number; mode: Mode; cells: number } {
+  const canvas = document.createElement('canvas');
+  canvas.width = 1600;
+  canvas.height = 800;
+  const ctx = canvas.getContext('2d');
+  if (ctx === null) throw new Error('no 2d context');
+  const box = { left: 0, top: 0, width: canvas.width, height: canvas.height };
+  const ms: number[] = [];
+  let used: Mode = 'path';
+  let sink = 0;
+  for (let r = 0; r < runs; r++) {
+    const t0 = performance.now();
+    // Building the cells from bins is part of a redraw, so it is timed too.
+    const cells = allocCells(slices * bins);
+    const cw = box.width / slices;
+    const ch = box.height / bins;
+    for (let s = 0; s < slices; s++) {
+      for (let k = 0; k < bins; k++) {
+        const i = cells.n++;
+        cells.x0[i] = s * cw;
+        cells.x1[i] = (s + 1) * cw;
+        cells.y0[i] = box.height - (k + 1) * ch;
+        cells.y1[i] = box.height - k * ch;
+        const count = 1 + ((s * 7919 + k * 104729 + r) % 1000);
+        cells.level[i] = levelOf(count, 1000);
+      }
+    }
+    ctx.clearRect(0, 0, canvas.width, canvas.height);
+    used = drawCells(ctx, cells, box, mode);
+    // Reading one pixel forces the drawing to finish before the clock stops.
+    sink += ctx.getImageData(0, 0, 1, 1).data[0];
+    ms.push(performance.now() - t0);
+  }
+  const sorted = [...ms].sort((a, b) => a - b);
+  void sink;
+  return { ms, median: sorted[Math.floor(sorted.length / 2)], mode: used, cells: slices * bins };
+}
