@@ -104,6 +104,21 @@ fn inspection_json(r: &Inspection) -> serde_json::Value {
             "records_after_checkpoint": r.wal_records_after_checkpoint,
         },
         "index_torn_tail_bytes": r.index_torn_tail_bytes,
+        "levels": r.levels.iter().map(|l| json!({
+            "period_ms": l.period_ms,
+            "partition_ms": l.partition_ms,
+            "rollups": l.rollups,
+            "bytes": l.size_bytes,
+            "time_range_ms": l.time_range_ms.map(|(a, z)| json!([a, z])),
+            "retention_ms_default": l.retention_ms_default,
+            "unreadable": l.unreadable.iter()
+                .map(|(n, why)| json!({"name": n, "error": why})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "retention_ms_default": {
+            "base": r.base_retention_ms_default,
+            "raw_numeric": r.raw_numeric_retention_ms_default,
+        },
+        "tombstones": r.tombstones,
     })
 }
 
@@ -137,6 +152,31 @@ fn print_inspection(r: &Inspection) {
     }
     for name in &r.quarantined {
         println!("  QUARANTINED {name}");
+    }
+    println!(
+        "retention (default options): base {} ms, raw numeric {} ms",
+        r.base_retention_ms_default, r.raw_numeric_retention_ms_default
+    );
+    for l in &r.levels {
+        let range = l
+            .time_range_ms
+            .map_or("empty".to_string(), |(a, z)| format!("{a} ..= {z} ms"));
+        let retention = l
+            .retention_ms_default
+            .map_or("not a default level".to_string(), |ms| format!("{ms} ms"));
+        println!(
+            "level {} ms (partitions of {} ms): {} rollups, {} bytes, {range}, retention {retention}",
+            l.period_ms, l.partition_ms, l.rollups, l.size_bytes
+        );
+        for (name, why) in &l.unreadable {
+            println!("  UNREADABLE {name}: {why}");
+        }
+    }
+    if r.tombstones > 0 {
+        println!(
+            "tombstones: {} (deleted data not compacted away yet)",
+            r.tombstones
+        );
     }
     let [n, t, h] = r.chunk_bytes_by_kind;
     println!(

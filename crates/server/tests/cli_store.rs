@@ -45,7 +45,11 @@ fn inspect_reports_series_blocks_and_disk_bytes() {
     make_store(tmp.path());
     let dir = tmp.path().to_str().unwrap();
     let out = strata(&["store", "inspect", dir, "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["series"]["numeric"], 3);
     assert_eq!(doc["series"]["text"], 1);
@@ -65,7 +69,10 @@ fn inspect_reports_series_blocks_and_disk_bytes() {
     let text = strata(&["store", "inspect", dir]);
     assert!(text.status.success());
     let text = String::from_utf8(text.stdout).unwrap();
-    assert!(text.contains("series: 5 (numeric 3, text 1, histogram 1)"), "{text}");
+    assert!(
+        text.contains("series: 5 (numeric 3, text 1, histogram 1)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -74,7 +81,11 @@ fn verify_passes_a_healthy_store_and_names_a_damaged_block() {
     make_store(tmp.path());
     let dir = tmp.path().to_str().unwrap();
     let ok = strata(&["store", "verify", dir]);
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stdout));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stdout)
+    );
     assert!(String::from_utf8_lossy(&ok.stdout).starts_with("ok: 2 blocks"));
 
     let mut blocks: Vec<_> = std::fs::read_dir(tmp.path().join("blocks"))
