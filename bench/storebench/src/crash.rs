@@ -9,7 +9,9 @@
 //! of earlier kills and must still hold the batches acknowledged before them.
 //!
 //! Batch `b` holds, for each of [`FIXED_SERIES`] series `k` and each `j` in 0..10, the sample
-//! `(ts = 10·b + j, value = 1024·b + k)`, plus the same 10 timestamps in a series created by
+//! `(ts = base_ms + 10·b + j, value = 1024·b + k)`, where `base_ms` is four days before the run
+//! started (recent data: the store's retention, 7 days for raw numerics by default, must not
+//! delete it while it is checked), plus the same 10 timestamps in a series created by
 //! that batch (`crash_new|ST[batch:b]`), so index durability of new series is checked too.
 
 use std::collections::HashMap;
@@ -33,11 +35,14 @@ pub const FIXED_SERIES: u64 = 999;
 pub const SAMPLES_PER_SERIES: u64 = 10;
 pub const BATCH_SAMPLES: u64 = (FIXED_SERIES + 1) * SAMPLES_PER_SERIES;
 /// Batch ids of iteration `i` start at `i << ITERATION_ID_SHIFT`.
-pub const ITERATION_ID_SHIFT: u32 = 24;
+pub const ITERATION_ID_SHIFT: u32 = 16;
 /// Batches one child may write (it is killed long before).
-pub const CHILD_BATCHES_MAX: u64 = 1 << 20;
-/// Iterations per run: keeps every value `1024·b + k` an exact f64 (b < 2^36).
-pub const ITERATIONS_MAX: u64 = 4096;
+pub const CHILD_BATCHES_MAX: u64 = 1 << ITERATION_ID_SHIFT;
+/// Iterations per run: batch ids of all iterations span 500 · 2^16 · 10 ms ≈ 3.8 days of
+/// timestamps from `base_ms`, which is [`BASE_AGE_MS`] old: all of it within retention.
+pub const ITERATIONS_MAX: u64 = 500;
+/// How old the first timestamp of a run is.
+pub const BASE_AGE_MS: i64 = 4 * 24 * 3600 * 1000;
 pub const THREADS_MAX: u64 = 64;
 /// A child exits on its own after this long, so a broken parent cannot leave it running.
 pub const CHILD_LIFETIME_MAX: Duration = Duration::from_secs(120);
@@ -69,8 +74,8 @@ fn new_key(b: u64) -> Result<StreamKey, String> {
     StreamKey::parse(&format!("crash_new|ST[batch:{b}]")).map_err(|e| format!("key: {e}"))
 }
 
-fn ts_of(b: u64, j: u64) -> i64 {
-    (b * SAMPLES_PER_SERIES + j) as i64
+fn ts_of(base_ms: i64, b: u64, j: u64) -> i64 {
+    base_ms + (b * SAMPLES_PER_SERIES + j) as i64
 }
 
 fn value_of(b: u64, k: u64) -> f64 {
@@ -92,7 +97,7 @@ fn open_retry(dir: &Path) -> Result<Store, String> {
 }
 
 /// The child: writes batches `base + i·threads + t` from thread `t` until killed.
-pub fn child(dir: &Path, base: u64, threads: u64) -> Result<(), String> {
+pub fn child(dir: &Path, base_ms: i64, base: u64, threads: u64) -> Result<(), String> {
     if threads == 0 || threads > THREADS_MAX {
         return Err(format!(
             "--threads must be 1..={THREADS_MAX}, got {threads}"
@@ -113,7 +118,7 @@ pub fn child(dir: &Path, base: u64, threads: u64) -> Result<(), String> {
                 let mut batch = WriteBatch::new();
                 for i in 0..CHILD_BATCHES_MAX / threads {
                     let b = base + i * threads + t;
-                    fill_batch(b, &fixed, &mut batch)?;
+                    fill_batch(base_ms, b, &fixed, &mut batch)?;
                     store.write(&batch).map_err(|e| format!("write {b}: {e}"))?;
                     say(&b.to_string())?;
                 }
@@ -130,20 +135,25 @@ pub fn child(dir: &Path, base: u64, threads: u64) -> Result<(), String> {
 }
 
 /// Replaces `batch` with batch `b`: the fixed series' samples and those of its new series.
-pub fn fill_batch(b: u64, fixed: &[StreamKey], batch: &mut WriteBatch) -> Result<(), String> {
+pub fn fill_batch(
+    base_ms: i64,
+    b: u64,
+    fixed: &[StreamKey],
+    batch: &mut WriteBatch,
+) -> Result<(), String> {
     assert_eq!(fixed.len() as u64, FIXED_SERIES);
     batch.clear();
     for (k, key) in fixed.iter().enumerate() {
         for j in 0..SAMPLES_PER_SERIES {
             batch
-                .numeric(key, ts_of(b, j), value_of(b, k as u64))
+                .numeric(key, ts_of(base_ms, b, j), value_of(b, k as u64))
                 .map_err(|e| e.to_string())?;
         }
     }
     let fresh = new_key(b)?;
     for j in 0..SAMPLES_PER_SERIES {
         batch
-            .numeric(&fresh, ts_of(b, j), value_of(b, FIXED_SERIES))
+            .numeric(&fresh, ts_of(base_ms, b, j), value_of(b, FIXED_SERIES))
             .map_err(|e| e.to_string())?;
     }
     Ok(())
@@ -175,7 +185,7 @@ pub struct Check {
 
 /// Counts acknowledged samples missing from `store`; batches present but not acknowledged are
 /// counted for iteration `iteration` only (earlier ones were counted by earlier checks).
-pub fn check(store: &Store, acked: &[u64], iteration: u64) -> Result<Check, String> {
+pub fn check(store: &Store, base_ms: i64, acked: &[u64], iteration: u64) -> Result<Check, String> {
     let err = |e: StoreError| e.to_string();
     let view = store.view().map_err(err)?;
     let mut present: HashMap<u64, u64> = HashMap::new();
@@ -192,8 +202,9 @@ pub fn check(store: &Store, acked: &[u64], iteration: u64) -> Result<Check, Stri
             continue;
         };
         for (ts, value) in view.raw_numeric(id, i64::MIN, i64::MAX).map_err(err)? {
-            let b = (ts / SAMPLES_PER_SERIES as i64) as u64;
-            if ts < 0 || b >= ITERATIONS_MAX << ITERATION_ID_SHIFT || value != value_of(b, k) {
+            let offset = ts - base_ms;
+            let b = (offset / SAMPLES_PER_SERIES as i64) as u64;
+            if offset < 0 || b >= ITERATIONS_MAX << ITERATION_ID_SHIFT || value != value_of(b, k) {
                 result.invented_samples += 1;
             } else {
                 *present.entry(b).or_default() += 1;
@@ -208,11 +219,15 @@ pub fn check(store: &Store, acked: &[u64], iteration: u64) -> Result<Check, Stri
             .lookup(&new_key(b)?)
             .map_err(|e| e.to_string())?
         {
-            for (ts, value) in view
-                .raw_numeric(id, ts_of(b, 0), ts_of(b, SAMPLES_PER_SERIES))
+            for (_, value) in view
+                .raw_numeric(
+                    id,
+                    ts_of(base_ms, b, 0),
+                    ts_of(base_ms, b, SAMPLES_PER_SERIES),
+                )
                 .map_err(err)?
             {
-                if value == value_of(b, FIXED_SERIES) && ts >= ts_of(b, 0) {
+                if value == value_of(b, FIXED_SERIES) {
                     fresh += 1;
                 } else {
                     result.invented_samples += 1;
@@ -299,6 +314,8 @@ pub fn run(opts: &CrashOptions) -> Result<(String, bool), String> {
             scratch.path()
         }
     };
+    let now_ms = i64::try_from(clock::wall() / 1_000_000).unwrap_or(i64::MAX);
+    let base_ms = now_ms - BASE_AGE_MS;
     let exe = std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?;
     let mut rng = StdRng::seed_from_u64(opts.seed);
     let mut total = Check::default();
@@ -320,6 +337,8 @@ pub fn run(opts: &CrashOptions) -> Result<(String, bool), String> {
             .arg(CHILD_COMMAND)
             .arg("--dir")
             .arg(&store_dir)
+            .arg("--base-ms")
+            .arg(base_ms.to_string())
             .arg("--base")
             .arg(base.to_string())
             .arg("--threads")
@@ -356,7 +375,7 @@ pub fn run(opts: &CrashOptions) -> Result<(String, bool), String> {
         child_batches += ids.len() as u64;
         acked.extend(&ids);
         let store = open_retry(&store_dir)?;
-        let found = check(&store, &acked, iteration)?;
+        let found = check(&store, base_ms, &acked, iteration)?;
         store
             .close()
             .map_err(|e| format!("closing {}: {e}", store_dir.display()))?;

@@ -3,11 +3,12 @@
 //! ```text
 //! storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N]
 //!            [--hours H] [--seed S] [--batch N] [--run N]
+//!            [--flush-every B]
 //! storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-min MS]
 //!            [--kill-ms-max MS] [--per-store N] [--threads N]
 //! ```
-//! Each prints one JSON line on stdout; errors go to stderr with exit status 2, and a crash-loss
-//! run that lost or invented a sample exits with 1.
+//! Each prints one JSON line on stdout; errors go to stderr with exit status 2. A benchmark whose
+//! reopened store misses data, or a crash-loss run that lost or invented a sample, exits with 1.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,7 +19,7 @@ use storebench::workload::{self, Config, Shape};
 
 const USAGE: &str = "usage:
   storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N] [--hours H]
-             [--seed S] [--batch N] [--run N]
+             [--seed S] [--batch N] [--run N] [--flush-every B]
   storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-min MS] [--kill-ms-max MS]
              [--per-store N] [--threads N]";
 
@@ -63,7 +64,14 @@ fn bench(args: &[String]) -> Result<ExitCode, String> {
     let args = Args::parse(
         args,
         &[
-            "--shape", "--dir", "--series", "--hours", "--seed", "--batch", "--run",
+            "--shape",
+            "--dir",
+            "--series",
+            "--hours",
+            "--seed",
+            "--batch",
+            "--run",
+            "--flush-every",
         ],
     )?;
     let shape_name = args.get("--shape").ok_or("--shape is required")?;
@@ -81,13 +89,22 @@ fn bench(args: &[String]) -> Result<ExitCode, String> {
         config.steps = workload::steps_for_hours(hours)
             .ok_or_else(|| format!("--hours {text}: must be positive and at most ~27,000 h"))?;
     }
+    let now_ms = i64::try_from(clock::wall() / 1_000_000).unwrap_or(i64::MAX);
+    config.start_ms = workload::recent_start_ms(now_ms, &config);
     let opts = RunOptions {
         config,
         dir: args.get("--dir").map(PathBuf::from),
         batch_samples: args.number("--batch", BATCH_SAMPLES_DEFAULT)?,
+        flush_every_batches: args.number("--flush-every", 0)?,
     };
-    println!("{}", run::run(&opts)?);
-    Ok(ExitCode::SUCCESS)
+    let (json, ok) = run::run(&opts)?;
+    println!("{json}");
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("storebench: the reopened store does not hold what was written (see \"check\")");
+        ExitCode::from(1)
+    })
 }
 
 fn crash_loss(args: &[String]) -> Result<ExitCode, String> {
@@ -123,10 +140,11 @@ fn crash_loss(args: &[String]) -> Result<ExitCode, String> {
 }
 
 fn crash_child(args: &[String]) -> Result<ExitCode, String> {
-    let args = Args::parse(args, &["--dir", "--base", "--threads"])?;
+    let args = Args::parse(args, &["--dir", "--base-ms", "--base", "--threads"])?;
     let dir = args.get("--dir").ok_or("--dir is required")?;
     crash::child(
         std::path::Path::new(dir),
+        args.number("--base-ms", 0)?,
         args.number("--base", 0)?,
         args.number("--threads", 2)?,
     )?;

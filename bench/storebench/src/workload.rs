@@ -23,8 +23,11 @@ use store::key::{StreamKey, Tag};
 
 /// Sample interval of every shape.
 pub const INTERVAL_MS: i64 = 10_000;
-/// First timestamp: a multiple of a minute (and of the store's default base period).
-pub const START_MS: i64 = 1_700_000_040_000;
+/// First timestamp of [`Config::issue`] (a multiple of two hours, the store's default
+/// partition); the benchmark uses [`recent_start_ms`] instead.
+pub const START_MS: i64 = 1_699_999_200_000;
+/// Start times are multiples of this (the store's default block partition).
+pub const START_ALIGN_MS: i64 = 2 * 3600 * 1000;
 /// Metrics per host (TSBS `cpu-only`).
 pub const METRICS_PER_HOST: u64 = 10;
 /// TSBS `cpu-only` field names, one series each per host.
@@ -124,6 +127,8 @@ pub struct Config {
     /// runs model agents that buffer, and show how much of the write cost is per series per
     /// batch rather than per sample.
     pub run_samples: u64,
+    /// Timestamp of the first sample (churn generations follow each other from it).
+    pub start_ms: i64,
 }
 
 impl Config {
@@ -135,6 +140,7 @@ impl Config {
             steps: steps_for_hours(4.0).unwrap_or(1440),
             seed: 1,
             run_samples: 1,
+            start_ms: START_MS,
         }
     }
 
@@ -156,6 +162,18 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// A start that puts `steps` samples per series (or a churn's) in the recent past, aligned to
+/// [`START_ALIGN_MS`]: the store applies retention (7 days for raw numerics by default) against
+/// the wall clock, and would delete data timestamped years ago in the middle of a run.
+pub fn recent_start_ms(now_ms: i64, config: &Config) -> i64 {
+    let steps = match config.shape {
+        Shape::Churn => config.series.div_ceil(CHURN_GENERATION_SERIES) * CHURN_SAMPLES_PER_SERIES,
+        _ => config.steps,
+    };
+    let span_ms = i64::try_from(steps).unwrap_or(i64::MAX / 2) * INTERVAL_MS;
+    (now_ms - span_ms).div_euclid(START_ALIGN_MS) * START_ALIGN_MS
 }
 
 /// 10 s steps in `hours` (at least one); `None` for a negative, non-finite or huge value.
@@ -318,7 +336,8 @@ impl Workload {
             let live_now = self.keys.len() as u64;
             let slot = self.series_in_step;
             let run = self.config.run_samples.min(steps - self.step);
-            let ts_ms = START_MS + (time_base + self.step + self.step_in_run) as i64 * INTERVAL_MS;
+            let ts_ms = self.config.start_ms
+                + (time_base + self.step + self.step_in_run) as i64 * INTERVAL_MS;
             let value = match self.config.shape {
                 Shape::Histogram => {
                     let mut h = Histogram::with_capacity(96);

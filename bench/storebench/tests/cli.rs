@@ -153,30 +153,32 @@ fn crash_loss_kills_writers_and_loses_nothing_acknowledged() {
 
 #[test]
 fn the_loss_count_sees_missing_and_foreign_samples() {
+    // Recent enough for the store's retention, as `crash-loss` uses.
+    let base_ms = (clock::wall() / 1_000_000) as i64 - crash::BASE_AGE_MS;
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open(tmp.path(), StoreOptions::default()).unwrap();
     let fixed = crash::fixed_keys().unwrap();
     let mut batch = WriteBatch::new();
     for b in [0u64, 1, 2] {
-        crash::fill_batch(b, &fixed, &mut batch).unwrap();
+        crash::fill_batch(base_ms, b, &fixed, &mut batch).unwrap();
         store.write(&batch).unwrap();
     }
-    let found = crash::check(&store, &[0, 1, 2], 0).unwrap();
+    let found = crash::check(&store, base_ms, &[0, 1, 2], 0).unwrap();
     assert_eq!(found.lost_samples, 0);
     assert_eq!(found.invented_samples, 0);
     // Batch 3 was "acknowledged" but never written: all of it is lost.
-    let found = crash::check(&store, &[0, 1, 2, 3], 0).unwrap();
+    let found = crash::check(&store, base_ms, &[0, 1, 2, 3], 0).unwrap();
     assert_eq!(found.lost_samples, crash::BATCH_SAMPLES);
     // Batch 2 present but not acknowledged.
-    let found = crash::check(&store, &[0, 1], 0).unwrap();
+    let found = crash::check(&store, base_ms, &[0, 1], 0).unwrap();
     assert_eq!(found.unacked_batches_present, 1);
     // A value no child writes at that timestamp.
     batch.clear();
     batch
-        .numeric(&crash::fixed_key(5).unwrap(), 15, -1.0)
+        .numeric(&crash::fixed_key(5).unwrap(), base_ms + 15, -1.0)
         .unwrap();
     store.write(&batch).unwrap();
-    let found = crash::check(&store, &[0, 1, 2], 0).unwrap();
+    let found = crash::check(&store, base_ms, &[0, 1, 2], 0).unwrap();
     assert_eq!(found.invented_samples, 1);
     assert_eq!(
         found.lost_samples, 1,

@@ -38,6 +38,7 @@ fn config(shape: Shape, series: u64, steps: u64, seed: u64) -> Config {
         steps,
         seed,
         run_samples: 1,
+        start_ms: START_MS,
     }
 }
 
