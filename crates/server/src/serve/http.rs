@@ -336,7 +336,7 @@ fn httptrap_response(mapped: &Mapped) -> Response {
     if mapped.stopped {
         // Nothing of a body whose parse stopped is stored.
         return json_response(
-            StatusCode::BAD_REQUEST,
+            mapped.rejected_status(),
             json!({
                 "stats": 0,
                 "filtered": mapped.rejected_total + mapped.accepted,
@@ -411,11 +411,13 @@ async fn influx(
                 } else {
                     "partial write: "
                 };
-                influx_error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid",
-                    format!("{prefix}{text}"),
-                )
+                let status = mapped.rejected_status();
+                let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                    "request too large"
+                } else {
+                    "invalid"
+                };
+                influx_error(status, code, format!("{prefix}{text}"))
             }
         },
         Err(e) => {
@@ -453,7 +455,7 @@ async fn remote_write(State(app): State<Shared>, headers: HeaderMap, body: Body)
         // bad data is a 400 naming it (the good series of the request are stored).
         Ok(mapped) => match mapped.error_text() {
             None => StatusCode::NO_CONTENT.into_response(),
-            Some(text) => error(StatusCode::BAD_REQUEST, text),
+            Some(text) => error(mapped.rejected_status(), text),
         },
         Err(e) => {
             let (status, message) = write_error_status(&e);
@@ -588,7 +590,7 @@ async fn otlp(State(app): State<Shared>, headers: HeaderMap, body: Body) -> Resp
     match result {
         Ok(mapped) if mapped.stopped => otlp_error(
             json_body,
-            StatusCode::BAD_REQUEST,
+            mapped.rejected_status(),
             mapped.error_text().unwrap_or_default(),
         ),
         Ok(mapped) => {

@@ -29,6 +29,8 @@ pub struct Mapped {
     pub rejected_total: usize,
     /// True when the parser stopped: nothing of the batch is to be stored.
     pub stopped: bool,
+    /// The parse stopped at a size bound (samples per batch, decoded size): a 413, not a 400.
+    pub stopped_too_large: bool,
 }
 
 impl Mapped {
@@ -36,6 +38,16 @@ impl Mapped {
         self.rejected_total += 1;
         if self.rejected.len() < REJECTIONS_LISTED_MAX {
             self.rejected.push(message());
+        }
+    }
+
+    /// The status for a body with rejections: 413 when the parse stopped at a size bound, 400
+    /// otherwise.
+    pub fn rejected_status(&self) -> axum::http::StatusCode {
+        if self.stopped_too_large {
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE
+        } else {
+            axum::http::StatusCode::BAD_REQUEST
         }
     }
 
@@ -90,6 +102,10 @@ pub fn map_batch(
 ) -> Mapped {
     let mut out = Mapped {
         stopped: batch.stopped(),
+        stopped_too_large: batch
+            .rejected
+            .iter()
+            .any(|r| r.rest_of_body && matches!(r.reason, ingest::Reason::Bound { .. })),
         ..Mapped::default()
     };
     for rejection in &batch.rejected {
@@ -312,6 +328,37 @@ mod tests {
                 ("g|ST[host:a]".to_owned(), 777, 8.0),
                 ("g|ST[host:a]".to_owned(), 5, 9.0),
             ]
+        );
+    }
+
+    #[test]
+    fn a_stop_at_a_size_bound_is_413_and_stores_nothing() {
+        let mut batch = ingest::Batch {
+            samples: vec![sample("kept", None, 1.0, Mode::Set)],
+            ..ingest::Batch::default()
+        };
+        batch.rejected.push(ingest::Rejection {
+            location: "body".to_owned(),
+            reason: ingest::Reason::Bound {
+                what: "samples in the batch",
+                size: 2,
+                max: 1,
+            },
+            rest_of_body: true,
+        });
+        batch.rejected_total = 1;
+        let mapped = map_batch(batch, 1, &[], None);
+        assert!(mapped.stopped && mapped.batch.is_empty());
+        assert_eq!(
+            mapped.rejected_status(),
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE
+        );
+        let syntax = ingest::httptrap::parse(b"{\"a\": ", &ingest::Options::at(1_800_000_000_000));
+        let mapped = map_batch(syntax, 1, &[], None);
+        assert!(mapped.stopped);
+        assert_eq!(
+            mapped.rejected_status(),
+            axum::http::StatusCode::BAD_REQUEST
         );
     }
 
