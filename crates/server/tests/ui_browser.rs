@@ -1,0 +1,170 @@
+//! The web UI in a real browser: starts `strata serve` on port 0 with a temporary data
+//! directory, writes a histogram, a numeric and a text stream through httptrap, and runs
+//! `ui/tests/browser.mjs` (playwright-core driving Debian's headless Chromium) against it.
+//! Screenshots, the render benchmark and per-test results are saved under
+//! `<target dir>/ui-artifacts/`. Installs what is missing (the npm packages; Chromium with
+//! apt-get when running as root) or fails saying what to install. Prints a closing
+//! `N passed, N failed` line. `harness = false`: one process, its own output.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod serve_common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+use serde_json::json;
+use serve_common::{client, Server, BIN};
+
+/// One-minute slices written (the server's default base period is 60 s).
+const SLICES: i64 = 60;
+/// Samples per histogram slice.
+const SAMPLES_PER_SLICE: u64 = 200;
+
+fn ui_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ui")
+}
+
+/// `<target dir>/ui-artifacts`, next to the `debug`/`release` directory holding the binary.
+fn artifacts_dir() -> PathBuf {
+    let bin = Path::new(BIN);
+    let target = bin.parent().and_then(Path::parent).unwrap_or(Path::new("."));
+    target.join("ui-artifacts")
+}
+
+fn have(cmd: &str, arg: &str) -> bool {
+    Command::new(cmd)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn chromium_path() -> PathBuf {
+    PathBuf::from(std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()))
+}
+
+/// Makes sure node, the npm packages and Chromium are there; the error says what is missing.
+fn prepare() -> Result<(), String> {
+    if !have("node", "--version") || !have("npm", "--version") {
+        return Err("the browser tests need Node.js 20+ and npm on PATH".into());
+    }
+    let ui = ui_dir();
+    if !ui.join("node_modules/playwright-core/package.json").exists() {
+        let ok = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund"])
+            .current_dir(&ui)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return Err(format!("`npm install` in {} failed", ui.display()));
+        }
+    }
+    let chromium = chromium_path();
+    if !chromium.exists() {
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0"));
+        if root && have("apt-get", "--version") {
+            eprintln!("installing Debian chromium with apt-get (not found at {})", chromium.display());
+            let _ = Command::new("apt-get").arg("update").status();
+            let _ = Command::new("apt-get")
+                .args(["install", "-y", "--no-install-recommends", "chromium"])
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .status();
+        }
+        if !chromium.exists() {
+            return Err(format!(
+                "no Chromium at {} (set CHROMIUM, or `apt-get install chromium` as root)",
+                chromium.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A deterministic latency-like sample: log-normal-ish values from a small LCG, so the
+/// histograms span a few decades and move with time.
+fn samples(slice: i64, n: u64) -> Vec<f64> {
+    let mut state = (slice as u64).wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let u = ((state >> 11) as f64) / ((1u64 << 53) as f64);
+            let centre = -2.5 + 0.6 * ((slice as f64) / 7.0).sin();
+            let v = (centre + 3.0 * (u - 0.5)).exp();
+            (v * 1e6).round() / 1e6
+        })
+        .collect()
+}
+
+fn write_data(server: &Server) {
+    let now_ms = serve_common::now_s() * 1000;
+    let base_ms = now_ms - now_ms % 60_000;
+    let http = client();
+    for i in 0..SLICES {
+        // Inside the slice, so it is read back at the slice's start.
+        let ts = base_ms - (SLICES - 1 - i) * 60_000 + 1_000;
+        let body = json!({
+            "lat|ST[svc:api]": { "_type": "h", "_ts": ts, "_value": samples(i, SAMPLES_PER_SLICE) },
+            "reqs": { "_type": "n", "_ts": ts, "_value": 100 + i },
+            "ver": { "_type": "s", "_ts": ts, "_value": format!("v{}", i / 20) },
+        });
+        let response = http
+            .put(server.url("/module/httptrap/web/secret"))
+            .json(&body)
+            .send()
+            .unwrap();
+        assert!(response.status().is_success(), "httptrap write: {}", response.status());
+    }
+}
+
+fn main() -> ExitCode {
+    if let Err(e) = prepare() {
+        eprintln!("ui_browser: {e}");
+        println!("0 passed, 1 failed");
+        return ExitCode::FAILURE;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--statsd", "off", "--graphite", "off"]);
+    write_data(&server);
+    // The UI is served at `/` by the binary itself.
+    let index = client().get(server.url("/")).send().unwrap();
+    assert!(index.status().is_success(), "GET / answered {}", index.status());
+    let artifacts = artifacts_dir();
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let output = Command::new("node")
+        .arg("tests/browser.mjs")
+        .current_dir(ui_dir())
+        .env("STRATA_URL", server.url(""))
+        .env("ARTIFACTS", &artifacts)
+        .env("CHROMIUM", chromium_path())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    print!("{stdout}");
+    let status = server.stop();
+    let last = stdout.lines().last().unwrap_or("");
+    let counts: Vec<u64> = last
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    eprintln!("artifacts (screenshots, render-bench.json, results.json): {}", artifacts.display());
+    match counts[..] {
+        [passed, failed] if last.ends_with("failed") => {
+            println!("ui_browser: {passed} passed, {failed} failed");
+            if failed == 0 && passed > 0 && output.status.success() && status.success() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        _ => {
+            println!("ui_browser: the browser tests did not finish (last line {last:?})");
+            println!("0 passed, 1 failed");
+            ExitCode::FAILURE
+        }
+    }
+}
