@@ -140,6 +140,8 @@ struct Symbols {
     /// `ctx * ALPHABET + symbol`, in decoding order.
     coded: Vec<u16>,
     raw: BitWriter,
+    /// The current period's window counts of 16 or more, in position order.
+    large: Vec<u64>,
 }
 
 impl Symbols {
@@ -154,27 +156,27 @@ impl Symbols {
     }
 
     /// One period's window: a symbol per position in its class's context (no branch on the
-    /// data); then the raw bits of the rare counts of 16 or more, in position order.
-    fn put_window(&mut self, populated: &[u64], bases: &[u16]) {
-        let mut large = false;
+    /// data but the rare count of 16 or more, whose raw bits follow in position order); the
+    /// counts are taken, leaving the window zeroed for the next period.
+    fn put_window(&mut self, populated: &mut [u64], bases: &[u16]) {
+        let large = &mut self.large;
+        large.clear();
         self.coded
-            .extend(populated.iter().zip(bases).map(|(&c, &base)| {
+            .extend(populated.iter_mut().zip(bases).map(|(c, &base)| {
+                let c = std::mem::take(c);
                 let len = 64 - c.leading_zeros();
                 let symbol = if c < LITERALS {
                     c as u32
                 } else {
+                    large.push(c);
                     len + SYMBOL_OF_LEN
                 };
-                large |= c >= LITERALS;
                 base + symbol as u16
             }));
-        if large {
-            for &c in populated {
-                let (_, bits) = symbol_of(c);
-                if bits > 0 {
-                    self.put_raw(c, bits);
-                }
-            }
+        for i in 0..self.large.len() {
+            let c = self.large[i];
+            let (_, bits) = symbol_of(c);
+            self.put_raw(c, bits);
         }
     }
 
@@ -228,6 +230,7 @@ pub fn encode(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {
     let mut symbols = Symbols {
         coded: Vec::with_capacity(width * count + count + 3 * window.extras as usize),
         raw: BitWriter::new(),
+        large: Vec::new(),
     };
     // One slot per window position, and a last one where bins outside the window land.
     let mut populated = vec![0u64; width + 1];
@@ -272,8 +275,9 @@ pub fn encode(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {
         if let Some(&(o, _)) = extras.first() {
             prev_first_extra = o;
         }
-        symbols.put_window(&populated[..width], &bases);
-        populated.fill(0);
+        symbols.put_window(&mut populated[..width], &bases);
+        // Outside bins all landed on the spare slot.
+        populated[width] = 0;
     }
     let coded = &symbols.coded[..];
     let mut symbol_counts = vec![0u32; CONTEXTS * ALPHABET];

@@ -274,9 +274,11 @@ pub fn encode(tables: &Tables, symbols: &[u16]) -> Vec<u8> {
         code(&mut states[i % STATES], s, &mut words);
     }
     let [mut a, mut b] = states;
-    for group in symbols[..whole].rchunks_exact(STATES) {
-        code(&mut b, group[1], &mut words);
-        code(&mut a, group[0], &mut words);
+    let mut i = whole;
+    while i >= STATES {
+        i -= STATES;
+        code(&mut b, symbols[i + 1], &mut words);
+        code(&mut a, symbols[i], &mut words);
     }
     // The decoder reads state 0 then state 1, each high word first, from the reversed words.
     for state in [b, a] {
