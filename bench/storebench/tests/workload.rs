@@ -224,3 +224,22 @@ fn runs_give_each_series_consecutive_timestamps() {
     c.run_samples = 0;
     assert!(Workload::new(c).is_err());
 }
+
+#[test]
+fn recent_starts_are_partition_aligned_and_end_before_now() {
+    let now_ms = 1_800_000_123_456i64;
+    // Spans: 4 h for the numeric and histogram shapes; 100 churn generations × 6 steps × 10 s.
+    for (shape, span_ms) in [
+        (Shape::NumericInt, 4 * 3_600_000i64),
+        (Shape::Histogram, 4 * 3_600_000),
+        (Shape::Churn, 100 * 6 * 10_000),
+    ] {
+        let start = workload::recent_start_ms(now_ms, &Config::issue(shape));
+        assert_eq!(start % workload::START_ALIGN_MS, 0, "{shape:?}");
+        assert!(start + span_ms <= now_ms, "{shape:?} ends in the future");
+        assert!(
+            now_ms - start < span_ms + workload::START_ALIGN_MS,
+            "{shape:?} too old"
+        );
+    }
+}
