@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use journal::vfs::{RealFs, Vfs};
 use journal::{Durability, Journal, Start};
 
-use crate::batch::{SeriesSamples, Value, WriteBatch};
+use crate::batch::{Value, WriteBatch};
 use crate::block::BlockId;
 use crate::flush::{self, Blocks, Frozen};
 use crate::head::{CumulativeState, Head};
@@ -453,41 +453,58 @@ impl Inner {
         if batch.is_empty() {
             return Ok(());
         }
-        let groups = self.resolve(batch)?;
+        let resolved = self.resolve(batch)?;
+        // The record is encoded straight from the batch: building WAL groups first would copy
+        // every value (histograms included) once more.
         let mut record = Vec::new();
-        wal::encode(&groups, &mut record);
-        let has_cumulative = groups
-            .iter()
-            .any(|g| matches!(g.samples[0].1, Value::CumulativeHistogram(_)));
+        wal::encode_series(&resolved, &mut record);
+        let has_cumulative = resolved.iter().any(|(_, samples)| {
+            samples
+                .iter()
+                .any(|(_, v)| matches!(v, Value::CumulativeHistogram(_)))
+        });
         // Held until the batch is in the head (see `gate`).
         let _gate = self.gate.read().map_err(|_| StoreError::Poisoned)?;
-        let (ticket, groups) = if has_cumulative {
+        if has_cumulative {
+            // Differences need owned groups, made in WAL order under the state lock.
+            let mut groups = Vec::with_capacity(resolved.len());
+            for (id, samples) in &resolved {
+                push_groups(&mut groups, *id, samples);
+            }
             let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
             let ticket = self.journal.submit(&[&record])?;
-            (ticket, differences(&mut state, groups))
+            let groups = differences(&mut state, groups);
+            drop(state);
+            // The journal offset orders duplicates in the head exactly as replay will.
+            let range = ticket.range();
+            // If this fails the record may or may not be in the WAL (the journal is then
+            // poisoned and refuses further appends); the cumulative state already counts it, as
+            // replay would if the record survived. Nothing is acknowledged either way.
+            ticket.wait()?;
+            self.apply(range.start, range.end, groups)
         } else {
-            (self.journal.submit(&[&record])?, groups)
-        };
-        // The journal offset orders duplicates in the head exactly as replay will.
-        let range = ticket.range();
-        // If this fails the record may or may not be in the WAL (the journal is then poisoned
-        // and refuses further appends); the cumulative state already counts it, as replay would
-        // if the record survived. Nothing is acknowledged either way.
-        ticket.wait()?;
-        self.apply(range.start, range.end, groups)
+            let ticket = self.journal.submit(&[&record])?;
+            let range = ticket.range();
+            ticket.wait()?;
+            self.apply_resolved(range.start, range.end, &resolved)
+        }
     }
 
-    /// Series ids for the batch's keys, samples split into groups of one value tag.
-    fn resolve(&self, batch: &WriteBatch) -> Result<Vec<Group>, StoreError> {
-        let mut groups = Vec::with_capacity(batch.series().len());
+    /// Series ids for the batch's keys, each with the series' samples (still in the batch).
+    #[allow(clippy::type_complexity)]
+    fn resolve<'b>(
+        &self,
+        batch: &'b WriteBatch,
+    ) -> Result<Vec<(SeriesId, &'b [(i64, Value)])>, StoreError> {
+        let mut resolved = Vec::with_capacity(batch.series().len());
         let mut id_max = 0u32;
         for series in batch.series() {
             let id = self.index.get_or_create(&series.key, series.kind)?;
             id_max = id_max.max(id.0);
-            push_groups(&mut groups, id, series);
+            resolved.push((id, series.samples.as_slice()));
         }
         self.make_series_durable(id_max)?;
-        Ok(groups)
+        Ok(resolved)
     }
 
     /// Ensures series `0..=id_max` are fsynced in the index before a WAL record names them
@@ -509,7 +526,10 @@ impl Inner {
     }
 
     fn apply(&self, seq: u64, end: u64, groups: Vec<Group>) -> Result<(), StoreError> {
-        let activity: Vec<(SeriesId, i64)> = groups.iter().flat_map(activity_of).collect();
+        let activity: Vec<(SeriesId, i64)> = groups
+            .iter()
+            .flat_map(activity_of)
+            .collect();
         {
             let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
             for group in groups {
@@ -520,10 +540,39 @@ impl Inner {
             }
             self.applied_end.fetch_max(end, Ordering::AcqRel);
         }
+        self.applied(&activity)
+    }
+
+    /// [`Inner::apply`] for a batch without cumulative values, from the batch itself.
+    fn apply_resolved(
+        &self,
+        seq: u64,
+        end: u64,
+        resolved: &[(SeriesId, &[(i64, Value)])],
+    ) -> Result<(), StoreError> {
+        let activity: Vec<(SeriesId, i64)> = resolved
+            .iter()
+            .flat_map(|(id, samples)| series_activity(*id, samples))
+            .collect();
+        {
+            let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
+            for (id, samples) in resolved {
+                for (ts_ms, value) in samples.iter() {
+                    let applied = head.insert_ref(*id, seq, *ts_ms, value);
+                    assert!(applied, "series {id:?} got a value of another kind");
+                }
+            }
+            self.applied_end.fetch_max(end, Ordering::AcqRel);
+        }
+        self.applied(&activity)
+    }
+
+    /// What follows a batch entering the head: the flush timer and the series' activity.
+    fn applied(&self, activity: &[(SeriesId, i64)]) -> Result<(), StoreError> {
         if let Ok(mut since) = self.head_since.lock() {
             since.get_or_insert_with(Instant::now);
         }
-        self.index.note_activity(&activity)?;
+        self.index.note_activity(activity)?;
         Ok(())
     }
 
@@ -685,23 +734,12 @@ impl Inner {
 }
 
 /// Splits one series' samples into runs of the same value tag (plain vs cumulative histograms).
-fn push_groups(groups: &mut Vec<Group>, id: SeriesId, series: &SeriesSamples) {
-    let tag = |v: &Value| std::mem::discriminant(v);
-    let first_new = groups.len();
-    for (ts_ms, value) in &series.samples {
-        let continues = groups.len() > first_new
-            && groups
-                .last()
-                .is_some_and(|g| tag(&g.samples[0].1) == tag(value));
-        if !continues {
-            groups.push(Group {
-                id,
-                samples: Vec::new(),
-            });
-        }
-        if let Some(group) = groups.last_mut() {
-            group.samples.push((*ts_ms, value.clone()));
-        }
+fn push_groups(groups: &mut Vec<Group>, id: SeriesId, samples: &[(i64, Value)]) {
+    for run in wal::runs(samples) {
+        groups.push(Group {
+            id,
+            samples: run.to_vec(),
+        });
     }
 }
 
@@ -718,8 +756,12 @@ fn differences(state: &mut CumulativeState, mut groups: Vec<Group>) -> Vec<Group
 }
 
 fn activity_of(group: &Group) -> [(SeriesId, i64); 2] {
-    let ts = group.samples.iter().map(|(ts_ms, _)| *ts_ms);
+    series_activity(group.id, &group.samples)
+}
+
+fn series_activity(id: SeriesId, samples: &[(i64, Value)]) -> [(SeriesId, i64); 2] {
+    let ts = samples.iter().map(|(ts_ms, _)| *ts_ms);
     let first = ts.clone().min().unwrap_or(i64::MAX);
     let last = ts.max().unwrap_or(i64::MIN);
-    [(group.id, first), (group.id, last)]
+    [(id, first), (id, last)]
 }

@@ -12,7 +12,9 @@
 //! Text is kept per sample here, and "stored on change" is applied when read (and will be when
 //! blocks are written): dropping an unchanged value at insert time would depend on arrival order.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use hist::Histogram;
 
@@ -35,10 +37,43 @@ pub(crate) enum SeriesHead {
     Histogram(BTreeMap<i64, Histogram>),
 }
 
+/// Hashes a series id (or any integer key the store assigns itself) with one multiply: ids are
+/// dense small integers chosen by the store, never by a client, so SipHash's flooding defence
+/// buys nothing here, and on the write path it was a per-sample cost.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        // Fibonacci hashing: the multiply spreads consecutive ids over the high bits hashbrown
+        // uses for its control bytes; the rotate brings them down for the bucket index.
+        self.0 = (self.0.rotate_left(5) ^ v)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(26);
+    }
+}
+
+/// Map keyed by series id, hashed with [`IdHasher`].
+pub(crate) type IdMap<V> = HashMap<SeriesId, V, BuildHasherDefault<IdHasher>>;
+
 #[derive(Debug)]
 pub(crate) struct Head {
     pub base_period_ms: i64,
-    pub series: HashMap<SeriesId, SeriesHead>,
+    pub series: IdMap<SeriesHead>,
     /// Samples inserted (duplicates and merged histograms included): what a flush is sized by.
     pub samples: u64,
 }
@@ -71,7 +106,7 @@ impl Head {
         assert!(base_period_ms > 0);
         Head {
             base_period_ms,
-            series: HashMap::new(),
+            series: IdMap::default(),
             samples: 0,
         }
     }
@@ -84,26 +119,74 @@ impl Head {
     /// Returns `false` (and changes nothing) if the value's kind is not the series'.
     #[must_use]
     pub fn insert(&mut self, id: SeriesId, seq: u64, ts_ms: i64, value: Value) -> bool {
+        self.insert_value(id, seq, ts_ms, Incoming::Owned(value))
+    }
+
+    /// [`Head::insert`] from a borrowed value: the write path keeps the batch (the caller owns
+    /// it), so a histogram is merged from the reference and copied only into a new period.
+    #[must_use]
+    pub fn insert_ref(&mut self, id: SeriesId, seq: u64, ts_ms: i64, value: &Value) -> bool {
+        self.insert_value(id, seq, ts_ms, Incoming::Borrowed(value))
+    }
+
+    fn insert_value(&mut self, id: SeriesId, seq: u64, ts_ms: i64, value: Incoming<'_>) -> bool {
         let period_start_ms = self.period_start_ms(ts_ms);
-        let entry = self.series.entry(id).or_insert_with(|| match &value {
+        let entry = self.series.entry(id).or_insert_with(|| match value.get() {
             Value::Numeric(_) => SeriesHead::Numeric(Vec::new()),
             Value::Text(_) => SeriesHead::Text(Vec::new()),
             _ => SeriesHead::Histogram(BTreeMap::new()),
         });
         match (entry, value) {
-            (SeriesHead::Numeric(points), Value::Numeric(value)) => {
+            (SeriesHead::Numeric(points), value) => {
+                let Value::Numeric(value) = *value.get() else {
+                    return false;
+                };
                 insert_point(points, Point { ts_ms, seq, value });
             }
-            (SeriesHead::Text(points), Value::Text(value)) => {
+            (SeriesHead::Text(points), value) => {
+                let value = match value {
+                    Incoming::Owned(Value::Text(t)) => t,
+                    Incoming::Borrowed(Value::Text(t)) => t.clone(),
+                    _ => return false,
+                };
                 insert_point(points, Point { ts_ms, seq, value });
             }
-            (SeriesHead::Histogram(periods), Value::Histogram(h)) => {
-                periods.entry(period_start_ms).or_default().merge(&h);
+            (SeriesHead::Histogram(periods), value) => {
+                // A period's first histogram is taken whole (moved or copied); later ones merge.
+                match (periods.entry(period_start_ms), value) {
+                    (Entry::Vacant(e), Incoming::Owned(Value::Histogram(h))) => {
+                        e.insert(h);
+                    }
+                    (Entry::Vacant(e), Incoming::Borrowed(Value::Histogram(h))) => {
+                        e.insert(h.clone());
+                    }
+                    (Entry::Occupied(mut e), Incoming::Owned(Value::Histogram(h))) => {
+                        e.get_mut().merge(&h);
+                    }
+                    (Entry::Occupied(mut e), Incoming::Borrowed(Value::Histogram(h))) => {
+                        e.get_mut().merge(h);
+                    }
+                    _ => return false,
+                }
             }
-            _ => return false,
         }
         self.samples += 1;
         true
+    }
+}
+
+/// A value being inserted, owned (replay, cumulative differences) or borrowed (the write path).
+enum Incoming<'a> {
+    Owned(Value),
+    Borrowed(&'a Value),
+}
+
+impl Incoming<'_> {
+    fn get(&self) -> &Value {
+        match self {
+            Incoming::Owned(v) => v,
+            Incoming::Borrowed(v) => v,
+        }
     }
 }
 

@@ -33,6 +33,28 @@ pub struct Inspection {
     /// Block chunk bytes by kind: numeric, text, histogram.
     pub chunk_bytes_by_kind: [u64; 3],
     pub disk_bytes_total: u64,
+    /// Rollup levels, finest first.
+    pub levels: Vec<LevelInfo>,
+    /// Tombstones (deletes not compacted away yet).
+    pub tombstones: u64,
+    /// Retentions of the default options (the running server's may differ: they are options,
+    /// not stored): base blocks, raw numeric samples.
+    pub base_retention_ms_default: i64,
+    pub raw_numeric_retention_ms_default: i64,
+}
+
+/// One rollup level as `inspect` reports it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LevelInfo {
+    pub period_ms: i64,
+    pub partition_ms: i64,
+    pub rollups: u64,
+    pub size_bytes: u64,
+    /// First and last slice start held.
+    pub time_range_ms: Option<(i64, i64)>,
+    /// The default options' retention for a level of this period (`None`: not a default level).
+    pub retention_ms_default: Option<i64>,
+    pub unreadable: Vec<(String, String)>,
 }
 
 fn dir_bytes(path: &Path) -> u64 {
@@ -95,6 +117,41 @@ pub fn inspect(dir: &Path) -> Result<Inspection, StoreError> {
                 .push((r.id.file_name(), format!("{e:?}"))),
         }
     }
+    let defaults = crate::StoreOptions::default();
+    out.base_retention_ms_default = defaults.base_retention_ms;
+    out.raw_numeric_retention_ms_default = defaults.raw_numeric_retention_ms;
+    out.tombstones = m.tombstones.len() as u64;
+    for l in &m.levels {
+        let mut info = LevelInfo {
+            period_ms: l.period_ms,
+            partition_ms: l.partition_ms,
+            rollups: l.rollups.len() as u64,
+            retention_ms_default: defaults
+                .levels
+                .iter()
+                .find(|d| d.period_ms == l.period_ms)
+                .map(|d| d.retention_ms),
+            ..LevelInfo::default()
+        };
+        let ldir = crate::rollup::level_dir(dir, l.period_ms);
+        for r in &l.rollups {
+            info.size_bytes += r.size_bytes;
+            match Block::open(&RealFs, &ldir.join(r.id.file_name())) {
+                Ok(b) => {
+                    let first = b.entries().iter().map(|e| e.first_ts_ms).min();
+                    let last = b.entries().iter().map(|e| e.last_ts_ms).max();
+                    if let (Some(f), Some(z)) = (first, last) {
+                        info.time_range_ms = Some(match info.time_range_ms {
+                            Some((a, y)) => (a.min(f), y.max(z)),
+                            None => (f, z),
+                        });
+                    }
+                }
+                Err(e) => info.unreadable.push((r.id.file_name(), format!("{e:?}"))),
+            }
+        }
+        out.levels.push(info);
+    }
     if let Ok(j) = journal::tools::inspect(&RealFs, &dir.join("wal")) {
         out.wal_end_offset = j.end_offset;
         out.wal_records_after_checkpoint = Some(j.end_offset.saturating_sub(m.checkpoint));
@@ -150,6 +207,25 @@ pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
             Err(errors) => {
                 for e in errors {
                     problems.push(problem(&name, format!("{e:?}")));
+                }
+            }
+        }
+    }
+    for l in &m.levels {
+        for r in &l.rollups {
+            let name = format!(
+                "{}/{}/{}",
+                crate::rollup::ROLLUPS_DIR,
+                l.period_ms,
+                r.id.file_name()
+            );
+            blocks += 1;
+            match block::verify(&RealFs, &dir.join(&name)) {
+                Ok(stats) => chunks += stats.chunks,
+                Err(errors) => {
+                    for e in errors {
+                        problems.push(problem(&name, format!("{e:?}")));
+                    }
                 }
             }
         }

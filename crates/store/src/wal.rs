@@ -59,24 +59,47 @@ pub fn encode(groups: &[Group], out: &mut Vec<u8>) {
     out.push(WAL_VERSION);
     put_varint(out, groups.len() as u64);
     for group in groups {
-        assert!(!group.samples.is_empty(), "empty WAL group");
-        let tag = tag_of(&group.samples[0].1);
-        out.extend_from_slice(&group.id.0.to_le_bytes());
-        out.push(tag);
-        put_varint(out, group.samples.len() as u64);
-        let mut prev_ts_ms = 0i64;
-        for (ts_ms, value) in &group.samples {
-            assert_eq!(tag_of(value), tag, "mixed value tags in a WAL group");
-            put_varint(out, zigzag(ts_ms.wrapping_sub(prev_ts_ms)));
-            prev_ts_ms = *ts_ms;
-            match value {
-                Value::Numeric(v) => out.extend_from_slice(&v.to_bits().to_le_bytes()),
-                Value::Text(t) => {
-                    put_varint(out, t.len() as u64);
-                    out.extend_from_slice(t.as_bytes());
-                }
-                Value::Histogram(h) | Value::CumulativeHistogram(h) => h.encode_into(out),
+        encode_group(group.id, &group.samples, out);
+    }
+}
+
+/// Encodes a batch's series, each with its resolved id, into exactly the bytes [`encode`] gives
+/// for the groups made by splitting every series into runs of one value tag — without building
+/// those groups, which would copy every histogram of the batch once more.
+pub(crate) fn encode_series(series: &[(SeriesId, &[(i64, Value)])], out: &mut Vec<u8>) {
+    let group_count: usize = series.iter().map(|(_, samples)| runs(samples).count()).sum();
+    out.push(WAL_VERSION);
+    put_varint(out, group_count as u64);
+    for (id, samples) in series {
+        for run in runs(samples) {
+            encode_group(*id, run, out);
+        }
+    }
+}
+
+/// The maximal runs of samples with one value tag, in order.
+pub(crate) fn runs(samples: &[(i64, Value)]) -> impl Iterator<Item = &[(i64, Value)]> + '_ {
+    samples.chunk_by(|a, b| tag_of(&a.1) == tag_of(&b.1))
+}
+
+fn encode_group(id: SeriesId, samples: &[(i64, Value)], out: &mut Vec<u8>) {
+    assert!(!samples.is_empty(), "empty WAL group");
+    let tag = tag_of(&samples[0].1);
+    out.extend_from_slice(&id.0.to_le_bytes());
+    out.push(tag);
+    put_varint(out, samples.len() as u64);
+    let mut prev_ts_ms = 0i64;
+    for (ts_ms, value) in samples {
+        assert_eq!(tag_of(value), tag, "mixed value tags in a WAL group");
+        put_varint(out, zigzag(ts_ms.wrapping_sub(prev_ts_ms)));
+        prev_ts_ms = *ts_ms;
+        match value {
+            Value::Numeric(v) => out.extend_from_slice(&v.to_bits().to_le_bytes()),
+            Value::Text(t) => {
+                put_varint(out, t.len() as u64);
+                out.extend_from_slice(t.as_bytes());
             }
+            Value::Histogram(h) | Value::CumulativeHistogram(h) => h.encode_into(out),
         }
     }
 }
@@ -259,6 +282,25 @@ mod tests {
         if let Value::Numeric(v) = back[0].samples[1].1 {
             assert_eq!(v.to_bits(), (-0.0f64).to_bits());
         }
+    }
+
+    #[test]
+    fn series_encode_as_their_runs_of_one_tag() {
+        // Series 0 holds a plain then a cumulative histogram: two runs, so two groups.
+        let groups = sample_groups();
+        let mut zero = groups[2].samples.clone();
+        zero.extend(groups[3].samples.iter().cloned());
+        let series: Vec<(SeriesId, &[(i64, Value)])> = vec![
+            (groups[0].id, &groups[0].samples),
+            (groups[1].id, &groups[1].samples),
+            (SeriesId(0), &zero),
+        ];
+        let mut from_series = Vec::new();
+        encode_series(&series, &mut from_series);
+        let mut from_groups = Vec::new();
+        encode(&groups, &mut from_groups);
+        assert_eq!(from_series, from_groups);
+        assert!(bits_equal(&decode(&from_series).unwrap(), &groups));
     }
 
     #[test]
