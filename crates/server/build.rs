@@ -45,7 +45,10 @@ fn main() {
         build_ui(&ui);
     }
     let dist = ui.join("dist");
-    println!("cargo:rerun-if-changed={}", dist.join(".strata-src-hash").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        dist.join(".strata-src-hash").display()
+    );
     let mut files = Vec::new();
     if dist.is_dir() {
         walk(&dist, &dist, 0, &mut files);
@@ -63,7 +66,11 @@ fn main() {
         files.push(("index.html".into(), placeholder));
     }
     for (rel, abs) in &files {
-        let _ = writeln!(code, "    ({rel:?}, include_bytes!({:?})),", abs.display().to_string());
+        let _ = writeln!(
+            code,
+            "    ({rel:?}, include_bytes!({:?})),",
+            abs.display().to_string()
+        );
     }
     code.push_str("];\n");
     if let Err(e) = fs::write(out.join("ui_assets.rs"), code) {
@@ -73,7 +80,10 @@ fn main() {
 
 /// Files under `dir` as (path relative to `root` with `/`, absolute path); dot files skipped.
 fn walk(root: &Path, dir: &Path, depth: usize, files: &mut Vec<(String, PathBuf)>) {
-    assert!(depth <= WALK_DEPTH_MAX, "ui/dist nests deeper than {WALK_DEPTH_MAX} levels");
+    assert!(
+        depth <= WALK_DEPTH_MAX,
+        "ui/dist nests deeper than {WALK_DEPTH_MAX} levels"
+    );
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) => panic!("reading {}: {e}", dir.display()),
@@ -91,7 +101,10 @@ fn walk(root: &Path, dir: &Path, depth: usize, files: &mut Vec<(String, PathBuf)
             let rel = rel.to_string_lossy().replace('\\', "/");
             let abs = fs::canonicalize(&path).unwrap_or(path);
             files.push((rel, abs));
-            assert!(files.len() <= UI_FILES_MAX, "ui/dist holds more than {UI_FILES_MAX} files");
+            assert!(
+                files.len() <= UI_FILES_MAX,
+                "ui/dist holds more than {UI_FILES_MAX} files"
+            );
         }
     }
 }
@@ -134,7 +147,11 @@ fn build_ui(ui: &Path) {
     let lock = ui.join(".build-lock");
     take_lock(&lock);
     // Another build may have finished while this one waited.
-    let result = if fresh(&stamp) { Ok(()) } else { run_npm(ui, &wanted, &stamp) };
+    let result = if fresh(&stamp) {
+        Ok(())
+    } else {
+        run_npm(ui, &wanted, &stamp)
+    };
     let _ = fs::remove_dir(&lock);
     if let Err(message) = result {
         panic!("{message}");
@@ -181,7 +198,10 @@ fn npm(ui: &Path, args: &[&str]) -> Result<(), String> {
 fn run_npm(ui: &Path, wanted: &str, stamp: &Path) -> Result<(), String> {
     let lock_hash = {
         let mut h = 0xcbf2_9ce4_8422_2325_u64;
-        fnv(&mut h, &fs::read(ui.join("package-lock.json")).unwrap_or_default());
+        fnv(
+            &mut h,
+            &fs::read(ui.join("package-lock.json")).unwrap_or_default(),
+        );
         format!("{h:016x}")
     };
     let installed = ui.join("node_modules/.strata-lock-hash");

@@ -27,7 +27,10 @@ fn ui_dir() -> PathBuf {
 /// `<target dir>/ui-artifacts`, next to the `debug`/`release` directory holding the binary.
 fn artifacts_dir() -> PathBuf {
     let bin = Path::new(BIN);
-    let target = bin.parent().and_then(Path::parent).unwrap_or(Path::new("."));
+    let target = bin
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."));
     target.join("ui-artifacts")
 }
 
@@ -50,7 +53,10 @@ fn prepare() -> Result<(), String> {
         return Err("the browser tests need Node.js 20+ and npm on PATH".into());
     }
     let ui = ui_dir();
-    if !ui.join("node_modules/playwright-core/package.json").exists() {
+    if !ui
+        .join("node_modules/playwright-core/package.json")
+        .exists()
+    {
         let ok = Command::new("npm")
             .args(["install", "--no-audit", "--no-fund"])
             .current_dir(&ui)
@@ -67,7 +73,10 @@ fn prepare() -> Result<(), String> {
             .output()
             .is_ok_and(|o| o.stdout.starts_with(b"0"));
         if root && have("apt-get", "--version") {
-            eprintln!("installing Debian chromium with apt-get (not found at {})", chromium.display());
+            eprintln!(
+                "installing Debian chromium with apt-get (not found at {})",
+                chromium.display()
+            );
             let _ = Command::new("apt-get").arg("update").status();
             let _ = Command::new("apt-get")
                 .args(["install", "-y", "--no-install-recommends", "chromium"])
@@ -87,10 +96,14 @@ fn prepare() -> Result<(), String> {
 /// A deterministic latency-like sample: log-normal-ish values from a small LCG, so the
 /// histograms span a few decades and move with time.
 fn samples(slice: i64, n: u64) -> Vec<f64> {
-    let mut state = (slice as u64).wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut state = (slice as u64)
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let u = ((state >> 11) as f64) / ((1u64 << 53) as f64);
             let centre = -2.5 + 0.6 * ((slice as f64) / 7.0).sin();
             let v = (centre + 3.0 * (u - 0.5)).exp();
@@ -116,7 +129,11 @@ fn write_data(server: &Server) {
             .json(&body)
             .send()
             .unwrap();
-        assert!(response.status().is_success(), "httptrap write: {}", response.status());
+        assert!(
+            response.status().is_success(),
+            "httptrap write: {}",
+            response.status()
+        );
     }
 }
 
@@ -131,7 +148,11 @@ fn main() -> ExitCode {
     write_data(&server);
     // The UI is served at `/` by the binary itself.
     let index = client().get(server.url("/")).send().unwrap();
-    assert!(index.status().is_success(), "GET / answered {}", index.status());
+    assert!(
+        index.status().is_success(),
+        "GET / answered {}",
+        index.status()
+    );
     let artifacts = artifacts_dir();
     std::fs::create_dir_all(&artifacts).unwrap();
     let output = Command::new("node")
@@ -151,7 +172,10 @@ fn main() -> ExitCode {
         .split(|c: char| !c.is_ascii_digit())
         .filter_map(|w| w.parse().ok())
         .collect();
-    eprintln!("artifacts (screenshots, render-bench.json, results.json): {}", artifacts.display());
+    eprintln!(
+        "artifacts (screenshots, render-bench.json, results.json): {}",
+        artifacts.display()
+    );
     match counts[..] {
         [passed, failed] if last.ends_with("failed") => {
             println!("ui_browser: {passed} passed, {failed} failed");

@@ -57,7 +57,10 @@ fn file(path: &str) -> Response {
     };
     (
         [
-            (header::CONTENT_TYPE, HeaderValue::from_static(content_type(path))),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(content_type(path)),
+            ),
             (header::CACHE_CONTROL, HeaderValue::from_static(cache)),
         ],
         *bytes,
@@ -71,8 +74,13 @@ mod tests {
 
     #[test]
     fn index_is_embedded_and_types_follow_extensions() {
-        assert!(assets::ASSETS.iter().any(|(p, b)| *p == "index.html" && !b.is_empty()));
-        assert_eq!(content_type("assets/x-1a2b.js"), "text/javascript; charset=utf-8");
+        assert!(assets::ASSETS
+            .iter()
+            .any(|(p, b)| *p == "index.html" && !b.is_empty()));
+        assert_eq!(
+            content_type("assets/x-1a2b.js"),
+            "text/javascript; charset=utf-8"
+        );
         assert_eq!(content_type("assets/x.css"), "text/css; charset=utf-8");
         assert_eq!(content_type("noext"), "application/octet-stream");
         assert_eq!(file("assets/none.js").status(), StatusCode::NOT_FOUND);

@@ -80,7 +80,9 @@ fn parse_body(body: &[u8]) -> Result<Map<String, Value>, String> {
     let name = map.get("name").and_then(Value::as_str).unwrap_or("");
     let chars = name.trim().chars().count();
     if chars == 0 || chars > NAME_CHARS_MAX {
-        return Err(format!("`name` must be a string of 1 to {NAME_CHARS_MAX} characters"));
+        return Err(format!(
+            "`name` must be a string of 1 to {NAME_CHARS_MAX} characters"
+        ));
     }
     match map.get("graphs") {
         Some(Value::Array(g)) if g.len() <= GRAPHS_MAX => {}
@@ -127,22 +129,33 @@ fn ids(dir: &FsPath) -> std::io::Result<Vec<String>> {
     Ok(out)
 }
 
-fn io_error(what: &str, e: std::io::Error) -> Response {
-    error(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}"))
+/// A failed request: status and message (small, unlike a `Response`, so `Result`s stay cheap).
+struct Fail(StatusCode, String);
+
+impl Fail {
+    fn response(self) -> Response {
+        error(self.0, self.1)
+    }
 }
 
-fn read_sheet(dir: &FsPath, id: &str) -> Result<Value, Response> {
+fn io_error(what: &str, e: std::io::Error) -> Fail {
+    Fail(StatusCode::INTERNAL_SERVER_ERROR, format!("{what}: {e}"))
+}
+
+fn read_sheet(dir: &FsPath, id: &str) -> Result<Value, Fail> {
     if !valid_id(id) {
-        return Err(error(StatusCode::BAD_REQUEST, format!("`{id}` is not a worksheet id")));
+        return Err(Fail(
+            StatusCode::BAD_REQUEST,
+            format!("`{id}` is not a worksheet id"),
+        ));
     }
     let path = dir.join(format!("{id}.json"));
     match fs::read(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map_err(|e| io_error(&format!("worksheet {id}"), std::io::Error::other(e))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(error(
-            StatusCode::NOT_FOUND,
-            format!("no worksheet `{id}`"),
-        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(Fail(StatusCode::NOT_FOUND, format!("no worksheet `{id}`")))
+        }
         Err(e) => Err(io_error(&format!("reading worksheet {id}"), e)),
     }
 }
@@ -157,7 +170,7 @@ async fn list(State(sheets): State<Arc<Sheets>>) -> Response {
     blocking(move || {
         let ids = match ids(&sheets.dir) {
             Ok(ids) => ids,
-            Err(e) => return io_error("listing worksheets", e),
+            Err(e) => return io_error("listing worksheets", e).response(),
         };
         let mut out = Vec::with_capacity(ids.len());
         for id in ids.iter().take(WORKSHEETS_MAX) {
@@ -178,8 +191,8 @@ async fn store_sheet(
     sheets: Arc<Sheets>,
     id: Option<String>,
     body: Bytes,
-) -> Result<(StatusCode, Value), Response> {
-    let map = parse_body(&body).map_err(|m| error(StatusCode::BAD_REQUEST, m))?;
+) -> Result<(StatusCode, Value), Fail> {
+    let map = parse_body(&body).map_err(|m| Fail(StatusCode::BAD_REQUEST, m))?;
     let mut counter = sheets.write.lock().await;
     *counter += 1;
     let n = *counter;
@@ -191,9 +204,11 @@ async fn store_sheet(
                 (id, StatusCode::OK)
             }
             None => {
-                let count = ids(&dir).map_err(|e| io_error("listing worksheets", e))?.len();
+                let count = ids(&dir)
+                    .map_err(|e| io_error("listing worksheets", e))?
+                    .len();
                 if count >= WORKSHEETS_MAX {
-                    return Err(error(
+                    return Err(Fail(
                         StatusCode::INSUFFICIENT_STORAGE,
                         format!("{count} worksheets are stored; at most {WORKSHEETS_MAX}"),
                     ));
@@ -213,13 +228,13 @@ async fn store_sheet(
     })
     .await;
     drop(counter);
-    joined.unwrap_or_else(|e| Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())))
+    joined.unwrap_or_else(|e| Err(Fail(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())))
 }
 
 async fn create(State(sheets): State<Arc<Sheets>>, body: Bytes) -> Response {
     match store_sheet(sheets, None, body).await {
         Ok((status, value)) => json_response(status, value),
-        Err(r) => r,
+        Err(f) => f.response(),
     }
 }
 
@@ -230,14 +245,14 @@ async fn replace(
 ) -> Response {
     match store_sheet(sheets, Some(id), body).await {
         Ok((status, value)) => json_response(status, value),
-        Err(r) => r,
+        Err(f) => f.response(),
     }
 }
 
 async fn read(State(sheets): State<Arc<Sheets>>, Path(id): Path<String>) -> Response {
     blocking(move || match read_sheet(&sheets.dir, &id) {
         Ok(v) => json_response(StatusCode::OK, v),
-        Err(r) => r,
+        Err(f) => f.response(),
     })
     .await
 }
@@ -246,12 +261,12 @@ async fn remove(State(sheets): State<Arc<Sheets>>, Path(id): Path<String>) -> Re
     let guard = sheets.write.lock().await;
     let dir = sheets.dir.clone();
     let response = blocking(move || {
-        if let Err(r) = read_sheet(&dir, &id) {
-            return r;
+        if let Err(f) = read_sheet(&dir, &id) {
+            return f.response();
         }
         match fs::remove_file(dir.join(format!("{id}.json"))) {
             Ok(()) => json_response(StatusCode::OK, json!({ "deleted": id })),
-            Err(e) => io_error(&format!("deleting worksheet {id}"), e),
+            Err(e) => io_error(&format!("deleting worksheet {id}"), e).response(),
         }
     })
     .await;
@@ -275,7 +290,10 @@ mod tests {
         assert!(e.contains("object"), "{e}");
         let e = parse_body(b"{").unwrap_err();
         assert!(e.contains("not JSON"), "{e}");
-        let big = format!(r#"{{"name":"a","graphs":[],"x":"{}"}}"#, "y".repeat(WORKSHEET_BYTES_MAX));
+        let big = format!(
+            r#"{{"name":"a","graphs":[],"x":"{}"}}"#,
+            "y".repeat(WORKSHEET_BYTES_MAX)
+        );
         assert!(parse_body(big.as_bytes()).unwrap_err().contains("at most"));
         let id_kept = parse_body(br#"{"name":"a","graphs":[],"id":"zz","updated_ms":1}"#).unwrap();
         assert!(!id_kept.contains_key("id") && !id_kept.contains_key("updated_ms"));
@@ -299,7 +317,10 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"{\"v\":2}");
         let names: Vec<_> = fs::read_dir(dir.path().join("sheets")).unwrap().collect();
         assert_eq!(names.len(), 1);
-        assert_eq!(ids(&dir.path().join("sheets")).unwrap(), vec!["ws-1".to_string()]);
+        assert_eq!(
+            ids(&dir.path().join("sheets")).unwrap(),
+            vec!["ws-1".to_string()]
+        );
         assert!(ids(&dir.path().join("missing")).unwrap().is_empty());
     }
 }
