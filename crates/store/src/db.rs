@@ -526,10 +526,7 @@ impl Inner {
     }
 
     fn apply(&self, seq: u64, end: u64, groups: Vec<Group>) -> Result<(), StoreError> {
-        let activity: Vec<(SeriesId, i64)> = groups
-            .iter()
-            .flat_map(activity_of)
-            .collect();
+        let activity: Vec<(SeriesId, i64)> = groups.iter().flat_map(activity_of).collect();
         {
             let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
             for group in groups {

@@ -199,6 +199,12 @@ impl Slicing {
         Ok(slices as usize)
     }
 
+    /// Whether the level slice `[t, t + period)` lies inside `range` and inside one slice.
+    fn holds(&self, t: i64, period_ms: i64, (start_ms, end_ms): (i64, i64)) -> bool {
+        let last = t.saturating_add(period_ms - 1);
+        t >= start_ms && last < end_ms && self.slice_of(t) == self.slice_of(last)
+    }
+
     fn slice_of(&self, ts_ms: i64) -> usize {
         ((ts_ms as i128 - self.start_ms as i128) / self.period_ms as i128) as usize
     }
@@ -295,10 +301,12 @@ impl<'a> View<'a> {
         if !self.use_rollups {
             return None;
         }
+        // Any level no coarser than the period: its slices that fall inside one column are
+        // used whole, the others (straddling two columns) are read from finer data.
         self.blocks
             .levels
             .iter()
-            .rposition(|l| period_ms % l.period_ms == 0)
+            .rposition(|l| l.period_ms <= period_ms)
     }
 
     /// Rollup levels: `(period_ms, partition_ms, files)`.
@@ -376,14 +384,27 @@ impl<'a> View<'a> {
             }
             return Ok(());
         };
+        let period_ms = self.blocks.levels[level].period_ms;
         for (s, e, rollup) in self.level_parts(level, id, start_ms, end_ms) {
             match rollup {
                 Some(b) => {
-                    for chunk in self.rollup_chunks(b, id, s, e)? {
+                    let from = s.saturating_sub(period_ms - 1);
+                    for chunk in self.rollup_chunks(b, id, from, e)? {
                         if let ChunkData::Histogram(slices) = chunk {
-                            for (t, h) in clip(slices, s, e) {
-                                self.rollup_slices_read.fetch_add(1, Ordering::Relaxed);
-                                out[slicing.slice_of(t)].merge(&h);
+                            for (t, h) in clip(slices, from, e) {
+                                if slicing.holds(t, period_ms, (s, e)) {
+                                    self.rollup_slices_read.fetch_add(1, Ordering::Relaxed);
+                                    out[slicing.slice_of(t)].merge(&h);
+                                } else {
+                                    let part = (t.max(s), t.saturating_add(period_ms).min(e));
+                                    self.fill_histograms(
+                                        id,
+                                        slicing,
+                                        part,
+                                        level.checked_sub(1),
+                                        out,
+                                    )?;
+                                }
                             }
                         }
                     }
@@ -429,14 +450,28 @@ impl<'a> View<'a> {
             }
             return Ok(());
         };
+        let period_ms = self.blocks.levels[level].period_ms;
         for (s, e, rollup) in self.level_parts(level, id, start_ms, end_ms) {
             match rollup.filter(|_| !self.heads_have_numeric(id, s, e)) {
                 Some(b) => {
-                    for chunk in self.rollup_chunks(b, id, s, e)? {
+                    let from = s.saturating_sub(period_ms - 1);
+                    for chunk in self.rollup_chunks(b, id, from, e)? {
                         if let ChunkData::Aggregates(slices) = chunk {
-                            for (t, a) in clip(slices, s, e) {
-                                self.rollup_slices_read.fetch_add(1, Ordering::Relaxed);
-                                put(out, slicing.slice_of(t), &a);
+                            // In time order, straddling slices from finer data in their place.
+                            for (t, a) in clip(slices, from, e) {
+                                if slicing.holds(t, period_ms, (s, e)) {
+                                    self.rollup_slices_read.fetch_add(1, Ordering::Relaxed);
+                                    put(out, slicing.slice_of(t), &a);
+                                } else {
+                                    let part = (t.max(s), t.saturating_add(period_ms).min(e));
+                                    self.fill_numeric(
+                                        id,
+                                        slicing,
+                                        part,
+                                        level.checked_sub(1),
+                                        out,
+                                    )?;
+                                }
                             }
                         }
                     }

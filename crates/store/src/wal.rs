@@ -67,7 +67,10 @@ pub fn encode(groups: &[Group], out: &mut Vec<u8>) {
 /// for the groups made by splitting every series into runs of one value tag — without building
 /// those groups, which would copy every histogram of the batch once more.
 pub(crate) fn encode_series(series: &[(SeriesId, &[(i64, Value)])], out: &mut Vec<u8>) {
-    let group_count: usize = series.iter().map(|(_, samples)| runs(samples).count()).sum();
+    let group_count: usize = series
+        .iter()
+        .map(|(_, samples)| runs(samples).count())
+        .sum();
     out.push(WAL_VERSION);
     put_varint(out, group_count as u64);
     for (id, samples) in series {

@@ -38,7 +38,7 @@ fn rollups_equal_the_merge_of_finer_data_and_survive_reopen() {
     model.write_random(&store, 1, 3_000, 0, SPAN_MS);
     store.flush().unwrap();
     // Nothing built yet: every read is from base data and already right.
-    assert_eq!(check_all(&store, &model, "before build"), vec![0; 5]);
+    assert_eq!(check_all(&store, &model, "before build"), vec![0; 7]);
     let report = store.build_rollups(SPAN_MS).unwrap();
     // 24 + 6 + 2 partitions over the span.
     assert_eq!(report.partitions, 24 + 6 + 2, "{report:?}");

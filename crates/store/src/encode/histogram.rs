@@ -538,6 +538,11 @@ fn read_value(d: &mut RansDecoder<'_>, raw: &mut BitReader<'_>, ctx: usize) -> u
 
 #[cold]
 fn read_large(d: &mut RansDecoder<'_>, raw: &mut BitReader<'_>, symbol: u8) -> u64 {
+    // A symbol past the alphabet is the decoder's mark for an unused context (it has failed).
+    if usize::from(symbol) >= ALPHABET {
+        d.fail();
+        return 0;
+    }
     match raw.read(raw_bits_of(symbol)) {
         Ok(bits) => value_of(symbol, bits),
         Err(_) => {
@@ -674,7 +679,8 @@ mod tests {
         assert!(bytes.len() <= 26, "{} bytes", bytes.len());
     }
 
-    /// A window class past the last context is rejected, never used as an index.
+    /// A window class past the last context is rejected, never used as an index; a class of an
+    /// unused context fails the decode.
     #[test]
     fn window_class_out_of_range_is_rejected() {
         let periods = [(0, Histogram::from_bins([(Bin::ZERO, 5)]))];
@@ -690,6 +696,15 @@ mod tests {
             matches!(err, DecodeError::Invalid { what, .. } if what.contains("class")),
             "{err:?}"
         );
+        // A valid class whose context has no table: the decoder fails, never indexes past it
+        // (found by cargo-fuzz).
+        for class in 0..CLASSES as u8 {
+            let mut other = bytes.clone();
+            other[class_at] = class;
+            if class != bytes[class_at] {
+                assert!(decode(&repair_frame(other, ChunkKind::Histogram)).is_err());
+            }
+        }
     }
 
     fn lognormal_periods(

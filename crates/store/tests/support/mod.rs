@@ -218,11 +218,14 @@ pub fn check(view: &View<'_>, store: &Store, model: &Model, period_ms: i64, what
     view.rollup_slices_read() - before
 }
 
-/// `check` at the base period and every level's period (and a multiple of the coarsest).
+/// `check` at the base period, every level's period, a multiple of the coarsest and periods
+/// that are not multiples of the coarser levels.
 pub fn check_all(store: &Store, model: &Model, what: &str) -> Vec<u64> {
     let view = store.view().unwrap();
     let mut used = Vec::new();
-    for p in [BASE_MS, 5_000, 20_000, 60_000, 180_000] {
+    // 90 s and 270 s are not multiples of the 20 s and 60 s levels: their slices that fit in
+    // one column are used, the straddling ones read from finer data.
+    for p in [BASE_MS, 5_000, 20_000, 60_000, 90_000, 180_000, 270_000] {
         used.push(check(&view, store, model, p, what));
     }
     drop(view);
