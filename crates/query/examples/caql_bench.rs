@@ -2,8 +2,9 @@
 //! one-minute periods (≈ 20 bins each), merged and asked `histogram:percentile(99)` and
 //! `histogram:inverse_percentile(0.1)` at a 1 h period; and the parse time of a 20-stage
 //! pipeline. `cargo run --release -p query --example caql_bench` prints medians of 15 requests
-//! (wall time, client to client, on 127.0.0.1), first with the data in the store's head, then
-//! after a flush to blocks.
+//! (wall time, client to client, on 127.0.0.1, and the CPU time of the whole process — server
+//! and client — per request), first with the data in the store's head, then after a flush to
+//! blocks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
@@ -66,20 +67,24 @@ fn measure(addr: &str, label: &str) {
             enc(q)
         );
         let mut times = Vec::new();
+        let mut cpu = Vec::new();
         let mut body = String::new();
         for _ in 0..RUNS {
             let t = Instant::now();
+            let c = clock::process_cpu_ns();
             let (status, b) = get(addr, &path);
             times.push(t.elapsed().as_secs_f64() * 1000.0);
+            cpu.push((clock::process_cpu_ns() - c) as f64 / 1e6);
             assert_eq!(status, 200, "{b}");
             body = b;
         }
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
         let values = &v["series"][0]["values"];
         println!(
-            "{label}: {q}\n    median {:.2} ms (min {:.2}) over {RUNS} requests; first value {}",
+            "{label}: {q}\n    wall median {:.2} ms (min {:.2}), process CPU median {:.2} ms, over {RUNS} requests; first value {}",
             median(times.clone()),
             times.iter().copied().fold(f64::INFINITY, f64::min),
+            median(cpu),
             values[0][1]
         );
     }

@@ -1,8 +1,8 @@
 //! The syntax tree of a query, and its canonical text form.
 //!
 //! Pipes are desugared while parsing (`A | B` is `B{A}`), parentheses leave no node, and the
-//! printed form ([`std::fmt::Display`]) parenthesises every operator, so printing then parsing
-//! gives back an equal tree.
+//! printed form ([`std::fmt::Display`]) has the fewest parentheses that give back an equal tree
+//! (so it never nests deeper than the text it was parsed from).
 
 use std::fmt;
 
@@ -120,26 +120,91 @@ fn write_str(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
     f.write_str("\"")
 }
 
+impl BinOp {
+    /// Binding power in the parser (higher binds tighter).
+    pub fn binding_power(self) -> u8 {
+        match self {
+            BinOp::Or => 1,
+            BinOp::And => 2,
+            BinOp::Eq | BinOp::Ne | BinOp::Gt | BinOp::Ge | BinOp::Lt | BinOp::Le => 4,
+            BinOp::Add | BinOp::Sub => 5,
+            BinOp::Mul | BinOp::Div | BinOp::Mod => 6,
+            BinOp::Pow => 8,
+        }
+    }
+
+    pub fn right_associative(self) -> bool {
+        self == BinOp::Pow
+    }
+}
+
+impl UnOp {
+    /// The parser reads a unary operator's operand with this minimum binding power: `-` takes
+    /// only `^` along, `not` everything down to comparisons.
+    pub fn operand_power(self) -> u8 {
+        match self {
+            UnOp::Neg => 7,
+            UnOp::Not => 4,
+        }
+    }
+}
+
+/// Prints `e` with the fewest parentheses that parse back to the same tree: `min` is the
+/// binding power the position requires, `follow` that of the operator printed right after it
+/// (0 for none). Fewest matters: every parenthesis is a nesting level the parser bounds.
+fn write_expr(f: &mut fmt::Formatter<'_>, e: &Expr, min: u8, follow: u8) -> fmt::Result {
+    match e {
+        Expr::Binary { op, lhs, rhs } => {
+            let bp = op.binding_power();
+            let paren = bp < min;
+            let follow = if paren { 0 } else { follow };
+            if paren {
+                f.write_str("(")?;
+            }
+            let (lmin, rmin) = if op.right_associative() {
+                (bp + 1, bp)
+            } else {
+                (bp, bp + 1)
+            };
+            write_expr(f, lhs, lmin, bp)?;
+            write!(f, " {} ", op.symbol())?;
+            write_expr(f, rhs, rmin, follow)?;
+            if paren {
+                f.write_str(")")?;
+            }
+            Ok(())
+        }
+        Expr::Unary { op, expr } => {
+            // A prefix operator may start any operand; only what follows can be absorbed.
+            let m = op.operand_power();
+            let paren = follow >= m;
+            let follow = if paren { 0 } else { follow };
+            if paren {
+                f.write_str("(")?;
+            }
+            f.write_str(match op {
+                UnOp::Neg => "-",
+                UnOp::Not => "not ",
+            })?;
+            write_expr(f, expr, m, follow)?;
+            if paren {
+                f.write_str(")")?;
+            }
+            Ok(())
+        }
+        // Rust prints the shortest text that reads back as the same f64.
+        Expr::Number(n) => write!(f, "{n}"),
+        Expr::Str(s) => write_str(f, s),
+        Expr::Duration(s) => write!(f, "{s}s"),
+        Expr::Constant(Constant::ViewRange) => f.write_str("VIEW_RANGE"),
+        Expr::Constant(Constant::ViewPeriod) => f.write_str("VIEW_PERIOD"),
+        Expr::Call(c) => write!(f, "{c}"),
+    }
+}
+
 impl fmt::Display for Expr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            // Rust prints the shortest text that reads back as the same f64.
-            Expr::Number(n) => write!(f, "{n}"),
-            Expr::Str(s) => write_str(f, s),
-            Expr::Duration(s) => write!(f, "{s}s"),
-            Expr::Constant(Constant::ViewRange) => f.write_str("VIEW_RANGE"),
-            Expr::Constant(Constant::ViewPeriod) => f.write_str("VIEW_PERIOD"),
-            Expr::Call(c) => write!(f, "{c}"),
-            Expr::Binary { op, lhs, rhs } => write!(f, "({lhs} {} {rhs})", op.symbol()),
-            Expr::Unary {
-                op: UnOp::Neg,
-                expr,
-            } => write!(f, "(-{expr})"),
-            Expr::Unary {
-                op: UnOp::Not,
-                expr,
-            } => write!(f, "(not {expr})"),
-        }
+        write_expr(f, self, 0, 0)
     }
 }
 

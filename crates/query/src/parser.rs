@@ -450,15 +450,7 @@ impl Parser<'_> {
     /// Binding power of an infix operator (higher binds tighter) and right-associativity.
     fn infix(tok: &Tok) -> Option<(BinOp, u8, bool)> {
         let Tok::Op(op) = tok else { return None };
-        let (bp, right) = match op {
-            BinOp::Or => (1, false),
-            BinOp::And => (2, false),
-            BinOp::Eq | BinOp::Ne | BinOp::Gt | BinOp::Ge | BinOp::Lt | BinOp::Le => (4, false),
-            BinOp::Add | BinOp::Sub => (5, false),
-            BinOp::Mul | BinOp::Div | BinOp::Mod => (6, false),
-            BinOp::Pow => (8, true),
-        };
-        Some((*op, bp, right))
+        Some((*op, op.binding_power(), op.right_associative()))
     }
 
     fn binary(&mut self, min_bp: u8) -> Result<Expr, ParseError> {
@@ -486,7 +478,7 @@ impl Parser<'_> {
                 self.bump();
                 self.enter()?;
                 // `not` binds looser than comparisons: `not a > b` is `not (a > b)`.
-                let e = self.binary(4)?;
+                let e = self.binary(UnOp::Not.operand_power())?;
                 self.depth -= 1;
                 Ok(Expr::Unary {
                     op: UnOp::Not,
@@ -497,7 +489,7 @@ impl Parser<'_> {
                 self.bump();
                 self.enter()?;
                 // Unary minus binds tighter than `* /` but looser than `^`: -2^2 = -(2^2).
-                let e = self.binary(7)?;
+                let e = self.binary(UnOp::Neg.operand_power())?;
                 self.depth -= 1;
                 Ok(Expr::Unary {
                     op: UnOp::Neg,

@@ -14,21 +14,45 @@ fn printed(text: &str) -> String {
     expr(text).to_string()
 }
 
+/// `text` parses to the same tree as `grouped` (written with explicit parentheses) and prints as
+/// `printed` (the fewest parentheses).
+fn same(text: &str, grouped: &str, printed_as: &str) {
+    assert_eq!(expr(text), expr(grouped), "{text} vs {grouped}");
+    assert_eq!(printed(text), printed_as, "{text}");
+}
+
 #[test]
 fn precedence_follows_caql() {
-    assert_eq!(printed("1 + 2 * 3"), "(1 + (2 * 3))");
-    assert_eq!(printed("1 - 2 - 3"), "((1 - 2) - 3)");
-    assert_eq!(printed("2 ^ 3 ^ 2"), "(2 ^ (3 ^ 2))");
-    assert_eq!(printed("-2 ^ 2"), "(-(2 ^ 2))");
-    assert_eq!(printed("-2 * 3"), "((-2) * 3)");
-    assert_eq!(
-        printed("1 + 2 > 3 and 4 < 5 or 0"),
-        "((((1 + 2) > 3) and (4 < 5)) or 0)"
+    same("1 + 2 * 3", "1 + (2 * 3)", "1 + 2 * 3");
+    same("(1 + 2) * 3", "(1 + 2) * 3", "(1 + 2) * 3");
+    same("1 - 2 - 3", "(1 - 2) - 3", "1 - 2 - 3");
+    same("1 - (2 - 3)", "1 - (2 - 3)", "1 - (2 - 3)");
+    same("2 ^ 3 ^ 2", "2 ^ (3 ^ 2)", "2 ^ 3 ^ 2");
+    same("(2 ^ 3) ^ 2", "(2 ^ 3) ^ 2", "(2 ^ 3) ^ 2");
+    same("-2 ^ 2", "-(2 ^ 2)", "-2 ^ 2");
+    same("(-2) ^ 2", "(-2) ^ 2", "(-2) ^ 2");
+    same("-2 * 3", "(-2) * 3", "-2 * 3");
+    same("2 * -3", "2 * (-3)", "2 * -3");
+    same(
+        "1 + 2 > 3 and 4 < 5 or 0",
+        "(((1 + 2) > 3) and (4 < 5)) or 0",
+        "1 + 2 > 3 and 4 < 5 or 0",
     );
-    assert_eq!(printed("not 1 == 2 and 3"), "((not (1 == 2)) and 3)");
-    assert_eq!(printed("7 % 4 / 2"), "((7 % 4) / 2)");
-    assert_eq!(printed("1 >= 2 != 0"), "((1 >= 2) != 0)");
-    assert_eq!(printed("(1 + 2) * 3"), "((1 + 2) * 3)");
+    same(
+        "not 1 == 2 and 3",
+        "(not (1 == 2)) and 3",
+        "not 1 == 2 and 3",
+    );
+    same("(not 1) + 2", "(not 1) + 2", "(not 1) + 2");
+    same("1 + not 2", "1 + (not 2)", "1 + not 2");
+    same("(1 + not 2) > 3", "(1 + (not 2)) > 3", "1 + (not 2) > 3");
+    same("7 % 4 / 2", "(7 % 4) / 2", "7 % 4 / 2");
+    same("1 >= 2 != 0", "(1 >= 2) != 0", "1 >= 2 != 0");
+    assert_ne!(expr("1 + 2 * 3"), expr("(1 + 2) * 3"));
+    assert_ne!(expr("-2 ^ 2"), expr("(-2) ^ 2"));
+    // A long chain prints without nesting, so it re-parses within the depth bound.
+    let chain = vec!["1"; 300].join(" + ");
+    assert_eq!(printed(&chain), chain);
 }
 
 #[test]
@@ -44,7 +68,7 @@ fn pipes_are_sources() {
     // The pipe binds loosest: the whole sum is piped.
     assert_eq!(
         printed("1 + find(\"a\") | fill(0)"),
-        "fill(0){(1 + find(\"a\"))}"
+        "fill(0){1 + find(\"a\")}"
     );
 }
 
