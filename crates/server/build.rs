@@ -66,6 +66,7 @@ fn main() {
         files.push(("index.html".into(), placeholder));
     }
     for (rel, abs) in &files {
+        println!("cargo:rerun-if-changed={}", abs.display());
         let _ = writeln!(
             code,
             "    ({rel:?}, include_bytes!({:?})),",

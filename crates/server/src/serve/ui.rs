@@ -48,13 +48,9 @@ fn file(path: &str) -> Response {
     let Some((_, bytes)) = assets::ASSETS.iter().find(|(p, _)| *p == path) else {
         return super::http::error(StatusCode::NOT_FOUND, format!("no UI file `{path}`"));
     };
-    // Vite puts a content hash in every asset name, so those never change; index.html must be
-    // revalidated to pick up a new build.
-    let cache = if path == "index.html" {
-        "no-cache"
-    } else {
-        "public, max-age=31536000, immutable"
-    };
+    // Asset names are stable (see ui/vite.config.ts), so browsers revalidate everything; the
+    // files are small (≈ 85 kB) and served from memory.
+    let cache = "no-cache";
     (
         [
             (
