@@ -165,6 +165,14 @@ fn people_with_a_bad_login_over_a_day() {
         start,
         end,
     ));
+    // The same through the inverse quantile: the share at or below 1.5 s, in percent.
+    let running_inverse = values(&caql(
+        &server,
+        "((100 - (find:histogram(\"login_latency\") | histogram:inverse_percentile(1.5))) / 100 \
+         * (find:histogram(\"login_latency\") | histogram:count)) / VIEW_PERIOD | integrate",
+        start,
+        end,
+    ));
     let mut so_far = 0.0;
     for m in 0..MINUTES {
         so_far += bad[m];
@@ -177,6 +185,11 @@ fn people_with_a_bad_login_over_a_day() {
             running_product[m].unwrap(),
             so_far,
             &format!("product integral, minute {m}"),
+        );
+        assert_close(
+            running_inverse[m].unwrap(),
+            so_far,
+            &format!("inverse quantile integral, minute {m}"),
         );
     }
     assert_close(
