@@ -61,8 +61,14 @@ pub(crate) struct LevelBlocks {
 impl Blocks {
     /// The newest content generation of the base blocks meeting `[start_ms, end_ms)` (0: none).
     pub fn base_content_generation(&self, start_ms: i64, end_ms: i64) -> u64 {
-        self.overlapping(start_ms, end_ms)
-            .iter()
+        if end_ms <= start_ms {
+            return 0;
+        }
+        // Called per series and partition by reads: no allocation, no sort.
+        let from = start_ms.saturating_sub(start_ms.rem_euclid(self.partition_ms));
+        self.by_partition
+            .range(from..end_ms)
+            .flat_map(|(_, v)| v)
             .map(|b| b.content_generation)
             .max()
             .unwrap_or(0)
