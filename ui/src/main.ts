@@ -250,8 +250,11 @@ async function render(): Promise<void> {
       void render();
     },
   };
+  // Keep each panel's height while it refetches, so a refresh does not make the page jump.
+  const heights = [...graphsHost.querySelectorAll<HTMLElement>('.pbody')].map((b) => b.offsetHeight);
   graphsHost.replaceChildren();
   graphsHost.dataset.ready = 'false';
+  graphsHost.dataset.renders = String(seq);
   const jobs: Array<Promise<void>> = [];
   if (state.caql) jobs.push(renderCaql(ctx, seq));
   else caqlOut.replaceChildren();
@@ -264,6 +267,7 @@ async function render(): Promise<void> {
     });
     panel.append(el('h3', {}, el('span', { class: `kind kind-${g.kind}` }, g.kind ?? '?'), ' ', g.title ?? g.query, remove));
     const body = el('div', { class: 'pbody' });
+    if (heights[i]) body.style.minHeight = `${heights[i]}px`;
     panel.append(body);
     graphsHost.append(panel);
     jobs.push(renderGraph(body, g, ctx, seq));

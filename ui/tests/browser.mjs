@@ -220,6 +220,24 @@ await test('numeric stream as a line chart, text stream as a change list', async
   await shot('numeric-and-text');
 });
 
+await test('live refresh shows data written after the page was drawn', async () => {
+  await page.check('#live');
+  assert((await state()).live === true, 'live is in the URL');
+  const before = Number(await page.getAttribute('#graphs', 'data-renders'));
+  const value = `v-live-${Date.now()}`;
+  const r = await fetch(`${BASE}/module/httptrap/web/secret`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ver: { _type: 's', _ts: Date.now(), _value: value } }),
+  });
+  assert(r.ok, `httptrap write ${r.status}`);
+  // The refresh interval is 10 s; no click or reload happens here.
+  await page.waitForSelector(`[data-testid=changes] td:has-text("${value}")`, { timeout: 30_000 });
+  assert(Number(await page.getAttribute('#graphs', 'data-renders')) > before, 'redrawn by the timer');
+  await page.uncheck('#live');
+  assert((await state()).live === false, 'live off in the URL');
+});
+
 await test('zoom by drag narrows the range', async () => {
   const over = page.locator('[data-testid=graph][data-kind=histogram] .u-over');
   const box = await over.boundingBox();
