@@ -160,7 +160,26 @@ export async function histogramGraph(host: HTMLElement, g: Graph, ctx: Ctx): Pro
   const tooltip = el('div', { class: 'tooltip', role: 'tooltip' });
   tooltip.hidden = true;
 
-  let cells: Cells = allocCells(Math.max(1, cellsN));
+  const cells: Cells = allocCells(Math.max(1, cellsN));
+  // Per cell, computed once: its slice, log10 of its edges, its colour level. A redraw is then
+  // two linear maps per cell (uPlot's log scale is linear in log10), no per-cell scale calls.
+  const cSlice = new Uint32Array(cellsN);
+  const cLogLo = new Float64Array(cellsN);
+  const cLogHi = new Float64Array(cellsN);
+  const cLevel = new Uint8Array(cellsN);
+  {
+    let k = 0;
+    for (let i = 0; i < slices.length; i++) {
+      for (const b of slices[i].bins) {
+        if (b.lo <= 0) continue;
+        cSlice[k] = i;
+        cLogLo[k] = Math.log10(b.lo);
+        cLogHi[k] = Math.log10(b.hi);
+        cLevel[k] = levelOf(b.count, maxCount);
+        k++;
+      }
+    }
+  }
   const colours = { p50: css('--p50'), p90: css('--p90'), p99: css('--p99') };
   const opts: uPlot.Options = {
     width: Math.max(300, chartWidth(row) - 260),
@@ -179,23 +198,23 @@ export async function histogramGraph(host: HTMLElement, g: Graph, ctx: Ctx): Pro
       drawClear: [
         (u) => {
           const t0 = performance.now();
-          cells.n = 0;
-          const pw = (periodMs / 1000) | 0;
-          for (let i = 0; i < slices.length; i++) {
-            const s = slices[i];
-            if (s.bins.length === 0) continue;
-            const x0 = u.valToPos(xs[i], 'x', true);
-            const x1 = u.valToPos(xs[i] + pw, 'x', true);
-            for (const b of s.bins) {
-              if (b.lo <= 0) continue;
-              const k = cells.n++;
-              cells.x0[k] = x0;
-              cells.x1[k] = x1;
-              cells.y0[k] = u.valToPos(b.hi, 'y', true);
-              cells.y1[k] = u.valToPos(b.lo, 'y', true);
-              cells.level[k] = levelOf(b.count, maxCount);
-            }
+          const { left, top, width, height } = u.bbox;
+          const xMin = u.scales.x.min ?? ctx.startS;
+          const xMax = u.scales.x.max ?? ctx.endS;
+          const yMinL = Math.log10(u.scales.y.min ?? yMin);
+          const yMaxL = Math.log10(u.scales.y.max ?? yMax);
+          const xk = width / Math.max(1e-9, xMax - xMin);
+          const yk = height / Math.max(1e-12, yMaxL - yMinL);
+          const pw = periodMs / 1000;
+          for (let k = 0; k < cellsN; k++) {
+            const t = xs[cSlice[k]];
+            cells.x0[k] = left + (t - xMin) * xk;
+            cells.x1[k] = left + (t + pw - xMin) * xk;
+            cells.y0[k] = top + height - (cLogHi[k] - yMinL) * yk;
+            cells.y1[k] = top + height - (cLogLo[k] - yMinL) * yk;
           }
+          cells.level.set(cLevel);
+          cells.n = cellsN;
           const mode = drawCells(u.ctx, cells, u.bbox);
           const ms = performance.now() - t0;
           drawInfo.textContent = `${cells.n} cells, ${ms.toFixed(1)} ms (${mode})`;

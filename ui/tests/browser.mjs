@@ -280,6 +280,39 @@ await test('dark theme', async () => {
   await shot(`theme-${after}`);
 });
 
+await test('10^5 heatmap cells: drawn, clickable, draw time reported', async () => {
+  const big = (await api('/api/strata/v1/find?query=' + encodeURIComponent('__name:big')))[0];
+  assert(big && big.kind === 'histogram', 'the harness wrote the big stream');
+  const query = `__name:big`;
+  const st = { graphs: [{ query, key: big.key, kind: 'histogram' }], range: '24h', overlays: { p50: true, p90: true, p99: true }, theme: 'light', live: false };
+  const t0 = Date.now();
+  await page.goto(`${BASE}/?s=${encodeURIComponent(JSON.stringify(st))}`);
+  await ready();
+  const loadMs = Date.now() - t0;
+  const cells = Number(await page.getAttribute('[data-testid=draw-ms]', 'data-cells'));
+  const drawMs = Number(await page.getAttribute('[data-testid=draw-ms]', 'data-ms'));
+  const end = Math.ceil(Date.now() / 1000);
+  const body = await api(`/api/strata/v1/fetch?${new URLSearchParams({ query, start: String(end - 86400), end: String(end), period: '1m' })}`);
+  const apiCells = body.series[0].data.reduce((n, d) => n + (d.value ? d.value.bins.filter(([v]) => v > 0).length : 0), 0);
+  assert(apiCells >= 100000, `the API holds ≥ 10^5 bins (${apiCells})`);
+  assert(cells === apiCells, `heatmap cells ${cells} = API bins ${apiCells}`);
+  // Interactive: a click opens the breakout (a redraw of all cells plus the breakout box).
+  const over = page.locator('[data-testid=heatmap] .u-over');
+  const box = await over.boundingBox();
+  const t1 = Date.now();
+  await page.mouse.click(box.x + box.width * 0.9, box.y + box.height * 0.5);
+  await page.waitForSelector('[data-testid=breakout-ts]');
+  const clickMs = Date.now() - t1;
+  const redrawMs = Number(await page.getAttribute('[data-testid=draw-ms]', 'data-ms'));
+  const ts = Number(await page.getAttribute('[data-testid=breakout-ts]', 'data-ms'));
+  const slice = body.series[0].data.find((d) => d.ts_ms === ts);
+  const stored = slice && slice.value ? slice.value.bins.reduce((n, [, , c]) => n + c, 0) : 0;
+  assert(Number(await page.textContent('[data-testid=breakout-count]')) === stored, 'breakout count = stored');
+  console.log(`     10^5 cells: first draw ${drawMs.toFixed(1)} ms, redraw after click ${redrawMs.toFixed(1)} ms, click→breakout ${clickMs} ms, page load with fetch ${loadMs} ms`);
+  fs.writeFileSync(path.join(ARTIFACTS, 'heatmap-100k.json'), JSON.stringify({ cells, drawMs, redrawMs, clickMs, loadMs }, null, 2));
+  await shot('heatmap-100k');
+});
+
 await test('render benchmark (10^5 and 4·10^5 cells, median of 7)', async () => {
   const out = {};
   for (const [slices, bins] of [[1000, 100], [2000, 200]]) {

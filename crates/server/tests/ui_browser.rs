@@ -136,6 +136,49 @@ fn write_data(server: &Server) {
     }
 }
 
+/// Slices of the `big` histogram stream: with `BIG_BINS` bins each, 10^5 heatmap cells.
+const BIG_SLICES: i64 = 1000;
+const BIG_BINS: i64 = 100;
+/// Threads writing the `big` stream (one httptrap request per slice: one `_ts` per stream).
+const BIG_WRITERS: i64 = 4;
+
+/// `big`: `BIG_SLICES` one-minute slices, each with samples in `BIG_BINS` distinct bins
+/// (90 bins of [0.01, 0.1) and 10 of [0.1, 0.2)), for the 10^5-cell heatmap.
+fn write_big(server: &Server) {
+    let now_ms = serve_common::now_s() * 1000;
+    let base_ms = now_ms - now_ms % 60_000;
+    std::thread::scope(|scope| {
+        for w in 0..BIG_WRITERS {
+            scope.spawn(move || {
+                let http = client();
+                let mut i = w;
+                while i < BIG_SLICES {
+                    let ts = base_ms - (BIG_SLICES - 1 - i) * 60_000 + 2_000;
+                    let values: Vec<String> = (0..BIG_BINS)
+                        .map(|k| {
+                            let (val, exp) = if k < 90 { (10 + k, -2) } else { (k - 80, -1) };
+                            let v = (val as f64 + 0.5) / 10.0 * 10f64.powi(exp as i32);
+                            format!("H[{v:e}]={}", 1 + (i * 31 + k * 17) % 50)
+                        })
+                        .collect();
+                    let body = json!({ "big": { "_type": "h", "_ts": ts, "_value": values } });
+                    let response = http
+                        .put(server.url("/module/httptrap/web/secret"))
+                        .json(&body)
+                        .send()
+                        .unwrap();
+                    assert!(
+                        response.status().is_success(),
+                        "big write: {}",
+                        response.status()
+                    );
+                    i += BIG_WRITERS;
+                }
+            });
+        }
+    });
+}
+
 fn main() -> ExitCode {
     if let Err(e) = prepare() {
         eprintln!("ui_browser: {e}");
@@ -145,6 +188,12 @@ fn main() -> ExitCode {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &["--statsd", "off", "--graphite", "off"]);
     write_data(&server);
+    let started = std::time::Instant::now();
+    write_big(&server);
+    eprintln!(
+        "wrote {BIG_SLICES} histogram slices in {:?}",
+        started.elapsed()
+    );
     // The UI is served at `/` by the binary itself.
     let index = client().get(server.url("/")).send().unwrap();
     assert!(
