@@ -208,6 +208,36 @@ await test('save and reopen a worksheet', async () => {
   await shot('worksheet-reopened');
 });
 
+await test('edit and delete a worksheet; the API names bad input', async () => {
+  page.once('dialog', (d) => d.accept());
+  const id = (await state()).ws;
+  await page.fill('#ws-name', 'latency review v2');
+  await page.click('#ws-save');
+  await page.waitForSelector('[data-testid=ws-open]:has-text("latency review v2")');
+  const edited = await api(`/api/strata/v1/worksheets/${id}`);
+  assert(edited.name === 'latency review v2' && edited.id === id, 'saved over the same id');
+  await page.click('#ws-save-new');
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid=ws-item]').length === 2);
+  const copyId = (await state()).ws;
+  assert(copyId !== id, 'save as new made another worksheet');
+  await page.click(`[data-testid=ws-item]:has([data-id="${copyId}"]) [data-testid=ws-delete]`);
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid=ws-item]').length === 1);
+  const list = await api('/api/strata/v1/worksheets');
+  assert(list.length === 1 && list[0].id === id, `the copy is deleted on the server (${JSON.stringify(list)})`);
+  const bad = async (method, p, body) => {
+    const r = await fetch(BASE + p, { method, body, headers: { 'content-type': 'application/json' } });
+    return [r.status, (await r.json()).error];
+  };
+  let [code, msg] = await bad('POST', '/api/strata/v1/worksheets', '{"graphs":[]}');
+  assert(code === 400 && msg.includes('`name`'), `missing name: ${code} ${msg}`);
+  [code, msg] = await bad('POST', '/api/strata/v1/worksheets', '{"name":"x","graphs":');
+  assert(code === 400 && msg.includes('not JSON'), `broken JSON: ${code} ${msg}`);
+  [code, msg] = await bad('GET', '/api/strata/v1/worksheets/ws-none');
+  assert(code === 404 && msg.includes('ws-none'), `unknown id: ${code} ${msg}`);
+  [code, msg] = await bad('PUT', '/api/strata/v1/worksheets/a.b', '{"name":"x","graphs":[]}');
+  assert(code === 400 && msg.includes('not a worksheet id'), `bad id: ${code} ${msg}`);
+});
+
 await test('numeric stream as a line chart, text stream as a change list', async () => {
   await addStream('reqs');
   await page.waitForSelector('[data-testid=graph][data-kind=numeric] [data-testid=linechart] canvas');
