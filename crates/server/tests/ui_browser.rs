@@ -156,8 +156,9 @@ fn write_big(server: &Server) {
                     let ts = base_ms - (BIG_SLICES - 1 - i) * 60_000 + 2_000;
                     let values: Vec<String> = (0..BIG_BINS)
                         .map(|k| {
-                            let (val, exp) = if k < 90 { (10 + k, -2) } else { (k - 80, -1) };
-                            let v = (val as f64 + 0.5) / 10.0 * 10f64.powi(exp as i32);
+                            let (val, exp): (i64, i32) =
+                                if k < 90 { (10 + k, -2) } else { (k - 80, -1) };
+                            let v = (val as f64 + 0.5) / 10.0 * 10f64.powi(exp);
                             format!("H[{v:e}]={}", 1 + (i * 31 + k * 17) % 50)
                         })
                         .collect();
