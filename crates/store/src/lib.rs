@@ -3,7 +3,8 @@
 //! Stream keys ([`key`]), the series index ([`index`]), the tag query language ([`tagquery`]),
 //! the per-series chunk encoders ([`encode`]), and on the journal the write path ([`Store`],
 //! [`WriteBatch`], the WAL record in [`wal`]), the in-memory head, flushing it to immutable
-//! [`block`]s listed by the [`manifest`] ([`flush`]), and reads over all of them ([`read`]).
+//! [`block`]s listed by the [`manifest`] ([`flush`]), rollup levels and retention ([`rollup`]),
+//! deletion and compaction ([`compact`]), and reads over all of them ([`read`]).
 //! `FORMAT.md` documents
 //! every byte written; `STATUS.md` says what is done. No `unsafe`, no wire-protocol parsing.
 #![forbid(unsafe_code)]
