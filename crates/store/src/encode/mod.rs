@@ -19,7 +19,7 @@ pub mod timestamps;
 use std::fmt;
 
 /// The chunk format version written by this code.
-pub const CHUNK_VERSION: u8 = 1;
+pub const CHUNK_VERSION: u8 = 2;
 /// Most samples (or periods) in one chunk.
 pub const CHUNK_SAMPLES_MAX: usize = 1 << 20;
 /// Version, kind and the trailing checksum.
