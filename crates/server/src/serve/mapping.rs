@@ -7,7 +7,9 @@
 //! each) since the last `Set`. Across batches nothing is combined: each batch's value is a
 //! sample, and at the same millisecond the later acknowledged batch wins (the store's rule).
 
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use ingest::{Mode, Sample};
 use store::index::Kind;
@@ -142,7 +144,7 @@ pub fn map_batch(
                 continue;
             }
         };
-        let (key, known) = &keys.keys[n as usize];
+        let (key, known, _) = &keys.keys[n as usize];
         match known {
             None => {
                 out.reject(|| {
@@ -187,17 +189,16 @@ pub fn map_batch(
                 }
                 out.accepted += 1;
             }
-            other => match out.batch.push(key, ts_ms, other) {
+            other => match keys.push(n, &mut out.batch, ts_ms, other) {
                 Ok(()) => out.accepted += 1,
-                Err(e) => out.reject(|| format!("metric `{}`: {e}", key.canonical())),
+                Err(e) => out.reject(|| e),
             },
         }
     }
     for (n, ts_ms, slot) in slots {
-        let key = &keys.keys[n as usize].0;
-        if let Err(e) = out.batch.numeric(key, ts_ms, slot.value) {
+        if let Err(e) = keys.push(n, &mut out.batch, ts_ms, store::Value::Numeric(slot.value)) {
             out.accepted = out.accepted.saturating_sub(1);
-            out.reject(|| format!("metric `{}`: {e}", key.canonical()));
+            out.reject(|| e);
         }
     }
     out
@@ -208,13 +209,21 @@ pub fn map_batch(
 /// built (tags copied and sorted) and checked against the index once per distinct pair.
 #[derive(Default)]
 struct KeyTable {
-    /// (key, kind it has in the index or this batch; `None` when the index refused it).
-    keys: Vec<(StreamKey, Option<Kind>)>,
-    by_key: HashMap<StreamKey, u32>,
+    /// (key, kind it has in the index or this batch — `None` when the index refused it —, and
+    /// its slot in the write batch once it has one).
+    keys: Vec<(StreamKey, Option<Kind>, Option<usize>)>,
+    /// Key hash → first key number with that hash; equal hashes chain through `next_same_hash`.
+    /// (Keyed by hash so each key is built once and not copied into the map.)
+    by_hash: HashMap<u64, u32>,
+    next_same_hash: Vec<u32>,
+    hasher: RandomState,
     by_sample: HashMap<(usize, String), u32>,
     /// Keeps every tags `Arc` seen alive, so no pointer in `by_sample` is reused by another.
     pinned: Vec<ingest::Tags>,
 }
+
+/// Ends a chain in `KeyTable::next_same_hash`.
+const CHAIN_END: u32 = u32::MAX;
 
 impl KeyTable {
     fn number(
@@ -234,19 +243,28 @@ impl KeyTable {
         let sample_tags = tags.iter();
         let key = build_key(&name, sample_tags, extra_tags)
             .map_err(|e| format!("metric `{name}`: {e}"))?;
-        let n = match self.by_key.get(&key) {
-            Some(&n) => n,
-            None => {
-                let known = match store.map(|s| s.index().lookup(&key)) {
-                    Some(Ok(found)) => Some(found.map(|(_, k)| k).unwrap_or(kind)),
-                    Some(Err(e)) => return Err(format!("metric `{}`: {e}", key.canonical())),
-                    None => Some(kind),
-                };
-                let n = u32::try_from(self.keys.len()).map_err(|_| "too many keys".to_owned())?;
-                self.by_key.insert(key.clone(), n);
-                self.keys.push((key, known));
-                n
-            }
+        let hash = self.hasher.hash_one(&key);
+        let mut at = self.by_hash.get(&hash).copied().unwrap_or(CHAIN_END);
+        // Bounded: a chain holds only keys of this batch.
+        while at != CHAIN_END && self.keys[at as usize].0 != key {
+            at = self.next_same_hash[at as usize];
+        }
+        let n = if at != CHAIN_END {
+            at
+        } else {
+            let known = match store.map(|s| s.index().lookup(&key)) {
+                Some(Ok(found)) => Some(found.map(|(_, k)| k).unwrap_or(kind)),
+                Some(Err(e)) => return Err(format!("metric `{}`: {e}", key.canonical())),
+                None => Some(kind),
+            };
+            let n = u32::try_from(self.keys.len())
+                .ok()
+                .filter(|&n| n != CHAIN_END)
+                .ok_or_else(|| "too many keys".to_owned())?;
+            let previous = self.by_hash.insert(hash, n).unwrap_or(CHAIN_END);
+            self.next_same_hash.push(previous);
+            self.keys.push((key, known, None));
+            n
         };
         if self
             .pinned
@@ -257,6 +275,24 @@ impl KeyTable {
         }
         self.by_sample.insert((ptr, name), n);
         Ok(n)
+    }
+
+    /// Adds a sample of key `n` to the batch: by key the first time, then by its batch slot.
+    fn push(
+        &mut self,
+        n: u32,
+        batch: &mut WriteBatch,
+        ts_ms: i64,
+        value: store::Value,
+    ) -> Result<(), String> {
+        let (key, _, slot) = &mut self.keys[n as usize];
+        let pushed = match *slot {
+            Some(at) => batch.push_at(at, ts_ms, value),
+            None => batch
+                .push_slot(key, ts_ms, value)
+                .map(|at| *slot = Some(at)),
+        };
+        pushed.map_err(|e| format!("metric `{}`: {e}", key.canonical()))
     }
 }
 
