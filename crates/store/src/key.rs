@@ -307,11 +307,40 @@ pub enum Part {
     Value,
 }
 
+/// Bit 0: literal in a category; bit 1: literal in a value. Built at compile time, so the
+/// check per byte is one load (it runs for every byte of every key the write path looks up).
+const LITERAL: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0usize;
+    while b < 256 {
+        let byte = b as u8;
+        let mut both = byte.is_ascii_alphanumeric();
+        let specials = b"`+!@#$%^&\"'/?._-";
+        let mut i = 0;
+        while i < specials.len() {
+            if specials[i] == byte {
+                both = true;
+            }
+            i += 1;
+        }
+        if both {
+            table[b] = 0b11;
+        } else if byte == b':' || byte == b'=' {
+            table[b] = 0b10;
+        }
+        b += 1;
+    }
+    table
+};
+
 /// Whether `byte` may appear in a literal (non-base64) category or value.
+#[inline]
 pub fn is_literal_byte(byte: u8, part: Part) -> bool {
-    byte.is_ascii_alphanumeric()
-        || b"`+!@#$%^&\"'/?._-".contains(&byte)
-        || (part == Part::Value && (byte == b':' || byte == b'='))
+    let bit = match part {
+        Part::Category => 0b01,
+        Part::Value => 0b10,
+    };
+    LITERAL[byte as usize] & bit != 0
 }
 
 /// Whether `bytes` is written literally (else `b"<base64>"`).
@@ -324,8 +353,11 @@ pub fn is_literal(bytes: &[u8], part: Part) -> bool {
 /// Appends `bytes` in its text form: literal when possible, `b"<base64>"` otherwise.
 pub fn write_part(out: &mut String, bytes: &[u8], part: Part) {
     if is_literal(bytes, part) {
-        // Literal bytes are ASCII, so this is exact.
-        out.extend(bytes.iter().map(|&b| char::from(b)));
+        // Literal bytes are ASCII, so they are UTF-8 as they are.
+        match std::str::from_utf8(bytes) {
+            Ok(text) => out.push_str(text),
+            Err(_) => out.extend(bytes.iter().map(|&b| char::from(b))),
+        }
     } else {
         out.push_str("b\"");
         out.push_str(&base64_simd::STANDARD.encode_to_string(bytes));
@@ -538,6 +570,19 @@ mod tests {
 
     fn key(name: &str, tags: &[(&[u8], &[u8])]) -> StreamKey {
         StreamKey::new(name, tags.iter().map(|(c, v)| Tag::new(*c, *v).unwrap())).unwrap()
+    }
+
+    /// The lookup table says exactly what FORMAT.md's tag charset says, for every byte.
+    #[test]
+    fn literal_table_matches_the_charset() {
+        let specials = "`+!@#$%^&\"'/?._-";
+        for byte in 0..=255u8 {
+            let c = char::from(byte);
+            let both = c.is_ascii_alphanumeric() || specials.contains(c);
+            assert_eq!(is_literal_byte(byte, Part::Category), both, "{byte}");
+            let value = both || c == ':' || c == '=';
+            assert_eq!(is_literal_byte(byte, Part::Value), value, "{byte}");
+        }
     }
 
     #[test]
