@@ -98,17 +98,7 @@ impl Inner {
         // The rewrite applies every tombstone over the partition: none of them hides anything
         // in it any more, so it reflects their generations too (and rollups of the range, which
         // still hold the deleted data, become stale and are rebuilt).
-        let applied = blocks
-            .tombstones
-            .iter()
-            .filter(|t| t.start_ms < end_ms && start_ms < t.end_ms)
-            .map(|t| t.generation);
-        let content_generation = files
-            .iter()
-            .map(|b| b.content_generation)
-            .chain(applied)
-            .max()
-            .unwrap_or(0);
+        let content_generation = blocks.reflected_generation(&files, start_ms, end_ms);
         let mut kinds: BTreeMap<SeriesId, Kind> = BTreeMap::new();
         for b in &files {
             for e in b.entries() {

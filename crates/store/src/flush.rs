@@ -22,7 +22,7 @@ use journal::vfs::Vfs;
 
 use crate::block::{Block, BlockId, BlockStats, BlockWriter, SeriesData};
 use crate::db::{Inner, HEAD_SUBSCRIBER};
-use crate::head::{CumulativeState, Head, Point, SeriesHead};
+use crate::head::{in_range, CumulativeState, Head, SeriesHead};
 use crate::index::SeriesId;
 use crate::manifest::{self, BlockRef, Manifest, Tombstone};
 use crate::StoreError;
@@ -96,6 +96,27 @@ impl Blocks {
             return None;
         }
         Some(r)
+    }
+
+    /// The content generation of a file made from `files` over `[start_ms, end_ms)`: the
+    /// newest data they reflect and the newest tombstone over the range (applied by the build).
+    pub fn reflected_generation<'b>(
+        &self,
+        files: impl IntoIterator<Item = &'b Arc<Block>>,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> u64 {
+        let tombstones = self
+            .tombstones
+            .iter()
+            .filter(|t| t.start_ms < end_ms && start_ms < t.end_ms)
+            .map(|t| t.generation);
+        files
+            .into_iter()
+            .map(|b| b.content_generation)
+            .chain(tombstones)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Whether a tombstone hides `series` at `ts_ms` in a file of `content_generation`.
@@ -480,12 +501,6 @@ fn partitions(head: &Head, partition_ms: i64) -> BTreeMap<i64, Vec<SeriesId>> {
     out
 }
 
-fn slice_points<T>(points: &[Point<T>], start_ms: i64, end_ms: i64) -> &[Point<T>] {
-    let from = points.partition_point(|p| p.ts_ms < start_ms);
-    let to = points.partition_point(|p| p.ts_ms < end_ms);
-    &points[from..to.max(from)]
-}
-
 fn write_block(
     inner: &Inner,
     head: &Head,
@@ -508,13 +523,13 @@ fn write_block(
         let start = id.partition_start_ms;
         let data = match data {
             SeriesHead::Numeric(points) => SeriesData::Numeric(
-                slice_points(points, start, end_ms)
+                in_range(points, start, end_ms)
                     .iter()
                     .map(|p| (p.ts_ms, p.value))
                     .collect(),
             ),
             SeriesHead::Text(points) => SeriesData::Text(
-                slice_points(points, start, end_ms)
+                in_range(points, start, end_ms)
                     .iter()
                     .map(|p| (p.ts_ms, p.value.clone()))
                     .collect(),

@@ -78,6 +78,13 @@ pub(crate) struct Head {
     pub samples: u64,
 }
 
+/// The points of a sorted run in `[start_ms, end_ms)`.
+pub(crate) fn in_range<T>(points: &[Point<T>], start_ms: i64, end_ms: i64) -> &[Point<T>] {
+    let from = points.partition_point(|p| p.ts_ms < start_ms);
+    let to = points.partition_point(|p| p.ts_ms < end_ms);
+    &points[from..to.max(from)]
+}
+
 /// Inserts keeping `points` sorted by timestamp, applying the duplicate rule.
 fn insert_point<T>(points: &mut Vec<Point<T>>, point: Point<T>) {
     // The common case: in-order arrival appends.

@@ -19,7 +19,7 @@ use hist::Histogram;
 
 use crate::block::{Block, BlockError, BlockId, ChunkData};
 use crate::flush::{Blocks, Frozen};
-use crate::head::{Head, Point, SeriesHead};
+use crate::head::{in_range, Head, Point, SeriesHead};
 use crate::index::SeriesId;
 use crate::StoreError;
 
@@ -221,12 +221,6 @@ pub struct View<'a> {
     rollup_slices_read: AtomicU64,
 }
 
-fn in_range<T>(points: &[Point<T>], start_ms: i64, end_ms: i64) -> &[Point<T>] {
-    let from = points.partition_point(|p| p.ts_ms < start_ms);
-    let to = points.partition_point(|p| p.ts_ms < end_ms);
-    &points[from..to.max(from)]
-}
-
 /// Adds `a` to slice `i` of `out`; pieces come in time order (`then`), except where they
 /// overlap (then the increases just add).
 fn put(out: &mut [Option<SliceAggregate>], i: usize, a: &SliceAggregate) {
@@ -260,6 +254,9 @@ pub(crate) fn merge_runs<T>(mut runs: Vec<Vec<(i64, T)>>) -> Vec<(i64, T)> {
     }
     out
 }
+
+/// Samples of one series from one source, ascending.
+type Run<T> = Vec<(i64, T)>;
 
 fn series_head(head: &Head, id: SeriesId) -> Option<&SeriesHead> {
     head.series.get(&id)
@@ -592,6 +589,35 @@ impl<'a> View<'a> {
         }
     }
 
+    /// The samples of `id` in `[start_ms, end_ms)` from every source, oldest source first, one
+    /// sorted run per source: blocks' chunks (`chunk` picks the kind) and heads (`head` picks it).
+    fn runs<T: Clone>(
+        &self,
+        id: SeriesId,
+        (start_ms, end_ms): (i64, i64),
+        chunk: fn(ChunkData) -> Option<Run<T>>,
+        head: fn(&SeriesHead) -> Option<&[Point<T>]>,
+    ) -> Result<Vec<Run<T>>, StoreError> {
+        let mut runs = Vec::new();
+        for data in self.block_chunks(id, start_ms, end_ms)? {
+            if let Some(points) = chunk(data) {
+                runs.push(clip(points, start_ms, end_ms));
+            }
+        }
+        for h in self.heads() {
+            if let Some(points) = series_head(h, id).and_then(head) {
+                let run: Vec<(i64, T)> = in_range(points, start_ms, end_ms)
+                    .iter()
+                    .map(|p| (p.ts_ms, p.value.clone()))
+                    .collect();
+                if !run.is_empty() {
+                    runs.push(run);
+                }
+            }
+        }
+        Ok(runs)
+    }
+
     /// Raw numeric samples in `[start_ms, end_ms)`, ascending, one per millisecond.
     pub fn raw_numeric(
         &self,
@@ -599,23 +625,18 @@ impl<'a> View<'a> {
         start_ms: i64,
         end_ms: i64,
     ) -> Result<Vec<(i64, f64)>, StoreError> {
-        let mut runs = Vec::new();
-        for chunk in self.block_chunks(id, start_ms, end_ms)? {
-            if let ChunkData::Numeric(points) = chunk {
-                runs.push(clip(points, start_ms, end_ms));
-            }
-        }
-        for head in self.heads() {
-            if let Some(SeriesHead::Numeric(points)) = series_head(head, id) {
-                let run: Vec<(i64, f64)> = in_range(points, start_ms, end_ms)
-                    .iter()
-                    .map(|p| (p.ts_ms, p.value))
-                    .collect();
-                if !run.is_empty() {
-                    runs.push(run);
-                }
-            }
-        }
+        let runs = self.runs(
+            id,
+            (start_ms, end_ms),
+            |c| match c {
+                ChunkData::Numeric(points) => Some(points),
+                _ => None,
+            },
+            |h| match h {
+                SeriesHead::Numeric(points) => Some(points),
+                _ => None,
+            },
+        )?;
         Ok(merge_runs(runs))
     }
 
@@ -627,23 +648,18 @@ impl<'a> View<'a> {
         start_ms: i64,
         end_ms: i64,
     ) -> Result<Vec<(i64, String)>, StoreError> {
-        let mut runs = Vec::new();
-        for chunk in self.block_chunks(id, start_ms, end_ms)? {
-            if let ChunkData::Text(points) = chunk {
-                runs.push(clip(points, start_ms, end_ms));
-            }
-        }
-        for head in self.heads() {
-            if let Some(SeriesHead::Text(points)) = series_head(head, id) {
-                let run: Vec<(i64, String)> = in_range(points, start_ms, end_ms)
-                    .iter()
-                    .map(|p| (p.ts_ms, p.value.clone()))
-                    .collect();
-                if !run.is_empty() {
-                    runs.push(run);
-                }
-            }
-        }
+        let runs = self.runs(
+            id,
+            (start_ms, end_ms),
+            |c| match c {
+                ChunkData::Text(points) => Some(points),
+                _ => None,
+            },
+            |h| match h {
+                SeriesHead::Text(points) => Some(points),
+                _ => None,
+            },
+        )?;
         let mut out: Vec<(i64, String)> = Vec::new();
         for (t, v) in merge_runs(runs) {
             if out.last().is_none_or(|(_, last)| *last != v) {

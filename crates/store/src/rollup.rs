@@ -226,17 +226,7 @@ fn sources<'a>(blocks: &'a Blocks, level: usize, start_ms: i64, end_ms: i64) -> 
             .map(|(_, b)| b)
             .collect()
     };
-    let tombstones = blocks
-        .tombstones
-        .iter()
-        .filter(|t| t.start_ms < end_ms && start_ms < t.end_ms)
-        .map(|t| t.generation);
-    let content_generation = files
-        .iter()
-        .map(|b| b.content_generation)
-        .chain(tombstones)
-        .max()
-        .unwrap_or(0);
+    let content_generation = blocks.reflected_generation(files.iter().copied(), start_ms, end_ms);
     Sources {
         files,
         from_base: level == 0,
