@@ -280,14 +280,7 @@ async fn serve(config: Config) -> Result<(), String> {
     let store = Arc::new(store);
 
     // Bind everything before announcing, so the printed addresses are live.
-    let http_listener = match http_addr {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|e| format!("listeners.http {addr}: {e}"))?,
-        ),
-        None => None,
-    };
+    let http_listener = bind_tcp(http_addr, "http").await?;
     let statsd_socket = match statsd_addr {
         Some(addr) => Some(
             tokio::net::UdpSocket::bind(addr)
@@ -296,14 +289,7 @@ async fn serve(config: Config) -> Result<(), String> {
         ),
         None => None,
     };
-    let graphite_listener = match graphite_addr {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|e| format!("listeners.graphite {addr}: {e}"))?,
-        ),
-        None => None,
-    };
+    let graphite_listener = bind_tcp(graphite_addr, "graphite").await?;
     let local = |r: Option<std::io::Result<SocketAddr>>| match r {
         None => "off".to_owned(),
         Some(Ok(a)) => a.to_string(),
@@ -440,5 +426,19 @@ async fn shutdown_signal() {
         _ => {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+/// Binds a TCP listener unless the address is `off`; errors name the configuration key.
+async fn bind_tcp(
+    addr: Option<SocketAddr>,
+    key: &str,
+) -> Result<Option<tokio::net::TcpListener>, String> {
+    match addr {
+        Some(addr) => tokio::net::TcpListener::bind(addr)
+            .await
+            .map(Some)
+            .map_err(|e| format!("listeners.{key} {addr}: {e}")),
+        None => Ok(None),
     }
 }
