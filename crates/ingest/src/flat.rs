@@ -1,9 +1,12 @@
 //! The httptrap metric list as a flatbuffer: the binary form of what an httptrap JSON body says,
 //! on the same endpoints, chosen by `Content-Type: application/x-circonus-metric-list-flatbuffer`
-//! ([`CONTENT_TYPE`]). Schema: `schema/httptrap.fbs`; mapping and semantics: `FORMAT.md`
-//! ("httptrap flatbuffers"). Each metric carries its name (already flattened, optionally with a
-//! `|ST[…]` suffix), `_tags`, `_ts`, `_fl` and a typed value; every rule and bound of the JSON
-//! path applies, so the same metrics parse to the same samples in either encoding.
+//! ([`CONTENT_TYPE`]). Schema (version 2, file identifier `STH2`): `schema/httptrap.fbs`;
+//! mapping and semantics: `FORMAT.md` ("httptrap flatbuffers"). A body holds documents; each has
+//! one string table (names and `cat:val` tag texts, written once and referenced by index), tag
+//! sets, and one 16-byte struct per metric with its numeric value inline; histogram bins, text
+//! values and own timestamps sit in per-document side vectors consumed in metric order. Every
+//! rule and bound of the JSON path applies, so the same metrics parse to the same samples in
+//! either encoding.
 //!
 //! ```
 //! use ingest::{flat, Mode, Options, Sample, Value};
@@ -20,16 +23,17 @@
 //! assert_eq!(batch.samples, [sample]);
 //! ```
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use flatbuffers::{FlatBufferBuilder, InvalidFlatbuffer, VerifierOptions, WIPOffset};
+use flatbuffers::{FlatBufferBuilder, Follow, InvalidFlatbuffer, Vector, VerifierOptions};
 use hist::Histogram;
 
 use crate::batch::{
     check_name, check_tag_count, excerpt, Batch, Mode, Options, Reason, Sample, TagList, Tags,
     Value, SAMPLES_PER_BATCH_MAX,
 };
-use crate::tags::{parse_tag, split_stream_tags, SUFFIX_OPEN};
+use crate::tags::{parse_tag, split_stream_tags};
 
 // flatc's output, checked in unchanged (regenerate: `schema/httptrap.fbs`, first lines). It is
 // the crate's only `unsafe` code, and it is not written to our lints or our formatting.
@@ -58,42 +62,68 @@ pub use httptrap_generated::strata::httptrap as schema;
 /// flatbuffer metric list, as `shared/spec/ingest-formats.md` gives it).
 pub const CONTENT_TYPE: &str = "application/x-circonus-metric-list-flatbuffer";
 
-/// Nesting of tables the verifier accepts: the schema's deepest path is
-/// MetricList → Metric → value table (3); a little room for additive schema changes.
+/// The file identifier of the schema version read here (bytes 4..8 of a body).
+pub const FILE_IDENTIFIER: &str = "STH2";
+/// Version 1's identifier: one table per metric; never shipped, no longer read.
+const FILE_IDENTIFIER_V1: &[u8; 4] = b"STHT";
+
+/// Nesting of tables the verifier accepts: MetricList → Document (2); room for additive changes.
 const TABLE_DEPTH_MAX: usize = 8;
-/// Tables the verifier accepts (each reference counted): a metric is at most two (the metric
-/// and its value), plus the root, so every batch `SAMPLES_PER_BATCH_MAX` allows fits.
-const TABLES_MAX: usize = 2 * SAMPLES_PER_BATCH_MAX + 1;
-/// Bound on the verifier's "apparent size" (every string, vector and table counted each time it
-/// is referenced) per body byte. Offsets may point many metrics at one 4 KiB name or one long
-/// bin vector, so without it a small body could decode into gigabytes of samples; this bound
-/// keeps decoded size proportional to the body, with room for an encoder that shares tag
-/// strings and tag vectors between metrics (`encode` does).
-const APPARENT_BYTES_PER_BODY_BYTE_MAX: usize = 16;
-/// Apparent size every body may have regardless of its length (a few shared names and tags).
-const APPARENT_BYTES_SLACK: usize = 64 * 1024;
+/// Documents in one body; each brings its own string table.
+pub const DOCUMENTS_PER_BODY_MAX: usize = 65_536;
+/// Tables the verifier accepts (each reference counted): the root and the documents.
+const TABLES_MAX: usize = DOCUMENTS_PER_BODY_MAX + 1;
+/// Tag sets one document can reference (`Metric.tags` is a u16, 0 meaning none).
+pub const TAG_SETS_PER_DOCUMENT_MAX: usize = u16::MAX as usize;
+/// Bound on decoded bytes per body byte: the verifier's "apparent size" (every string and vector
+/// counted each time it is referenced), and separately the name and tag bytes that samples copy
+/// out of the string table (names are shared by index, so 16 bytes of metric can copy a 4 KiB
+/// name). Keeps decoded size proportional to the body, with room for real reuse.
+const DECODED_BYTES_PER_BODY_BYTE_MAX: usize = 16;
+/// Decoded bytes every body may have regardless of its length (a few shared names and tags).
+const DECODED_BYTES_SLACK: usize = 64 * 1024;
 /// Size of the schema's `Bin` struct on the wire (`val: i8, exp: i8, count: u16`).
 const BIN_BYTES: usize = 4;
 const _: () = assert!(std::mem::size_of::<schema::Bin>() == BIN_BYTES);
+/// Size of the schema's `Metric` struct on the wire.
+const METRIC_BYTES: usize = 16;
+const _: () = assert!(std::mem::size_of::<schema::Metric>() == METRIC_BYTES);
 
-/// Parses a flatbuffer metric list. A buffer the flatbuffers verifier refuses (truncated,
-/// offsets out of bounds, invalid UTF-8, a missing required field, over the size bounds) is
-/// rejected whole (`rest_of_body`, location `body`, the reason naming the field and vector index
-/// the verifier stopped at). Otherwise each metric is accepted or rejected on its own, by the
-/// rules of the JSON form (`metric N (`name`)`, N counted from 0 like the verifier's indices).
-/// An empty body is an empty list, as for JSON.
+/// `Metric.flags` bits 0–1: the mode.
+const FLAGS_MODE_MASK: u8 = 0b11;
+/// `Metric.flags` bits 2–3: where the timestamp comes from.
+const FLAGS_TS_SHIFT: u8 = 2;
+const FLAGS_TS_MASK: u8 = 0b11 << FLAGS_TS_SHIFT;
+/// Timestamp sources (`flags` bits 2–3).
+const TS_AT_RECEIPT: u8 = 0;
+const TS_DOCUMENT: u8 = 1;
+const TS_OWN: u8 = 2;
+/// `Metric.flags` bits 4–7 are reserved and must be zero.
+const FLAGS_RESERVED_MASK: u8 = 0xf0;
+
+/// Parses a flatbuffer metric list (schema version 2). A buffer with another file identifier or
+/// that the flatbuffers verifier refuses (truncated, offsets out of bounds, invalid UTF-8, over
+/// the size bounds) is rejected whole (`rest_of_body`, location `body`, the reason naming the
+/// field and vector index the verifier stopped at). Otherwise each metric is accepted or rejected
+/// on its own, by the rules of the JSON form (location `document D, metric N (`name`)`, both
+/// counted from 0 like the verifier's indices). An empty body is an empty list, as for JSON.
 pub fn parse(body: &[u8], options: &Options) -> Batch {
     let mut batch = Batch::default();
     if body.is_empty() {
         return batch;
     }
+    if let Err(reason) = check_identifier(body) {
+        batch.reject_rest(|| "body".to_owned(), reason);
+        return batch;
+    }
+    let decoded_bytes_max = body
+        .len()
+        .saturating_mul(DECODED_BYTES_PER_BODY_BYTE_MAX)
+        .saturating_add(DECODED_BYTES_SLACK);
     let verifier = VerifierOptions {
         max_depth: TABLE_DEPTH_MAX,
         max_tables: TABLES_MAX,
-        max_apparent_size: body
-            .len()
-            .saturating_mul(APPARENT_BYTES_PER_BODY_BYTE_MAX)
-            .saturating_add(APPARENT_BYTES_SLACK),
+        max_apparent_size: decoded_bytes_max,
         ignore_missing_null_terminator: false,
     };
     let list = match flatbuffers::root_with_opts::<schema::MetricList>(&verifier, body) {
@@ -103,33 +133,43 @@ pub fn parse(body: &[u8], options: &Options) -> Batch {
             return batch;
         }
     };
-    let Some(metrics) = list.metrics() else {
-        return batch;
-    };
-    let mut reader = Reader {
+    let mut shared = Shared {
         options,
+        decoded_bytes: 0,
+        decoded_bytes_max,
+        no_tags: Arc::from([]),
         tags: TagList::new(),
-        previous_tags: Arc::from([]),
-        previous_text: None,
-        bins: Vec::new(),
         wire: Vec::new(),
+        pairs: Vec::new(),
     };
-    for (index, metric) in metrics.iter().enumerate() {
-        let location = || metric_location(index, metric.name());
-        match reader.sample(&metric) {
-            Ok(sample) => {
-                if !batch.push(sample, location) {
-                    break;
-                }
-            }
-            Err(reason) => batch.reject(location, reason),
+    for (index, document) in list.documents().iter().flatten().enumerate() {
+        let mut reader = DocumentReader::new(index, &document, &mut shared);
+        if !reader.read(&mut batch) {
+            break;
         }
     }
     batch
 }
 
-fn metric_location(index: usize, name: &str) -> String {
-    format!("metric {index} (`{}`)", excerpt(name))
+/// The body must carry version 2's identifier; version 1 is named as such.
+fn check_identifier(body: &[u8]) -> Result<(), Reason> {
+    let found = body.get(4..8).unwrap_or(&[]);
+    if found == FILE_IDENTIFIER.as_bytes() {
+        return Ok(());
+    }
+    let detail = if found == FILE_IDENTIFIER_V1 {
+        "schema version 1 (file identifier STHT) is no longer read; send version 2 (STH2)"
+            .to_owned()
+    } else {
+        format!(
+            "file identifier {:?} (bytes 4..8), expected {FILE_IDENTIFIER:?}",
+            String::from_utf8_lossy(found)
+        )
+    };
+    Err(Reason::Decode {
+        what: "flatbuffer metric list",
+        detail,
+    })
 }
 
 /// A size bound the verifier enforces as a `Reason::Bound` (the server answers 413 for those),
@@ -156,7 +196,7 @@ fn verifier_reason(error: &InvalidFlatbuffer, options: &VerifierOptions) -> Reas
 }
 
 /// The verifier's message on one line: what is wrong, then the path to it
-/// ("while verifying vector element 3 … table field `metrics`").
+/// ("while verifying vector element 3 … table field `strings`").
 fn verifier_detail(error: &InvalidFlatbuffer) -> String {
     let text = error.to_string();
     let parts: Vec<&str> = text
@@ -167,53 +207,183 @@ fn verifier_detail(error: &InvalidFlatbuffer) -> String {
     parts.join(", ")
 }
 
-/// State kept across the metrics of one body: scratch buffers, and the last tag list with the
-/// text it was read from, so that consecutive metrics sending the same tag text share one list
-/// without reading it again (metrics of one source usually carry the same tags).
-struct Reader<'o, 'a> {
+/// Element `index` of an optional vector, `None` when absent or out of range (the generated
+/// `get` asserts its index).
+#[inline]
+fn item<'a, T: Follow<'a> + 'a>(vector: Option<Vector<'a, T>>, index: usize) -> Option<T::Inner> {
+    vector.filter(|v| index < v.len()).map(|v| v.get(index))
+}
+
+/// State kept across the documents of one body: the decoded-size budget and scratch buffers.
+struct Shared<'o> {
     options: &'o Options,
+    /// Name and tag bytes copied into samples so far, against `decoded_bytes_max`.
+    decoded_bytes: usize,
+    decoded_bytes_max: usize,
+    /// The empty tag list every untagged sample shares.
+    no_tags: Tags,
+    /// Scratch for tags being read.
     tags: TagList,
-    previous_tags: Tags,
-    /// The `|ST[…]` suffix and `tags` strings `previous_tags` was read from; `None` until a
-    /// metric's tags were read successfully.
-    previous_text: Option<(&'a str, Vec<&'a str>)>,
-    bins: Vec<(hist::Bin, u64)>,
     /// Scratch for a histogram's bins in llhist's binary form.
     wire: Vec<u8>,
+    /// Scratch for histograms over llhist's u16 bin count.
+    pairs: Vec<(hist::Bin, u64)>,
 }
 
-/// Equal texts; shared strings (one offset in the buffer, as `encode` writes repeated tags) are
-/// recognised by address without comparing bytes.
-#[inline]
-fn same_text(a: &str, b: &str) -> bool {
-    a.len() == b.len() && (std::ptr::eq(a.as_ptr(), b.as_ptr()) || a == b)
+/// A name from the string table, read once per document: the part before `|ST[…]` and the
+/// suffix's tags.
+#[derive(Clone)]
+struct NameEntry<'a> {
+    name: &'a str,
+    suffix_tags: Tags,
 }
 
-type TagTexts<'a> = flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<&'a str>>;
+type Strings<'a> = Vector<'a, flatbuffers::ForwardsUOffset<&'a str>>;
 
-impl<'a> Reader<'_, 'a> {
-    fn sample(&mut self, metric: &schema::Metric<'a>) -> Result<Sample, Reason> {
-        // The JSON path's checks; a metric with several problems may be rejected for another
-        // one of them than its JSON twin.
-        let full = metric.name();
-        let suffix_at = full.find(SUFFIX_OPEN);
-        let name = suffix_at.map_or(full, |at| &full[..at]);
-        let tags = self.tags(full, suffix_at, metric.tags())?;
-        let value = self.value(metric)?;
-        let ts_ms = metric
-            .ts_ms()
-            .map(|ts_ms| self.options.check_ts(ts_ms))
-            .transpose()?;
-        let mode = match metric.mode() {
-            schema::Mode::Set => Mode::Set,
-            schema::Mode::Accumulate => Mode::Accumulate,
-            schema::Mode::Average => Mode::Average,
+/// Reads one document's metrics; names, tag sets and name + tag set combinations are read once
+/// and shared by every metric referencing them.
+struct DocumentReader<'a, 'o, 's> {
+    index: usize,
+    document: schema::Document<'a>,
+    shared: &'s mut Shared<'o>,
+    strings: Option<Strings<'a>>,
+    /// Per string: 0 = not read as a name yet, k = `names[k - 1]`.
+    name_slots: Vec<u32>,
+    names: Vec<Result<NameEntry<'a>, Reason>>,
+    /// Per tag set, once read.
+    tag_sets: Vec<Option<Result<Tags, Reason>>>,
+    /// The last (name string, tag set) combination with both parts non-empty, and its tags.
+    combined: Option<(u32, u16, Tags)>,
+    /// The next entry of each side vector.
+    next_ts: usize,
+    next_text: usize,
+    next_histogram: usize,
+    bins_start: usize,
+    llhist_start: usize,
+}
+
+/// Why a metric was rejected, and whether the rest of the body goes with it.
+enum Stop {
+    Metric(Reason),
+    Body(Reason),
+}
+
+impl From<Reason> for Stop {
+    fn from(reason: Reason) -> Stop {
+        Stop::Metric(reason)
+    }
+}
+
+impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
+    fn new(
+        index: usize,
+        document: &schema::Document<'a>,
+        shared: &'s mut Shared<'o>,
+    ) -> DocumentReader<'a, 'o, 's> {
+        let strings = document.strings();
+        let tag_set_count = document
+            .tag_set_ends()
+            .map_or(0, |e| e.len().min(TAG_SETS_PER_DOCUMENT_MAX));
+        DocumentReader {
+            index,
+            document: *document,
+            shared,
+            strings,
+            name_slots: vec![0; strings.map_or(0, |s| s.len())],
+            names: Vec::new(),
+            tag_sets: vec![None; tag_set_count],
+            combined: None,
+            next_ts: 0,
+            next_text: 0,
+            next_histogram: 0,
+            bins_start: 0,
+            llhist_start: 0,
+        }
+    }
+
+    /// Adds the document's samples and rejections; false once the rest of the body is rejected.
+    fn read(&mut self, batch: &mut Batch) -> bool {
+        let Some(metrics) = self.document.metrics() else {
+            return true;
+        };
+        // The structs' bytes, 16 per metric (verified as one vector): read without per-field
+        // calls into the generated accessors.
+        let raw = metrics.bytes();
+        debug_assert_eq!(raw.len(), metrics.len() * METRIC_BYTES);
+        for (index, bytes) in raw.chunks_exact(METRIC_BYTES).enumerate() {
+            let Ok(bytes) = <&[u8; METRIC_BYTES]>::try_from(bytes) else {
+                continue;
+            };
+            let metric = schema::Metric(*bytes);
+            let location = |this: &Self| {
+                let name = item(this.strings, metric.name() as usize).unwrap_or("");
+                format!(
+                    "document {}, metric {index} (`{}`)",
+                    this.index,
+                    excerpt(name)
+                )
+            };
+            match self.sample(&metric) {
+                Ok(sample) => {
+                    if batch.samples.len() >= SAMPLES_PER_BATCH_MAX {
+                        // `push` rejects the rest of the body.
+                        let location = location(self);
+                        batch.push(sample, || location);
+                        return false;
+                    }
+                    batch.samples.push(sample);
+                }
+                Err(Stop::Metric(reason)) => batch.reject(|| location(self), reason),
+                Err(Stop::Body(reason)) => {
+                    batch.reject_rest(|| location(self), reason);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn sample(&mut self, metric: &schema::Metric) -> Result<Sample, Stop> {
+        // Side vectors are consumed first, whatever else is wrong with the metric, so that one
+        // rejected metric does not shift the entries of the ones after it.
+        let flags = metric.flags();
+        let ts_ms = match (flags & FLAGS_TS_MASK) >> FLAGS_TS_SHIFT {
+            TS_AT_RECEIPT => Ok(None),
+            TS_DOCUMENT => self
+                .document
+                .ts_ms()
+                .ok_or_else(|| Reason::bad_value("a document `ts_ms` (flags name it)", "none"))
+                .map(Some),
+            TS_OWN => {
+                let at = self.next_ts;
+                self.next_ts += 1;
+                item(self.document.timestamps_ms(), at)
+                    .ok_or_else(|| missing_entry("timestamps_ms", at))
+                    .map(Some)
+            }
+            other => Err(Reason::bad_value(
+                "timestamp flags 0, 1 or 2",
+                &other.to_string(),
+            )),
+        };
+        let value = self.value(metric);
+        if flags & FLAGS_RESERVED_MASK != 0 {
+            return Err(Reason::bad_value("flags bits 4–7 zero", &flags.to_string()).into());
+        }
+        let mode = match flags & FLAGS_MODE_MASK {
+            0 => Mode::Set,
+            1 => Mode::Accumulate,
+            2 => Mode::Average,
             other => {
-                let found = other.0.to_string();
-                return Err(Reason::bad_value("mode Set, Accumulate or Average", &found));
+                return Err(Reason::bad_value("mode 0, 1 or 2", &other.to_string()).into());
             }
         };
-        check_name(name)?;
+        let (name, tags) = self.name_and_tags(metric.name(), metric.tags())?;
+        let value = value?;
+        let ts_ms = ts_ms?
+            .map(|ts_ms| self.shared.options.check_ts(ts_ms))
+            .transpose()?;
+        self.charge(name.len())?;
         Ok(Sample {
             name: name.to_owned(),
             tags,
@@ -223,147 +393,193 @@ impl<'a> Reader<'_, 'a> {
         })
     }
 
-    /// The name's `|ST[…]` tags followed by `tags`, checked against the tag bounds; the
-    /// previous metric's list when the text is the same.
-    fn tags(
-        &mut self,
-        full: &'a str,
-        suffix_at: Option<usize>,
-        texts: Option<TagTexts<'a>>,
-    ) -> Result<Tags, Reason> {
-        let suffix = suffix_at.map_or("", |at| &full[at..]);
-        if let Some((previous_suffix, previous_texts)) = &self.previous_text {
-            let same_texts = match texts {
-                None => previous_texts.is_empty(),
-                Some(texts) => {
-                    texts.len() == previous_texts.len()
-                        && texts
-                            .iter()
-                            .zip(previous_texts)
-                            .all(|(a, b)| same_text(a, b))
-                }
-            };
-            if same_texts && same_text(suffix, previous_suffix) {
-                return Ok(Arc::clone(&self.previous_tags));
-            }
+    /// Counts decoded bytes against the body's budget; over it, the rest of the body is rejected.
+    fn charge(&mut self, bytes: usize) -> Result<(), Stop> {
+        self.shared.decoded_bytes = self.shared.decoded_bytes.saturating_add(bytes);
+        if self.shared.decoded_bytes > self.shared.decoded_bytes_max {
+            return Err(Stop::Body(Reason::Bound {
+                what: "decoded name and tag bytes (16 × the body + 64 KiB)",
+                size: self.shared.decoded_bytes,
+                max: self.shared.decoded_bytes_max,
+            }));
         }
-        let mut previous_texts = match self.previous_text.take() {
-            Some((_, mut texts)) => {
-                texts.clear();
-                texts
-            }
-            None => Vec::new(),
-        };
-        self.tags.clear();
-        split_stream_tags(full, &mut self.tags)?;
-        for text in texts.iter().flatten() {
-            self.tags.push(parse_tag(text)?);
-            check_tag_count(self.tags.len())?;
-            previous_texts.push(text);
-        }
-        check_tag_count(self.tags.len())?;
-        self.previous_tags = Arc::from(std::mem::take(&mut self.tags));
-        self.previous_text = Some((suffix, previous_texts));
-        Ok(Arc::clone(&self.previous_tags))
+        Ok(())
     }
 
-    fn value(&mut self, metric: &schema::Metric<'_>) -> Result<Value, Reason> {
-        use schema::Value as V;
-        let missing = || Reason::bad_value("a value table of the declared type", "none");
-        let numeric = |value: f64| Ok(Value::Numeric(value));
-        match metric.value_type() {
-            V::NONE => Ok(Value::Null),
-            V::Int32 => numeric(f64::from(
-                metric.value_as_int_32().ok_or_else(missing)?.value(),
-            )),
-            V::UInt32 => numeric(f64::from(
-                metric.value_as_uint_32().ok_or_else(missing)?.value(),
-            )),
-            V::Int64 => numeric(metric.value_as_int_64().ok_or_else(missing)?.value() as f64),
-            V::UInt64 => numeric(metric.value_as_uint_64().ok_or_else(missing)?.value() as f64),
-            V::Double => {
-                let value = metric.value_as_double().ok_or_else(missing)?.value();
-                if !value.is_finite() {
-                    return Err(Reason::bad_value("a finite double", &value.to_string()));
-                }
-                numeric(value)
+    /// The name (without `|ST[…]`) and the sample's tags: the suffix's, then the tag set's.
+    fn name_and_tags(&mut self, name_at: u32, tag_set: u16) -> Result<(&'a str, Tags), Stop> {
+        let entry = self.name(name_at)?;
+        if tag_set == 0 {
+            return Ok((entry.name, entry.suffix_tags));
+        }
+        let set_tags = self.tag_set(usize::from(tag_set) - 1)?;
+        if entry.suffix_tags.is_empty() {
+            return Ok((entry.name, set_tags));
+        }
+        if set_tags.is_empty() {
+            return Ok((entry.name, entry.suffix_tags));
+        }
+        if let Some((name, set, tags)) = &self.combined {
+            if (*name, *set) == (name_at, tag_set) {
+                return Ok((entry.name, Arc::clone(tags)));
             }
-            V::Text => {
-                let text = metric.value_as_text().ok_or_else(missing)?.value();
+        }
+        let count = entry.suffix_tags.len() + set_tags.len();
+        check_tag_count(count)?;
+        let mut combined = Vec::with_capacity(count);
+        combined.extend(entry.suffix_tags.iter().cloned());
+        combined.extend(set_tags.iter().cloned());
+        self.charge(tag_bytes(&combined))?;
+        let tags: Tags = combined.into();
+        self.combined = Some((name_at, tag_set, Arc::clone(&tags)));
+        Ok((entry.name, tags))
+    }
+
+    fn name(&mut self, at: u32) -> Result<NameEntry<'a>, Stop> {
+        let index = at as usize;
+        let Some(&slot) = self.name_slots.get(index) else {
+            let found = format!("name {at} of {} strings", self.name_slots.len());
+            return Err(Reason::bad_value("a name index inside `strings`", &found).into());
+        };
+        if slot == 0 {
+            let entry = self.read_name(index);
+            self.names.push(entry);
+            // At most one entry per string, so the count fits the slot type.
+            self.name_slots[index] = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        }
+        let slot = self.name_slots[index] as usize;
+        match self.names.get(slot - 1) {
+            Some(Ok(entry)) => Ok(entry.clone()),
+            Some(Err(reason)) => Err(reason.clone().into()),
+            None => Err(Reason::bad_value("a readable name", "").into()),
+        }
+    }
+
+    fn read_name(&mut self, index: usize) -> Result<NameEntry<'a>, Reason> {
+        let full = item(self.strings, index).unwrap_or("");
+        let tags = &mut self.shared.tags;
+        tags.clear();
+        let name = split_stream_tags(full, tags)?;
+        check_name(name)?;
+        let suffix_tags = if tags.is_empty() {
+            Arc::clone(&self.shared.no_tags)
+        } else {
+            Arc::from(std::mem::take(tags))
+        };
+        Ok(NameEntry { name, suffix_tags })
+    }
+
+    fn tag_set(&mut self, set: usize) -> Result<Tags, Reason> {
+        let Some(slot) = self.tag_sets.get(set) else {
+            let found = format!("tag set {} of {}", set + 1, self.tag_sets.len());
+            return Err(Reason::bad_value("a tag set inside `tag_set_ends`", &found));
+        };
+        if let Some(read) = slot {
+            return read.clone();
+        }
+        let read = self.read_tag_set(set);
+        if let Ok(tags) = &read {
+            // Each set is charged once, when read: metrics share it.
+            let bytes = tag_bytes(tags);
+            self.shared.decoded_bytes = self.shared.decoded_bytes.saturating_add(bytes);
+        }
+        self.tag_sets[set] = Some(read.clone());
+        read
+    }
+
+    fn read_tag_set(&mut self, set: usize) -> Result<Tags, Reason> {
+        let ends = self.document.tag_set_ends();
+        let start = if set == 0 {
+            Some(0)
+        } else {
+            item(ends, set - 1)
+        };
+        let (Some(start), Some(end)) = (start, item(ends, set)) else {
+            return Err(Reason::bad_value("a tag set inside `tag_set_ends`", ""));
+        };
+        let texts = self.document.tag_texts();
+        let (start, end) = (start as usize, end as usize);
+        if start > end || end > texts.map_or(0, |t| t.len()) {
+            let found = format!("tag set {set}: {start}..{end}");
+            return Err(Reason::bad_value(
+                "ends inside `tag_texts`, never decreasing",
+                &found,
+            ));
+        }
+        check_tag_count(end - start)?;
+        let tags = &mut self.shared.tags;
+        tags.clear();
+        for at in start..end {
+            let text_at = item(texts, at).unwrap_or(u32::MAX) as usize;
+            let text = item(self.strings, text_at).ok_or_else(|| {
+                let found = format!("tag text {text_at}");
+                Reason::bad_value("a tag text index inside `strings`", &found)
+            })?;
+            tags.push(parse_tag(text)?);
+        }
+        Ok(if tags.is_empty() {
+            Arc::clone(&self.shared.no_tags)
+        } else {
+            Arc::from(std::mem::take(tags))
+        })
+    }
+
+    fn value(&mut self, metric: &schema::Metric) -> Result<Value, Reason> {
+        match metric.kind() {
+            schema::Kind::Null => Ok(Value::Null),
+            schema::Kind::Numeric => {
+                let value = metric.value();
+                if !value.is_finite() {
+                    return Err(Reason::bad_value("a finite value", &value.to_string()));
+                }
+                Ok(Value::Numeric(value))
+            }
+            schema::Kind::Text => {
+                let at = self.next_text;
+                self.next_text += 1;
+                let text =
+                    item(self.document.texts(), at).ok_or_else(|| missing_entry("texts", at))?;
                 Ok(Value::Text(text.to_owned()))
             }
-            V::Histogram => {
-                let table = metric.value_as_histogram().ok_or_else(missing)?;
-                let histogram = self.histogram(&table)?;
-                Ok(if table.cumulative() {
-                    Value::CumulativeHistogram(histogram)
-                } else {
-                    Value::Histogram(histogram)
-                })
-            }
+            schema::Kind::Histogram => self.histogram().map(Value::Histogram),
+            schema::Kind::CumulativeHistogram => self.histogram().map(Value::CumulativeHistogram),
             other => Err(Reason::bad_value(
-                "a value type of the schema (Int32 … Histogram)",
+                "kind Null, Numeric, Text, Histogram or CumulativeHistogram",
                 &other.0.to_string(),
             )),
         }
     }
 
-    /// Bins, single samples and a binary llhist, merged into one histogram.
-    fn histogram(&mut self, table: &schema::Histogram<'_>) -> Result<Histogram, Reason> {
-        let bins = table.bins();
-        let samples = table.samples();
-        let entries = bins.map_or(0, |b| b.len()) + samples.map_or(0, |s| s.len());
-        // The bins are validated and rewritten in llhist's binary form, which `hist` decodes
-        // with a loop that writes its keys and counts in place (ordered, merged and compacted
-        // only when needed): 2–3× faster than collecting pairs for `Histogram::from_bins`.
-        // The binary form counts bins in a u16; longer lists take the pairs path.
-        let mut histogram = match u16::try_from(entries) {
-            Ok(entries) => {
-                let wire = &mut self.wire;
-                wire.clear();
-                wire.reserve(2 + usize::from(entries) * 5);
-                wire.extend_from_slice(&entries.to_be_bytes());
-                // The common case, kept free of calls per bin: the vector's bytes are the
-                // structs themselves (`val`, `exp`, `count` little-endian; 4 bytes each).
-                let raw = bins.map_or(&[][..], |b| b.bytes());
-                debug_assert_eq!(raw.len() % BIN_BYTES, 0);
-                for (index, bin) in raw.chunks_exact(BIN_BYTES).enumerate() {
-                    let &[val_byte, exp_byte, low, high] = bin else {
-                        continue;
-                    };
-                    let (val, exp) = (val_byte as i8, exp_byte as i8);
-                    let regular = (10..=99).contains(&val.unsigned_abs());
-                    if !regular && val != 0 && (val, exp) != (-1, 0) {
-                        return Err(bad_bin(index, val, exp));
-                    }
-                    // The zero bin is (0, e) for any e; written as (0, 0).
-                    let exp_byte = if val == 0 { 0 } else { exp_byte };
-                    if high == 0 {
-                        wire.extend_from_slice(&[val_byte, exp_byte, 0, low]);
-                    } else {
-                        wire.extend_from_slice(&[val_byte, exp_byte, 1, low, high]);
-                    }
-                }
-                for_each_entry(None, samples, &mut |bin, _| {
-                    let (val, exp) = (bin.val().to_le_bytes()[0], bin.exp().to_le_bytes()[0]);
-                    wire.extend_from_slice(&[val, exp, 0, 1]);
-                })?;
-                Histogram::decode(wire).map_err(|e| Reason::Decode {
-                    what: "histogram bins",
-                    detail: e.to_string(),
-                })?
-            }
-            Err(_) => {
-                let pairs = &mut self.bins;
-                pairs.clear();
-                for_each_entry(bins, samples, &mut |bin, count| {
-                    pairs.push((bin, u64::from(count)))
-                })?;
-                Histogram::from_bins(pairs.drain(..))
-            }
+    /// The next histogram entry: its bins and its llhist part, merged into one histogram.
+    fn histogram(&mut self) -> Result<Histogram, Reason> {
+        let at = self.next_histogram;
+        self.next_histogram += 1;
+        let ends =
+            item(self.document.histograms(), at).ok_or_else(|| missing_entry("histograms", at))?;
+        let all_bins = self.document.bins().map_or(&[][..], |b| b.bytes());
+        let all_llhist = self.document.llhist().map_or(&[][..], |b| b.bytes());
+        let (bins_end, llhist_end) = (ends.bins_end() as usize, ends.llhist_end() as usize);
+        let bins = all_bins.get(self.bins_start * BIN_BYTES..bins_end.saturating_mul(BIN_BYTES));
+        let llhist = all_llhist.get(self.llhist_start..llhist_end);
+        let (Some(bins), Some(llhist)) = (bins, llhist) else {
+            let found = format!(
+                "histogram {at}: bins {}..{bins_end} of {}, llhist {}..{llhist_end} of {}",
+                self.bins_start,
+                all_bins.len() / BIN_BYTES,
+                self.llhist_start,
+                all_llhist.len()
+            );
+            return Err(Reason::bad_value(
+                "ends inside `bins` and `llhist`, never decreasing",
+                &found,
+            ));
         };
-        if let Some(llhist) = table.llhist() {
-            let decoded = Histogram::decode(llhist.bytes()).map_err(|e| Reason::Decode {
+        let first_bin = self.bins_start;
+        self.bins_start = bins_end;
+        self.llhist_start = llhist_end;
+        let mut histogram = self.histogram_of_bins(bins, first_bin)?;
+        if !llhist.is_empty() {
+            let decoded = Histogram::decode(llhist).map_err(|e| Reason::Decode {
                 what: "llhist",
                 detail: e.to_string(),
             })?;
@@ -375,6 +591,65 @@ impl<'a> Reader<'_, 'a> {
         }
         Ok(histogram)
     }
+
+    /// `raw`: `Bin` structs (4 bytes each), the first being `bins[first]` (for error messages).
+    fn histogram_of_bins(&mut self, raw: &[u8], first: usize) -> Result<Histogram, Reason> {
+        debug_assert_eq!(raw.len() % BIN_BYTES, 0);
+        if raw.is_empty() {
+            return Ok(Histogram::new());
+        }
+        let entries = raw.len() / BIN_BYTES;
+        // The bins are validated and rewritten in llhist's binary form, which `hist` decodes
+        // with a loop that writes its keys and counts in place (ordered, merged and compacted
+        // only when needed): one allocation per part, no sort when the bins come in order.
+        // The binary form counts bins in a u16; longer lists take the pairs path.
+        let Ok(entries) = u16::try_from(entries) else {
+            let pairs = &mut self.shared.pairs;
+            pairs.clear();
+            for (index, bin) in raw.chunks_exact(BIN_BYTES).enumerate() {
+                let &[val, exp, low, high] = bin else {
+                    continue;
+                };
+                let (val, exp) = (val as i8, exp as i8);
+                let valid =
+                    hist::Bin::new(val, exp).ok_or_else(|| bad_bin(first + index, val, exp))?;
+                pairs.push((valid, u64::from(u16::from_le_bytes([low, high]))));
+            }
+            return Ok(Histogram::from_bins(pairs.drain(..)));
+        };
+        let wire = &mut self.shared.wire;
+        wire.clear();
+        wire.reserve(2 + usize::from(entries) * 5);
+        wire.extend_from_slice(&entries.to_be_bytes());
+        for (index, bin) in raw.chunks_exact(BIN_BYTES).enumerate() {
+            let &[val_byte, exp_byte, low, high] = bin else {
+                continue;
+            };
+            let (val, exp) = (val_byte as i8, exp_byte as i8);
+            let regular = (10..=99).contains(&val.unsigned_abs());
+            if !regular && val != 0 && (val, exp) != (-1, 0) {
+                return Err(bad_bin(first + index, val, exp));
+            }
+            // The zero bin is (0, e) for any e; written as (0, 0).
+            let exp_byte = if val == 0 { 0 } else { exp_byte };
+            if high == 0 {
+                wire.extend_from_slice(&[val_byte, exp_byte, 0, low]);
+            } else {
+                wire.extend_from_slice(&[val_byte, exp_byte, 1, low, high]);
+            }
+        }
+        Histogram::decode(wire).map_err(|e| Reason::Decode {
+            what: "histogram bins",
+            detail: e.to_string(),
+        })
+    }
+}
+
+fn missing_entry(vector: &'static str, at: usize) -> Reason {
+    Reason::BadValue {
+        expected: "an entry of the side vector the metric's kind or flags name",
+        found: format!("{vector}[{at}] missing"),
+    }
 }
 
 fn bad_bin(index: usize, val: i8, exp: i8) -> Reason {
@@ -385,43 +660,27 @@ fn bad_bin(index: usize, val: i8, exp: i8) -> Reason {
     )
 }
 
-/// Calls `f` with each valid bin and its count, then with each sample's bin and 1; an invalid
-/// bin or a non-finite sample is the metric's rejection, naming its index.
-fn for_each_entry(
-    bins: Option<flatbuffers::Vector<'_, schema::Bin>>,
-    samples: Option<flatbuffers::Vector<'_, f64>>,
-    f: &mut dyn FnMut(hist::Bin, u16),
-) -> Result<(), Reason> {
-    for (index, bin) in bins.iter().flatten().enumerate() {
-        let valid = hist::Bin::new(bin.val(), bin.exp());
-        let valid = valid.ok_or_else(|| bad_bin(index, bin.val(), bin.exp()))?;
-        f(valid, bin.count());
-    }
-    for (index, sample) in samples.iter().flatten().enumerate() {
-        if !sample.is_finite() {
-            let found = format!("sample {index}: {sample}");
-            return Err(Reason::bad_value("a finite sample", &found));
-        }
-        f(hist::Bin::from_f64(sample), 1);
-    }
-    Ok(())
+/// Bytes a tag list holds (its strings), for the decoded-size budget.
+fn tag_bytes(tags: &[(String, String)]) -> usize {
+    tags.iter().map(|(c, v)| c.len() + v.len()).sum()
 }
 
 /// How `encode_with` writes histograms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HistogramForm {
-    /// A vector of 4-byte `Bin` structs, the fastest to read; bins holding more than 65,535
-    /// samples go in the llhist part.
+    /// `Bin` structs (4 bytes each), the fastest to read; bins holding more than 65,535 samples
+    /// go in the llhist part.
     Bins,
     /// The binary llhist (3 bytes + the count's bytes per bin): the smallest.
     Llhist,
 }
 
 /// Encodes samples as a flatbuffer metric list (histograms as `Bin` vectors), for tests, the
-/// load generator and clients. Tags go in the `tags` list, a part written as `b"<base64>"` where
-/// the `cat:val` form could not carry it; identical tag strings and consecutive identical tag
-/// lists are written once. `parse` reads the result back to the same samples, for every sample
-/// the JSON form can carry (a name holding `|ST[` cannot be sent in either).
+/// load generator and clients. Names and tag texts are written once per document; tags go in
+/// tag sets of `cat:val` texts, a part written as `b"<base64>"` where the `cat:val` form could
+/// not carry it; the most common timestamp is the document's. `parse` reads the result back to
+/// the same samples, for every sample the JSON form can carry (a name holding `|ST[` cannot be
+/// sent in either).
 pub fn encode(samples: &[Sample]) -> Vec<u8> {
     encode_with(samples, HistogramForm::Bins)
 }
@@ -429,91 +688,202 @@ pub fn encode(samples: &[Sample]) -> Vec<u8> {
 /// `encode` with a choice of histogram form.
 pub fn encode_with(samples: &[Sample], form: HistogramForm) -> Vec<u8> {
     let mut builder = FlatBufferBuilder::new();
-    let mut metrics = Vec::with_capacity(samples.len());
-    let mut previous: Option<(&Tags, WIPOffset<_>)> = None;
-    let mut entries = Vec::new();
-    for sample in samples {
-        let name = builder.create_string(&sample.name);
-        let tags = match previous {
-            Some((tags, offset)) if **tags == *sample.tags => Some(offset),
-            _ if sample.tags.is_empty() => None,
-            _ => {
-                let strings: Vec<_> = sample
-                    .tags
-                    .iter()
-                    .map(|(category, value)| {
-                        builder.create_shared_string(&tag_text(category, value))
-                    })
-                    .collect();
-                let offset = builder.create_vector(&strings);
-                previous = Some((&sample.tags, offset));
-                Some(offset)
-            }
-        };
-        let (value_type, value) = match &sample.value {
-            Value::Null => (schema::Value::NONE, None),
-            Value::Numeric(v) => {
-                let args = schema::DoubleArgs { value: *v };
-                let table = schema::Double::create(&mut builder, &args);
-                (schema::Value::Double, Some(table.as_union_value()))
-            }
-            Value::Text(text) => {
-                let value = Some(builder.create_string(text));
-                let table = schema::Text::create(&mut builder, &schema::TextArgs { value });
-                (schema::Value::Text, Some(table.as_union_value()))
-            }
-            Value::Histogram(h) | Value::CumulativeHistogram(h) => {
-                let cumulative = matches!(sample.value, Value::CumulativeHistogram(_));
-                let mut args = schema::HistogramArgs {
-                    cumulative,
-                    ..Default::default()
-                };
-                match form {
-                    HistogramForm::Bins => {
-                        // Bins over a `Bin`'s u16 count travel in the llhist part.
-                        entries.clear();
-                        let mut large = Vec::new();
-                        for (bin, count) in h.bins() {
-                            match u16::try_from(count) {
-                                Ok(count) => {
-                                    entries.push(schema::Bin::new(bin.val(), bin.exp(), count))
-                                }
-                                Err(_) => large.push((bin, count)),
-                            }
-                        }
-                        args.bins = Some(builder.create_vector(&entries));
-                        if !large.is_empty() {
-                            let bytes = Histogram::from_bins(large).to_bytes();
-                            args.llhist = Some(builder.create_vector(&bytes));
-                        }
-                    }
-                    HistogramForm::Llhist => {
-                        args.llhist = Some(builder.create_vector(&h.to_bytes()));
-                    }
-                }
-                let table = schema::Histogram::create(&mut builder, &args);
-                (schema::Value::Histogram, Some(table.as_union_value()))
-            }
-        };
-        let mode = match sample.mode {
-            Mode::Set => schema::Mode::Set,
-            Mode::Accumulate => schema::Mode::Accumulate,
-            Mode::Average => schema::Mode::Average,
-        };
-        let args = schema::MetricArgs {
-            name: Some(name),
-            tags,
-            ts_ms: sample.ts_ms,
-            mode,
-            value_type,
-            value,
-        };
-        metrics.push(schema::Metric::create(&mut builder, &args));
+    let mut documents = Vec::new();
+    let mut rest = samples;
+    while !rest.is_empty() {
+        let mut encoder = DocumentEncoder::default();
+        let used = encoder.add(rest, form);
+        debug_assert!(used > 0, "every document takes at least one sample");
+        rest = &rest[used.max(1).min(rest.len())..];
+        documents.push(encoder.finish(&mut builder));
     }
-    let metrics = Some(builder.create_vector(&metrics));
-    let list = schema::MetricList::create(&mut builder, &schema::MetricListArgs { metrics });
+    let documents = Some(builder.create_vector(&documents));
+    let list = schema::MetricList::create(&mut builder, &schema::MetricListArgs { documents });
     schema::finish_metric_list_buffer(&mut builder, list);
     builder.finished_data().to_vec()
+}
+
+/// One document being encoded.
+#[derive(Default)]
+struct DocumentEncoder {
+    strings: Vec<String>,
+    string_at: HashMap<String, u32>,
+    tag_texts: Vec<u32>,
+    tag_set_ends: Vec<u32>,
+    /// Tag sets by content (the text indices), and the last one for the common repeat.
+    tag_set_at: HashMap<Vec<u32>, u16>,
+    last_tags: Option<(Tags, u16)>,
+    ts_ms: Option<i64>,
+    metrics: Vec<schema::Metric>,
+    timestamps_ms: Vec<i64>,
+    texts: Vec<String>,
+    histograms: Vec<schema::HistogramEnds>,
+    bins: Vec<schema::Bin>,
+    llhist: Vec<u8>,
+}
+
+impl DocumentEncoder {
+    /// Adds samples from the front of `samples` until the document's tag sets are full; returns
+    /// how many it took.
+    fn add(&mut self, samples: &[Sample], form: HistogramForm) -> usize {
+        self.ts_ms = most_common_ts(samples);
+        for (taken, sample) in samples.iter().enumerate() {
+            let Some(tags) = self.tags(&sample.tags) else {
+                return taken;
+            };
+            let name = self.string(&sample.name);
+            let mode = match sample.mode {
+                Mode::Set => 0,
+                Mode::Accumulate => 1,
+                Mode::Average => 2,
+            };
+            let ts = match sample.ts_ms {
+                None => TS_AT_RECEIPT,
+                Some(ts_ms) if Some(ts_ms) == self.ts_ms => TS_DOCUMENT,
+                Some(ts_ms) => {
+                    self.timestamps_ms.push(ts_ms);
+                    TS_OWN
+                }
+            };
+            let flags = mode | ts << FLAGS_TS_SHIFT;
+            let (kind, value) = match &sample.value {
+                Value::Null => (schema::Kind::Null, 0.0),
+                Value::Numeric(v) => (schema::Kind::Numeric, *v),
+                Value::Text(text) => {
+                    self.texts.push(text.clone());
+                    (schema::Kind::Text, 0.0)
+                }
+                Value::Histogram(h) => {
+                    self.histogram(h, form);
+                    (schema::Kind::Histogram, 0.0)
+                }
+                Value::CumulativeHistogram(h) => {
+                    self.histogram(h, form);
+                    (schema::Kind::CumulativeHistogram, 0.0)
+                }
+            };
+            self.metrics
+                .push(schema::Metric::new(value, name, tags, kind, flags));
+        }
+        samples.len()
+    }
+
+    fn string(&mut self, text: &str) -> u32 {
+        if let Some(&at) = self.string_at.get(text) {
+            return at;
+        }
+        let at = u32::try_from(self.strings.len()).unwrap_or(u32::MAX);
+        self.strings.push(text.to_owned());
+        self.string_at.insert(text.to_owned(), at);
+        at
+    }
+
+    /// The tag set field for `tags` (0 = none); `None` when the document has no room for a new
+    /// set.
+    fn tags(&mut self, tags: &Tags) -> Option<u16> {
+        if tags.is_empty() {
+            return Some(0);
+        }
+        if let Some((last, set)) = &self.last_tags {
+            if Arc::ptr_eq(last, tags) || **last == **tags {
+                return Some(*set);
+            }
+        }
+        let texts: Vec<u32> = tags
+            .iter()
+            .map(|(category, value)| self.string(&tag_text(category, value)))
+            .collect();
+        let set = match self.tag_set_at.get(&texts) {
+            Some(&set) => set,
+            None => {
+                if self.tag_set_ends.len() >= TAG_SETS_PER_DOCUMENT_MAX {
+                    return None;
+                }
+                self.tag_texts.extend_from_slice(&texts);
+                let end = u32::try_from(self.tag_texts.len()).unwrap_or(u32::MAX);
+                self.tag_set_ends.push(end);
+                let set = u16::try_from(self.tag_set_ends.len()).unwrap_or(u16::MAX);
+                self.tag_set_at.insert(texts, set);
+                set
+            }
+        };
+        self.last_tags = Some((Arc::clone(tags), set));
+        Some(set)
+    }
+
+    fn histogram(&mut self, h: &Histogram, form: HistogramForm) {
+        match form {
+            HistogramForm::Bins => {
+                // Bins over a `Bin`'s u16 count travel in the llhist part.
+                let mut large = Vec::new();
+                for (bin, count) in h.bins() {
+                    match u16::try_from(count) {
+                        Ok(count) => self
+                            .bins
+                            .push(schema::Bin::new(bin.val(), bin.exp(), count)),
+                        Err(_) => large.push((bin, count)),
+                    }
+                }
+                if !large.is_empty() {
+                    Histogram::from_bins(large).encode_into(&mut self.llhist);
+                }
+            }
+            HistogramForm::Llhist => {
+                if !h.is_empty() {
+                    h.encode_into(&mut self.llhist);
+                }
+            }
+        }
+        let end = |len: usize| u32::try_from(len).unwrap_or(u32::MAX);
+        self.histograms.push(schema::HistogramEnds::new(
+            end(self.bins.len()),
+            end(self.llhist.len()),
+        ));
+    }
+
+    fn finish<'b>(
+        self,
+        builder: &mut FlatBufferBuilder<'b>,
+    ) -> flatbuffers::WIPOffset<schema::Document<'b>> {
+        let strings: Vec<_> = self
+            .strings
+            .iter()
+            .map(|s| builder.create_string(s))
+            .collect();
+        let texts: Vec<_> = self
+            .texts
+            .iter()
+            .map(|s| builder.create_string(s))
+            .collect();
+        let args = schema::DocumentArgs {
+            strings: Some(builder.create_vector(&strings)),
+            tag_texts: (!self.tag_texts.is_empty()).then(|| builder.create_vector(&self.tag_texts)),
+            tag_set_ends: (!self.tag_set_ends.is_empty())
+                .then(|| builder.create_vector(&self.tag_set_ends)),
+            ts_ms: self.ts_ms,
+            metrics: Some(builder.create_vector(&self.metrics)),
+            timestamps_ms: (!self.timestamps_ms.is_empty())
+                .then(|| builder.create_vector(&self.timestamps_ms)),
+            texts: (!texts.is_empty()).then(|| builder.create_vector(&texts)),
+            histograms: (!self.histograms.is_empty())
+                .then(|| builder.create_vector(&self.histograms)),
+            bins: (!self.bins.is_empty()).then(|| builder.create_vector(&self.bins)),
+            llhist: (!self.llhist.is_empty()).then(|| builder.create_vector(&self.llhist)),
+        };
+        schema::Document::create(builder, &args)
+    }
+}
+
+/// The timestamp most samples carry (the document default), if any carries one.
+fn most_common_ts(samples: &[Sample]) -> Option<i64> {
+    let mut counts: HashMap<i64, usize> = HashMap::new();
+    for ts_ms in samples.iter().filter_map(|s| s.ts_ms) {
+        *counts.entry(ts_ms).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .max_by_key(|&(ts_ms, count)| (count, std::cmp::Reverse(ts_ms)))
+        .map(|(ts_ms, _)| ts_ms)
 }
 
 /// `cat:val` as `parse_tag` reads it back: a category holding `:` or starting with `b"`, and a

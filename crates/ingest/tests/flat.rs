@@ -1,6 +1,6 @@
-//! The flatbuffer metric list (`ingest::flat`): every value form, the same samples as the JSON
-//! form, per-metric and whole-body rejections, the size bounds, and generated metric lists
-//! encoded both ways.
+//! The flatbuffer metric list (`ingest::flat`, schema version 2): every value form, the same
+//! samples as the JSON form, per-metric and whole-body rejections, side vectors staying aligned
+//! past a rejected metric, the size bounds, and generated metric lists encoded both ways.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 // The shared fuzz checks; this file uses only its own format's.
@@ -8,7 +8,7 @@
 #[path = "fuzz_checks/mod.rs"]
 mod fuzz_checks;
 
-use flatbuffers::{FlatBufferBuilder, WIPOffset};
+use flatbuffers::FlatBufferBuilder;
 use hist::{Bin, Histogram};
 use ingest::flat::{self, schema, HistogramForm};
 use ingest::{httptrap, Batch, Mode, Options, Reason, Sample, Value, SAMPLES_PER_BATCH_MAX};
@@ -27,112 +27,116 @@ fn json(body: &str) -> Batch {
     batch
 }
 
-/// What a test metric holds, built with the generated builder (so every schema form, not only
-/// what `flat::encode` writes, is exercised).
-#[derive(Default)]
-struct Metric<'a> {
-    name: &'a str,
-    tags: &'a [&'a str],
+// `Metric.flags`, as the schema defines them.
+const SET: u8 = 0;
+const ACCUMULATE: u8 = 1;
+const AVERAGE: u8 = 2;
+const TS_DOCUMENT: u8 = 1 << 2;
+const TS_OWN: u8 = 2 << 2;
+
+/// One document written field by field with the generated builder, so every schema form (and
+/// every malformed one), not only what `flat::encode` writes, is exercised.
+#[derive(Default, Clone)]
+struct Doc {
+    strings: Vec<String>,
+    tag_texts: Vec<u32>,
+    tag_set_ends: Vec<u32>,
     ts_ms: Option<i64>,
-    mode: schema::Mode,
-    value: Option<V<'a>>,
+    metrics: Vec<schema::Metric>,
+    timestamps_ms: Vec<i64>,
+    texts: Vec<String>,
+    histograms: Vec<schema::HistogramEnds>,
+    bins: Vec<schema::Bin>,
+    llhist: Vec<u8>,
 }
 
-enum V<'a> {
-    I32(i32),
-    U32(u32),
-    I64(i64),
-    U64(u64),
-    F64(f64),
-    Text(&'a str),
-    Hist {
-        bins: &'a [(i8, i8, u16)],
-        samples: &'a [f64],
-        llhist: Option<Vec<u8>>,
-        cumulative: bool,
-    },
-}
-
-fn build(metrics: &[Metric<'_>]) -> Vec<u8> {
-    let mut b = FlatBufferBuilder::new();
-    let mut offsets = Vec::new();
-    for m in metrics {
-        let name = b.create_string(m.name);
-        let tags: Vec<_> = m.tags.iter().map(|t| b.create_string(t)).collect();
-        let tags = (!m.tags.is_empty()).then(|| b.create_vector(&tags));
-        let (value_type, value) = match &m.value {
-            None => (schema::Value::NONE, None),
-            Some(V::I32(value)) => {
-                let t = schema::Int32::create(&mut b, &schema::Int32Args { value: *value });
-                (schema::Value::Int32, Some(t.as_union_value()))
-            }
-            Some(V::U32(value)) => {
-                let t = schema::UInt32::create(&mut b, &schema::UInt32Args { value: *value });
-                (schema::Value::UInt32, Some(t.as_union_value()))
-            }
-            Some(V::I64(value)) => {
-                let t = schema::Int64::create(&mut b, &schema::Int64Args { value: *value });
-                (schema::Value::Int64, Some(t.as_union_value()))
-            }
-            Some(V::U64(value)) => {
-                let t = schema::UInt64::create(&mut b, &schema::UInt64Args { value: *value });
-                (schema::Value::UInt64, Some(t.as_union_value()))
-            }
-            Some(V::F64(value)) => {
-                let t = schema::Double::create(&mut b, &schema::DoubleArgs { value: *value });
-                (schema::Value::Double, Some(t.as_union_value()))
-            }
-            Some(V::Text(text)) => {
-                let value = Some(b.create_string(text));
-                let t = schema::Text::create(&mut b, &schema::TextArgs { value });
-                (schema::Value::Text, Some(t.as_union_value()))
-            }
-            Some(V::Hist {
-                bins,
-                samples,
-                llhist,
-                cumulative,
-            }) => {
-                let bins: Vec<_> = bins
-                    .iter()
-                    .map(|&(val, exp, count)| schema::Bin::new(val, exp, count))
-                    .collect();
-                let args = schema::HistogramArgs {
-                    bins: (!bins.is_empty()).then(|| b.create_vector(&bins)),
-                    samples: (!samples.is_empty()).then(|| b.create_vector(samples)),
-                    llhist: llhist.as_ref().map(|bytes| b.create_vector(bytes)),
-                    cumulative: *cumulative,
-                };
-                let t = schema::Histogram::create(&mut b, &args);
-                (schema::Value::Histogram, Some(t.as_union_value()))
-            }
-        };
-        let args = schema::MetricArgs {
-            name: Some(name),
-            tags,
-            ts_ms: m.ts_ms,
-            mode: m.mode,
-            value_type,
-            value,
-        };
-        offsets.push(schema::Metric::create(&mut b, &args));
+impl Doc {
+    fn string(&mut self, text: &str) -> u32 {
+        self.strings.push(text.to_owned());
+        (self.strings.len() - 1) as u32
     }
+
+    /// A tag set of these texts; the value for `Metric.tags`.
+    fn tag_set(&mut self, texts: &[&str]) -> u16 {
+        for text in texts {
+            let at = self.string(text);
+            self.tag_texts.push(at);
+        }
+        self.tag_set_ends.push(self.tag_texts.len() as u32);
+        self.tag_set_ends.len() as u16
+    }
+
+    fn push(&mut self, name: &str, tags: u16, kind: schema::Kind, value: f64, flags: u8) {
+        let name = self.string(name);
+        self.metrics
+            .push(schema::Metric::new(value, name, tags, kind, flags));
+    }
+
+    fn numeric(&mut self, name: &str, value: f64) -> &mut Doc {
+        self.push(name, 0, schema::Kind::Numeric, value, SET);
+        self
+    }
+
+    fn text(&mut self, name: &str, text: &str) -> &mut Doc {
+        self.texts.push(text.to_owned());
+        self.push(name, 0, schema::Kind::Text, 0.0, SET);
+        self
+    }
+
+    fn hist(&mut self, name: &str, bins: &[(i8, i8, u16)], llhist: &[u8], cumulative: bool) {
+        self.bins.extend(
+            bins.iter()
+                .map(|&(val, exp, count)| schema::Bin::new(val, exp, count)),
+        );
+        self.llhist.extend_from_slice(llhist);
+        self.histograms.push(schema::HistogramEnds::new(
+            self.bins.len() as u32,
+            self.llhist.len() as u32,
+        ));
+        let kind = if cumulative {
+            schema::Kind::CumulativeHistogram
+        } else {
+            schema::Kind::Histogram
+        };
+        self.push(name, 0, kind, 0.0, SET);
+    }
+
+    fn finish<'b>(
+        &self,
+        b: &mut FlatBufferBuilder<'b>,
+    ) -> flatbuffers::WIPOffset<schema::Document<'b>> {
+        let strings: Vec<_> = self.strings.iter().map(|s| b.create_string(s)).collect();
+        let texts: Vec<_> = self.texts.iter().map(|s| b.create_string(s)).collect();
+        let args = schema::DocumentArgs {
+            strings: Some(b.create_vector(&strings)),
+            tag_texts: Some(b.create_vector(&self.tag_texts)),
+            tag_set_ends: Some(b.create_vector(&self.tag_set_ends)),
+            ts_ms: self.ts_ms,
+            metrics: Some(b.create_vector(&self.metrics)),
+            timestamps_ms: Some(b.create_vector(&self.timestamps_ms)),
+            texts: Some(b.create_vector(&texts)),
+            histograms: Some(b.create_vector(&self.histograms)),
+            bins: Some(b.create_vector(&self.bins)),
+            llhist: Some(b.create_vector(&self.llhist)),
+        };
+        schema::Document::create(b, &args)
+    }
+}
+
+fn build(docs: &[Doc]) -> Vec<u8> {
+    let mut b = FlatBufferBuilder::new();
+    let offsets: Vec<_> = docs.iter().map(|d| d.finish(&mut b)).collect();
     finish(b, &offsets)
 }
 
-fn finish<'a>(mut b: FlatBufferBuilder<'a>, offsets: &[WIPOffset<schema::Metric<'a>>]) -> Vec<u8> {
-    let metrics = Some(b.create_vector(offsets));
-    let list = schema::MetricList::create(&mut b, &schema::MetricListArgs { metrics });
-    b.finish(list, None);
+fn finish<'a>(
+    mut b: FlatBufferBuilder<'a>,
+    offsets: &[flatbuffers::WIPOffset<schema::Document<'a>>],
+) -> Vec<u8> {
+    let documents = Some(b.create_vector(offsets));
+    let list = schema::MetricList::create(&mut b, &schema::MetricListArgs { documents });
+    schema::finish_metric_list_buffer(&mut b, list);
     b.finished_data().to_vec()
-}
-
-fn metric<'a>(name: &'a str, value: V<'static>) -> Metric<'a> {
-    Metric {
-        name,
-        value: Some(value),
-        ..Metric::default()
-    }
 }
 
 /// The spec's httptrap example, every form, sent both ways: the same samples.
@@ -150,48 +154,27 @@ fn spec_example_same_as_json() {
     let llhist = Histogram::from_base64("AAQKAAABFAAAAR4AAAEoAAB4")
         .unwrap()
         .to_bytes();
-    let flat_body = build(&[
-        metric("requests", V::U64(123853)),
-        metric("version", V::Text("1.alpha")),
-        metric("ok", V::U32(1)),
+    let mut doc = Doc::default();
+    doc.numeric("requests", 123853.0)
+        .text("version", "1.alpha")
+        .numeric("ok", 1.0)
         // 18426744073709551616 is beyond u64: the JSON path reads it as a double.
-        metric("big", V::F64(18_426_744_073_709_551_616.0)),
-        metric(
-            "db`latency|ST[db:orders]",
-            V::Hist {
-                bins: &[(12, -3, 5)],
-                samples: &[0.004],
-                llhist: Some(llhist),
-                cumulative: false,
-            },
-        ),
-        metric(
-            "cum",
-            V::Hist {
-                bins: &[(40, 0, 120)],
-                samples: &[],
-                llhist: None,
-                cumulative: true,
-            },
-        ),
-        Metric {
-            ts_ms: Some(1_700_000_000_123),
-            ..metric("late", V::I64(42))
-        },
-        Metric {
-            mode: schema::Mode::Accumulate,
-            ..metric("bytes", V::U64(125))
-        },
-        Metric {
-            tags: &["az:b\"ZXUtMQ==\"", "rack"],
-            ..metric("i", V::I32(-7))
-        },
-        Metric {
-            name: "nothing",
-            ..Metric::default()
-        },
-    ]);
-    let batch = parse(&flat_body);
+        .numeric("big", 18_426_744_073_709_551_616.0);
+    // 0.004 is one sample in bin (40, -3).
+    doc.hist(
+        "db`latency|ST[db:orders]",
+        &[(12, -3, 5), (40, -3, 1)],
+        &llhist,
+        false,
+    );
+    doc.hist("cum", &[(40, 0, 120)], &[], true);
+    doc.timestamps_ms.push(1_700_000_000_123);
+    doc.push("late", 0, schema::Kind::Numeric, 42.0, TS_OWN);
+    doc.push("bytes", 0, schema::Kind::Numeric, 125.0, ACCUMULATE);
+    let tags = doc.tag_set(&["az:b\"ZXUtMQ==\"", "rack"]);
+    doc.push("i", tags, schema::Kind::Numeric, -7.0, SET);
+    doc.push("nothing", 0, schema::Kind::Null, 0.0, SET);
+    let batch = parse(&build(&[doc]));
     assert_eq!(batch.rejected, []);
     let expected = json(body).samples;
     assert_eq!(batch.samples, expected);
@@ -206,6 +189,8 @@ fn spec_example_same_as_json() {
         Value::Histogram(h) => assert_eq!(h.sample_count(), 5 + 1 + 123),
         other => panic!("{other:?}"),
     }
+    assert_eq!(batch.samples[6].ts_ms, Some(1_700_000_000_123));
+    assert_eq!(batch.samples[7].mode, Mode::Accumulate);
     assert_eq!(
         &*batch.samples[8].tags,
         [("az".into(), "eu-1".into()), ("rack".into(), String::new())]
@@ -215,11 +200,13 @@ fn spec_example_same_as_json() {
 }
 
 #[test]
-fn content_type_is_the_spec_name() {
+fn content_type_and_identifier() {
     assert_eq!(
         flat::CONTENT_TYPE,
         "application/x-circonus-metric-list-flatbuffer"
     );
+    let body = build(&[]);
+    assert_eq!(&body[4..8], b"STH2");
 }
 
 #[test]
@@ -250,7 +237,7 @@ fn average_mode_and_large_bin_counts() {
         assert_eq!(batch.samples, samples, "{form:?}");
         assert!(
             std::sync::Arc::ptr_eq(&batch.samples[0].tags, &batch.samples[1].tags),
-            "equal consecutive tag lists are shared"
+            "metrics of one tag set share its list"
         );
     }
     match &parse(&flat::encode(&samples)).samples[0].value {
@@ -262,9 +249,57 @@ fn average_mode_and_large_bin_counts() {
     }
 }
 
+/// Timestamps: at receipt, the document's, and each metric's own, in any mix; `encode` makes
+/// the most common one the document's.
+#[test]
+fn timestamp_sources() {
+    let mut doc = Doc {
+        ts_ms: Some(NOW_MS - 1_000),
+        ..Doc::default()
+    };
+    doc.timestamps_ms = vec![NOW_MS - 5, NOW_MS - 6];
+    doc.push("a", 0, schema::Kind::Numeric, 1.0, TS_OWN);
+    doc.push("b", 0, schema::Kind::Numeric, 2.0, TS_DOCUMENT);
+    doc.push("c", 0, schema::Kind::Numeric, 3.0, SET);
+    doc.push("d", 0, schema::Kind::Numeric, 4.0, TS_OWN | AVERAGE);
+    let batch = parse(&build(&[doc]));
+    assert_eq!(batch.rejected, []);
+    let ts: Vec<Option<i64>> = batch.samples.iter().map(|s| s.ts_ms).collect();
+    assert_eq!(
+        ts,
+        [
+            Some(NOW_MS - 5),
+            Some(NOW_MS - 1_000),
+            None,
+            Some(NOW_MS - 6)
+        ]
+    );
+    assert_eq!(batch.samples[3].mode, Mode::Average);
+
+    let samples: Vec<Sample> = (0..10)
+        .map(|i| Sample {
+            name: format!("m{i}"),
+            tags: vec![].into(),
+            ts_ms: if i == 3 {
+                Some(NOW_MS - 7)
+            } else {
+                Some(NOW_MS)
+            },
+            value: Value::Numeric(f64::from(i)),
+            mode: Mode::Set,
+        })
+        .collect();
+    let body = flat::encode(&samples);
+    assert_eq!(parse(&body).samples, samples);
+    let list = flat::schema::root_as_metric_list(&body).unwrap();
+    let document = list.documents().unwrap().get(0);
+    assert_eq!(document.ts_ms(), Some(NOW_MS));
+    assert_eq!(document.timestamps_ms().unwrap().len(), 1);
+}
+
 /// Bins in any order, repeated, with zero counts, the zero bin under any exponent, mixed with
-/// samples and an llhist — and a list longer than llhist's u16 bin count, which takes the
-/// other path — all merge to the histogram `hist` builds from the same entries.
+/// an llhist — and a list longer than llhist's u16 bin count, which takes the other path — all
+/// merge to the histogram `hist` builds from the same entries.
 #[test]
 fn histogram_entries_in_any_order_merge() {
     let bins: &[(i8, i8, u16)] = &[
@@ -277,32 +312,21 @@ fn histogram_entries_in_any_order_merge() {
         (99, 127, 65_535),
         (-10, -128, 9),
     ];
-    let samples: &'static [f64] = &[0.5, 5000.0, -2.5];
     let llhist = Histogram::from_bins([(Bin::from_f64(3.0), 9)]).to_bytes();
     let mut expected = Histogram::new();
     for &(val, exp, count) in bins {
         expected.insert_bin(Bin::new(val, exp).unwrap(), u64::from(count));
     }
-    for &sample in samples {
-        expected.insert(sample);
-    }
     expected.insert_n(3.0, 9);
-    let body = build(&[metric(
-        "h",
-        V::Hist {
-            bins,
-            samples,
-            llhist: Some(llhist),
-            cumulative: false,
-        },
-    )]);
-    let batch = parse(&body);
+    let mut doc = Doc::default();
+    doc.hist("h", bins, &llhist, false);
+    let batch = parse(&build(&[doc]));
     assert_eq!(batch.rejected, []);
     assert_eq!(batch.samples[0].value, Value::Histogram(expected.clone()));
     assert_eq!(expected.count_of(Bin::new(50, 2).unwrap()), 7);
     assert_eq!(expected.count_of(Bin::ZERO), 2);
 
-    // 70,000 entries cycling over 700 bins, descending.
+    // 70,000 entries cycling over 700 bins, descending, then a small histogram after it.
     let long: Vec<(i8, i8, u16)> = (0..70_000)
         .map(|i| {
             let bin = 699 - i % 700;
@@ -313,30 +337,30 @@ fn histogram_entries_in_any_order_merge() {
     for &(val, exp, count) in &long {
         expected.insert_bin(Bin::new(val, exp).unwrap(), u64::from(count));
     }
-    let body = build(&[metric(
-        "long",
-        V::Hist {
-            bins: Box::leak(long.into_boxed_slice()),
-            samples: &[],
-            llhist: None,
-            cumulative: true,
-        },
-    )]);
-    let batch = parse(&body);
+    let mut doc = Doc::default();
+    doc.hist("long", &long, &[], true);
+    doc.hist("small", &[(20, 0, 2)], &[], false);
+    let batch = parse(&build(&[doc]));
     assert_eq!(batch.rejected, []);
     assert_eq!(batch.samples[0].value, Value::CumulativeHistogram(expected));
+    assert_eq!(
+        batch.samples[1].value,
+        Value::Histogram(Histogram::from_bins([(Bin::new(20, 0).unwrap(), 2)]))
+    );
 }
 
 #[test]
-fn empty_body_and_empty_list() {
+fn empty_body_empty_list_and_empty_document() {
     let batch = parse(b"");
     assert_eq!((batch.samples.len(), batch.rejected_total), (0, 0));
     let batch = parse(&build(&[]));
     assert_eq!((batch.samples.len(), batch.rejected_total), (0, 0));
+    let batch = parse(&build(&[Doc::default(), Doc::default()]));
+    assert_eq!((batch.samples.len(), batch.rejected_total), (0, 0));
 }
 
-/// Each problem rejects its metric alone, with the metric's index and name, as the JSON path
-/// rejects one key.
+/// Each problem rejects its metric alone, with the document, the metric's index and name, as
+/// the JSON path rejects one key; the side vectors stay aligned past a rejected metric.
 #[test]
 fn per_metric_rejections() {
     let long_name = "n".repeat(ingest::NAME_BYTES_MAX + 1);
@@ -344,73 +368,65 @@ fn per_metric_rejections() {
         .map(|i| format!("t{i}:v"))
         .collect();
     let many_tags: Vec<&str> = many_tags.iter().map(String::as_str).collect();
-    let bad_llhist = vec![0, 1, 12];
-    let metrics = [
-        metric("ok", V::F64(1.0)),
-        metric("nan", V::F64(f64::NAN)),
-        metric("inf", V::F64(f64::INFINITY)),
-        metric(&long_name, V::F64(1.0)),
-        metric("", V::F64(1.0)),
-        metric("x|ST[a:b]y", V::F64(1.0)),
-        Metric {
-            tags: &[":v"],
-            ..metric("empty_category", V::F64(1.0))
-        },
-        Metric {
-            tags: &many_tags,
-            ..metric("many_tags", V::F64(1.0))
-        },
-        Metric {
-            ts_ms: Some(1_000),
-            ..metric("old", V::F64(1.0))
-        },
-        Metric {
-            mode: schema::Mode(9),
-            ..metric("mode", V::F64(1.0))
-        },
-        metric(
-            "bad_bin",
-            V::Hist {
-                bins: &[(12, 0, 1), (5, 0, 1)],
-                samples: &[],
-                llhist: None,
-                cumulative: false,
-            },
-        ),
-        metric(
-            "nan_sample",
-            V::Hist {
-                bins: &[],
-                samples: &[1.0, f64::NAN],
-                llhist: None,
-                cumulative: false,
-            },
-        ),
-        metric(
-            "bad_llhist",
-            V::Hist {
-                bins: &[],
-                samples: &[],
-                llhist: Some(bad_llhist),
-                cumulative: false,
-            },
-        ),
-        metric("ok2", V::I32(2)),
-    ];
-    let batch = parse(&build(&metrics));
+    let mut doc = Doc::default();
+    doc.numeric("ok", 1.0)
+        .numeric("nan", f64::NAN)
+        .numeric("inf", f64::INFINITY)
+        .numeric(&long_name, 1.0)
+        .numeric("", 1.0)
+        .numeric("x|ST[a:b]y", 1.0);
+    let empty_category = doc.tag_set(&[":v"]);
+    doc.push(
+        "empty_category",
+        empty_category,
+        schema::Kind::Numeric,
+        1.0,
+        SET,
+    );
+    let many = doc.tag_set(&many_tags);
+    doc.push("many_tags", many, schema::Kind::Numeric, 1.0, SET);
+    doc.timestamps_ms.push(1_000);
+    doc.push("old", 0, schema::Kind::Numeric, 1.0, TS_OWN);
+    doc.push("mode", 0, schema::Kind::Numeric, 1.0, 3);
+    doc.push("reserved", 0, schema::Kind::Numeric, 1.0, 0x10);
+    doc.push("kind", 0, schema::Kind(9), 1.0, SET);
+    // A bad bin, then a rejected name holding a good histogram: the next histogram metric
+    // still reads its own entry.
+    doc.hist("bad_bin", &[(12, 0, 1), (5, 0, 1)], &[], false);
+    doc.hist("", &[(30, 0, 1)], &[], false);
+    doc.hist("bad_llhist", &[], &[0, 1, 12], false);
+    doc.push("no_text", 0, schema::Kind::Text, 0.0, SET);
+    doc.push("no_ts", 0, schema::Kind::Numeric, 1.0, TS_DOCUMENT);
+    doc.metrics.push(schema::Metric::new(
+        1.0,
+        10_000,
+        0,
+        schema::Kind::Numeric,
+        SET,
+    ));
+    doc.push("no_tag_set", 7, schema::Kind::Numeric, 1.0, SET);
+    doc.hist("h_ok", &[(40, 0, 3)], &[], false);
+    doc.numeric("ok2", 2.0);
+    let batch = parse(&build(&[doc]));
     let names: Vec<&str> = batch.samples.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["ok", "ok2"]);
-    assert_eq!(batch.rejected_total, 12);
+    assert_eq!(names, ["ok", "h_ok", "ok2"]);
+    assert_eq!(
+        batch.samples[1].value,
+        Value::Histogram(Histogram::from_bins([(Bin::new(40, 0).unwrap(), 3)]))
+    );
+    assert_eq!(batch.rejected_total, 18);
     assert!(!batch.stopped());
     let locations: Vec<&str> = batch.rejected.iter().map(|r| r.location.as_str()).collect();
-    assert_eq!(locations[0], "metric 1 (`nan`)");
-    assert_eq!(locations[11], "metric 12 (`bad_llhist`)");
+    assert_eq!(locations[0], "document 0, metric 1 (`nan`)");
+    assert_eq!(locations[13], "document 0, metric 14 (`bad_llhist`)");
+    assert_eq!(locations[16], "document 0, metric 17 (``)");
     let reasons: Vec<String> = batch
         .rejected
         .iter()
         .map(|r| r.reason.to_string())
         .collect();
     assert!(reasons[0].contains("finite"), "{}", reasons[0]);
+    assert!(reasons[1].contains("finite"), "{}", reasons[1]);
     assert!(matches!(
         batch.rejected[2].reason,
         Reason::Bound {
@@ -430,12 +446,48 @@ fn per_metric_rejections() {
     ));
     assert!(matches!(batch.rejected[7].reason, Reason::Timestamp { .. }));
     assert!(reasons[8].contains("mode"), "{}", reasons[8]);
-    assert!(reasons[9].contains("bin 1: val 5, exp 0"), "{}", reasons[9]);
-    assert!(reasons[10].contains("sample 1: NaN"), "{}", reasons[10]);
+    assert!(reasons[9].contains("bits 4–7"), "{}", reasons[9]);
+    assert!(reasons[10].contains("kind"), "{}", reasons[10]);
+    assert!(
+        reasons[11].contains("bin 1: val 5, exp 0"),
+        "{}",
+        reasons[11]
+    );
+    assert_eq!(batch.rejected[12].reason, Reason::EmptyName);
     assert!(matches!(
-        batch.rejected[11].reason,
+        batch.rejected[13].reason,
         Reason::Decode { what: "llhist", .. }
     ));
+    assert!(reasons[14].contains("texts[0] missing"), "{}", reasons[14]);
+    assert!(reasons[15].contains("document `ts_ms`"), "{}", reasons[15]);
+    assert!(reasons[16].contains("name 10000 of"), "{}", reasons[16]);
+    assert!(reasons[17].contains("tag set 7 of 2"), "{}", reasons[17]);
+}
+
+/// Histogram ends past the vectors or going backwards reject their metric.
+#[test]
+fn histogram_ends_are_checked() {
+    let mut doc = Doc::default();
+    doc.hist("a", &[(20, 0, 1), (30, 0, 1)], &[], false);
+    doc.hist("b", &[(40, 0, 1)], &[], false);
+    doc.histograms[1] = schema::HistogramEnds::new(1, 0);
+    doc.push("c", 0, schema::Kind::Histogram, 0.0, SET);
+    doc.histograms.push(schema::HistogramEnds::new(99, 0));
+    let batch = parse(&build(&[doc]));
+    assert_eq!(batch.samples.len(), 1);
+    assert_eq!(batch.rejected_total, 2);
+    for rejection in &batch.rejected {
+        let text = rejection.reason.to_string();
+        assert!(text.contains("never decreasing"), "{text}");
+    }
+    assert!(
+        batch.rejected[1]
+            .reason
+            .to_string()
+            .contains("bins 2..99 of 3"),
+        "{}",
+        batch.rejected[1].reason
+    );
 }
 
 fn assert_body_rejected(body: &[u8], detail_part: &str) {
@@ -451,109 +503,106 @@ fn assert_body_rejected(body: &[u8], detail_part: &str) {
 }
 
 /// Structural problems (what the flatbuffers verifier refuses) reject the whole body, naming
-/// where the verifier stopped.
+/// where the verifier stopped; so does another file identifier, naming version 1's.
 #[test]
 fn verifier_rejections_name_the_field() {
-    let good = build(&[metric("a", V::F64(1.0)), metric("bb", V::F64(2.0))]);
+    let mut doc = Doc::default();
+    doc.numeric("a", 1.0).numeric("bb", 2.0);
+    let good = build(&[doc]);
     assert_eq!(parse(&good).samples.len(), 2);
     assert_body_rejected(&good[..good.len() / 2], "out of bounds");
-    assert_body_rejected(
-        b"\xff\xff\xff\xff garbage",
-        "cannot decode flatbuffer metric list",
-    );
+    assert_body_rejected(b"\xff\xff\xff\xff garbage", "file identifier \" gar\"");
+    let mut v1 = good.clone();
+    v1[4..8].copy_from_slice(b"STHT");
+    assert_body_rejected(&v1, "schema version 1");
 
-    // Invalid UTF-8 in the second metric's name.
+    // Invalid UTF-8 in the second string.
     let mut bad = good.clone();
     let at = bad.windows(2).position(|w| w == b"bb").unwrap();
     bad[at] = 0xff;
     assert_body_rejected(&bad, "Utf8");
     assert_body_rejected(&bad, "vector element 1");
-    assert_body_rejected(&bad, "`name`");
-
-    // A metric without its required name, written with the low-level builder.
-    let mut b = FlatBufferBuilder::new();
-    let start = b.start_table();
-    b.push_slot_always(schema::Metric::VT_TS_MS, NOW_MS);
-    let nameless = WIPOffset::new(b.end_table(start).value());
-    let good_metric = {
-        let name = Some(b.create_string("a"));
-        schema::Metric::create(
-            &mut b,
-            &schema::MetricArgs {
-                name,
-                ..Default::default()
-            },
-        )
-    };
-    let body = finish(b, &[good_metric, nameless]);
-    assert_body_rejected(&body, "Missing required field `name`");
-    assert_body_rejected(&body, "vector element 1");
+    assert_body_rejected(&bad, "`strings`");
 }
 
-/// Offsets may point many metrics at one long name: the verifier's apparent-size bound keeps
-/// decoded size proportional to the body.
+/// Shared data cannot make a small body decode large: many metrics naming one 4 KiB string stop
+/// at the decoded-bytes bound, many references to one document at the verifier's.
 #[test]
-fn shared_offsets_cannot_amplify() {
-    let name = "n".repeat(4000);
-    let mut b = FlatBufferBuilder::new();
-    let name = Some(b.create_string(&name));
-    let one = schema::Metric::create(
-        &mut b,
-        &schema::MetricArgs {
-            name,
-            ..Default::default()
-        },
+fn shared_data_cannot_amplify() {
+    let mut doc = Doc::default();
+    let name = doc.string(&"n".repeat(4000));
+    doc.metrics = vec![schema::Metric::new(1.0, name, 0, schema::Kind::Numeric, SET); 20_000];
+    let body = build(&[doc]);
+    assert!(body.len() < 330_000, "{}", body.len());
+    let batch = parse(&body);
+    let max = body.len() * 16 + 64 * 1024;
+    // Every sample before the bound is kept.
+    assert_eq!(batch.samples.len(), max / 4000);
+    assert!(batch.stopped());
+    let stop = batch.rejected.last().unwrap();
+    assert_eq!(
+        stop.reason,
+        Reason::Bound {
+            what: "decoded name and tag bytes (16 × the body + 64 KiB)",
+            size: (max / 4000 + 1) * 4000,
+            max,
+        }
     );
+    assert!(
+        stop.location
+            .starts_with(&format!("document 0, metric {} (`nnn", max / 4000)),
+        "{}",
+        stop.location
+    );
+
+    let mut b = FlatBufferBuilder::new();
+    let mut doc = Doc::default();
+    doc.string(&"s".repeat(4000));
+    doc.numeric("m", 1.0);
+    let one = doc.finish(&mut b);
     let body = finish(b, &vec![one; 100_000]);
     assert!(body.len() < 420_000, "{}", body.len());
     assert_body_rejected(&body, "apparent size in bytes");
-    let max = body.len() * 16 + 64 * 1024;
-    assert_eq!(
-        parse(&body).rejected[0].reason,
-        Reason::Bound {
-            what:
-                "apparent size in bytes (16 × the body + 64 KiB; shared data counted per reference)",
-            size: max + 1,
-            max
-        }
-    );
-
-    // A few shares are fine (an encoder may share tag strings and lists).
-    let mut b = FlatBufferBuilder::new();
-    let name = Some(b.create_string("shared"));
-    let one = schema::Metric::create(
-        &mut b,
-        &schema::MetricArgs {
-            name,
-            ..Default::default()
-        },
-    );
-    let batch = parse(&finish(b, &[one; 10]));
-    assert_eq!(batch.samples.len(), 10);
-    assert!(batch.samples.iter().all(|s| s.name == "shared"));
 }
 
 /// More metrics than a batch may hold: the first `SAMPLES_PER_BATCH_MAX` are read and the rest
 /// of the body is rejected, as for JSON.
 #[test]
 fn batch_bound() {
-    let mut b = FlatBufferBuilder::new();
-    let name = Some(b.create_string("m"));
-    let one = schema::Metric::create(
-        &mut b,
-        &schema::MetricArgs {
-            name,
-            ..Default::default()
-        },
-    );
-    let body = finish(b, &vec![one; SAMPLES_PER_BATCH_MAX + 2]);
-    let batch = parse(&body);
+    let mut doc = Doc::default();
+    let name = doc.string("m");
+    doc.metrics = vec![
+        schema::Metric::new(1.0, name, 0, schema::Kind::Numeric, SET);
+        SAMPLES_PER_BATCH_MAX + 2
+    ];
+    let batch = parse(&build(&[doc]));
     assert_eq!(batch.samples.len(), SAMPLES_PER_BATCH_MAX);
     assert!(batch.stopped());
     assert_eq!(
         batch.rejected[0].location,
-        format!("metric {SAMPLES_PER_BATCH_MAX} (`m`)")
+        format!("document 0, metric {SAMPLES_PER_BATCH_MAX} (`m`)")
     );
+}
+
+/// More distinct tag sets than one document can reference: `encode` starts another document,
+/// and the metrics come back in order.
+#[test]
+fn encode_splits_documents_at_the_tag_set_bound() {
+    let samples: Vec<Sample> = (0..flat::TAG_SETS_PER_DOCUMENT_MAX + 10)
+        .map(|i| Sample {
+            name: "m".into(),
+            tags: vec![("host".into(), format!("h{i}"))].into(),
+            ts_ms: None,
+            value: Value::Numeric(i as f64),
+            mode: Mode::Set,
+        })
+        .collect();
+    let body = flat::encode(&samples);
+    let list = flat::schema::root_as_metric_list(&body).unwrap();
+    assert_eq!(list.documents().unwrap().len(), 2);
+    let batch = parse(&body);
+    assert_eq!(batch.rejected, []);
+    assert_eq!(batch.samples, samples);
 }
 
 // ---- generated metric lists, JSON and flatbuffers ----
@@ -711,29 +760,34 @@ proptest! {
 /// always checks that the seeds pass the fuzz checks.
 #[test]
 fn seed_corpus_passes_the_fuzz_checks() {
+    let mut one = Doc::default();
+    one.numeric("a", 1.0);
+    let mut tagged = Doc {
+        ts_ms: Some(NOW_MS),
+        ..Doc::default()
+    };
+    let tags = tagged.tag_set(&["a:b", "b\"YQ==\":c"]);
+    tagged.push(
+        "x|ST[h:1]",
+        tags,
+        schema::Kind::Numeric,
+        -5.0,
+        AVERAGE | TS_DOCUMENT,
+    );
+    tagged.timestamps_ms.push(NOW_MS - 1);
+    tagged.push("y", tags, schema::Kind::Null, 0.0, ACCUMULATE | TS_OWN);
+    let mut every = Doc::default();
+    every.text("t", "text").numeric("u", 7.0);
+    every.hist(
+        "h",
+        &[(12, -3, 5), (0, 0, 1), (-1, 0, 2)],
+        &Histogram::from_bins([(Bin::from_f64(3.0), 9)]).to_bytes(),
+        true,
+    );
     let mut seeds = vec![
-        build(&[metric("a", V::F64(1.0))]),
-        build(&[Metric {
-            tags: &["a:b", "b\"YQ==\":c"],
-            ts_ms: Some(NOW_MS),
-            mode: schema::Mode::Average,
-            ..metric("x|ST[h:1]", V::I64(-5))
-        }]),
-        build(&[
-            metric("t", V::Text("text")),
-            metric("u", V::U32(7)),
-            metric("i", V::I32(-7)),
-            metric("l", V::U64(u64::MAX)),
-            metric(
-                "h",
-                V::Hist {
-                    bins: &[(12, -3, 5), (0, 0, 1), (-1, 0, 2)],
-                    samples: &[0.5],
-                    llhist: Some(Histogram::from_bins([(Bin::from_f64(3.0), 9)]).to_bytes()),
-                    cumulative: true,
-                },
-            ),
-        ]),
+        build(&[one.clone()]),
+        build(&[tagged]),
+        build(&[every, one]),
     ];
     let mut h = Histogram::new();
     for i in 0..75 {
@@ -757,7 +811,7 @@ fn seed_corpus_passes_the_fuzz_checks() {
         fuzz_checks::flat(seed);
         if write {
             std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join(format!("seed-{i}")), seed).unwrap();
+            std::fs::write(dir.join(format!("seed-v2-{i}")), seed).unwrap();
         }
     }
 }

@@ -293,22 +293,29 @@ pub const FLAT_VS_JSON: [(&str, &str); 4] = [
 pub fn flat_read_in_place(body: &[u8]) -> u64 {
     let list = flat::schema::root_as_metric_list(body).unwrap();
     let mut sum = 0u64;
-    for metric in list.metrics().into_iter().flatten() {
-        sum = sum.wrapping_add(metric.name().len() as u64);
-        for tag in metric.tags().into_iter().flatten() {
-            sum = sum.wrapping_add(tag.len() as u64);
+    for document in list.documents().into_iter().flatten() {
+        let strings = document.strings().unwrap();
+        let tag_texts = document.tag_texts();
+        for tag in tag_texts.into_iter().flatten() {
+            sum = sum.wrapping_add(strings.get(tag as usize).len() as u64);
         }
-        sum = sum.wrapping_add(metric.ts_ms().unwrap_or(0) as u64);
-        if let Some(v) = metric.value_as_double() {
-            sum = sum.wrapping_add(v.value().to_bits());
-        } else if let Some(h) = metric.value_as_histogram() {
-            for bin in h.bins().into_iter().flatten() {
-                let key = (bin.val() as u8 as u64) << 8 | bin.exp() as u8 as u64;
-                sum = sum.wrapping_add(key ^ u64::from(bin.count()));
-            }
-            for byte in h.llhist().into_iter().flatten() {
-                sum = sum.wrapping_add(u64::from(byte));
-            }
+        for metric in document.metrics().into_iter().flatten() {
+            sum = sum.wrapping_add(strings.get(metric.name() as usize).len() as u64);
+            sum = sum.wrapping_add(u64::from(metric.tags()) ^ u64::from(metric.flags()));
+            sum = sum.wrapping_add(metric.value().to_bits());
+        }
+        for ts_ms in document.timestamps_ms().into_iter().flatten() {
+            sum = sum.wrapping_add(ts_ms as u64);
+        }
+        for ends in document.histograms().into_iter().flatten() {
+            sum = sum.wrapping_add(u64::from(ends.bins_end() ^ ends.llhist_end()));
+        }
+        for bin in document.bins().into_iter().flatten() {
+            let key = (bin.val() as u8 as u64) << 8 | bin.exp() as u8 as u64;
+            sum = sum.wrapping_add(key ^ u64::from(bin.count()));
+        }
+        for byte in document.llhist().into_iter().flatten() {
+            sum = sum.wrapping_add(u64::from(byte));
         }
     }
     sum

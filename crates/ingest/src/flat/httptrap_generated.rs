@@ -11,154 +11,58 @@ pub mod httptrap {
 
 
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MIN_MODE: i8 = 0;
+pub const ENUM_MIN_KIND: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_MODE: i8 = 2;
-#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-#[allow(non_camel_case_types)]
-pub const ENUM_VALUES_MODE: [Mode; 3] = [
-  Mode::Set,
-  Mode::Accumulate,
-  Mode::Average,
-];
-
-/// httptrap `_fl`: how the sample combines with the stream's previous value in its period.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-#[repr(transparent)]
-pub struct Mode(pub i8);
-#[allow(non_upper_case_globals)]
-impl Mode {
-  pub const Set: Self = Self(0);
-  pub const Accumulate: Self = Self(1);
-  pub const Average: Self = Self(2);
-
-  pub const ENUM_MIN: i8 = 0;
-  pub const ENUM_MAX: i8 = 2;
-  pub const ENUM_VALUES: &'static [Self] = &[
-    Self::Set,
-    Self::Accumulate,
-    Self::Average,
-  ];
-  /// Returns the variant's name or "" if unknown.
-  pub fn variant_name(self) -> Option<&'static str> {
-    match self {
-      Self::Set => Some("Set"),
-      Self::Accumulate => Some("Accumulate"),
-      Self::Average => Some("Average"),
-      _ => None,
-    }
-  }
-}
-impl ::core::fmt::Debug for Mode {
-  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
-    if let Some(name) = self.variant_name() {
-      f.write_str(name)
-    } else {
-      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
-    }
-  }
-}
-impl<'a> ::flatbuffers::Follow<'a> for Mode {
-  type Inner = Self;
-  #[inline]
-  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-    let b = unsafe { ::flatbuffers::read_scalar_at::<i8>(buf, loc) };
-    Self(b)
-  }
-}
-
-impl ::flatbuffers::Push for Mode {
-    type Output = Mode;
-    #[inline]
-    unsafe fn push(&self, dst: &mut [u8], _written_len: usize) {
-        unsafe { ::flatbuffers::emplace_scalar::<i8>(dst, self.0) };
-    }
-}
-
-impl ::flatbuffers::EndianScalar for Mode {
-  type Scalar = i8;
-  #[inline]
-  fn to_little_endian(self) -> i8 {
-    self.0.to_le()
-  }
-  #[inline]
-  #[allow(clippy::wrong_self_convention)]
-  fn from_little_endian(v: i8) -> Self {
-    let b = i8::from_le(v);
-    Self(b)
-  }
-}
-
-impl<'a> ::flatbuffers::Verifiable for Mode {
-  #[inline]
-  fn run_verifier(
-    v: &mut ::flatbuffers::Verifier, pos: usize
-  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-    i8::run_verifier(v, pos)
-  }
-}
-
-impl ::flatbuffers::SimpleToVerifyInSlice for Mode {}
-#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MIN_VALUE: u8 = 0;
-#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_VALUE: u8 = 7;
+pub const ENUM_MAX_KIND: u8 = 4;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_VALUE: [Value; 8] = [
-  Value::NONE,
-  Value::Int32,
-  Value::UInt32,
-  Value::Int64,
-  Value::UInt64,
-  Value::Double,
-  Value::Text,
-  Value::Histogram,
+pub const ENUM_VALUES_KIND: [Kind; 5] = [
+  Kind::Null,
+  Kind::Numeric,
+  Kind::Text,
+  Kind::Histogram,
+  Kind::CumulativeHistogram,
 ];
 
-/// `_value`; absent = JSON `null` (present, no value).
+/// What a metric's value is, and where it comes from.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[repr(transparent)]
-pub struct Value(pub u8);
+pub struct Kind(pub u8);
 #[allow(non_upper_case_globals)]
-impl Value {
-  pub const NONE: Self = Self(0);
-  pub const Int32: Self = Self(1);
-  pub const UInt32: Self = Self(2);
-  pub const Int64: Self = Self(3);
-  pub const UInt64: Self = Self(4);
-  pub const Double: Self = Self(5);
-  pub const Text: Self = Self(6);
-  pub const Histogram: Self = Self(7);
+impl Kind {
+  /// JSON `null`: present, no value.
+  pub const Null: Self = Self(0);
+  /// `_type` `i I l L n`: `Metric.value` (must be finite).
+  pub const Numeric: Self = Self(1);
+  /// `_type` `s`: the next entry of `Document.texts`.
+  pub const Text: Self = Self(2);
+  /// `_type` `h`: the next entry of `Document.histograms`.
+  pub const Histogram: Self = Self(3);
+  /// `_type` `H`: as `Histogram`, a running total (the store keeps per-period differences).
+  pub const CumulativeHistogram: Self = Self(4);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 7;
+  pub const ENUM_MAX: u8 = 4;
   pub const ENUM_VALUES: &'static [Self] = &[
-    Self::NONE,
-    Self::Int32,
-    Self::UInt32,
-    Self::Int64,
-    Self::UInt64,
-    Self::Double,
+    Self::Null,
+    Self::Numeric,
     Self::Text,
     Self::Histogram,
+    Self::CumulativeHistogram,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
     match self {
-      Self::NONE => Some("NONE"),
-      Self::Int32 => Some("Int32"),
-      Self::UInt32 => Some("UInt32"),
-      Self::Int64 => Some("Int64"),
-      Self::UInt64 => Some("UInt64"),
-      Self::Double => Some("Double"),
+      Self::Null => Some("Null"),
+      Self::Numeric => Some("Numeric"),
       Self::Text => Some("Text"),
       Self::Histogram => Some("Histogram"),
+      Self::CumulativeHistogram => Some("CumulativeHistogram"),
       _ => None,
     }
   }
 }
-impl ::core::fmt::Debug for Value {
+impl ::core::fmt::Debug for Kind {
   fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
     if let Some(name) = self.variant_name() {
       f.write_str(name)
@@ -167,7 +71,7 @@ impl ::core::fmt::Debug for Value {
     }
   }
 }
-impl<'a> ::flatbuffers::Follow<'a> for Value {
+impl<'a> ::flatbuffers::Follow<'a> for Kind {
   type Inner = Self;
   #[inline]
   unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
@@ -176,15 +80,15 @@ impl<'a> ::flatbuffers::Follow<'a> for Value {
   }
 }
 
-impl ::flatbuffers::Push for Value {
-    type Output = Value;
+impl ::flatbuffers::Push for Kind {
+    type Output = Kind;
     #[inline]
     unsafe fn push(&self, dst: &mut [u8], _written_len: usize) {
         unsafe { ::flatbuffers::emplace_scalar::<u8>(dst, self.0) };
     }
 }
 
-impl ::flatbuffers::EndianScalar for Value {
+impl ::flatbuffers::EndianScalar for Kind {
   type Scalar = u8;
   #[inline]
   fn to_little_endian(self) -> u8 {
@@ -198,7 +102,7 @@ impl ::flatbuffers::EndianScalar for Value {
   }
 }
 
-impl<'a> ::flatbuffers::Verifiable for Value {
+impl<'a> ::flatbuffers::Verifiable for Kind {
   #[inline]
   fn run_verifier(
     v: &mut ::flatbuffers::Verifier, pos: usize
@@ -207,13 +111,242 @@ impl<'a> ::flatbuffers::Verifiable for Value {
   }
 }
 
-impl ::flatbuffers::SimpleToVerifyInSlice for Value {}
-pub struct ValueUnionTableOffset {}
+impl ::flatbuffers::SimpleToVerifyInSlice for Kind {}
+/// One metric, 16 bytes.
+///
+/// `flags`: bits 0–1 the httptrap `_fl` mode (0 set, 1 accumulate `+`, 2 average `~`);
+/// bits 2–3 the timestamp (0 at receipt, 1 `Document.ts_ms`, 2 the next entry of
+/// `Document.timestamps_ms`); bits 4–7 zero.
+// struct Metric, aligned to 8
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq)]
+pub struct Metric(pub [u8; 16]);
+impl Default for Metric { 
+  fn default() -> Self { 
+    Self([0; 16])
+  }
+}
+impl ::core::fmt::Debug for Metric {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    f.debug_struct("Metric")
+      .field("value", &self.value())
+      .field("name", &self.name())
+      .field("tags", &self.tags())
+      .field("kind", &self.kind())
+      .field("flags", &self.flags())
+      .finish()
+  }
+}
+
+impl ::flatbuffers::SimpleToVerifyInSlice for Metric {}
+impl<'a> ::flatbuffers::Follow<'a> for Metric {
+  type Inner = &'a Metric;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    unsafe { <&'a Metric>::follow(buf, loc) }
+  }
+}
+impl<'a> ::flatbuffers::Follow<'a> for &'a Metric {
+  type Inner = &'a Metric;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    unsafe { ::flatbuffers::follow_cast_ref::<Metric>(buf, loc) }
+  }
+}
+impl<'b> ::flatbuffers::Push for Metric {
+    type Output = Metric;
+    #[inline]
+    unsafe fn push(&self, dst: &mut [u8], _written_len: usize) {
+        let src = unsafe { ::core::slice::from_raw_parts(self as *const Metric as *const u8, <Self as ::flatbuffers::Push>::size()) };
+        dst.copy_from_slice(src);
+    }
+    #[inline]
+    fn alignment() -> ::flatbuffers::PushAlignment {
+        ::flatbuffers::PushAlignment::new(8)
+    }
+}
+
+impl<'a> ::flatbuffers::Verifiable for Metric {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.in_buffer::<Self>(pos)
+  }
+}
+
+impl<'a> Metric {
+  #[allow(clippy::too_many_arguments)]
+  pub fn new(
+    value: f64,
+    name: u32,
+    tags: u16,
+    kind: Kind,
+    flags: u8,
+  ) -> Self {
+    let mut s = Self([0; 16]);
+    s.set_value(value);
+    s.set_name(name);
+    s.set_tags(tags);
+    s.set_kind(kind);
+    s.set_flags(flags);
+    s
+  }
+
+  /// The value of a `Numeric` metric (0 otherwise).
+  pub fn value(&self) -> f64 {
+    let mut mem = ::core::mem::MaybeUninit::<<f64 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    ::flatbuffers::EndianScalar::from_little_endian(unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        self.0[0..].as_ptr(),
+        mem.as_mut_ptr() as *mut u8,
+        ::core::mem::size_of::<<f64 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+      mem.assume_init()
+    })
+  }
+
+  pub fn set_value(&mut self, x: f64) {
+    let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        &x_le as *const _ as *const u8,
+        self.0[0..].as_mut_ptr(),
+        ::core::mem::size_of::<<f64 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+    }
+  }
+
+  /// Index into `Document.strings`: the flattened name (nested keys joined with a backtick),
+  /// optionally ending in `|ST[cat:val,…]` stream tags, exactly as a JSON key.
+  pub fn name(&self) -> u32 {
+    let mut mem = ::core::mem::MaybeUninit::<<u32 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    ::flatbuffers::EndianScalar::from_little_endian(unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        self.0[8..].as_ptr(),
+        mem.as_mut_ptr() as *mut u8,
+        ::core::mem::size_of::<<u32 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+      mem.assume_init()
+    })
+  }
+
+  pub fn set_name(&mut self, x: u32) {
+    let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        &x_le as *const _ as *const u8,
+        self.0[8..].as_mut_ptr(),
+        ::core::mem::size_of::<<u32 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+    }
+  }
+
+  /// 0 = no `_tags`; k = tag set k − 1 (`Document.tag_set_ends`).
+  pub fn tags(&self) -> u16 {
+    let mut mem = ::core::mem::MaybeUninit::<<u16 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    ::flatbuffers::EndianScalar::from_little_endian(unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        self.0[12..].as_ptr(),
+        mem.as_mut_ptr() as *mut u8,
+        ::core::mem::size_of::<<u16 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+      mem.assume_init()
+    })
+  }
+
+  pub fn set_tags(&mut self, x: u16) {
+    let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        &x_le as *const _ as *const u8,
+        self.0[12..].as_mut_ptr(),
+        ::core::mem::size_of::<<u16 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+    }
+  }
+
+  pub fn kind(&self) -> Kind {
+    let mut mem = ::core::mem::MaybeUninit::<<Kind as ::flatbuffers::EndianScalar>::Scalar>::uninit();
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    ::flatbuffers::EndianScalar::from_little_endian(unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        self.0[14..].as_ptr(),
+        mem.as_mut_ptr() as *mut u8,
+        ::core::mem::size_of::<<Kind as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+      mem.assume_init()
+    })
+  }
+
+  pub fn set_kind(&mut self, x: Kind) {
+    let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        &x_le as *const _ as *const u8,
+        self.0[14..].as_mut_ptr(),
+        ::core::mem::size_of::<<Kind as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+    }
+  }
+
+  pub fn flags(&self) -> u8 {
+    let mut mem = ::core::mem::MaybeUninit::<<u8 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    ::flatbuffers::EndianScalar::from_little_endian(unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        self.0[15..].as_ptr(),
+        mem.as_mut_ptr() as *mut u8,
+        ::core::mem::size_of::<<u8 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+      mem.assume_init()
+    })
+  }
+
+  pub fn set_flags(&mut self, x: u8) {
+    let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        &x_le as *const _ as *const u8,
+        self.0[15..].as_mut_ptr(),
+        ::core::mem::size_of::<<u8 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+    }
+  }
+
+}
 
 /// One llhist bin: `val` the mantissa digit pair (±10..=99; 0 = the zero bin, -1 with exp 0 =
-/// the NaN bin), `exp` the decimal exponent, `count` the samples in it. Four bytes, so a
-/// histogram upload is small and read without per-bin parsing. A bin holding more than 65,535
-/// samples goes in `llhist` (or is repeated: entries of one bin add up).
+/// the NaN bin), `exp` the decimal exponent, `count` the samples in it. A bin holding more than
+/// 65,535 samples goes in `llhist` (or is repeated: entries of one bin add up).
 // struct Bin, aligned to 2
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq)]
@@ -373,1094 +506,392 @@ impl<'a> Bin {
 
 }
 
-pub enum Int32Offset {}
-#[derive(Copy, Clone, PartialEq)]
-
-/// `_type` `i`.
-pub struct Int32<'a> {
-  pub _tab: ::flatbuffers::Table<'a>,
+/// Where the k-th histogram metric's parts end: its bins are
+/// `bins[bins_end of k − 1 .. bins_end]` and its binary llhist part (possibly empty)
+/// `llhist[llhist_end of k − 1 .. llhist_end]`; both ends never decrease.
+// struct HistogramEnds, aligned to 4
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq)]
+pub struct HistogramEnds(pub [u8; 8]);
+impl Default for HistogramEnds { 
+  fn default() -> Self { 
+    Self([0; 8])
+  }
+}
+impl ::core::fmt::Debug for HistogramEnds {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    f.debug_struct("HistogramEnds")
+      .field("bins_end", &self.bins_end())
+      .field("llhist_end", &self.llhist_end())
+      .finish()
+  }
 }
 
-impl<'a> ::flatbuffers::Follow<'a> for Int32<'a> {
-  type Inner = Int32<'a>;
+impl ::flatbuffers::SimpleToVerifyInSlice for HistogramEnds {}
+impl<'a> ::flatbuffers::Follow<'a> for HistogramEnds {
+  type Inner = &'a HistogramEnds;
   #[inline]
   unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+    unsafe { <&'a HistogramEnds>::follow(buf, loc) }
   }
 }
-
-impl<'a> Int32<'a> {
-  pub const VT_VALUE: ::flatbuffers::VOffsetT = 4;
-
+impl<'a> ::flatbuffers::Follow<'a> for &'a HistogramEnds {
+  type Inner = &'a HistogramEnds;
   #[inline]
-  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-    Int32 { _tab: table }
-  }
-  #[allow(unused_mut)]
-  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
-    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-    args: &'args Int32Args
-  ) -> ::flatbuffers::WIPOffset<Int32<'bldr>> {
-    let mut builder = Int32Builder::new(_fbb);
-    builder.add_value(args.value);
-    builder.finish()
-  }
-
-
-  #[inline]
-  pub fn value(&self) -> i32 {
-    // Safety:
-    // Created from valid Table for this object
-    // which contains a valid value in this slot
-    unsafe { self._tab.get::<i32>(Int32::VT_VALUE, Some(0)).unwrap()}
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    unsafe { ::flatbuffers::follow_cast_ref::<HistogramEnds>(buf, loc) }
   }
 }
+impl<'b> ::flatbuffers::Push for HistogramEnds {
+    type Output = HistogramEnds;
+    #[inline]
+    unsafe fn push(&self, dst: &mut [u8], _written_len: usize) {
+        let src = unsafe { ::core::slice::from_raw_parts(self as *const HistogramEnds as *const u8, <Self as ::flatbuffers::Push>::size()) };
+        dst.copy_from_slice(src);
+    }
+    #[inline]
+    fn alignment() -> ::flatbuffers::PushAlignment {
+        ::flatbuffers::PushAlignment::new(4)
+    }
+}
 
-impl ::flatbuffers::Verifiable for Int32<'_> {
+impl<'a> ::flatbuffers::Verifiable for HistogramEnds {
   #[inline]
   fn run_verifier(
     v: &mut ::flatbuffers::Verifier, pos: usize
   ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-    v.visit_table(pos)?
-     .visit_field::<i32>("value", Self::VT_VALUE, false)?
-     .finish();
-    Ok(())
-  }
-}
-pub struct Int32Args {
-    pub value: i32,
-}
-impl<'a> Default for Int32Args {
-  #[inline]
-  fn default() -> Self {
-    Int32Args {
-      value: 0,
-    }
+    v.in_buffer::<Self>(pos)
   }
 }
 
-pub struct Int32Builder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
-}
-impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> Int32Builder<'a, 'b, A> {
-  #[inline]
-  pub fn add_value(&mut self, value: i32) {
-    self.fbb_.push_slot::<i32>(Int32::VT_VALUE, value, 0);
+impl<'a> HistogramEnds {
+  #[allow(clippy::too_many_arguments)]
+  pub fn new(
+    bins_end: u32,
+    llhist_end: u32,
+  ) -> Self {
+    let mut s = Self([0; 8]);
+    s.set_bins_end(bins_end);
+    s.set_llhist_end(llhist_end);
+    s
   }
-  #[inline]
-  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> Int32Builder<'a, 'b, A> {
-    let start = _fbb.start_table();
-    Int32Builder {
-      fbb_: _fbb,
-      start_: start,
+
+  pub fn bins_end(&self) -> u32 {
+    let mut mem = ::core::mem::MaybeUninit::<<u32 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    ::flatbuffers::EndianScalar::from_little_endian(unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        self.0[0..].as_ptr(),
+        mem.as_mut_ptr() as *mut u8,
+        ::core::mem::size_of::<<u32 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+      mem.assume_init()
+    })
+  }
+
+  pub fn set_bins_end(&mut self, x: u32) {
+    let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        &x_le as *const _ as *const u8,
+        self.0[0..].as_mut_ptr(),
+        ::core::mem::size_of::<<u32 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
     }
   }
-  #[inline]
-  pub fn finish(self) -> ::flatbuffers::WIPOffset<Int32<'a>> {
-    let o = self.fbb_.end_table(self.start_);
-    ::flatbuffers::WIPOffset::new(o.value())
+
+  pub fn llhist_end(&self) -> u32 {
+    let mut mem = ::core::mem::MaybeUninit::<<u32 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    ::flatbuffers::EndianScalar::from_little_endian(unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        self.0[4..].as_ptr(),
+        mem.as_mut_ptr() as *mut u8,
+        ::core::mem::size_of::<<u32 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+      mem.assume_init()
+    })
   }
+
+  pub fn set_llhist_end(&mut self, x: u32) {
+    let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        &x_le as *const _ as *const u8,
+        self.0[4..].as_mut_ptr(),
+        ::core::mem::size_of::<<u32 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+    }
+  }
+
 }
 
-impl ::core::fmt::Debug for Int32<'_> {
-  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-    let mut ds = f.debug_struct("Int32");
-      ds.field("value", &self.value());
-      ds.finish()
-  }
-}
-pub enum UInt32Offset {}
+pub enum DocumentOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
-/// `_type` `I`.
-pub struct UInt32<'a> {
+/// Metrics sharing one string table.
+pub struct Document<'a> {
   pub _tab: ::flatbuffers::Table<'a>,
 }
 
-impl<'a> ::flatbuffers::Follow<'a> for UInt32<'a> {
-  type Inner = UInt32<'a>;
+impl<'a> ::flatbuffers::Follow<'a> for Document<'a> {
+  type Inner = Document<'a>;
   #[inline]
   unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
     Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
   }
 }
 
-impl<'a> UInt32<'a> {
-  pub const VT_VALUE: ::flatbuffers::VOffsetT = 4;
+impl<'a> Document<'a> {
+  pub const VT_STRINGS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_TAG_TEXTS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_TAG_SET_ENDS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_TS_MS: ::flatbuffers::VOffsetT = 10;
+  pub const VT_METRICS: ::flatbuffers::VOffsetT = 12;
+  pub const VT_TIMESTAMPS_MS: ::flatbuffers::VOffsetT = 14;
+  pub const VT_TEXTS: ::flatbuffers::VOffsetT = 16;
+  pub const VT_HISTOGRAMS: ::flatbuffers::VOffsetT = 18;
+  pub const VT_BINS: ::flatbuffers::VOffsetT = 20;
+  pub const VT_LLHIST: ::flatbuffers::VOffsetT = 22;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-    UInt32 { _tab: table }
+    Document { _tab: table }
   }
   #[allow(unused_mut)]
   pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
     _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-    args: &'args UInt32Args
-  ) -> ::flatbuffers::WIPOffset<UInt32<'bldr>> {
-    let mut builder = UInt32Builder::new(_fbb);
-    builder.add_value(args.value);
-    builder.finish()
-  }
-
-
-  #[inline]
-  pub fn value(&self) -> u32 {
-    // Safety:
-    // Created from valid Table for this object
-    // which contains a valid value in this slot
-    unsafe { self._tab.get::<u32>(UInt32::VT_VALUE, Some(0)).unwrap()}
-  }
-}
-
-impl ::flatbuffers::Verifiable for UInt32<'_> {
-  #[inline]
-  fn run_verifier(
-    v: &mut ::flatbuffers::Verifier, pos: usize
-  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-    v.visit_table(pos)?
-     .visit_field::<u32>("value", Self::VT_VALUE, false)?
-     .finish();
-    Ok(())
-  }
-}
-pub struct UInt32Args {
-    pub value: u32,
-}
-impl<'a> Default for UInt32Args {
-  #[inline]
-  fn default() -> Self {
-    UInt32Args {
-      value: 0,
-    }
-  }
-}
-
-pub struct UInt32Builder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
-}
-impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> UInt32Builder<'a, 'b, A> {
-  #[inline]
-  pub fn add_value(&mut self, value: u32) {
-    self.fbb_.push_slot::<u32>(UInt32::VT_VALUE, value, 0);
-  }
-  #[inline]
-  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> UInt32Builder<'a, 'b, A> {
-    let start = _fbb.start_table();
-    UInt32Builder {
-      fbb_: _fbb,
-      start_: start,
-    }
-  }
-  #[inline]
-  pub fn finish(self) -> ::flatbuffers::WIPOffset<UInt32<'a>> {
-    let o = self.fbb_.end_table(self.start_);
-    ::flatbuffers::WIPOffset::new(o.value())
-  }
-}
-
-impl ::core::fmt::Debug for UInt32<'_> {
-  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-    let mut ds = f.debug_struct("UInt32");
-      ds.field("value", &self.value());
-      ds.finish()
-  }
-}
-pub enum Int64Offset {}
-#[derive(Copy, Clone, PartialEq)]
-
-/// `_type` `l`.
-pub struct Int64<'a> {
-  pub _tab: ::flatbuffers::Table<'a>,
-}
-
-impl<'a> ::flatbuffers::Follow<'a> for Int64<'a> {
-  type Inner = Int64<'a>;
-  #[inline]
-  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-  }
-}
-
-impl<'a> Int64<'a> {
-  pub const VT_VALUE: ::flatbuffers::VOffsetT = 4;
-
-  #[inline]
-  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-    Int64 { _tab: table }
-  }
-  #[allow(unused_mut)]
-  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
-    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-    args: &'args Int64Args
-  ) -> ::flatbuffers::WIPOffset<Int64<'bldr>> {
-    let mut builder = Int64Builder::new(_fbb);
-    builder.add_value(args.value);
-    builder.finish()
-  }
-
-
-  #[inline]
-  pub fn value(&self) -> i64 {
-    // Safety:
-    // Created from valid Table for this object
-    // which contains a valid value in this slot
-    unsafe { self._tab.get::<i64>(Int64::VT_VALUE, Some(0)).unwrap()}
-  }
-}
-
-impl ::flatbuffers::Verifiable for Int64<'_> {
-  #[inline]
-  fn run_verifier(
-    v: &mut ::flatbuffers::Verifier, pos: usize
-  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-    v.visit_table(pos)?
-     .visit_field::<i64>("value", Self::VT_VALUE, false)?
-     .finish();
-    Ok(())
-  }
-}
-pub struct Int64Args {
-    pub value: i64,
-}
-impl<'a> Default for Int64Args {
-  #[inline]
-  fn default() -> Self {
-    Int64Args {
-      value: 0,
-    }
-  }
-}
-
-pub struct Int64Builder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
-}
-impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> Int64Builder<'a, 'b, A> {
-  #[inline]
-  pub fn add_value(&mut self, value: i64) {
-    self.fbb_.push_slot::<i64>(Int64::VT_VALUE, value, 0);
-  }
-  #[inline]
-  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> Int64Builder<'a, 'b, A> {
-    let start = _fbb.start_table();
-    Int64Builder {
-      fbb_: _fbb,
-      start_: start,
-    }
-  }
-  #[inline]
-  pub fn finish(self) -> ::flatbuffers::WIPOffset<Int64<'a>> {
-    let o = self.fbb_.end_table(self.start_);
-    ::flatbuffers::WIPOffset::new(o.value())
-  }
-}
-
-impl ::core::fmt::Debug for Int64<'_> {
-  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-    let mut ds = f.debug_struct("Int64");
-      ds.field("value", &self.value());
-      ds.finish()
-  }
-}
-pub enum UInt64Offset {}
-#[derive(Copy, Clone, PartialEq)]
-
-/// `_type` `L`.
-pub struct UInt64<'a> {
-  pub _tab: ::flatbuffers::Table<'a>,
-}
-
-impl<'a> ::flatbuffers::Follow<'a> for UInt64<'a> {
-  type Inner = UInt64<'a>;
-  #[inline]
-  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-  }
-}
-
-impl<'a> UInt64<'a> {
-  pub const VT_VALUE: ::flatbuffers::VOffsetT = 4;
-
-  #[inline]
-  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-    UInt64 { _tab: table }
-  }
-  #[allow(unused_mut)]
-  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
-    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-    args: &'args UInt64Args
-  ) -> ::flatbuffers::WIPOffset<UInt64<'bldr>> {
-    let mut builder = UInt64Builder::new(_fbb);
-    builder.add_value(args.value);
-    builder.finish()
-  }
-
-
-  #[inline]
-  pub fn value(&self) -> u64 {
-    // Safety:
-    // Created from valid Table for this object
-    // which contains a valid value in this slot
-    unsafe { self._tab.get::<u64>(UInt64::VT_VALUE, Some(0)).unwrap()}
-  }
-}
-
-impl ::flatbuffers::Verifiable for UInt64<'_> {
-  #[inline]
-  fn run_verifier(
-    v: &mut ::flatbuffers::Verifier, pos: usize
-  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-    v.visit_table(pos)?
-     .visit_field::<u64>("value", Self::VT_VALUE, false)?
-     .finish();
-    Ok(())
-  }
-}
-pub struct UInt64Args {
-    pub value: u64,
-}
-impl<'a> Default for UInt64Args {
-  #[inline]
-  fn default() -> Self {
-    UInt64Args {
-      value: 0,
-    }
-  }
-}
-
-pub struct UInt64Builder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
-}
-impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> UInt64Builder<'a, 'b, A> {
-  #[inline]
-  pub fn add_value(&mut self, value: u64) {
-    self.fbb_.push_slot::<u64>(UInt64::VT_VALUE, value, 0);
-  }
-  #[inline]
-  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> UInt64Builder<'a, 'b, A> {
-    let start = _fbb.start_table();
-    UInt64Builder {
-      fbb_: _fbb,
-      start_: start,
-    }
-  }
-  #[inline]
-  pub fn finish(self) -> ::flatbuffers::WIPOffset<UInt64<'a>> {
-    let o = self.fbb_.end_table(self.start_);
-    ::flatbuffers::WIPOffset::new(o.value())
-  }
-}
-
-impl ::core::fmt::Debug for UInt64<'_> {
-  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-    let mut ds = f.debug_struct("UInt64");
-      ds.field("value", &self.value());
-      ds.finish()
-  }
-}
-pub enum DoubleOffset {}
-#[derive(Copy, Clone, PartialEq)]
-
-/// `_type` `n`: must be finite.
-pub struct Double<'a> {
-  pub _tab: ::flatbuffers::Table<'a>,
-}
-
-impl<'a> ::flatbuffers::Follow<'a> for Double<'a> {
-  type Inner = Double<'a>;
-  #[inline]
-  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-  }
-}
-
-impl<'a> Double<'a> {
-  pub const VT_VALUE: ::flatbuffers::VOffsetT = 4;
-
-  #[inline]
-  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-    Double { _tab: table }
-  }
-  #[allow(unused_mut)]
-  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
-    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-    args: &'args DoubleArgs
-  ) -> ::flatbuffers::WIPOffset<Double<'bldr>> {
-    let mut builder = DoubleBuilder::new(_fbb);
-    builder.add_value(args.value);
-    builder.finish()
-  }
-
-
-  #[inline]
-  pub fn value(&self) -> f64 {
-    // Safety:
-    // Created from valid Table for this object
-    // which contains a valid value in this slot
-    unsafe { self._tab.get::<f64>(Double::VT_VALUE, Some(0.0)).unwrap()}
-  }
-}
-
-impl ::flatbuffers::Verifiable for Double<'_> {
-  #[inline]
-  fn run_verifier(
-    v: &mut ::flatbuffers::Verifier, pos: usize
-  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-    v.visit_table(pos)?
-     .visit_field::<f64>("value", Self::VT_VALUE, false)?
-     .finish();
-    Ok(())
-  }
-}
-pub struct DoubleArgs {
-    pub value: f64,
-}
-impl<'a> Default for DoubleArgs {
-  #[inline]
-  fn default() -> Self {
-    DoubleArgs {
-      value: 0.0,
-    }
-  }
-}
-
-pub struct DoubleBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
-}
-impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DoubleBuilder<'a, 'b, A> {
-  #[inline]
-  pub fn add_value(&mut self, value: f64) {
-    self.fbb_.push_slot::<f64>(Double::VT_VALUE, value, 0.0);
-  }
-  #[inline]
-  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> DoubleBuilder<'a, 'b, A> {
-    let start = _fbb.start_table();
-    DoubleBuilder {
-      fbb_: _fbb,
-      start_: start,
-    }
-  }
-  #[inline]
-  pub fn finish(self) -> ::flatbuffers::WIPOffset<Double<'a>> {
-    let o = self.fbb_.end_table(self.start_);
-    ::flatbuffers::WIPOffset::new(o.value())
-  }
-}
-
-impl ::core::fmt::Debug for Double<'_> {
-  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-    let mut ds = f.debug_struct("Double");
-      ds.field("value", &self.value());
-      ds.finish()
-  }
-}
-pub enum TextOffset {}
-#[derive(Copy, Clone, PartialEq)]
-
-/// `_type` `s`.
-pub struct Text<'a> {
-  pub _tab: ::flatbuffers::Table<'a>,
-}
-
-impl<'a> ::flatbuffers::Follow<'a> for Text<'a> {
-  type Inner = Text<'a>;
-  #[inline]
-  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-  }
-}
-
-impl<'a> Text<'a> {
-  pub const VT_VALUE: ::flatbuffers::VOffsetT = 4;
-
-  #[inline]
-  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-    Text { _tab: table }
-  }
-  #[allow(unused_mut)]
-  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
-    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-    args: &'args TextArgs<'args>
-  ) -> ::flatbuffers::WIPOffset<Text<'bldr>> {
-    let mut builder = TextBuilder::new(_fbb);
-    if let Some(x) = args.value { builder.add_value(x); }
-    builder.finish()
-  }
-
-
-  #[inline]
-  pub fn value(&self) -> &'a str {
-    // Safety:
-    // Created from valid Table for this object
-    // which contains a valid value in this slot
-    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Text::VT_VALUE, None).unwrap()}
-  }
-}
-
-impl ::flatbuffers::Verifiable for Text<'_> {
-  #[inline]
-  fn run_verifier(
-    v: &mut ::flatbuffers::Verifier, pos: usize
-  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-    v.visit_table(pos)?
-     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("value", Self::VT_VALUE, true)?
-     .finish();
-    Ok(())
-  }
-}
-pub struct TextArgs<'a> {
-    pub value: Option<::flatbuffers::WIPOffset<&'a str>>,
-}
-impl<'a> Default for TextArgs<'a> {
-  #[inline]
-  fn default() -> Self {
-    TextArgs {
-      value: None, // required field
-    }
-  }
-}
-
-pub struct TextBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
-}
-impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> TextBuilder<'a, 'b, A> {
-  #[inline]
-  pub fn add_value(&mut self, value: ::flatbuffers::WIPOffset<&'b  str>) {
-    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Text::VT_VALUE, value);
-  }
-  #[inline]
-  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> TextBuilder<'a, 'b, A> {
-    let start = _fbb.start_table();
-    TextBuilder {
-      fbb_: _fbb,
-      start_: start,
-    }
-  }
-  #[inline]
-  pub fn finish(self) -> ::flatbuffers::WIPOffset<Text<'a>> {
-    let o = self.fbb_.end_table(self.start_);
-    self.fbb_.required(o, Text::VT_VALUE,"value");
-    ::flatbuffers::WIPOffset::new(o.value())
-  }
-}
-
-impl ::core::fmt::Debug for Text<'_> {
-  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-    let mut ds = f.debug_struct("Text");
-      ds.field("value", &self.value());
-      ds.finish()
-  }
-}
-pub enum HistogramOffset {}
-#[derive(Copy, Clone, PartialEq)]
-
-/// `_type` `h` (or `H` with `cumulative`): everything in it is merged into one histogram.
-pub struct Histogram<'a> {
-  pub _tab: ::flatbuffers::Table<'a>,
-}
-
-impl<'a> ::flatbuffers::Follow<'a> for Histogram<'a> {
-  type Inner = Histogram<'a>;
-  #[inline]
-  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-  }
-}
-
-impl<'a> Histogram<'a> {
-  pub const VT_BINS: ::flatbuffers::VOffsetT = 4;
-  pub const VT_SAMPLES: ::flatbuffers::VOffsetT = 6;
-  pub const VT_LLHIST: ::flatbuffers::VOffsetT = 8;
-  pub const VT_CUMULATIVE: ::flatbuffers::VOffsetT = 10;
-
-  #[inline]
-  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-    Histogram { _tab: table }
-  }
-  #[allow(unused_mut)]
-  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
-    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-    args: &'args HistogramArgs<'args>
-  ) -> ::flatbuffers::WIPOffset<Histogram<'bldr>> {
-    let mut builder = HistogramBuilder::new(_fbb);
-    if let Some(x) = args.llhist { builder.add_llhist(x); }
-    if let Some(x) = args.samples { builder.add_samples(x); }
-    if let Some(x) = args.bins { builder.add_bins(x); }
-    builder.add_cumulative(args.cumulative);
-    builder.finish()
-  }
-
-
-  /// The bins (the `"H[<edge>]=<count>"` strings of the JSON form), in any order.
-  #[inline]
-  pub fn bins(&self) -> Option<::flatbuffers::Vector<'a, Bin>> {
-    // Safety:
-    // Created from valid Table for this object
-    // which contains a valid value in this slot
-    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, Bin>>>(Histogram::VT_BINS, None)}
-  }
-  /// Single samples (the plain numbers of the JSON form); each must be finite.
-  #[inline]
-  pub fn samples(&self) -> Option<::flatbuffers::Vector<'a, f64>> {
-    // Safety:
-    // Created from valid Table for this object
-    // which contains a valid value in this slot
-    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f64>>>(Histogram::VT_SAMPLES, None)}
-  }
-  /// A binary llhist (the bytes behind the JSON form's base64 string).
-  #[inline]
-  pub fn llhist(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
-    // Safety:
-    // Created from valid Table for this object
-    // which contains a valid value in this slot
-    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Histogram::VT_LLHIST, None)}
-  }
-  /// `_type` `H`: a running total; the store keeps per-period differences.
-  #[inline]
-  pub fn cumulative(&self) -> bool {
-    // Safety:
-    // Created from valid Table for this object
-    // which contains a valid value in this slot
-    unsafe { self._tab.get::<bool>(Histogram::VT_CUMULATIVE, Some(false)).unwrap()}
-  }
-}
-
-impl ::flatbuffers::Verifiable for Histogram<'_> {
-  #[inline]
-  fn run_verifier(
-    v: &mut ::flatbuffers::Verifier, pos: usize
-  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
-    v.visit_table(pos)?
-     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, Bin>>>("bins", Self::VT_BINS, false)?
-     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f64>>>("samples", Self::VT_SAMPLES, false)?
-     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("llhist", Self::VT_LLHIST, false)?
-     .visit_field::<bool>("cumulative", Self::VT_CUMULATIVE, false)?
-     .finish();
-    Ok(())
-  }
-}
-pub struct HistogramArgs<'a> {
-    pub bins: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, Bin>>>,
-    pub samples: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, f64>>>,
-    pub llhist: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
-    pub cumulative: bool,
-}
-impl<'a> Default for HistogramArgs<'a> {
-  #[inline]
-  fn default() -> Self {
-    HistogramArgs {
-      bins: None,
-      samples: None,
-      llhist: None,
-      cumulative: false,
-    }
-  }
-}
-
-pub struct HistogramBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
-  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
-  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
-}
-impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> HistogramBuilder<'a, 'b, A> {
-  #[inline]
-  pub fn add_bins(&mut self, bins: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , Bin>>) {
-    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Histogram::VT_BINS, bins);
-  }
-  #[inline]
-  pub fn add_samples(&mut self, samples: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , f64>>) {
-    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Histogram::VT_SAMPLES, samples);
-  }
-  #[inline]
-  pub fn add_llhist(&mut self, llhist: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
-    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Histogram::VT_LLHIST, llhist);
-  }
-  #[inline]
-  pub fn add_cumulative(&mut self, cumulative: bool) {
-    self.fbb_.push_slot::<bool>(Histogram::VT_CUMULATIVE, cumulative, false);
-  }
-  #[inline]
-  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> HistogramBuilder<'a, 'b, A> {
-    let start = _fbb.start_table();
-    HistogramBuilder {
-      fbb_: _fbb,
-      start_: start,
-    }
-  }
-  #[inline]
-  pub fn finish(self) -> ::flatbuffers::WIPOffset<Histogram<'a>> {
-    let o = self.fbb_.end_table(self.start_);
-    ::flatbuffers::WIPOffset::new(o.value())
-  }
-}
-
-impl ::core::fmt::Debug for Histogram<'_> {
-  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-    let mut ds = f.debug_struct("Histogram");
-      ds.field("bins", &self.bins());
-      ds.field("samples", &self.samples());
-      ds.field("llhist", &self.llhist());
-      ds.field("cumulative", &self.cumulative());
-      ds.finish()
-  }
-}
-pub enum MetricOffset {}
-#[derive(Copy, Clone, PartialEq)]
-
-pub struct Metric<'a> {
-  pub _tab: ::flatbuffers::Table<'a>,
-}
-
-impl<'a> ::flatbuffers::Follow<'a> for Metric<'a> {
-  type Inner = Metric<'a>;
-  #[inline]
-  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
-    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
-  }
-}
-
-impl<'a> Metric<'a> {
-  pub const VT_NAME: ::flatbuffers::VOffsetT = 4;
-  pub const VT_TAGS: ::flatbuffers::VOffsetT = 6;
-  pub const VT_TS_MS: ::flatbuffers::VOffsetT = 8;
-  pub const VT_MODE: ::flatbuffers::VOffsetT = 10;
-  pub const VT_VALUE_TYPE: ::flatbuffers::VOffsetT = 12;
-  pub const VT_VALUE: ::flatbuffers::VOffsetT = 14;
-
-  #[inline]
-  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
-    Metric { _tab: table }
-  }
-  #[allow(unused_mut)]
-  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
-    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
-    args: &'args MetricArgs<'args>
-  ) -> ::flatbuffers::WIPOffset<Metric<'bldr>> {
-    let mut builder = MetricBuilder::new(_fbb);
+    args: &'args DocumentArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Document<'bldr>> {
+    let mut builder = DocumentBuilder::new(_fbb);
     if let Some(x) = args.ts_ms { builder.add_ts_ms(x); }
-    if let Some(x) = args.value { builder.add_value(x); }
-    if let Some(x) = args.tags { builder.add_tags(x); }
-    if let Some(x) = args.name { builder.add_name(x); }
-    builder.add_value_type(args.value_type);
-    builder.add_mode(args.mode);
+    if let Some(x) = args.llhist { builder.add_llhist(x); }
+    if let Some(x) = args.bins { builder.add_bins(x); }
+    if let Some(x) = args.histograms { builder.add_histograms(x); }
+    if let Some(x) = args.texts { builder.add_texts(x); }
+    if let Some(x) = args.timestamps_ms { builder.add_timestamps_ms(x); }
+    if let Some(x) = args.metrics { builder.add_metrics(x); }
+    if let Some(x) = args.tag_set_ends { builder.add_tag_set_ends(x); }
+    if let Some(x) = args.tag_texts { builder.add_tag_texts(x); }
+    if let Some(x) = args.strings { builder.add_strings(x); }
     builder.finish()
   }
 
 
-  /// The flattened name (nested keys joined with a backtick), optionally ending in
-  /// `|ST[cat:val,…]` stream tags, exactly as a JSON key.
+  /// Names and `"cat:val"` tag texts (either part may be `b"<base64>"`), each written once.
   #[inline]
-  pub fn name(&self) -> &'a str {
+  pub fn strings(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Metric::VT_NAME, None).unwrap()}
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>(Document::VT_STRINGS, None)}
   }
-  /// `_tags`: `"cat:val"` strings (either part may be `b"<base64>"`), after the name's tags.
+  /// Indices into `strings`: the tag texts of every tag set, one set after the other.
   #[inline]
-  pub fn tags(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>> {
+  pub fn tag_texts(&self) -> Option<::flatbuffers::Vector<'a, u32>> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>(Metric::VT_TAGS, None)}
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u32>>>(Document::VT_TAG_TEXTS, None)}
   }
-  /// `_ts`: milliseconds since the epoch; absent = at receipt.
+  /// Where tag set k ends in `tag_texts` (it starts where set k − 1 ends); never decreasing.
+  #[inline]
+  pub fn tag_set_ends(&self) -> Option<::flatbuffers::Vector<'a, u32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u32>>>(Document::VT_TAG_SET_ENDS, None)}
+  }
+  /// The timestamp (ms since the epoch) of metrics whose flags name the document's.
   #[inline]
   pub fn ts_ms(&self) -> Option<i64> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<i64>(Metric::VT_TS_MS, None)}
+    unsafe { self._tab.get::<i64>(Document::VT_TS_MS, None)}
   }
-  /// `_fl`.
   #[inline]
-  pub fn mode(&self) -> Mode {
+  pub fn metrics(&self) -> Option<::flatbuffers::Vector<'a, Metric>> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<Mode>(Metric::VT_MODE, Some(Mode::Set)).unwrap()}
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, Metric>>>(Document::VT_METRICS, None)}
   }
+  /// Timestamps (ms since the epoch) of metrics whose flags name their own, in metric order.
   #[inline]
-  pub fn value_type(&self) -> Value {
+  pub fn timestamps_ms(&self) -> Option<::flatbuffers::Vector<'a, i64>> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<Value>(Metric::VT_VALUE_TYPE, Some(Value::NONE)).unwrap()}
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i64>>>(Document::VT_TIMESTAMPS_MS, None)}
   }
+  /// The values of `Text` metrics, in metric order.
   #[inline]
-  pub fn value(&self) -> Option<::flatbuffers::Table<'a>> {
+  pub fn texts(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(Metric::VT_VALUE, None)}
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>(Document::VT_TEXTS, None)}
   }
+  /// One entry per histogram metric, in metric order.
   #[inline]
-  #[allow(non_snake_case)]
-  pub fn value_as_int_32(&self) -> Option<Int32<'a>> {
-    if self.value_type() == Value::Int32 {
-      self.value().map(|t| {
-       // Safety:
-       // Created from a valid Table for this object
-       // Which contains a valid union in this slot
-       unsafe { Int32::init_from_table(t) }
-     })
-    } else {
-      None
-    }
+  pub fn histograms(&self) -> Option<::flatbuffers::Vector<'a, HistogramEnds>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, HistogramEnds>>>(Document::VT_HISTOGRAMS, None)}
   }
-
+  /// The bins of every histogram metric, one after the other, in any order within a metric.
   #[inline]
-  #[allow(non_snake_case)]
-  pub fn value_as_uint_32(&self) -> Option<UInt32<'a>> {
-    if self.value_type() == Value::UInt32 {
-      self.value().map(|t| {
-       // Safety:
-       // Created from a valid Table for this object
-       // Which contains a valid union in this slot
-       unsafe { UInt32::init_from_table(t) }
-     })
-    } else {
-      None
-    }
+  pub fn bins(&self) -> Option<::flatbuffers::Vector<'a, Bin>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, Bin>>>(Document::VT_BINS, None)}
   }
-
+  /// Binary llhists (the bytes behind the JSON form's base64 strings), one after the other.
   #[inline]
-  #[allow(non_snake_case)]
-  pub fn value_as_int_64(&self) -> Option<Int64<'a>> {
-    if self.value_type() == Value::Int64 {
-      self.value().map(|t| {
-       // Safety:
-       // Created from a valid Table for this object
-       // Which contains a valid union in this slot
-       unsafe { Int64::init_from_table(t) }
-     })
-    } else {
-      None
-    }
+  pub fn llhist(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Document::VT_LLHIST, None)}
   }
-
-  #[inline]
-  #[allow(non_snake_case)]
-  pub fn value_as_uint_64(&self) -> Option<UInt64<'a>> {
-    if self.value_type() == Value::UInt64 {
-      self.value().map(|t| {
-       // Safety:
-       // Created from a valid Table for this object
-       // Which contains a valid union in this slot
-       unsafe { UInt64::init_from_table(t) }
-     })
-    } else {
-      None
-    }
-  }
-
-  #[inline]
-  #[allow(non_snake_case)]
-  pub fn value_as_double(&self) -> Option<Double<'a>> {
-    if self.value_type() == Value::Double {
-      self.value().map(|t| {
-       // Safety:
-       // Created from a valid Table for this object
-       // Which contains a valid union in this slot
-       unsafe { Double::init_from_table(t) }
-     })
-    } else {
-      None
-    }
-  }
-
-  #[inline]
-  #[allow(non_snake_case)]
-  pub fn value_as_text(&self) -> Option<Text<'a>> {
-    if self.value_type() == Value::Text {
-      self.value().map(|t| {
-       // Safety:
-       // Created from a valid Table for this object
-       // Which contains a valid union in this slot
-       unsafe { Text::init_from_table(t) }
-     })
-    } else {
-      None
-    }
-  }
-
-  #[inline]
-  #[allow(non_snake_case)]
-  pub fn value_as_histogram(&self) -> Option<Histogram<'a>> {
-    if self.value_type() == Value::Histogram {
-      self.value().map(|t| {
-       // Safety:
-       // Created from a valid Table for this object
-       // Which contains a valid union in this slot
-       unsafe { Histogram::init_from_table(t) }
-     })
-    } else {
-      None
-    }
-  }
-
 }
 
-impl ::flatbuffers::Verifiable for Metric<'_> {
+impl ::flatbuffers::Verifiable for Document<'_> {
   #[inline]
   fn run_verifier(
     v: &mut ::flatbuffers::Verifier, pos: usize
   ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
     v.visit_table(pos)?
-     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, true)?
-     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<&'_ str>>>>("tags", Self::VT_TAGS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<&'_ str>>>>("strings", Self::VT_STRINGS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u32>>>("tag_texts", Self::VT_TAG_TEXTS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u32>>>("tag_set_ends", Self::VT_TAG_SET_ENDS, false)?
      .visit_field::<i64>("ts_ms", Self::VT_TS_MS, false)?
-     .visit_field::<Mode>("mode", Self::VT_MODE, false)?
-     .visit_union::<Value, _>("value_type", Self::VT_VALUE_TYPE, "value", Self::VT_VALUE, false, |key, v, pos| {
-        match key {
-          Value::Int32 => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<Int32>>("Value::Int32", pos),
-          Value::UInt32 => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<UInt32>>("Value::UInt32", pos),
-          Value::Int64 => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<Int64>>("Value::Int64", pos),
-          Value::UInt64 => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<UInt64>>("Value::UInt64", pos),
-          Value::Double => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<Double>>("Value::Double", pos),
-          Value::Text => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<Text>>("Value::Text", pos),
-          Value::Histogram => v.verify_union_variant::<::flatbuffers::ForwardsUOffset<Histogram>>("Value::Histogram", pos),
-          _ => Ok(()),
-        }
-     })?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, Metric>>>("metrics", Self::VT_METRICS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("timestamps_ms", Self::VT_TIMESTAMPS_MS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<&'_ str>>>>("texts", Self::VT_TEXTS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, HistogramEnds>>>("histograms", Self::VT_HISTOGRAMS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, Bin>>>("bins", Self::VT_BINS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("llhist", Self::VT_LLHIST, false)?
      .finish();
     Ok(())
   }
 }
-pub struct MetricArgs<'a> {
-    pub name: Option<::flatbuffers::WIPOffset<&'a str>>,
-    pub tags: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>,
+pub struct DocumentArgs<'a> {
+    pub strings: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>,
+    pub tag_texts: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u32>>>,
+    pub tag_set_ends: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u32>>>,
     pub ts_ms: Option<i64>,
-    pub mode: Mode,
-    pub value_type: Value,
-    pub value: Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>>,
+    pub metrics: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, Metric>>>,
+    pub timestamps_ms: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
+    pub texts: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>,
+    pub histograms: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, HistogramEnds>>>,
+    pub bins: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, Bin>>>,
+    pub llhist: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
 }
-impl<'a> Default for MetricArgs<'a> {
+impl<'a> Default for DocumentArgs<'a> {
   #[inline]
   fn default() -> Self {
-    MetricArgs {
-      name: None, // required field
-      tags: None,
+    DocumentArgs {
+      strings: None,
+      tag_texts: None,
+      tag_set_ends: None,
       ts_ms: None,
-      mode: Mode::Set,
-      value_type: Value::NONE,
-      value: None,
+      metrics: None,
+      timestamps_ms: None,
+      texts: None,
+      histograms: None,
+      bins: None,
+      llhist: None,
     }
   }
 }
 
-pub struct MetricBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+pub struct DocumentBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
   fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
   start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
 }
-impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> MetricBuilder<'a, 'b, A> {
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DocumentBuilder<'a, 'b, A> {
   #[inline]
-  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
-    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Metric::VT_NAME, name);
+  pub fn add_strings(&mut self, strings: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<&'b  str>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_STRINGS, strings);
   }
   #[inline]
-  pub fn add_tags(&mut self, tags: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<&'b  str>>>) {
-    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Metric::VT_TAGS, tags);
+  pub fn add_tag_texts(&mut self, tag_texts: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_TAG_TEXTS, tag_texts);
+  }
+  #[inline]
+  pub fn add_tag_set_ends(&mut self, tag_set_ends: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_TAG_SET_ENDS, tag_set_ends);
   }
   #[inline]
   pub fn add_ts_ms(&mut self, ts_ms: i64) {
-    self.fbb_.push_slot_always::<i64>(Metric::VT_TS_MS, ts_ms);
+    self.fbb_.push_slot_always::<i64>(Document::VT_TS_MS, ts_ms);
   }
   #[inline]
-  pub fn add_mode(&mut self, mode: Mode) {
-    self.fbb_.push_slot::<Mode>(Metric::VT_MODE, mode, Mode::Set);
+  pub fn add_metrics(&mut self, metrics: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , Metric>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_METRICS, metrics);
   }
   #[inline]
-  pub fn add_value_type(&mut self, value_type: Value) {
-    self.fbb_.push_slot::<Value>(Metric::VT_VALUE_TYPE, value_type, Value::NONE);
+  pub fn add_timestamps_ms(&mut self, timestamps_ms: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_TIMESTAMPS_MS, timestamps_ms);
   }
   #[inline]
-  pub fn add_value(&mut self, value: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>) {
-    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Metric::VT_VALUE, value);
+  pub fn add_texts(&mut self, texts: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<&'b  str>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_TEXTS, texts);
   }
   #[inline]
-  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> MetricBuilder<'a, 'b, A> {
+  pub fn add_histograms(&mut self, histograms: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , HistogramEnds>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_HISTOGRAMS, histograms);
+  }
+  #[inline]
+  pub fn add_bins(&mut self, bins: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , Bin>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_BINS, bins);
+  }
+  #[inline]
+  pub fn add_llhist(&mut self, llhist: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_LLHIST, llhist);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> DocumentBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
-    MetricBuilder {
+    DocumentBuilder {
       fbb_: _fbb,
       start_: start,
     }
   }
   #[inline]
-  pub fn finish(self) -> ::flatbuffers::WIPOffset<Metric<'a>> {
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Document<'a>> {
     let o = self.fbb_.end_table(self.start_);
-    self.fbb_.required(o, Metric::VT_NAME,"name");
     ::flatbuffers::WIPOffset::new(o.value())
   }
 }
 
-impl ::core::fmt::Debug for Metric<'_> {
+impl ::core::fmt::Debug for Document<'_> {
   fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-    let mut ds = f.debug_struct("Metric");
-      ds.field("name", &self.name());
-      ds.field("tags", &self.tags());
+    let mut ds = f.debug_struct("Document");
+      ds.field("strings", &self.strings());
+      ds.field("tag_texts", &self.tag_texts());
+      ds.field("tag_set_ends", &self.tag_set_ends());
       ds.field("ts_ms", &self.ts_ms());
-      ds.field("mode", &self.mode());
-      ds.field("value_type", &self.value_type());
-      match self.value_type() {
-        Value::Int32 => {
-          if let Some(x) = self.value_as_int_32() {
-            ds.field("value", &x)
-          } else {
-            ds.field("value", &"InvalidFlatbuffer: Union discriminant does not match value.")
-          }
-        },
-        Value::UInt32 => {
-          if let Some(x) = self.value_as_uint_32() {
-            ds.field("value", &x)
-          } else {
-            ds.field("value", &"InvalidFlatbuffer: Union discriminant does not match value.")
-          }
-        },
-        Value::Int64 => {
-          if let Some(x) = self.value_as_int_64() {
-            ds.field("value", &x)
-          } else {
-            ds.field("value", &"InvalidFlatbuffer: Union discriminant does not match value.")
-          }
-        },
-        Value::UInt64 => {
-          if let Some(x) = self.value_as_uint_64() {
-            ds.field("value", &x)
-          } else {
-            ds.field("value", &"InvalidFlatbuffer: Union discriminant does not match value.")
-          }
-        },
-        Value::Double => {
-          if let Some(x) = self.value_as_double() {
-            ds.field("value", &x)
-          } else {
-            ds.field("value", &"InvalidFlatbuffer: Union discriminant does not match value.")
-          }
-        },
-        Value::Text => {
-          if let Some(x) = self.value_as_text() {
-            ds.field("value", &x)
-          } else {
-            ds.field("value", &"InvalidFlatbuffer: Union discriminant does not match value.")
-          }
-        },
-        Value::Histogram => {
-          if let Some(x) = self.value_as_histogram() {
-            ds.field("value", &x)
-          } else {
-            ds.field("value", &"InvalidFlatbuffer: Union discriminant does not match value.")
-          }
-        },
-        _ => {
-          let x: Option<()> = None;
-          ds.field("value", &x)
-        },
-      };
+      ds.field("metrics", &self.metrics());
+      ds.field("timestamps_ms", &self.timestamps_ms());
+      ds.field("texts", &self.texts());
+      ds.field("histograms", &self.histograms());
+      ds.field("bins", &self.bins());
+      ds.field("llhist", &self.llhist());
       ds.finish()
   }
 }
@@ -1480,7 +911,7 @@ impl<'a> ::flatbuffers::Follow<'a> for MetricList<'a> {
 }
 
 impl<'a> MetricList<'a> {
-  pub const VT_METRICS: ::flatbuffers::VOffsetT = 4;
+  pub const VT_DOCUMENTS: ::flatbuffers::VOffsetT = 4;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -1492,17 +923,17 @@ impl<'a> MetricList<'a> {
     args: &'args MetricListArgs<'args>
   ) -> ::flatbuffers::WIPOffset<MetricList<'bldr>> {
     let mut builder = MetricListBuilder::new(_fbb);
-    if let Some(x) = args.metrics { builder.add_metrics(x); }
+    if let Some(x) = args.documents { builder.add_documents(x); }
     builder.finish()
   }
 
 
   #[inline]
-  pub fn metrics(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Metric<'a>>>> {
+  pub fn documents(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Document<'a>>>> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Metric>>>>(MetricList::VT_METRICS, None)}
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Document>>>>(MetricList::VT_DOCUMENTS, None)}
   }
 }
 
@@ -1512,19 +943,19 @@ impl ::flatbuffers::Verifiable for MetricList<'_> {
     v: &mut ::flatbuffers::Verifier, pos: usize
   ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
     v.visit_table(pos)?
-     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Metric>>>>("metrics", Self::VT_METRICS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Document>>>>("documents", Self::VT_DOCUMENTS, false)?
      .finish();
     Ok(())
   }
 }
 pub struct MetricListArgs<'a> {
-    pub metrics: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Metric<'a>>>>>,
+    pub documents: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Document<'a>>>>>,
 }
 impl<'a> Default for MetricListArgs<'a> {
   #[inline]
   fn default() -> Self {
     MetricListArgs {
-      metrics: None,
+      documents: None,
     }
   }
 }
@@ -1535,8 +966,8 @@ pub struct MetricListBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
 }
 impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> MetricListBuilder<'a, 'b, A> {
   #[inline]
-  pub fn add_metrics(&mut self, metrics: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<Metric<'b >>>>) {
-    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(MetricList::VT_METRICS, metrics);
+  pub fn add_documents(&mut self, documents: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<Document<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(MetricList::VT_DOCUMENTS, documents);
   }
   #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> MetricListBuilder<'a, 'b, A> {
@@ -1556,7 +987,7 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> MetricListBuilder<'a, 'b, A> 
 impl ::core::fmt::Debug for MetricList<'_> {
   fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
     let mut ds = f.debug_struct("MetricList");
-      ds.field("metrics", &self.metrics());
+      ds.field("documents", &self.documents());
       ds.finish()
   }
 }
@@ -1620,7 +1051,7 @@ pub unsafe fn root_as_metric_list_unchecked(buf: &[u8]) -> MetricList<'_> {
 pub unsafe fn size_prefixed_root_as_metric_list_unchecked(buf: &[u8]) -> MetricList<'_> {
   unsafe { ::flatbuffers::size_prefixed_root_unchecked::<MetricList>(buf) }
 }
-pub const METRIC_LIST_IDENTIFIER: &str = "STHT";
+pub const METRIC_LIST_IDENTIFIER: &str = "STH2";
 
 #[inline]
 pub fn metric_list_buffer_has_identifier(buf: &[u8]) -> bool {
