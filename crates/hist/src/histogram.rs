@@ -66,6 +66,50 @@ impl Histogram {
         Histogram::from_unsorted_keys(&mut pairs)
     }
 
+    /// Builds a histogram from (bin, count) pairs already in storage order (strictly ascending
+    /// `Bin`, so no duplicates) with every count > 0: no sort, no merge of duplicates. A decoder
+    /// producing bins in order uses this; the order is checked in debug builds only (an
+    /// unsorted input in a release build gives a histogram whose queries are wrong, never a
+    /// panic).
+    pub fn from_sorted_bins<I: IntoIterator<Item = (Bin, u64)>>(pairs: I) -> Histogram {
+        let pairs = pairs.into_iter();
+        let mut h = Histogram::with_capacity(pairs.size_hint().0);
+        for (bin, count) in pairs {
+            h.keys.push(bin.key());
+            h.counts.push(count);
+        }
+        h.debug_check();
+        h
+    }
+
+    /// As `from_sorted_bins`, from storage-order keys (`Bin::key`, `Histogram::keys`) and their
+    /// counts: strictly ascending valid keys, counts > 0, equal lengths (checked in debug
+    /// builds; in release a length mismatch keeps the shorter).
+    pub fn from_sorted_keys(keys: &[u16], counts: &[u64]) -> Histogram {
+        debug_assert_eq!(keys.len(), counts.len(), "one count per key");
+        debug_assert!(
+            keys.iter().all(|&k| crate::bin::key_is_valid(k)),
+            "valid keys"
+        );
+        let n = keys.len().min(counts.len());
+        let h = Histogram {
+            keys: keys[..n].to_vec(),
+            counts: counts[..n].to_vec(),
+        };
+        h.debug_check();
+        h
+    }
+
+    /// The populated bins' storage-order keys (`Bin::key`), strictly ascending.
+    pub fn keys(&self) -> &[u16] {
+        &self.keys
+    }
+
+    /// The populated bins' counts, in the order of `keys`; all > 0.
+    pub fn counts(&self) -> &[u64] {
+        &self.counts
+    }
+
     pub(crate) fn from_unsorted_keys(pairs: &mut [(u16, u64)]) -> Histogram {
         pairs.sort_unstable_by_key(|&(k, _)| k);
         let mut h = Histogram::with_capacity(pairs.len());

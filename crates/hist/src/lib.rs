@@ -7,9 +7,11 @@
 //!
 //! - [`Bin`]: a `(val, exp)` bin and the value → bin mapping.
 //! - [`Histogram`]: the sorted form — merge, subtract, quantiles, counts, binary/base64/text.
+//! - [`Accumulator`]: the dense form for merging many histograms into one.
 //! - [`Recorder`]: the hot-path form for inserting measurements, convertible to a `Histogram`.
 #![forbid(unsafe_code)]
 
+mod accumulate;
 mod bin;
 mod codec;
 pub mod convert;
@@ -19,6 +21,7 @@ mod pow10;
 mod recorder;
 mod text;
 
+pub use accumulate::{Accumulator, ACCUMULATOR_SPAN_MAX};
 pub use bin::{Bin, BIN_COUNT_MAX};
 pub use error::{DecodeError, QuantileError, TextError};
 pub use histogram::{Histogram, QuantileType, ThresholdCounts};

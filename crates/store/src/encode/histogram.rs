@@ -10,7 +10,7 @@
 //! sorted lists — the adaptive binary coder this replaced spent most of its time there.
 //! Integer arithmetic only.
 
-use hist::{Bin, Histogram, BIN_COUNT_MAX};
+use hist::{Accumulator, Bin, Histogram, BIN_COUNT_MAX};
 
 use super::bits::{get_varint, put_varint, unzigzag, zigzag, BitReader, BitWriter};
 use super::range::{self, raw_bits_of, symbol_of, value_of, RansDecoder, Tables, ALPHABET};
@@ -246,7 +246,7 @@ pub fn encode(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {
         // indexes of the outside ones are kept.
         outside.resize(n, (0, 0));
         let mut n_outside = 0;
-        for (i, (&k, (_, c))) in keys.iter().zip(h.bins()).enumerate() {
+        for (i, (&k, &c)) in keys.iter().zip(h.counts()).enumerate() {
             let p = window.position(k);
             populated[p] = c;
             outside[n_outside] = (i, c);
@@ -316,7 +316,7 @@ impl Window {
         let bins_total: usize = periods.iter().map(|(_, h)| h.bin_count()).sum();
         let mut flat_keys = Vec::with_capacity(bins_total);
         for (_, h) in periods {
-            flat_keys.extend(h.bins().map(|(b, _)| b.key()));
+            flat_keys.extend_from_slice(h.keys());
         }
         let (lo, hi) = flat_keys
             .iter()
@@ -328,7 +328,7 @@ impl Window {
         for (_, h) in periods {
             let keys = &flat_keys[at..at + h.bin_count()];
             at += keys.len();
-            for (&k, (_, c)) in keys.iter().zip(h.bins()) {
+            for (&k, &c) in keys.iter().zip(h.counts()) {
                 occupancy[usize::from(k - lo)] += 1;
                 sums[usize::from(k - lo)] += c.min(MEAN_COUNT_MAX);
             }
@@ -390,6 +390,44 @@ impl Window {
 /// Decodes one chunk; never panics; work and memory bounded by `HIST_CHUNK_PERIODS_MAX` and
 /// `HIST_CHUNK_SLOTS_MAX` whatever the input.
 pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
+    let mut out = Vec::new();
+    decode_with(bytes, |ts, keys, counts| {
+        out.push((ts, Histogram::from_sorted_keys(keys, counts)));
+    })?;
+    Ok(out)
+}
+
+/// What a chunk held: its period count and first and last period starts (to check against a
+/// block's directory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkSummary {
+    pub periods: usize,
+    pub first_ts_ms: i64,
+    pub last_ts_ms: i64,
+}
+
+/// Decodes one chunk straight into accumulators, building no histogram: each period whose
+/// start `slot_of` maps to `Some(i)` is added to `out[i]` (`None`, or an index past `out`:
+/// the period is skipped). Periods are added as they are decoded, so after an error some may
+/// have been added. Same bounds as `decode`.
+pub fn decode_into(
+    bytes: &[u8],
+    mut slot_of: impl FnMut(i64) -> Option<usize>,
+    out: &mut [Accumulator],
+) -> Result<ChunkSummary, DecodeError> {
+    decode_with(bytes, |ts, keys, counts| {
+        if let Some(acc) = slot_of(ts).and_then(|i| out.get_mut(i)) {
+            acc.add_keys(keys, counts);
+        }
+    })
+}
+
+/// The decoder: calls `period` with each period's start and its bins (strictly ascending
+/// storage-order keys, counts > 0), in time order.
+fn decode_with(
+    bytes: &[u8],
+    mut period: impl FnMut(i64, &[u16], &[u64]),
+) -> Result<ChunkSummary, DecodeError> {
     let body = frame_body(bytes, ChunkKind::Histogram)?;
     let mut pos = 0;
     let count = get_varint(body, &mut pos)?;
@@ -423,7 +461,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
     }
     let width = width as usize;
     let mut slots_left = HIST_CHUNK_SLOTS_MAX - (width * count) as u64;
-    let mut window_bins = Vec::with_capacity(width);
+    let mut window_keys: Vec<u16> = Vec::with_capacity(width);
     let mut window_ordinals = Vec::with_capacity(width);
     let mut window_classes = Vec::with_capacity(width);
     let mut next = 0u64;
@@ -437,7 +475,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
             return Err(invalid(pos, "window class out of range or missing"));
         }
         pos += 1;
-        window_bins.push(bin);
+        window_keys.push(bin.key());
         window_ordinals.push(o as u16);
         window_classes.push(usize::from(class));
         next = o + 1;
@@ -456,8 +494,13 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
     // The period's extras: ordinal, count, and the window position they precede.
     let mut extras: Vec<(u16, u64, usize)> = Vec::new();
     let mut prev_first_extra = 0u16;
-    let mut scratch: Vec<(Bin, u64)> = Vec::new();
-    let mut out = Vec::with_capacity(count);
+    let mut scratch_keys: Vec<u16> = Vec::new();
+    let mut scratch_counts: Vec<u64> = Vec::new();
+    let summary = ChunkSummary {
+        periods: count,
+        first_ts_ms: ts_ms.first().copied().unwrap_or(0),
+        last_ts_ms: ts_ms.last().copied().unwrap_or(0),
+    };
     for ts in ts_ms {
         let n = read_value(&mut d, &mut raw, CTX_EXTRA_COUNT);
         slots_left = slots_left
@@ -494,34 +537,34 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
         if let Some(&(o, _, _)) = extras.first() {
             prev_first_extra = o;
         }
-        // Every slot written, the populated ones kept (branch-free); the scratch buffer is reused
-        // and the period's bins copied out of it exactly sized.
-        scratch.resize(width + extras.len(), (Bin::NAN, 0));
+        // Every slot written, the populated ones kept (branch-free); the scratch buffers are
+        // reused. Window keys and extras come out in storage order: no sort.
+        let slots = width + extras.len();
+        scratch_keys.resize(slots, 0);
+        scratch_counts.resize(slots, 0);
         let mut len = 0;
         let mut from = 0;
         for segment in 0..=extras.len() {
             let to = extras.get(segment).map_or(width, |e| e.2);
-            for (&bin, &class) in window_bins[from..to].iter().zip(&window_classes[from..to]) {
+            for (&key, &class) in window_keys[from..to].iter().zip(&window_classes[from..to]) {
                 let c = read_value(&mut d, &mut raw, class);
-                scratch[len] = (bin, c);
+                scratch_keys[len] = key;
+                scratch_counts[len] = c;
                 len += usize::from(c != 0);
             }
             if let Some(&(o, c, _)) = extras.get(segment) {
-                scratch[len] = (extra_bin(o), c);
+                scratch_keys[len] = extra_key(o);
+                scratch_counts[len] = c;
                 len += 1;
             }
             from = to;
         }
         d.check()?;
-        let h = Histogram::from_bins(scratch[..len].to_vec());
-        if cfg!(debug_assertions) {
-            h.assert_invariants();
-        }
-        out.push((ts, h));
+        period(ts, &scratch_keys[..len], &scratch_counts[..len]);
     }
     raw.finish()?;
     d.finish()?;
-    Ok(out)
+    Ok(summary)
 }
 
 /// The next value in context `ctx`: its symbol, and raw bits for a large one. Errors are kept in
@@ -552,11 +595,11 @@ fn read_large(d: &mut RansDecoder<'_>, raw: &mut BitReader<'_>, symbol: u8) -> u
     }
 }
 
-/// The bin of an extra's ordinal, checked below `BIN_COUNT_MAX` when decoded.
-fn extra_bin(ordinal: u16) -> Bin {
-    let bin = bin_of_ordinal(ordinal);
-    debug_assert!(bin.is_some());
-    bin.unwrap_or(Bin::NAN)
+/// The storage-order key of an extra's ordinal, checked below `BIN_COUNT_MAX` when decoded.
+fn extra_key(ordinal: u16) -> u16 {
+    let key = key_of_ordinal(ordinal);
+    debug_assert!(key.is_some());
+    key.unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -769,6 +812,31 @@ mod tests {
         ) {
             let periods: Vec<(i64, Histogram)> = ts.into_iter().zip(hs).collect();
             assert_round_trip(&periods);
+        }
+
+        #[test]
+        fn decode_into_equals_merging_decoded_periods(
+            ts in proptest::collection::btree_set(-50i64..50, 1..20),
+            hs in proptest::collection::vec(histogram(), 20),
+            slots in 1usize..4,
+        ) {
+            let periods: Vec<(i64, Histogram)> = ts.into_iter().zip(hs).collect();
+            let bytes = encode(&periods).unwrap();
+            // Naive model: negative starts skipped, the rest merged into start mod `slots`.
+            let slot_of = |t: i64| (t >= 0).then_some(t as usize % slots);
+            let mut want = vec![Histogram::new(); slots];
+            for (t, h) in &periods {
+                if let Some(i) = slot_of(*t) {
+                    want[i].merge(h);
+                }
+            }
+            let mut acc = vec![Accumulator::new(); slots];
+            let summary = decode_into(&bytes, slot_of, &mut acc).unwrap();
+            let got: Vec<Histogram> = acc.iter().map(Accumulator::to_histogram).collect();
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(summary.periods, periods.len());
+            prop_assert_eq!(summary.first_ts_ms, periods[0].0);
+            prop_assert_eq!(summary.last_ts_ms, periods[periods.len() - 1].0);
         }
 
         #[test]
