@@ -4,9 +4,11 @@
 //! The thread is the only writer of a clock's parameters. Every `RECALIBRATE_INTERVAL_NS` it
 //! samples (TSC, `CLOCK_MONOTONIC`, `CLOCK_REALTIME`), checks the TSC, and publishes a record
 //! whose new line starts `STEERING.switch_delay_ns` in the future and continues the current one
-//! exactly there (see `line::next_line`). A reader that loaded the previous record samples the
-//! TSC before the new record became visible (plus an out-of-order slack), so before the switch
-//! point, where both records agree: every reader evaluates the same global function.
+//! exactly there (see `line::next_line`). A reader that finds the previous record took its TSC
+//! sample before the new record became visible (plus an out-of-order slack), so before the
+//! switch point, where both records agree; a reader that finds the new record with a sample from
+//! before the record's old line took over samples again (`Published::tsc_read`). So every reader
+//! evaluates the same global function.
 
 use std::sync::atomic::{fence, Ordering};
 use std::thread;
@@ -45,9 +47,9 @@ const STEERING: Steering = Steering {
     slew_ppm_max: 200,
 };
 
-/// How long after a reader's last load of the generation its TSC sample may still be taken:
-/// the reorder window of an out-of-order core, which is bounded by the instructions in flight
-/// (hundreds of cycles); an interrupt or preemption squashes them. 100 µs is far beyond that.
+/// How far apart a reader's TSC sample and its loads of the record may execute: the reorder
+/// window of an out-of-order core, which is bounded by the instructions in flight (hundreds of
+/// cycles); an interrupt or preemption squashes them. 100 µs is far beyond that.
 const READER_SLACK_NS: u64 = 100_000;
 
 /// On a fallback the OS clock is offset to cover every value the TSC clock could still hand out
@@ -132,6 +134,8 @@ pub(crate) struct Calibrator {
     last: Sample,
     params: Params,
     samples_failed: u32,
+    /// `STEERING`; tests shorten the switch delay to publish in a tight loop.
+    steering: Steering,
 }
 
 fn calibration_sample() -> Option<Sample> {
@@ -151,6 +155,9 @@ impl Calibrator {
             switch_ticks: end.ticks,
             old: line,
             new: line,
+            // Readers evaluate this first line for any sample, however early: it is where the
+            // clock starts.
+            old_from_ticks: 0,
             os_offset_ns: 0,
             real_offset_ns: real_offset_ns(end, line.eval(end.real_ticks)),
         };
@@ -161,6 +168,7 @@ impl Calibrator {
             last: end,
             params,
             samples_failed: 0,
+            steering: STEERING,
         })
     }
 
@@ -261,7 +269,7 @@ impl Calibrator {
             sample.ticks,
             sample.mono_ns,
             average_mult,
-            STEERING,
+            self.steering,
         );
         assert!(switch.ticks > sample.ticks && switch.ticks >= self.params.switch_ticks);
         assert_eq!(switch.line.eval(switch.ticks), current.eval(switch.ticks));
@@ -270,6 +278,8 @@ impl Calibrator {
             switch_ticks: switch.ticks,
             old: current,
             new: switch.line,
+            // `checked` made sure the sample, and so this record, comes after it.
+            old_from_ticks: self.params.switch_ticks,
             os_offset_ns: 0,
             real_offset_ns: real_offset_ns(sample, self.params.tsc_ns(sample.real_ticks)),
         };
@@ -406,6 +416,79 @@ mod tests {
         assert!(reads > 0);
         assert_eq!(clock.source(), Source::Tsc);
         assert!(published > 0, "no round published (all samples wide?)");
+    }
+
+    /// Publications as fast as the writer's rules allow (one per switch delay of 2 ms instead of
+    /// one per 5 s), each steering toward a reference that jumps ±20 µs, so consecutive lines
+    /// differ in slope by about 1%: a reading evaluated with the wrong line is off by
+    /// microseconds, enough for the bouncing readers to see it step back.
+    #[test]
+    fn now_never_steps_back_while_recalibrating_in_a_tight_loop() {
+        let Some((clock, mut calibrator)) = calibrated() else {
+            return;
+        };
+        calibrator.steering = Steering {
+            switch_delay_ns: 2_000_000,
+            correction_ns: 2_000_000,
+            slew_ppm_max: 20_000,
+        };
+        let rounds_max = 1_000u64;
+        let jump_ns = 20_000u64;
+        let done = AtomicBool::new(false);
+        let mut published = 0u64;
+        let mut fell_back = false;
+        let (reads, backwards, backwards_ns_max) = thread::scope(|scope| {
+            let readers = scope.spawn(|| {
+                let (mut reads, mut backwards, mut backwards_ns_max) = (0, 0, 0);
+                while !done.load(Ordering::Acquire) {
+                    let result = crate::check::cross_thread(|| clock.now(), 100_000, 5_000);
+                    reads += result.reads;
+                    backwards += result.backwards;
+                    backwards_ns_max = backwards_ns_max.max(result.backwards_ns_max);
+                }
+                (reads, backwards, backwards_ns_max)
+            });
+            for round in 0..rounds_max {
+                // Sleep to just past the current switch point (the writer may not sample
+                // before it), so the readers keep both CPUs.
+                let params = calibrator.params();
+                let ticks = arch::ticks_ordered();
+                let until_switch_ns = params
+                    .new
+                    .interval_ns(params.switch_ticks.saturating_sub(ticks));
+                thread::sleep(Duration::from_nanos(until_switch_ns + 50_000));
+                let sample = take_sample(calibrator.sample_bracket_ticks_max()).map(|sample| {
+                    let mono_ns = if round % 2 == 0 {
+                        sample.mono_ns + jump_ns
+                    } else {
+                        sample.mono_ns - jump_ns
+                    };
+                    Sample { mono_ns, ..sample }
+                });
+                let step = calibrator.step_with(sample, None);
+                published += u64::from(calibrator.params() != params);
+                if step == Step::FellBack {
+                    // Descheduled between sampling and publishing, or too many wide samples
+                    // on a busy machine: the clock went to the OS, which must not step back
+                    // either; the readers keep checking for one more round of theirs.
+                    fell_back = true;
+                    break;
+                }
+            }
+            done.store(true, Ordering::Release);
+            readers.join().unwrap_or((0, 1, 0))
+        });
+        assert_eq!(
+            backwards, 0,
+            "{backwards} of {reads} reads stepped back, by up to {backwards_ns_max} ns \
+             ({published} publications, fell back: {fell_back})"
+        );
+        assert!(reads > 0);
+        assert!(
+            published >= 10,
+            "only {published} publications (fell back: {fell_back})"
+        );
+        assert_eq!(clock.source() == Source::Tsc, !fell_back);
     }
 
     #[test]

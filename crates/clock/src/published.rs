@@ -2,10 +2,14 @@
 //!
 //! Two slots and a generation counter form a double-buffered seqlock. Generation `2k` means
 //! record `k` is complete in slot `k % 2`; `2k + 1` means record `k + 1` is being written into
-//! the other slot. A reader loads the generation, the record, samples the clock, and accepts the
-//! result only if the generation still names record `k` afterwards. So a reader never waits for
-//! the writer (the slot it reads is never the one being written), never writes shared memory,
-//! and never mixes a record with a sample taken after a newer record was published.
+//! the other slot. A reader loads the generation, the record, and the generation again, and
+//! uses the record only if the generation still names it. So a reader never waits for the
+//! writer (the slot it reads is never the one being written), never writes shared memory, and
+//! never uses a mix of two records.
+//!
+//! An ordered TSC reading (`now`, `wall`) samples the TSC first and loads the record after it,
+//! so that the fence before the sample waits for nothing but the caller's own work; see
+//! `Published::tsc_read` for why that is still exact.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
@@ -22,10 +26,11 @@ pub(crate) const MODE_TSC: u64 = 2;
 /// TSC readings never have it: 2^63 ticks is a century of uptime.
 pub(crate) const RAW_OS_TAG: u64 = 1 << 63;
 
-/// A reader retries only when a record was published during its read, which happens at most
-/// once per recalibration interval (5 s); a second retry in a row needs the reader to be
-/// descheduled for that long. The bound keeps the loop finite in any case: after it, the caller
-/// reads under the lock that serialises publications (see `Published::exclusive`).
+/// A reader retries when a record was published during its loads (at most once per
+/// recalibration interval, 5 s), or when its TSC sample predates the record it loaded (it was
+/// descheduled between the two for about an interval). A second retry in a row needs another
+/// such delay. The bound keeps the loop finite in any case: after it, the caller reads under the
+/// lock that serialises publications (see `Published::exclusive`).
 const READ_ATTEMPTS_MAX: u32 = 8;
 
 /// One record: how to turn a reading into nanoseconds.
@@ -36,6 +41,9 @@ pub(crate) struct Params {
     pub switch_ticks: u64,
     pub old: Line,
     pub new: Line,
+    /// Where `old` took over (the previous record's switch point; 0 for the first record): the
+    /// record describes the clock only for TSC readings from here on.
+    pub old_from_ticks: u64,
     /// `now()` in OS mode is `CLOCK_MONOTONIC + os_offset_ns` (non-zero only after a fallback
     /// from the TSC, so that the fallback does not step backwards).
     pub os_offset_ns: u64,
@@ -57,18 +65,20 @@ impl Params {
     }
 }
 
-/// One record in one cache line.
+/// One record. The first cache line holds everything the common readings load; the second,
+/// only what readings between a publication and its switch point need.
 #[derive(Default)]
-#[repr(align(64))]
+#[repr(C, align(64))]
 struct Slot {
     mode: AtomicU64,
     switch_ticks: AtomicU64,
-    old_mult: AtomicU64,
-    old_intercept_ns: AtomicU64,
     new_mult: AtomicU64,
     new_intercept_ns: AtomicU64,
-    os_offset_ns: AtomicU64,
     real_offset_ns: AtomicU64,
+    os_offset_ns: AtomicU64,
+    old_mult: AtomicU64,
+    old_intercept_ns: AtomicU64,
+    old_from_ticks: AtomicU64,
 }
 
 impl Slot {
@@ -76,12 +86,13 @@ impl Slot {
         Slot {
             mode: AtomicU64::new(MODE_UNINIT),
             switch_ticks: AtomicU64::new(0),
-            old_mult: AtomicU64::new(0),
-            old_intercept_ns: AtomicU64::new(0),
             new_mult: AtomicU64::new(0),
             new_intercept_ns: AtomicU64::new(0),
-            os_offset_ns: AtomicU64::new(0),
             real_offset_ns: AtomicU64::new(0),
+            os_offset_ns: AtomicU64::new(0),
+            old_mult: AtomicU64::new(0),
+            old_intercept_ns: AtomicU64::new(0),
+            old_from_ticks: AtomicU64::new(0),
         }
     }
 
@@ -102,14 +113,20 @@ impl Slot {
     }
 
     #[inline(always)]
+    fn real_offset_ns(&self) -> i64 {
+        self.real_offset_ns.load(Ordering::Relaxed) as i64
+    }
+
+    #[inline(always)]
     fn load(&self) -> Params {
         Params {
             mode: self.mode.load(Ordering::Relaxed),
             switch_ticks: self.switch_ticks.load(Ordering::Relaxed),
             old: self.old(),
             new: self.new_line(),
+            old_from_ticks: self.old_from_ticks.load(Ordering::Relaxed),
             os_offset_ns: self.os_offset_ns.load(Ordering::Relaxed),
-            real_offset_ns: self.real_offset_ns.load(Ordering::Relaxed) as i64,
+            real_offset_ns: self.real_offset_ns(),
         }
     }
 
@@ -117,34 +134,32 @@ impl Slot {
         self.mode.store(params.mode, Ordering::Relaxed);
         self.switch_ticks
             .store(params.switch_ticks, Ordering::Relaxed);
-        self.old_mult.store(params.old.mult, Ordering::Relaxed);
-        self.old_intercept_ns
-            .store(params.old.intercept_ns, Ordering::Relaxed);
         self.new_mult.store(params.new.mult, Ordering::Relaxed);
         self.new_intercept_ns
             .store(params.new.intercept_ns, Ordering::Relaxed);
-        self.os_offset_ns
-            .store(params.os_offset_ns, Ordering::Relaxed);
         self.real_offset_ns
             .store(params.real_offset_ns as u64, Ordering::Relaxed);
+        self.os_offset_ns
+            .store(params.os_offset_ns, Ordering::Relaxed);
+        self.old_mult.store(params.old.mult, Ordering::Relaxed);
+        self.old_intercept_ns
+            .store(params.old.intercept_ns, Ordering::Relaxed);
+        self.old_from_ticks
+            .store(params.old_from_ticks, Ordering::Relaxed);
     }
 
-    /// Nanoseconds of an ordered TSC reading taken now. The record loads before the read
-    /// complete before the TSC is sampled (LFENCE), so the sample is later than the record's
-    /// publication.
+    /// Nanoseconds of an ordered TSC reading by this record, loaded before the sample: for
+    /// readers that hold the publication lock (so this record is current throughout) or whose
+    /// record was validated after the sample (the OS-mode path, in case it meets an older
+    /// record). The record's loads complete before the TSC is sampled (LFENCE), so the sample
+    /// is later than the record's publication and before the next record's switch point.
     #[inline(always)]
     fn tsc_now_ns(&self) -> u64 {
-        let switch_ticks = self.switch_ticks.load(Ordering::Relaxed);
-        let new = self.new_line();
-        let ticks = arch::ticks_ordered();
-        if ticks >= switch_ticks {
-            new.eval(ticks)
-        } else {
-            self.before_switch_ns(ticks)
-        }
+        let params = self.load();
+        params.tsc_ns(arch::ticks_ordered())
     }
 
-    /// Ordered nanoseconds by this record; `None` if it is not a record yet.
+    /// Ordered nanoseconds by this record (see `tsc_now_ns`); `None` if it is not a record yet.
     #[inline(always)]
     fn now_ns(&self) -> Option<u64> {
         match self.mode.load(Ordering::Relaxed) {
@@ -157,32 +172,28 @@ impl Slot {
         }
     }
 
-    /// Wall-clock nanoseconds by this record; `None` if it is not a record yet.
+    /// Wall-clock nanoseconds by this record (see `tsc_now_ns`); `None` if it is not a record
+    /// yet.
     #[inline(always)]
     fn wall_ns(&self) -> Option<u64> {
         match self.mode.load(Ordering::Relaxed) {
-            MODE_TSC => {
-                let real_offset_ns = self.real_offset_ns.load(Ordering::Relaxed) as i64;
-                Some(self.tsc_now_ns().wrapping_add_signed(real_offset_ns))
-            }
+            MODE_TSC => Some(self.tsc_now_ns().wrapping_add_signed(self.real_offset_ns())),
             MODE_OS => Some(os::realtime_ns()),
             _ => None,
         }
-    }
-
-    /// Readings between a publication and its switch point (a short window each interval):
-    /// kept out of line so the common path stays a predicted branch rather than a select on
-    /// the TSC value.
-    #[cold]
-    #[inline(never)]
-    fn before_switch_ns(&self, ticks: u64) -> u64 {
-        self.old().eval(ticks)
     }
 }
 
 /// The published parameters of one clock.
 pub(crate) struct Published {
     generation: AtomicU64,
+    /// The latest record's mode, stored once that record is complete. It only ever goes from
+    /// uninitialised to TSC or OS, and from TSC to OS: one load picks a reading's path before
+    /// the TSC is sampled (the record itself decides, loaded after).
+    mode: AtomicU64,
+    /// The latest TSC record's slope, for `delta_ns`: one word, never torn, and any record's
+    /// slope is a valid slope.
+    interval_mult: AtomicU64,
     slots: [Slot; 2],
 }
 
@@ -195,6 +206,8 @@ impl Published {
     pub(crate) const fn new() -> Published {
         Published {
             generation: AtomicU64::new(0),
+            mode: AtomicU64::new(MODE_UNINIT),
+            interval_mult: AtomicU64::new(0),
             slots: [Slot::new(), Slot::new()],
         }
     }
@@ -212,8 +225,7 @@ impl Published {
             // a later write, this fence synchronises with the writer's release fence and the
             // load below sees at least that write's odd generation.
             fence(Ordering::Acquire);
-            let generation_after = self.generation.load(Ordering::Relaxed);
-            if generation_after >> 1 == generation >> 1 {
+            if self.generation.load(Ordering::Relaxed) >> 1 == generation >> 1 {
                 return Some(result);
             }
         }
@@ -227,11 +239,83 @@ impl Published {
         read(&self.slots[slot_index(generation)])
     }
 
-    /// Ordered nanoseconds; `None` before the first record or if every attempt overlapped a
-    /// publication (then read under the publication lock with `now_exclusive`).
+    /// An ordered TSC reading in nanoseconds, with `extra` loaded from the same record; `None`
+    /// if the record is not a TSC record (any more) or every attempt failed (then the caller
+    /// reads under the publication lock).
+    ///
+    /// The TSC is sampled first (`LFENCE; RDTSC`: after every earlier load completed, so after
+    /// anything that happened-before this call) and the record is loaded after. Why the result
+    /// is exact anyway: the writer (calibrate.rs) keeps three rules. Record `r + 1`'s old line
+    /// is record `r`'s new line, from record `r`'s switch point on (`old_from_ticks`); record
+    /// `r + 1` is computed from a sample taken at or after that point; and it is published at
+    /// least `READER_SLACK_NS` before its own switch point (else the clock falls back to the
+    /// OS). So all records together describe one continuous non-decreasing function G of the
+    /// TSC (line `k` from switch point `k` to switch point `k + 1`), and record `r` agrees with
+    /// G from its `old_from_ticks` to the switch point of record `r + 1`. A sample T evaluated
+    /// with record `r`:
+    /// - is below record `r + 1`'s switch point: the record's loads execute after the LFENCE
+    ///   and at most the core's reorder window before T is taken (an interrupt squashes loads
+    ///   in flight; a load whose line changes before it retires is replayed), so record `r` was
+    ///   still current then, and record `r + 1` appears at least `READER_SLACK_NS` — far more
+    ///   than any reorder window — before its switch point;
+    /// - is checked against `old_from_ticks` (only below the switch point, off the common path):
+    ///   a reader descheduled for about a recalibration interval between its sample and its
+    ///   loads may find a record computed after its sample; it samples again.
+    ///
+    /// So every ordered reading is G(T) of its own sample T, G never decreases, and a reading
+    /// that happened-after another has the later sample: `now()` never steps back.
+    #[inline(always)]
+    fn tsc_read<X>(&self, extra: impl Fn(&Slot) -> X) -> Option<(u64, X)> {
+        let mut ticks = arch::ticks_ordered();
+        for _ in 0..READ_ATTEMPTS_MAX {
+            let generation = self.generation.load(Ordering::Acquire);
+            let slot = &self.slots[slot_index(generation)];
+            let mode = slot.mode.load(Ordering::Relaxed);
+            let switch_ticks = slot.switch_ticks.load(Ordering::Relaxed);
+            let new = slot.new_line();
+            let extra = extra(slot);
+            // As in `consistent`. A newer record found on the retry is still good for this
+            // sample: the argument above holds for any record loaded after it.
+            fence(Ordering::Acquire);
+            if self.generation.load(Ordering::Relaxed) >> 1 != generation >> 1 {
+                continue;
+            }
+            if mode != MODE_TSC {
+                return None;
+            }
+            if ticks >= switch_ticks {
+                return Some((new.eval(ticks), extra));
+            }
+            match self.before_switch_ns(slot, generation, ticks) {
+                Some(ns) => return Some((ns, extra)),
+                None => ticks = arch::ticks_ordered(),
+            }
+        }
+        None
+    }
+
+    /// A sample below the record's switch point (a short window after each publication): kept
+    /// out of line so the common path stays one predicted branch. `None` if the record changed
+    /// meanwhile or the sample predates the record (see `tsc_read`): sample again.
+    #[cold]
+    #[inline(never)]
+    fn before_switch_ns(&self, slot: &Slot, generation: u64, ticks: u64) -> Option<u64> {
+        let old = slot.old();
+        let old_from_ticks = slot.old_from_ticks.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        let unchanged = self.generation.load(Ordering::Relaxed) >> 1 == generation >> 1;
+        (unchanged && ticks >= old_from_ticks).then(|| old.eval(ticks))
+    }
+
+    /// Ordered nanoseconds; `None` before the first record or if every attempt failed (then read
+    /// under the publication lock with `now_exclusive`).
     #[inline(always)]
     pub(crate) fn now(&self) -> Option<u64> {
-        self.consistent(Slot::now_ns)
+        match self.mode.load(Ordering::Acquire) {
+            MODE_TSC => self.tsc_read(|_| ()).map(|(ns, ())| ns),
+            MODE_OS => self.consistent(Slot::now_ns),
+            _ => None,
+        }
     }
 
     pub(crate) fn now_exclusive(&self) -> Option<u64> {
@@ -241,7 +325,13 @@ impl Published {
     /// Wall-clock nanoseconds since the epoch; `None` as for `now`.
     #[inline(always)]
     pub(crate) fn wall(&self) -> Option<u64> {
-        self.consistent(Slot::wall_ns)
+        match self.mode.load(Ordering::Acquire) {
+            MODE_TSC => self
+                .tsc_read(Slot::real_offset_ns)
+                .map(|(ns, real_offset_ns)| ns.wrapping_add_signed(real_offset_ns)),
+            MODE_OS => self.consistent(Slot::wall_ns),
+            _ => None,
+        }
     }
 
     pub(crate) fn wall_exclusive(&self) -> Option<u64> {
@@ -259,16 +349,12 @@ impl Published {
         self.exclusive(|slot| Some(slot.load())).unwrap_or_default()
     }
 
-    /// The cheapest reading: TSC ticks, or OS nanoseconds tagged with `RAW_OS_TAG`.
+    /// The cheapest reading: TSC ticks, or OS nanoseconds tagged with `RAW_OS_TAG`. One load of
+    /// the mode word (a predicted branch; the TSC read does not wait for it), `RDTSC`, and the
+    /// mask that keeps the tag bit clear.
     #[inline(always)]
     pub(crate) fn raw(&self) -> Option<u64> {
-        // Only the mode is needed, and a mode from a record being replaced is still a valid
-        // mode: no consistency check.
-        let generation = self.generation.load(Ordering::Acquire);
-        match self.slots[slot_index(generation)]
-            .mode
-            .load(Ordering::Relaxed)
-        {
+        match self.mode.load(Ordering::Acquire) {
             MODE_TSC => Some(arch::ticks() & !RAW_OS_TAG),
             MODE_OS => Some(os::monotonic_ns() | RAW_OS_TAG),
             _ => None,
@@ -285,13 +371,9 @@ impl Published {
         if start & RAW_OS_TAG != 0 {
             return end - start;
         }
-        // One load of one word is never torn, and every record's slope is a valid slope.
-        let generation = self.generation.load(Ordering::Acquire);
-        let mult = self.slots[slot_index(generation)]
-            .new_mult
-            .load(Ordering::Relaxed);
+        // Two TSC readings: `raw()` saw the TSC mode, stored after `interval_mult`.
         Line {
-            mult,
+            mult: self.interval_mult.load(Ordering::Relaxed),
             intercept_ns: 0,
         }
         .interval_ns(end - start)
@@ -301,13 +383,20 @@ impl Published {
     /// does so with a mutex that readers never touch).
     pub(crate) fn publish(&self, params: &Params) {
         assert!(params.mode == MODE_OS || params.mode == MODE_TSC);
+        let mode_before = self.mode.load(Ordering::Relaxed);
+        assert!(
+            mode_before != MODE_OS || params.mode == MODE_OS,
+            "the OS clock is for good"
+        );
         if params.mode == MODE_TSC {
-            // Both pieces must be increasing and meet at the switch point.
+            // Both pieces must be increasing and meet at the switch point, and the old one must
+            // start before it.
             assert!(params.old.mult >= MULT_MIN && params.new.mult >= MULT_MIN);
             assert_eq!(
                 params.old.eval(params.switch_ticks),
                 params.new.eval(params.switch_ticks)
             );
+            assert!(params.old_from_ticks <= params.switch_ticks);
         }
         let generation = self.generation.load(Ordering::Relaxed);
         assert!(generation & 1 == 0, "concurrent publication");
@@ -318,6 +407,11 @@ impl Published {
         fence(Ordering::Release);
         self.slots[slot_index(generation_next)].store(params);
         self.generation.store(generation_next, Ordering::Release);
+        if params.mode == MODE_TSC {
+            self.interval_mult.store(params.new.mult, Ordering::Relaxed);
+        }
+        // After the record and the slope: a reader that sees this mode sees both.
+        self.mode.store(params.mode, Ordering::Release);
     }
 }
 
@@ -336,6 +430,7 @@ mod tests {
             switch_ticks: 100,
             old,
             new: line,
+            old_from_ticks: 0,
             os_offset_ns: 0,
             real_offset_ns: 7,
         }
@@ -375,6 +470,7 @@ mod tests {
                 mult: k.wrapping_mul(7),
                 intercept_ns: k.wrapping_mul(11),
             },
+            old_from_ticks: k.wrapping_mul(17),
             os_offset_ns: k.wrapping_mul(13),
             real_offset_ns: k as i64,
         };
@@ -438,6 +534,63 @@ mod tests {
         assert_eq!(published.delta_ns(10 | RAW_OS_TAG, 20), 0);
         assert_eq!(published.delta_ns(10, 20 | RAW_OS_TAG), 0);
         assert_eq!(published.delta_ns(10, 30), 10);
+    }
+
+    /// A TSC record on the real TSC: `old` anchored at (0, 0) with slope 1/2 ns per tick, and
+    /// `new` continuing it from `switch_ticks` with slope 1/4, so the two differ everywhere
+    /// but the switch point.
+    fn record_around(switch_ticks: u64, old_from_ticks: u64) -> Params {
+        let old = Line::through(0, 0, MULT_HALF);
+        let new = Line::through(switch_ticks, old.eval(switch_ticks), MULT_HALF / 2);
+        Params {
+            mode: MODE_TSC,
+            switch_ticks,
+            old,
+            new,
+            old_from_ticks,
+            ..Params::default()
+        }
+    }
+
+    #[test]
+    fn ordered_reads_use_the_line_their_sample_falls_on() {
+        if !arch::TSC_ARCH {
+            return;
+        }
+        let published = Published::new();
+        let far_ticks = 1 << 60;
+        // The switch point far ahead: every sample is on the old line.
+        let params = record_around(far_ticks, 0);
+        published.publish(&params);
+        let before = arch::ticks_ordered();
+        let ns = published.now().unwrap_or(0);
+        let after = arch::ticks_ordered();
+        assert!((params.old.eval(before)..=params.old.eval(after)).contains(&ns));
+        // The switch point passed: the new line.
+        let params = record_around(arch::ticks_ordered(), 0);
+        published.publish(&params);
+        let before = arch::ticks_ordered();
+        let ns = published.now().unwrap_or(0);
+        let after = arch::ticks_ordered();
+        assert!((params.new.eval(before)..=params.new.eval(after)).contains(&ns));
+        assert!(params.old.eval(before) > params.new.eval(before));
+    }
+
+    #[test]
+    fn a_sample_older_than_the_record_is_never_evaluated_with_it() {
+        if !arch::TSC_ARCH {
+            return;
+        }
+        let published = Published::new();
+        // A record whose old line takes over only in the far future: as if this reader had
+        // been descheduled between its sample and its loads while the writer published. Every
+        // attempt samples again and finds the same; the caller then reads under the lock.
+        let far_ticks = 1 << 60;
+        published.publish(&record_around(far_ticks + 1, far_ticks));
+        assert_eq!(published.now(), None);
+        assert_eq!(published.wall(), None);
+        // The same record read by a holder of the publication lock is evaluated as is.
+        assert!(published.now_exclusive().is_some());
     }
 
     #[test]
