@@ -139,8 +139,8 @@ pub fn parse(body: &[u8], options: &Options) -> Batch {
         decoded_bytes_max,
         no_tags: Arc::from([]),
         tags: TagList::new(),
-        wire: Vec::new(),
-        pairs: Vec::new(),
+        keys: Vec::new(),
+        counts: Vec::new(),
     };
     for (index, document) in list.documents().iter().flatten().enumerate() {
         let mut reader = DocumentReader::new(index, &document, &mut shared);
@@ -224,10 +224,9 @@ struct Shared<'o> {
     no_tags: Tags,
     /// Scratch for tags being read.
     tags: TagList,
-    /// Scratch for a histogram's bins in llhist's binary form.
-    wire: Vec<u8>,
-    /// Scratch for histograms over llhist's u16 bin count.
-    pairs: Vec<(hist::Bin, u64)>,
+    /// Scratch for a histogram's keys and counts.
+    keys: Vec<u16>,
+    counts: Vec<u64>,
 }
 
 /// A name from the string table, read once per document: the part before `|ST[…]` and the
@@ -598,50 +597,40 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         if raw.is_empty() {
             return Ok(Histogram::new());
         }
-        let entries = raw.len() / BIN_BYTES;
-        // The bins are validated and rewritten in llhist's binary form, which `hist` decodes
-        // with a loop that writes its keys and counts in place (ordered, merged and compacted
-        // only when needed): one allocation per part, no sort when the bins come in order.
-        // The binary form counts bins in a u16; longer lists take the pairs path.
-        let Ok(entries) = u16::try_from(entries) else {
-            let pairs = &mut self.shared.pairs;
-            pairs.clear();
-            for (index, bin) in raw.chunks_exact(BIN_BYTES).enumerate() {
-                let &[val, exp, low, high] = bin else {
-                    continue;
-                };
-                let (val, exp) = (val as i8, exp as i8);
-                let valid =
-                    hist::Bin::new(val, exp).ok_or_else(|| bad_bin(first + index, val, exp))?;
-                pairs.push((valid, u64::from(u16::from_le_bytes([low, high]))));
-            }
-            return Ok(Histogram::from_bins(pairs.drain(..)));
-        };
-        let wire = &mut self.shared.wire;
-        wire.clear();
-        wire.reserve(2 + usize::from(entries) * 5);
-        wire.extend_from_slice(&entries.to_be_bytes());
+        // Encoders write a histogram's bins in storage order (`Histogram::bins`), so the common
+        // case is keys strictly ascending with non-zero counts: validated here in one pass and
+        // copied into the histogram as they are (one allocation per vector, no sort).
+        let Shared { keys, counts, .. } = &mut *self.shared;
+        keys.clear();
+        counts.clear();
+        let mut in_order = true;
+        let mut previous: Option<u16> = None;
         for (index, bin) in raw.chunks_exact(BIN_BYTES).enumerate() {
-            let &[val_byte, exp_byte, low, high] = bin else {
+            let &[val, exp, low, high] = bin else {
                 continue;
             };
-            let (val, exp) = (val_byte as i8, exp_byte as i8);
-            let regular = (10..=99).contains(&val.unsigned_abs());
-            if !regular && val != 0 && (val, exp) != (-1, 0) {
-                return Err(bad_bin(first + index, val, exp));
-            }
-            // The zero bin is (0, e) for any e; written as (0, 0).
-            let exp_byte = if val == 0 { 0 } else { exp_byte };
-            if high == 0 {
-                wire.extend_from_slice(&[val_byte, exp_byte, 0, low]);
-            } else {
-                wire.extend_from_slice(&[val_byte, exp_byte, 1, low, high]);
-            }
+            let (val, exp) = (val as i8, exp as i8);
+            let valid = hist::Bin::new(val, exp).ok_or_else(|| bad_bin(first + index, val, exp))?;
+            let key = valid.key();
+            let count = u16::from_le_bytes([low, high]);
+            in_order &= count != 0 && previous.is_none_or(|p| p < key);
+            previous = Some(key);
+            keys.push(key);
+            counts.push(u64::from(count));
         }
-        Histogram::decode(wire).map_err(|e| Reason::Decode {
-            what: "histogram bins",
-            detail: e.to_string(),
-        })
+        if in_order {
+            return Ok(Histogram::from_sorted_keys(keys, counts));
+        }
+        // Any order, repeats and zero counts (every bin valid, checked above): `from_bins`
+        // sorts and merges.
+        let pairs = raw.chunks_exact(BIN_BYTES).filter_map(|bin| {
+            let &[val, exp, low, high] = bin else {
+                return None;
+            };
+            let valid = hist::Bin::new(val as i8, exp as i8)?;
+            Some((valid, u64::from(u16::from_le_bytes([low, high]))))
+        });
+        Ok(Histogram::from_bins(pairs))
     }
 }
 

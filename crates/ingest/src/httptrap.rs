@@ -507,14 +507,28 @@ impl HistogramParts {
     fn finish(&mut self) -> Histogram {
         let Some(merged) = self.merged.take() else {
             // The common case, bins only: no empty histogram to build and merge.
-            return Histogram::from_bins(self.bins.drain(..));
+            return self.bins_histogram();
         };
         if self.bins.is_empty() {
             return merged;
         }
-        let mut histogram = Histogram::from_bins(self.bins.drain(..));
+        let mut histogram = self.bins_histogram();
         histogram.merge(&merged);
         histogram
+    }
+
+    /// The single bins as one histogram. Uploads list bins in storage order (what
+    /// `Histogram::to_text` and Circonus' libraries print), so when the keys are strictly
+    /// ascending with non-zero counts they are copied as they are, without the sort and the
+    /// intermediate vector of `from_bins`.
+    fn bins_histogram(&mut self) -> Histogram {
+        let in_order = self.bins.iter().all(|&(_, count)| count != 0)
+            && self.bins.windows(2).all(|w| w[0].0.key() < w[1].0.key());
+        if in_order {
+            Histogram::from_sorted_bins(self.bins.drain(..))
+        } else {
+            Histogram::from_bins(self.bins.drain(..))
+        }
     }
 }
 

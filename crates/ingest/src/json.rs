@@ -113,8 +113,16 @@ impl<'a> Tokenizer<'a> {
             } else if opened {
                 if self.open.last() == Some(&true) {
                     self.key(tape)?;
+                    continue;
                 }
-                continue;
+                if self.s.get(self.pos) != Some(&b'"') {
+                    continue;
+                }
+                // An array of strings (a histogram's `H[..]=n` bins): the elements are read in
+                // one loop while they are separated by a bare `,`; any other separator, or a
+                // non-string element, goes back to the general loop at that point, which does
+                // exactly what it would have done from the start.
+                self.string_run(tape)?;
             }
             // After a complete value: close containers until one continues with ','.
             loop {
@@ -183,6 +191,18 @@ impl<'a> Tokenizer<'a> {
         }
         self.pos += 1;
         Ok(())
+    }
+
+    /// Reads `"…"` strings separated by a bare `,` (the position is at the first `"`), leaving
+    /// the position after the last string read.
+    fn string_run(&mut self, tape: &mut Vec<Token>) -> Result<(), SyntaxError> {
+        loop {
+            self.string(tape)?;
+            if self.s.get(self.pos..self.pos + 2) != Some(b",\"") {
+                return Ok(());
+            }
+            self.pos += 1;
+        }
     }
 
     fn string(&mut self, tape: &mut Vec<Token>) -> Result<bool, SyntaxError> {
