@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
 
 const BATCH_READS: u64 = 20_000;
 const ROUNDS_DEFAULT: usize = 301;
@@ -227,6 +227,44 @@ mod seq {
         }
     }
 
+    /// The source chosen by swapping a function pointer instead of a branch on the mode.
+    pub static NOW_FN: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+    pub static RAW_FN: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+
+    #[inline(never)]
+    fn now_tsc() -> u64 {
+        record_after(lfence_rdtsc)
+    }
+
+    #[inline(never)]
+    fn raw_tsc() -> u64 {
+        rdtsc() & !(1 << 63)
+    }
+
+    pub fn install_fn_pointers() {
+        NOW_FN.store(now_tsc as fn() -> u64 as *mut (), Ordering::Release);
+        RAW_FN.store(raw_tsc as fn() -> u64 as *mut (), Ordering::Release);
+    }
+
+    #[inline(always)]
+    fn call(pointer: &AtomicPtr<()>) -> u64 {
+        let pointer = pointer.load(Ordering::Relaxed);
+        assert!(!pointer.is_null());
+        // SAFETY: only `install_fn_pointers` stores here, and only `fn() -> u64` pointers.
+        let read: fn() -> u64 = unsafe { std::mem::transmute::<*mut (), fn() -> u64>(pointer) };
+        read()
+    }
+
+    #[inline(always)]
+    pub fn now_fn_pointer() -> u64 {
+        call(&NOW_FN)
+    }
+
+    #[inline(always)]
+    pub fn raw_fn_pointer() -> u64 {
+        call(&RAW_FN)
+    }
+
     /// The clock's `raw()` before this work: generation, then the mode of that record.
     #[inline(always)]
     pub fn raw_generation_mode() -> u64 {
@@ -290,6 +328,48 @@ fn case<'a, T>(name: &'a str, read: impl Fn() -> T + 'a) -> Case<'a> {
     }
 }
 
+/// (busy, total) jiffies per CPU from /proc/stat; empty where it cannot be read.
+fn cpu_jiffies() -> Vec<(u64, u64)> {
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return Vec::new();
+    };
+    stat.lines()
+        .filter(|line| line.starts_with("cpu") && !line.starts_with("cpu "))
+        .map(|line| {
+            let fields: Vec<u64> = line
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|field| field.parse().ok())
+                .collect();
+            let total: u64 = fields.iter().sum();
+            // idle and iowait are the 4th and 5th fields.
+            let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+            (total - idle, total)
+        })
+        .collect()
+}
+
+/// What the machine was doing: the other CPUs' busy share during the run matters most, as a
+/// busy SMT sibling roughly doubles every TSC read.
+fn describe_load(before: &[(u64, u64)], after: &[(u64, u64)]) -> String {
+    let busy: Vec<String> = before
+        .iter()
+        .zip(after)
+        .enumerate()
+        .map(|(cpu, (&(busy_0, total_0), &(busy_1, total_1)))| {
+            let share = (busy_1 - busy_0) as f64 / (total_1 - total_0).max(1) as f64;
+            format!("cpu{cpu} {:.0}%", share * 100.0)
+        })
+        .collect();
+    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let loadavg: Vec<&str> = loadavg.split_whitespace().take(3).collect();
+    format!(
+        "busy during the run: {}; load average {}",
+        busy.join(", "),
+        loadavg.join(" ")
+    )
+}
+
 fn median_per_read(values: &mut [u64]) -> f64 {
     values.sort_unstable();
     values[values.len() / 2] as f64 / BATCH_READS as f64
@@ -321,10 +401,12 @@ fn main() {
     ];
     #[cfg(target_arch = "x86_64")]
     {
+        seq::install_fn_pointers();
         cases.extend([
             case("RDTSC", seq::rdtsc),
             case("raw: mode load + RDTSC", seq::raw_mode),
             case("raw: generation, mode + RDTSC", seq::raw_generation_mode),
+            case("raw: fn pointer → RDTSC", seq::raw_fn_pointer),
             case("LFENCE;RDTSC", seq::lfence_rdtsc),
             case("RDTSCP", seq::rdtscp),
             case("RDTSCP;LFENCE", seq::rdtscp_lfence),
@@ -335,6 +417,10 @@ fn main() {
             case("now: LFENCE;RDTSC, record, mul", seq::fence_then_record),
             case("now: RDTSCP, record, mul", seq::rdtscp_then_record),
             case(
+                "now: fn pointer → LFENCE;RDTSC, record",
+                seq::now_fn_pointer,
+            ),
+            case(
                 "now: LFENCE;RDTSC, imul+shr",
                 seq::fence_then_record_imul_shift,
             ),
@@ -344,6 +430,7 @@ fn main() {
     for case in &cases {
         (case.run)();
     }
+    let jiffies_before = cpu_jiffies();
     for _ in 0..rounds {
         for case in &mut cases {
             let (wall_ns, cpu_ns) = (case.run)();
@@ -351,6 +438,7 @@ fn main() {
             case.cpu.push(cpu_ns);
         }
     }
+    println!("{}", describe_load(&jiffies_before, &cpu_jiffies()));
     println!("| case | wall ns/read (median) | thread CPU ns/read (median) |");
     println!("|---|---:|---:|");
     for case in &mut cases {

@@ -40,10 +40,11 @@
 //! ```
 //!
 //! # Cost
-//! On the AMD EPYC test machine (medians of five quiet criterion runs, `bench/RESULTS.md`):
-//! `raw()` 10.3 ns (a bare `RDTSC` is 10.1), `now()` 19.3 ns, 18.0–20.3 (a bare `LFENCE; RDTSC`
-//! is 16.7, `clock_gettime` 23.3), `wall()` 18.9 ns, and a [`Stopwatch`] interval plus one `hist`
-//! insert 33.5 ns.
+//! On the AMD EPYC test machine (pinned, medians of many short batches, `bench/RESULTS.md`):
+//! `raw()` 9.95–10.05 ns, the same as a bare `RDTSC` in the same run; `now()` and `wall()`
+//! 17.8–18.0 ns, the same as a bare `LFENCE; RDTSC` plus one multiply-add (`LFENCE; RDTSC`
+//! alone is 16.5–16.7, `clock_gettime` 22.8–23.1); a [`Stopwatch`] interval plus one `hist`
+//! insert about 33.5 ns.
 //!
 //! # When the TSC is used
 //! Only on x86_64 when CPUID reports an invariant TSC (any vendor) **and** the kernel's
@@ -54,8 +55,9 @@
 //! tracks `CLOCK_MONOTONIC` (to within tens of nanoseconds on the test machine).
 //! That thread is the only writer: readers load the published parameters (a double-buffered
 //! seqlock) and never write shared memory or wait for the writer (one exception: a read that
-//! overlapped 8 publications in a row — at one per 5 s, only a thread descheduled for tens of
-//! seconds in between can — reads again under the writer's lock rather than return a torn value). A
+//! overlapped a publication, or found its TSC sample older than the record it loaded, 8 times in
+//! a row — at one publication per 5 s, only a thread descheduled for tens of seconds in between
+//! can — reads again under the writer's lock rather than return a wrong value). A
 //! fault seen by the thread — the TSC stepping back, drifting more than [`TRACKING_ERROR_NS_MAX`]
 //! from `CLOCK_MONOTONIC`, the kernel leaving the TSC, a publication so late that readers could
 //! outrun it — switches the clock to the OS for good within one interval, offset so that `now()`
@@ -70,12 +72,17 @@
 //!   a read that follows another thread's read through any synchronisation is not sampled
 //!   before it. (An unfenced `RDTSC` can execute early: on this project's AMD EPYC test machine
 //!   0.16% of alternating cross-thread reads went backwards, by up to 61 ns, and in this crate's
-//!   cross-thread test dozens of 10 M did, by up to ~1.5 µs.)
+//!   cross-thread test dozens of 10 M did, by up to ~1.5 µs.) The fence is the first thing a
+//!   reading does after one load of the source: the parameters are loaded after the sample, so
+//!   the fence waits for nothing but the caller's own earlier work.
 //! - Each published record is a piecewise-linear function of the TSC with positive slopes that
-//!   meet exactly at the switch point, and each record agrees with the previous one everywhere a
-//!   reader of the previous one can still sample (before the new switch point, which lies 100 ms
-//!   after the sample it was computed from). So every reader evaluates one global
-//!   non-decreasing function.
+//!   meet exactly at the switch point; each record continues the previous one's line from the
+//!   previous switch point on, and is published at least 100 µs (in practice ~100 ms) before
+//!   its own switch point. So all records together describe one global non-decreasing function
+//!   G of the TSC, and every reading is G of its own sample: a sample cannot reach the next
+//!   record's switch point before the record it loaded was replaced, and a sample older than
+//!   the record it loaded (the reader was descheduled between the two for a whole interval) is
+//!   noticed and taken again. (The full argument is on `Published::tsc_read`.)
 //! - On a fallback the OS clock is offset above anything the TSC clock can still return.
 //!
 //! # The `wall()` bound
