@@ -277,7 +277,9 @@ impl Clock {
     }
 
     /// Monotonic nanoseconds, ordered across threads and CPUs (see the crate docs).
-    #[inline]
+    // The readings are inlined whole (their rare paths are out of line): a call and return
+    // would add a measurable share to a read of 10–18 ns.
+    #[inline(always)]
     pub fn now(self) -> u64 {
         match self.state.published.now() {
             Some(ns) => ns,
@@ -286,7 +288,7 @@ impl Clock {
     }
 
     /// The cheapest reading, for intervals on one thread: convert with [`Clock::delta_ns`].
-    #[inline]
+    #[inline(always)]
     pub fn raw(self) -> u64 {
         match self.state.published.raw() {
             Some(raw) => raw,
@@ -296,13 +298,13 @@ impl Clock {
 
     /// Nanoseconds from `start` to `end` (two `raw()` readings); 0 if `end` is not after
     /// `start` or the clock changed source in between.
-    #[inline]
+    #[inline(always)]
     pub fn delta_ns(self, start: u64, end: u64) -> u64 {
         self.state.published.delta_ns(start, end)
     }
 
     /// Nanoseconds since the Unix epoch, within [`WALL_ERROR_NS_MAX`] of `CLOCK_REALTIME`.
-    #[inline]
+    #[inline(always)]
     pub fn wall(self) -> u64 {
         match self.state.published.wall() {
             Some(ns) => ns,
@@ -390,25 +392,25 @@ pub fn init(config: Config) -> Result<(), AlreadyStarted> {
 }
 
 /// [`Clock::now`] of the process-wide clock.
-#[inline]
+#[inline(always)]
 pub fn now() -> u64 {
     Clock { state: &GLOBAL }.now()
 }
 
 /// [`Clock::raw`] of the process-wide clock.
-#[inline]
+#[inline(always)]
 pub fn raw() -> u64 {
     Clock { state: &GLOBAL }.raw()
 }
 
 /// [`Clock::delta_ns`] of the process-wide clock.
-#[inline]
+#[inline(always)]
 pub fn delta_ns(start: u64, end: u64) -> u64 {
     Clock { state: &GLOBAL }.delta_ns(start, end)
 }
 
 /// [`Clock::wall`] of the process-wide clock.
-#[inline]
+#[inline(always)]
 pub fn wall() -> u64 {
     Clock { state: &GLOBAL }.wall()
 }
@@ -422,13 +424,13 @@ pub struct Stopwatch {
 }
 
 impl Stopwatch {
-    #[inline]
+    #[inline(always)]
     pub fn start() -> Stopwatch {
         Stopwatch { start: raw() }
     }
 
     /// Nanoseconds since `start` (0 if the clock changed source in between).
-    #[inline]
+    #[inline(always)]
     pub fn elapsed_ns(self) -> u64 {
         delta_ns(self.start, raw())
     }
