@@ -478,6 +478,10 @@ mod tests {
             done.store(true, Ordering::Release);
             readers.join().unwrap_or((0, 1, 0))
         });
+        eprintln!(
+            "{reads} reads, {published} publications, fell back: {fell_back} ({})",
+            clock.reason()
+        );
         assert_eq!(
             backwards, 0,
             "{backwards} of {reads} reads stepped back, by up to {backwards_ns_max} ns \
