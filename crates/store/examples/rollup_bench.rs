@@ -1,7 +1,11 @@
 //! Read benchmarks over rollups (issue 5), on the histogram workload of `bench/storebench`
 //! (lognormal μ = −3, σ = 1.6, 100 observations per series every 10 s) extended to 7 days.
 //!
-//! `cargo run --release -p store --example rollup_bench [-- --series N --hours H --runs R]`
+//! `cargo run --release -p store --example rollup_bench [-- --series N --hours H --runs R
+//! --dir PATH]`
+//!
+//! With `--dir`, the data is written there once and later runs with the same `--dir` (and the
+//! same `--series` and `--hours`) only read it — for measuring read changes back to back.
 //!
 //! Data: stream 0 for all 7 days, and all `--series` streams (default 1,000) for the last
 //! `--hours` (default 8) — the reads below touch nothing else (a read of one stream touches only
@@ -67,7 +71,17 @@ fn main() {
     let series = arg("--series", 1_000);
     let hours = arg("--hours", 8);
     let runs = arg("--runs", 7).max(5);
-    let dir = tempfile::tempdir().unwrap();
+    let args: Vec<String> = std::env::args().collect();
+    let kept_dir = args
+        .iter()
+        .position(|a| a == "--dir")
+        .and_then(|i| args.get(i + 1))
+        .map(std::path::PathBuf::from);
+    let temp = tempfile::tempdir().unwrap();
+    let dir = kept_dir
+        .clone()
+        .unwrap_or_else(|| temp.path().to_path_buf());
+    let reuse = kept_dir.is_some() && dir.join("MANIFEST").exists();
     let opts = StoreOptions {
         background_flush: false,
         // Loading only: the reads measured do not depend on how the data became durable.
@@ -75,7 +89,7 @@ fn main() {
         ..StoreOptions::default()
     };
     let base_ms = opts.base_period_ms;
-    let store = Store::open(dir.path(), opts).unwrap();
+    let store = Store::open(&dir, opts).unwrap();
     let end_ms = START_MS + 7 * DAY_MS;
     let all_from_ms = end_ms - hours * HOUR_MS;
     let keys: Vec<StreamKey> = (0..series).map(key).collect();
@@ -83,7 +97,7 @@ fn main() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(48);
     let t0 = Instant::now();
     let mut periods = 0u64;
-    let mut t = START_MS;
+    let mut t = if reuse { end_ms } else { START_MS };
     while t < end_ms {
         let mut batch = WriteBatch::new();
         let n = if t >= all_from_ms { series } else { 1 };
@@ -104,7 +118,11 @@ fn main() {
     store.flush().unwrap();
     let written_s = t0.elapsed().as_secs_f64();
     let t0 = Instant::now();
-    let report = store.build_rollups(end_ms + 400 * DAY_MS).unwrap();
+    let report = if reuse {
+        store::rollup::RollupReport::default()
+    } else {
+        store.build_rollups(end_ms + 400 * DAY_MS).unwrap()
+    };
     let build_s = t0.elapsed().as_secs_f64();
     let stats = store.stats().unwrap();
     let base_bytes: u64 = stats.blocks.iter().map(|b| b.size_bytes).sum();

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use hist::Histogram;
+use hist::{Accumulator, Histogram};
 
 use crate::index::{SeriesId, Snapshot};
 use crate::read::{NumericAggregate, Slicing, View};
@@ -77,19 +77,25 @@ pub fn merged_histograms(
 ) -> Result<Vec<HistogramGroup>, StoreError> {
     check_count(ids)?;
     let slices = slicing.check(view.base_period_ms())?;
-    let mut groups: BTreeMap<GroupKey, HistogramGroup> = BTreeMap::new();
+    // Per group: its series count and one dense accumulator per slice.
+    let mut groups: BTreeMap<GroupKey, (u64, Vec<Accumulator>)> = BTreeMap::new();
     for &id in ids {
         let key = group_key(index, id, group_by)?;
-        // Each series' slices merge straight into its group's: no per-series result.
-        let g = groups.entry(key.clone()).or_insert_with(|| HistogramGroup {
-            key,
-            series: 0,
-            slices: vec![Histogram::new(); slices],
-        });
-        view.add_histograms(id, slicing, &mut g.slices)?;
-        g.series += 1;
+        // Each series' periods merge straight into its group's slices: no per-series result.
+        let g = groups
+            .entry(key)
+            .or_insert_with(|| (0, vec![Accumulator::new(); slices]));
+        view.accumulate_histograms(id, slicing, &mut g.1)?;
+        g.0 += 1;
     }
-    Ok(groups.into_values().collect())
+    Ok(groups
+        .into_iter()
+        .map(|(key, (series, acc))| HistogramGroup {
+            key,
+            series,
+            slices: acc.iter().map(Accumulator::to_histogram).collect(),
+        })
+        .collect())
 }
 
 /// Numeric aggregates of `ids` combined per slice (count, sum, sum of squares add; min, max
