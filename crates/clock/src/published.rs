@@ -354,11 +354,18 @@ impl Published {
     /// mask that keeps the tag bit clear.
     #[inline(always)]
     pub(crate) fn raw(&self) -> Option<u64> {
-        match self.mode.load(Ordering::Acquire) {
-            MODE_TSC => Some(arch::ticks() & !RAW_OS_TAG),
-            MODE_OS => Some(os::monotonic_ns() | RAW_OS_TAG),
-            _ => None,
+        let mode = self.mode.load(Ordering::Acquire);
+        // One compare and a fall-through into `RDTSC`; the OS clock is a call anyway.
+        if mode == MODE_TSC {
+            return Some(arch::ticks() & !RAW_OS_TAG);
         }
+        Self::raw_not_tsc(mode)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn raw_not_tsc(mode: u64) -> Option<u64> {
+        (mode == MODE_OS).then(|| os::monotonic_ns() | RAW_OS_TAG)
     }
 
     /// Nanoseconds between two `raw()` readings; 0 if `end` is before `start` or the two come
