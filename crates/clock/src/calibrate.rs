@@ -424,9 +424,31 @@ mod tests {
     /// microseconds, enough for the bouncing readers to see it step back.
     #[test]
     fn now_never_steps_back_while_recalibrating_in_a_tight_loop() {
-        let Some((clock, mut calibrator)) = calibrated() else {
-            return;
-        };
+        // A busy machine can deschedule the writer for the whole 2 ms between a sample and its
+        // publication; the clock then falls back to the OS (checked too). Further episodes,
+        // each on a fresh clock, make sure enough publications were checked.
+        let episodes_max = 3;
+        let published_wanted = 200;
+        let mut published_total = 0;
+        for _ in 0..episodes_max {
+            let Some(published) = tight_loop_episode() else {
+                return;
+            };
+            published_total += published;
+            if published_total >= published_wanted {
+                break;
+            }
+        }
+        assert!(
+            published_total >= 10,
+            "only {published_total} publications in {episodes_max} episodes"
+        );
+    }
+
+    /// One clock recalibrated up to 1,000 times while two threads bounce between CPUs reading
+    /// it; the number of publications, `None` where the TSC is unusable.
+    fn tight_loop_episode() -> Option<u64> {
+        let (clock, mut calibrator) = calibrated()?;
         calibrator.steering = Steering {
             switch_delay_ns: 2_000_000,
             correction_ns: 2_000_000,
@@ -468,9 +490,8 @@ mod tests {
                 let step = calibrator.step_with(sample, None);
                 published += u64::from(calibrator.params() != params);
                 if step == Step::FellBack {
-                    // Descheduled between sampling and publishing, or too many wide samples
-                    // on a busy machine: the clock went to the OS, which must not step back
-                    // either; the readers keep checking for one more round of theirs.
+                    // The readers keep checking across the switch to the OS clock for one more
+                    // round of theirs.
                     fell_back = true;
                     break;
                 }
@@ -488,11 +509,8 @@ mod tests {
              ({published} publications, fell back: {fell_back})"
         );
         assert!(reads > 0);
-        assert!(
-            published >= 10,
-            "only {published} publications (fell back: {fell_back})"
-        );
         assert_eq!(clock.source() == Source::Tsc, !fell_back);
+        Some(published)
     }
 
     #[test]
