@@ -603,6 +603,8 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         let Shared { keys, counts, .. } = &mut *self.shared;
         keys.clear();
         counts.clear();
+        keys.reserve(raw.len() / BIN_BYTES);
+        counts.reserve(raw.len() / BIN_BYTES);
         let mut in_order = true;
         let mut previous: Option<u16> = None;
         for (index, bin) in raw.chunks_exact(BIN_BYTES).enumerate() {
@@ -610,8 +612,8 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
                 continue;
             };
             let (val, exp) = (val as i8, exp as i8);
-            let valid = hist::Bin::new(val, exp).ok_or_else(|| bad_bin(first + index, val, exp))?;
-            let key = valid.key();
+            let key =
+                crate::bins::bin_key(val, exp).ok_or_else(|| bad_bin(first + index, val, exp))?;
             let count = u16::from_le_bytes([low, high]);
             in_order &= count != 0 && previous.is_none_or(|p| p < key);
             previous = Some(key);

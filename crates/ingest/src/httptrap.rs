@@ -10,8 +10,12 @@ use hist::{Bin, Histogram};
 use crate::batch::{
     check_name, check_tag_count, Batch, Mode, Options, Reason, Sample, TagList, Value,
 };
+use crate::bins::{bin_key, KeyedBins};
 use crate::json::{self, DocumentError, Kind, Token, Tokenizer};
 use crate::tags::{parse_tag, split_stream_tags};
+
+/// Tokens reserved up front for one body (16 bytes each); larger tapes grow as needed.
+const TAPE_RESERVE_TOKENS_MAX: usize = 1 << 20;
 
 /// Joins the keys of nested objects and the indices of arrays into one metric name.
 pub const FLATTEN_DELIMITER: char = '`';
@@ -20,9 +24,20 @@ pub const FLATTEN_DELIMITER: char = '`';
 /// rest of their document is kept; a JSON syntax error rejects the rest of the body.
 pub fn parse(input: &[u8], options: &Options) -> Batch {
     let mut batch = Batch::default();
+    if input.len() > json::BODY_BYTES_MAX {
+        let reason = Reason::Bound {
+            what: "httptrap JSON body bytes",
+            size: input.len(),
+            max: json::BODY_BYTES_MAX,
+        };
+        batch.reject_rest(|| "body".to_owned(), reason);
+        return batch;
+    }
     let mut tokenizer = Tokenizer::new(input);
-    let mut tape = Vec::new();
-    let bins = Cell::new(Vec::new());
+    // A token takes at least two input bytes (`1,`) and most take far more; reserving for one
+    // per 16 bytes up front saves the tape's regrowth copies on large documents.
+    let mut tape = Vec::with_capacity((input.len() / 16).min(TAPE_RESERVE_TOKENS_MAX));
+    let bins = Cell::new(KeyedBins::default());
     let mut document = 0;
     // Validating the whole body once (the common case: it is all UTF-8) lets token texts be
     // plain slices instead of a UTF-8 check per token.
@@ -98,7 +113,7 @@ struct Walker<'a, 'b> {
     tags: TagList,
     /// The bins of the histogram being read, kept between histograms (and documents) so that
     /// each `_value` array does not allocate its own; a `Cell` as the walk borrows `self` shared.
-    bins: &'b Cell<Vec<(Bin, u64)>>,
+    bins: &'b Cell<KeyedBins>,
 }
 
 /// The special keys of the explicit form, as tape indices of their values (last one wins).
@@ -115,10 +130,10 @@ impl<'a> Walker<'a, '_> {
     /// Visits each member of the object at `index`; false once the batch is full.
     fn members(&mut self, index: usize) -> bool {
         let mut child = index + 1;
-        while child < self.tape[index].next {
+        while child < self.tape[index].next() {
             let key = child;
             let value = key + 1;
-            child = self.tape[value].next;
+            child = self.tape[value].next();
             let Some(key) = self.string(key) else {
                 self.reject_here(Reason::bad_value("a valid \\u escape in a key", ""));
                 continue;
@@ -165,7 +180,7 @@ impl<'a> Walker<'a, '_> {
     fn elements(&mut self, index: usize) -> bool {
         let mut child = index + 1;
         let mut position = 0usize;
-        while child < self.tape[index].next {
+        while child < self.tape[index].next() {
             let keep = self.path.len();
             self.path.push(FLATTEN_DELIMITER);
             self.path.push_str(&position.to_string());
@@ -174,7 +189,7 @@ impl<'a> Walker<'a, '_> {
             if !go_on {
                 return false;
             }
-            child = self.tape[child].next;
+            child = self.tape[child].next();
             position += 1;
         }
         true
@@ -185,7 +200,7 @@ impl<'a> Walker<'a, '_> {
         let mut explicit = Explicit::default();
         let mut other = false;
         let mut child = index + 1;
-        while child < self.tape[index].next {
+        while child < self.tape[index].next() {
             let slot = match self.raw(child) {
                 "_type" => &mut explicit.kind,
                 "_value" => &mut explicit.value,
@@ -194,12 +209,12 @@ impl<'a> Walker<'a, '_> {
                 "_tags" => &mut explicit.tags,
                 _ => {
                     other = true;
-                    child = self.tape[child + 1].next;
+                    child = self.tape[child + 1].next();
                     continue;
                 }
             };
             *slot = Some(child + 1);
-            child = self.tape[child + 1].next;
+            child = self.tape[child + 1].next();
         }
         let is_explicit = explicit.kind.is_some() || explicit.value.is_some();
         // Other keys beside `_type`/`_value` make it a plain object whose `_…` keys are names;
@@ -255,10 +270,10 @@ impl<'a> Walker<'a, '_> {
         }
         let (mut sum, mut count) = (0.0, 0u32);
         let mut child = index + 1;
-        while child < self.tape[index].next {
+        while child < self.tape[index].next() {
             sum += self.numeric(kind, child)?;
             count += 1;
-            child = self.tape[child].next;
+            child = self.tape[child].next();
         }
         if count == 0 {
             return Err(Reason::bad_value("at least one value", "[]"));
@@ -308,18 +323,19 @@ impl<'a> Walker<'a, '_> {
     /// and sorted once (uploads list them in order, so the sort is a scan); base64 parts merge.
     fn histogram(&self, index: usize) -> Result<Histogram, Reason> {
         // The array's token count bounds its element count: one allocation for the bins.
-        let elements_max = self.tape[index].next - index;
+        let elements_max = self.tape[index].next() - index;
         let mut bins = self.bins.take();
         bins.clear();
-        bins.reserve(elements_max);
+        bins.keys.reserve(elements_max);
+        bins.counts.reserve(elements_max);
         let mut parts = HistogramParts { bins, merged: None };
         if self.tape[index].kind != Kind::Array {
             self.histogram_element(index, &mut parts)?;
         } else {
             let mut child = index + 1;
-            while child < self.tape[index].next {
+            while child < self.tape[index].next() {
                 self.histogram_element(child, &mut parts)?;
-                child = self.tape[child].next;
+                child = self.tape[child].next();
             }
         }
         let histogram = parts.finish();
@@ -335,8 +351,12 @@ impl<'a> Walker<'a, '_> {
         // The common element: an unescaped `H[d.de±dd]=n` string, read from the input bytes in
         // place (no `Cow`, no UTF-8 boundary checks) by a reader of that one fixed shape.
         if token.kind == (Kind::String { escaped: false }) {
-            if let Some(entry) = self.input.get(token.start..token.end).and_then(fixed_entry) {
-                parts.bins.push(entry);
+            if let Some((key, count)) = self
+                .input
+                .get(token.start()..token.end())
+                .and_then(fixed_entry)
+            {
+                parts.bins.push(key, count);
                 return Ok(());
             }
         }
@@ -353,7 +373,7 @@ impl<'a> Walker<'a, '_> {
         let text = match self.tape[index].kind {
             Kind::Number { .. } => {
                 let value = json_number(self.raw(index))?;
-                parts.bins.push((Bin::from_f64(value), 1));
+                parts.bins.push(Bin::from_f64(value).key(), 1);
                 return Ok(());
             }
             // The common element: an `H[..]=n` string without escapes, read in place.
@@ -362,21 +382,21 @@ impl<'a> Walker<'a, '_> {
             _ => return Err(Reason::bad_value("a histogram element", self.raw(index))),
         };
         let text = text.as_ref();
-        if let Some(entry) = emitted_entry(text) {
-            parts.bins.push(entry);
+        if let Some((bin, count)) = emitted_entry(text) {
+            parts.bins.push(bin.key(), count);
         } else if json::whole_number(text.as_bytes()).is_some() {
-            parts.bins.push((Bin::from_f64(json_number(text)?), 1));
+            parts.bins.push(Bin::from_f64(json_number(text)?).key(), 1);
         } else if text.starts_with("H[") {
-            let entry = hist::parse_entry(text)
+            let (bin, count) = hist::parse_entry(text)
                 .map_err(|_| Reason::bad_value("H[<float>]=<count>", text))?;
-            parts.bins.push(entry);
+            parts.bins.push(bin.key(), count);
         } else if let Ok(decoded) = Histogram::from_base64(text) {
             parts.merge(decoded);
         } else {
-            let entry = hist::parse_entry(text).map_err(|_| {
+            let (bin, count) = hist::parse_entry(text).map_err(|_| {
                 Reason::bad_value("a number, H[<float>]=<count> or a base64 histogram", text)
             })?;
-            parts.bins.push(entry);
+            parts.bins.push(bin.key(), count);
         }
         Ok(())
     }
@@ -408,14 +428,14 @@ impl<'a> Walker<'a, '_> {
         }
         let mut tags = Vec::new();
         let mut child = index + 1;
-        while child < self.tape[index].next {
+        while child < self.tape[index].next() {
             let text = match self.tape[child].kind {
                 Kind::String { .. } => self.string(child).ok_or(Reason::InvalidUtf8)?,
                 _ => return Err(Reason::bad_value("a \"cat:val\" string", self.raw(child))),
             };
             tags.push(parse_tag(&text)?);
             check_tag_count(tags.len())?;
-            child = self.tape[child].next;
+            child = self.tape[child].next();
         }
         Ok(tags)
     }
@@ -473,8 +493,8 @@ impl<'a> Walker<'a, '_> {
     fn raw(&self, index: usize) -> &'a str {
         let token = self.tape[index];
         match self.text {
-            Some(text) => text.get(token.start..token.end).unwrap_or(""),
-            None => std::str::from_utf8(&self.input[token.start..token.end]).unwrap_or(""),
+            Some(text) => text.get(token.start()..token.end()).unwrap_or(""),
+            None => std::str::from_utf8(&self.input[token.start()..token.end()]).unwrap_or(""),
         }
     }
 
@@ -491,7 +511,7 @@ impl<'a> Walker<'a, '_> {
 /// A histogram `_value` being assembled.
 #[derive(Default)]
 struct HistogramParts {
-    bins: Vec<(Bin, u64)>,
+    bins: KeyedBins,
     merged: Option<Histogram>,
 }
 
@@ -507,28 +527,14 @@ impl HistogramParts {
     fn finish(&mut self) -> Histogram {
         let Some(merged) = self.merged.take() else {
             // The common case, bins only: no empty histogram to build and merge.
-            return self.bins_histogram();
+            return self.bins.take_histogram();
         };
         if self.bins.is_empty() {
             return merged;
         }
-        let mut histogram = self.bins_histogram();
+        let mut histogram = self.bins.take_histogram();
         histogram.merge(&merged);
         histogram
-    }
-
-    /// The single bins as one histogram. Uploads list bins in storage order (what
-    /// `Histogram::to_text` and Circonus' libraries print), so when the keys are strictly
-    /// ascending with non-zero counts they are copied as they are, without the sort and the
-    /// intermediate vector of `from_bins`.
-    fn bins_histogram(&mut self) -> Histogram {
-        let in_order = self.bins.iter().all(|&(_, count)| count != 0)
-            && self.bins.windows(2).all(|w| w[0].0.key() < w[1].0.key());
-        if in_order {
-            Histogram::from_sorted_bins(self.bins.drain(..))
-        } else {
-            Histogram::from_bins(self.bins.drain(..))
-        }
     }
 }
 
@@ -565,7 +571,7 @@ fn emitted_entry(text: &str) -> Option<(Bin, u64)> {
 /// the float path take it); for every text it accepts the bin equals
 /// `Bin::from_f64(edge.parse::<f64>())` (tests below check every bin and random shapes).
 #[inline]
-fn fixed_entry(text: &[u8]) -> Option<(Bin, u64)> {
+fn fixed_entry(text: &[u8]) -> Option<(u16, u64)> {
     let (negative, edge) = match text {
         [b'H', b'[', b'-', edge @ ..] => (true, edge),
         [b'H', b'[', edge @ ..] => (false, edge),
@@ -579,8 +585,8 @@ fn fixed_entry(text: &[u8]) -> Option<(Bin, u64)> {
     let magnitude = ((e0 - b'0') * 10 + (e1 - b'0')) as i8;
     let exp = if *sign == b'-' { -magnitude } else { magnitude };
     let val = ((d0 - b'0') * 10 + (d1 - b'0')) as i8;
-    let bin = Bin::new(if negative { -val } else { val }, exp)?;
-    Some((bin, decimal_bytes_u64(count)?))
+    let key = bin_key(if negative { -val } else { val }, exp)?;
+    Some((key, decimal_bytes_u64(count)?))
 }
 
 /// A plain decimal u64 (digits only), without `str::parse`'s generality.
@@ -667,7 +673,7 @@ mod tests {
                 let text = format!("H[{edge}]=7");
                 let float_bin = Bin::from_f64(edge.parse::<f64>().unwrap());
                 match fixed_entry(text.as_bytes()) {
-                    Some(entry) => assert_eq!(entry, (float_bin, 7), "{text}"),
+                    Some(entry) => assert_eq!(entry, (float_bin.key(), 7), "{text}"),
                     None => assert!(exp.unsigned_abs() >= 100, "{text} not read"),
                 }
                 assert_eq!(float_bin, bin, "{text}");
@@ -697,8 +703,9 @@ mod tests {
             }
             if let Some(fast) = fast {
                 let float_bin = Bin::from_f64(edge.parse::<f64>().unwrap());
-                prop_assert_eq!(fast, (float_bin, count), "{}", text);
-                prop_assert_eq!(Some(fast), hist::parse_entry(&text).ok(), "{}", text);
+                prop_assert_eq!(fast, (float_bin.key(), count), "{}", text);
+                let general = hist::parse_entry(&text).ok().map(|(b, c)| (b.key(), c));
+                prop_assert_eq!(Some(fast), general, "{}", text);
             }
         }
 
@@ -707,7 +714,8 @@ mod tests {
         #[test]
         fn fixed_entry_near_misses(text in "H\\[-?[0-9.e+-]{0,9}\\]=[0-9]{0,21}") {
             if let Some(fast) = fixed_entry(text.as_bytes()) {
-                prop_assert_eq!(Some(fast), hist::parse_entry(&text).ok(), "{}", text);
+                let general = hist::parse_entry(&text).ok().map(|(b, c)| (b.key(), c));
+                prop_assert_eq!(Some(fast), general, "{}", text);
             }
         }
 

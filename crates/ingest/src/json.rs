@@ -27,14 +27,49 @@ pub(crate) enum Kind {
     Null,
 }
 
-/// One token. Objects hold alternating key (`String`) and value tokens.
+/// One token, 16 bytes: the tape is written once and read once per body byte or so, so its
+/// size is most of the tokenizer's memory traffic. Positions are u32: `BODY_BYTES_MAX` bounds
+/// the input. Objects hold alternating key (`String`) and value tokens.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Token {
     pub kind: Kind,
-    pub start: usize,
-    pub end: usize,
+    start: u32,
+    end: u32,
     /// Index of the first token after this value (past a container's contents).
-    pub next: usize,
+    next: u32,
+}
+
+/// The largest input the tokenizer reads (token positions are u32).
+pub(crate) const BODY_BYTES_MAX: usize = u32::MAX as usize;
+
+impl Token {
+    fn new(kind: Kind, start: usize, end: usize, next: usize) -> Token {
+        // Positions and tape indices are at most the input length, checked by the caller
+        // against `BODY_BYTES_MAX`.
+        debug_assert!(end <= BODY_BYTES_MAX && next <= BODY_BYTES_MAX);
+        Token {
+            kind,
+            start: start as u32,
+            end: end as u32,
+            next: next as u32,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn start(&self) -> usize {
+        self.start as usize
+    }
+
+    #[inline]
+    pub(crate) fn end(&self) -> usize {
+        self.end as usize
+    }
+
+    /// Index of the first token after this value (past a container's contents).
+    #[inline]
+    pub(crate) fn next(&self) -> usize {
+        self.next as usize
+    }
 }
 
 /// Input that is not JSON; the parse cannot continue past it.
@@ -259,12 +294,7 @@ impl<'a> Tokenizer<'a> {
         if self.recording() {
             self.open_tokens.push(tape.len());
             let kind = if object { Kind::Object } else { Kind::Array };
-            tape.push(Token {
-                kind,
-                start,
-                end: start,
-                next: 0,
-            });
+            tape.push(Token::new(kind, start, start, 0));
         }
         true
     }
@@ -293,8 +323,7 @@ impl<'a> Tokenizer<'a> {
             if let Some(index) = self.open_tokens.pop() {
                 let next = tape.len();
                 let token = &mut tape[index];
-                token.end = self.pos;
-                token.next = next;
+                *token = Token::new(token.kind, token.start(), self.pos, next);
             }
         }
     }
@@ -308,12 +337,7 @@ impl<'a> Tokenizer<'a> {
     fn record(&mut self, tape: &mut Vec<Token>, kind: Kind, start: usize, end: usize) {
         if self.recording() {
             let next = tape.len() + 1;
-            tape.push(Token {
-                kind,
-                start,
-                end,
-                next,
-            });
+            tape.push(Token::new(kind, start, end, next));
         }
     }
 
@@ -506,7 +530,10 @@ mod tests {
         let mut out = Vec::new();
         while let Some(doc) = t.next_document(&mut tape) {
             doc?.unwrap();
-            out.extend(tape.iter().map(|k| (k.kind, s[k.start..k.end].to_owned())));
+            out.extend(
+                tape.iter()
+                    .map(|k| (k.kind, s[k.start()..k.end()].to_owned())),
+            );
         }
         Ok(out)
     }

@@ -23,6 +23,7 @@
 #![deny(unsafe_code)]
 
 pub mod batch;
+mod bins;
 pub mod flat;
 pub mod graphite;
 pub mod httptrap;
