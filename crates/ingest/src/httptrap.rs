@@ -329,9 +329,18 @@ impl<'a> Walker<'a, '_> {
         bins.keys.reserve(elements_max);
         bins.counts.reserve(elements_max);
         let mut parts = HistogramParts { bins, merged: None };
-        if self.tape[index].kind != Kind::Array {
+        let token = self.tape[index];
+        if token.kind != Kind::Array {
             self.histogram_element(index, &mut parts)?;
+        } else if self
+            .input
+            .get(token.start() + 1..token.end().saturating_sub(1))
+            .is_some_and(|inside| fixed_entries(inside, &mut parts.bins))
+        {
+            // Every element was an `H[d.de±dd]=n` string read straight from the input bytes
+            // between the brackets, without visiting its token.
         } else {
+            parts.bins.clear();
             let mut child = index + 1;
             while child < self.tape[index].next() {
                 self.histogram_element(child, &mut parts)?;
@@ -587,6 +596,30 @@ fn fixed_entry(text: &[u8]) -> Option<(u16, u64)> {
     let val = ((d0 - b'0') * 10 + (d1 - b'0')) as i8;
     let key = bin_key(if negative { -val } else { val }, exp)?;
     Some((key, decimal_bytes_u64(count)?))
+}
+
+/// Reads the inside of a JSON array made only of `"H[d.de±dd]=n"` strings separated by a bare
+/// `,` (the shape `hist` and Circonus' libraries upload) into `bins`; false at the first byte
+/// that does not fit, leaving `bins` partly filled (the caller clears it and reads the array
+/// token by token). The tokenizer has already checked the array's syntax.
+fn fixed_entries(mut inside: &[u8], bins: &mut KeyedBins) -> bool {
+    loop {
+        let [b'"', rest @ ..] = inside else {
+            return false;
+        };
+        let Some(close) = rest.iter().position(|&c| c == b'"') else {
+            return false;
+        };
+        let Some((key, count)) = fixed_entry(&rest[..close]) else {
+            return false;
+        };
+        bins.push(key, count);
+        inside = match &rest[close + 1..] {
+            [] => return true,
+            [b',', tail @ ..] => tail,
+            _ => return false,
+        };
+    }
 }
 
 /// A plain decimal u64 (digits only), without `str::parse`'s generality.

@@ -323,6 +323,46 @@ fn arb_json() -> impl Strategy<Value = String> {
 }
 
 proptest! {
+    /// Histograms uploaded as `H[..]=n` strings, in storage order or shuffled, with bare or
+    /// spaced separators, a number or a differently spelled bin among them: the parsed
+    /// histogram is the one `hist` built (the in-place bytes reader and the token walk agree).
+    #[test]
+    fn histogram_text_arrays_in_every_spelling(
+        pairs in prop::collection::vec(((-99i8..=99), (-128i8..=127), 1u64..100_000), 0..60),
+        shuffle in any::<bool>(),
+        spaced in any::<bool>(),
+        extra in prop::option::of(-1e6f64..1e6),
+        long_form in any::<bool>(),
+    ) {
+        let bins: Vec<(hist::Bin, u64)> = pairs
+            .iter()
+            .filter_map(|&(val, exp, count)| Some((hist::Bin::new(val, exp)?, count)))
+            .collect();
+        let mut expected = Histogram::from_bins(bins.iter().copied());
+        let mut elements: Vec<String> =
+            expected.to_text().iter().map(|t| format!("\"{t}\"")).collect();
+        if shuffle {
+            elements.reverse();
+        }
+        if let Some(extra) = extra {
+            elements.insert(elements.len() / 2, format!("{extra:?}"));
+            expected.insert(extra);
+        }
+        if long_form {
+            // One bin written with three exponent digits: not the fixed shape.
+            elements.push("\"H[1.5e+000]=2\"".to_owned());
+            expected.insert_n(1.5, 2);
+        }
+        let separator = if spaced { ", " } else { "," };
+        let body = format!(
+            "{{\"h\": {{\"_type\": \"h\", \"_value\": [{}]}}}}",
+            elements.join(separator)
+        );
+        let batch = parse(&body);
+        prop_assert_eq!(&batch.rejected, &[]);
+        prop_assert_eq!(&batch.samples[0].value, &Value::Histogram(expected));
+    }
+
     #[test]
     fn protocol_like_text_never_panics(text in "[a-z0-9 ,:\"\\\\{}\\[\\]/*|._é\n-]{0,200}") {
         let batch = httptrap::parse(text.as_bytes(), &Options::at(NOW_MS));
