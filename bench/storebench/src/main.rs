@@ -3,7 +3,7 @@
 //! ```text
 //! storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N]
 //!            [--hours H] [--seed S] [--batch N] [--run N]
-//!            [--flush-every B]
+//!            [--flush-every B] [--api keys|ids]
 //! storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-min MS]
 //!            [--kill-ms-max MS] [--per-store N] [--threads N]
 //! ```
@@ -19,7 +19,7 @@ use storebench::workload::{self, Config, Shape};
 
 const USAGE: &str = "usage:
   storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N] [--hours H]
-             [--seed S] [--batch N] [--run N] [--flush-every B]
+             [--seed S] [--batch N] [--run N] [--flush-every B] [--api keys|ids]
   storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-min MS] [--kill-ms-max MS]
              [--per-store N] [--threads N]";
 
@@ -72,6 +72,7 @@ fn bench(args: &[String]) -> Result<ExitCode, String> {
             "--batch",
             "--run",
             "--flush-every",
+            "--api",
         ],
     )?;
     let shape_name = args.get("--shape").ok_or("--shape is required")?;
@@ -96,6 +97,11 @@ fn bench(args: &[String]) -> Result<ExitCode, String> {
         dir: args.get("--dir").map(PathBuf::from),
         batch_samples: args.number("--batch", BATCH_SAMPLES_DEFAULT)?,
         flush_every_batches: args.number("--flush-every", 0)?,
+        by_id: match args.get("--api").unwrap_or("keys") {
+            "keys" => false,
+            "ids" => true,
+            other => return Err(format!("--api {other:?}: expected keys or ids")),
+        },
     };
     let (json, ok) = run::run(&opts)?;
     println!("{json}");

@@ -27,6 +27,9 @@ pub struct RunOptions {
     /// Also flush the head to blocks after every this many batches (0: only at the end), as the
     /// store's background flusher would on a longer run; those flushes count as store CPU.
     pub flush_every_batches: u64,
+    /// Name series by id (`Store::resolve` once per series, then `WriteBatch::push_id`), as a
+    /// client that keeps its series ids does, instead of by key on every sample.
+    pub by_id: bool,
 }
 
 /// Runs the benchmark and returns its one-line JSON report, and whether the reopened store
@@ -68,6 +71,7 @@ pub fn run(opts: &RunOptions) -> Result<(String, bool), String> {
         .map_err(|e| format!("opening the store in {}: {e}", dir.display()))?;
     let mut chunk: Vec<Sample> = Vec::with_capacity(opts.batch_samples);
     let mut batch = WriteBatch::new();
+    let mut ids: Vec<Option<store::index::SeriesId>> = Vec::new();
     let (mut gen_cpu_ns, mut gen_wall) = (0u64, Duration::ZERO);
     let mut batches = 0u64;
     loop {
@@ -84,9 +88,27 @@ pub fn run(opts: &RunOptions) -> Result<(String, bool), String> {
                 GenValue::Numeric(v) => Value::Numeric(v),
                 GenValue::Histogram(h) => Value::Histogram(h),
             };
-            batch
-                .push(workload.key(sample.series), sample.ts_ms, value)
-                .map_err(|e| format!("building batch {batches}: {e}"))?;
+            let pushed = if opts.by_id {
+                // Resolving is the store's work and counts; the cache is the client's.
+                let id = match ids.get(sample.series as usize).copied().flatten() {
+                    Some(id) => id,
+                    None => {
+                        let id = store
+                            .resolve(workload.key(sample.series), value.kind())
+                            .map_err(|e| format!("resolving series {}: {e}", sample.series))?;
+                        let at = sample.series as usize;
+                        if ids.len() <= at {
+                            ids.resize(at + 1, None);
+                        }
+                        ids[at] = Some(id);
+                        id
+                    }
+                };
+                batch.push_id(id, sample.ts_ms, value).map(|_| ())
+            } else {
+                batch.push(workload.key(sample.series), sample.ts_ms, value)
+            };
+            pushed.map_err(|e| format!("building batch {batches}: {e}"))?;
         }
         store
             .write(&batch)
@@ -210,6 +232,7 @@ pub fn run(opts: &RunOptions) -> Result<(String, bool), String> {
         .int("seed", opts.config.seed)
         .int("run_samples", opts.config.run_samples)
         .str("durability", "group_commit")
+        .str("api", if opts.by_id { "ids" } else { "keys" })
         .num("cpu_s", cpu_s, 3)
         .num("wall_s", wall_s, 3)
         .num("samples_per_cpu_s", samples / cpu_s, 0)

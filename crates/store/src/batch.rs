@@ -1,15 +1,13 @@
-//! The write batch: samples of any kind for any number of series, keyed by `StreamKey`.
+//! The write batch: samples of any kind for any number of series, in the order they were added.
 //!
-//! A batch groups its samples by series as they are added, so the write path resolves each
-//! distinct key to a series id once per batch instead of once per sample.
-
-use std::collections::hash_map::RandomState;
-use std::collections::HashMap;
-use std::hash::BuildHasher;
+//! A sample names its series by key (kept as canonical text in one buffer per batch, so adding
+//! a sample allocates nothing once the batch's buffers have grown) or by a [`SeriesId`] the
+//! caller got from [`crate::Store::resolve`]. Consecutive samples of one key share one entry,
+//! so the write path resolves each key once per run of samples, not once per sample.
 
 use hist::Histogram;
 
-use crate::index::Kind;
+use crate::index::{Kind, SeriesId};
 use crate::key::StreamKey;
 use crate::StoreError;
 
@@ -17,6 +15,9 @@ use crate::StoreError;
 pub const BATCH_SAMPLES_MAX: usize = 1 << 20;
 /// Longest text value, in bytes.
 pub const TEXT_BYTES_MAX: usize = 64 << 10;
+/// Canonical key text held by one batch, in bytes (a batch of `BATCH_SAMPLES_MAX` samples of
+/// distinct keys of ~60 bytes fits).
+pub const BATCH_KEY_BYTES_MAX: usize = 64 << 20;
 
 /// One submitted value.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,32 +41,48 @@ impl Value {
     }
 }
 
-/// The samples of one series within a batch, in the order they were added.
-#[derive(Clone, Debug)]
-pub struct SeriesSamples {
-    pub key: StreamKey,
-    pub kind: Kind,
-    pub samples: Vec<(i64, Value)>,
+/// How a batch entry names its series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyRef<'a> {
+    /// Canonical key text (`StreamKey::canonical`); created in the index if new.
+    Text(&'a str),
+    /// A series the index already has.
+    Id(SeriesId),
 }
 
-/// Ends a chain in [`WriteBatch::next_same_hash`].
-const CHAIN_END: usize = usize::MAX;
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    /// `key_text[start..end]`.
+    Text {
+        start: u32,
+        end: u32,
+    },
+    Id(SeriesId),
+}
+
+/// A run of the batch's samples naming one series.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    target: Target,
+    kind: Kind,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct BatchSample {
+    /// Index into `WriteBatch::entries`.
+    pub(crate) entry: u32,
+    pub(crate) ts_ms: i64,
+    pub(crate) value: Value,
+}
 
 /// A batch of samples for [`crate::Store::write`].
-///
-/// Each key is stored once, in its series: the lookup map goes from the key's hash to the first
-/// series with that hash, and series with equal hashes are chained. (A map keyed by the key
-/// itself would keep a second copy of every key — about two dozen allocations each — to build,
-/// hash and free per series per batch.)
 #[derive(Clone, Debug, Default)]
 pub struct WriteBatch {
-    series: Vec<SeriesSamples>,
-    /// Key hash → first slot with that hash.
-    slots: HashMap<u64, usize>,
-    /// Per slot, the next slot with the same key hash, or `CHAIN_END`.
-    next_same_hash: Vec<usize>,
-    hasher: RandomState,
-    sample_count: usize,
+    /// The canonical text of every `Target::Text` entry, back to back.
+    key_text: String,
+    entries: Vec<Entry>,
+    samples: Vec<BatchSample>,
+    has_cumulative: bool,
 }
 
 impl WriteBatch {
@@ -99,7 +116,7 @@ impl WriteBatch {
         self.push(key, ts_ms, Value::CumulativeHistogram(value.clone()))
     }
 
-    /// Adds one sample. A key keeps one kind within a batch (and for life, in the index).
+    /// Adds one sample. A key keeps one kind (for life, in the index).
     pub fn push(&mut self, key: &StreamKey, ts_ms: i64, value: Value) -> Result<(), StoreError> {
         self.push_slot(key, ts_ms, value).map(|_| ())
     }
@@ -111,65 +128,163 @@ impl WriteBatch {
         ts_ms: i64,
         value: Value,
     ) -> Result<usize, StoreError> {
-        check(self.sample_count, &value)?;
+        self.push_key_with(|out| key.write_canonical(out), ts_ms, value)
+    }
+
+    /// Adds one sample of the series whose canonical key text is `key_text` (as
+    /// `StreamKey::canonical` prints it). Text that is not canonical is refused by
+    /// [`crate::Store::write`] if the series is new, and never matches an existing series.
+    pub fn push_canonical(
+        &mut self,
+        key_text: &str,
+        ts_ms: i64,
+        value: Value,
+    ) -> Result<usize, StoreError> {
+        self.push_key_with(|out| out.push_str(key_text), ts_ms, value)
+    }
+
+    /// Adds one sample of series `id` (from [`crate::Store::resolve`] on the store this batch
+    /// is written to), skipping the key lookup.
+    pub fn push_id(&mut self, id: SeriesId, ts_ms: i64, value: Value) -> Result<usize, StoreError> {
+        check(self.samples.len(), &value)?;
         let kind = value.kind();
-        let hash = self.hasher.hash_one(key);
-        let mut at = self.slots.get(&hash).copied().unwrap_or(CHAIN_END);
-        // Bounded: a chain holds only slots of this batch.
-        while at != CHAIN_END && self.series[at].key != *key {
-            at = self.next_same_hash[at];
-        }
-        let slot = if at == CHAIN_END {
-            let slot = self.series.len();
-            self.series.push(SeriesSamples {
-                key: key.clone(),
-                kind,
-                samples: Vec::new(),
-            });
-            // The new slot heads its hash's chain.
-            let previous = self.slots.insert(hash, slot).unwrap_or(CHAIN_END);
-            self.next_same_hash.push(previous);
-            slot
-        } else {
-            at
+        let slot = match self.entries.last() {
+            Some(Entry {
+                target: Target::Id(last),
+                kind: last_kind,
+            }) if *last == id && *last_kind == kind => self.entries.len() - 1,
+            _ => self.new_entry(Target::Id(id), kind)?,
         };
-        self.push_at(slot, ts_ms, value)?;
+        self.push_sample(slot, ts_ms, value);
         Ok(slot)
     }
 
-    /// Adds one sample to the series in `slot` (from [`WriteBatch::push_slot`] on this batch)
-    /// without looking its key up again. Panics if the slot is not one of this batch's.
+    /// Adds one sample to the series in `slot` (from a `push_*` on this batch since it was last
+    /// cleared) without looking its key up again. Panics if the slot is not one of this batch's.
     pub fn push_at(&mut self, slot: usize, ts_ms: i64, value: Value) -> Result<(), StoreError> {
-        check(self.sample_count, &value)?;
-        assert!(slot < self.series.len(), "slot {slot} is not in this batch");
-        let series = &mut self.series[slot];
-        if series.kind != value.kind() {
+        check(self.samples.len(), &value)?;
+        assert!(
+            slot < self.entries.len(),
+            "slot {slot} is not in this batch"
+        );
+        if self.entries[slot].kind != value.kind() {
             return Err(StoreError::KindMismatchInBatch {
-                key: series.key.canonical(),
+                key: self.describe(slot),
             });
         }
-        series.samples.push((ts_ms, value));
-        self.sample_count += 1;
+        self.push_sample(slot, ts_ms, value);
         Ok(())
     }
 
-    pub fn series(&self) -> &[SeriesSamples] {
-        &self.series
+    fn push_key_with(
+        &mut self,
+        write_key: impl FnOnce(&mut String),
+        ts_ms: i64,
+        value: Value,
+    ) -> Result<usize, StoreError> {
+        check(self.samples.len(), &value)?;
+        let kind = value.kind();
+        let start = self.key_text.len();
+        write_key(&mut self.key_text);
+        let end = self.key_text.len();
+        // The common case — a series' samples one after another — reuses the previous entry.
+        if let Some(last) = self.entries.len().checked_sub(1) {
+            if let Target::Text { start: s, end: e } = self.entries[last].target {
+                if self.key_text[s as usize..e as usize] == self.key_text[start..end] {
+                    self.key_text.truncate(start);
+                    self.push_at(last, ts_ms, value)?;
+                    return Ok(last);
+                }
+            }
+        }
+        if end > BATCH_KEY_BYTES_MAX {
+            self.key_text.truncate(start);
+            return Err(StoreError::BatchTooLarge);
+        }
+        let target = Target::Text {
+            start: start as u32,
+            end: end as u32,
+        };
+        let slot = match self.new_entry(target, kind) {
+            Ok(slot) => slot,
+            Err(e) => {
+                self.key_text.truncate(start);
+                return Err(e);
+            }
+        };
+        self.push_sample(slot, ts_ms, value);
+        Ok(slot)
+    }
+
+    fn new_entry(&mut self, target: Target, kind: Kind) -> Result<usize, StoreError> {
+        // Entries ≤ samples ≤ BATCH_SAMPLES_MAX, so the index fits a u32.
+        assert!(self.entries.len() < BATCH_SAMPLES_MAX);
+        self.entries.push(Entry { target, kind });
+        Ok(self.entries.len() - 1)
+    }
+
+    fn push_sample(&mut self, slot: usize, ts_ms: i64, value: Value) {
+        debug_assert_eq!(self.entries[slot].kind, value.kind());
+        self.has_cumulative |= matches!(value, Value::CumulativeHistogram(_));
+        self.samples.push(BatchSample {
+            entry: slot as u32,
+            ts_ms,
+            value,
+        });
+    }
+
+    /// The key of entry `slot`, for messages.
+    fn describe(&self, slot: usize) -> String {
+        match self.key_ref(slot) {
+            KeyRef::Text(text) => text.to_owned(),
+            KeyRef::Id(id) => format!("series {}", id.0),
+        }
+    }
+
+    fn key_ref(&self, slot: usize) -> KeyRef<'_> {
+        match self.entries[slot].target {
+            Target::Text { start, end } => {
+                KeyRef::Text(&self.key_text[start as usize..end as usize])
+            }
+            Target::Id(id) => KeyRef::Id(id),
+        }
+    }
+
+    /// Every entry's key and kind, in slot order (what the write path resolves).
+    pub(crate) fn entry_keys(&self) -> impl ExactSizeIterator<Item = (KeyRef<'_>, Kind)> + '_ {
+        (0..self.entries.len()).map(|slot| (self.key_ref(slot), self.entries[slot].kind))
+    }
+
+    pub(crate) fn batch_samples(&self) -> &[BatchSample] {
+        &self.samples
+    }
+
+    /// Every sample in the order added, with the key it names.
+    pub fn samples(&self) -> impl Iterator<Item = (KeyRef<'_>, i64, &Value)> + '_ {
+        self.samples
+            .iter()
+            .map(|s| (self.key_ref(s.entry as usize), s.ts_ms, &s.value))
+    }
+
+    /// Whether any sample is a cumulative histogram.
+    pub fn has_cumulative(&self) -> bool {
+        self.has_cumulative
     }
 
     pub fn sample_count(&self) -> usize {
-        self.sample_count
+        self.samples.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.sample_count == 0
+        self.samples.is_empty()
     }
 
+    /// Empties the batch, keeping its buffers for the next one.
     pub fn clear(&mut self) {
-        self.series.clear();
-        self.slots.clear();
-        self.next_same_hash.clear();
-        self.sample_count = 0;
+        self.key_text.clear();
+        self.entries.clear();
+        self.samples.clear();
+        self.has_cumulative = false;
     }
 }
 
@@ -198,23 +313,34 @@ mod tests {
         StreamKey::new("m", [Tag::new("host", host).unwrap()]).unwrap()
     }
 
+    fn keys(batch: &WriteBatch) -> Vec<(String, i64)> {
+        batch
+            .samples()
+            .map(|(k, ts, _)| match k {
+                KeyRef::Text(t) => (t.to_owned(), ts),
+                KeyRef::Id(id) => (format!("#{}", id.0), ts),
+            })
+            .collect()
+    }
+
     #[test]
-    fn equal_keys_share_a_series_and_slots_skip_the_lookup() {
+    fn consecutive_samples_of_a_key_share_an_entry_and_slots_skip_the_key() {
         let mut batch = WriteBatch::new();
         let a = batch.push_slot(&key("a"), 1, Value::Numeric(1.0)).unwrap();
-        let b = batch.push_slot(&key("b"), 1, Value::Numeric(2.0)).unwrap();
-        assert_ne!(a, b);
-        // A separately built equal key finds the same series.
+        // A separately built equal key right after finds the same entry.
         assert_eq!(
             batch.push_slot(&key("a"), 2, Value::Numeric(3.0)).unwrap(),
             a
         );
-        batch.push_at(b, 5, Value::Numeric(4.0)).unwrap();
+        let b = batch.push_slot(&key("b"), 1, Value::Numeric(2.0)).unwrap();
+        assert_ne!(a, b);
+        batch.push_at(a, 5, Value::Numeric(4.0)).unwrap();
         let err = batch.push_at(a, 6, Value::Text("x".into())).unwrap_err();
         assert!(
             matches!(err, StoreError::KindMismatchInBatch { .. }),
             "{err:?}"
         );
+        // The same key right after with another kind is refused and leaves no text behind.
         let err = batch
             .push(&key("b"), 7, Value::Text("x".into()))
             .unwrap_err();
@@ -222,24 +348,35 @@ mod tests {
             matches!(err, StoreError::KindMismatchInBatch { .. }),
             "{err:?}"
         );
-        assert_eq!(batch.series().len(), 2);
-        assert_eq!(batch.sample_count(), 4);
-        let got: Vec<(String, Vec<i64>)> = batch
-            .series()
-            .iter()
-            .map(|s| (s.key.canonical(), s.samples.iter().map(|p| p.0).collect()))
-            .collect();
+        let id = batch.push_id(SeriesId(7), 8, Value::Numeric(0.5)).unwrap();
         assert_eq!(
-            got,
+            batch.push_id(SeriesId(7), 9, Value::Numeric(0.5)).unwrap(),
+            id
+        );
+        assert_eq!(batch.entry_keys().len(), 3);
+        assert_eq!(batch.sample_count(), 6);
+        assert_eq!(
+            keys(&batch),
             vec![
-                ("m|ST[host:a]".to_owned(), vec![1, 2]),
-                ("m|ST[host:b]".to_owned(), vec![1, 5]),
+                ("m|ST[host:a]".to_owned(), 1),
+                ("m|ST[host:a]".to_owned(), 2),
+                ("m|ST[host:b]".to_owned(), 1),
+                ("m|ST[host:a]".to_owned(), 5),
+                ("#7".to_owned(), 8),
+                ("#7".to_owned(), 9),
             ]
         );
+        assert_eq!(batch.key_text.len(), "m|ST[host:a]m|ST[host:b]".len());
         batch.clear();
         assert!(batch.is_empty());
         assert_eq!(
             batch.push_slot(&key("b"), 1, Value::Numeric(0.0)).unwrap(),
+            0
+        );
+        assert_eq!(
+            batch
+                .push_canonical("m|ST[host:b]", 2, Value::Numeric(0.0))
+                .unwrap(),
             0
         );
     }
@@ -250,6 +387,6 @@ mod tests {
         let long = "x".repeat(TEXT_BYTES_MAX + 1);
         let err = batch.text(&key("a"), 1, &long).unwrap_err();
         assert!(matches!(err, StoreError::TextTooLong { .. }), "{err:?}");
-        assert!(batch.series().is_empty());
+        assert!(batch.is_empty() && batch.key_text.is_empty());
     }
 }

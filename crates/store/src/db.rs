@@ -16,11 +16,12 @@ use std::time::{Duration, Instant};
 use journal::vfs::{RealFs, Vfs};
 use journal::{Durability, Journal, Start};
 
-use crate::batch::{Value, WriteBatch};
+use crate::batch::{BatchSample, Value, WriteBatch};
 use crate::block::BlockId;
 use crate::flush::{self, Blocks, Frozen};
 use crate::head::{CumulativeState, Head};
-use crate::index::{SeriesId, SeriesIndex};
+use crate::index::{Kind, SeriesId, SeriesIndex};
+use crate::key::StreamKey;
 use crate::manifest::Manifest;
 use crate::read::View;
 use crate::tagquery::TagQuery;
@@ -295,6 +296,13 @@ impl Store {
         self.inner.write(batch)
     }
 
+    /// The id of `key` (created, with `kind`, if new), for [`WriteBatch::push_id`]: a caller
+    /// that sends the same series again and again (a connection, a scrape target) resolves its
+    /// keys once. Ids are stable for the life of the store.
+    pub fn resolve(&self, key: &StreamKey, kind: Kind) -> Result<SeriesId, StoreError> {
+        Ok(self.inner.index.get_or_create(key, kind)?)
+    }
+
     /// Writes everything in the head to blocks and advances the WAL checkpoint. Runs in the
     /// background too; writers wait only for the moment the head is swapped.
     pub fn flush(&self) -> Result<flush::FlushReport, StoreError> {
@@ -453,24 +461,16 @@ impl Inner {
         if batch.is_empty() {
             return Ok(());
         }
-        let resolved = self.resolve(batch)?;
+        let ids = self.resolve(batch)?;
         // The record is encoded straight from the batch: building WAL groups first would copy
         // every value (histograms included) once more.
-        let mut record = Vec::new();
-        wal::encode_series(&resolved, &mut record);
-        let has_cumulative = resolved.iter().any(|(_, samples)| {
-            samples
-                .iter()
-                .any(|(_, v)| matches!(v, Value::CumulativeHistogram(_)))
-        });
+        let mut record = Vec::with_capacity(16 + 16 * batch.sample_count());
+        wal::encode_batch(batch.batch_samples(), &ids, &mut record);
         // Held until the batch is in the head (see `gate`).
         let _gate = self.gate.read().map_err(|_| StoreError::Poisoned)?;
-        if has_cumulative {
+        if batch.has_cumulative() {
             // Differences need owned groups, made in WAL order under the state lock.
-            let mut groups = Vec::with_capacity(resolved.len());
-            for (id, samples) in &resolved {
-                push_groups(&mut groups, *id, samples);
-            }
+            let groups = wal::batch_groups(batch.batch_samples(), &ids);
             let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
             let ticket = self.journal.submit(&[&record])?;
             let groups = differences(&mut state, groups);
@@ -486,25 +486,18 @@ impl Inner {
             let ticket = self.journal.submit(&[&record])?;
             let range = ticket.range();
             ticket.wait()?;
-            self.apply_resolved(range.start, range.end, &resolved)
+            self.apply_batch(range.start, range.end, batch.batch_samples(), &ids)
         }
     }
 
-    /// Series ids for the batch's keys, each with the series' samples (still in the batch).
-    #[allow(clippy::type_complexity)]
-    fn resolve<'b>(
-        &self,
-        batch: &'b WriteBatch,
-    ) -> Result<Vec<(SeriesId, &'b [(i64, Value)])>, StoreError> {
-        let mut resolved = Vec::with_capacity(batch.series().len());
-        let mut id_max = 0u32;
-        for series in batch.series() {
-            let id = self.index.get_or_create(&series.key, series.kind)?;
-            id_max = id_max.max(id.0);
-            resolved.push((id, series.samples.as_slice()));
-        }
+    /// The series id of each of the batch's entries (by slot), durable in the index.
+    fn resolve(&self, batch: &WriteBatch) -> Result<Vec<SeriesId>, StoreError> {
+        let keys: Vec<_> = batch.entry_keys().collect();
+        let ids = self.index.resolve(&keys)?;
+        assert_eq!(ids.len(), keys.len());
+        let id_max = ids.iter().map(|id| id.0).max().unwrap_or(0);
         self.make_series_durable(id_max)?;
-        Ok(resolved)
+        Ok(ids)
     }
 
     /// Ensures series `0..=id_max` are fsynced in the index before a WAL record names them
@@ -540,24 +533,29 @@ impl Inner {
         self.applied(&activity)
     }
 
-    /// [`Inner::apply`] for a batch without cumulative values, from the batch itself.
-    fn apply_resolved(
+    /// [`Inner::apply`] for a batch without cumulative values, from the batch itself, in the
+    /// order its samples were added (the order replay applies them in).
+    fn apply_batch(
         &self,
         seq: u64,
         end: u64,
-        resolved: &[(SeriesId, &[(i64, Value)])],
+        samples: &[BatchSample],
+        ids: &[SeriesId],
     ) -> Result<(), StoreError> {
-        let activity: Vec<(SeriesId, i64)> = resolved
-            .iter()
-            .flat_map(|(id, samples)| series_activity(*id, samples))
-            .collect();
+        let mut activity: Vec<(SeriesId, i64)> = Vec::new();
         {
             let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
-            for (id, samples) in resolved {
-                for (ts_ms, value) in samples.iter() {
-                    let applied = head.insert_ref(*id, seq, *ts_ms, value);
+            for run in samples.chunk_by(|a, b| a.entry == b.entry) {
+                let id = ids[run[0].entry as usize];
+                let (mut first, mut last) = (i64::MAX, i64::MIN);
+                for s in run {
+                    let applied = head.insert_ref(id, seq, s.ts_ms, &s.value);
                     assert!(applied, "series {id:?} got a value of another kind");
+                    first = first.min(s.ts_ms);
+                    last = last.max(s.ts_ms);
                 }
+                activity.push((id, first));
+                activity.push((id, last));
             }
             self.applied_end.fetch_max(end, Ordering::AcqRel);
         }
@@ -731,15 +729,6 @@ impl Inner {
 }
 
 /// Splits one series' samples into runs of the same value tag (plain vs cumulative histograms).
-fn push_groups(groups: &mut Vec<Group>, id: SeriesId, samples: &[(i64, Value)]) {
-    for run in wal::runs(samples) {
-        groups.push(Group {
-            id,
-            samples: run.to_vec(),
-        });
-    }
-}
-
 /// Cumulative histograms become differences from the series' previous cumulative submission.
 fn differences(state: &mut CumulativeState, mut groups: Vec<Group>) -> Vec<Group> {
     for group in &mut groups {

@@ -29,10 +29,52 @@ pub(crate) struct Point<T> {
     pub value: T,
 }
 
+/// A series' points, sorted by timestamp and unique, with the last timestamp kept beside the
+/// vector: the in-order append checks it in the head's map bucket, which the lookup has just
+/// loaded, instead of reading the vector's tail — with thousands of series per batch that read
+/// was a cache miss on every sample (≈ a third of the write path's time).
+#[derive(Debug)]
+pub(crate) struct Points<T> {
+    points: Vec<Point<T>>,
+    /// `points.last().ts_ms`, or `i64::MIN` when empty.
+    last_ts_ms: i64,
+}
+
+impl<T> Default for Points<T> {
+    fn default() -> Points<T> {
+        Points {
+            points: Vec::new(),
+            last_ts_ms: i64::MIN,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Points<T> {
+    type Target = [Point<T>];
+
+    fn deref(&self) -> &[Point<T>] {
+        &self.points
+    }
+}
+
+impl<T> Points<T> {
+    /// Inserts keeping the points sorted, applying the duplicate rule.
+    fn insert(&mut self, point: Point<T>) {
+        // The common case: in-order arrival appends without reading the vector.
+        if self.points.is_empty() || self.last_ts_ms < point.ts_ms {
+            self.last_ts_ms = point.ts_ms;
+            self.points.push(point);
+            return;
+        }
+        insert_point(&mut self.points, point);
+        debug_assert_eq!(self.points.last().map(|p| p.ts_ms), Some(self.last_ts_ms));
+    }
+}
+
 #[derive(Debug)]
 pub(crate) enum SeriesHead {
-    Numeric(Vec<Point<f64>>),
-    Text(Vec<Point<String>>),
+    Numeric(Points<f64>),
+    Text(Points<String>),
     /// Merged histogram per base period, keyed by period start.
     Histogram(BTreeMap<i64, Histogram>),
 }
@@ -139,8 +181,8 @@ impl Head {
     fn insert_value(&mut self, id: SeriesId, seq: u64, ts_ms: i64, value: Incoming<'_>) -> bool {
         let period_start_ms = self.period_start_ms(ts_ms);
         let entry = self.series.entry(id).or_insert_with(|| match value.get() {
-            Value::Numeric(_) => SeriesHead::Numeric(Vec::new()),
-            Value::Text(_) => SeriesHead::Text(Vec::new()),
+            Value::Numeric(_) => SeriesHead::Numeric(Points::default()),
+            Value::Text(_) => SeriesHead::Text(Points::default()),
             _ => SeriesHead::Histogram(BTreeMap::new()),
         });
         match (entry, value) {
@@ -148,7 +190,7 @@ impl Head {
                 let Value::Numeric(value) = *value.get() else {
                     return false;
                 };
-                insert_point(points, Point { ts_ms, seq, value });
+                points.insert(Point { ts_ms, seq, value });
             }
             (SeriesHead::Text(points), value) => {
                 let value = match value {
@@ -156,7 +198,7 @@ impl Head {
                     Incoming::Borrowed(Value::Text(t)) => t.clone(),
                     _ => return false,
                 };
-                insert_point(points, Point { ts_ms, seq, value });
+                points.insert(Point { ts_ms, seq, value });
             }
             (SeriesHead::Histogram(periods), value) => {
                 // A period's first histogram is taken whole (moved or copied); later ones merge.

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
+use crate::batch::KeyRef;
 use crate::key::{KeyError, StreamKey, KEY_TEXT_SIZE_MAX};
 
 /// Most series one index holds (ids are `u32`).
@@ -94,6 +95,14 @@ pub enum IndexError {
         requested: Kind,
     },
     Full,
+    /// A new series' key text is not in canonical form (`StreamKey::canonical`).
+    NotCanonical {
+        text: String,
+    },
+    /// A batch names a series id the index does not have.
+    UnknownSeries {
+        id: SeriesId,
+    },
     /// A writer panicked while holding the lock, or an earlier append failed and could not be
     /// undone; the index refuses further work.
     Failed,
@@ -145,7 +154,9 @@ pub(crate) type Postings = Vec<u32>;
 #[derive(Default)]
 pub(crate) struct Inner {
     series: Vec<Series>,
-    by_key: HashMap<Arc<str>, u32>,
+    /// Canonical key text → id. Keys come from clients, so the hasher is seeded per process
+    /// (foldhash: a few times faster than SipHash on ~100-byte keys, still randomly seeded).
+    by_key: HashMap<Arc<str>, u32, foldhash::quality::RandomState>,
     pub(crate) names: BTreeMap<String, Postings>,
     pub(crate) tags: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Postings>>,
     pub(crate) kinds: [Postings; 3],
@@ -251,36 +262,78 @@ impl SeriesIndex {
 
     /// The id of `key`, adding it (durably appended to the file, not yet fsynced: see
     /// [`SeriesIndex::sync`]) if new. A key has one kind for life.
-    /// Builds the key's canonical text once per call: callers on a hot path keep the ids they
-    /// were given rather than asking again for every sample.
+    /// One hash of the key's canonical text (printed when the key was made) per call.
     pub fn get_or_create(&self, key: &StreamKey, kind: Kind) -> Result<SeriesId, IndexError> {
-        let text = key.canonical();
-        if let Some(id) = self.read()?.find(&text, kind)? {
+        let text = key.canonical_str();
+        if let Some(id) = self.read()?.find(text, kind)? {
             return Ok(id);
         }
         let mut inner = self.inner.write().map_err(|_| IndexError::Failed)?;
         if inner.failed {
             return Err(IndexError::Failed);
         }
-        if let Some(id) = inner.find(&text, kind)? {
+        if let Some(id) = inner.find(text, kind)? {
             return Ok(id);
         }
-        let id = u32::try_from(inner.series.len()).map_err(|_| IndexError::Full)?;
-        if id >= SERIES_MAX {
-            return Err(IndexError::Full);
+        inner.create(key, Arc::from(text), kind)
+    }
+
+    /// The ids of a batch's keys, in order, creating series for new canonical texts. One read
+    /// lock for the lookups; the write lock only if some key is new. A text that is new and not
+    /// canonical is refused (`NotCanonical`): it would otherwise become a second series for an
+    /// existing key. An id must exist and every key must keep its kind.
+    pub fn resolve(&self, keys: &[(KeyRef<'_>, Kind)]) -> Result<Vec<SeriesId>, IndexError> {
+        const MISSING: SeriesId = SeriesId(u32::MAX);
+        let mut ids = Vec::with_capacity(keys.len());
+        let mut missing = 0usize;
+        {
+            let inner = self.read()?;
+            for &(key, kind) in keys {
+                let id = match key {
+                    KeyRef::Text(text) => inner.find(text, kind)?,
+                    KeyRef::Id(id) => Some(inner.check_id(id, kind)?),
+                };
+                missing += usize::from(id.is_none());
+                ids.push(id.unwrap_or(MISSING));
+            }
         }
-        inner.append_record(id, &text, kind)?;
-        inner.insert(id, key, Arc::from(text), kind);
-        Ok(SeriesId(id))
+        if missing == 0 {
+            return Ok(ids);
+        }
+        let mut inner = self.inner.write().map_err(|_| IndexError::Failed)?;
+        if inner.failed {
+            return Err(IndexError::Failed);
+        }
+        for (slot, &(key, kind)) in keys.iter().enumerate() {
+            if ids[slot] != MISSING {
+                continue;
+            }
+            let KeyRef::Text(text) = key else {
+                unreachable!("ids are never missing");
+            };
+            // Another writer (or an earlier slot with the same text) may have added it.
+            if let Some(id) = inner.find(text, kind)? {
+                ids[slot] = id;
+                continue;
+            }
+            let parsed = StreamKey::parse(text).map_err(IndexError::Key)?;
+            if parsed.canonical() != text {
+                return Err(IndexError::NotCanonical {
+                    text: text.to_owned(),
+                });
+            }
+            ids[slot] = inner.create(&parsed, Arc::from(text), kind)?;
+        }
+        debug_assert!(ids.iter().all(|&id| id != MISSING));
+        Ok(ids)
     }
 
     /// The id and kind of `key`, if present.
     pub fn lookup(&self, key: &StreamKey) -> Result<Option<(SeriesId, Kind)>, IndexError> {
-        let text = key.canonical();
         let inner = self.read()?;
         Ok(inner
             .by_key
-            .get(text.as_str())
+            .get(key.canonical_str())
             .map(|&id| (SeriesId(id), inner.series[id as usize].kind)))
     }
 
@@ -448,6 +501,37 @@ fn activity(s: &Series) -> Option<(i64, i64)> {
 }
 
 impl Inner {
+    /// Adds a new series: its record appended to the file, then the in-memory maps.
+    fn create(
+        &mut self,
+        key: &StreamKey,
+        text: Arc<str>,
+        kind: Kind,
+    ) -> Result<SeriesId, IndexError> {
+        let id = u32::try_from(self.series.len()).map_err(|_| IndexError::Full)?;
+        if id >= SERIES_MAX {
+            return Err(IndexError::Full);
+        }
+        self.append_record(id, &text, kind)?;
+        self.insert(id, key, text, kind);
+        Ok(SeriesId(id))
+    }
+
+    /// `id` if the index has it with `kind`.
+    fn check_id(&self, id: SeriesId, kind: Kind) -> Result<SeriesId, IndexError> {
+        let Some(series) = self.series.get(id.0 as usize) else {
+            return Err(IndexError::UnknownSeries { id });
+        };
+        if series.kind != kind {
+            return Err(IndexError::KindMismatch {
+                id,
+                existing: series.kind,
+                requested: kind,
+            });
+        }
+        Ok(id)
+    }
+
     fn find(&self, text: &str, kind: Kind) -> Result<Option<SeriesId>, IndexError> {
         let Some(&id) = self.by_key.get(text) else {
             return Ok(None);

@@ -136,6 +136,9 @@ fn check_part(part: &[u8], empty: KeyError) -> Result<(), KeyError> {
 pub struct StreamKey {
     name: String,
     tags: Vec<Tag>,
+    /// The canonical text, printed once when the key is made: the write path copies it for
+    /// every sample, and printing (a charset check per byte) cost more than the rest of a write.
+    text: Box<str>,
 }
 
 impl StreamKey {
@@ -152,7 +155,8 @@ impl StreamKey {
         }
         tags.sort_unstable();
         tags.dedup();
-        let key = StreamKey { name, tags };
+        let text = print_canonical(&name, &tags).into_boxed_str();
+        let key = StreamKey { name, tags, text };
         key.assert_invariants();
         Ok(key)
     }
@@ -178,26 +182,22 @@ impl StreamKey {
             assert!(!tag.category.is_empty() && tag.category.len() <= TAG_PART_SIZE_MAX);
             assert!(!tag.value.is_empty() && tag.value.len() <= TAG_PART_SIZE_MAX);
         }
+        debug_assert_eq!(*self.text, print_canonical(&self.name, &self.tags));
     }
 
     /// The canonical text form: `name` or `name|ST[cat:val,…]`.
     pub fn canonical(&self) -> String {
-        let mut out = String::with_capacity(self.name.len() + 16 * self.tags.len());
-        out.push_str(&self.name);
-        if self.tags.is_empty() {
-            return out;
-        }
-        out.push_str(TAG_MARKER);
-        for (i, tag) in self.tags.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            write_part(&mut out, &tag.category, Part::Category);
-            out.push(':');
-            write_part(&mut out, &tag.value, Part::Value);
-        }
-        out.push(']');
-        out
+        self.text.to_string()
+    }
+
+    /// The canonical text form, borrowed.
+    pub fn canonical_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Appends the canonical text form to `out` (the write path reuses one buffer per batch).
+    pub fn write_canonical(&self, out: &mut String) {
+        out.push_str(&self.text);
     }
 
     /// Parses the canonical form; also accepts base64 where a literal would do and `name|ST[]`.
@@ -272,9 +272,29 @@ impl StreamKey {
     }
 }
 
+/// `name` or `name|ST[cat:val,…]` for sorted, unique tags.
+fn print_canonical(name: &str, tags: &[Tag]) -> String {
+    let mut out = String::with_capacity(name.len() + 16 * tags.len());
+    out.push_str(name);
+    if tags.is_empty() {
+        return out;
+    }
+    out.push_str(TAG_MARKER);
+    for (i, tag) in tags.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_part(&mut out, &tag.category, Part::Category);
+        out.push(':');
+        write_part(&mut out, &tag.value, Part::Value);
+    }
+    out.push(']');
+    out
+}
+
 impl fmt::Display for StreamKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.canonical())
+        f.write_str(&self.text)
     }
 }
 

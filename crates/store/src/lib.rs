@@ -28,7 +28,7 @@ pub mod rollup;
 pub mod tagquery;
 pub mod wal;
 
-pub use batch::{Value, WriteBatch};
+pub use batch::{KeyRef, Value, WriteBatch};
 pub use db::{
     default_levels, LevelOptions, ReplayReport, Store, StoreOptions, BASE_PERIOD_MS_DEFAULT,
     BASE_PERIOD_MS_MIN, DAY_MS, HOUR_MS, MINUTE_MS, PARTITION_MS_DEFAULT,

@@ -3,7 +3,7 @@
 
 use hist::Histogram;
 
-use crate::batch::{Value, BATCH_SAMPLES_MAX, TEXT_BYTES_MAX};
+use crate::batch::{BatchSample, Value, BATCH_SAMPLES_MAX, TEXT_BYTES_MAX};
 use crate::index::SeriesId;
 
 /// WAL record format version.
@@ -63,26 +63,51 @@ pub fn encode(groups: &[Group], out: &mut Vec<u8>) {
     }
 }
 
-/// Encodes a batch's series, each with its resolved id, into exactly the bytes [`encode`] gives
-/// for the groups made by splitting every series into runs of one value tag — without building
-/// those groups, which would copy every histogram of the batch once more.
-pub(crate) fn encode_series(series: &[(SeriesId, &[(i64, Value)])], out: &mut Vec<u8>) {
-    let group_count: usize = series
-        .iter()
-        .map(|(_, samples)| runs(samples).count())
-        .sum();
+/// Encodes a batch's samples, in the order they were added, into exactly the bytes [`encode`]
+/// gives for [`batch_groups`] — without building those groups, which would copy every value.
+/// `ids` holds the series id of each batch entry.
+pub(crate) fn encode_batch(samples: &[BatchSample], ids: &[SeriesId], out: &mut Vec<u8>) {
     out.push(WAL_VERSION);
-    put_varint(out, group_count as u64);
-    for (id, samples) in series {
-        for run in runs(samples) {
-            encode_group(*id, run, out);
+    put_varint(out, batch_runs(samples).count() as u64);
+    for run in batch_runs(samples) {
+        let id = ids[run[0].entry as usize];
+        let tag = tag_of(&run[0].value);
+        out.extend_from_slice(&id.0.to_le_bytes());
+        out.push(tag);
+        put_varint(out, run.len() as u64);
+        let mut prev_ts_ms = 0i64;
+        for s in run {
+            debug_assert_eq!(tag_of(&s.value), tag);
+            put_varint(out, zigzag(s.ts_ms.wrapping_sub(prev_ts_ms)));
+            prev_ts_ms = s.ts_ms;
+            encode_value(&s.value, out);
         }
     }
 }
 
-/// The maximal runs of samples with one value tag, in order.
-pub(crate) fn runs(samples: &[(i64, Value)]) -> impl Iterator<Item = &[(i64, Value)]> + '_ {
-    samples.chunk_by(|a, b| tag_of(&a.1) == tag_of(&b.1))
+/// The batch as WAL groups: maximal runs of samples of one entry with one value tag, in order.
+pub(crate) fn batch_groups(samples: &[BatchSample], ids: &[SeriesId]) -> Vec<Group> {
+    batch_runs(samples)
+        .map(|run| Group {
+            id: ids[run[0].entry as usize],
+            samples: run.iter().map(|s| (s.ts_ms, s.value.clone())).collect(),
+        })
+        .collect()
+}
+
+fn batch_runs(samples: &[BatchSample]) -> impl Iterator<Item = &[BatchSample]> + '_ {
+    samples.chunk_by(|a, b| a.entry == b.entry && tag_of(&a.value) == tag_of(&b.value))
+}
+
+fn encode_value(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Numeric(v) => out.extend_from_slice(&v.to_bits().to_le_bytes()),
+        Value::Text(t) => {
+            put_varint(out, t.len() as u64);
+            out.extend_from_slice(t.as_bytes());
+        }
+        Value::Histogram(h) | Value::CumulativeHistogram(h) => h.encode_into(out),
+    }
 }
 
 fn encode_group(id: SeriesId, samples: &[(i64, Value)], out: &mut Vec<u8>) {
@@ -96,14 +121,7 @@ fn encode_group(id: SeriesId, samples: &[(i64, Value)], out: &mut Vec<u8>) {
         assert_eq!(tag_of(value), tag, "mixed value tags in a WAL group");
         put_varint(out, zigzag(ts_ms.wrapping_sub(prev_ts_ms)));
         prev_ts_ms = *ts_ms;
-        match value {
-            Value::Numeric(v) => out.extend_from_slice(&v.to_bits().to_le_bytes()),
-            Value::Text(t) => {
-                put_varint(out, t.len() as u64);
-                out.extend_from_slice(t.as_bytes());
-            }
-            Value::Histogram(h) | Value::CumulativeHistogram(h) => h.encode_into(out),
-        }
+        encode_value(value, out);
     }
 }
 
@@ -288,22 +306,34 @@ mod tests {
     }
 
     #[test]
-    fn series_encode_as_their_runs_of_one_tag() {
-        // Series 0 holds a plain then a cumulative histogram: two runs, so two groups.
+    fn batches_encode_as_their_runs_of_one_entry_and_tag() {
+        // Groups 2 and 3 are one series, a plain then a cumulative histogram: two runs.
         let groups = sample_groups();
-        let mut zero = groups[2].samples.clone();
-        zero.extend(groups[3].samples.iter().cloned());
-        let series: Vec<(SeriesId, &[(i64, Value)])> = vec![
-            (groups[0].id, &groups[0].samples),
-            (groups[1].id, &groups[1].samples),
-            (SeriesId(0), &zero),
-        ];
-        let mut from_series = Vec::new();
-        encode_series(&series, &mut from_series);
+        let mut samples = Vec::new();
+        let mut ids = Vec::new();
+        for (entry, g) in groups.iter().enumerate() {
+            ids.push(g.id);
+            for (ts_ms, value) in &g.samples {
+                samples.push(BatchSample {
+                    entry: entry as u32,
+                    ts_ms: *ts_ms,
+                    value: value.clone(),
+                });
+            }
+        }
+        // Entries 2 and 3 as one entry: the value tag alone splits them.
+        for s in &mut samples {
+            if s.entry == 3 {
+                s.entry = 2;
+            }
+        }
+        let mut from_batch = Vec::new();
+        encode_batch(&samples, &ids, &mut from_batch);
         let mut from_groups = Vec::new();
         encode(&groups, &mut from_groups);
-        assert_eq!(from_series, from_groups);
-        assert!(bits_equal(&decode(&from_series).unwrap(), &groups));
+        assert_eq!(from_batch, from_groups);
+        assert!(bits_equal(&decode(&from_batch).unwrap(), &groups));
+        assert!(bits_equal(&batch_groups(&samples, &ids), &groups));
     }
 
     #[test]

@@ -330,11 +330,9 @@ mod tests {
 
     fn values(mapped: &Mapped) -> Vec<(String, i64, f64)> {
         let mut out = Vec::new();
-        for s in mapped.batch.series() {
-            for (ts, v) in &s.samples {
-                if let store::Value::Numeric(x) = v {
-                    out.push((s.key.canonical(), *ts, *x));
-                }
+        for (key, ts, v) in mapped.batch.samples() {
+            if let (store::KeyRef::Text(k), store::Value::Numeric(x)) = (key, v) {
+                out.push((k.to_owned(), ts, *x));
             }
         }
         out

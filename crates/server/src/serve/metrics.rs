@@ -346,11 +346,12 @@ mod tests {
         m.request(Endpoint::Influx, 1_500_000, 204);
         m.request(Endpoint::Influx, 2_500_000, 400);
         let batch = m.period_batch(60_000);
-        let series = batch.series();
-        assert_eq!(series.len(), 1);
+        let keys: Vec<_> = batch.samples().map(|(key, _, _)| key).collect();
         assert_eq!(
-            series[0].key.canonical(),
-            "strata.http.request_latency|ST[endpoint:influx,strata:self]"
+            keys,
+            vec![store::KeyRef::Text(
+                "strata.http.request_latency|ST[endpoint:influx,strata:self]"
+            )]
         );
         assert!(
             m.period_batch(120_000).is_empty(),

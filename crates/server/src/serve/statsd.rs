@@ -266,13 +266,10 @@ mod tests {
 
     fn numbers(batch: &WriteBatch) -> Vec<(String, f64)> {
         batch
-            .series()
-            .iter()
-            .flat_map(|s| {
-                s.samples.iter().filter_map(|(_, v)| match v {
-                    store::Value::Numeric(x) => Some((s.key.canonical(), *x)),
-                    _ => None,
-                })
+            .samples()
+            .filter_map(|(key, _, v)| match (key, v) {
+                (store::KeyRef::Text(k), store::Value::Numeric(x)) => Some((k.to_owned(), *x)),
+                _ => None,
             })
             .collect()
     }
@@ -292,11 +289,10 @@ mod tests {
             vec![("hits".to_owned(), 5.0), ("temp".to_owned(), 15.0)]
         );
         let lat = first
-            .series()
-            .iter()
-            .find(|s| s.key.name() == "lat")
+            .samples()
+            .find(|(key, _, _)| *key == store::KeyRef::Text("lat"))
             .unwrap();
-        match &lat.samples[0].1 {
+        match lat.2 {
             store::Value::Histogram(h) => assert_eq!(h.sample_count(), 2),
             other => panic!("{other:?}"),
         }
