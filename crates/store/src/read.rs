@@ -237,8 +237,22 @@ fn put(out: &mut [Option<SliceAggregate>], i: usize, a: &SliceAggregate) {
 /// Keeps, of samples with the same timestamp, the one from the latest source. `runs` are each
 /// sorted and given oldest source first.
 pub(crate) fn merge_runs<T>(mut runs: Vec<Vec<(i64, T)>>) -> Vec<(i64, T)> {
+    runs.retain(|r| !r.is_empty());
     if runs.len() <= 1 {
         return runs.pop().unwrap_or_default();
+    }
+    // The common case: runs from consecutive partitions, each after the one before — no
+    // timestamp shared, so nothing to resolve: concatenate.
+    let ordered = runs.windows(2).all(|w| match (w[0].last(), w[1].first()) {
+        (Some(a), Some(b)) => a.0 < b.0,
+        _ => true,
+    });
+    if ordered {
+        let mut out: Vec<(i64, T)> = Vec::with_capacity(runs.iter().map(Vec::len).sum());
+        for run in runs {
+            out.extend(run);
+        }
+        return out;
     }
     let mut all: Vec<(i64, usize, T)> = Vec::with_capacity(runs.iter().map(Vec::len).sum());
     for (rank, run) in runs.into_iter().enumerate() {

@@ -149,8 +149,29 @@ impl<'a> BitReader<'a> {
         self.bytes.len() as u64 * 8 - self.pos_bits
     }
 
+    /// The next 57 or more bits, most significant first, when 8 bytes are left from the
+    /// current byte: the fast paths read within it; near the end the bitwise path is used.
+    #[inline(always)]
+    fn window(&self) -> Option<(u64, u32)> {
+        let at = (self.pos_bits / 8) as usize;
+        let bytes: [u8; 8] = self.bytes.get(at..at + 8)?.try_into().ok()?;
+        let skip = (self.pos_bits % 8) as u32;
+        Some((u64::from_be_bytes(bytes) << skip, 64 - skip))
+    }
+
+    #[inline]
     pub fn read(&mut self, bits: u32) -> Result<u64, DecodeError> {
         assert!(bits <= 64);
+        if let Some((window, valid)) = self.window() {
+            if bits <= valid {
+                self.pos_bits += u64::from(bits);
+                return Ok(if bits == 0 { 0 } else { window >> (64 - bits) });
+            }
+        }
+        self.read_bitwise(bits)
+    }
+
+    fn read_bitwise(&mut self, bits: u32) -> Result<u64, DecodeError> {
         if u64::from(bits) > self.remaining_bits() {
             return Err(DecodeError::Truncated {
                 bit_offset: self.pos_bits,
@@ -184,9 +205,22 @@ impl<'a> BitReader<'a> {
         Ok(ones)
     }
 
+    #[inline]
     pub fn read_rice(&mut self, k: u32) -> Result<u64, DecodeError> {
         if k > RICE_K_MAX {
             return Err(self.invalid("Rice parameter above 63"));
+        }
+        // Fast path: the ones, their zero and the k low bits all inside one 64-bit window
+        // (then q < 16 and k ≤ 56, so the value cannot overflow).
+        if let Some((window, valid)) = self.window() {
+            let q = u64::from((!window).leading_zeros());
+            let used = q + 1 + u64::from(k);
+            if q < RICE_ESCAPE_Q && used <= u64::from(valid) {
+                let after = window << (q + 1);
+                let low = if k == 0 { 0 } else { after >> (64 - k) };
+                self.pos_bits += used;
+                return Ok((q << k) | low);
+            }
         }
         let q = self.read_unary(RICE_ESCAPE_Q)?;
         if q == RICE_ESCAPE_Q {
@@ -294,6 +328,44 @@ mod tests {
             prop_assert_eq!(get_varint(&out, &mut pos).unwrap(), v);
             prop_assert_eq!(pos, out.len());
             prop_assert_eq!(unzigzag(zigzag(s)), s);
+        }
+
+        #[test]
+        fn fast_paths_equal_bit_by_bit_reading(
+            bytes in proptest::collection::vec(any::<u8>(), 0..48),
+            ops in proptest::collection::vec((any::<bool>(), 0u32..=64), 1..40),
+        ) {
+            // Reference: every bit read alone (the slow path), the Rice code spelled out.
+            fn rice_bitwise(r: &mut BitReader<'_>, k: u32) -> Result<u64, DecodeError> {
+                let mut q = 0;
+                while q < RICE_ESCAPE_Q && r.read_bitwise(1)? == 1 {
+                    q += 1;
+                }
+                if q == RICE_ESCAPE_Q {
+                    let len = r.read_bitwise(RICE_ESCAPE_LEN_BITS)? as u32 + 1;
+                    return Ok((1u64 << (len - 1)) | r.read_bitwise(len - 1)?);
+                }
+                let low = r.read_bitwise(k)?;
+                if k > 0 && q > u64::MAX >> k {
+                    return Err(r.invalid("Rice value above 2^64"));
+                }
+                Ok((q << k) | low)
+            }
+            let (mut fast, mut slow) = (BitReader::new(&bytes), BitReader::new(&bytes));
+            for &(rice, n) in &ops {
+                let (a, b) = if rice {
+                    let k = n.min(RICE_K_MAX);
+                    (fast.read_rice(k), rice_bitwise(&mut slow, k))
+                } else {
+                    (fast.read(n), slow.read_bitwise(n))
+                };
+                prop_assert_eq!(a.is_ok(), b.is_ok());
+                if a.is_err() {
+                    break;
+                }
+                prop_assert_eq!(a.unwrap(), b.unwrap());
+                prop_assert_eq!(fast.pos_bits, slow.pos_bits);
+            }
         }
 
         #[test]
