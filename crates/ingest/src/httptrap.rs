@@ -4,11 +4,12 @@
 
 use std::borrow::Cow;
 use std::cell::Cell;
+use std::sync::Arc;
 
 use hist::{Bin, Histogram};
 
 use crate::batch::{
-    check_name, check_tag_count, Batch, Mode, Options, Reason, Sample, TagList, Value,
+    check_name, check_tag_count, Batch, Mode, Options, Reason, Sample, TagList, Tags, Value,
 };
 use crate::bins::{bin_key, KeyedBins};
 use crate::json::{self, DocumentError, Kind, Token, Tokenizer};
@@ -34,9 +35,10 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
         return batch;
     }
     let mut tokenizer = Tokenizer::new(input);
-    // A token takes at least two input bytes (`1,`) and most take far more; reserving for one
-    // per 16 bytes up front saves the tape's regrowth copies on large documents.
-    let mut tape = Vec::with_capacity((input.len() / 16).min(TAPE_RESERVE_TOKENS_MAX));
+    // A token takes at least two input bytes (`1,`) and most take far more (a histogram bin
+    // string about 16); reserving for one per 8 bytes up front saves the tape's regrowth copies
+    // on large documents.
+    let mut tape = Vec::with_capacity((input.len() / 8).min(TAPE_RESERVE_TOKENS_MAX));
     let bins = Cell::new(KeyedBins::default());
     let mut document = 0;
     // Validating the whole body once (the common case: it is all UTF-8) lets token texts be
@@ -65,6 +67,8 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
                     batch: &mut batch,
                     path: String::new(),
                     tags: TagList::new(),
+                    tags_generation: 0,
+                    shared_tags: None,
                     bins: &bins,
                 };
                 if !walker.members(0) {
@@ -111,6 +115,10 @@ struct Walker<'a, 'b> {
     path: String,
     /// The stream tags of the keys on the way to the value being visited.
     tags: TagList,
+    /// Changes whenever `tags` does, so that `shared_tags` knows when it is current.
+    tags_generation: u64,
+    /// `tags` as the shared list samples carry, and the generation it was made at.
+    shared_tags: Option<(u64, Tags)>,
     /// The bins of the histogram being read, kept between histograms (and documents) so that
     /// each `_value` array does not allocate its own; a `Cell` as the walk borrows `self` shared.
     bins: &'b Cell<KeyedBins>,
@@ -145,6 +153,9 @@ impl<'a> Walker<'a, '_> {
             // A `|ST[…]` suffix may end any key; its tags apply to everything under it.
             let go_on = match split_stream_tags(&key, &mut self.tags) {
                 Ok(name) => {
+                    if self.tags.len() != keep_tags {
+                        self.tags_generation += 1;
+                    }
                     self.path.push_str(name);
                     self.value(value)
                 }
@@ -154,7 +165,10 @@ impl<'a> Walker<'a, '_> {
                 }
             };
             self.path.truncate(keep);
-            self.tags.truncate(keep_tags);
+            if self.tags.len() != keep_tags {
+                self.tags.truncate(keep_tags);
+                self.tags_generation += 1;
+            }
             if !go_on {
                 return false;
             }
@@ -475,14 +489,27 @@ impl<'a> Walker<'a, '_> {
         mode: Mode,
         extra_tags: Option<TagList>,
     ) -> bool {
-        let mut tags = self.tags.clone();
-        tags.extend(extra_tags.unwrap_or_default());
-        if let Err(reason) = check_name(&self.path).and_then(|()| check_tag_count(tags.len())) {
+        let extra_tags = extra_tags.unwrap_or_default();
+        let count = self.tags.len() + extra_tags.len();
+        if let Err(reason) = check_name(&self.path).and_then(|()| check_tag_count(count)) {
             return self.reject_here(reason);
         }
+        let tags: Tags = if !extra_tags.is_empty() {
+            self.tags.iter().cloned().chain(extra_tags).collect()
+        } else {
+            match &self.shared_tags {
+                // The values of one object share the tags of the keys above them.
+                Some((generation, tags)) if *generation == self.tags_generation => Arc::clone(tags),
+                _ => {
+                    let tags: Tags = self.tags.iter().cloned().collect();
+                    self.shared_tags = Some((self.tags_generation, Arc::clone(&tags)));
+                    tags
+                }
+            }
+        };
         let sample = Sample {
             name: self.path.clone(),
-            tags: tags.into(),
+            tags,
             ts_ms,
             value,
             mode,

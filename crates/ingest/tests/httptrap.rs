@@ -416,6 +416,33 @@ fn stream_tags_on_a_parent_key_apply_to_its_children() {
     assert_eq!(batch.rejected[0].location, "document 1, key `x|ST[a:b]y`");
 }
 
+/// Values under one key share its tag list; a sibling with its own tags, and the keys after
+/// it, get the right lists.
+#[test]
+fn tag_lists_are_shared_and_stay_right_across_siblings() {
+    let body = r#"{"a|ST[x:1]":{"b":1,"c|ST[y:2]":2,"d":3,"e":{"_type":"n","_value":4,
+        "_tags":["z:3"]},"f":5},"g":6}"#;
+    let batch = parse(body);
+    assert_eq!(batch.rejected, []);
+    let pair = |c: &str, v: &str| (c.to_owned(), v.to_owned());
+    let tags: Vec<Vec<(String, String)>> = batch.samples.iter().map(|s| s.tags.to_vec()).collect();
+    assert_eq!(
+        tags,
+        [
+            vec![pair("x", "1")],
+            vec![pair("x", "1"), pair("y", "2")],
+            vec![pair("x", "1")],
+            vec![pair("x", "1"), pair("z", "3")],
+            vec![pair("x", "1")],
+            vec![],
+        ]
+    );
+    assert!(std::sync::Arc::ptr_eq(
+        &batch.samples[2].tags,
+        &batch.samples[4].tags
+    ));
+}
+
 #[test]
 fn many_bad_documents_are_counted_but_listed_up_to_the_bound() {
     let body = b"{\"a\":\"\xff\"}\n".repeat(100_000);
