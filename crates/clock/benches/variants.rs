@@ -301,7 +301,7 @@ fn clock_gettime_monotonic_ns() -> u64 {
 
 /// One batch: (wall ns, thread CPU ns) for `BATCH_READS` reads.
 #[inline(always)]
-fn batch<T>(read: &impl Fn() -> T) -> (u64, u64) {
+fn batch<T>(read: &mut impl FnMut() -> T) -> (u64, u64) {
     let cpu_start = clock::thread_cpu_ns();
     let wall_start = clock_gettime_monotonic_ns();
     for _ in 0..BATCH_READS {
@@ -314,15 +314,15 @@ fn batch<T>(read: &impl Fn() -> T) -> (u64, u64) {
 
 struct Case<'a> {
     name: &'a str,
-    run: Box<dyn Fn() -> (u64, u64) + 'a>,
+    run: Box<dyn FnMut() -> (u64, u64) + 'a>,
     wall: Vec<u64>,
     cpu: Vec<u64>,
 }
 
-fn case<'a, T>(name: &'a str, read: impl Fn() -> T + 'a) -> Case<'a> {
+fn case<'a, T>(name: &'a str, mut read: impl FnMut() -> T + 'a) -> Case<'a> {
     Case {
         name,
-        run: Box::new(move || batch(&read)),
+        run: Box::new(move || batch(&mut read)),
         wall: Vec::new(),
         cpu: Vec::new(),
     }
@@ -399,6 +399,30 @@ fn main() {
         case("minstant Instant::now()", minstant::Instant::now),
         case("std Instant::now()", std::time::Instant::now),
     ];
+    // Strata's record pattern: two reads and one histogram insert.
+    let mut recorder = hist::Recorder::new();
+    cases.push(case("record: Stopwatch + insert", move || {
+        let stopwatch = clock::Stopwatch::start();
+        recorder.insert_intscale(stopwatch.elapsed_ns() as i64, -9);
+    }));
+    let mut recorder = hist::Recorder::new();
+    cases.push(case("record: two now() + insert", move || {
+        let start_ns = clock::now();
+        let end_ns = clock::now();
+        recorder.insert_intscale((end_ns - start_ns) as i64, -9);
+    }));
+    let mut recorder = hist::Recorder::new();
+    cases.push(case("record: two clock_gettime + insert", move || {
+        let start_ns = clock_gettime_monotonic_ns();
+        let end_ns = clock_gettime_monotonic_ns();
+        recorder.insert_intscale((end_ns - start_ns) as i64, -9);
+    }));
+    let mut recorder = hist::Recorder::new();
+    let mut value_ns = 0i64;
+    cases.push(case("record: insert only", move || {
+        value_ns = (value_ns + 7) & 63;
+        recorder.insert_intscale(black_box(value_ns), -9);
+    }));
     #[cfg(target_arch = "x86_64")]
     {
         seq::install_fn_pointers();
@@ -427,7 +451,7 @@ fn main() {
         ]);
     }
     // Warm up every case (and the clock's first calibration) outside the measurement.
-    for case in &cases {
+    for case in &mut cases {
         (case.run)();
     }
     let jiffies_before = cpu_jiffies();

@@ -266,13 +266,37 @@ impl Published {
     /// that happened-after another has the later sample: `now()` never steps back.
     #[inline(always)]
     fn tsc_read<X>(&self, extra: impl Fn(&Slot) -> X) -> Option<(u64, X)> {
-        let mut ticks = arch::ticks_ordered();
+        let ticks = arch::ticks_ordered();
+        // The common case straight-line: no publication overlapped, the sample is past the
+        // switch point. Everything else (retries included) is out of line.
+        let generation = self.generation.load(Ordering::Acquire);
+        let slot = &self.slots[slot_index(generation)];
+        let mode = slot.mode.load(Ordering::Relaxed);
+        let switch_ticks = slot.switch_ticks.load(Ordering::Relaxed);
+        let new = slot.new_line();
+        let extra_value = extra(slot);
+        // As in `consistent`.
+        fence(Ordering::Acquire);
+        let unchanged = self.generation.load(Ordering::Relaxed) == generation;
+        if unchanged && mode == MODE_TSC && ticks >= switch_ticks {
+            return Some((new.eval(ticks), extra_value));
+        }
+        self.tsc_read_slow(ticks, extra)
+    }
+
+    /// `tsc_read` when the first attempt did not settle it: a publication overlapped, the record
+    /// is not a TSC record, or the sample is before the record's switch point.
+    #[cold]
+    #[inline(never)]
+    fn tsc_read_slow<X>(&self, mut ticks: u64, extra: impl Fn(&Slot) -> X) -> Option<(u64, X)> {
         for _ in 0..READ_ATTEMPTS_MAX {
             let generation = self.generation.load(Ordering::Acquire);
             let slot = &self.slots[slot_index(generation)];
             let mode = slot.mode.load(Ordering::Relaxed);
             let switch_ticks = slot.switch_ticks.load(Ordering::Relaxed);
             let new = slot.new_line();
+            let old = slot.old();
+            let old_from_ticks = slot.old_from_ticks.load(Ordering::Relaxed);
             let extra = extra(slot);
             // As in `consistent`. A newer record found on the retry is still good for this
             // sample: the argument above holds for any record loaded after it.
@@ -286,25 +310,13 @@ impl Published {
             if ticks >= switch_ticks {
                 return Some((new.eval(ticks), extra));
             }
-            match self.before_switch_ns(slot, generation, ticks) {
-                Some(ns) => return Some((ns, extra)),
-                None => ticks = arch::ticks_ordered(),
+            if ticks >= old_from_ticks {
+                return Some((old.eval(ticks), extra));
             }
+            // The sample predates the record: sample again.
+            ticks = arch::ticks_ordered();
         }
         None
-    }
-
-    /// A sample below the record's switch point (a short window after each publication): kept
-    /// out of line so the common path stays one predicted branch. `None` if the record changed
-    /// meanwhile or the sample predates the record (see `tsc_read`): sample again.
-    #[cold]
-    #[inline(never)]
-    fn before_switch_ns(&self, slot: &Slot, generation: u64, ticks: u64) -> Option<u64> {
-        let old = slot.old();
-        let old_from_ticks = slot.old_from_ticks.load(Ordering::Relaxed);
-        fence(Ordering::Acquire);
-        let unchanged = self.generation.load(Ordering::Relaxed) >> 1 == generation >> 1;
-        (unchanged && ticks >= old_from_ticks).then(|| old.eval(ticks))
     }
 
     /// Ordered nanoseconds; `None` before the first record or if every attempt failed (then read
