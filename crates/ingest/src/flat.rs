@@ -231,7 +231,6 @@ struct Shared<'o> {
 
 /// A name from the string table, read once per document: the part before `|ST[…]` and the
 /// suffix's tags.
-#[derive(Clone)]
 struct NameEntry<'a> {
     name: &'a str,
     suffix_tags: Tags,
@@ -307,6 +306,10 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         };
         // The structs' bytes, 16 per metric (verified as one vector): read without per-field
         // calls into the generated accessors.
+        // One allocation for the document's samples (metrics are 16 body bytes each, so this is
+        // bounded by the body).
+        let room = SAMPLES_PER_BATCH_MAX.saturating_sub(batch.samples.len());
+        batch.samples.reserve(metrics.len().min(room));
         let raw = metrics.bytes();
         debug_assert_eq!(raw.len(), metrics.len() * METRIC_BYTES);
         for (index, bytes) in raw.chunks_exact(METRIC_BYTES).enumerate() {
@@ -406,52 +409,59 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
     }
 
     /// The name (without `|ST[…]`) and the sample's tags: the suffix's, then the tag set's.
+    /// Shared lists are cloned once, for the sample (each clone is an atomic increment).
     fn name_and_tags(&mut self, name_at: u32, tag_set: u16) -> Result<(&'a str, Tags), Stop> {
-        let entry = self.name(name_at)?;
+        let slot = self.name(name_at)?;
+        let (name, suffix_empty) = match &self.names[slot] {
+            Ok(entry) => (entry.name, entry.suffix_tags.is_empty()),
+            Err(reason) => return Err(reason.clone().into()),
+        };
+        let suffix_tags = |this: &Self| match &this.names[slot] {
+            Ok(entry) => Arc::clone(&entry.suffix_tags),
+            Err(_) => Arc::clone(&this.shared.no_tags),
+        };
         if tag_set == 0 {
-            return Ok((entry.name, entry.suffix_tags));
+            return Ok((name, suffix_tags(self)));
         }
         let set_tags = self.tag_set(usize::from(tag_set) - 1)?;
-        if entry.suffix_tags.is_empty() {
-            return Ok((entry.name, set_tags));
+        if suffix_empty {
+            return Ok((name, set_tags));
         }
         if set_tags.is_empty() {
-            return Ok((entry.name, entry.suffix_tags));
+            return Ok((name, suffix_tags(self)));
         }
-        if let Some((name, set, tags)) = &self.combined {
-            if (*name, *set) == (name_at, tag_set) {
-                return Ok((entry.name, Arc::clone(tags)));
+        if let Some((name_at_before, set, tags)) = &self.combined {
+            if (*name_at_before, *set) == (name_at, tag_set) {
+                return Ok((name, Arc::clone(tags)));
             }
         }
-        let count = entry.suffix_tags.len() + set_tags.len();
+        let suffix_tags = suffix_tags(self);
+        let count = suffix_tags.len() + set_tags.len();
         check_tag_count(count)?;
         let mut combined = Vec::with_capacity(count);
-        combined.extend(entry.suffix_tags.iter().cloned());
+        combined.extend(suffix_tags.iter().cloned());
         combined.extend(set_tags.iter().cloned());
         self.charge(tag_bytes(&combined))?;
         let tags: Tags = combined.into();
         self.combined = Some((name_at, tag_set, Arc::clone(&tags)));
-        Ok((entry.name, tags))
+        Ok((name, tags))
     }
 
-    fn name(&mut self, at: u32) -> Result<NameEntry<'a>, Stop> {
+    /// The index in `names` of the name at string `at`, read on first use.
+    fn name(&mut self, at: u32) -> Result<usize, Stop> {
         let index = at as usize;
         let Some(&slot) = self.name_slots.get(index) else {
             let found = format!("name {at} of {} strings", self.name_slots.len());
             return Err(Reason::bad_value("a name index inside `strings`", &found).into());
         };
-        if slot == 0 {
-            let entry = self.read_name(index);
-            self.names.push(entry);
-            // At most one entry per string, so the count fits the slot type.
-            self.name_slots[index] = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        if slot != 0 {
+            return Ok(slot as usize - 1);
         }
-        let slot = self.name_slots[index] as usize;
-        match self.names.get(slot - 1) {
-            Some(Ok(entry)) => Ok(entry.clone()),
-            Some(Err(reason)) => Err(reason.clone().into()),
-            None => Err(Reason::bad_value("a readable name", "").into()),
-        }
+        let entry = self.read_name(index);
+        self.names.push(entry);
+        // At most one entry per string, so the count fits the slot type.
+        self.name_slots[index] = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        Ok(self.names.len() - 1)
     }
 
     fn read_name(&mut self, index: usize) -> Result<NameEntry<'a>, Reason> {
