@@ -100,6 +100,24 @@ impl Histogram {
         h
     }
 
+    /// As `from_sorted_keys`, taking the vectors instead of copying them: a caller merging
+    /// over and over (a store's per-period merge) hands its buffers over and takes the old
+    /// histogram's back with [`Histogram::into_key_vecs`], allocating nothing.
+    pub fn from_sorted_key_vecs(mut keys: Vec<u16>, mut counts: Vec<u64>) -> Histogram {
+        debug_assert_eq!(keys.len(), counts.len(), "one count per key");
+        let n = keys.len().min(counts.len());
+        keys.truncate(n);
+        counts.truncate(n);
+        let h = Histogram { keys, counts };
+        h.debug_check();
+        h
+    }
+
+    /// The key and count vectors (`keys()`, `counts()`), for reuse of their allocations.
+    pub fn into_key_vecs(self) -> (Vec<u16>, Vec<u64>) {
+        (self.keys, self.counts)
+    }
+
     /// The populated bins' storage-order keys (`Bin::key`), strictly ascending.
     pub fn keys(&self) -> &[u16] {
         &self.keys

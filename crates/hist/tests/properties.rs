@@ -69,6 +69,14 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
+    fn key_vecs_round_trip(h in histogram()) {
+        let (keys, counts) = h.clone().into_key_vecs();
+        prop_assert_eq!(keys.as_slice(), h.keys());
+        prop_assert_eq!(counts.as_slice(), h.counts());
+        prop_assert_eq!(Histogram::from_sorted_key_vecs(keys, counts), h);
+    }
+
+    #[test]
     fn fast_bin_equals_reference_bin(bits in any::<u64>()) {
         let d = f64::from_bits(bits);
         prop_assert_eq!(Bin::from_f64(d), Bin::from_f64_reference(d));

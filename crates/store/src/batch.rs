@@ -83,6 +83,8 @@ pub struct WriteBatch {
     entries: Vec<Entry>,
     samples: Vec<BatchSample>,
     has_cumulative: bool,
+    /// About the WAL record's size, so the write path allocates it once.
+    record_size_hint_bytes: usize,
 }
 
 impl WriteBatch {
@@ -226,6 +228,13 @@ impl WriteBatch {
     fn push_sample(&mut self, slot: usize, ts_ms: i64, value: Value) {
         debug_assert_eq!(self.entries[slot].kind, value.kind());
         self.has_cumulative |= matches!(value, Value::CumulativeHistogram(_));
+        // Group header, timestamp and value, generously: a histogram bin takes at most 10 bytes.
+        self.record_size_hint_bytes += 16
+            + match &value {
+                Value::Numeric(_) => 8,
+                Value::Text(t) => t.len(),
+                Value::Histogram(h) | Value::CumulativeHistogram(h) => 4 + 10 * h.bin_count(),
+            };
         self.samples.push(BatchSample {
             entry: slot as u32,
             ts_ms,
@@ -266,6 +275,11 @@ impl WriteBatch {
             .map(|s| (self.key_ref(s.entry as usize), s.ts_ms, &s.value))
     }
 
+    /// About the size of the batch's WAL record, in bytes.
+    pub(crate) fn record_size_hint_bytes(&self) -> usize {
+        self.record_size_hint_bytes
+    }
+
     /// Whether any sample is a cumulative histogram.
     pub fn has_cumulative(&self) -> bool {
         self.has_cumulative
@@ -285,6 +299,7 @@ impl WriteBatch {
         self.entries.clear();
         self.samples.clear();
         self.has_cumulative = false;
+        self.record_size_hint_bytes = 0;
     }
 }
 

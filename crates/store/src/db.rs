@@ -464,7 +464,7 @@ impl Inner {
         let ids = self.resolve(batch)?;
         // The record is encoded straight from the batch: building WAL groups first would copy
         // every value (histograms included) once more.
-        let mut record = Vec::with_capacity(16 + 16 * batch.sample_count());
+        let mut record = Vec::with_capacity(16 + batch.record_size_hint_bytes());
         wal::encode_batch(batch.batch_samples(), &ids, &mut record);
         // Held until the batch is in the head (see `gate`).
         let _gate = self.gate.read().map_err(|_| StoreError::Poisoned)?;
