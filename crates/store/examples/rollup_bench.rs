@@ -152,7 +152,13 @@ fn main() {
         period_ms: 4 * HOUR_MS,
         ..window
     };
-    for exact in [false, true] {
+    // `--rollups-only 1`: skip the base-data comparison (for profiling the rollup reads).
+    let modes: &[bool] = if arg("--rollups-only", 0) != 0 {
+        &[false]
+    } else {
+        &[false, true]
+    };
+    for &exact in modes {
         let label = if exact { "base data only" } else { "rollups" };
         let view = || {
             let v = store.view().unwrap();

@@ -79,7 +79,8 @@ pub fn key_of_ordinal(ordinal: u16) -> Option<u16> {
 }
 
 /// The bin of a valid ordinal (below `BIN_COUNT_MAX`), computed directly rather than through
-/// its key: decoding does this for every bin of every period.
+/// its key (the tests check the two agree; decoding works on keys).
+#[cfg(test)]
 fn bin_of_ordinal(ordinal: u16) -> Option<Bin> {
     let regular = |e: u16| {
         (
@@ -467,7 +468,8 @@ fn decode_with(
     let mut next = 0u64;
     for _ in 0..width {
         let o = next.saturating_add(get_varint(body, &mut pos)?);
-        let Some(bin) = u16::try_from(o).ok().and_then(bin_of_ordinal) else {
+        // Every ordinal below `BIN_COUNT_MAX` is a bin (see `every_key_maps_back`).
+        let Some(key) = u16::try_from(o).ok().and_then(key_of_ordinal) else {
             return Err(invalid(pos, "window ordinal out of range"));
         };
         let class = body.get(pos).copied().unwrap_or(u8::MAX);
@@ -475,7 +477,7 @@ fn decode_with(
             return Err(invalid(pos, "window class out of range or missing"));
         }
         pos += 1;
-        window_keys.push(bin.key());
+        window_keys.push(key);
         window_ordinals.push(o as u16);
         window_classes.push(usize::from(class));
         next = o + 1;
