@@ -15,7 +15,8 @@
 //! Reads, each the median of `--runs` (default 7) of thread CPU time on a fresh `View`:
 //! 1. scan: the count of all samples from raw data (`View::exact`, one slice of the whole range
 //!    per series: every sample decoded and aggregated);
-//! 2. the same count from the rollups (the coarsest level dividing the range).
+//! 2. the same count from the rollups (the coarsest level dividing the range);
+//! 3. every raw sample decoded (`View::raw_numeric`), without aggregating.
 //!
 //! Then each level's rollup files: bytes on disk per stream-day (files' bytes / series / days
 //! covered).
@@ -191,6 +192,18 @@ fn main() {
             count as f64 / cpu / 1e3
         );
     }
+    // Decoding alone: every raw sample materialised, no aggregation.
+    let (cpu, count) = measure(runs, || {
+        let view = store.view().unwrap();
+        ids.iter()
+            .map(|&id| view.raw_numeric(id, START_MS, end_ms).unwrap().len() as u64)
+            .sum::<u64>()
+    });
+    println!(
+        "[raw samples] every sample decoded (View::raw_numeric): {count} in {cpu:.2} ms CPU \
+         (median of {runs}): {:.1} M samples per CPU-second",
+        count as f64 / cpu / 1e3
+    );
     let days = (end_ms - START_MS) as f64 / DAY_MS as f64;
     let view = store.view().unwrap();
     for (period_ms, partition_ms, files) in view.levels() {

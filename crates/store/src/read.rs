@@ -248,7 +248,10 @@ pub(crate) fn merge_runs<T>(mut runs: Vec<Vec<(i64, T)>>) -> Vec<(i64, T)> {
         _ => true,
     });
     if ordered {
-        let mut out: Vec<(i64, T)> = Vec::with_capacity(runs.iter().map(Vec::len).sum());
+        let total = runs.iter().map(Vec::len).sum::<usize>();
+        let mut runs = runs.into_iter();
+        let mut out = runs.next().unwrap_or_default();
+        out.reserve(total - out.len());
         for run in runs {
             out.extend(run);
         }
@@ -853,4 +856,39 @@ fn clip<T>(mut run: Vec<(i64, T)>, start_ms: i64, end_ms: i64) -> Vec<(i64, T)> 
     let from = run.partition_point(|p| p.0 < start_ms);
     run.drain(..from);
     run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn merge_runs_keeps_the_latest_source(
+            runs in proptest::collection::vec(
+                proptest::collection::btree_map(-20i64..20, any::<u8>(), 0..8), 0..5),
+            ordered in any::<bool>(),
+        ) {
+            // Ordered: shift each run past the one before (the concatenation path).
+            let mut runs: Vec<Vec<(i64, u8)>> =
+                runs.into_iter().map(|m| m.into_iter().collect()).collect();
+            if ordered {
+                for (i, run) in runs.iter_mut().enumerate() {
+                    for p in run.iter_mut() {
+                        p.0 += 100 * i as i64;
+                    }
+                }
+            }
+            // Model: later runs overwrite earlier ones at the same timestamp.
+            let mut model = BTreeMap::new();
+            for run in &runs {
+                for &(t, v) in run {
+                    model.insert(t, v);
+                }
+            }
+            let want: Vec<(i64, u8)> = model.into_iter().collect();
+            prop_assert_eq!(merge_runs(runs), want);
+        }
+    }
 }

@@ -137,6 +137,24 @@ fn read_ints(
     *pos += 1;
     let mut value = unzigzag(get_varint(body, pos)?);
     let mut r = BitReader::new(&body[*pos..]);
+    if let Some(delta) = timestamps::regular_interval(header, count) {
+        // Regular timestamps (the usual case) computed as the values are read: no timestamp
+        // vector written and read back.
+        let mut out = Vec::with_capacity(count);
+        let mut ts = header.first_ts_ms;
+        for i in 0..count {
+            if i > 0 {
+                value = value.wrapping_add(unzigzag(r.read_rice(k)?));
+                ts += delta;
+            }
+            if value.unsigned_abs() > INT_EXACT_MAX as u64 {
+                return Err(r.invalid("integer value beyond 2^53"));
+            }
+            out.push((ts, value as f64));
+        }
+        r.finish()?;
+        return Ok(out);
+    }
     let ts_ms = timestamps::read_bits(&mut r, header, count)?;
     let mut out = Vec::with_capacity(count);
     for (i, &ts) in ts_ms.iter().enumerate() {

@@ -111,6 +111,18 @@ pub fn read_header(body: &[u8], pos: &mut usize, count: usize) -> Result<TsHeade
     Ok(header)
 }
 
+/// The interval of a regular header whose `count` timestamps `read_bits` would accept (a
+/// positive interval, the last timestamp within i64), so that a caller can compute them as
+/// `first + i · interval` itself; `None` for a delta-of-delta header or one `read_bits` rejects.
+pub fn regular_interval(header: TsHeader, count: usize) -> Option<i64> {
+    if header.mode != TS_MODE_REGULAR || count < 2 {
+        return None;
+    }
+    let delta = i64::try_from(header.delta_ms).ok().filter(|&d| d > 0)?;
+    let last = i128::from(header.first_ts_ms) + (count as i128 - 1) * i128::from(delta);
+    (last <= i128::from(i64::MAX)).then_some(delta)
+}
+
 /// Reads `count` timestamps; rejects any that do not strictly increase.
 pub fn read_bits(
     r: &mut BitReader<'_>,
@@ -200,6 +212,41 @@ mod tests {
             regular.dedup();
             prop_assert_eq!(round_trip(&ts), ts);
             prop_assert_eq!(round_trip(&regular), regular);
+        }
+
+        #[test]
+        fn regular_headers_read_as_the_per_timestamp_rule_says(
+            first in prop_oneof![any::<i64>(), Just(i64::MAX - 5), Just(i64::MIN)],
+            delta in prop_oneof![any::<u64>(), 0u64..4, Just(i64::MAX as u64), Just(1u64 << 63)],
+            count in 1usize..8,
+        ) {
+            // Model: each timestamp the one before plus the interval (wrapping), rejected unless
+            // strictly greater with a non-zero interval.
+            let mut model = vec![first];
+            let mut ok = true;
+            for _ in 1..count {
+                let prev = model[model.len() - 1];
+                let ts = (prev as u64).wrapping_add(delta) as i64;
+                if ts <= prev || delta == 0 {
+                    ok = false;
+                    break;
+                }
+                model.push(ts);
+            }
+            let header = TsHeader { first_ts_ms: first, mode: TS_MODE_REGULAR, delta_ms: delta };
+            let got = read_bits(&mut BitReader::new(&[]), header, count);
+            prop_assert_eq!(got.is_ok(), ok);
+            if let Ok(got) = got {
+                prop_assert_eq!(&got, &model);
+            }
+            // The shortcut numeric chunks take agrees wherever it applies.
+            if let Some(d) = regular_interval(header, count) {
+                let computed: Vec<i64> = (0..count as i64)
+                    .map(|i| (i128::from(first) + i128::from(i) * i128::from(d)) as i64)
+                    .collect();
+                prop_assert!(ok);
+                prop_assert_eq!(computed, model);
+            }
         }
     }
 }
