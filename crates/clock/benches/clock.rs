@@ -103,13 +103,16 @@ fn record(c: &mut Criterion) {
     group.finish();
 }
 
-/// Many short samples of equal size: on a shared machine, a sample that was descheduled is an
-/// outlier the median ignores. The whole run takes about 30 s, so it fits in a quiet spell.
+/// Many short samples of equal size (2,000 in 1 s: 0.5 ms each, shorter than a scheduler time
+/// slice): on a shared CPU most samples run undisturbed, and the ones that were descheduled are
+/// outliers the median ignores. (With 200 samples of 7.5 ms each, nearly every sample on a busy
+/// CPU included other threads' time slices, and the medians doubled.)
 fn config() -> Criterion {
     Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_millis(1500))
-        .sample_size(200)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(1000))
+        .sample_size(2000)
+        .nresamples(10_000)
 }
 
 criterion_group! { name = benches; config = config(); targets = reads, record }
