@@ -133,6 +133,10 @@ pub fn parse(body: &[u8], options: &Options) -> Batch {
             return batch;
         }
     };
+    if let Err(reason) = check_unshared(&list, body.len()) {
+        batch.reject_rest(|| "body".to_owned(), reason);
+        return batch;
+    }
     let mut shared = Shared {
         options,
         decoded_bytes: 0,
@@ -149,6 +153,34 @@ pub fn parse(body: &[u8], options: &Options) -> Batch {
         }
     }
     batch
+}
+
+/// Every metric, bin, histogram entry, timestamp and llhist byte becomes decoded data, so the
+/// vectors holding them must fit in the body side by side: documents pointing at one shared
+/// vector (which the verifier allows, counting it per reference up to 16 × the body) would
+/// otherwise decode into more samples than the body has bytes.
+fn check_unshared(list: &schema::MetricList<'_>, body_bytes: usize) -> Result<(), Reason> {
+    let vector_bytes: usize = list
+        .documents()
+        .iter()
+        .flatten()
+        .map(|d| {
+            d.metrics().map_or(0, |v| v.len() * METRIC_BYTES)
+                + d.bins().map_or(0, |v| v.len() * BIN_BYTES)
+                + d.histograms().map_or(0, |v| v.len() * 8)
+                + d.timestamps_ms().map_or(0, |v| v.len() * 8)
+                + d.llhist().map_or(0, |v| v.len())
+        })
+        .sum();
+    if vector_bytes > body_bytes {
+        return Err(Reason::Bound {
+            what: "bytes of metric, bin, histogram, timestamp and llhist vectors (documents \
+                   sharing them), against the body's",
+            size: vector_bytes,
+            max: body_bytes,
+        });
+    }
+    Ok(())
 }
 
 /// The body must carry version 2's identifier; version 1 is named as such.

@@ -565,6 +565,34 @@ fn shared_data_cannot_amplify() {
     assert_body_rejected(&body, "apparent size in bytes");
 }
 
+/// Documents sharing one metric vector (the verifier allows it) cannot multiply the samples:
+/// the vectors must fit in the body side by side.
+#[test]
+fn documents_cannot_share_vectors() {
+    let mut b = FlatBufferBuilder::new();
+    let mut doc = Doc::default();
+    for i in 0..100 {
+        doc.numeric(&format!("m{i}"), 1.0);
+    }
+    let one = doc.finish(&mut b);
+    let body = finish(b, &[one; 10]);
+    let batch = parse(&body);
+    assert_eq!(batch.samples, []);
+    assert!(batch.stopped());
+    assert_eq!(
+        batch.rejected[0].reason,
+        Reason::Bound {
+            what: "bytes of metric, bin, histogram, timestamp and llhist vectors (documents \
+                   sharing them), against the body's",
+            size: 10 * 100 * 16,
+            max: body.len(),
+        }
+    );
+    // The same documents written out each: accepted.
+    let body = build(&vec![doc; 10]);
+    assert_eq!(parse(&body).samples.len(), 1000);
+}
+
 /// More metrics than a batch may hold: the first `SAMPLES_PER_BATCH_MAX` are read and the rest
 /// of the body is rejected, as for JSON.
 #[test]
