@@ -69,6 +69,7 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
                     tags: TagList::new(),
                     tags_generation: 0,
                     shared_tags: None,
+                    tags_moved: false,
                     bins: &bins,
                 };
                 if !walker.members(0) {
@@ -119,6 +120,11 @@ struct Walker<'a, 'b> {
     tags_generation: u64,
     /// `tags` as the shared list samples carry, and the generation it was made at.
     shared_tags: Option<(u64, Tags)>,
+    /// True when the strings of `tags` were moved into `shared_tags` (whose first
+    /// `tags.len()` entries then hold them; `tags` holds empty placeholders): the common leaf
+    /// key's tags are then allocated once, not parsed and cloned. `restore_tags` undoes it
+    /// before anything reads or extends `tags`.
+    tags_moved: bool,
     /// The bins of the histogram being read, kept between histograms (and documents) so that
     /// each `_value` array does not allocate its own; a `Cell` as the walk borrows `self` shared.
     bins: &'b Cell<KeyedBins>,
@@ -151,6 +157,7 @@ impl<'a> Walker<'a, '_> {
                 self.path.push(FLATTEN_DELIMITER);
             }
             // A `|ST[…]` suffix may end any key; its tags apply to everything under it.
+            self.restore_tags();
             let go_on = match split_stream_tags(&key, &mut self.tags) {
                 Ok(name) => {
                     if self.tags.len() != keep_tags {
@@ -495,13 +502,16 @@ impl<'a> Walker<'a, '_> {
             return self.reject_here(reason);
         }
         let tags: Tags = if !extra_tags.is_empty() {
+            self.restore_tags();
             self.tags.iter().cloned().chain(extra_tags).collect()
         } else {
             match &self.shared_tags {
                 // The values of one object share the tags of the keys above them.
                 Some((generation, tags)) if *generation == self.tags_generation => Arc::clone(tags),
                 _ => {
-                    let tags: Tags = self.tags.iter().cloned().collect();
+                    self.restore_tags();
+                    let tags: Tags = self.tags.iter_mut().map(std::mem::take).collect();
+                    self.tags_moved = true;
                     self.shared_tags = Some((self.tags_generation, Arc::clone(&tags)));
                     tags
                 }
@@ -516,6 +526,20 @@ impl<'a> Walker<'a, '_> {
         };
         let (document, path) = (self.document, &self.path);
         self.batch.push(sample, || key_location(document, path))
+    }
+
+    /// Puts the strings moved into `shared_tags` back into `tags` (see `tags_moved`).
+    fn restore_tags(&mut self) {
+        if !self.tags_moved {
+            return;
+        }
+        self.tags_moved = false;
+        if let Some((_, shared)) = &self.shared_tags {
+            debug_assert!(shared.len() >= self.tags.len());
+            for (slot, pair) in self.tags.iter_mut().zip(shared.iter()) {
+                slot.clone_from(pair);
+            }
+        }
     }
 
     fn reject_here(&mut self, reason: Reason) -> bool {

@@ -441,6 +441,31 @@ fn tag_lists_are_shared_and_stay_right_across_siblings() {
         &batch.samples[2].tags,
         &batch.samples[4].tags
     ));
+
+    // Deeper: tags added and dropped at three levels, twice over.
+    let body = r#"{"a|ST[x:1]":{"b|ST[y:2]":{"c":1,"d|ST[z:3]":2,"e":3},"f":4},
+        "g|ST[w:4]":5,"h":6,"a|ST[x:1]":{"b|ST[y:2]":{"c":1}}}"#;
+    let batch = parse(body);
+    assert_eq!(batch.rejected, []);
+    let names: Vec<Vec<&str>> = batch
+        .samples
+        .iter()
+        .map(|s| s.tags.iter().map(|(c, _)| c.as_str()).collect())
+        .collect();
+    let expected: [&[&str]; 7] = [
+        &["x", "y"],
+        &["x", "y", "z"],
+        &["x", "y"],
+        &["x"],
+        &["w"],
+        &[],
+        &["x", "y"],
+    ];
+    assert_eq!(names, expected);
+    assert!(batch.samples.iter().all(|s| s
+        .tags
+        .iter()
+        .all(|(c, v)| !v.is_empty() && v.len() == 1 && !c.is_empty())));
 }
 
 #[test]
