@@ -4,7 +4,7 @@
 //! pipeline. `cargo run --release -p query --example caql_bench` prints medians of 15 requests
 //! (wall time, client to client, on 127.0.0.1, and the CPU time of the whole process — server
 //! and client — per request), first with the data in the store's head, then after a flush to
-//! blocks.
+//! blocks, then with rollups built (and which rollup level served the merge).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
@@ -90,6 +90,31 @@ fn measure(addr: &str, label: &str) {
     }
 }
 
+/// Which level a 1 h merge of every stream reads: the same fetch the endpoint makes, in process.
+fn served_by(store: &Store) {
+    let view = store.view().unwrap();
+    let snap = store.index().snapshot().unwrap();
+    let q = store::tagquery::TagQuery::parse("__name:req_latency").unwrap();
+    let ids = store.find(&q, u64::MAX).unwrap();
+    let slicing = store::Slicing {
+        start_ms: T0_MS,
+        end_ms: T0_MS + MINUTES * 60_000,
+        period_ms: store::HOUR_MS,
+    };
+    let groups = store::fetch::merged_histograms(&view, &snap, &ids, slicing, &[]).unwrap();
+    let level = view
+        .level_for(slicing.period_ms)
+        .map(|l| view.levels()[l].0);
+    println!(
+        "a 1 h merge of {} streams starts at the level of period {:?} ms and read {} rollup \
+         slices ({} observations)",
+        ids.len(),
+        level,
+        view.rollup_slices_read(),
+        groups[0].slices.iter().map(Histogram::sample_count).sum::<u64>()
+    );
+}
+
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(
@@ -149,6 +174,19 @@ fn main() {
     measure(&addr, "head");
     store.flush().unwrap();
     measure(&addr, "blocks");
+    // Rollups as of a year later: every level's partitions over the data are complete.
+    let t = Instant::now();
+    let report = store
+        .build_rollups(T0_MS + MINUTES * 60_000 + 365 * store::DAY_MS)
+        .unwrap();
+    println!(
+        "rollups built in {:.1} s: {} partitions, {:.1} MB",
+        t.elapsed().as_secs_f64(),
+        report.partitions,
+        report.bytes as f64 / 1e6
+    );
+    served_by(&store);
+    measure(&addr, "rollups");
 
     // Parse time of a 20-stage pipeline.
     let stages = [
