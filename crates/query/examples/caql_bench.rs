@@ -111,7 +111,11 @@ fn served_by(store: &Store) {
         ids.len(),
         level,
         view.rollup_slices_read(),
-        groups[0].slices.iter().map(Histogram::sample_count).sum::<u64>()
+        groups[0]
+            .slices
+            .iter()
+            .map(Histogram::sample_count)
+            .sum::<u64>()
     );
 }
 
