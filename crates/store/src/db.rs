@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use journal::vfs::{RealFs, Vfs};
 use journal::{Durability, Journal, Start};
 
-use crate::batch::{BatchSample, Value, WriteBatch};
+use crate::batch::{BatchSample, KeyRef, Value, WriteBatch};
 use crate::block::BlockId;
 use crate::flush::{self, Blocks, Frozen};
 use crate::head::{CumulativeState, Head};
@@ -127,6 +127,17 @@ impl Default for StoreOptions {
 }
 
 /// What recovery did on open.
+/// Samples [`Store::write_partial`] left out: their key exists with another kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KindRejection {
+    /// The canonical key.
+    pub key: String,
+    pub existing: Kind,
+    pub requested: Kind,
+    /// How many of the batch's samples named it.
+    pub samples: usize,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReplayReport {
     pub records: u64,
@@ -292,8 +303,21 @@ impl Store {
     }
 
     /// Writes a batch; returns once it is durable at the configured level and visible to reads.
+    /// A key that exists with another kind fails the whole batch (nothing written).
     pub fn write(&self, batch: &WriteBatch) -> Result<(), StoreError> {
-        self.inner.write(batch)
+        let ids = self.inner.resolve(batch)?;
+        self.inner.write_resolved(batch, &ids)
+    }
+
+    /// As [`Store::write`], except that the samples of a key that exists with another kind are
+    /// left out (and listed in the result) while the rest of the batch is written — what an
+    /// ingest endpoint that reports partial acceptance needs.
+    pub fn write_partial(&self, batch: &WriteBatch) -> Result<Vec<KindRejection>, StoreError> {
+        let (ids, rejected) = self.inner.resolve_partial(batch)?;
+        if rejected.iter().map(|r| r.samples).sum::<usize>() < batch.sample_count() {
+            self.inner.write_resolved(batch, &ids)?;
+        }
+        Ok(rejected)
     }
 
     /// The id of `key` (created, with `kind`, if new), for [`WriteBatch::push_id`]: a caller
@@ -457,20 +481,21 @@ fn load_or_create_manifest(
 }
 
 impl Inner {
-    fn write(&self, batch: &WriteBatch) -> Result<(), StoreError> {
+    /// Writes the batch's samples whose entry resolved to an id (`REJECTED` ones are left out).
+    fn write_resolved(&self, batch: &WriteBatch, ids: &[SeriesId]) -> Result<(), StoreError> {
         if batch.is_empty() {
             return Ok(());
         }
-        let ids = self.resolve(batch)?;
+        assert_eq!(ids.len(), batch.entry_keys().len());
         // The record is encoded straight from the batch: building WAL groups first would copy
         // every value (histograms included) once more.
         let mut record = Vec::with_capacity(16 + batch.record_size_hint_bytes());
-        wal::encode_batch(batch.batch_samples(), &ids, &mut record);
+        wal::encode_batch(batch.batch_samples(), ids, &mut record);
         // Held until the batch is in the head (see `gate`).
         let _gate = self.gate.read().map_err(|_| StoreError::Poisoned)?;
         if batch.has_cumulative() {
             // Differences need owned groups, made in WAL order under the state lock.
-            let groups = wal::batch_groups(batch.batch_samples(), &ids);
+            let groups = wal::batch_groups(batch.batch_samples(), ids);
             let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
             let ticket = self.journal.submit(&[&record])?;
             let groups = differences(&mut state, groups);
@@ -486,7 +511,7 @@ impl Inner {
             let ticket = self.journal.submit(&[&record])?;
             let range = ticket.range();
             ticket.wait()?;
-            self.apply_batch(range.start, range.end, batch.batch_samples(), &ids)
+            self.apply_batch(range.start, range.end, batch.batch_samples(), ids)
         }
     }
 
@@ -495,9 +520,57 @@ impl Inner {
         let keys: Vec<_> = batch.entry_keys().collect();
         let ids = self.index.resolve(&keys)?;
         assert_eq!(ids.len(), keys.len());
-        let id_max = ids.iter().map(|id| id.0).max().unwrap_or(0);
-        self.make_series_durable(id_max)?;
+        self.make_series_durable(ids.iter().map(|id| id.0).max().unwrap_or(0))?;
         Ok(ids)
+    }
+
+    /// As [`Inner::resolve`], with `REJECTED` for entries whose key has another kind.
+    fn resolve_partial(
+        &self,
+        batch: &WriteBatch,
+    ) -> Result<(Vec<SeriesId>, Vec<KindRejection>), StoreError> {
+        let keys: Vec<_> = batch.entry_keys().collect();
+        let resolved = self.index.resolve_partial(&keys)?;
+        let mut ids = Vec::with_capacity(keys.len());
+        let mut rejected = Vec::new();
+        for (slot, r) in resolved.into_iter().enumerate() {
+            match r {
+                Ok(id) => ids.push(id),
+                Err((id, existing)) => {
+                    ids.push(wal::REJECTED);
+                    rejected.push(KindRejection {
+                        key: match keys[slot].0 {
+                            KeyRef::Text(text) => text.to_owned(),
+                            KeyRef::Id(_) => self.index.key_text(id)?.unwrap_or_default(),
+                        },
+                        existing,
+                        requested: keys[slot].1,
+                        samples: 0,
+                    });
+                }
+            }
+        }
+        if !rejected.is_empty() {
+            let mut per_entry = vec![0usize; ids.len()];
+            for s in batch.batch_samples() {
+                per_entry[s.entry as usize] += 1;
+            }
+            // `rejected` is in slot order.
+            let counts = ids
+                .iter()
+                .zip(&per_entry)
+                .filter(|(id, _)| **id == wal::REJECTED);
+            for (r, (_, &n)) in rejected.iter_mut().zip(counts) {
+                r.samples = n;
+            }
+        }
+        let id_max = ids
+            .iter()
+            .filter(|&&id| id != wal::REJECTED)
+            .map(|id| id.0)
+            .max();
+        self.make_series_durable(id_max.unwrap_or(0))?;
+        Ok((ids, rejected))
     }
 
     /// Ensures series `0..=id_max` are fsynced in the index before a WAL record names them
@@ -547,6 +620,9 @@ impl Inner {
             let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
             for run in samples.chunk_by(|a, b| a.entry == b.entry) {
                 let id = ids[run[0].entry as usize];
+                if id == wal::REJECTED {
+                    continue;
+                }
                 let (mut first, mut last) = (i64::MAX, i64::MIN);
                 for s in run {
                     let applied = head.insert_ref(id, seq, s.ts_ms, &s.value);

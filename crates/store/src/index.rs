@@ -281,51 +281,86 @@ impl SeriesIndex {
     /// The ids of a batch's keys, in order, creating series for new canonical texts. One read
     /// lock for the lookups; the write lock only if some key is new. A text that is new and not
     /// canonical is refused (`NotCanonical`): it would otherwise become a second series for an
-    /// existing key. An id must exist and every key must keep its kind.
+    /// existing key. An id must exist, and a key that exists with another kind is an error.
     pub fn resolve(&self, keys: &[(KeyRef<'_>, Kind)]) -> Result<Vec<SeriesId>, IndexError> {
+        let resolved = self.resolve_partial(keys)?;
+        let mut ids = Vec::with_capacity(resolved.len());
+        for (r, &(_, requested)) in resolved.into_iter().zip(keys) {
+            match r {
+                Ok(id) => ids.push(id),
+                Err((id, existing)) => {
+                    return Err(IndexError::KindMismatch {
+                        id,
+                        existing,
+                        requested,
+                    })
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// As [`SeriesIndex::resolve`], but a key that exists with another kind is not an error:
+    /// its slot holds `Err((id, existing kind))` and the other keys resolve as usual.
+    #[allow(clippy::type_complexity)]
+    pub fn resolve_partial(
+        &self,
+        keys: &[(KeyRef<'_>, Kind)],
+    ) -> Result<Vec<Result<SeriesId, (SeriesId, Kind)>>, IndexError> {
         const MISSING: SeriesId = SeriesId(u32::MAX);
-        let mut ids = Vec::with_capacity(keys.len());
+        let mut out = Vec::with_capacity(keys.len());
         let mut missing = 0usize;
         {
             let inner = self.read()?;
             for &(key, kind) in keys {
-                let id = match key {
-                    KeyRef::Text(text) => inner.find(text, kind)?,
-                    KeyRef::Id(id) => Some(inner.check_id(id, kind)?),
+                let found = match key {
+                    KeyRef::Text(text) => inner.lookup_text(text),
+                    KeyRef::Id(id) => match inner.series.get(id.0 as usize) {
+                        Some(series) => Some((id, series.kind)),
+                        None => return Err(IndexError::UnknownSeries { id }),
+                    },
                 };
-                missing += usize::from(id.is_none());
-                ids.push(id.unwrap_or(MISSING));
+                out.push(match found {
+                    Some((id, existing)) if existing == kind => Ok(id),
+                    Some((id, existing)) => Err((id, existing)),
+                    None => {
+                        missing += 1;
+                        Ok(MISSING)
+                    }
+                });
             }
         }
         if missing == 0 {
-            return Ok(ids);
+            return Ok(out);
         }
         let mut inner = self.inner.write().map_err(|_| IndexError::Failed)?;
         if inner.failed {
             return Err(IndexError::Failed);
         }
         for (slot, &(key, kind)) in keys.iter().enumerate() {
-            if ids[slot] != MISSING {
+            if out[slot] != Ok(MISSING) {
                 continue;
             }
             let KeyRef::Text(text) = key else {
                 unreachable!("ids are never missing");
             };
             // Another writer (or an earlier slot with the same text) may have added it.
-            if let Some(id) = inner.find(text, kind)? {
-                ids[slot] = id;
-                continue;
-            }
-            let parsed = StreamKey::parse(text).map_err(IndexError::Key)?;
-            if parsed.canonical() != text {
-                return Err(IndexError::NotCanonical {
-                    text: text.to_owned(),
-                });
-            }
-            ids[slot] = inner.create(&parsed, Arc::from(text), kind)?;
+            out[slot] = match inner.lookup_text(text) {
+                Some((id, existing)) if existing == kind => Ok(id),
+                Some((id, existing)) => Err((id, existing)),
+                None => {
+                    let parsed = StreamKey::parse(text).map_err(IndexError::Key)?;
+                    if parsed.canonical_str() != text {
+                        return Err(IndexError::NotCanonical {
+                            text: text.to_owned(),
+                        });
+                    }
+                    Ok(inner.create(&parsed, Arc::from(text), kind)?)
+                }
+            };
         }
-        debug_assert!(ids.iter().all(|&id| id != MISSING));
-        Ok(ids)
+        debug_assert!(out.iter().all(|r| *r != Ok(MISSING)));
+        Ok(out)
     }
 
     /// The id and kind of `key`, if present.
@@ -335,6 +370,15 @@ impl SeriesIndex {
             .by_key
             .get(key.canonical_str())
             .map(|&id| (SeriesId(id), inner.series[id as usize].kind)))
+    }
+
+    /// The canonical key text of series `id`, if it exists.
+    pub fn key_text(&self, id: SeriesId) -> Result<Option<String>, IndexError> {
+        Ok(self
+            .read()?
+            .series
+            .get(id.0 as usize)
+            .map(|s| s.key.to_string()))
     }
 
     /// The kind of series `id`, if it exists (no key text is built or parsed).
@@ -517,19 +561,10 @@ impl Inner {
         Ok(SeriesId(id))
     }
 
-    /// `id` if the index has it with `kind`.
-    fn check_id(&self, id: SeriesId, kind: Kind) -> Result<SeriesId, IndexError> {
-        let Some(series) = self.series.get(id.0 as usize) else {
-            return Err(IndexError::UnknownSeries { id });
-        };
-        if series.kind != kind {
-            return Err(IndexError::KindMismatch {
-                id,
-                existing: series.kind,
-                requested: kind,
-            });
-        }
-        Ok(id)
+    /// The id and kind of the series whose canonical key is `text`.
+    fn lookup_text(&self, text: &str) -> Option<(SeriesId, Kind)> {
+        let &id = self.by_key.get(text)?;
+        Some((SeriesId(id), self.series[id as usize].kind))
     }
 
     fn find(&self, text: &str, kind: Kind) -> Result<Option<SeriesId>, IndexError> {

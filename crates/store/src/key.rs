@@ -272,6 +272,61 @@ impl StreamKey {
     }
 }
 
+/// One set of stream tags, checked, sorted, deduplicated and printed once, for writing the
+/// canonical keys of many metric names that share it (an Influx line's fields, a statsd
+/// packet's tags) without building a [`StreamKey`] per sample.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TagSet {
+    /// `cat:val,…` — the canonical text between `|ST[` and `]`; empty for no tags.
+    body: String,
+}
+
+impl TagSet {
+    /// The tag set of `tags` (any order; duplicates collapse into one), or the first problem.
+    pub fn new<'a>(
+        tags: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    ) -> Result<TagSet, KeyError> {
+        let mut sorted: Vec<(&[u8], &[u8])> = Vec::new();
+        for (category, value) in tags {
+            check_part(category, KeyError::CategoryEmpty)?;
+            check_part(value, KeyError::ValueEmpty)?;
+            // Counted before duplicates collapse, as `StreamKey::new` counts.
+            if sorted.len() >= TAGS_MAX {
+                return Err(KeyError::TooManyTags {
+                    count: sorted.len() + 1,
+                });
+            }
+            sorted.push((category, value));
+        }
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut body = String::new();
+        for (i, (category, value)) in sorted.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            write_part(&mut body, category, Part::Category);
+            body.push(':');
+            write_part(&mut body, value, Part::Value);
+        }
+        Ok(TagSet { body })
+    }
+
+    /// Appends the canonical key of `name` with these tags to `out` — exactly
+    /// `StreamKey::new(name, tags)?.canonical()` — or says why `name` is not a valid name
+    /// (`out` unchanged then).
+    pub fn write_key(&self, name: &str, out: &mut String) -> Result<(), KeyError> {
+        check_name(name)?;
+        out.push_str(name);
+        if !self.body.is_empty() {
+            out.push_str(TAG_MARKER);
+            out.push_str(&self.body);
+            out.push(']');
+        }
+        Ok(())
+    }
+}
+
 /// `name` or `name|ST[cat:val,…]` for sorted, unique tags.
 fn print_canonical(name: &str, tags: &[Tag]) -> String {
     let mut out = String::with_capacity(name.len() + 16 * tags.len());
@@ -587,6 +642,36 @@ fn value_from_label(value: &str) -> Result<Vec<u8>, KeyError> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest::proptest! {
+        #[test]
+        fn tag_sets_print_what_stream_keys_print(
+            name in "[a-z|\\[ST]{0,12}",
+            tags in proptest::collection::vec(
+                (proptest::collection::vec(proptest::num::u8::ANY, 0..6),
+                 proptest::collection::vec(proptest::num::u8::ANY, 0..6)),
+                0..8,
+            ),
+        ) {
+            let pairs: Vec<(&[u8], &[u8])> =
+                tags.iter().map(|(c, v)| (c.as_slice(), v.as_slice())).collect();
+            let from_set = TagSet::new(pairs.iter().copied()).and_then(|set| {
+                let mut out = String::new();
+                set.write_key(&name, &mut out).map(|()| out)
+            });
+            let from_key = pairs
+                .iter()
+                .map(|&(c, v)| Tag::new(c, v))
+                .collect::<Result<Vec<Tag>, KeyError>>()
+                .and_then(|tags| StreamKey::new(name.clone(), tags))
+                .map(|k| k.canonical());
+            // Both refuse the same inputs (possibly naming different first problems).
+            proptest::prop_assert_eq!(from_set.is_ok(), from_key.is_ok());
+            if let (Ok(a), Ok(b)) = (from_set, from_key) {
+                proptest::prop_assert_eq!(a, b);
+            }
+        }
+    }
 
     fn key(name: &str, tags: &[(&[u8], &[u8])]) -> StreamKey {
         StreamKey::new(name, tags.iter().map(|(c, v)| Tag::new(*c, *v).unwrap())).unwrap()

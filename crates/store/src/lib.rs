@@ -30,8 +30,8 @@ pub mod wal;
 
 pub use batch::{KeyRef, Value, WriteBatch};
 pub use db::{
-    default_levels, LevelOptions, ReplayReport, Store, StoreOptions, BASE_PERIOD_MS_DEFAULT,
-    BASE_PERIOD_MS_MIN, DAY_MS, HOUR_MS, MINUTE_MS, PARTITION_MS_DEFAULT,
+    default_levels, KindRejection, LevelOptions, ReplayReport, Store, StoreOptions,
+    BASE_PERIOD_MS_DEFAULT, BASE_PERIOD_MS_MIN, DAY_MS, HOUR_MS, MINUTE_MS, PARTITION_MS_DEFAULT,
 };
 pub use error::StoreError;
 pub use flush::{BlockInfo, FlushReport, StoreStats};

@@ -6,6 +6,10 @@ use hist::Histogram;
 use crate::batch::{BatchSample, Value, BATCH_SAMPLES_MAX, TEXT_BYTES_MAX};
 use crate::index::SeriesId;
 
+/// Marks a batch entry left out of the write (its key has another kind): never a real id, as
+/// ids stay below `index::SERIES_MAX`.
+pub(crate) const REJECTED: SeriesId = SeriesId(u32::MAX);
+
 /// WAL record format version.
 pub const WAL_VERSION: u8 = 1;
 
@@ -68,8 +72,8 @@ pub fn encode(groups: &[Group], out: &mut Vec<u8>) {
 /// `ids` holds the series id of each batch entry.
 pub(crate) fn encode_batch(samples: &[BatchSample], ids: &[SeriesId], out: &mut Vec<u8>) {
     out.push(WAL_VERSION);
-    put_varint(out, batch_runs(samples).count() as u64);
-    for run in batch_runs(samples) {
+    put_varint(out, batch_runs(samples, ids).count() as u64);
+    for run in batch_runs(samples, ids) {
         let id = ids[run[0].entry as usize];
         let tag = tag_of(&run[0].value);
         out.extend_from_slice(&id.0.to_le_bytes());
@@ -87,7 +91,7 @@ pub(crate) fn encode_batch(samples: &[BatchSample], ids: &[SeriesId], out: &mut 
 
 /// The batch as WAL groups: maximal runs of samples of one entry with one value tag, in order.
 pub(crate) fn batch_groups(samples: &[BatchSample], ids: &[SeriesId]) -> Vec<Group> {
-    batch_runs(samples)
+    batch_runs(samples, ids)
         .map(|run| Group {
             id: ids[run[0].entry as usize],
             samples: run.iter().map(|s| (s.ts_ms, s.value.clone())).collect(),
@@ -95,8 +99,14 @@ pub(crate) fn batch_groups(samples: &[BatchSample], ids: &[SeriesId]) -> Vec<Gro
         .collect()
 }
 
-fn batch_runs(samples: &[BatchSample]) -> impl Iterator<Item = &[BatchSample]> + '_ {
-    samples.chunk_by(|a, b| a.entry == b.entry && tag_of(&a.value) == tag_of(&b.value))
+/// Runs of samples of one entry with one value tag, without those of `REJECTED` entries.
+fn batch_runs<'a>(
+    samples: &'a [BatchSample],
+    ids: &'a [SeriesId],
+) -> impl Iterator<Item = &'a [BatchSample]> + 'a {
+    samples
+        .chunk_by(|a, b| a.entry == b.entry && tag_of(&a.value) == tag_of(&b.value))
+        .filter(|run| ids[run[0].entry as usize] != REJECTED)
 }
 
 fn encode_value(value: &Value, out: &mut Vec<u8>) {

@@ -266,6 +266,67 @@ fn kinds_are_checked() {
 }
 
 #[test]
+fn partial_writes_leave_out_only_keys_of_another_kind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let (x, y) = (key("x|ST[h:a]"), key("y|ST[h:a]"));
+    let mut b = WriteBatch::new();
+    b.numeric(&x, 0, 1.0).unwrap();
+    store.write(&b).unwrap();
+    // x is numeric: its text samples are refused, by key text and by id; y is written.
+    let mut b = WriteBatch::new();
+    b.text(&x, 1, "a").unwrap();
+    b.numeric(&y, 1, 2.0).unwrap();
+    b.text(&x, 2, "b").unwrap();
+    b.push_id(id(&store, "x|ST[h:a]"), 3, store::Value::Text("c".into()))
+        .unwrap();
+    b.numeric(&x, 4, 5.0).unwrap();
+    assert!(store.write(&b).is_err(), "write refuses the whole batch");
+    assert!(
+        store.index().lookup(&y).unwrap().is_none() || {
+            let view = store.view().unwrap();
+            view.raw_numeric(id(&store, "y|ST[h:a]"), 0, 10)
+                .unwrap()
+                .is_empty()
+        }
+    );
+    let rejected = store.write_partial(&b).unwrap();
+    let summary: Vec<(&str, usize)> = rejected
+        .iter()
+        .map(|r| (r.key.as_str(), r.samples))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![("x|ST[h:a]", 1), ("x|ST[h:a]", 1), ("x|ST[h:a]", 1)]
+    );
+    assert!(rejected
+        .iter()
+        .all(|r| r.existing == store::index::Kind::Numeric
+            && r.requested == store::index::Kind::Text));
+    drop(store);
+    let store = open(tmp.path());
+    let view = store.view().unwrap();
+    assert_eq!(
+        view.raw_numeric(id(&store, "y|ST[h:a]"), 0, 10).unwrap(),
+        vec![(1, 2.0)]
+    );
+    assert_eq!(
+        view.raw_numeric(id(&store, "x|ST[h:a]"), 0, 10).unwrap(),
+        vec![(0, 1.0), (4, 5.0)]
+    );
+    // A batch made only of refused samples writes nothing and says so.
+    let mut b = WriteBatch::new();
+    b.text(&x, 9, "z").unwrap();
+    assert_eq!(store.write_partial(&b).unwrap().len(), 1);
+    // Key text that is new and not canonical is refused rather than made a second series.
+    let mut b = WriteBatch::new();
+    b.push_canonical("z|ST[h:b,a:c]", 1, store::Value::Numeric(1.0))
+        .unwrap();
+    let err = store.write(&b).unwrap_err();
+    assert!(format!("{err:?}").contains("NotCanonical"), "{err:?}");
+}
+
+#[test]
 fn concurrent_writers_every_acknowledged_sample_present() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Arc::new(open(tmp.path()));

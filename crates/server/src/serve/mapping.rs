@@ -7,14 +7,11 @@
 //! each) since the last `Set`. Across batches nothing is combined: each batch's value is a
 //! sample, and at the same millisecond the later acknowledged batch wins (the store's rule).
 
-use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 
 use ingest::{Mode, Sample};
-use store::index::Kind;
-use store::key::{StreamKey, Tag};
-use store::{Store, WriteBatch};
+use store::key::{StreamKey, Tag, TagSet};
+use store::WriteBatch;
 
 /// Rejection messages kept per request; the rest are only counted.
 pub const REJECTIONS_LISTED_MAX: usize = ingest::REJECTIONS_LISTED_MAX;
@@ -94,14 +91,10 @@ struct Slot {
     average_count: u64,
 }
 
-/// Maps a parsed batch. `store` is asked (in memory) for each distinct key's kind so a key that
-/// exists with another kind is a rejection, not a failed write of the whole batch.
-pub fn map_batch(
-    batch: ingest::Batch,
-    now_ms: i64,
-    extra_tags: &[Tag],
-    store: Option<&Store>,
-) -> Mapped {
+/// Maps a parsed batch. Each sample's canonical key is printed straight into the write batch
+/// from its name and its tag set (checked, sorted and printed once per distinct tag list, not
+/// once per sample). Kinds are checked by the store when it writes ([`apply_kind_rejections`]).
+pub fn map_batch(batch: ingest::Batch, now_ms: i64, extra_tags: &[Tag]) -> Mapped {
     let mut out = Mapped {
         stopped: batch.stopped(),
         stopped_too_large: batch
@@ -119,62 +112,44 @@ pub fn map_batch(
     if out.stopped {
         return out;
     }
-    let mut keys = KeyTable::default();
-    // Numeric slots (key number, timestamp) in first-appearance order, so the batch keeps the
-    // input order.
-    let mut slots: Vec<(u32, i64, Slot)> = Vec::new();
-    let mut slot_of: HashMap<(u32, i64), usize> = HashMap::new();
+    // Only `Accumulate` and `Average` need numeric samples combined here: for `Set` the last
+    // sample at a (stream, timestamp) wins, which is the store's own rule within a batch.
+    let combining = batch
+        .samples
+        .iter()
+        .any(|s| s.mode != Mode::Set && matches!(s.value, ingest::Value::Numeric(_)));
+    let mut tag_sets = TagSets::default();
+    let mut key = String::new();
+    // Numeric slots (key, timestamp) in first-appearance order, when combining.
+    let mut slots: Vec<(String, i64, Slot)> = Vec::new();
+    let mut slot_of: HashMap<(String, i64), usize> = HashMap::new();
     for sample in batch.samples {
-        if sample.value == ingest::Value::Null {
-            out.accepted += 1;
-            continue;
-        }
         let value = match sample.value {
-            ingest::Value::Null => continue,
+            ingest::Value::Null => {
+                out.accepted += 1;
+                continue;
+            }
             ingest::Value::Numeric(v) => store::Value::Numeric(v),
             ingest::Value::Text(t) => store::Value::Text(t),
             ingest::Value::Histogram(h) => store::Value::Histogram(h),
             ingest::Value::CumulativeHistogram(h) => store::Value::CumulativeHistogram(h),
         };
-        let kind = value.kind();
-        let n = match keys.number(sample.name, &sample.tags, extra_tags, kind, store) {
-            Ok(n) => n,
-            Err(e) => {
-                out.reject(|| e);
-                continue;
-            }
-        };
-        let (key, known, _) = &keys.keys[n as usize];
-        match known {
-            None => {
-                out.reject(|| {
-                    format!(
-                        "metric `{}`: rejected earlier in this body",
-                        key.canonical()
-                    )
-                });
-                continue;
-            }
-            Some(k) if *k != kind => {
-                out.reject(|| {
-                    format!(
-                        "metric `{}`: is {} and cannot take a {} value",
-                        key.canonical(),
-                        k.name(),
-                        kind.name()
-                    )
-                });
-                continue;
-            }
-            Some(_) => {}
+        key.clear();
+        let written = tag_sets.get(&sample.tags, extra_tags).and_then(|set| {
+            set.write_key(&sample.name, &mut key)
+                .map_err(|e| e.to_string())
+        });
+        if let Err(e) = written {
+            out.reject(|| format!("metric `{}`: {e}", sample.name));
+            continue;
         }
         let ts_ms = sample.ts_ms.unwrap_or(now_ms);
         match value {
-            store::Value::Numeric(v) => {
-                match slot_of.get(&(n, ts_ms)) {
+            store::Value::Numeric(v) if combining => {
+                let at = (std::mem::take(&mut key), ts_ms);
+                match slot_of.get(&at) {
                     Some(&i) => combine(&mut slots[i].2, v, sample.mode),
                     None => {
-                        slot_of.insert((n, ts_ms), slots.len());
                         let mut slot = Slot {
                             value: v,
                             average_sum: 0.0,
@@ -184,115 +159,83 @@ pub fn map_batch(
                             slot.average_sum = v;
                             slot.average_count = 1;
                         }
-                        slots.push((n, ts_ms, slot));
+                        slots.push((at.0.clone(), ts_ms, slot));
+                        slot_of.insert(at, slots.len() - 1);
                     }
                 }
                 out.accepted += 1;
             }
-            other => match keys.push(n, &mut out.batch, ts_ms, other) {
-                Ok(()) => out.accepted += 1,
-                Err(e) => out.reject(|| e),
+            other => match out.batch.push_canonical(&key, ts_ms, other) {
+                Ok(_) => out.accepted += 1,
+                Err(e) => out.reject(|| format!("metric `{key}`: {e}")),
             },
         }
     }
-    for (n, ts_ms, slot) in slots {
-        if let Err(e) = keys.push(n, &mut out.batch, ts_ms, store::Value::Numeric(slot.value)) {
+    for (key, ts_ms, slot) in slots {
+        let pushed = out
+            .batch
+            .push_canonical(&key, ts_ms, store::Value::Numeric(slot.value));
+        if let Err(e) = pushed {
             out.accepted = out.accepted.saturating_sub(1);
-            out.reject(|| e);
+            out.reject(|| format!("metric `{key}`: {e}"));
         }
     }
     out
 }
 
-/// The distinct stream keys of one batch, numbered. Influx fields and statsd values share one
-/// `Arc` of tags, so a key is first looked up by (tags pointer, name) — one string hash — and
-/// built (tags copied and sorted) and checked against the index once per distinct pair.
+/// Turns what the store refused (a key that exists with another kind) into rejections.
+pub fn apply_kind_rejections(mapped: &mut Mapped, rejected: &[store::KindRejection]) {
+    for r in rejected {
+        mapped.accepted = mapped.accepted.saturating_sub(r.samples);
+        for _ in 0..r.samples {
+            mapped.reject(|| {
+                format!(
+                    "metric `{}`: is {} and cannot take a {} value",
+                    r.key,
+                    r.existing.name(),
+                    r.requested.name()
+                )
+            });
+        }
+    }
+}
+
+/// The tag sets of one batch, by tag list. Samples of one Influx line or statsd packet share
+/// one `Arc` of tags, so the previous sample's set is checked first; other lists are found by
+/// pointer (each `Arc` kept alive here, so no pointer is reused by another list meanwhile).
 #[derive(Default)]
-struct KeyTable {
-    /// (key, kind it has in the index or this batch — `None` when the index refused it —, and
-    /// its slot in the write batch once it has one).
-    keys: Vec<(StreamKey, Option<Kind>, Option<usize>)>,
-    /// Key hash → first key number with that hash; equal hashes chain through `next_same_hash`.
-    /// (Keyed by hash so each key is built once and not copied into the map.)
-    by_hash: HashMap<u64, u32>,
-    next_same_hash: Vec<u32>,
-    hasher: RandomState,
-    by_sample: HashMap<(usize, String), u32>,
-    /// Keeps every tags `Arc` seen alive, so no pointer in `by_sample` is reused by another.
+struct TagSets {
+    last: Option<(ingest::Tags, usize)>,
+    by_ptr: HashMap<usize, usize>,
+    sets: Vec<Result<TagSet, String>>,
     pinned: Vec<ingest::Tags>,
 }
 
-/// Ends a chain in `KeyTable::next_same_hash`.
-const CHAIN_END: u32 = u32::MAX;
-
-impl KeyTable {
-    fn number(
-        &mut self,
-        name: String,
-        tags: &ingest::Tags,
-        extra_tags: &[Tag],
-        kind: Kind,
-        store: Option<&Store>,
-    ) -> Result<u32, String> {
-        let ptr = std::sync::Arc::as_ptr(tags) as *const () as usize;
-        let probe = (ptr, name);
-        if let Some(&n) = self.by_sample.get(&probe) {
-            return Ok(n);
-        }
-        let (ptr, name) = probe;
-        let sample_tags = tags.iter();
-        let key = build_key(&name, sample_tags, extra_tags)
-            .map_err(|e| format!("metric `{name}`: {e}"))?;
-        let hash = self.hasher.hash_one(&key);
-        let mut at = self.by_hash.get(&hash).copied().unwrap_or(CHAIN_END);
-        // Bounded: a chain holds only keys of this batch.
-        while at != CHAIN_END && self.keys[at as usize].0 != key {
-            at = self.next_same_hash[at as usize];
-        }
-        let n = if at != CHAIN_END {
-            at
-        } else {
-            let known = match store.map(|s| s.index().lookup(&key)) {
-                Some(Ok(found)) => Some(found.map(|(_, k)| k).unwrap_or(kind)),
-                Some(Err(e)) => return Err(format!("metric `{}`: {e}", key.canonical())),
-                None => Some(kind),
-            };
-            let n = u32::try_from(self.keys.len())
-                .ok()
-                .filter(|&n| n != CHAIN_END)
-                .ok_or_else(|| "too many keys".to_owned())?;
-            let previous = self.by_hash.insert(hash, n).unwrap_or(CHAIN_END);
-            self.next_same_hash.push(previous);
-            self.keys.push((key, known, None));
-            n
+impl TagSets {
+    fn get(&mut self, tags: &ingest::Tags, extra_tags: &[Tag]) -> Result<&TagSet, String> {
+        let at = match &self.last {
+            Some((last, at)) if std::sync::Arc::ptr_eq(last, tags) => *at,
+            _ => {
+                let ptr = std::sync::Arc::as_ptr(tags) as *const () as usize;
+                let at = match self.by_ptr.get(&ptr) {
+                    Some(&at) => at,
+                    None => {
+                        let pairs = tags
+                            .iter()
+                            .map(|(c, v)| (c.as_bytes(), v.as_bytes()))
+                            .chain(extra_tags.iter().map(|t| (t.category(), t.value())));
+                        self.sets
+                            .push(TagSet::new(pairs).map_err(|e| e.to_string()));
+                        self.pinned.push(tags.clone());
+                        self.by_ptr.insert(ptr, self.sets.len() - 1);
+                        self.sets.len() - 1
+                    }
+                };
+                self.last = Some((tags.clone(), at));
+                at
+            }
         };
-        if self
-            .pinned
-            .last()
-            .is_none_or(|last| !std::sync::Arc::ptr_eq(last, tags))
-        {
-            self.pinned.push(tags.clone());
-        }
-        self.by_sample.insert((ptr, name), n);
-        Ok(n)
-    }
-
-    /// Adds a sample of key `n` to the batch: by key the first time, then by its batch slot.
-    fn push(
-        &mut self,
-        n: u32,
-        batch: &mut WriteBatch,
-        ts_ms: i64,
-        value: store::Value,
-    ) -> Result<(), String> {
-        let (key, _, slot) = &mut self.keys[n as usize];
-        let pushed = match *slot {
-            Some(at) => batch.push_at(at, ts_ms, value),
-            None => batch
-                .push_slot(key, ts_ms, value)
-                .map(|at| *slot = Some(at)),
-        };
-        pushed.map_err(|e| format!("metric `{}`: {e}", key.canonical()))
+        self.sets[at].as_ref().map_err(Clone::clone)
     }
 }
 
@@ -352,7 +295,7 @@ mod tests {
             ],
             ..ingest::Batch::default()
         };
-        let mapped = map_batch(batch, 777, &[], None);
+        let mapped = map_batch(batch, 777, &[]);
         assert_eq!(mapped.accepted, 7);
         assert_eq!(
             values(&mapped),
@@ -381,14 +324,14 @@ mod tests {
             rest_of_body: true,
         });
         batch.rejected_total = 1;
-        let mapped = map_batch(batch, 1, &[], None);
+        let mapped = map_batch(batch, 1, &[]);
         assert!(mapped.stopped && mapped.batch.is_empty());
         assert_eq!(
             mapped.rejected_status(),
             axum::http::StatusCode::PAYLOAD_TOO_LARGE
         );
         let syntax = ingest::httptrap::parse(b"{\"a\": ", &ingest::Options::at(1_800_000_000_000));
-        let mapped = map_batch(syntax, 1, &[], None);
+        let mapped = map_batch(syntax, 1, &[]);
         assert!(mapped.stopped);
         assert_eq!(
             mapped.rejected_status(),
@@ -413,7 +356,7 @@ mod tests {
             samples: vec![a, b],
             ..ingest::Batch::default()
         };
-        let mapped = map_batch(batch, 9, &[], None);
+        let mapped = map_batch(batch, 9, &[]);
         assert_eq!(
             values(&mapped),
             vec![("n|ST[host:a,x:1]".to_owned(), 9, 5.0)]
@@ -430,7 +373,7 @@ mod tests {
             samples: vec![sample("t", None, 1.0, Mode::Set), text, empty_tag],
             ..ingest::Batch::default()
         };
-        let mapped = map_batch(batch, 1, &[], None);
+        let mapped = map_batch(batch, 1, &[]);
         assert_eq!(mapped.accepted, 1);
         assert_eq!(mapped.rejected_total, 2);
         assert!(

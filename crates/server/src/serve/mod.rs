@@ -175,20 +175,25 @@ impl App {
             };
             let now_ms = now_ms();
             let batch = parse(bytes, &ingest::Options::at(now_ms));
-            let mapped = mapping::map_batch(batch, now_ms, &extra_tags, Some(&app.store));
-            app.metrics
-                .batch(endpoint, mapped.accepted, mapped.rejected_total);
+            let mut mapped = mapping::map_batch(batch, now_ms, &extra_tags);
             if mapped.stopped || mapped.batch.is_empty() {
+                app.metrics
+                    .batch(endpoint, mapped.accepted, mapped.rejected_total);
                 return Ok(mapped);
             }
             let stopwatch = clock::Stopwatch::start();
-            let result = app.store.write(&mapped.batch);
+            let result = app.store.write_partial(&mapped.batch);
             app.metrics
                 .store_write(stopwatch.elapsed_ns(), result.is_ok());
-            if let Err(e) = result {
-                tracing::warn!(error = %e, endpoint = endpoint.name(), "store write failed");
-                return Err(classify(&e));
+            match result {
+                Ok(rejected) => mapping::apply_kind_rejections(&mut mapped, &rejected),
+                Err(e) => {
+                    tracing::warn!(error = %e, endpoint = endpoint.name(), "store write failed");
+                    return Err(classify(&e));
+                }
             }
+            app.metrics
+                .batch(endpoint, mapped.accepted, mapped.rejected_total);
             Ok(mapped)
         })
         .await;
