@@ -47,6 +47,15 @@ impl KeyedBins {
         self.keys.is_empty()
     }
 
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn truncate(&mut self, len: usize) {
+        self.keys.truncate(len);
+        self.counts.truncate(len);
+    }
+
     /// The histogram of the collected bins (repeats add up, zero counts vanish); leaves them
     /// empty. Uploads list bins in storage order (what `Histogram::to_text` and Circonus'
     /// libraries print), so when the keys are strictly ascending with non-zero counts they are
@@ -82,6 +91,85 @@ impl KeyedBins {
         let histogram = Histogram::from_sorted_keys(&self.keys, &self.counts);
         self.clear();
         histogram
+    }
+}
+
+/// The histogram of bins `range` of `from` (read ahead by the tokenizer), through `scratch`
+/// only when they are not in storage order.
+pub(crate) fn histogram_of(
+    from: &KeyedBins,
+    range: std::ops::Range<usize>,
+    scratch: &mut KeyedBins,
+) -> Histogram {
+    let (Some(keys), Some(counts)) = (from.keys.get(range.clone()), from.counts.get(range)) else {
+        debug_assert!(false, "a bin range of the tokenizer's");
+        return Histogram::new();
+    };
+    if counts.iter().all(|&c| c != 0) && keys.windows(2).all(|w| w[0] < w[1]) {
+        return Histogram::from_sorted_keys(keys, counts);
+    }
+    scratch.clear();
+    scratch.keys.extend_from_slice(keys);
+    scratch.counts.extend_from_slice(counts);
+    scratch.take_histogram()
+}
+
+/// Reads `"H[d.de±dd]=n"` strings separated by a bare `,` from the start of `s` (the shape
+/// `hist`, libcircllhist and Circonus' Go library print) into `bins`, every check a byte
+/// compare. Returns the offset just past the last string, where the next byte is not a `,`;
+/// `None` at the first byte that does not fit (another spelling, a count of 20 digits, spaces),
+/// leaving `bins` partly filled (callers truncate it). For every string it accepts, the bin and
+/// count equal `httptrap::fixed_entry`'s (and so the float path's).
+pub(crate) fn fixed_text_bins(s: &[u8], bins: &mut KeyedBins) -> Option<usize> {
+    /// Count digits read here; 19 never overflow a u64.
+    const COUNT_DIGITS_MAX: usize = 19;
+    let mut i = 0;
+    loop {
+        if s.get(i..i + 3) != Some(b"\"H[") {
+            return None;
+        }
+        i += 3;
+        let negative = s.get(i) == Some(&b'-');
+        i += usize::from(negative);
+        let &[d0, b'.', d1, b'e', sign, e0, e1, b']', b'='] = s.get(i..i + 9)? else {
+            return None;
+        };
+        i += 9;
+        let (m0, m1) = (d0.wrapping_sub(b'0'), d1.wrapping_sub(b'0'));
+        let (x0, x1) = (e0.wrapping_sub(b'0'), e1.wrapping_sub(b'0'));
+        if !(1..10).contains(&m0) || m1 >= 10 || x0 >= 10 || x1 >= 10 {
+            return None;
+        }
+        let magnitude = (x0 * 10 + x1) as i8;
+        let exp = match sign {
+            b'+' => magnitude,
+            b'-' => -magnitude,
+            _ => return None,
+        };
+        let val = (m0 * 10 + m1) as i8;
+        let key = bin_key(if negative { -val } else { val }, exp)?;
+        let digits_start = i;
+        let mut count = 0u64;
+        while let Some(&c) = s.get(i) {
+            let digit = c.wrapping_sub(b'0');
+            if digit >= 10 {
+                break;
+            }
+            if i - digits_start == COUNT_DIGITS_MAX {
+                return None;
+            }
+            count = count * 10 + u64::from(digit);
+            i += 1;
+        }
+        if i == digits_start || s.get(i) != Some(&b'"') {
+            return None;
+        }
+        i += 1;
+        bins.push(key, count);
+        if s.get(i) != Some(&b',') {
+            return Some(i);
+        }
+        i += 1;
     }
 }
 

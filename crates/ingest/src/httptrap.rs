@@ -71,6 +71,7 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
                     shared_tags: None,
                     tags_moved: false,
                     bins: &bins,
+                    read_bins: &tokenizer.bins,
                 };
                 if !walker.members(0) {
                     break;
@@ -128,6 +129,8 @@ struct Walker<'a, 'b> {
     /// The bins of the histogram being read, kept between histograms (and documents) so that
     /// each `_value` array does not allocate its own; a `Cell` as the walk borrows `self` shared.
     bins: &'b Cell<KeyedBins>,
+    /// The bins the tokenizer read for this document's `Bins` arrays.
+    read_bins: &'b KeyedBins,
 }
 
 /// The special keys of the explicit form, as tape indices of their values (last one wins).
@@ -191,6 +194,10 @@ impl<'a> Walker<'a, '_> {
                 None => self.members(index),
             },
             Kind::Array => self.elements(index),
+            // Only an explicit-form object holds a `Bins` array, and `explicit` reads it.
+            Kind::Bins | Kind::BinRange => {
+                self.reject_here(Reason::bad_value("a value", self.raw(index)))
+            }
             _ => match self.plain(index) {
                 Ok(value) => self.emit(value, None, Mode::Set, None),
                 Err(reason) => self.reject_here(reason),
@@ -286,6 +293,12 @@ impl<'a> Walker<'a, '_> {
 
     /// A numeric `_value`: one value, or the mean of an array of them.
     fn numeric_mean(&self, kind: &str, index: usize) -> Result<f64, Reason> {
+        if self.tape[index].kind == Kind::Bins {
+            // `H[..]=n` strings are no numbers: the first one is the error, as token by token.
+            let array = self.raw(index);
+            let first = array.get(2..).and_then(|rest| rest.split('"').next());
+            return numeric_text(kind, first.unwrap_or(""));
+        }
         if self.tape[index].kind != Kind::Array {
             return self.numeric(kind, index);
         }
@@ -309,22 +322,7 @@ impl<'a> Walker<'a, '_> {
             Kind::String { .. } => self.string(index).ok_or(Reason::InvalidUtf8)?,
             _ => return Err(Reason::bad_value("a number", self.raw(index))),
         };
-        let text = text.as_ref();
-        let expected = match kind {
-            "i" => "an int32",
-            "I" => "a uint32",
-            "l" => "an int64",
-            "L" => "a uint64",
-            _ => "a finite double",
-        };
-        let value = match kind {
-            "i" => text.parse::<i32>().ok().map(f64::from),
-            "I" => text.parse::<u32>().ok().map(f64::from),
-            "l" => text.parse::<i64>().ok().map(|v| v as f64),
-            "L" => text.parse::<u64>().ok().map(|v| v as f64),
-            _ => json_number(text).ok(),
-        };
-        value.ok_or_else(|| Reason::bad_value(expected, text))
+        numeric_text(kind, text.as_ref())
     }
 
     fn text_value(&self, index: usize) -> Result<Value, Reason> {
@@ -351,17 +349,19 @@ impl<'a> Walker<'a, '_> {
         bins.counts.reserve(elements_max);
         let mut parts = HistogramParts { bins, merged: None };
         let token = self.tape[index];
+        if token.kind == Kind::Bins {
+            // Read by the tokenizer; the range is in the next token.
+            let range = self
+                .tape
+                .get(index + 1)
+                .map_or(0..0, |r| r.start()..r.end());
+            let histogram = crate::bins::histogram_of(self.read_bins, range, &mut parts.bins);
+            self.bins.set(parts.bins);
+            return Ok(histogram);
+        }
         if token.kind != Kind::Array {
             self.histogram_element(index, &mut parts)?;
-        } else if self
-            .input
-            .get(token.start() + 1..token.end().saturating_sub(1))
-            .is_some_and(|inside| fixed_entries(inside, &mut parts.bins))
-        {
-            // Every element was an `H[d.de±dd]=n` string read straight from the input bytes
-            // between the brackets, without visiting its token.
         } else {
-            parts.bins.clear();
             let mut child = index + 1;
             while child < self.tape[index].next() {
                 self.histogram_element(child, &mut parts)?;
@@ -484,7 +484,9 @@ impl<'a> Walker<'a, '_> {
             Kind::True => Ok(Value::Numeric(1.0)),
             Kind::False => Ok(Value::Numeric(0.0)),
             Kind::Null => Ok(Value::Null),
-            Kind::Object | Kind::Array => Err(Reason::bad_value("a scalar", self.raw(index))),
+            Kind::Object | Kind::Array | Kind::Bins | Kind::BinRange => {
+                Err(Reason::bad_value("a scalar", self.raw(index)))
+            }
         }
     }
 
@@ -649,66 +651,11 @@ fn fixed_entry(text: &[u8]) -> Option<(u16, u64)> {
     Some((key, decimal_bytes_u64(count)?))
 }
 
-/// Reads the inside of a JSON array made only of `"H[d.de±dd]=n"` strings separated by a bare
-/// `,` (the shape `hist` and Circonus' libraries upload) into `bins`, in one pass over the bytes
-/// with every check a byte compare; false at the first byte that does not fit (another
-/// spelling, a count of 20 digits, spaces), leaving `bins` partly filled: the caller clears it
-/// and reads the array token by token. For every text it accepts the bin and count equal
-/// `fixed_entry`'s (and so the float path's); the tokenizer has already checked the syntax.
+/// True when all of `inside` (an array's contents) is `"H[d.de±dd]=n"` strings separated by a
+/// bare `,`, read into `bins` (`bins::fixed_text_bins`; for the tests).
+#[cfg(test)]
 fn fixed_entries(inside: &[u8], bins: &mut KeyedBins) -> bool {
-    /// Count digits read here; 19 never overflow a u64.
-    const COUNT_DIGITS_MAX: usize = 19;
-    let mut i = 0;
-    loop {
-        if inside.get(i..i + 3) != Some(b"\"H[") {
-            return false;
-        }
-        i += 3;
-        let negative = inside.get(i) == Some(&b'-');
-        i += usize::from(negative);
-        let Some(&[d0, b'.', d1, b'e', sign, e0, e1, b']', b'=']) = inside.get(i..i + 9) else {
-            return false;
-        };
-        i += 9;
-        let (m0, m1) = (d0.wrapping_sub(b'0'), d1.wrapping_sub(b'0'));
-        let (x0, x1) = (e0.wrapping_sub(b'0'), e1.wrapping_sub(b'0'));
-        if !(1..10).contains(&m0) || m1 >= 10 || x0 >= 10 || x1 >= 10 {
-            return false;
-        }
-        let magnitude = (x0 * 10 + x1) as i8;
-        let exp = match sign {
-            b'+' => magnitude,
-            b'-' => -magnitude,
-            _ => return false,
-        };
-        let val = (m0 * 10 + m1) as i8;
-        let Some(key) = bin_key(if negative { -val } else { val }, exp) else {
-            return false;
-        };
-        let digits_start = i;
-        let mut count = 0u64;
-        while let Some(&c) = inside.get(i) {
-            let digit = c.wrapping_sub(b'0');
-            if digit >= 10 {
-                break;
-            }
-            if i - digits_start == COUNT_DIGITS_MAX {
-                return false;
-            }
-            count = count * 10 + u64::from(digit);
-            i += 1;
-        }
-        if i == digits_start || inside.get(i) != Some(&b'"') {
-            return false;
-        }
-        i += 1;
-        bins.push(key, count);
-        match inside.get(i) {
-            None => return true,
-            Some(b',') => i += 1,
-            Some(_) => return false,
-        }
-    }
+    crate::bins::fixed_text_bins(inside, bins) == Some(inside.len())
 }
 
 /// A plain decimal u64 (digits only), without `str::parse`'s generality.
@@ -731,6 +678,25 @@ fn decimal_u64(text: &str) -> Option<u64> {
         let digit = c.checked_sub(b'0').filter(|d| *d < 10)?;
         n.checked_mul(10)?.checked_add(u64::from(digit))
     })
+}
+
+/// One number's text read as `_type` `kind` requires.
+fn numeric_text(kind: &str, text: &str) -> Result<f64, Reason> {
+    let expected = match kind {
+        "i" => "an int32",
+        "I" => "a uint32",
+        "l" => "an int64",
+        "L" => "a uint64",
+        _ => "a finite double",
+    };
+    let value = match kind {
+        "i" => text.parse::<i32>().ok().map(f64::from),
+        "I" => text.parse::<u32>().ok().map(f64::from),
+        "l" => text.parse::<i64>().ok().map(|v| v as f64),
+        "L" => text.parse::<u64>().ok().map(|v| v as f64),
+        _ => json_number(text).ok(),
+    };
+    value.ok_or_else(|| Reason::bad_value(expected, text))
 }
 
 fn key_location(document: usize, path: &str) -> String {

@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 
 use crate::batch::JSON_DEPTH_MAX;
+use crate::bins::{fixed_text_bins, KeyedBins};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -25,6 +26,13 @@ pub(crate) enum Kind {
     True,
     False,
     Null,
+    /// An array of `"H[d.de±dd]=n"` strings that is the value of a `_value` key (below the
+    /// document's top level, so always a histogram upload's or an explicit form's value): its
+    /// bins were read by the tokenizer (`Tokenizer::bins`), and it has no element tokens.
+    /// `start..end` is the array's text; the next token is its `BinRange`.
+    Bins,
+    /// After a `Bins` token: `start..end` is its range in `Tokenizer::bins`.
+    BinRange,
 }
 
 /// One token, 16 bytes: the tape is written once and read once per body byte or so, so its
@@ -94,6 +102,8 @@ pub(crate) struct Tokenizer<'a> {
     /// Tape indices of the open containers that are being recorded.
     open_tokens: Vec<usize>,
     doc_error: Option<DocumentError>,
+    /// The bins of the current document's `Bins` arrays.
+    pub(crate) bins: KeyedBins,
 }
 
 /// `Ok` when the document's tape is usable, otherwise why the whole document is rejected.
@@ -107,6 +117,7 @@ impl<'a> Tokenizer<'a> {
             open: Vec::new(),
             open_tokens: Vec::new(),
             doc_error: None,
+            bins: KeyedBins::default(),
         }
     }
 
@@ -120,6 +131,7 @@ impl<'a> Tokenizer<'a> {
         tape: &mut Vec<Token>,
     ) -> Option<Result<Document, SyntaxError>> {
         tape.clear();
+        self.bins.clear();
         self.open.clear();
         self.open_tokens.clear();
         self.doc_error = None;
@@ -153,11 +165,14 @@ impl<'a> Tokenizer<'a> {
                 if self.s.get(self.pos) != Some(&b'"') {
                     continue;
                 }
-                // An array of strings (a histogram's `H[..]=n` bins): the elements are read in
-                // one loop while they are separated by a bare `,`; any other separator, or a
-                // non-string element, goes back to the general loop at that point, which does
-                // exactly what it would have done from the start.
-                self.string_run(tape)?;
+                // A histogram upload's `_value` array is read and closed here (a complete value,
+                // so on to the separators); another array of strings is read in one loop while
+                // its strings are separated by a bare `,`: any other separator, or a non-string
+                // element, goes back to the general loop at that point, which does exactly what
+                // it would have done from the start.
+                if !self.bins_array(tape) {
+                    self.string_run(tape)?;
+                }
             }
             // After a complete value: close containers until one continues with ','.
             loop {
@@ -226,6 +241,49 @@ impl<'a> Tokenizer<'a> {
         }
         self.pos += 1;
         Ok(())
+    }
+
+    /// At the first `"` of an array just opened: if the array is the value of a `_value` key
+    /// below the top level and holds only `"H[d.de±dd]=n"` strings separated by a bare `,`,
+    /// reads its bins into `bins`, records it as `Bins` + `BinRange` (no element tokens) and
+    /// closes it. Otherwise changes nothing and returns false.
+    fn bins_array(&mut self, tape: &mut Vec<Token>) -> bool {
+        // The array, its key and the key's object, which is not the document itself: only an
+        // explicit-form object holds `_value` there (the walker reads such an array as a
+        // histogram, or rejects it quoting its text or its first element's).
+        let depth = self.open.len();
+        if depth < 3 || self.open.get(depth - 2) != Some(&true) || !self.recording() {
+            return false;
+        }
+        let Some(key) = tape.len().checked_sub(2).and_then(|at| tape.get(at)) else {
+            return false;
+        };
+        let is_value_key = key.kind == (Kind::String { escaped: false })
+            && self.s.get(key.start()..key.end()) == Some(b"_value");
+        if !is_value_key {
+            return false;
+        }
+        let first = self.bins.len();
+        let read = self
+            .s
+            .get(self.pos..)
+            .and_then(|rest| fixed_text_bins(rest, &mut self.bins));
+        let Some(len) = read.filter(|&len| self.s.get(self.pos + len) == Some(&b']')) else {
+            self.bins.truncate(first);
+            return false;
+        };
+        let array = tape.len() - 1;
+        tape[array].kind = Kind::Bins;
+        tape.push(Token::new(
+            Kind::BinRange,
+            first,
+            self.bins.len(),
+            array + 2,
+        ));
+        self.pos += len;
+        self.close(tape);
+        debug_assert_eq!(tape[array].next(), array + 2);
+        true
     }
 
     /// Reads `"…"` strings separated by a bare `,` (the position is at the first `"`), leaving

@@ -363,6 +363,63 @@ proptest! {
         prop_assert_eq!(&batch.samples[0].value, &Value::Histogram(expected));
     }
 
+    /// `_value` arrays of `H[..]=n` strings under every `_type`, at the top level or nested,
+    /// with other keys beside them or not: written with bare commas (read ahead by the
+    /// tokenizer) they give exactly the batch they give with spaced commas (read token by
+    /// token), samples and rejections alike.
+    #[test]
+    fn bin_arrays_read_ahead_or_token_by_token_alike(
+        pairs in prop::collection::vec(((-99i8..=99), (-128i8..=127), 0u64..100_000), 1..20),
+        kind in prop::sample::select(vec!["h", "H", "n", "i", "L", "s", "x"]),
+        nesting in 0usize..3,
+        other_key in any::<bool>(),
+        repeat in any::<bool>(),
+    ) {
+        let elements: Vec<String> = pairs
+            .iter()
+            .filter_map(|&(val, exp, count)| {
+                let bin = hist::Bin::new(val, exp)?;
+                Some(format!("\"H[{}]={count}\"", bin.edge_text()))
+            })
+            .collect();
+        prop_assume!(!elements.is_empty());
+        let render = |separator: &str| {
+            let array = format!("[{}]", elements.join(separator));
+            let extra = if other_key { ",\"y\":1" } else { "" };
+            let value = if repeat { format!("[],\"_value\":{array}") } else { array };
+            let mut body = format!("\"_type\":\"{kind}\",\"_value\":{value}{extra}");
+            for level in 0..nesting {
+                body = format!("\"k{level}\":{{{body}}}");
+            }
+            format!("{{{body}}}")
+        };
+        let (compact, spaced) = (parse(&render(",")), parse(&render(", ")));
+        prop_assert_eq!(&compact.samples, &spaced.samples);
+        prop_assert_eq!(compact.rejected_total, spaced.rejected_total);
+        // A rejection may quote the array, spaces and all (cut at 64 bytes): compared up to
+        // the quote.
+        let rejections = |batch: &Batch| -> Vec<(String, String)> {
+            batch
+                .rejected
+                .iter()
+                .map(|r| {
+                    let reason = r.reason.to_string();
+                    let before_quote = reason.split("got `").next().unwrap_or("").to_owned();
+                    (r.location.clone(), before_quote)
+                })
+                .collect()
+        };
+        prop_assert_eq!(rejections(&compact), rejections(&spaced));
+        if kind != "s" {
+            // Only `s` quotes the whole array; the numeric types quote the first element.
+            prop_assert_eq!(&compact.rejected, &spaced.rejected);
+        }
+        if kind == "h" && nesting > 0 && !other_key {
+            prop_assert_eq!(compact.rejected.len(), 0);
+            prop_assert_eq!(compact.samples.len(), 1);
+        }
+    }
+
     #[test]
     fn protocol_like_text_never_panics(text in "[a-z0-9 ,:\"\\\\{}\\[\\]/*|._é\n-]{0,200}") {
         let batch = httptrap::parse(text.as_bytes(), &Options::at(NOW_MS));
