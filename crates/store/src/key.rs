@@ -312,6 +312,54 @@ impl TagSet {
         Ok(TagSet { body })
     }
 
+    /// The metric name and tag set of a Prometheus label set — the same key
+    /// `StreamKey::from_labels` makes, and the same refusals — without copying labels that
+    /// need no unescaping (nearly all of them).
+    pub fn from_labels<'a>(
+        labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<(&'a str, TagSet), KeyError> {
+        use std::borrow::Cow;
+        let mut name = None;
+        let mut labels_seen: Vec<&'a str> = Vec::new();
+        // (category, value), borrowed from the labels unless unescaped.
+        type Part<'p> = (Cow<'p, [u8]>, Cow<'p, [u8]>);
+        let mut parts: Vec<Part<'a>> = Vec::new();
+        for (label, value) in labels.into_iter().take(TAGS_MAX + 2) {
+            labels_seen.push(label);
+            if label == PROM_NAME_LABEL {
+                name = Some(value);
+                continue;
+            }
+            // As `StreamKey::from_labels`: an empty value means no tag, whatever the label.
+            if value.is_empty() {
+                continue;
+            }
+            let plain_label = !label.starts_with("__")
+                && !label.starts_with(PROM_ESCAPE_PREFIX)
+                && is_prom_label_name(label.as_bytes());
+            let category = if plain_label {
+                Cow::Borrowed(label.as_bytes())
+            } else {
+                Cow::Owned(category_from_label(label)?)
+            };
+            let value = if value.starts_with("b\"") {
+                Cow::Owned(value_from_label(value)?)
+            } else {
+                Cow::Borrowed(value.as_bytes())
+            };
+            parts.push((category, value));
+        }
+        labels_seen.sort_unstable();
+        if let Some(w) = labels_seen.windows(2).find(|w| w[0] == w[1]) {
+            return Err(KeyError::LabelDuplicate {
+                label: w[0].to_string(),
+            });
+        }
+        let name = name.ok_or(KeyError::LabelNameMissing)?;
+        let set = TagSet::new(parts.iter().map(|(c, v)| (c.as_ref(), v.as_ref())))?;
+        Ok((name, set))
+    }
+
     /// Appends the canonical key of `name` with these tags to `out` — exactly
     /// `StreamKey::new(name, tags)?.canonical()` — or says why `name` is not a valid name
     /// (`out` unchanged then).
@@ -667,6 +715,29 @@ mod tests {
                 .map(|k| k.canonical());
             // Both refuse the same inputs (possibly naming different first problems).
             proptest::prop_assert_eq!(from_set.is_ok(), from_key.is_ok());
+            if let (Ok(a), Ok(b)) = (from_set, from_key) {
+                proptest::prop_assert_eq!(a, b);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn tag_sets_from_labels_agree_with_stream_keys(
+            labels in proptest::collection::vec(
+                ("(__name__|__x|U__[a-z_0-9]{0,4}|[a-zA-Z_][a-zA-Z0-9_]{0,4}|9a|a-b)",
+                 "(|b\"[A-Za-z0-9+/=]{0,8}\"|[a-z:=\"]{0,5})"),
+                0..7,
+            ),
+        ) {
+            let pairs: Vec<(&str, &str)> =
+                labels.iter().map(|(l, v)| (l.as_str(), v.as_str())).collect();
+            let from_set = TagSet::from_labels(pairs.iter().copied()).and_then(|(name, set)| {
+                let mut out = String::new();
+                set.write_key(name, &mut out).map(|()| out)
+            });
+            let from_key = StreamKey::from_labels(pairs.iter().copied()).map(|k| k.canonical());
+            proptest::prop_assert_eq!(from_set.is_ok(), from_key.is_ok(), "{:?} {:?}", from_set, from_key);
             if let (Ok(a), Ok(b)) = (from_set, from_key) {
                 proptest::prop_assert_eq!(a, b);
             }
