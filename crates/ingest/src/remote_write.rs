@@ -12,7 +12,7 @@ use prost::Message;
 
 use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
 use crate::batch::{TagList, Value, SAMPLES_PER_BATCH_MAX};
-use crate::wire::{varint_elements, walk, walk_fields, Field};
+use crate::wire::{packed_varints, varint_elements, walk_wire, Field, Wire};
 
 /// Decompressed body size: checked against the length snappy declares in its header before
 /// anything is allocated, so a small body cannot claim gigabytes.
@@ -138,52 +138,318 @@ pub mod proto {
     }
 }
 
+/// Which kind of point a [`Visitor`] is handed; its `name` is how rejections call it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointKind {
+    /// A float sample (`TimeSeries.samples`).
+    Sample,
+    /// A native histogram (`TimeSeries.histograms`).
+    Histogram,
+}
+
+impl PointKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PointKind::Sample => "sample",
+            PointKind::Histogram => "histogram",
+        }
+    }
+}
+
+/// Receives a decoded request one series at a time, borrowing from the body: the zero-copy
+/// path the server writes through ([`visit`]); [`parse`] builds a [`Batch`] with one.
+pub trait Visitor {
+    /// Series `index` (0-based, in request order): its metric name (`__name__`) and every
+    /// label in the order sent (`__name__` included), UTF-8 and within the crate's bounds.
+    /// Returns whether to visit the series' points.
+    fn series(&mut self, index: usize, name: &str, labels: &[(&str, &str)]) -> bool;
+    /// Series `index` is rejected whole (a label not UTF-8, a bound): none of its points follow.
+    fn reject_series(&mut self, index: usize, reason: Reason);
+    /// Point `i` (counted per kind, in order sent) of the last series accepted by
+    /// [`Visitor::series`]: its timestamp (checked against the options) and value
+    /// (`Numeric`, `Histogram` or `CumulativeHistogram`), or why it is rejected. Floats come
+    /// before histograms, stale markers are left out. Returns `false` to stop the request.
+    fn point(&mut self, kind: PointKind, i: usize, point: Result<(i64, Value), Reason>) -> bool;
+}
+
 /// Parses one remote write 1.0 body (snappy block format, as the HTTP body arrives).
 pub fn parse(body: &[u8], options: &Options) -> Batch {
-    batch_of(
-        decompress(body).and_then(|raw| decode_protobuf(&raw)),
-        options,
-    )
+    match decompress(body) {
+        Ok(raw) => parse_decompressed(&raw, options),
+        Err(reason) => rejected_body(reason),
+    }
 }
 
 /// Parses an already decompressed `WriteRequest` (the fuzz targets reach the protobuf decoder
 /// through it without having to produce valid snappy).
 pub fn parse_decompressed(raw: &[u8], options: &Options) -> Batch {
-    let decoded = if raw.len() > DECOMPRESSED_BYTES_MAX {
-        Err(Reason::Bound {
-            what: "decompressed body size in bytes",
-            size: raw.len(),
-            max: DECOMPRESSED_BYTES_MAX,
-        })
-    } else {
-        decode_protobuf(raw)
+    let mut builder = BatchBuilder {
+        batch: Batch::default(),
+        id: None,
     };
-    batch_of(decoded, options)
+    match visit(raw, options, &mut builder) {
+        Ok(()) => builder.batch,
+        Err(reason) => rejected_body(reason),
+    }
 }
 
-fn batch_of(decoded: Result<proto::WriteRequest, Reason>, options: &Options) -> Batch {
+fn rejected_body(reason: Reason) -> Batch {
     let mut batch = Batch::default();
-    match decoded {
-        Ok(request) => {
-            for (index, series) in request.timeseries.iter().enumerate() {
-                if !add_series(&mut batch, index, series, options) {
-                    break;
-                }
-            }
-        }
-        Err(reason) => batch.reject_rest(|| "body".to_owned(), reason),
-    }
+    batch.reject_rest(|| "body".to_owned(), reason);
     batch
 }
 
-/// Decompresses and decodes the body; any failure rejects the whole body.
-pub fn decode(body: &[u8]) -> Result<proto::WriteRequest, Reason> {
-    decode_protobuf(&decompress(body)?)
+/// Decodes a decompressed `WriteRequest` into `visitor`. The whole body is checked first
+/// (structure, as prost would decode it, and the request bounds), so an `Err` — the body
+/// rejected whole — comes before anything is visited.
+pub fn visit(raw: &[u8], options: &Options, visitor: &mut dyn Visitor) -> Result<(), Reason> {
+    if raw.len() > DECOMPRESSED_BYTES_MAX {
+        return Err(Reason::Bound {
+            what: "decompressed body size in bytes",
+            size: raw.len(),
+            max: DECOMPRESSED_BYTES_MAX,
+        });
+    }
+    check_counts(raw)?;
+    let mut labels: Vec<(&str, &str)> = Vec::new();
+    let mut index = 0usize;
+    let mut stopped = false;
+    walk_wire(raw, WHAT, &mut |field, wire| {
+        if let (1, Wire::Bytes(series)) = (field, wire) {
+            if !stopped {
+                stopped = !visit_series(index, series, options, &mut labels, visitor)?;
+            }
+            index += 1;
+        }
+        Ok(())
+    })
 }
 
-fn decode_protobuf(raw: &[u8]) -> Result<proto::WriteRequest, Reason> {
-    check_counts(raw)?;
-    proto::WriteRequest::decode(raw).map_err(|e| malformed(e.to_string()))
+/// One series; `false` once the visitor stopped the request.
+fn visit_series<'a>(
+    index: usize,
+    series: &'a [u8],
+    options: &Options,
+    labels: &mut Vec<(&'a str, &'a str)>,
+    visitor: &mut dyn Visitor,
+) -> Result<bool, Reason> {
+    labels.clear();
+    let mut has_histograms = false;
+    let mut utf8_ok = true;
+    walk_wire(series, WHAT, &mut |field, wire| {
+        match (field, wire) {
+            (1, Wire::Bytes(label)) if utf8_ok => match read_label(label)? {
+                Some(pair) => labels.push(pair),
+                None => utf8_ok = false,
+            },
+            (4, _) => has_histograms = true,
+            _ => {}
+        }
+        Ok(())
+    })?;
+    match check_labels(labels, utf8_ok) {
+        Ok(name) => {
+            if !visitor.series(index, name, labels) {
+                return Ok(true);
+            }
+        }
+        Err(reason) => {
+            visitor.reject_series(index, reason);
+            return Ok(true);
+        }
+    }
+    let mut go_on = true;
+    let mut i = 0usize;
+    walk_wire(series, WHAT, &mut |field, wire| {
+        if let (2, Wire::Bytes(sample), true) = (field, wire, go_on) {
+            if let Some(point) = float_point(read_sample(sample)?, options) {
+                go_on = visitor.point(PointKind::Sample, i, point);
+            }
+            i += 1;
+        }
+        Ok(())
+    })?;
+    if !has_histograms || !go_on {
+        return Ok(go_on);
+    }
+    let mut i = 0usize;
+    walk_wire(series, WHAT, &mut |field, wire| {
+        if let (4, Wire::Bytes(histogram), true) = (field, wire, go_on) {
+            let point = native_point(&read_histogram(histogram)?, options);
+            go_on = visitor.point(PointKind::Histogram, i, point);
+            i += 1;
+        }
+        Ok(())
+    })?;
+    Ok(go_on)
+}
+
+/// A label's name and value; `None` when either is not UTF-8.
+fn read_label(label: &[u8]) -> Result<Option<(&str, &str)>, Reason> {
+    let (mut name, mut value): (&[u8], &[u8]) = (b"", b"");
+    walk_wire(label, WHAT, &mut |field, wire| {
+        match (field, wire) {
+            (1, Wire::Bytes(b)) => name = b,
+            (2, Wire::Bytes(b)) => value = b,
+            _ => {}
+        }
+        Ok(())
+    })?;
+    match (std::str::from_utf8(name), std::str::from_utf8(value)) {
+        (Ok(name), Ok(value)) => Ok(Some((name, value))),
+        _ => Ok(None),
+    }
+}
+
+/// The checks the crate makes on a series' labels, in order: each tag (every label but
+/// `__name__`) and the tag count as they come, so a series with a million labels stops early,
+/// then the name (the last `__name__`). `utf8_ok` false: the label after `labels` is not UTF-8.
+/// Returns the name.
+fn check_labels<'a>(labels: &[(&'a str, &'a str)], utf8_ok: bool) -> Result<&'a str, Reason> {
+    let mut name = None;
+    let mut tags = 0usize;
+    for &(key, value) in labels {
+        if key == "__name__" {
+            name = Some(value);
+            continue;
+        }
+        check_tag(key, value)?;
+        tags += 1;
+        check_tag_count(tags)?;
+    }
+    if !utf8_ok {
+        return Err(Reason::InvalidUtf8);
+    }
+    let name = name.unwrap_or_default();
+    check_name(name)?;
+    Ok(name)
+}
+
+fn read_sample(sample: &[u8]) -> Result<proto::Sample, Reason> {
+    let mut out = proto::Sample::default();
+    walk_wire(sample, WHAT, &mut |field, wire| {
+        match (field, wire) {
+            (1, Wire::Fixed64(bits)) => out.value = f64::from_bits(bits),
+            (2, Wire::Varint(v)) => out.timestamp = v as i64,
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// A float sample's point; `None` for a stale marker.
+fn float_point(s: proto::Sample, o: &Options) -> Option<Result<(i64, Value), Reason>> {
+    if s.value.to_bits() == STALE_NAN_BITS {
+        return None;
+    }
+    if !s.value.is_finite() {
+        return Some(Err(Reason::bad_value(
+            "a finite number",
+            &s.value.to_string(),
+        )));
+    }
+    Some(o.check_ts(s.timestamp).map(|ts| (ts, Value::Numeric(s.value))))
+}
+
+/// A native histogram's point. Counter histograms are running totals (the store keeps
+/// per-period differences); `reset_hint = GAUGE` ones are snapshots.
+fn native_point(h: &proto::Histogram, o: &Options) -> Result<(i64, Value), Reason> {
+    let ts_ms = o.check_ts(h.timestamp)?;
+    let converted = convert::from_native(&native(h)).map_err(Reason::Histogram)?;
+    let value = if h.reset_hint == RESET_HINT_GAUGE {
+        Value::Histogram(converted.histogram)
+    } else {
+        Value::CumulativeHistogram(converted.histogram)
+    };
+    Ok((ts_ms, value))
+}
+
+/// A histogram read from the wire as prost reads it: scalars and oneofs last one wins,
+/// repeated fields appended, packed or not.
+fn read_histogram(h: &[u8]) -> Result<proto::Histogram, Reason> {
+    let mut out = proto::Histogram::default();
+    walk_wire(h, WHAT, &mut |field, wire| {
+        match (field, wire) {
+            (1, Wire::Varint(v)) => out.count = Some(proto::Count::CountInt(v)),
+            (2, Wire::Fixed64(b)) => out.count = Some(proto::Count::CountFloat(f64::from_bits(b))),
+            (3, Wire::Fixed64(b)) => out.sum = f64::from_bits(b),
+            (4, Wire::Varint(v)) => out.schema = zigzag32(v),
+            (5, Wire::Fixed64(b)) => out.zero_threshold = f64::from_bits(b),
+            (6, Wire::Varint(v)) => out.zero_count = Some(proto::ZeroCount::ZeroCountInt(v)),
+            (7, Wire::Fixed64(b)) => {
+                out.zero_count = Some(proto::ZeroCount::ZeroCountFloat(f64::from_bits(b)))
+            }
+            (8, Wire::Bytes(span)) => out.negative_spans.push(read_span(span)?),
+            (9, wire) => sint64s(wire, &mut out.negative_deltas)?,
+            (10, wire) => doubles(wire, &mut out.negative_counts),
+            (11, Wire::Bytes(span)) => out.positive_spans.push(read_span(span)?),
+            (12, wire) => sint64s(wire, &mut out.positive_deltas)?,
+            (13, wire) => doubles(wire, &mut out.positive_counts),
+            (14, Wire::Varint(v)) => out.reset_hint = v as i32,
+            (15, Wire::Varint(v)) => out.timestamp = v as i64,
+            (16, wire) => doubles(wire, &mut out.custom_values),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+fn read_span(span: &[u8]) -> Result<proto::BucketSpan, Reason> {
+    let mut out = proto::BucketSpan::default();
+    walk_wire(span, WHAT, &mut |field, wire| {
+        match (field, wire) {
+            (1, Wire::Varint(v)) => out.offset = zigzag32(v),
+            (2, Wire::Varint(v)) => out.length = v as u32,
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// `sint32` as prost decodes it: the varint truncated to 32 bits, then zigzag.
+fn zigzag32(v: u64) -> i32 {
+    let v = v as u32;
+    ((v >> 1) as i32) ^ -((v & 1) as i32)
+}
+
+fn zigzag64(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// A repeated `sint64`, packed or not.
+fn sint64s(wire: Wire<'_>, out: &mut Vec<i64>) -> Result<(), Reason> {
+    match wire {
+        Wire::Varint(v) => out.push(zigzag64(v)),
+        Wire::Bytes(packed) => packed_varints(packed, &mut |v| out.push(zigzag64(v)))
+            .ok_or_else(|| malformed("truncated packed varint".to_owned()))?,
+        Wire::Fixed64(_) | Wire::Fixed32 => {}
+    }
+    Ok(())
+}
+
+/// A repeated `double`, packed or not (a packed length checked by [`check_counts`]).
+fn doubles(wire: Wire<'_>, out: &mut Vec<f64>) {
+    match wire {
+        Wire::Fixed64(bits) => out.push(f64::from_bits(bits)),
+        Wire::Bytes(packed) => out.extend(
+            packed
+                .chunks_exact(8)
+                .filter_map(|c| c.try_into().ok())
+                .map(|c: [u8; 8]| f64::from_le_bytes(c)),
+        ),
+        Wire::Varint(_) | Wire::Fixed32 => {}
+    }
+}
+
+/// Decompresses and decodes the body with prost; any failure rejects the whole body. The
+/// server and [`parse`] decode with [`visit`]; this is the reference the tests compare with.
+pub fn decode(body: &[u8]) -> Result<proto::WriteRequest, Reason> {
+    let raw = decompress(body)?;
+    check_counts(&raw)?;
+    proto::WriteRequest::decode(raw.as_slice()).map_err(|e| malformed(e.to_string()))
 }
 
 /// What a decode error names.
@@ -193,27 +459,96 @@ fn malformed(detail: String) -> Reason {
     Reason::Decode { what: WHAT, detail }
 }
 
-/// Counts series, labels and samples + histograms on the wire and checks them against their
-/// bounds before prost allocates a struct for each.
+/// How a known field must arrive on the wire (what prost accepts for its type).
+#[derive(Clone, Copy)]
+enum Expect {
+    Varint,
+    Fixed64,
+    Bytes,
+    /// A repeated varint: unpacked or packed.
+    Varints,
+    /// A repeated double: unpacked or packed (a multiple of 8 bytes).
+    Doubles,
+}
+
+fn check_wire(field: u64, wire: Wire<'_>, expect: Expect) -> Result<(), Reason> {
+    let ok = match (expect, wire) {
+        (Expect::Varint | Expect::Varints, Wire::Varint(_)) => true,
+        (Expect::Fixed64 | Expect::Doubles, Wire::Fixed64(_)) => true,
+        (Expect::Bytes, Wire::Bytes(_)) => true,
+        (Expect::Varints, Wire::Bytes(packed)) => packed.last().is_none_or(|&b| b < 0x80),
+        (Expect::Doubles, Wire::Bytes(packed)) => packed.len() % 8 == 0,
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(malformed(format!(
+            "field {field} has an invalid wire type or length"
+        )))
+    }
+}
+
+/// Walks a message checking every field this decoder reads (`expect` by field number; others
+/// are skipped, as prost skips unknown fields). Field number 0 is invalid, as in prost.
+fn check_message<'a>(
+    buf: &'a [u8],
+    expect: fn(u64) -> Option<Expect>,
+    f: &mut dyn FnMut(u64, Wire<'a>) -> Result<(), Reason>,
+) -> Result<(), Reason> {
+    walk_wire(buf, WHAT, &mut |field, wire| {
+        if field == 0 || field > u64::from(u32::MAX >> 3) {
+            return Err(malformed(format!("invalid field number {field}")));
+        }
+        if let Some(expect) = expect(field) {
+            check_wire(field, wire, expect)?;
+        }
+        f(field, wire)
+    })
+}
+
+/// Checks the whole request's structure (every message and field the decoders read, as prost
+/// would refuse it) and counts series, labels, samples + histograms and buckets against their
+/// bounds, before anything is decoded or allocated.
 fn check_counts(raw: &[u8]) -> Result<(), Reason> {
     let (mut series, mut labels, mut points, mut buckets) = (0usize, 0usize, 0usize, 0usize);
-    walk(raw, WHAT, &mut |field, payload| {
-        if field == 1 {
-            series += 1;
-            walk(payload, WHAT, &mut |field, histogram| {
-                match field {
-                    1 => labels += 1,
-                    2 => points += 1,
-                    4 => {
-                        points += 1;
-                        buckets += histogram_buckets(histogram)?;
-                    }
-                    _ => {}
-                }
-                Ok(())
-            })?;
+    let request = |field| (field == 1).then_some(Expect::Bytes);
+    let time_series = |field| matches!(field, 1 | 2 | 4).then_some(Expect::Bytes);
+    let label = |field| matches!(field, 1 | 2).then_some(Expect::Bytes);
+    let sample = |field| match field {
+        1 => Some(Expect::Fixed64),
+        2 => Some(Expect::Varint),
+        _ => None,
+    };
+    check_message(raw, request, &mut |field, wire| {
+        let Wire::Bytes(payload) = wire else {
+            return Ok(());
+        };
+        if field != 1 {
+            return Ok(());
         }
-        Ok(())
+        series += 1;
+        check_message(payload, time_series, &mut |field, wire| {
+            let Wire::Bytes(payload) = wire else {
+                return Ok(());
+            };
+            match field {
+                1 => {
+                    labels += 1;
+                    check_message(payload, label, &mut |_, _| Ok(()))?;
+                }
+                2 => {
+                    points += 1;
+                    check_message(payload, sample, &mut |_, _| Ok(()))?;
+                }
+                4 => {
+                    points += 1;
+                    buckets += histogram_buckets(payload)?;
+                }
+                _ => {}
+            }
+            Ok(())
+        })
     })?;
     for (what, size, max) in [
         ("series in the request", series, SERIES_PER_REQUEST_MAX),
@@ -236,14 +571,28 @@ fn check_counts(raw: &[u8]) -> Result<(), Reason> {
     Ok(())
 }
 
-/// One native histogram's spans (fields 8, 11) and integer bucket deltas (fields 9, 12, packed
-/// or not) as prost will decode them. Float counts are 8 bytes on the wire and decoded alike.
+/// Checks one native histogram's fields and counts its spans (fields 8, 11) and integer
+/// bucket deltas (fields 9, 12, packed or not) as they will be decoded. Float counts are 8
+/// bytes on the wire and decoded alike.
 fn histogram_buckets(histogram: &[u8]) -> Result<usize, Reason> {
+    let expect = |field| match field {
+        1 | 4 | 6 | 14 | 15 => Some(Expect::Varint),
+        2 | 3 | 5 | 7 => Some(Expect::Fixed64),
+        8 | 11 => Some(Expect::Bytes),
+        9 | 12 => Some(Expect::Varints),
+        10 | 13 | 16 => Some(Expect::Doubles),
+        _ => None,
+    };
+    let span = |field| matches!(field, 1 | 2).then_some(Expect::Varint);
     let mut buckets = 0usize;
-    walk_fields(histogram, WHAT, &mut |number, field| {
-        buckets += match (number, field) {
-            (8 | 11, Field::Bytes(_)) => 1,
-            (9 | 12, field) => varint_elements(field),
+    check_message(histogram, expect, &mut |number, wire| {
+        buckets += match (number, wire) {
+            (8 | 11, Wire::Bytes(payload)) => {
+                check_message(payload, span, &mut |_, _| Ok(()))?;
+                1
+            }
+            (9 | 12, Wire::Varint(_)) => 1,
+            (9 | 12, Wire::Bytes(packed)) => varint_elements(Field::Bytes(packed)),
             _ => 0,
         };
         Ok(())
@@ -252,7 +601,7 @@ fn histogram_buckets(histogram: &[u8]) -> Result<usize, Reason> {
 }
 
 /// Snappy block decompression, bounded by the declared length before allocating.
-fn decompress(body: &[u8]) -> Result<Vec<u8>, Reason> {
+pub fn decompress(body: &[u8]) -> Result<Vec<u8>, Reason> {
     let declared = snap::raw::decompress_len(body).map_err(snappy_error)?;
     if declared > DECOMPRESSED_BYTES_MAX {
         return Err(Reason::Bound {
@@ -273,102 +622,63 @@ fn snappy_error(e: snap::Error) -> Reason {
     }
 }
 
-/// The series' metric name and tags, checked against the crate's bounds.
+/// The series' metric name and tags, as the batch's samples carry them.
 struct SeriesId {
+    index: usize,
     name: String,
     tags: crate::Tags,
 }
 
-/// Adds one series' samples and histograms; `false` once the batch is full.
-fn add_series(batch: &mut Batch, index: usize, series: &proto::TimeSeries, o: &Options) -> bool {
-    let id = match series_id(&series.labels) {
-        Ok(id) => id,
-        Err(reason) => {
-            batch.reject(|| format!("series {index}"), reason);
+/// The [`Visitor`] behind [`parse`]: owned samples in a [`Batch`].
+struct BatchBuilder {
+    batch: Batch,
+    /// The series whose points come next.
+    id: Option<SeriesId>,
+}
+
+impl Visitor for BatchBuilder {
+    fn series(&mut self, index: usize, name: &str, labels: &[(&str, &str)]) -> bool {
+        let tags: TagList = labels
+            .iter()
+            .filter(|(key, _)| *key != "__name__")
+            .map(|&(key, value)| (key.to_owned(), value.to_owned()))
+            .collect();
+        self.id = Some(SeriesId {
+            index,
+            name: name.to_owned(),
+            tags: tags.into(),
+        });
+        true
+    }
+
+    fn reject_series(&mut self, index: usize, reason: Reason) {
+        self.id = None;
+        self.batch.reject(|| format!("series {index}"), reason);
+    }
+
+    fn point(&mut self, kind: PointKind, i: usize, point: Result<(i64, Value), Reason>) -> bool {
+        let Some(id) = &self.id else {
+            // Points follow only a series the builder accepted.
+            debug_assert!(false, "a point without its series");
             return true;
-        }
-    };
-    let at = |what: &str, i: usize| format!("series {index} (`{}`), {what} {i}", id.name);
-    for (i, sample) in series.samples.iter().enumerate() {
-        match float_sample(&id, sample, o) {
-            Ok(Some(s)) => {
-                if !batch.push(s, || at("sample", i)) {
-                    return false;
-                }
+        };
+        let at = || format!("series {} (`{}`), {} {i}", id.index, id.name, kind.name());
+        match point {
+            Ok((ts_ms, value)) => {
+                let sample = Sample {
+                    name: id.name.clone(),
+                    tags: id.tags.clone(),
+                    ts_ms: Some(ts_ms),
+                    value,
+                    mode: Mode::Set,
+                };
+                self.batch.push(sample, at)
             }
-            Ok(None) => {}
-            Err(reason) => batch.reject(|| at("sample", i), reason),
-        }
-    }
-    for (i, histogram) in series.histograms.iter().enumerate() {
-        match native_sample(&id, histogram, o) {
-            Ok(s) => {
-                if !batch.push(s, || at("histogram", i)) {
-                    return false;
-                }
+            Err(reason) => {
+                self.batch.reject(at, reason);
+                true
             }
-            Err(reason) => batch.reject(|| at("histogram", i), reason),
         }
-    }
-    true
-}
-
-/// Name from `__name__`, every other label a tag in the order sent.
-fn series_id(labels: &[proto::Label]) -> Result<SeriesId, Reason> {
-    let mut name = None;
-    let mut tags = TagList::with_capacity(labels.len().saturating_sub(1));
-    for label in labels {
-        let key = std::str::from_utf8(&label.name).map_err(|_| Reason::InvalidUtf8)?;
-        let value = std::str::from_utf8(&label.value).map_err(|_| Reason::InvalidUtf8)?;
-        if key == "__name__" {
-            name = Some(value);
-            continue;
-        }
-        check_tag(key, value)?;
-        tags.push((key.to_owned(), value.to_owned()));
-        // Checked as they come so a series with a million labels stops early.
-        check_tag_count(tags.len())?;
-    }
-    let name = name.unwrap_or_default();
-    check_name(name)?;
-    Ok(SeriesId {
-        name: name.to_owned(),
-        tags: tags.into(),
-    })
-}
-
-/// A float sample; `None` for a stale marker.
-fn float_sample(id: &SeriesId, s: &proto::Sample, o: &Options) -> Result<Option<Sample>, Reason> {
-    if s.value.to_bits() == STALE_NAN_BITS {
-        return Ok(None);
-    }
-    if !s.value.is_finite() {
-        return Err(Reason::bad_value("a finite number", &s.value.to_string()));
-    }
-    let ts_ms = o.check_ts(s.timestamp)?;
-    Ok(Some(sample(id, ts_ms, Value::Numeric(s.value))))
-}
-
-/// A native histogram. Counter histograms are running totals (the store keeps per-period
-/// differences); `reset_hint = GAUGE` ones are snapshots.
-fn native_sample(id: &SeriesId, h: &proto::Histogram, o: &Options) -> Result<Sample, Reason> {
-    let ts_ms = o.check_ts(h.timestamp)?;
-    let converted = convert::from_native(&native(h)).map_err(Reason::Histogram)?;
-    let value = if h.reset_hint == RESET_HINT_GAUGE {
-        Value::Histogram(converted.histogram)
-    } else {
-        Value::CumulativeHistogram(converted.histogram)
-    };
-    Ok(sample(id, ts_ms, value))
-}
-
-fn sample(id: &SeriesId, ts_ms: i64, value: Value) -> Sample {
-    Sample {
-        name: id.name.clone(),
-        tags: id.tags.clone(),
-        ts_ms: Some(ts_ms),
-        value,
-        mode: Mode::Set,
     }
 }
 

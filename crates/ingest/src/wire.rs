@@ -31,32 +31,82 @@ pub(crate) fn walk<'a>(
 
 /// Calls `f` with the number and wire form of every field of one protobuf message.
 pub(crate) fn walk_fields<'a>(
-    mut buf: &'a [u8],
+    buf: &'a [u8],
     what: &'static str,
     f: &mut dyn FnMut(u64, Field<'a>) -> Result<(), Reason>,
+) -> Result<(), Reason> {
+    walk_wire(buf, what, &mut |number, wire| {
+        f(
+            number,
+            match wire {
+                Wire::Varint(_) => Field::Varint,
+                Wire::Fixed64(_) | Wire::Fixed32 => Field::Fixed,
+                Wire::Bytes(payload) => Field::Bytes(payload),
+            },
+        )
+    })
+}
+
+/// One field of a message with its value, as `walk_wire` hands it over (the decoders read
+/// values straight from the body, borrowing strings and bytes).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wire<'a> {
+    /// Wire type 0.
+    Varint(u64),
+    /// Wire type 1 (fixed64, sfixed64, double: the little-endian bits).
+    Fixed64(u64),
+    /// Wire type 5 (fixed32, sfixed32, float; no decoder here reads one).
+    Fixed32,
+    /// Wire type 2.
+    Bytes(&'a [u8]),
+}
+
+/// Calls `f` with the number and value of every field of one protobuf message.
+/// A malformed message (truncated, or a group: wire types 3 and 4) is a `Reason::Decode`
+/// naming `what`.
+pub(crate) fn walk_wire<'a>(
+    mut buf: &'a [u8],
+    what: &'static str,
+    f: &mut dyn FnMut(u64, Wire<'a>) -> Result<(), Reason>,
 ) -> Result<(), Reason> {
     let malformed = |detail: String| Reason::Decode { what, detail };
     let truncated = || malformed("truncated field".to_owned());
     while !buf.is_empty() {
         let key = varint(&mut buf).ok_or_else(truncated)?;
-        let (field, skip) = match key & 7 {
-            0 => {
-                varint(&mut buf).ok_or_else(truncated)?;
-                (Field::Varint, 0)
+        let wire = match key & 7 {
+            0 => Wire::Varint(varint(&mut buf).ok_or_else(truncated)?),
+            1 => {
+                let (bytes, rest) = buf.split_first_chunk::<8>().ok_or_else(truncated)?;
+                buf = rest;
+                Wire::Fixed64(u64::from_le_bytes(*bytes))
             }
-            1 => (Field::Fixed, 8),
             2 => {
                 let len = varint(&mut buf).ok_or_else(truncated)?;
                 let len = usize::try_from(len).map_err(|_| truncated())?;
-                (Field::Bytes(buf.get(..len).ok_or_else(truncated)?), len)
+                if len > buf.len() {
+                    return Err(truncated());
+                }
+                let (payload, rest) = buf.split_at(len);
+                buf = rest;
+                Wire::Bytes(payload)
             }
-            5 => (Field::Fixed, 4),
+            5 => {
+                buf = buf.get(4..).ok_or_else(truncated)?;
+                Wire::Fixed32
+            }
             wire => return Err(malformed(format!("unsupported wire type {wire}"))),
         };
-        buf = buf.get(skip..).ok_or_else(truncated)?;
-        f(key >> 3, field)?;
+        f(key >> 3, wire)?;
     }
     Ok(())
+}
+
+/// The varints of a packed repeated field, in order; `None` when one is truncated.
+pub(crate) fn packed_varints(mut packed: &[u8], f: &mut dyn FnMut(u64)) -> Option<()> {
+    while !packed.is_empty() {
+        f(varint(&mut packed)?);
+    }
+    Some(())
 }
 
 /// Elements of a repeated varint field as prost will decode them: one per unpacked occurrence,
