@@ -349,7 +349,10 @@ fn float_point(s: proto::Sample, o: &Options) -> Option<Result<(i64, Value), Rea
             &s.value.to_string(),
         )));
     }
-    Some(o.check_ts(s.timestamp).map(|ts| (ts, Value::Numeric(s.value))))
+    Some(
+        o.check_ts(s.timestamp)
+            .map(|ts| (ts, Value::Numeric(s.value))),
+    )
 }
 
 /// A native histogram's point. Counter histograms are running totals (the store keeps
@@ -679,6 +682,132 @@ impl Visitor for BatchBuilder {
                 true
             }
         }
+    }
+}
+
+/// The decoder this crate had before [`visit`]: prost decodes the whole request into owned
+/// structs, then each sample is built from them. Kept as the reference the proptests compare
+/// [`parse`] with; not for production use (several allocations per label and sample).
+#[doc(hidden)]
+pub fn parse_with_prost(body: &[u8], options: &Options) -> Batch {
+    prost_batch_of(decode(body), options)
+}
+
+/// The series' metric name and tags, checked against the crate's bounds.
+struct ProstSeriesId {
+    name: String,
+    tags: crate::Tags,
+}
+
+fn prost_batch_of(decoded: Result<proto::WriteRequest, Reason>, options: &Options) -> Batch {
+    let mut batch = Batch::default();
+    match decoded {
+        Ok(request) => {
+            for (index, series) in request.timeseries.iter().enumerate() {
+                if !add_series(&mut batch, index, series, options) {
+                    break;
+                }
+            }
+        }
+        Err(reason) => batch.reject_rest(|| "body".to_owned(), reason),
+    }
+    batch
+}
+
+/// Adds one series' samples and histograms; `false` once the batch is full.
+fn add_series(batch: &mut Batch, index: usize, series: &proto::TimeSeries, o: &Options) -> bool {
+    let id = match series_id(&series.labels) {
+        Ok(id) => id,
+        Err(reason) => {
+            batch.reject(|| format!("series {index}"), reason);
+            return true;
+        }
+    };
+    let at = |what: &str, i: usize| format!("series {index} (`{}`), {what} {i}", id.name);
+    for (i, sample) in series.samples.iter().enumerate() {
+        match float_sample(&id, sample, o) {
+            Ok(Some(s)) => {
+                if !batch.push(s, || at("sample", i)) {
+                    return false;
+                }
+            }
+            Ok(None) => {}
+            Err(reason) => batch.reject(|| at("sample", i), reason),
+        }
+    }
+    for (i, histogram) in series.histograms.iter().enumerate() {
+        match native_sample(&id, histogram, o) {
+            Ok(s) => {
+                if !batch.push(s, || at("histogram", i)) {
+                    return false;
+                }
+            }
+            Err(reason) => batch.reject(|| at("histogram", i), reason),
+        }
+    }
+    true
+}
+
+/// Name from `__name__`, every other label a tag in the order sent.
+fn series_id(labels: &[proto::Label]) -> Result<ProstSeriesId, Reason> {
+    let mut name = None;
+    let mut tags = TagList::with_capacity(labels.len().saturating_sub(1));
+    for label in labels {
+        let key = std::str::from_utf8(&label.name).map_err(|_| Reason::InvalidUtf8)?;
+        let value = std::str::from_utf8(&label.value).map_err(|_| Reason::InvalidUtf8)?;
+        if key == "__name__" {
+            name = Some(value);
+            continue;
+        }
+        check_tag(key, value)?;
+        tags.push((key.to_owned(), value.to_owned()));
+        // Checked as they come so a series with a million labels stops early.
+        check_tag_count(tags.len())?;
+    }
+    let name = name.unwrap_or_default();
+    check_name(name)?;
+    Ok(ProstSeriesId {
+        name: name.to_owned(),
+        tags: tags.into(),
+    })
+}
+
+/// A float sample; `None` for a stale marker.
+fn float_sample(
+    id: &ProstSeriesId,
+    s: &proto::Sample,
+    o: &Options,
+) -> Result<Option<Sample>, Reason> {
+    if s.value.to_bits() == STALE_NAN_BITS {
+        return Ok(None);
+    }
+    if !s.value.is_finite() {
+        return Err(Reason::bad_value("a finite number", &s.value.to_string()));
+    }
+    let ts_ms = o.check_ts(s.timestamp)?;
+    Ok(Some(prost_sample(id, ts_ms, Value::Numeric(s.value))))
+}
+
+/// A native histogram. Counter histograms are running totals (the store keeps per-period
+/// differences); `reset_hint = GAUGE` ones are snapshots.
+fn native_sample(id: &ProstSeriesId, h: &proto::Histogram, o: &Options) -> Result<Sample, Reason> {
+    let ts_ms = o.check_ts(h.timestamp)?;
+    let converted = convert::from_native(&native(h)).map_err(Reason::Histogram)?;
+    let value = if h.reset_hint == RESET_HINT_GAUGE {
+        Value::Histogram(converted.histogram)
+    } else {
+        Value::CumulativeHistogram(converted.histogram)
+    };
+    Ok(prost_sample(id, ts_ms, value))
+}
+
+fn prost_sample(id: &ProstSeriesId, ts_ms: i64, value: Value) -> Sample {
+    Sample {
+        name: id.name.clone(),
+        tags: id.tags.clone(),
+        ts_ms: Some(ts_ms),
+        value,
+        mode: Mode::Set,
     }
 }
 

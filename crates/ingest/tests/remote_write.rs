@@ -506,3 +506,109 @@ fn seed_corpus_passes_the_fuzz_checks() {
     }
     assert!(seeds > 10, "only {seeds} seeds");
 }
+
+/// Label bytes: mostly short ASCII from a small alphabet (so names repeat and collide),
+/// sometimes empty, long (over the tag bound) or not UTF-8.
+fn label_bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        8 => "[a-c_]{1,3}".prop_map(String::into_bytes),
+        1 => Just(b"__name__".to_vec()),
+        1 => Just(Vec::new()),
+        1 => Just(vec![b'x'; 1_500]),
+        1 => prop::collection::vec(any::<u8>(), 1..4),
+    ]
+}
+
+fn random_label() -> impl Strategy<Value = proto::Label> {
+    (label_bytes(), label_bytes()).prop_map(|(name, value)| proto::Label { name, value })
+}
+
+fn random_sample() -> impl Strategy<Value = proto::Sample> {
+    let value = prop_oneof![
+        8 => any::<f64>(),
+        1 => Just(f64::from_bits(0x7ff0_0000_0000_0002)),
+        1 => Just(f64::INFINITY),
+    ];
+    let ts = prop_oneof![8 => TS_MS - 100_000..TS_MS + 100_000, 1 => any::<i64>()];
+    (value, ts).prop_map(|(value, timestamp)| float(value, timestamp))
+}
+
+fn random_histogram() -> impl Strategy<Value = proto::Histogram> {
+    (
+        any::<bool>(),
+        prop::collection::vec(-3i64..4, 0..6),
+        prop::collection::vec(0.0f64..10.0, 0..4),
+        -2i32..3,
+        prop_oneof![Just(0), Just(3)],
+    )
+        .prop_map(|(int, deltas, counts, offset, reset_hint)| {
+            let mut h = integer_histogram();
+            h.reset_hint = reset_hint;
+            if int {
+                h.positive_spans = vec![span(offset, deltas.len() as u32)];
+                h.positive_deltas = deltas;
+            } else {
+                h.count = Some(proto::Count::CountFloat(counts.iter().sum()));
+                h.positive_spans = vec![span(offset, counts.len() as u32)];
+                h.positive_deltas = Vec::new();
+                h.positive_counts = counts;
+            }
+            h
+        })
+}
+
+fn random_request() -> impl Strategy<Value = proto::WriteRequest> {
+    let one = (
+        prop::collection::vec(random_label(), 0..5),
+        any::<bool>(),
+        prop::collection::vec(random_sample(), 0..4),
+        prop::collection::vec(random_histogram(), 0..2),
+    )
+        .prop_map(|(mut labels, named, samples, histograms)| {
+            if named {
+                labels.insert(0, label("__name__", "m"));
+            }
+            proto::TimeSeries {
+                labels,
+                samples,
+                histograms,
+            }
+        });
+    prop::collection::vec(one, 0..6).prop_map(|timeseries| proto::WriteRequest { timeseries })
+}
+
+proptest! {
+    /// The zero-copy decoder (`parse`, through `visit`) and the prost decoder it replaced give
+    /// the same batch — samples, tags, rejections and their messages — for any request.
+    #[test]
+    fn visitor_and_prost_decoders_agree(request in random_request()) {
+        let body = compress(&request.encode_to_vec());
+        let options = Options::at(NOW_MS);
+        let visited = remote_write::parse(&body, &options);
+        let decoded = remote_write::parse_with_prost(&body, &options);
+        prop_assert_eq!(&visited, &decoded);
+    }
+
+    /// A request with one byte changed: both decoders reject the whole body, or give the
+    /// same batch (the structure check stands in for prost's refusals).
+    #[test]
+    fn visitor_and_prost_decoders_agree_on_mutated_bodies(
+        request in random_request(),
+        flip in any::<usize>(),
+        byte in any::<u8>(),
+    ) {
+        let mut raw = request.encode_to_vec();
+        if !raw.is_empty() {
+            let at = flip % raw.len();
+            raw[at] = byte;
+        }
+        let body = compress(&raw);
+        let options = Options::at(NOW_MS);
+        let visited = remote_write::parse(&body, &options);
+        let decoded = remote_write::parse_with_prost(&body, &options);
+        prop_assert_eq!(visited.stopped(), decoded.stopped(), "{:?} / {:?}", visited, decoded);
+        if !decoded.stopped() {
+            prop_assert_eq!(&visited, &decoded);
+        }
+    }
+}
