@@ -83,30 +83,42 @@ pub fn run(opts: &RunOptions) -> Result<(String, bool), String> {
             break;
         }
         batch.clear();
+        if opts.by_id {
+            // Series first seen in this chunk are resolved together, as a client registering
+            // its series would; resolving is the store's work and counts, the cache is the
+            // client's.
+            let unknown: Vec<u64> = chunk
+                .iter()
+                .map(|s| s.series)
+                .filter(|&s| ids.get(s as usize).copied().flatten().is_none())
+                .collect::<std::collections::BTreeSet<u64>>()
+                .into_iter()
+                .collect();
+            if !unknown.is_empty() {
+                let kind = match chunk[0].value {
+                    GenValue::Numeric(_) => store::index::Kind::Numeric,
+                    GenValue::Histogram(_) => store::index::Kind::Histogram,
+                };
+                let keys: Vec<_> = unknown.iter().map(|&s| (workload.key(s), kind)).collect();
+                let resolved = store
+                    .resolve_all(&keys)
+                    .map_err(|e| format!("resolving series before batch {batches}: {e}"))?;
+                for (&s, id) in unknown.iter().zip(resolved) {
+                    if ids.len() <= s as usize {
+                        ids.resize(s as usize + 1, None);
+                    }
+                    ids[s as usize] = Some(id);
+                }
+            }
+        }
         for sample in chunk.drain(..) {
             let value = match sample.value {
                 GenValue::Numeric(v) => Value::Numeric(v),
                 GenValue::Histogram(h) => Value::Histogram(h),
             };
-            let pushed = if opts.by_id {
-                // Resolving is the store's work and counts; the cache is the client's.
-                let id = match ids.get(sample.series as usize).copied().flatten() {
-                    Some(id) => id,
-                    None => {
-                        let id = store
-                            .resolve(workload.key(sample.series), value.kind())
-                            .map_err(|e| format!("resolving series {}: {e}", sample.series))?;
-                        let at = sample.series as usize;
-                        if ids.len() <= at {
-                            ids.resize(at + 1, None);
-                        }
-                        ids[at] = Some(id);
-                        id
-                    }
-                };
-                batch.push_id(id, sample.ts_ms, value).map(|_| ())
-            } else {
-                batch.push(workload.key(sample.series), sample.ts_ms, value)
+            let pushed = match ids.get(sample.series as usize).copied().flatten() {
+                Some(id) if opts.by_id => batch.push_id(id, sample.ts_ms, value).map(|_| ()),
+                _ => batch.push(workload.key(sample.series), sample.ts_ms, value),
             };
             pushed.map_err(|e| format!("building batch {batches}: {e}"))?;
         }

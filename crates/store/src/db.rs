@@ -327,6 +327,16 @@ impl Store {
         Ok(self.inner.index.get_or_create(key, kind)?)
     }
 
+    /// [`Store::resolve`] for many keys at once: one index lock, and the new series written to
+    /// the index together (one compressed record for keys that share most of their text).
+    pub fn resolve_all(&self, keys: &[(&StreamKey, Kind)]) -> Result<Vec<SeriesId>, StoreError> {
+        let refs: Vec<(KeyRef<'_>, Kind)> = keys
+            .iter()
+            .map(|(key, kind)| (KeyRef::Text(key.canonical_str()), *kind))
+            .collect();
+        Ok(self.inner.index.resolve(&refs)?)
+    }
+
     /// Writes everything in the head to blocks and advances the WAL checkpoint. Runs in the
     /// background too; writers wait only for the moment the head is swapped.
     pub fn flush(&self) -> Result<flush::FlushReport, StoreError> {

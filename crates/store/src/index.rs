@@ -28,12 +28,24 @@ use crate::key::{KeyError, StreamKey, KEY_TEXT_SIZE_MAX};
 pub const SERIES_MAX: u32 = u32::MAX - 1;
 /// File magic, the first 8 bytes of an index file.
 pub const INDEX_MAGIC: [u8; 8] = *b"STRATAIX";
-/// Index file format version.
-pub const INDEX_VERSION: u32 = 1;
+/// Index file format version written to new files. Version 1 files (single-series records
+/// only) are still read, and appended to with version 1 records.
+pub const INDEX_VERSION: u32 = 2;
+/// The first version, still read.
+const INDEX_VERSION_V1: u32 = 1;
 /// Magic, version and the header's CRC32C.
 pub const INDEX_HEADER_SIZE_BYTES: usize = 16;
 /// Record type: a new series.
 const RECORD_NEW_SERIES: u8 = 1;
+/// Record type (version 2): many new series with consecutive ids, LZ4-compressed together —
+/// keys created together share most of their text (a host's tags), so a batch of new series
+/// costs a fraction of their canonical text on disk.
+const RECORD_SERIES_GROUP: u8 = 2;
+/// Uncompressed bytes of one group record's series entries; more new series in one go make
+/// several records. (LZ4's worst case on this is well under `RECORD_SIZE_MAX`.)
+const GROUP_RAW_BYTES_MAX: usize = 1 << 20;
+/// A group entry: kind, id, key length, then the key.
+const GROUP_ENTRY_HEADER_BYTES: usize = 1 + 4 + 4;
 /// Largest record payload: type, kind, id and the longest canonical key.
 pub const RECORD_SIZE_MAX: usize = 1 + 1 + 4 + KEY_TEXT_SIZE_MAX;
 /// Read buffer for replaying the index file on open.
@@ -168,6 +180,8 @@ struct IndexFile {
     path: PathBuf,
     file: File,
     size_bytes: u64,
+    /// The file's version: which record types may be appended.
+    version: u32,
 }
 
 /// The series index. Cheap to share behind an `Arc`.
@@ -204,7 +218,7 @@ impl SeriesIndex {
             .map_err(io)?;
         let file_size_bytes = file.metadata().map_err(io)?.len();
         let mut inner = Inner::default();
-        let good_bytes = {
+        let (good_bytes, version) = {
             let mut reader = BufReader::with_capacity(REPLAY_BUFFER_SIZE_BYTES, &file);
             replay(path, &mut reader, file_size_bytes, &mut inner)?
         };
@@ -213,7 +227,7 @@ impl SeriesIndex {
             file.set_len(good_bytes).map_err(io)?;
             if good_bytes == 0 {
                 file.seek(SeekFrom::Start(0)).map_err(io)?;
-                file.write_all(&header_bytes()).map_err(io)?;
+                file.write_all(&header_bytes(version)).map_err(io)?;
             }
             file.sync_all().map_err(io)?;
             if good_bytes == 0 {
@@ -226,6 +240,7 @@ impl SeriesIndex {
             path: path.to_path_buf(),
             file,
             size_bytes,
+            version,
         });
         inner.assert_invariants();
         Ok(SeriesIndex {
@@ -244,7 +259,7 @@ impl SeriesIndex {
         let file_size_bytes = file.metadata().map_err(io)?.len();
         let mut inner = Inner::default();
         let mut reader = BufReader::with_capacity(REPLAY_BUFFER_SIZE_BYTES, &file);
-        let good_bytes = replay(path, &mut reader, file_size_bytes, &mut inner)?;
+        let (good_bytes, _) = replay(path, &mut reader, file_size_bytes, &mut inner)?;
         inner.assert_invariants();
         let index = SeriesIndex {
             inner: RwLock::new(inner),
@@ -275,7 +290,8 @@ impl SeriesIndex {
         if let Some(id) = inner.find(text, kind)? {
             return Ok(id);
         }
-        inner.create(key, Arc::from(text), kind)
+        let ids = inner.create_many(vec![(key.clone(), Arc::from(text), kind)])?;
+        Ok(ids[0])
     }
 
     /// The ids of a batch's keys, in order, creating series for new canonical texts. One read
@@ -337,6 +353,12 @@ impl SeriesIndex {
         if inner.failed {
             return Err(IndexError::Failed);
         }
+        // New series are created together (one group record), so a text repeated in the batch
+        // must find the pending one.
+        let first_new = inner.series.len();
+        let mut new: Vec<(StreamKey, Arc<str>, Kind)> = Vec::new();
+        let mut new_by_text: HashMap<&str, usize, foldhash::quality::RandomState> =
+            HashMap::default();
         for (slot, &(key, kind)) in keys.iter().enumerate() {
             if out[slot] != Ok(MISSING) {
                 continue;
@@ -345,7 +367,11 @@ impl SeriesIndex {
                 unreachable!("ids are never missing");
             };
             // Another writer (or an earlier slot with the same text) may have added it.
-            out[slot] = match inner.lookup_text(text) {
+            let found = inner.lookup_text(text).or_else(|| {
+                let &at = new_by_text.get(text)?;
+                Some((SeriesId((first_new + at) as u32), new[at].2))
+            });
+            out[slot] = match found {
                 Some((id, existing)) if existing == kind => Ok(id),
                 Some((id, existing)) => Err((id, existing)),
                 None => {
@@ -355,10 +381,22 @@ impl SeriesIndex {
                             text: text.to_owned(),
                         });
                     }
-                    Ok(inner.create(&parsed, Arc::from(text), kind)?)
+                    let at = new.len();
+                    let id = u32::try_from(first_new + at)
+                        .ok()
+                        .filter(|&id| id < SERIES_MAX)
+                        .ok_or(IndexError::Full)?;
+                    new_by_text.insert(text, at);
+                    new.push((parsed, Arc::from(text), kind));
+                    Ok(SeriesId(id))
                 }
             };
         }
+        let created = inner.create_many(new)?;
+        debug_assert!(created
+            .iter()
+            .enumerate()
+            .all(|(i, id)| id.0 as usize == first_new + i));
         debug_assert!(out.iter().all(|r| *r != Ok(MISSING)));
         Ok(out)
     }
@@ -545,20 +583,33 @@ fn activity(s: &Series) -> Option<(i64, i64)> {
 }
 
 impl Inner {
-    /// Adds a new series: its record appended to the file, then the in-memory maps.
-    fn create(
+    /// Adds new series with the next ids, in order: their records appended to the file (one
+    /// write; group records where the file's version has them), then the in-memory maps. On a
+    /// failed append nothing is added.
+    fn create_many(
         &mut self,
-        key: &StreamKey,
-        text: Arc<str>,
-        kind: Kind,
-    ) -> Result<SeriesId, IndexError> {
-        let id = u32::try_from(self.series.len()).map_err(|_| IndexError::Full)?;
-        if id >= SERIES_MAX {
+        new: Vec<(StreamKey, Arc<str>, Kind)>,
+    ) -> Result<Vec<SeriesId>, IndexError> {
+        let first = self.series.len();
+        let end = first.checked_add(new.len()).ok_or(IndexError::Full)?;
+        if end > SERIES_MAX as usize {
             return Err(IndexError::Full);
         }
-        self.append_record(id, &text, kind)?;
-        self.insert(id, key, text, kind);
-        Ok(SeriesId(id))
+        let version = self.file.as_ref().map_or(INDEX_VERSION, |f| f.version);
+        let entries: Vec<(u32, &str, Kind)> = new
+            .iter()
+            .enumerate()
+            .map(|(i, (_, text, kind))| ((first + i) as u32, &**text, *kind))
+            .collect();
+        let records = encode_records(&entries, version);
+        self.append(&records)?;
+        let mut ids = Vec::with_capacity(new.len());
+        for (i, (key, text, kind)) in new.into_iter().enumerate() {
+            let id = (first + i) as u32;
+            self.insert(id, &key, text, kind);
+            ids.push(SeriesId(id));
+        }
+        Ok(ids)
     }
 
     /// The id and kind of the series whose canonical key is `text`.
@@ -616,14 +667,13 @@ impl Inner {
         });
     }
 
-    /// Appends the record; on failure cuts the file back so no torn record stays before later
-    /// ones, and if even that fails refuses all further work.
-    fn append_record(&mut self, id: u32, text: &str, kind: Kind) -> Result<(), IndexError> {
+    /// Appends encoded records; on failure cuts the file back so no torn record stays before
+    /// later ones, and if even that fails refuses all further work.
+    fn append(&mut self, records: &[u8]) -> Result<(), IndexError> {
         let Some(f) = self.file.as_mut() else {
             return Ok(());
         };
-        let record = encode_record(id, text, kind);
-        let result = f.file.write_all(&record);
+        let result = f.file.write_all(records);
         if let Err(error) = result {
             let path = f.path.clone();
             if f.file.set_len(f.size_bytes).is_err() || f.file.seek(SeekFrom::End(0)).is_err() {
@@ -631,7 +681,7 @@ impl Inner {
             }
             return Err(IndexError::Io { path, error });
         }
-        f.size_bytes += record.len() as u64;
+        f.size_bytes += records.len() as u64;
         Ok(())
     }
 
@@ -660,28 +710,68 @@ fn sync_parent_dir(path: &Path) -> std::io::Result<()> {
     File::open(parent)?.sync_all()
 }
 
-fn header_bytes() -> [u8; INDEX_HEADER_SIZE_BYTES] {
+fn header_bytes(version: u32) -> [u8; INDEX_HEADER_SIZE_BYTES] {
     let mut header = [0u8; INDEX_HEADER_SIZE_BYTES];
     header[..8].copy_from_slice(&INDEX_MAGIC);
-    header[8..12].copy_from_slice(&INDEX_VERSION.to_le_bytes());
+    header[8..12].copy_from_slice(&version.to_le_bytes());
     let crc = crc32c::crc32c(&header[..12]);
     header[12..].copy_from_slice(&crc.to_le_bytes());
     header
 }
 
-/// `size: u32 LE, crc32c(payload): u32 LE, payload = type, kind, id: u32 LE, canonical key`.
-fn encode_record(id: u32, text: &str, kind: Kind) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(6 + text.len());
-    payload.push(RECORD_NEW_SERIES);
-    payload.push(kind as u8);
-    payload.extend_from_slice(&id.to_le_bytes());
-    payload.extend_from_slice(text.as_bytes());
-    assert!(payload.len() <= RECORD_SIZE_MAX);
-    let mut record = Vec::with_capacity(8 + payload.len());
-    record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    record.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
-    record.extend_from_slice(&payload);
-    record
+/// Frames a payload: `size: u32 LE, crc32c(payload): u32 LE, payload`.
+fn frame(payload: &[u8], out: &mut Vec<u8>) {
+    assert!(!payload.is_empty() && payload.len() <= RECORD_SIZE_MAX);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// The records for new series `entries` (consecutive ids): in a version 2 file, runs of them
+/// as group records (`type 2, count: u32, raw size: u32, lz4 block of entries`, each entry
+/// `kind, id: u32, key size: u32, key`); a lone series, a key too big for a group, or a
+/// version 1 file gets `type 1, kind, id: u32, key`.
+fn encode_records(entries: &[(u32, &str, Kind)], version: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut raw = Vec::new();
+    let mut count = 0u32;
+    let mut payload = Vec::new();
+    let flush_group = |raw: &mut Vec<u8>, count: &mut u32, out: &mut Vec<u8>| {
+        if *count == 0 {
+            return;
+        }
+        let mut payload = Vec::with_capacity(9 + raw.len() / 2);
+        payload.push(RECORD_SERIES_GROUP);
+        payload.extend_from_slice(&count.to_le_bytes());
+        payload.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+        payload.extend_from_slice(&lz4_flex::block::compress(raw));
+        frame(&payload, out);
+        raw.clear();
+        *count = 0;
+    };
+    for &(id, text, kind) in entries {
+        let entry_bytes = GROUP_ENTRY_HEADER_BYTES + text.len();
+        if version < 2 || entries.len() == 1 || entry_bytes > GROUP_RAW_BYTES_MAX {
+            flush_group(&mut raw, &mut count, &mut out);
+            payload.clear();
+            payload.push(RECORD_NEW_SERIES);
+            payload.push(kind as u8);
+            payload.extend_from_slice(&id.to_le_bytes());
+            payload.extend_from_slice(text.as_bytes());
+            frame(&payload, &mut out);
+            continue;
+        }
+        if raw.len() + entry_bytes > GROUP_RAW_BYTES_MAX {
+            flush_group(&mut raw, &mut count, &mut out);
+        }
+        raw.push(kind as u8);
+        raw.extend_from_slice(&id.to_le_bytes());
+        raw.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        raw.extend_from_slice(text.as_bytes());
+        count += 1;
+    }
+    flush_group(&mut raw, &mut count, &mut out);
+    out
 }
 
 fn le_u32(bytes: &[u8], at: usize) -> u32 {
@@ -696,7 +786,7 @@ fn replay(
     reader: &mut impl Read,
     size_bytes: u64,
     inner: &mut Inner,
-) -> Result<u64, IndexError> {
+) -> Result<(u64, u32), IndexError> {
     let io = |error| IndexError::Io {
         path: path.to_path_buf(),
         error,
@@ -708,21 +798,24 @@ fn replay(
     };
     if size_bytes < INDEX_HEADER_SIZE_BYTES as u64 {
         // Created but the header never fully reached the disk: nothing else can follow it.
-        return Ok(0);
+        return Ok((0, INDEX_VERSION));
     }
     let mut header = [0u8; INDEX_HEADER_SIZE_BYTES];
     reader.read_exact(&mut header).map_err(io)?;
-    if header != header_bytes() {
+    let Some(version) = [INDEX_VERSION_V1, INDEX_VERSION]
+        .into_iter()
+        .find(|&v| header == header_bytes(v))
+    else {
         return Err(IndexError::BadHeader {
             path: path.to_path_buf(),
         });
-    }
+    };
     let mut pos = INDEX_HEADER_SIZE_BYTES as u64;
     let mut payload = Vec::new();
     while pos < size_bytes {
         let rest = size_bytes - pos;
         if rest < 8 {
-            return Ok(pos);
+            return Ok((pos, version));
         }
         let mut head = [0u8; 8];
         reader.read_exact(&mut head).map_err(io)?;
@@ -732,14 +825,14 @@ fn replay(
         if size == 0 || size > rest - 8 {
             let torn = size > 0 && size <= RECORD_SIZE_MAX as u64;
             if torn || (head == [0; 8] && rest_is_zero(reader).map_err(io)?) {
-                return Ok(pos);
+                return Ok((pos, version));
             }
             return Err(corrupt(pos, "damaged record size"));
         }
         let last = 8 + size == rest;
         if size > RECORD_SIZE_MAX as u64 {
             return if last {
-                Ok(pos)
+                Ok((pos, version))
             } else {
                 Err(corrupt(pos, "record size beyond maximum"))
             };
@@ -749,15 +842,15 @@ fn replay(
         if crc32c::crc32c(&payload) != le_u32(&head, 4) {
             // The last record may be torn inside (size written, payload not); earlier ones not.
             return if last {
-                Ok(pos)
+                Ok((pos, version))
             } else {
                 Err(corrupt(pos, "record checksum mismatch before the tail"))
             };
         }
-        apply_record(&payload, inner).map_err(|what| corrupt(pos, what))?;
+        apply_record(&payload, version, inner).map_err(|what| corrupt(pos, what))?;
         pos += 8 + size;
     }
-    Ok(pos)
+    Ok((pos, version))
 }
 
 /// Whether everything left in `reader` is zero bytes (read in bounded chunks).
@@ -775,18 +868,53 @@ fn rest_is_zero(reader: &mut impl Read) -> std::io::Result<bool> {
     }
 }
 
-fn apply_record(payload: &[u8], inner: &mut Inner) -> Result<(), &'static str> {
-    if payload.len() < 7 || payload[0] != RECORD_NEW_SERIES {
-        return Err("unknown record type");
+fn apply_record(payload: &[u8], version: u32, inner: &mut Inner) -> Result<(), &'static str> {
+    match payload.first() {
+        Some(&RECORD_NEW_SERIES) if payload.len() >= 7 => {
+            apply_series(payload[1], le_u32(payload, 2), &payload[6..], inner)
+        }
+        Some(&RECORD_SERIES_GROUP) if version >= 2 && payload.len() >= 9 => {
+            let count = le_u32(payload, 1) as usize;
+            let raw_size = le_u32(payload, 5) as usize;
+            // Bounded before anything is allocated: a group never holds more than this.
+            if count == 0 || raw_size > GROUP_RAW_BYTES_MAX {
+                return Err("group size beyond maximum");
+            }
+            let raw = lz4_flex::block::decompress(&payload[9..], raw_size)
+                .map_err(|_| "group does not decompress")?;
+            if raw.len() != raw_size {
+                return Err("group size mismatch");
+            }
+            let mut at = 0;
+            for _ in 0..count {
+                let header = raw
+                    .get(at..at + GROUP_ENTRY_HEADER_BYTES)
+                    .ok_or("group entry truncated")?;
+                let key_size = le_u32(header, 5) as usize;
+                let start = at + GROUP_ENTRY_HEADER_BYTES;
+                let key = raw
+                    .get(start..start + key_size)
+                    .ok_or("group key truncated")?;
+                apply_series(header[0], le_u32(header, 1), key, inner)?;
+                at = start + key_size;
+            }
+            if at != raw.len() {
+                return Err("group has trailing bytes");
+            }
+            Ok(())
+        }
+        _ => Err("unknown record type"),
     }
-    let kind = Kind::from_u8(payload[1]).ok_or("unknown series kind")?;
-    let id = le_u32(payload, 2);
+}
+
+fn apply_series(kind: u8, id: u32, key: &[u8], inner: &mut Inner) -> Result<(), &'static str> {
+    let kind = Kind::from_u8(kind).ok_or("unknown series kind")?;
     if id as usize != inner.series.len() {
         return Err("series id out of order");
     }
-    let text = std::str::from_utf8(&payload[6..]).map_err(|_| "key not UTF-8")?;
+    let text = std::str::from_utf8(key).map_err(|_| "key not UTF-8")?;
     let key = StreamKey::parse(text).map_err(|_| "key does not parse")?;
-    if key.canonical() != text || inner.by_key.contains_key(text) {
+    if key.canonical_str() != text || inner.by_key.contains_key(text) {
         return Err("key not canonical or repeated");
     }
     inner.insert(id, &key, Arc::from(text), kind);
@@ -796,10 +924,14 @@ fn apply_record(payload: &[u8], inner: &mut Inner) -> Result<(), &'static str> {
 /// Fuzzing entry: replays `data` as a whole file and behind a valid header; never panics, and
 /// whatever replays is internally consistent.
 pub(crate) fn fuzz_replay(data: &[u8]) {
-    for bytes in [data.to_vec(), [header_bytes().as_slice(), data].concat()] {
+    for bytes in [
+        data.to_vec(),
+        [header_bytes(INDEX_VERSION_V1).as_slice(), data].concat(),
+        [header_bytes(INDEX_VERSION).as_slice(), data].concat(),
+    ] {
         let mut inner = Inner::default();
         let size_bytes = bytes.len() as u64;
-        if let Ok(good) = replay(
+        if let Ok((good, _)) = replay(
             Path::new("fuzz"),
             &mut bytes.as_slice(),
             size_bytes,
@@ -926,6 +1058,117 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), full);
     }
 
+    fn batch(texts: &[String]) -> Vec<(KeyRef<'_>, Kind)> {
+        texts
+            .iter()
+            .map(|t| (KeyRef::Text(t.as_str()), Kind::Numeric))
+            .collect()
+    }
+
+    #[test]
+    fn series_created_together_share_a_compressed_record_and_survive_any_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("series.idx");
+        let texts: Vec<String> = (0..300)
+            .map(|i| {
+                format!(
+                    "cpu_{}|ST[dc:east,host:h{},rack:r{}]",
+                    i % 10,
+                    i / 10,
+                    i / 50
+                )
+            })
+            .collect();
+        {
+            let index = SeriesIndex::open(&path).unwrap();
+            index.get_or_create(&key("first"), Kind::Text).unwrap();
+            // A text repeated within the batch is one new series.
+            let mut twice = texts[..100].to_vec();
+            twice.push(texts[5].clone());
+            let ids = index.resolve(&batch(&twice)).unwrap();
+            assert_eq!(ids[100], ids[5]);
+            let ids = index.resolve(&batch(&texts)).unwrap();
+            assert_eq!(ids[299], SeriesId(300));
+            index.sync().unwrap();
+        }
+        let full = std::fs::read(&path).unwrap();
+        let plain: usize = texts.iter().map(|t| 14 + t.len()).sum();
+        assert!(
+            full.len() * 3 < plain,
+            "{} bytes vs {plain} as single records",
+            full.len()
+        );
+        let reopened = SeriesIndex::open(&path).unwrap();
+        for (i, t) in texts.iter().enumerate() {
+            assert_eq!(
+                reopened.lookup(&key(t)).unwrap(),
+                Some((SeriesId(i as u32 + 1), Kind::Numeric))
+            );
+        }
+        drop(reopened);
+        // Every cut: whole groups survive or none of a group does, and appends continue.
+        for cut in (INDEX_HEADER_SIZE_BYTES..full.len()).step_by(3) {
+            std::fs::write(&path, &full[..cut]).unwrap();
+            let index = SeriesIndex::open(&path).unwrap();
+            let n = index.snapshot().unwrap().series_count();
+            assert!([0, 1, 101, 301].contains(&n), "cut {cut}: {n} series");
+            let id = index.get_or_create(&key("new"), Kind::Text).unwrap();
+            assert_eq!(id, SeriesId(n));
+        }
+    }
+
+    #[test]
+    fn version_1_files_are_read_and_appended_as_version_1() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("series.idx");
+        let mut v1 = header_bytes(INDEX_VERSION_V1).to_vec();
+        v1.extend(encode_records(
+            &[(0, "a", Kind::Numeric), (1, "b|ST[x:y]", Kind::Text)],
+            INDEX_VERSION_V1,
+        ));
+        std::fs::write(&path, &v1).unwrap();
+        let index = SeriesIndex::open(&path).unwrap();
+        assert_eq!(
+            index.lookup(&key("b|ST[x:y]")).unwrap(),
+            Some((SeriesId(1), Kind::Text))
+        );
+        let texts = ["c".to_owned(), "d".to_owned()];
+        let keys: Vec<_> = texts
+            .iter()
+            .map(|t| (KeyRef::Text(t.as_str()), Kind::Numeric))
+            .collect();
+        index.resolve(&keys).unwrap();
+        drop(index);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(
+            bytes[..INDEX_HEADER_SIZE_BYTES],
+            header_bytes(INDEX_VERSION_V1)
+        );
+        // Two single records (type 1), no group.
+        let rest = &bytes[v1.len()..];
+        assert_eq!(rest[8], RECORD_NEW_SERIES);
+        assert_eq!(
+            SeriesIndex::open(&path)
+                .unwrap()
+                .snapshot()
+                .unwrap()
+                .series_count(),
+            4
+        );
+        // A group record in a version 1 file is damage, not something to guess at.
+        let mut bad = header_bytes(INDEX_VERSION_V1).to_vec();
+        bad.extend(encode_records(
+            &[(0, "a", Kind::Numeric), (1, "b", Kind::Numeric)],
+            2,
+        ));
+        bad.extend(encode_records(&[(2, "c", Kind::Numeric)], 2));
+        std::fs::write(&path, &bad).unwrap();
+        assert!(matches!(
+            SeriesIndex::open(&path),
+            Err(IndexError::Corrupt { .. })
+        ));
+    }
+
     #[test]
     fn damage_before_the_tail_is_reported() {
         let dir = tempfile::tempdir().unwrap();
@@ -996,13 +1239,13 @@ mod tests {
     proptest! {
         #[test]
         fn replay_of_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-            let mut with_header = header_bytes().to_vec();
+            let mut with_header = header_bytes(INDEX_VERSION).to_vec();
             with_header.extend_from_slice(&bytes);
             let mut inner = Inner::default();
             let _ = replay(Path::new("x"), &mut bytes.as_slice(), bytes.len() as u64, &mut inner);
             let mut inner = Inner::default();
             let size_bytes = with_header.len() as u64;
-            if let Ok(good) = replay(Path::new("x"), &mut with_header.as_slice(), size_bytes, &mut inner) {
+            if let Ok((good, _)) = replay(Path::new("x"), &mut with_header.as_slice(), size_bytes, &mut inner) {
                 prop_assert!(good <= size_bytes);
                 inner.assert_invariants();
             }

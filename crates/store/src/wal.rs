@@ -318,7 +318,9 @@ mod tests {
     #[test]
     fn batches_encode_as_their_runs_of_one_entry_and_tag() {
         // Groups 2 and 3 are one series, a plain then a cumulative histogram: two runs.
-        let groups = sample_groups();
+        let mut groups = sample_groups();
+        // u32::MAX marks a rejected entry in a batch; the largest real id is below it.
+        groups[1].id = SeriesId(u32::MAX - 2);
         let mut samples = Vec::new();
         let mut ids = Vec::new();
         for (entry, g) in groups.iter().enumerate() {
@@ -344,6 +346,11 @@ mod tests {
         assert_eq!(from_batch, from_groups);
         assert!(bits_equal(&decode(&from_batch).unwrap(), &groups));
         assert!(bits_equal(&batch_groups(&samples, &ids), &groups));
+        // A rejected entry's samples are left out of the record.
+        ids[0] = REJECTED;
+        let mut without = Vec::new();
+        encode_batch(&samples, &ids, &mut without);
+        assert!(bits_equal(&decode(&without).unwrap(), &groups[1..]));
     }
 
     #[test]
