@@ -309,8 +309,13 @@ fn build_series(
         return Ok(None);
     };
     let slice = |ts: i64| part_start(ts, period_ms);
-    // Seed and finer rollups: aggregates and histograms already in slices of a finer period.
-    let fold_rollup = |acc: &mut Acc, b: &Block, in_order: bool| -> Result<(), StoreError> {
+    // Seed and finer rollups: aggregates and histograms already in slices of a finer period;
+    // `keep` picks the slices (by start) to fold in.
+    let fold_rollup = |acc: &mut Acc,
+                       b: &Block,
+                       in_order: bool,
+                       keep: &mut dyn FnMut(i64) -> bool|
+     -> Result<(), StoreError> {
         for e in b.entries_of(id) {
             match read_chunk(b, e)? {
                 ChunkData::Aggregates(v) => {
@@ -318,7 +323,9 @@ fn build_series(
                         .iter()
                         .filter(|(t, _)| !blocks.hidden(id, *t, b.content_generation))
                     {
-                        acc.add_numeric(slice(*t), s, in_order);
+                        if keep(*t) {
+                            acc.add_numeric(slice(*t), s, in_order);
+                        }
                     }
                 }
                 ChunkData::Histogram(v) => {
@@ -326,7 +333,9 @@ fn build_series(
                         .iter()
                         .filter(|(t, _)| !blocks.hidden(id, *t, b.content_generation))
                     {
-                        acc.add_histogram(slice(*t), h);
+                        if keep(*t) {
+                            acc.add_histogram(slice(*t), h);
+                        }
                     }
                 }
                 _ => {}
@@ -334,14 +343,38 @@ fn build_series(
         }
         Ok(())
     };
+    // Over finer rollups, a newer finer file is a whole partition rebuilt (not a delta, as a
+    // newer base block is): it replaces the old rollup's slices in its range instead of adding
+    // to them, or they would count twice. An old slice only partly inside such a range (a
+    // period that does not divide the finer partition) is kept whole and the finer slices
+    // inside it left out: the late data there is missed rather than the old data lost.
+    let replaced: Vec<(i64, i64)> = if seed.is_some() && !src.from_base {
+        files
+            .iter()
+            .map(|b| (b.id.partition_start_ms, b.partition_end_ms))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut kept_whole: Vec<(i64, i64)> = Vec::new();
     if let Some(old) = seed {
-        fold_rollup(&mut acc, old, false)?;
+        let mut keep_old = |t: i64| {
+            let end = t.saturating_add(period_ms);
+            let inside = replaced.iter().any(|&(s, e)| s <= t && end <= e);
+            let overlaps = replaced.iter().any(|&(s, e)| t < e && s < end);
+            if overlaps && !inside {
+                kept_whole.push((t, end));
+            }
+            !inside
+        };
+        fold_rollup(&mut acc, old, false, &mut keep_old)?;
     }
     // Seeded: new data may interleave with the old slices (no step between them).
     let in_order = seed.is_none();
     if !src.from_base {
+        let mut keep_new = |t: i64| !kept_whole.iter().any(|&(s, e)| s <= t && t < e);
         for b in files {
-            fold_rollup(&mut acc, b, in_order)?;
+            fold_rollup(&mut acc, b, in_order, &mut keep_new)?;
         }
         return Ok(acc.into_data());
     }
