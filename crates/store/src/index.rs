@@ -1118,6 +1118,44 @@ mod tests {
     }
 
     #[test]
+    fn every_bit_flip_of_a_group_record_is_caught() {
+        let texts: Vec<String> = (0..6).map(|i| format!("m|ST[h:{i}]")).collect();
+        let entries: Vec<(u32, &str, Kind)> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i as u32, t.as_str(), Kind::Numeric))
+            .collect();
+        let mut file = header_bytes(INDEX_VERSION).to_vec();
+        file.extend(encode_records(&entries, INDEX_VERSION));
+        // A second record after the group, so damage in the group is not a torn tail.
+        file.extend(encode_records(&[(6, "after", Kind::Text)], INDEX_VERSION));
+        let mut inner = Inner::default();
+        let size = file.len() as u64;
+        assert_eq!(
+            replay(Path::new("x"), &mut file.as_slice(), size, &mut inner)
+                .unwrap()
+                .0,
+            size
+        );
+        assert_eq!(inner.series.len(), 7);
+        let group_end = file.len() - encode_records(&[(6, "after", Kind::Text)], 2).len();
+        for byte in INDEX_HEADER_SIZE_BYTES..group_end {
+            for bit in 0..8 {
+                let mut bad = file.clone();
+                bad[byte] ^= 1 << bit;
+                let mut inner = Inner::default();
+                match replay(Path::new("x"), &mut bad.as_slice(), size, &mut inner) {
+                    // A flipped size can make the rest look like a torn tail: only a prefix.
+                    Ok((good, _)) => assert!(good < size && inner.series.len() < 7, "{byte}.{bit}"),
+                    Err(IndexError::Corrupt { .. }) => {}
+                    Err(e) => panic!("{byte}.{bit}: {e:?}"),
+                }
+                inner.assert_invariants();
+            }
+        }
+    }
+
+    #[test]
     fn version_1_files_are_read_and_appended_as_version_1() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("series.idx");
