@@ -441,15 +441,7 @@ async fn remote_write(State(app): State<Shared>, headers: HeaderMap, body: Body)
         Ok(read) => read,
         Err(BodyError(status, message)) => return error(status, message),
     };
-    let result = app
-        .ingest(
-            Endpoint::RemoteWrite,
-            bytes,
-            gzip,
-            Vec::new(),
-            ingest::remote_write::parse,
-        )
-        .await;
+    let result = super::remote_write::ingest(&app, bytes, gzip).await;
     match result {
         // Prometheus drops a batch on a 4xx (other than 429) and retries on 5xx: permanently
         // bad data is a 400 naming it (the good series of the request are stored).

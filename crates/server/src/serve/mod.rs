@@ -11,6 +11,7 @@ mod http;
 mod mapping;
 mod metrics;
 mod read;
+mod remote_write;
 mod statsd;
 mod ui;
 mod worksheets;

@@ -1,0 +1,347 @@
+//! Prometheus remote write 1.0 straight into a store batch: the body is decoded with
+//! `ingest::remote_write::visit`, which lends each series' labels from the body; the series'
+//! canonical key is printed once (`TagSet::from_labels`, the key remote read and PromQL see the
+//! labels as) and every sample of it pushed under that key. No `ingest::Sample`, tag list or
+//! label copy is made per sample or series.
+//!
+//! Status codes as for every other write (`App::ingest`): a body rejected whole is a 400 (413
+//! past a size bound), a bad series or sample is left out and named in a 400 while the good
+//! ones are stored, a store failure is a 5xx the sender retries.
+
+use std::sync::Arc;
+
+use ingest::remote_write::{PointKind, Visitor};
+use ingest::{Options, Reason, Rejection};
+use store::key::TagSet;
+
+use super::mapping::{self, Mapped, REJECTIONS_LISTED_MAX};
+use super::{classify, gunzip, now_ms, App, Endpoint, WriteError};
+
+/// Decompresses (gzip if sent so, then snappy), decodes and writes one remote write body;
+/// returns what it became. A body rejected whole is not written at all.
+pub async fn ingest(
+    app: &Arc<App>,
+    body: axum::body::Bytes,
+    gzip: bool,
+) -> Result<Mapped, WriteError> {
+    let _permit = app.writers.acquire().await.map_err(|_| WriteError::Store {
+        retryable: true,
+        message: "shutting down".to_owned(),
+    })?;
+    let app = app.clone();
+    let joined = tokio::task::spawn_blocking(move || write_body(&app, &body, gzip)).await;
+    joined.unwrap_or_else(|e| {
+        Err(WriteError::Store {
+            retryable: false,
+            message: format!("ingest task failed: {e}"),
+        })
+    })
+}
+
+fn write_body(app: &App, body: &[u8], gzip: bool) -> Result<Mapped, WriteError> {
+    let unzipped;
+    let bytes: &[u8] = if gzip {
+        unzipped = gunzip(body, app.config.limits.body_size_bytes_max)?;
+        &unzipped
+    } else {
+        body
+    };
+    let mut mapped = map_body(bytes, &Options::at(now_ms()));
+    if mapped.stopped || mapped.batch.is_empty() {
+        app.metrics.batch(
+            Endpoint::RemoteWrite,
+            mapped.accepted,
+            mapped.rejected_total,
+        );
+        return Ok(mapped);
+    }
+    let stopwatch = clock::Stopwatch::start();
+    let result = app.store.write_partial(&mapped.batch);
+    app.metrics
+        .store_write(stopwatch.elapsed_ns(), result.is_ok());
+    match result {
+        Ok(rejected) => mapping::apply_kind_rejections(&mut mapped, &rejected),
+        Err(e) => {
+            tracing::warn!(error = %e, endpoint = Endpoint::RemoteWrite.name(), "store write failed");
+            return Err(classify(&e));
+        }
+    }
+    app.metrics.batch(
+        Endpoint::RemoteWrite,
+        mapped.accepted,
+        mapped.rejected_total,
+    );
+    Ok(mapped)
+}
+
+/// One snappy body as a store batch plus its rejections (not written yet).
+pub fn map_body(body: &[u8], options: &Options) -> Mapped {
+    let raw = match ingest::remote_write::decompress(body) {
+        Ok(raw) => raw,
+        Err(reason) => return rejected_body(reason),
+    };
+    let mut writer = BatchWriter {
+        mapped: Mapped::default(),
+        key: String::new(),
+        key_ok: false,
+        series: 0,
+        name_len: 0,
+        slot: None,
+    };
+    match ingest::remote_write::visit(&raw, options, &mut writer) {
+        Ok(()) => writer.mapped,
+        // The body is checked whole before any series is visited, so nothing was pushed; the
+        // batch is dropped all the same should a series have been.
+        Err(reason) => rejected_body(reason),
+    }
+}
+
+fn rejected_body(reason: Reason) -> Mapped {
+    let too_large = matches!(reason, Reason::Bound { .. });
+    let rejection = Rejection {
+        location: "body".to_owned(),
+        reason,
+        rest_of_body: true,
+    };
+    Mapped {
+        rejected: vec![rejection.to_string()],
+        rejected_total: 1,
+        stopped: true,
+        stopped_too_large: too_large,
+        ..Mapped::default()
+    }
+}
+
+/// The visitor: each series' key printed once into `key`, its samples pushed under it.
+struct BatchWriter {
+    mapped: Mapped,
+    /// The current series' canonical key, `name` first (valid when `key_ok`).
+    key: String,
+    key_ok: bool,
+    /// The current series' index in the request.
+    series: usize,
+    /// Length of the metric name at the start of `key`, for naming rejections.
+    name_len: usize,
+    /// The batch slot of the current series' float samples once one is pushed.
+    slot: Option<usize>,
+}
+
+impl BatchWriter {
+    fn reject(&mut self, message: impl FnOnce() -> String) {
+        self.mapped.rejected_total += 1;
+        if self.mapped.rejected.len() < REJECTIONS_LISTED_MAX {
+            self.mapped.rejected.push(message());
+        }
+    }
+}
+
+impl Visitor for BatchWriter {
+    fn series(&mut self, index: usize, name: &str, labels: &[(&str, &str)]) -> bool {
+        self.series = index;
+        self.slot = None;
+        self.key.clear();
+        let written = TagSet::from_labels(labels.iter().copied()).and_then(|(name, set)| {
+            set.write_key(name, &mut self.key)?;
+            Ok(name.len())
+        });
+        match written {
+            Ok(name_len) => {
+                self.key_ok = true;
+                self.name_len = name_len;
+                true
+            }
+            Err(e) => {
+                self.key_ok = false;
+                self.reject(|| format!("series {index} (`{name}`): {e}"));
+                false
+            }
+        }
+    }
+
+    fn reject_series(&mut self, index: usize, reason: Reason) {
+        self.key_ok = false;
+        let rejection = Rejection {
+            location: format!("series {index}"),
+            reason,
+            rest_of_body: false,
+        };
+        self.reject(|| rejection.to_string());
+    }
+
+    fn point(
+        &mut self,
+        kind: PointKind,
+        i: usize,
+        point: Result<(i64, ingest::Value), Reason>,
+    ) -> bool {
+        if !self.key_ok {
+            debug_assert!(false, "a point of a series refused");
+            return true;
+        }
+        let (series, name) = (self.series, &self.key[..self.name_len]);
+        let (ts_ms, value) = match point {
+            Ok(point) => point,
+            Err(reason) => {
+                let rejection = Rejection {
+                    location: format!("series {series} (`{name}`), {} {i}", kind.name()),
+                    reason,
+                    rest_of_body: false,
+                };
+                self.reject(|| rejection.to_string());
+                return true;
+            }
+        };
+        let batch = &mut self.mapped.batch;
+        let pushed = match (value, self.slot) {
+            (ingest::Value::Numeric(v), Some(slot)) => {
+                batch.push_at(slot, ts_ms, store::Value::Numeric(v))
+            }
+            (ingest::Value::Numeric(v), None) => batch
+                .push_canonical(&self.key, ts_ms, store::Value::Numeric(v))
+                .map(|slot| self.slot = Some(slot)),
+            (ingest::Value::Histogram(h), _) => batch
+                .push_canonical(&self.key, ts_ms, store::Value::Histogram(h))
+                .map(drop),
+            (ingest::Value::CumulativeHistogram(h), _) => batch
+                .push_canonical(&self.key, ts_ms, store::Value::CumulativeHistogram(h))
+                .map(drop),
+            // The decoder makes only numerics and histograms.
+            (ingest::Value::Null | ingest::Value::Text(_), _) => {
+                debug_assert!(false, "remote write point of another kind");
+                return true;
+            }
+        };
+        match pushed {
+            Ok(()) => self.mapped.accepted += 1,
+            Err(e) => {
+                let key = &self.key;
+                let message = format!("metric `{key}`: {e}");
+                self.reject(|| message);
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use ingest::remote_write::proto;
+    use prost::Message;
+    use store::WriteBatch;
+
+    /// 2026-11-22T00:00:00Z.
+    const NOW_MS: i64 = 1_795_305_600_000;
+
+    fn label(name: &str, value: &str) -> proto::Label {
+        proto::Label {
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+
+    fn body(timeseries: Vec<proto::TimeSeries>) -> Vec<u8> {
+        let raw = proto::WriteRequest { timeseries }.encode_to_vec();
+        snap::raw::Encoder::new().compress_vec(&raw).unwrap()
+    }
+
+    fn keys(batch: &WriteBatch) -> Vec<(String, i64, f64)> {
+        let mut out = Vec::new();
+        for (key, ts, v) in batch.samples() {
+            if let (store::KeyRef::Text(k), store::Value::Numeric(x)) = (key, v) {
+                out.push((k.to_owned(), ts, *x));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn samples_go_under_the_key_of_their_labels() {
+        let series = proto::TimeSeries {
+            labels: vec![
+                label("job", "api"),
+                label("__name__", "up"),
+                label("dc", "x"),
+                label("empty", ""),
+            ],
+            samples: vec![
+                proto::Sample {
+                    value: 1.0,
+                    timestamp: NOW_MS - 2,
+                },
+                proto::Sample {
+                    value: 2.0,
+                    timestamp: NOW_MS - 1,
+                },
+            ],
+            ..Default::default()
+        };
+        let mapped = map_body(&body(vec![series]), &Options::at(NOW_MS));
+        assert_eq!(mapped.rejected_total, 0, "{:?}", mapped.rejected);
+        assert_eq!(mapped.accepted, 2);
+        let expected = store::key::StreamKey::from_labels([
+            ("job", "api"),
+            ("__name__", "up"),
+            ("dc", "x"),
+            ("empty", ""),
+        ])
+        .unwrap()
+        .canonical();
+        assert_eq!(
+            keys(&mapped.batch),
+            vec![
+                (expected.clone(), NOW_MS - 2, 1.0),
+                (expected, NOW_MS - 1, 2.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_series_and_samples_are_named_and_the_rest_kept() {
+        let sample = |value: f64| proto::Sample {
+            value,
+            timestamp: NOW_MS,
+        };
+        let duplicate = proto::TimeSeries {
+            labels: vec![label("__name__", "a"), label("x", "1"), label("x", "2")],
+            samples: vec![sample(1.0)],
+            ..Default::default()
+        };
+        let infinite = proto::TimeSeries {
+            labels: vec![label("__name__", "b")],
+            samples: vec![sample(f64::INFINITY), sample(3.0)],
+            ..Default::default()
+        };
+        let mapped = map_body(&body(vec![duplicate, infinite]), &Options::at(NOW_MS));
+        assert_eq!(mapped.accepted, 1);
+        assert_eq!(mapped.rejected_total, 2, "{:?}", mapped.rejected);
+        assert!(
+            mapped.rejected[0].starts_with("series 0 (`a`)"),
+            "{:?}",
+            mapped.rejected
+        );
+        assert!(
+            mapped.rejected[1].starts_with("series 1 (`b`), sample 0"),
+            "{:?}",
+            mapped.rejected
+        );
+        assert_eq!(keys(&mapped.batch), vec![("b".to_owned(), NOW_MS, 3.0)]);
+        assert!(!mapped.stopped);
+    }
+
+    #[test]
+    fn a_body_rejected_whole_stores_nothing() {
+        let mapped = map_body(b"not snappy", &Options::at(NOW_MS));
+        assert!(mapped.stopped && mapped.batch.is_empty());
+        assert!(
+            mapped.rejected[0].contains("snappy"),
+            "{:?}",
+            mapped.rejected
+        );
+        assert_eq!(
+            mapped.rejected_status(),
+            axum::http::StatusCode::BAD_REQUEST
+        );
+    }
+}
