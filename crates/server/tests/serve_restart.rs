@@ -134,6 +134,18 @@ fn a_request_in_flight_at_sigterm_is_finished_and_kept() {
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(60)))
         .unwrap();
+    // A whole request first, answered: the server has accepted this connection (one still in
+    // the listen backlog at SIGTERM would be reset with the listener, which is not the case
+    // under test).
+    let warm = format!(r#"{{"warm": {{"_type": "n", "_value": 1, "_ts": {ts_ms}}}}}"#);
+    write!(
+        stream,
+        "POST /module/httptrap/c/s HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{warm}",
+        warm.len()
+    )
+    .unwrap();
+    let warm_reply = read_response(&mut stream);
+    assert!(warm_reply.starts_with("HTTP/1.1 200"), "{warm_reply}");
     write!(
         stream,
         "POST /module/httptrap/c/s HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{first}",
@@ -168,4 +180,31 @@ fn a_request_in_flight_at_sigterm_is_finished_and_kept() {
         numeric_slices(series(&r, "inflight|ST[__check:c]"))[0]["last"],
         11.0
     );
+}
+
+/// One HTTP/1.1 response (headers and a `Content-Length` body) read off a kept-alive stream.
+fn read_response(stream: &mut std::net::TcpStream) -> String {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let mut byte = [0u8; 1];
+    while !bytes.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            stream.read(&mut byte).unwrap(),
+            1,
+            "connection closed in headers"
+        );
+        bytes.push(byte[0]);
+    }
+    let head = String::from_utf8(bytes).unwrap();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().unwrap())
+        })
+        .expect("a Content-Length header");
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).unwrap();
+    head + &String::from_utf8(body).unwrap()
 }
