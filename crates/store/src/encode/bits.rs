@@ -234,6 +234,55 @@ impl<'a> BitReader<'a> {
         Ok((q << k) | low)
     }
 
+    /// `n` Rice codes with parameter `k`, each passed to `each`: the same values, bits and
+    /// errors as `n` calls of `read_rice`. Codes are taken from one 64-bit window for as long as
+    /// they fit in it, so consecutive codes depend on a register, not on a load each (a numeric
+    /// chunk's values are one such run: this is most of a raw scan).
+    pub fn read_rice_run(
+        &mut self,
+        k: u32,
+        n: usize,
+        mut each: impl FnMut(u64),
+    ) -> Result<(), DecodeError> {
+        if k > RICE_K_MAX {
+            return Err(self.invalid("Rice parameter above 63"));
+        }
+        let mut left = n;
+        while left > 0 {
+            let Some((mut w, valid)) = self.window() else {
+                break;
+            };
+            let mut used = 0u32;
+            while left > 0 {
+                let q = (!w).leading_zeros();
+                let len = q + 1 + k;
+                if u64::from(q) >= RICE_ESCAPE_Q || used + len > valid {
+                    break;
+                }
+                // q < 16 and k ≤ 56 here (len fits the window), so neither shift overflows.
+                let low = if k == 0 {
+                    0
+                } else {
+                    (w << (q + 1)) >> (64 - k)
+                };
+                each((u64::from(q) << k) | low);
+                w = w.checked_shl(len).unwrap_or(0);
+                used += len;
+                left -= 1;
+            }
+            self.pos_bits += u64::from(used);
+            if used == 0 {
+                // An escape, or a code longer than what is left of the window.
+                each(self.read_rice(k)?);
+                left -= 1;
+            }
+        }
+        for _ in 0..left {
+            each(self.read_rice(k)?);
+        }
+        Ok(())
+    }
+
     /// Checks that only zero padding (under one byte) is left.
     pub fn finish(mut self) -> Result<(), DecodeError> {
         let remaining = self.remaining_bits();
@@ -365,6 +414,35 @@ mod tests {
                 }
                 prop_assert_eq!(a.unwrap(), b.unwrap());
                 prop_assert_eq!(fast.pos_bits, slow.pos_bits);
+            }
+        }
+
+        #[test]
+        fn rice_runs_read_as_single_codes(
+            values in proptest::collection::vec(prop_oneof![0u64..8, 0u64..64, any::<u64>()], 0..80),
+            k in 0u32..=63,
+            extra in 0usize..3,
+            tail in proptest::collection::vec(any::<u8>(), 0..3),
+        ) {
+            let mut w = BitWriter::new();
+            for &v in &values {
+                w.write_rice(v, k);
+            }
+            let mut bytes = w.finish();
+            bytes.extend_from_slice(&tail);
+            // `extra` more codes than written: both readers must fail (or read the tail) alike.
+            let n = values.len() + extra;
+            let mut one = BitReader::new(&bytes);
+            let singles: Vec<Result<u64, DecodeError>> = (0..n).map(|_| one.read_rice(k)).collect();
+            let ok_len = singles.iter().take_while(|r| r.is_ok()).count();
+            let mut run = BitReader::new(&bytes);
+            let mut got = Vec::new();
+            let result = run.read_rice_run(k, n, |v| got.push(v));
+            prop_assert_eq!(result.is_ok(), ok_len == n);
+            let want: Vec<u64> = singles[..ok_len].iter().map(|r| *r.as_ref().unwrap()).collect();
+            prop_assert_eq!(&got[..], &want[..]);
+            if result.is_ok() {
+                prop_assert_eq!(run.pos_bits, one.pos_bits);
             }
         }
 

@@ -142,15 +142,16 @@ fn read_ints(
         // vector written and read back.
         let mut out = Vec::with_capacity(count);
         let mut ts = header.first_ts_ms;
-        for i in 0..count {
-            if i > 0 {
-                value = value.wrapping_add(unzigzag(r.read_rice(k)?));
-                ts += delta;
-            }
-            if value.unsigned_abs() > INT_EXACT_MAX as u64 {
-                return Err(r.invalid("integer value beyond 2^53"));
-            }
+        let mut exact = value.unsigned_abs() <= INT_EXACT_MAX as u64;
+        out.push((ts, value as f64));
+        r.read_rice_run(k, count - 1, |d| {
+            value = value.wrapping_add(unzigzag(d));
+            ts += delta;
+            exact &= value.unsigned_abs() <= INT_EXACT_MAX as u64;
             out.push((ts, value as f64));
+        })?;
+        if !exact {
+            return Err(r.invalid("integer value beyond 2^53"));
         }
         r.finish()?;
         return Ok(out);
