@@ -35,10 +35,10 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
         return batch;
     }
     let mut tokenizer = Tokenizer::new(input);
-    // A token takes at least two input bytes (`1,`) and most take far more (a histogram bin
-    // string about 16); reserving for one per 8 bytes up front saves the tape's regrowth copies
-    // on large documents.
-    let mut tape = Vec::with_capacity((input.len() / 8).min(TAPE_RESERVE_TOKENS_MAX));
+    // One token per 32 body bytes up front (numeric documents have about one per 8, histogram
+    // bin arrays two per array): fewer regrowth copies on large documents, without faulting in
+    // pages for a tape that bin arrays leave mostly empty.
+    let mut tape = Vec::with_capacity((input.len() / 32).min(TAPE_RESERVE_TOKENS_MAX));
     let bins = Cell::new(KeyedBins::default());
     let mut document = 0;
     // Validating the whole body once (the common case: it is all UTF-8) lets token texts be
@@ -229,12 +229,14 @@ impl<'a> Walker<'a, '_> {
         let mut other = false;
         let mut child = index + 1;
         while child < self.tape[index].next() {
-            let slot = match self.raw(child) {
-                "_type" => &mut explicit.kind,
-                "_value" => &mut explicit.value,
-                "_ts" => &mut explicit.ts,
-                "_fl" => &mut explicit.fl,
-                "_tags" => &mut explicit.tags,
+            // The key's raw bytes (escapes not resolved, as before): no UTF-8 boundary checks.
+            let token = self.tape[child];
+            let slot = match self.input.get(token.start()..token.end()).unwrap_or(&[]) {
+                b"_type" => &mut explicit.kind,
+                b"_value" => &mut explicit.value,
+                b"_ts" => &mut explicit.ts,
+                b"_fl" => &mut explicit.fl,
+                b"_tags" => &mut explicit.tags,
                 _ => {
                     other = true;
                     child = self.tape[child + 1].next();
