@@ -40,11 +40,11 @@
 //! ```
 //!
 //! # Cost
-//! On the AMD EPYC test machine (pinned, medians of many short batches, `bench/RESULTS.md`):
-//! `raw()` 9.95–10.05 ns, the same as a bare `RDTSC` in the same run; `now()` and `wall()`
-//! 17.8–18.0 ns, the same as a bare `LFENCE; RDTSC` plus one multiply-add (`LFENCE; RDTSC`
-//! alone is 16.5–16.7, `clock_gettime` 22.8–23.1); a [`Stopwatch`] interval plus one `hist`
-//! insert about 33.5 ns.
+//! On the AMD EPYC test machine (pinned; medians over many short batches and over a dozen runs,
+//! `bench/RESULTS.md`): `raw()` 9.8–9.9 ns, the same as a bare `RDTSC` in the same runs;
+//! `now()` and `wall()` 17.5–17.8 ns, the same as a bare `LFENCE; RDTSC` plus one multiply-add
+//! (`LFENCE; RDTSC` alone is 16.4–16.5 ns, `clock_gettime` 22.6–22.8); a [`Stopwatch`] interval
+//! plus one `hist` insert 33.3 ns.
 //!
 //! # When the TSC is used
 //! Only on x86_64 when CPUID reports an invariant TSC (any vendor) **and** the kernel's
