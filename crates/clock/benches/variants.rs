@@ -389,11 +389,17 @@ fn main() {
         global.reason()
     );
     let quanta_clock = quanta::Clock::new();
+    // The fallback: a clock forced to the OS source (what machines without a usable TSC get).
+    let os_clock = clock::Clock::new(clock::Config {
+        source: clock::Choice::Os,
+    });
     let mut cases = vec![
         case("strata raw()", clock::raw),
         case("strata now()", clock::now),
         case("strata wall()", clock::wall),
         case("clock_gettime(MONOTONIC)", clock_gettime_monotonic_ns),
+        case("strata now(), OS source", move || os_clock.now()),
+        case("strata raw(), OS source", move || os_clock.raw()),
         case("quanta Clock::raw()", || quanta_clock.raw()),
         case("quanta Clock::now()", || quanta_clock.now()),
         case("minstant Instant::now()", minstant::Instant::now),
