@@ -101,6 +101,90 @@ const TS_OWN: u8 = 2;
 /// `Metric.flags` bits 4–7 are reserved and must be zero.
 const FLAGS_RESERVED_MASK: u8 = 0xf0;
 
+/// Receives a verified metric list one metric at a time, borrowing from the body and the
+/// reader: the zero-copy path the server writes through ([`visit`]); [`parse`] builds a
+/// [`Batch`] with one. Names and text values are the body's bytes, tag lists are read once per
+/// tag set per document and lent to every metric of the set, and histograms whose bins arrive
+/// in storage order (what encoders write) are lent as storage-order keys and counts.
+pub trait Visitor {
+    /// Document `index` starts; it holds `metrics` metrics (accepted or not). Every metric
+    /// handed over afterwards belongs to it until the next call.
+    fn document(&mut self, index: usize, metrics: usize) {
+        let _ = (index, metrics);
+    }
+
+    /// One accepted metric; `false` stops the visit (no further calls).
+    fn metric(&mut self, metric: Metric<'_>) -> bool;
+
+    /// One rejected metric, or (`rest_of_body`, then the last call) the whole body or its rest.
+    /// `location` says where, as `Rejection::location`; build it only if it is kept.
+    fn reject(&mut self, location: &dyn Fn() -> String, reason: Reason, rest_of_body: bool);
+}
+
+/// One accepted metric, borrowed: every check of [`parse`] passed.
+#[derive(Debug)]
+pub struct Metric<'m> {
+    /// The name without its `|ST[…]` suffix (the suffix's tags are in `tags`).
+    pub name: &'m str,
+    /// Equal ids within one document mean equal `tags` (the same tag set, or the same name's
+    /// suffix tags with it): a visitor checks and prints a tag list once per id, not per metric.
+    pub tags_id: u64,
+    /// The stream tags: the name suffix's, then the tag set's, as in the sample `parse` makes.
+    pub tags: &'m Tags,
+    pub ts_ms: Option<i64>,
+    pub value: ValueRef<'m>,
+    pub mode: Mode,
+}
+
+/// A metric's value, borrowed where the body or the reader's scratch holds it.
+#[derive(Debug)]
+pub enum ValueRef<'m> {
+    Null,
+    Numeric(f64),
+    Text(&'m str),
+    Histogram(HistogramRef<'m>),
+    CumulativeHistogram(HistogramRef<'m>),
+}
+
+/// A histogram value: storage-order keys and counts (strictly ascending valid keys, counts
+/// above zero, as `Histogram::from_sorted_keys` takes them), or one the reader had to build
+/// (bins out of order or repeated, or an llhist part).
+#[derive(Debug)]
+pub enum HistogramRef<'m> {
+    Sorted { keys: &'m [u16], counts: &'m [u64] },
+    Built(Histogram),
+}
+
+impl HistogramRef<'_> {
+    /// The histogram as an owned value.
+    pub fn into_histogram(self) -> Histogram {
+        match self {
+            HistogramRef::Sorted { keys, counts } => Histogram::from_sorted_keys(keys, counts),
+            HistogramRef::Built(histogram) => histogram,
+        }
+    }
+}
+
+impl Metric<'_> {
+    /// The owned sample `parse` puts in its batch.
+    pub fn into_sample(self) -> Sample {
+        let value = match self.value {
+            ValueRef::Null => Value::Null,
+            ValueRef::Numeric(v) => Value::Numeric(v),
+            ValueRef::Text(text) => Value::Text(text.to_owned()),
+            ValueRef::Histogram(h) => Value::Histogram(h.into_histogram()),
+            ValueRef::CumulativeHistogram(h) => Value::CumulativeHistogram(h.into_histogram()),
+        };
+        Sample {
+            name: self.name.to_owned(),
+            tags: Arc::clone(self.tags),
+            ts_ms: self.ts_ms,
+            value,
+            mode: self.mode,
+        }
+    }
+}
+
 /// Parses a flatbuffer metric list (schema version 2). A buffer with another file identifier or
 /// that the flatbuffers verifier refuses (truncated, offsets out of bounds, invalid UTF-8, over
 /// the size bounds) is rejected whole (`rest_of_body`, location `body`, the reason naming the
@@ -108,13 +192,51 @@ const FLAGS_RESERVED_MASK: u8 = 0xf0;
 /// on its own, by the rules of the JSON form (location `document D, metric N (`name`)`, both
 /// counted from 0 like the verifier's indices). An empty body is an empty list, as for JSON.
 pub fn parse(body: &[u8], options: &Options) -> Batch {
-    let mut batch = Batch::default();
-    if body.is_empty() {
-        return batch;
+    let mut builder = BatchBuilder {
+        batch: Batch::default(),
+    };
+    visit(body, options, &mut builder);
+    builder.batch
+}
+
+/// The [`Visitor`] behind [`parse`].
+struct BatchBuilder {
+    batch: Batch,
+}
+
+impl Visitor for BatchBuilder {
+    fn document(&mut self, _index: usize, metrics: usize) {
+        // One allocation for the document's samples (metrics are 16 body bytes each, so this is
+        // bounded by the body).
+        let room = SAMPLES_PER_BATCH_MAX.saturating_sub(self.batch.samples.len());
+        self.batch.samples.reserve(metrics.min(room));
     }
+
+    fn metric(&mut self, metric: Metric<'_>) -> bool {
+        self.batch.samples.push(metric.into_sample());
+        true
+    }
+
+    fn reject(&mut self, location: &dyn Fn() -> String, reason: Reason, rest_of_body: bool) {
+        if rest_of_body {
+            self.batch.reject_rest(location, reason);
+        } else {
+            self.batch.reject(location, reason);
+        }
+    }
+}
+
+/// Reads a flatbuffer metric list into `visitor`, with every check and rejection of [`parse`]
+/// (which is this with a visitor building samples): the body is verified whole first, so a
+/// body rejected whole is one `reject` call and nothing else. At most `SAMPLES_PER_BATCH_MAX`
+/// metrics are handed over; the one after rejects the rest of the body.
+pub fn visit<V: Visitor>(body: &[u8], options: &Options, visitor: &mut V) {
+    if body.is_empty() {
+        return;
+    }
+    let whole = |visitor: &mut V, reason| visitor.reject(&|| "body".to_owned(), reason, true);
     if let Err(reason) = check_identifier(body) {
-        batch.reject_rest(|| "body".to_owned(), reason);
-        return batch;
+        return whole(visitor, reason);
     }
     let decoded_bytes_max = body
         .len()
@@ -128,19 +250,16 @@ pub fn parse(body: &[u8], options: &Options) -> Batch {
     };
     let list = match flatbuffers::root_with_opts::<schema::MetricList>(&verifier, body) {
         Ok(list) => list,
-        Err(error) => {
-            batch.reject_rest(|| "body".to_owned(), verifier_reason(&error, &verifier));
-            return batch;
-        }
+        Err(error) => return whole(visitor, verifier_reason(&error, &verifier)),
     };
     if let Err(reason) = check_unshared(&list, body.len()) {
-        batch.reject_rest(|| "body".to_owned(), reason);
-        return batch;
+        return whole(visitor, reason);
     }
     let mut shared = Shared {
         options,
         decoded_bytes: 0,
         decoded_bytes_max,
+        accepted: 0,
         no_tags: Arc::from([]),
         tags: TagList::new(),
         keys: Vec::new(),
@@ -148,13 +267,11 @@ pub fn parse(body: &[u8], options: &Options) -> Batch {
     };
     for (index, document) in list.documents().iter().flatten().enumerate() {
         let mut reader = DocumentReader::new(index, &document, &mut shared);
-        if !reader.read(&mut batch) {
+        if !reader.read(visitor) {
             break;
         }
     }
-    batch
 }
-
 /// Every metric, bin, histogram entry, timestamp and llhist byte becomes decoded data, so the
 /// vectors holding them must fit in the body side by side: documents pointing at one shared
 /// vector (which the verifier allows, counting it per reference up to 16 × the body) would
@@ -252,6 +369,8 @@ struct Shared<'o> {
     /// Name and tag bytes copied into samples so far, against `decoded_bytes_max`.
     decoded_bytes: usize,
     decoded_bytes_max: usize,
+    /// Metrics handed to the visitor so far, against `SAMPLES_PER_BATCH_MAX`.
+    accepted: usize,
     /// The empty tag list every untagged sample shares.
     no_tags: Tags,
     /// Scratch for tags being read.
@@ -284,6 +403,8 @@ struct DocumentReader<'a, 'o, 's> {
     tag_sets: Vec<Option<Result<Tags, Reason>>>,
     /// The last (name string, tag set) combination with both parts non-empty, and its tags.
     combined: Option<(u32, u16, Tags)>,
+    /// Combinations built so far in this document (each gets its own `tags_id`).
+    combined_serial: u64,
     /// The next entry of each side vector.
     next_ts: usize,
     next_text: usize,
@@ -323,6 +444,7 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
             names: Vec::new(),
             tag_sets: vec![None; tag_set_count],
             combined: None,
+            combined_serial: 0,
             next_ts: 0,
             next_text: 0,
             next_histogram: 0,
@@ -331,17 +453,15 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         }
     }
 
-    /// Adds the document's samples and rejections; false once the rest of the body is rejected.
-    fn read(&mut self, batch: &mut Batch) -> bool {
+    /// Hands the document's metrics and rejections to `visitor`; false once the rest of the
+    /// body is rejected or the visitor stopped.
+    fn read<V: Visitor>(&mut self, visitor: &mut V) -> bool {
         let Some(metrics) = self.document.metrics() else {
             return true;
         };
+        visitor.document(self.index, metrics.len());
         // The structs' bytes, 16 per metric (verified as one vector): read without per-field
         // calls into the generated accessors.
-        // One allocation for the document's samples (metrics are 16 body bytes each, so this is
-        // bounded by the body).
-        let room = SAMPLES_PER_BATCH_MAX.saturating_sub(batch.samples.len());
-        batch.samples.reserve(metrics.len().min(room));
         let raw = metrics.bytes();
         debug_assert_eq!(raw.len(), metrics.len() * METRIC_BYTES);
         for (index, bytes) in raw.chunks_exact(METRIC_BYTES).enumerate() {
@@ -357,19 +477,27 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
                     excerpt(name)
                 )
             };
+            let full = self.shared.accepted >= SAMPLES_PER_BATCH_MAX;
             match self.sample(&metric) {
-                Ok(sample) => {
-                    if batch.samples.len() >= SAMPLES_PER_BATCH_MAX {
-                        // `push` rejects the rest of the body.
-                        let location = location(self);
-                        batch.push(sample, || location);
+                Ok(_) if full => {
+                    let size = self.shared.accepted + 1;
+                    let reason = Reason::Bound {
+                        what: "samples in the batch",
+                        size,
+                        max: SAMPLES_PER_BATCH_MAX,
+                    };
+                    visitor.reject(&|| location(self), reason, true);
+                    return false;
+                }
+                Ok(prepared) => {
+                    self.shared.accepted += 1;
+                    if !visitor.metric(self.lend(prepared)) {
                         return false;
                     }
-                    batch.samples.push(sample);
                 }
-                Err(Stop::Metric(reason)) => batch.reject(|| location(self), reason),
+                Err(Stop::Metric(reason)) => visitor.reject(&|| location(self), reason, false),
                 Err(Stop::Body(reason)) => {
-                    batch.reject_rest(|| location(self), reason);
+                    visitor.reject(&|| location(self), reason, true);
                     return false;
                 }
             }
@@ -377,7 +505,58 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         true
     }
 
-    fn sample(&mut self, metric: &schema::Metric) -> Result<Sample, Stop> {
+    /// The metric of a prepared one, borrowing its tags and bins from the reader.
+    fn lend<'r>(&'r self, prepared: Prepared<'a>) -> Metric<'r> {
+        let no_tags = &self.shared.no_tags;
+        let (tags_id, tags) = match prepared.tags {
+            TagsAt::None => (0, no_tags),
+            TagsAt::Set(set) => match self.tag_sets.get(set) {
+                Some(Some(Ok(tags))) => (set as u64 + 1, tags),
+                _ => {
+                    debug_assert!(false, "tag set {set} read");
+                    (0, no_tags)
+                }
+            },
+            TagsAt::Suffix(slot) => match self.names.get(slot) {
+                Some(Ok(entry)) => (TAGS_ID_SUFFIX + slot as u64, &entry.suffix_tags),
+                _ => {
+                    debug_assert!(false, "name {slot} read");
+                    (0, no_tags)
+                }
+            },
+            TagsAt::Combined => match &self.combined {
+                Some((_, _, tags)) => (TAGS_ID_COMBINED + self.combined_serial, tags),
+                None => {
+                    debug_assert!(false, "combination read");
+                    (0, no_tags)
+                }
+            },
+        };
+        let histogram = |h: PreparedHistogram| match h {
+            PreparedHistogram::Sorted => HistogramRef::Sorted {
+                keys: &self.shared.keys,
+                counts: &self.shared.counts,
+            },
+            PreparedHistogram::Built(h) => HistogramRef::Built(h),
+        };
+        let value = match prepared.value {
+            PreparedValue::Null => ValueRef::Null,
+            PreparedValue::Numeric(v) => ValueRef::Numeric(v),
+            PreparedValue::Text(text) => ValueRef::Text(text),
+            PreparedValue::Histogram(h) => ValueRef::Histogram(histogram(h)),
+            PreparedValue::CumulativeHistogram(h) => ValueRef::CumulativeHistogram(histogram(h)),
+        };
+        Metric {
+            name: prepared.name,
+            tags_id,
+            tags,
+            ts_ms: prepared.ts_ms,
+            value,
+            mode: prepared.mode,
+        }
+    }
+
+    fn sample(&mut self, metric: &schema::Metric) -> Result<Prepared<'a>, Stop> {
         // Side vectors are consumed first, whatever else is wrong with the metric, so that one
         // rejected metric does not shift the entries of the ones after it.
         let flags = metric.flags();
@@ -417,9 +596,10 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         let ts_ms = ts_ms?
             .map(|ts_ms| self.shared.options.check_ts(ts_ms))
             .transpose()?;
+        // Charged as when every sample copied its name, so the same bodies are refused.
         self.charge(name.len())?;
-        Ok(Sample {
-            name: name.to_owned(),
+        Ok(Prepared {
+            name,
             tags,
             ts_ms,
             value,
@@ -440,43 +620,50 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         Ok(())
     }
 
-    /// The name (without `|ST[…]`) and the sample's tags: the suffix's, then the tag set's.
-    /// Shared lists are cloned once, for the sample (each clone is an atomic increment).
-    fn name_and_tags(&mut self, name_at: u32, tag_set: u16) -> Result<(&'a str, Tags), Stop> {
+    /// The name (without `|ST[…]`) and where the sample's tags are: the suffix's, then the tag
+    /// set's. Shared lists are read once and lent to every metric using them.
+    fn name_and_tags(&mut self, name_at: u32, tag_set: u16) -> Result<(&'a str, TagsAt), Stop> {
         let slot = self.name(name_at)?;
         let (name, suffix_empty) = match &self.names[slot] {
             Ok(entry) => (entry.name, entry.suffix_tags.is_empty()),
             Err(reason) => return Err(reason.clone().into()),
         };
-        let suffix_tags = |this: &Self| match &this.names[slot] {
-            Ok(entry) => Arc::clone(&entry.suffix_tags),
-            Err(_) => Arc::clone(&this.shared.no_tags),
+        let suffix = if suffix_empty {
+            TagsAt::None
+        } else {
+            TagsAt::Suffix(slot)
         };
         if tag_set == 0 {
-            return Ok((name, suffix_tags(self)));
+            return Ok((name, suffix));
         }
-        let set_tags = self.tag_set(usize::from(tag_set) - 1)?;
+        let set = usize::from(tag_set) - 1;
+        let set_empty = self.tag_set(set)?;
         if suffix_empty {
-            return Ok((name, set_tags));
+            return Ok((name, TagsAt::Set(set)));
         }
-        if set_tags.is_empty() {
-            return Ok((name, suffix_tags(self)));
+        if set_empty {
+            return Ok((name, suffix));
         }
-        if let Some((name_at_before, set, tags)) = &self.combined {
-            if (*name_at_before, *set) == (name_at, tag_set) {
-                return Ok((name, Arc::clone(tags)));
+        if let Some((name_at_before, set_before, _)) = &self.combined {
+            if (*name_at_before, *set_before) == (name_at, tag_set) {
+                return Ok((name, TagsAt::Combined));
             }
         }
-        let suffix_tags = suffix_tags(self);
-        let count = suffix_tags.len() + set_tags.len();
+        let (Ok(entry), Some(Some(Ok(set_tags)))) = (&self.names[slot], self.tag_sets.get(set))
+        else {
+            debug_assert!(false, "name and tag set read");
+            return Err(Reason::bad_value("a tag set inside `tag_set_ends`", "").into());
+        };
+        let count = entry.suffix_tags.len() + set_tags.len();
         check_tag_count(count)?;
         let mut combined = Vec::with_capacity(count);
-        combined.extend(suffix_tags.iter().cloned());
+        combined.extend(entry.suffix_tags.iter().cloned());
         combined.extend(set_tags.iter().cloned());
         self.charge(tag_bytes(&combined))?;
         let tags: Tags = combined.into();
-        self.combined = Some((name_at, tag_set, Arc::clone(&tags)));
-        Ok((name, tags))
+        self.combined = Some((name_at, tag_set, tags));
+        self.combined_serial += 1;
+        Ok((name, TagsAt::Combined))
     }
 
     /// The index in `names` of the name at string `at`, read on first use.
@@ -510,13 +697,17 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         Ok(NameEntry { name, suffix_tags })
     }
 
-    fn tag_set(&mut self, set: usize) -> Result<Tags, Reason> {
+    /// Reads tag set `set` on first use (kept in `tag_sets`); whether it is empty.
+    fn tag_set(&mut self, set: usize) -> Result<bool, Reason> {
         let Some(slot) = self.tag_sets.get(set) else {
             let found = format!("tag set {} of {}", set + 1, self.tag_sets.len());
             return Err(Reason::bad_value("a tag set inside `tag_set_ends`", &found));
         };
         if let Some(read) = slot {
-            return read.clone();
+            return read
+                .as_ref()
+                .map(|tags| tags.is_empty())
+                .map_err(Clone::clone);
         }
         let read = self.read_tag_set(set);
         if let Ok(tags) = &read {
@@ -524,8 +715,12 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
             let bytes = tag_bytes(tags);
             self.shared.decoded_bytes = self.shared.decoded_bytes.saturating_add(bytes);
         }
-        self.tag_sets[set] = Some(read.clone());
-        read
+        let empty = read
+            .as_ref()
+            .map(|tags| tags.is_empty())
+            .map_err(Clone::clone);
+        self.tag_sets[set] = Some(read);
+        empty
     }
 
     fn read_tag_set(&mut self, set: usize) -> Result<Tags, Reason> {
@@ -565,25 +760,27 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         })
     }
 
-    fn value(&mut self, metric: &schema::Metric) -> Result<Value, Reason> {
+    fn value(&mut self, metric: &schema::Metric) -> Result<PreparedValue<'a>, Reason> {
         match metric.kind() {
-            schema::Kind::Null => Ok(Value::Null),
+            schema::Kind::Null => Ok(PreparedValue::Null),
             schema::Kind::Numeric => {
                 let value = metric.value();
                 if !value.is_finite() {
                     return Err(Reason::bad_value("a finite value", &value.to_string()));
                 }
-                Ok(Value::Numeric(value))
+                Ok(PreparedValue::Numeric(value))
             }
             schema::Kind::Text => {
                 let at = self.next_text;
                 self.next_text += 1;
                 let text =
                     item(self.document.texts(), at).ok_or_else(|| missing_entry("texts", at))?;
-                Ok(Value::Text(text.to_owned()))
+                Ok(PreparedValue::Text(text))
             }
-            schema::Kind::Histogram => self.histogram().map(Value::Histogram),
-            schema::Kind::CumulativeHistogram => self.histogram().map(Value::CumulativeHistogram),
+            schema::Kind::Histogram => self.histogram().map(PreparedValue::Histogram),
+            schema::Kind::CumulativeHistogram => {
+                self.histogram().map(PreparedValue::CumulativeHistogram)
+            }
             other => Err(Reason::bad_value(
                 "kind Null, Numeric, Text, Histogram or CumulativeHistogram",
                 &other.0.to_string(),
@@ -592,7 +789,7 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
     }
 
     /// The next histogram entry: its bins and its llhist part, merged into one histogram.
-    fn histogram(&mut self) -> Result<Histogram, Reason> {
+    fn histogram(&mut self) -> Result<PreparedHistogram, Reason> {
         let at = self.next_histogram;
         self.next_histogram += 1;
         let ends =
@@ -618,33 +815,40 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         let first_bin = self.bins_start;
         self.bins_start = bins_end;
         self.llhist_start = llhist_end;
-        let mut histogram = self.histogram_of_bins(bins, first_bin)?;
-        if !llhist.is_empty() {
-            let decoded = Histogram::decode(llhist).map_err(|e| Reason::Decode {
-                what: "llhist",
-                detail: e.to_string(),
-            })?;
-            if histogram.is_empty() {
-                histogram = decoded;
-            } else {
-                histogram.merge(&decoded);
-            }
+        let prepared = self.histogram_of_bins(bins, first_bin)?;
+        if llhist.is_empty() {
+            return Ok(prepared);
         }
-        Ok(histogram)
+        let decoded = Histogram::decode(llhist).map_err(|e| Reason::Decode {
+            what: "llhist",
+            detail: e.to_string(),
+        })?;
+        let mut histogram = match prepared {
+            PreparedHistogram::Sorted if self.shared.keys.is_empty() => {
+                return Ok(PreparedHistogram::Built(decoded))
+            }
+            PreparedHistogram::Sorted => {
+                Histogram::from_sorted_keys(&self.shared.keys, &self.shared.counts)
+            }
+            PreparedHistogram::Built(histogram) => histogram,
+        };
+        histogram.merge(&decoded);
+        Ok(PreparedHistogram::Built(histogram))
     }
 
     /// `raw`: `Bin` structs (4 bytes each), the first being `bins[first]` (for error messages).
-    fn histogram_of_bins(&mut self, raw: &[u8], first: usize) -> Result<Histogram, Reason> {
+    /// `Sorted`: the keys and counts are in `shared.keys` and `shared.counts`.
+    fn histogram_of_bins(&mut self, raw: &[u8], first: usize) -> Result<PreparedHistogram, Reason> {
         debug_assert_eq!(raw.len() % BIN_BYTES, 0);
-        if raw.is_empty() {
-            return Ok(Histogram::new());
-        }
         // Encoders write a histogram's bins in storage order (`Histogram::bins`), so the common
         // case is keys strictly ascending with non-zero counts: validated here in one pass and
         // copied into the histogram as they are (one allocation per vector, no sort).
         let Shared { keys, counts, .. } = &mut *self.shared;
         keys.clear();
         counts.clear();
+        if raw.is_empty() {
+            return Ok(PreparedHistogram::Sorted);
+        }
         keys.reserve(raw.len() / BIN_BYTES);
         counts.reserve(raw.len() / BIN_BYTES);
         let mut in_order = true;
@@ -663,7 +867,7 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
             counts.push(u64::from(count));
         }
         if in_order {
-            return Ok(Histogram::from_sorted_keys(keys, counts));
+            return Ok(PreparedHistogram::Sorted);
         }
         // Any order, repeats and zero counts (every bin valid, checked above): `from_bins`
         // sorts and merges.
@@ -674,10 +878,49 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
             let valid = hist::Bin::new(val as i8, exp as i8)?;
             Some((valid, u64::from(u16::from_le_bytes([low, high]))))
         });
-        Ok(Histogram::from_bins(pairs))
+        Ok(PreparedHistogram::Built(Histogram::from_bins(pairs)))
     }
 }
 
+/// `Metric::tags_id` of a name's suffix tags: this plus the name's slot.
+const TAGS_ID_SUFFIX: u64 = 1 << 32;
+/// `Metric::tags_id` of a name's suffix tags with a tag set: this plus the combination's serial.
+const TAGS_ID_COMBINED: u64 = 2 << 32;
+
+/// A metric that passed every check, its borrowed parts still in the reader.
+struct Prepared<'a> {
+    name: &'a str,
+    tags: TagsAt,
+    ts_ms: Option<i64>,
+    value: PreparedValue<'a>,
+    mode: Mode,
+}
+
+/// Where a prepared metric's tags are.
+#[derive(Clone, Copy)]
+enum TagsAt {
+    None,
+    /// `tag_sets[set]`.
+    Set(usize),
+    /// `names[slot]`'s suffix tags.
+    Suffix(usize),
+    /// `combined`.
+    Combined,
+}
+
+enum PreparedValue<'a> {
+    Null,
+    Numeric(f64),
+    Text(&'a str),
+    Histogram(PreparedHistogram),
+    CumulativeHistogram(PreparedHistogram),
+}
+
+enum PreparedHistogram {
+    /// In `Shared::keys` and `Shared::counts`.
+    Sorted,
+    Built(Histogram),
+}
 fn missing_entry(vector: &'static str, at: usize) -> Reason {
     Reason::BadValue {
         expected: "an entry of the side vector the metric's kind or flags name",
