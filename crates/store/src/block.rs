@@ -239,6 +239,41 @@ impl Block {
         &self.entries[from..to]
     }
 
+    /// Decodes one histogram chunk straight into accumulators (see
+    /// `encode::histogram::decode_into`: `slot_of` picks the accumulator of each period, or
+    /// none), building no histogram, and checks it against its directory entry. On an error
+    /// some periods may already have been added: the caller must discard `out`.
+    pub fn accumulate_histogram_chunk(
+        &self,
+        entry: &Entry,
+        slot_of: impl FnMut(i64) -> Option<usize>,
+        out: &mut [hist::Accumulator],
+    ) -> Result<(), BlockError> {
+        let mut bytes = vec![0u8; entry.size_bytes as usize];
+        read_exact_at(&*self.file, &mut bytes, entry.offset)?;
+        let chunk_error = |what: String| BlockError::Chunk {
+            series: entry.series,
+            first_ts_ms: entry.first_ts_ms,
+            last_ts_ms: entry.last_ts_ms,
+            what,
+        };
+        if entry.kind != Kind::Histogram {
+            return Err(chunk_error("not a histogram chunk".into()));
+        }
+        let summary = encode::histogram::decode_into(&bytes, slot_of, out)
+            .map_err(|e| chunk_error(e.to_string()))?;
+        if summary.periods != entry.sample_count as usize
+            || (summary.periods > 0
+                && (summary.first_ts_ms != entry.first_ts_ms
+                    || summary.last_ts_ms != entry.last_ts_ms))
+        {
+            return Err(chunk_error(
+                "chunk disagrees with its directory entry".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Reads and decodes one chunk, checking it against its directory entry.
     pub fn read_chunk(&self, entry: &Entry) -> Result<ChunkData, BlockError> {
         let mut bytes = vec![0u8; entry.size_bytes as usize];

@@ -403,24 +403,29 @@ impl<'a> View<'a> {
             match rollup {
                 Some(b) => {
                     let from = s.saturating_sub(period_ms - 1);
-                    for chunk in self.rollup_chunks(b, id, from, e)? {
-                        if let ChunkData::Histogram(slices) = chunk {
-                            for (t, h) in clip(slices, from, e) {
-                                if slicing.holds(t, period_ms, (s, e)) {
-                                    self.rollup_slices_read.fetch_add(1, Ordering::Relaxed);
-                                    out[slicing.slice_of(t)].add(&h);
-                                } else {
-                                    let part = (t.max(s), t.saturating_add(period_ms).min(e));
-                                    self.fill_histograms(
-                                        id,
-                                        slicing,
-                                        part,
-                                        level.checked_sub(1),
-                                        out,
-                                    )?;
-                                }
-                            }
+                    // Rollup slices go straight from the chunk into the accumulators; a slice
+                    // that straddles a column is read from finer data instead, after.
+                    let mut straddling = Vec::new();
+                    for entry in b.entries_of(id) {
+                        if entry.last_ts_ms < from || entry.first_ts_ms >= e {
+                            continue;
                         }
+                        let slot_of = |t: i64| {
+                            if t < from || t >= e {
+                                return None;
+                            }
+                            if slicing.holds(t, period_ms, (s, e)) {
+                                self.rollup_slices_read.fetch_add(1, Ordering::Relaxed);
+                                return Some(slicing.slice_of(t));
+                            }
+                            straddling.push(t);
+                            None
+                        };
+                        self.accumulate_chunk(b, entry, slot_of, out)?;
+                    }
+                    for t in straddling {
+                        let part = (t.max(s), t.saturating_add(period_ms).min(e));
+                        self.fill_histograms(id, slicing, part, level.checked_sub(1), out)?;
                     }
                 }
                 None => self.fill_histograms(id, slicing, (s, e), level.checked_sub(1), out)?,
@@ -573,11 +578,35 @@ impl<'a> View<'a> {
         }
     }
 
+    /// `Block::accumulate_histogram_chunk` with `read_chunk`'s damage bookkeeping.
+    fn accumulate_chunk(
+        &self,
+        block: &Block,
+        entry: &crate::block::Entry,
+        slot_of: impl FnMut(i64) -> Option<usize>,
+        out: &mut [Accumulator],
+    ) -> Result<(), StoreError> {
+        self.chunk_result(block, entry, |b, e| {
+            b.accumulate_histogram_chunk(e, slot_of, out)
+        })
+    }
+
     fn read_chunk(
         &self,
         block: &Block,
         entry: &crate::block::Entry,
     ) -> Result<ChunkData, StoreError> {
+        self.chunk_result(block, entry, Block::read_chunk)
+    }
+
+    /// Runs one chunk read: refused at once for a chunk found damaged before; a new damage is
+    /// remembered and reported as `BlockDamaged` for that series and range.
+    fn chunk_result<T>(
+        &self,
+        block: &Block,
+        entry: &crate::block::Entry,
+        read: impl FnOnce(&Block, &crate::block::Entry) -> Result<T, BlockError>,
+    ) -> Result<T, StoreError> {
         let key = (block.id, entry.series);
         let known_bad = self
             .damaged
@@ -594,7 +623,7 @@ impl<'a> View<'a> {
         if known_bad {
             return Err(damaged("found damaged by an earlier read".into()));
         }
-        match block.read_chunk(entry) {
+        match read(block, entry) {
             Ok(data) => Ok(data),
             Err(BlockError::Io(e)) => Err(StoreError::Io(e)),
             Err(e) => {
