@@ -605,6 +605,13 @@ fn histogram_buckets(histogram: &[u8]) -> Result<usize, Reason> {
 
 /// Snappy block decompression, bounded by the declared length before allocating.
 pub fn decompress(body: &[u8]) -> Result<Vec<u8>, Reason> {
+    let mut out = Vec::new();
+    decompress_into(body, &mut out)?;
+    Ok(out)
+}
+
+/// [`decompress`] into `out` (replacing what it held), so a caller can reuse one buffer.
+pub fn decompress_into(body: &[u8], out: &mut Vec<u8>) -> Result<(), Reason> {
     let declared = snap::raw::decompress_len(body).map_err(snappy_error)?;
     if declared > DECOMPRESSED_BYTES_MAX {
         return Err(Reason::Bound {
@@ -613,9 +620,13 @@ pub fn decompress(body: &[u8]) -> Result<Vec<u8>, Reason> {
             max: DECOMPRESSED_BYTES_MAX,
         });
     }
-    snap::raw::Decoder::new()
-        .decompress_vec(body)
-        .map_err(snappy_error)
+    out.clear();
+    out.resize(declared, 0);
+    let size = snap::raw::Decoder::new()
+        .decompress(body, out)
+        .map_err(snappy_error)?;
+    out.truncate(size);
+    Ok(())
 }
 
 fn snappy_error(e: snap::Error) -> Reason {

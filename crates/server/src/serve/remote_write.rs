@@ -8,11 +8,13 @@
 //! past a size bound), a bad series or sample is left out and named in a 400 while the good
 //! ones are stored, a store failure is a 5xx the sender retries.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use ingest::remote_write::{PointKind, Visitor};
 use ingest::{Options, Reason, Rejection};
 use store::key::TagSet;
+use store::WriteBatch;
 
 use super::mapping::{self, Mapped, REJECTIONS_LISTED_MAX};
 use super::{classify, gunzip, now_ms, App, Endpoint, WriteError};
@@ -38,6 +40,16 @@ pub async fn ingest(
     })
 }
 
+/// Buffers a blocking-pool thread keeps between bodies (the decompressed body, the store
+/// batch), so a steady stream of requests does not fault in fresh pages for each; larger ones
+/// are dropped after use.
+const RETAINED_BODY_BYTES_MAX: usize = 8 << 20;
+const RETAINED_BATCH_SAMPLES_MAX: usize = 100_000;
+
+thread_local! {
+    static BUFFERS: RefCell<(Vec<u8>, WriteBatch)> = RefCell::new(Default::default());
+}
+
 fn write_body(app: &App, body: &[u8], gzip: bool) -> Result<Mapped, WriteError> {
     let unzipped;
     let bytes: &[u8] = if gzip {
@@ -46,21 +58,38 @@ fn write_body(app: &App, body: &[u8], gzip: bool) -> Result<Mapped, WriteError> 
     } else {
         body
     };
-    let mut mapped = map_body(bytes, &Options::at(now_ms()));
+    let (mut raw, batch) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    let mut mapped = map_body_into(bytes, &Options::at(now_ms()), &mut raw, batch);
+    let result = store(app, &mut mapped);
+    // The handler reads only the counts and rejections: the batch's buffers go back.
+    let mut batch = std::mem::take(&mut mapped.batch);
+    if batch.sample_count() > RETAINED_BATCH_SAMPLES_MAX {
+        batch = WriteBatch::new();
+    }
+    batch.clear();
+    if raw.capacity() > RETAINED_BODY_BYTES_MAX {
+        raw = Vec::new();
+    }
+    BUFFERS.with(|b| *b.borrow_mut() = (raw, batch));
+    result.map(|()| mapped)
+}
+
+/// Writes what the body became (unless it was rejected whole or is empty), counting it.
+fn store(app: &App, mapped: &mut Mapped) -> Result<(), WriteError> {
     if mapped.stopped || mapped.batch.is_empty() {
         app.metrics.batch(
             Endpoint::RemoteWrite,
             mapped.accepted,
             mapped.rejected_total,
         );
-        return Ok(mapped);
+        return Ok(());
     }
     let stopwatch = clock::Stopwatch::start();
     let result = app.store.write_partial(&mapped.batch);
     app.metrics
         .store_write(stopwatch.elapsed_ns(), result.is_ok());
     match result {
-        Ok(rejected) => mapping::apply_kind_rejections(&mut mapped, &rejected),
+        Ok(rejected) => mapping::apply_kind_rejections(mapped, &rejected),
         Err(e) => {
             tracing::warn!(error = %e, endpoint = Endpoint::RemoteWrite.name(), "store write failed");
             return Err(classify(&e));
@@ -71,24 +100,33 @@ fn write_body(app: &App, body: &[u8], gzip: bool) -> Result<Mapped, WriteError> 
         mapped.accepted,
         mapped.rejected_total,
     );
-    Ok(mapped)
+    Ok(())
 }
 
 /// One snappy body as a store batch plus its rejections (not written yet).
-pub fn map_body(body: &[u8], options: &Options) -> Mapped {
-    let raw = match ingest::remote_write::decompress(body) {
-        Ok(raw) => raw,
-        Err(reason) => return rejected_body(reason),
-    };
+#[cfg(test)]
+fn map_body(body: &[u8], options: &Options) -> Mapped {
+    map_body_into(body, options, &mut Vec::new(), WriteBatch::new())
+}
+
+/// [`map_body`] decompressing into `raw` and pushing into `batch` (empty): reused buffers.
+fn map_body_into(body: &[u8], options: &Options, raw: &mut Vec<u8>, batch: WriteBatch) -> Mapped {
+    assert!(batch.is_empty(), "the batch starts empty");
+    if let Err(reason) = ingest::remote_write::decompress_into(body, raw) {
+        return rejected_body(reason);
+    }
     let mut writer = BatchWriter {
-        mapped: Mapped::default(),
+        mapped: Mapped {
+            batch,
+            ..Mapped::default()
+        },
         key: String::new(),
         key_ok: false,
         series: 0,
         name_len: 0,
         slot: None,
     };
-    match ingest::remote_write::visit(&raw, options, &mut writer) {
+    match ingest::remote_write::visit(raw, options, &mut writer) {
         Ok(()) => writer.mapped,
         // The body is checked whole before any series is visited, so nothing was pushed; the
         // batch is dropped all the same should a series have been.
@@ -229,7 +267,6 @@ mod tests {
     use super::*;
     use ingest::remote_write::proto;
     use prost::Message;
-    use store::WriteBatch;
 
     /// 2026-11-22T00:00:00Z.
     const NOW_MS: i64 = 1_795_305_600_000;
