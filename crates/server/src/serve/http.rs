@@ -315,14 +315,14 @@ async fn httptrap_common(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case(ingest::flat::CONTENT_TYPE));
-    let parse = if flat {
-        ingest::flat::parse
+    let result = if flat {
+        // Straight from the verified buffer into the store batch.
+        super::flat_ingest::ingest(&app, bytes, gzip, vec![check_tag]).await
     } else {
-        ingest::httptrap::parse
+        let parse = ingest::httptrap::parse;
+        app.ingest(Endpoint::Httptrap, bytes, gzip, vec![check_tag], parse)
+            .await
     };
-    let result = app
-        .ingest(Endpoint::Httptrap, bytes, gzip, vec![check_tag], parse)
-        .await;
     match result {
         Ok(mapped) => httptrap_response(&mapped),
         Err(e) => {

@@ -6,6 +6,7 @@
 //! `WRITERS_MAX` at once; concurrent writers share the journal's group commit.
 
 mod conn;
+mod flat_ingest;
 mod graphite;
 mod http;
 mod mapping;

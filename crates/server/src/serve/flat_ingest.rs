@@ -1,0 +1,509 @@
+//! httptrap flatbuffer metric lists straight into a store batch: the body is read with
+//! `ingest::flat::visit`, which lends each metric's name and text from the body, each tag list
+//! once per tag set and histogram bins as storage-order keys and counts. A tag set (plus the
+//! request's `__check` tag) is checked and printed once per document (`TagSet`), each metric's
+//! canonical key printed from it into the batch. No `ingest::Sample`, name copy or tag list is
+//! made per metric.
+//!
+//! The response is exactly what the JSON path's `mapping::map_batch` would make of
+//! `ingest::flat::parse`: the same accepted count, the same rejections in the same order
+//! (parser's first, then the mapping's), nothing stored when the parse stopped. A body with a
+//! numeric metric in mode `Accumulate` or `Average` (values combined per stream and timestamp
+//! within the batch) is handed to that path instead, which implements the combining rule.
+
+use std::sync::Arc;
+
+use ingest::flat::{Metric, ValueRef, Visitor};
+use ingest::{Mode, Options, Reason, Rejection};
+use store::key::{Tag, TagSet};
+
+use super::mapping::{self, Mapped, REJECTIONS_LISTED_MAX};
+use super::{classify, gunzip, now_ms, App, Endpoint, WriteError};
+
+/// `tags_id`s below this are tag sets (0 = no tags), kept in a vector per document; the
+/// reader's ids for names' suffix tags lie above.
+const TAG_SET_IDS_MAX: u64 = ingest::flat::TAG_SETS_PER_DOCUMENT_MAX as u64 + 1;
+
+/// Decompresses (gzip if sent so), decodes, maps and writes one flatbuffer body; returns what it
+/// became. A body whose parse stopped is not written at all.
+pub async fn ingest(
+    app: &Arc<App>,
+    body: axum::body::Bytes,
+    gzip: bool,
+    extra_tags: Vec<Tag>,
+) -> Result<Mapped, WriteError> {
+    let _permit = app.writers.acquire().await.map_err(|_| WriteError::Store {
+        retryable: true,
+        message: "shutting down".to_owned(),
+    })?;
+    let app = app.clone();
+    let joined =
+        tokio::task::spawn_blocking(move || write_body(&app, &body, gzip, &extra_tags)).await;
+    joined.unwrap_or_else(|e| {
+        Err(WriteError::Store {
+            retryable: false,
+            message: format!("ingest task failed: {e}"),
+        })
+    })
+}
+
+fn write_body(
+    app: &App,
+    body: &[u8],
+    gzip: bool,
+    extra_tags: &[Tag],
+) -> Result<Mapped, WriteError> {
+    let unzipped;
+    let bytes: &[u8] = if gzip {
+        unzipped = gunzip(body, app.config.limits.body_size_bytes_max)?;
+        &unzipped
+    } else {
+        body
+    };
+    let mut mapped = map_body(bytes, now_ms(), extra_tags);
+    if mapped.stopped || mapped.batch.is_empty() {
+        app.metrics
+            .batch(Endpoint::Httptrap, mapped.accepted, mapped.rejected_total);
+        return Ok(mapped);
+    }
+    let stopwatch = clock::Stopwatch::start();
+    let result = app.store.write_partial(&mapped.batch);
+    app.metrics
+        .store_write(stopwatch.elapsed_ns(), result.is_ok());
+    match result {
+        Ok(rejected) => mapping::apply_kind_rejections(&mut mapped, &rejected),
+        Err(e) => {
+            tracing::warn!(error = %e, endpoint = Endpoint::Httptrap.name(), "store write failed");
+            return Err(classify(&e));
+        }
+    }
+    app.metrics
+        .batch(Endpoint::Httptrap, mapped.accepted, mapped.rejected_total);
+    Ok(mapped)
+}
+
+/// One flatbuffer body as a store batch plus its rejections (not written yet); `extra_tags`
+/// go on every metric (httptrap's `__check`).
+pub fn map_body(body: &[u8], now_ms: i64, extra_tags: &[Tag]) -> Mapped {
+    let options = Options::at(now_ms);
+    let mut writer = BatchWriter::new(now_ms, extra_tags);
+    ingest::flat::visit(body, &options, &mut writer);
+    if writer.combining {
+        // Rare (statsd-like counters sent as flatbuffers): the owned path combines modes.
+        return mapping::map_batch(ingest::flat::parse(body, &options), now_ms, extra_tags);
+    }
+    writer.finish()
+}
+
+/// The visitor: metrics pushed into `mapped.batch` under keys printed from per-document tag
+/// sets; rejections kept in two lists so they come out in `map_batch`'s order.
+struct BatchWriter<'t> {
+    now_ms: i64,
+    extra_tags: &'t [Tag],
+    mapped: Mapped,
+    /// The parser's rejections (as `ingest::Batch` keeps them: the first
+    /// `REJECTIONS_LISTED_MAX`, plus a stopping one), and their count.
+    parse_rejected: Vec<String>,
+    parse_rejected_total: usize,
+    /// The mapping's rejections (keys the store would refuse), and their count.
+    map_rejected: Vec<String>,
+    map_rejected_total: usize,
+    /// The current document's tag sets by `tags_id` (with `extra_tags`), built on first use.
+    sets: Vec<Option<Result<TagSet, String>>>,
+    /// The last tag list with a larger `tags_id` (a name's `|ST[…]` tags).
+    other_set: Option<(u64, Result<TagSet, String>)>,
+    /// Scratch for the canonical key being pushed.
+    key: String,
+    /// A metric needs modes combined: the visit stopped and the owned path takes over.
+    combining: bool,
+}
+
+impl<'t> BatchWriter<'t> {
+    fn new(now_ms: i64, extra_tags: &'t [Tag]) -> BatchWriter<'t> {
+        BatchWriter {
+            now_ms,
+            extra_tags,
+            mapped: Mapped::default(),
+            parse_rejected: Vec::new(),
+            parse_rejected_total: 0,
+            map_rejected: Vec::new(),
+            map_rejected_total: 0,
+            sets: Vec::new(),
+            other_set: None,
+            key: String::new(),
+            combining: false,
+        }
+    }
+
+    fn map_reject(&mut self, message: impl FnOnce() -> String) {
+        self.map_rejected_total += 1;
+        if self.map_rejected.len() < REJECTIONS_LISTED_MAX {
+            self.map_rejected.push(message());
+        }
+    }
+
+    /// The tag set of a metric's `tags`, with the extra tags, built once per `tags_id` per
+    /// document.
+    fn tag_set(&mut self, tags_id: u64, tags: &ingest::Tags) -> &Result<TagSet, String> {
+        let extra_tags = self.extra_tags;
+        let build = || {
+            let pairs = tags
+                .iter()
+                .map(|(c, v)| (c.as_bytes(), v.as_bytes()))
+                .chain(extra_tags.iter().map(|t| (t.category(), t.value())));
+            TagSet::new(pairs).map_err(|e| e.to_string())
+        };
+        if tags_id < TAG_SET_IDS_MAX {
+            // Bounded by TAG_SET_IDS_MAX entries.
+            let at = tags_id as usize;
+            if self.sets.len() <= at {
+                self.sets.resize(at + 1, None);
+            }
+            return self.sets[at].get_or_insert_with(build);
+        }
+        if self
+            .other_set
+            .as_ref()
+            .is_some_and(|(id, _)| *id != tags_id)
+        {
+            self.other_set = None;
+        }
+        &self.other_set.get_or_insert_with(|| (tags_id, build())).1
+    }
+
+    fn finish(mut self) -> Mapped {
+        let mut mapped = self.mapped;
+        self.parse_rejected.truncate(REJECTIONS_LISTED_MAX);
+        mapped.rejected = self.parse_rejected;
+        mapped.rejected_total = self.parse_rejected_total;
+        if mapped.stopped {
+            // Nothing of a body whose parse stopped is stored or counted as accepted.
+            mapped.batch.clear();
+            mapped.accepted = 0;
+            return mapped;
+        }
+        let room = REJECTIONS_LISTED_MAX.saturating_sub(mapped.rejected.len());
+        mapped
+            .rejected
+            .extend(self.map_rejected.into_iter().take(room));
+        mapped.rejected_total += self.map_rejected_total;
+        mapped
+    }
+}
+
+impl Visitor for BatchWriter<'_> {
+    fn document(&mut self, _index: usize, _metrics: usize) {
+        // Tags ids are per document.
+        self.sets.clear();
+        self.other_set = None;
+    }
+
+    fn metric(&mut self, metric: Metric<'_>) -> bool {
+        let Metric {
+            name,
+            tags_id,
+            tags,
+            ts_ms,
+            value,
+            mode,
+        } = metric;
+        let value = match value {
+            // Present without a value: counted, nothing stored (as `map_batch`).
+            ValueRef::Null => {
+                self.mapped.accepted += 1;
+                return true;
+            }
+            ValueRef::Numeric(_) if mode != Mode::Set => {
+                self.combining = true;
+                return false;
+            }
+            ValueRef::Numeric(v) => store::Value::Numeric(v),
+            ValueRef::Text(text) => store::Value::Text(text.to_owned()),
+            ValueRef::Histogram(h) => store::Value::Histogram(h.into_histogram()),
+            ValueRef::CumulativeHistogram(h) => {
+                store::Value::CumulativeHistogram(h.into_histogram())
+            }
+        };
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        let written = match self.tag_set(tags_id, tags) {
+            Ok(set) => set.write_key(name, &mut key).map_err(|e| e.to_string()),
+            Err(e) => Err(e.clone()),
+        };
+        match written {
+            Err(e) => self.map_reject(|| format!("metric `{name}`: {e}")),
+            Ok(()) => {
+                match self
+                    .mapped
+                    .batch
+                    .push_canonical(&key, ts_ms.unwrap_or(self.now_ms), value)
+                {
+                    Ok(_) => self.mapped.accepted += 1,
+                    Err(e) => self.map_reject(|| format!("metric `{key}`: {e}")),
+                }
+            }
+        }
+        self.key = key;
+        true
+    }
+
+    fn reject(&mut self, location: &dyn Fn() -> String, reason: Reason, rest_of_body: bool) {
+        self.parse_rejected_total += 1;
+        if rest_of_body {
+            self.mapped.stopped = true;
+            self.mapped.stopped_too_large |= matches!(reason, Reason::Bound { .. });
+        }
+        if self.parse_rejected.len() < REJECTIONS_LISTED_MAX || rest_of_body {
+            let rejection = Rejection {
+                location: location(),
+                reason,
+                rest_of_body,
+            };
+            self.parse_rejected.push(rejection.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use hist::Histogram;
+    use ingest::{Sample, Value};
+
+    /// 2026-11-22T00:00:00Z.
+    const NOW_MS: i64 = 1_795_305_600_000;
+
+    fn check_tag() -> Vec<Tag> {
+        vec![Tag::new("__check", "web-1").unwrap()]
+    }
+
+    type Row = (String, i64, store::Value);
+
+    fn rows(mapped: &Mapped) -> Vec<Row> {
+        mapped
+            .batch
+            .samples()
+            .map(|(key, ts_ms, value)| {
+                let store::KeyRef::Text(key) = key else {
+                    panic!("a key printed as text");
+                };
+                (key.to_owned(), ts_ms, value.clone())
+            })
+            .collect()
+    }
+
+    /// The direct path against the owned one (`flat::parse` then `map_batch`, what the server
+    /// did before): the same batch, counts, rejections and stop.
+    fn assert_same_as_owned(body: &[u8]) -> Mapped {
+        let direct = map_body(body, NOW_MS, &check_tag());
+        let owned = mapping::map_batch(
+            ingest::flat::parse(body, &Options::at(NOW_MS)),
+            NOW_MS,
+            &check_tag(),
+        );
+        assert_eq!(rows(&direct), rows(&owned));
+        assert_eq!(direct.accepted, owned.accepted);
+        assert_eq!(direct.rejected, owned.rejected);
+        assert_eq!(direct.rejected_total, owned.rejected_total);
+        assert_eq!(direct.stopped, owned.stopped);
+        assert_eq!(direct.stopped_too_large, owned.stopped_too_large);
+        direct
+    }
+
+    fn sample(name: &str, tags: &[(&str, &str)], value: Value, mode: Mode) -> Sample {
+        let tags: Vec<(String, String)> = tags
+            .iter()
+            .map(|(c, v)| ((*c).to_owned(), (*v).to_owned()))
+            .collect();
+        Sample {
+            name: name.to_owned(),
+            tags: tags.into(),
+            ts_ms: Some(NOW_MS - 1_000),
+            value,
+            mode,
+        }
+    }
+
+    fn histogram(values: &[f64]) -> Histogram {
+        let mut h = Histogram::new();
+        for &v in values {
+            h.insert(v);
+        }
+        h
+    }
+
+    #[test]
+    fn every_value_kind_goes_under_its_key_with_the_check_tag() {
+        let samples = vec![
+            sample("cpu", &[("host", "a")], Value::Numeric(1.5), Mode::Set),
+            sample("cpu", &[("host", "b")], Value::Numeric(2.5), Mode::Set),
+            sample(
+                "state",
+                &[("host", "a")],
+                Value::Text("up".into()),
+                Mode::Set,
+            ),
+            sample("gone", &[("host", "a")], Value::Null, Mode::Set),
+            sample(
+                "latency",
+                &[("host", "a"), ("dc", "x")],
+                Value::Histogram(histogram(&[0.5, 1.5, 1.5, 30.0])),
+                Mode::Set,
+            ),
+            sample(
+                "requests",
+                &[],
+                Value::CumulativeHistogram(histogram(&[-2.0, 7.0])),
+                Mode::Set,
+            ),
+            sample(
+                "suffixed|ST[app:api]",
+                &[("host", "a")],
+                Value::Numeric(3.0),
+                Mode::Set,
+            ),
+            sample("suffixed|ST[app:api]", &[], Value::Numeric(4.0), Mode::Set),
+        ];
+        let mapped = assert_same_as_owned(&ingest::flat::encode(&samples));
+        assert_eq!(mapped.accepted, samples.len());
+        assert_eq!(mapped.rejected_total, 0, "{:?}", mapped.rejected);
+        let keys: Vec<String> = rows(&mapped).into_iter().map(|r| r.0).collect();
+        assert_eq!(
+            keys,
+            [
+                "cpu|ST[__check:web-1,host:a]",
+                "cpu|ST[__check:web-1,host:b]",
+                "state|ST[__check:web-1,host:a]",
+                "latency|ST[__check:web-1,dc:x,host:a]",
+                "requests|ST[__check:web-1]",
+                "suffixed|ST[__check:web-1,app:api,host:a]",
+                "suffixed|ST[__check:web-1,app:api]",
+            ]
+        );
+    }
+
+    #[test]
+    fn histograms_as_bins_and_as_llhist_are_the_same() {
+        let h = histogram(&[0.001, 0.5, 3.0, 3.0, 1e6]);
+        let samples = vec![sample("h", &[("a", "b")], Value::Histogram(h), Mode::Set)];
+        for form in [
+            ingest::flat::HistogramForm::Bins,
+            ingest::flat::HistogramForm::Llhist,
+        ] {
+            let mapped = assert_same_as_owned(&ingest::flat::encode_with(&samples, form));
+            assert_eq!(mapped.accepted, 1);
+        }
+    }
+
+    #[test]
+    fn keys_the_store_refuses_are_rejections_after_the_parsers() {
+        // An empty tag value is a valid httptrap tag but not a store tag; an infinite value is
+        // the parser's rejection.
+        let samples = vec![
+            sample("bad_tag", &[("flag", "")], Value::Numeric(1.0), Mode::Set),
+            sample("inf", &[], Value::Numeric(f64::INFINITY), Mode::Set),
+            sample("ok", &[], Value::Numeric(1.0), Mode::Set),
+        ];
+        let mapped = assert_same_as_owned(&ingest::flat::encode(&samples));
+        assert_eq!(mapped.accepted, 1);
+        assert_eq!(mapped.rejected_total, 2, "{:?}", mapped.rejected);
+        assert!(
+            mapped.rejected[0].contains("(`inf`)"),
+            "{:?}",
+            mapped.rejected
+        );
+        assert!(
+            mapped.rejected[1].contains("bad_tag"),
+            "{:?}",
+            mapped.rejected
+        );
+        assert!(!mapped.stopped);
+    }
+
+    #[test]
+    fn modes_that_combine_take_the_owned_path() {
+        let samples = vec![
+            sample("c", &[], Value::Numeric(2.0), Mode::Accumulate),
+            sample("c", &[], Value::Numeric(3.0), Mode::Accumulate),
+            sample("g", &[], Value::Numeric(7.0), Mode::Set),
+        ];
+        let mapped = assert_same_as_owned(&ingest::flat::encode(&samples));
+        let values: Vec<(String, f64)> = rows(&mapped)
+            .into_iter()
+            .map(|(key, _, value)| match value {
+                store::Value::Numeric(v) => (key, v),
+                other => panic!("numeric expected, got {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            values,
+            [
+                ("c|ST[__check:web-1]".to_owned(), 5.0),
+                ("g|ST[__check:web-1]".to_owned(), 7.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_body_rejected_whole_stores_nothing() {
+        let mut body = ingest::flat::encode(&[sample("x", &[], Value::Numeric(1.0), Mode::Set)]);
+        body.truncate(body.len() - 3);
+        let mapped = assert_same_as_owned(&body);
+        assert!(mapped.stopped && mapped.batch.is_empty());
+        assert_eq!(mapped.accepted, 0);
+        assert_eq!(
+            mapped.rejected_status(),
+            axum::http::StatusCode::BAD_REQUEST
+        );
+        assert!(assert_same_as_owned(b"").batch.is_empty());
+    }
+
+    /// Generated metric lists (several documents' worth of tag sets, repeated names, every
+    /// kind, bad values) give what the owned path gives.
+    #[test]
+    fn generated_lists_match_the_owned_path() {
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |n: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % n
+        };
+        for round in 0..40 {
+            let count = 1 + next(300) as usize;
+            let samples: Vec<Sample> = (0..count)
+                .map(|_| {
+                    let host = format!("h{}", next(5));
+                    let value = match next(7) {
+                        0 => Value::Null,
+                        1 => Value::Text(format!("t{}", next(3))),
+                        2 => Value::Histogram(histogram(&[next(100) as f64, 0.25])),
+                        3 => Value::Numeric(f64::NAN),
+                        _ => Value::Numeric(next(1_000) as f64),
+                    };
+                    let name = match next(4) {
+                        0 => format!("m{}|ST[app:x{}]", next(3), next(2)),
+                        _ => format!("m{}", next(20)),
+                    };
+                    let tags: &[(&str, &str)] = match next(4) {
+                        0 => &[],
+                        1 => &[("flag", "")],
+                        _ => &[("dc", "x")],
+                    };
+                    let mut s = sample(&name, tags, value, Mode::Set);
+                    let mut all = s.tags.to_vec();
+                    all.push(("host".to_owned(), host));
+                    s.tags = all.into();
+                    s
+                })
+                .collect();
+            let mapped = assert_same_as_owned(&ingest::flat::encode(&samples));
+            assert_eq!(
+                mapped.accepted + mapped.rejected_total,
+                count,
+                "round {round}"
+            );
+        }
+    }
+}
