@@ -78,8 +78,9 @@ fn median_rate(rounds: usize, cpu_seconds: f64, samples: f64, parse: &dyn Fn()) 
 
 /// Issue 6's row "the flatbuffers encoding vs the JSON httptrap encoding of the same metrics":
 /// per pair of payloads holding the same metrics, decode ns per metric both ways, bytes, and the
-/// ratios — for `flat::parse` (bytes to the same `Batch` as the JSON path) and for reading the
-/// flatbuffer in place without building samples.
+/// ratios — for `flat::parse` (bytes to the same `Batch` as the JSON path), for reading the
+/// flatbuffer in place without building samples, and (the row's honest definition) for both
+/// decoded into the same product, a filled `store::WriteBatch` as strata serve writes it.
 fn flat_vs_json(measured: &[(&str, f64, usize, f64)], rounds: usize, cpu_seconds: f64) {
     let find = |name: &str| measured.iter().find(|m| m.0 == name);
     let cases = payloads::cases();
@@ -88,6 +89,7 @@ fn flat_vs_json(measured: &[(&str, f64, usize, f64)], rounds: usize, cpu_seconds
         "JSON payload → flatbuffers payload | metrics | JSON ns/metric | flat::parse ns/metric \
          | speedup | in-place read ns/metric | speedup | JSON bytes | flat bytes | fewer bytes"
     );
+    let mut into_store = Vec::new();
     for (json_name, flat_name) in payloads::FLAT_VS_JSON {
         let (Some(json), Some(flat)) = (find(json_name), find(flat_name)) else {
             continue;
@@ -97,6 +99,7 @@ fn flat_vs_json(measured: &[(&str, f64, usize, f64)], rounds: usize, cpu_seconds
             "{json_name} and {flat_name} hold the same metrics"
         );
         let body = &cases.iter().find(|c| c.name == flat_name).unwrap().body;
+        let json_body = &cases.iter().find(|c| c.name == json_name).unwrap().body;
         let read = median_rate(rounds, cpu_seconds, flat.1, &|| {
             black_box(payloads::flat_read_in_place(black_box(body)));
         });
@@ -111,5 +114,181 @@ fn flat_vs_json(measured: &[(&str, f64, usize, f64)], rounds: usize, cpu_seconds
             flat.2,
             100.0 * (1.0 - flat.2 as f64 / json.2 as f64)
         );
+        // The same product both ways, checked before it is timed.
+        let (from_json, from_flat) = (into_batch::json(json_body), into_batch::flat(body));
+        assert_eq!(
+            into_batch::rows(&from_json),
+            into_batch::rows(&from_flat),
+            "{json_name} and {flat_name} fill the same write batch"
+        );
+        assert_eq!(
+            from_json.samples().count() as f64,
+            json.1,
+            "every metric in the batch"
+        );
+        let json_store = median_rate(rounds, cpu_seconds, json.1, &|| {
+            black_box(into_batch::json(black_box(json_body)));
+        });
+        let flat_store = median_rate(rounds, cpu_seconds, flat.1, &|| {
+            black_box(into_batch::flat(black_box(body)));
+        });
+        into_store.push((json_name, flat_name, json.1, json_store, flat_store));
+    }
+    println!();
+    println!(
+        "JSON payload → flatbuffers payload | metrics | JSON → WriteBatch ns/metric \
+         | flat visit → WriteBatch ns/metric | speedup | rounds JSON | rounds flat"
+    );
+    for (json_name, flat_name, metrics, json_store, flat_store) in into_store {
+        let (json_ns, flat_ns) = (1e9 / json_store.0, 1e9 / flat_store.0);
+        println!(
+            "{json_name} → {flat_name} | {metrics} | {json_ns:.1} | {flat_ns:.1} | {:.1}× | {} | {}",
+            json_ns / flat_ns,
+            json_store.1,
+            flat_store.1
+        );
+    }
+}
+
+/// Both httptrap encodings into a `store::WriteBatch` as strata serve fills one (with the
+/// request's `__check` tag): JSON through `httptrap::parse` and the server's mapping (each
+/// distinct tag list checked and printed once as a `TagSet`, each sample's key printed from
+/// it), flatbuffers through `flat::visit` with a visitor like the server's
+/// (`server/src/serve/flat_ingest.rs`: one `TagSet` per tag set per document). Every payload
+/// here uses mode `Set` and parses cleanly, so the rejection bookkeeping both paths also do
+/// is left out of both.
+mod into_batch {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use ingest::flat::{Metric, ValueRef, Visitor};
+    use ingest::{httptrap, Options, Reason};
+    use store::key::{Tag, TagSet};
+    use store::WriteBatch;
+
+    use super::payloads::NOW_MS;
+
+    fn check_tag() -> Tag {
+        Tag::new("__check", "bench-check").unwrap()
+    }
+
+    /// The batch's samples as (key, timestamp, value), to compare two batches.
+    pub fn rows(batch: &WriteBatch) -> Vec<(String, i64, store::Value)> {
+        batch
+            .samples()
+            .map(|(key, ts_ms, value)| {
+                let store::KeyRef::Text(key) = key else {
+                    panic!("keys are printed as text");
+                };
+                (key.to_owned(), ts_ms, value.clone())
+            })
+            .collect()
+    }
+
+    fn tag_set<'a>(
+        tags: impl Iterator<Item = &'a (String, String)>,
+        extra: &'a [Tag],
+    ) -> Result<TagSet, String> {
+        let pairs = tags
+            .map(|(c, v)| (c.as_bytes(), v.as_bytes()))
+            .chain(extra.iter().map(|t| (t.category(), t.value())));
+        TagSet::new(pairs).map_err(|e| e.to_string())
+    }
+
+    /// `httptrap::parse`, then the server's `mapping::map_batch` for mode `Set` samples.
+    pub fn json(body: &[u8]) -> WriteBatch {
+        let batch = httptrap::parse(body, &Options::at(NOW_MS));
+        assert!(batch.rejected.is_empty());
+        let extra = [check_tag()];
+        let mut out = WriteBatch::default();
+        // Tag sets by tag list pointer, the last one first (as the server's `TagSets`).
+        let mut last: Option<(ingest::Tags, usize)> = None;
+        let mut by_ptr: HashMap<usize, usize> = HashMap::new();
+        let mut sets: Vec<Result<TagSet, String>> = Vec::new();
+        let mut pinned: Vec<ingest::Tags> = Vec::new();
+        let mut key = String::new();
+        for sample in batch.samples {
+            let value = match sample.value {
+                ingest::Value::Null => continue,
+                ingest::Value::Numeric(v) => store::Value::Numeric(v),
+                ingest::Value::Text(t) => store::Value::Text(t),
+                ingest::Value::Histogram(h) => store::Value::Histogram(h),
+                ingest::Value::CumulativeHistogram(h) => store::Value::CumulativeHistogram(h),
+            };
+            let at = match &last {
+                Some((tags, at)) if Arc::ptr_eq(tags, &sample.tags) => *at,
+                _ => {
+                    let ptr = Arc::as_ptr(&sample.tags) as *const () as usize;
+                    let at = *by_ptr.entry(ptr).or_insert_with(|| {
+                        sets.push(tag_set(sample.tags.iter(), &extra));
+                        pinned.push(sample.tags.clone());
+                        sets.len() - 1
+                    });
+                    last = Some((sample.tags.clone(), at));
+                    at
+                }
+            };
+            key.clear();
+            let set = sets[at].as_ref().unwrap();
+            set.write_key(&sample.name, &mut key).unwrap();
+            let ts_ms = sample.ts_ms.unwrap_or(NOW_MS);
+            out.push_canonical(&key, ts_ms, value).unwrap();
+        }
+        out
+    }
+
+    /// `flat::visit` straight into the batch.
+    pub fn flat(body: &[u8]) -> WriteBatch {
+        let extra = [check_tag()];
+        let mut writer = Writer {
+            extra: &extra,
+            batch: WriteBatch::default(),
+            sets: Vec::new(),
+            key: String::new(),
+        };
+        ingest::flat::visit(body, &Options::at(NOW_MS), &mut writer);
+        writer.batch
+    }
+
+    struct Writer<'t> {
+        extra: &'t [Tag],
+        batch: WriteBatch,
+        /// This document's tag sets by `tags_id` (all below 2^16 in these payloads).
+        sets: Vec<Option<Result<TagSet, String>>>,
+        key: String,
+    }
+
+    impl Visitor for Writer<'_> {
+        fn document(&mut self, _index: usize, _metrics: usize) {
+            self.sets.clear();
+        }
+
+        fn metric(&mut self, metric: Metric<'_>) -> bool {
+            let value = match metric.value {
+                ValueRef::Null => return true,
+                ValueRef::Numeric(v) => store::Value::Numeric(v),
+                ValueRef::Text(t) => store::Value::Text(t.to_owned()),
+                ValueRef::Histogram(h) => store::Value::Histogram(h.into_histogram()),
+                ValueRef::CumulativeHistogram(h) => {
+                    store::Value::CumulativeHistogram(h.into_histogram())
+                }
+            };
+            let at = usize::try_from(metric.tags_id).unwrap();
+            if self.sets.len() <= at {
+                self.sets.resize(at + 1, None);
+            }
+            let extra = self.extra;
+            let set = self.sets[at].get_or_insert_with(|| tag_set(metric.tags.iter(), extra));
+            self.key.clear();
+            let set = set.as_ref().unwrap();
+            set.write_key(metric.name, &mut self.key).unwrap();
+            let ts_ms = metric.ts_ms.unwrap_or(NOW_MS);
+            self.batch.push_canonical(&self.key, ts_ms, value).unwrap();
+            true
+        }
+
+        fn reject(&mut self, location: &dyn Fn() -> String, reason: Reason, _rest: bool) {
+            panic!("{}: {reason}", location());
+        }
     }
 }
