@@ -211,7 +211,7 @@ pub fn visit(raw: &[u8], options: &Options, visitor: &mut dyn Visitor) -> Result
         });
     }
     check_counts(raw)?;
-    let mut labels: Vec<(&str, &str)> = Vec::new();
+    let mut labels = Labels::default();
     let mut index = 0usize;
     let mut stopped = false;
     walk_wire(raw, WHAT, &mut |field, wire| {
@@ -225,28 +225,56 @@ pub fn visit(raw: &[u8], options: &Options, visitor: &mut dyn Visitor) -> Result
     })
 }
 
+/// One series' labels, reused from series to series.
+#[derive(Default)]
+struct Labels<'a> {
+    /// As on the wire.
+    raw: Vec<(&'a [u8], &'a [u8])>,
+    /// UTF-8, up to the first label that is not.
+    text: Vec<(&'a str, &'a str)>,
+}
+
 /// One series; `false` once the visitor stopped the request.
 fn visit_series<'a>(
     index: usize,
     series: &'a [u8],
     options: &Options,
-    labels: &mut Vec<(&'a str, &'a str)>,
+    scratch: &mut Labels<'a>,
     visitor: &mut dyn Visitor,
 ) -> Result<bool, Reason> {
-    labels.clear();
+    scratch.raw.clear();
+    scratch.text.clear();
     let mut has_histograms = false;
-    let mut utf8_ok = true;
+    let mut labels_end = 0usize;
     walk_wire(series, WHAT, &mut |field, wire| {
         match (field, wire) {
-            (1, Wire::Bytes(label)) if utf8_ok => match read_label(label)? {
-                Some(pair) => labels.push(pair),
-                None => utf8_ok = false,
-            },
+            (1, Wire::Bytes(label)) => {
+                scratch.raw.push(read_label(label)?);
+                labels_end = offset_in(series, label).map_or(0, |at| at + label.len());
+            }
             (4, _) => has_histograms = true,
             _ => {}
         }
         Ok(())
     })?;
+    // One UTF-8 check over the series up to its last label (the labels and their field
+    // headers, which are ASCII for labels under 128 bytes) instead of two short ones per label:
+    // within valid UTF-8, a part is valid exactly when it starts and ends on char boundaries.
+    let text = std::str::from_utf8(&series[..labels_end]).ok();
+    let mut utf8_ok = true;
+    for &(name, value) in &scratch.raw {
+        match (
+            utf8_part(text, series, name),
+            utf8_part(text, series, value),
+        ) {
+            (Some(name), Some(value)) => scratch.text.push((name, value)),
+            _ => {
+                utf8_ok = false;
+                break;
+            }
+        }
+    }
+    let labels = &scratch.text;
     match check_labels(labels, utf8_ok) {
         Ok(name) => {
             if !visitor.series(index, name, labels) {
@@ -284,8 +312,28 @@ fn visit_series<'a>(
     Ok(go_on)
 }
 
-/// A label's name and value; `None` when either is not UTF-8.
-fn read_label(label: &[u8]) -> Result<Option<(&str, &str)>, Reason> {
+/// Where `part` starts in `base`, when it lies within it.
+fn offset_in(base: &[u8], part: &[u8]) -> Option<usize> {
+    let at = (part.as_ptr() as usize).checked_sub(base.as_ptr() as usize)?;
+    (at.checked_add(part.len())? <= base.len()).then_some(at)
+}
+
+/// `part` as text: a slice of `text` (the UTF-8 check of `base` up to the last label) when
+/// it lies within it, else checked alone. `None` when it is not UTF-8.
+fn utf8_part<'a>(text: Option<&'a str>, base: &'a [u8], part: &'a [u8]) -> Option<&'a str> {
+    if part.is_empty() {
+        return Some("");
+    }
+    if let (Some(text), Some(at)) = (text, offset_in(base, part)) {
+        if at + part.len() <= text.len() {
+            return text.get(at..at + part.len());
+        }
+    }
+    std::str::from_utf8(part).ok()
+}
+
+/// A label's name and value bytes (empty when absent).
+fn read_label(label: &[u8]) -> Result<(&[u8], &[u8]), Reason> {
     let (mut name, mut value): (&[u8], &[u8]) = (b"", b"");
     walk_wire(label, WHAT, &mut |field, wire| {
         match (field, wire) {
@@ -295,10 +343,7 @@ fn read_label(label: &[u8]) -> Result<Option<(&str, &str)>, Reason> {
         }
         Ok(())
     })?;
-    match (std::str::from_utf8(name), std::str::from_utf8(value)) {
-        (Ok(name), Ok(value)) => Ok(Some((name, value))),
-        _ => Ok(None),
-    }
+    Ok((name, value))
 }
 
 /// The checks the crate makes on a series' labels, in order: each tag (every label but

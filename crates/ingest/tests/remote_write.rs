@@ -512,6 +512,7 @@ fn seed_corpus_passes_the_fuzz_checks() {
 fn label_bytes() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         8 => "[a-c_]{1,3}".prop_map(String::into_bytes),
+        2 => "[a-cé€]{1,3}".prop_map(String::into_bytes),
         1 => Just(b"__name__".to_vec()),
         1 => Just(Vec::new()),
         1 => Just(vec![b'x'; 1_500]),
