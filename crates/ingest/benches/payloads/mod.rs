@@ -395,6 +395,12 @@ pub fn cases() -> Vec<Case> {
             body: remote_write_body(),
             parse: |b| remote_write::parse(b, &options()),
         },
+        // The same body through the prost decoder `parse` had before `remote_write::visit`.
+        Case {
+            name: "remote_write_numeric_prost",
+            body: remote_write_body(),
+            parse: |b| remote_write::parse_with_prost(b, &options()),
+        },
         Case {
             name: "otlp_protobuf_numeric",
             body: otlp_body(),
