@@ -539,11 +539,14 @@ fn check_wire(field: u64, wire: Wire<'_>, expect: Expect) -> Result<(), Reason> 
 
 /// Walks a message checking every field this decoder reads (`expect` by field number; others
 /// are skipped, as prost skips unknown fields). Field number 0 is invalid, as in prost.
-fn check_message<'a>(
+fn check_message<'a, F>(
     buf: &'a [u8],
     expect: fn(u64) -> Option<Expect>,
-    f: &mut dyn FnMut(u64, Wire<'a>) -> Result<(), Reason>,
-) -> Result<(), Reason> {
+    f: &mut F,
+) -> Result<(), Reason>
+where
+    F: FnMut(u64, Wire<'a>) -> Result<(), Reason>,
+{
     walk_wire(buf, WHAT, &mut |field, wire| {
         if field == 0 || field > u64::from(u32::MAX >> 3) {
             return Err(malformed(format!("invalid field number {field}")));

@@ -64,11 +64,16 @@ pub(crate) enum Wire<'a> {
 /// Calls `f` with the number and value of every field of one protobuf message.
 /// A malformed message (truncated, or a group: wire types 3 and 4) is a `Reason::Decode`
 /// naming `what`.
-pub(crate) fn walk_wire<'a>(
+/// Generic over `f` so each decoder's field handling is inlined into the loop (remote write
+/// walks every label and sample through it).
+pub(crate) fn walk_wire<'a, F>(
     mut buf: &'a [u8],
     what: &'static str,
-    f: &mut dyn FnMut(u64, Wire<'a>) -> Result<(), Reason>,
-) -> Result<(), Reason> {
+    f: &mut F,
+) -> Result<(), Reason>
+where
+    F: FnMut(u64, Wire<'a>) -> Result<(), Reason> + ?Sized,
+{
     let malformed = |detail: String| Reason::Decode { what, detail };
     let truncated = || malformed("truncated field".to_owned());
     while !buf.is_empty() {
@@ -121,6 +126,7 @@ pub(crate) fn varint_elements(field: Field<'_>) -> usize {
 }
 
 /// A base-128 varint (at most 10 bytes), advancing `buf` past it.
+#[inline]
 fn varint(buf: &mut &[u8]) -> Option<u64> {
     let mut value = 0u64;
     for shift in (0..64).step_by(7) {
