@@ -132,17 +132,31 @@ fn flat_vs_json(measured: &[(&str, f64, usize, f64)], rounds: usize, cpu_seconds
         let flat_store = median_rate(rounds, cpu_seconds, flat.1, &|| {
             black_box(into_batch::flat(black_box(body)));
         });
-        into_store.push((json_name, flat_name, json.1, json_store, flat_store));
+        let owned_store = median_rate(rounds, cpu_seconds, flat.1, &|| {
+            black_box(into_batch::flat_owned(black_box(body)));
+        });
+        into_store.push((
+            json_name,
+            flat_name,
+            json.1,
+            json_store,
+            flat_store,
+            owned_store,
+        ));
     }
     println!();
     println!(
         "JSON payload → flatbuffers payload | metrics | JSON → WriteBatch ns/metric \
-         | flat visit → WriteBatch ns/metric | speedup | rounds JSON | rounds flat"
+         | flat::parse + mapping → WriteBatch ns/metric (speedup) \
+         | flat visit → WriteBatch ns/metric | speedup | rounds JSON | rounds flat visit"
     );
-    for (json_name, flat_name, metrics, json_store, flat_store) in into_store {
+    for (json_name, flat_name, metrics, json_store, flat_store, owned_store) in into_store {
         let (json_ns, flat_ns) = (1e9 / json_store.0, 1e9 / flat_store.0);
+        let owned_ns = 1e9 / owned_store.0;
         println!(
-            "{json_name} → {flat_name} | {metrics} | {json_ns:.1} | {flat_ns:.1} | {:.1}× | {} | {}",
+            "{json_name} → {flat_name} | {metrics} | {json_ns:.1} | {owned_ns:.1} ({:.1}×) \
+             | {flat_ns:.1} | {:.1}× | {} | {}",
+            json_ns / owned_ns,
             json_ns / flat_ns,
             json_store.1,
             flat_store.1
@@ -197,7 +211,16 @@ mod into_batch {
 
     /// `httptrap::parse`, then the server's `mapping::map_batch` for mode `Set` samples.
     pub fn json(body: &[u8]) -> WriteBatch {
-        let batch = httptrap::parse(body, &Options::at(NOW_MS));
+        owned(httptrap::parse(body, &Options::at(NOW_MS)))
+    }
+
+    /// `flat::parse`, then the mapping: strata serve's flatbuffers path before `flat::visit`.
+    pub fn flat_owned(body: &[u8]) -> WriteBatch {
+        owned(ingest::flat::parse(body, &Options::at(NOW_MS)))
+    }
+
+    /// The server's `mapping::map_batch` for mode `Set` samples.
+    fn owned(batch: ingest::Batch) -> WriteBatch {
         assert!(batch.rejected.is_empty());
         let extra = [check_tag()];
         let mut out = WriteBatch::default();
