@@ -132,10 +132,35 @@ fn varint(buf: &mut &[u8]) -> Option<u64> {
     for shift in (0..64).step_by(7) {
         let (&byte, rest) = buf.split_first()?;
         *buf = rest;
+        // The 10th byte holds only bit 63: anything more overflows 64 bits, which prost
+        // refuses ("invalid varint") rather than truncating.
+        if shift == 63 && byte > 1 {
+            return None;
+        }
         value |= u64::from(byte & 0x7f) << shift;
         if byte < 0x80 {
             return Some(value);
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_varint_past_64_bits_is_refused_as_prost_refuses_it() {
+        // u64::MAX: nine 0xff bytes and a 10th byte of 1.
+        let mut max: &[u8] = &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        assert_eq!(varint(&mut max), Some(u64::MAX));
+        assert!(max.is_empty());
+        for tenth in [0x02u8, 0x7f] {
+            let bytes = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, tenth];
+            assert_eq!(varint(&mut &bytes[..]), None, "10th byte {tenth:#x}");
+        }
+        // Eleven bytes never end a varint.
+        assert_eq!(varint(&mut &[0x80u8; 11][..]), None);
+    }
 }
