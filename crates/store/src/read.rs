@@ -389,14 +389,7 @@ impl<'a> View<'a> {
         out: &mut [Accumulator],
     ) -> Result<(), StoreError> {
         let Some(level) = level else {
-            for chunk in self.block_chunks(id, start_ms, end_ms)? {
-                if let ChunkData::Histogram(periods) = chunk {
-                    for (t, h) in clip(periods, start_ms, end_ms) {
-                        out[slicing.slice_of(t)].add(&h);
-                    }
-                }
-            }
-            return Ok(());
+            return self.accumulate_base_histograms(id, slicing, (start_ms, end_ms), out);
         };
         let period_ms = self.blocks.levels[level].period_ms;
         for (s, e, rollup) in self.level_parts(level, id, start_ms, end_ms) {
@@ -429,6 +422,49 @@ impl<'a> View<'a> {
                     }
                 }
                 None => self.fill_histograms(id, slicing, (s, e), level.checked_sub(1), out)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Base-period histograms of `id` from blocks in `[start_ms, end_ms)` added into `out`'s
+    /// slices: decoded straight into the accumulators, except from a block a tombstone touches
+    /// (decoded whole, hidden periods dropped, as `block_chunks` does).
+    fn accumulate_base_histograms(
+        &self,
+        id: SeriesId,
+        slicing: &Slicing,
+        (start_ms, end_ms): (i64, i64),
+        out: &mut [Accumulator],
+    ) -> Result<(), StoreError> {
+        if end_ms <= start_ms {
+            return Ok(());
+        }
+        let touched = |generation: u64| {
+            self.blocks
+                .tombstones
+                .iter()
+                .any(|t| t.overlaps(id, start_ms, end_ms, generation))
+        };
+        let blocks = self.blocks.overlapping(start_ms, end_ms);
+        if blocks.iter().any(|b| touched(b.content_generation)) {
+            for chunk in self.block_chunks(id, start_ms, end_ms)? {
+                if let ChunkData::Histogram(periods) = chunk {
+                    for (t, h) in clip(periods, start_ms, end_ms) {
+                        out[slicing.slice_of(t)].add(&h);
+                    }
+                }
+            }
+            return Ok(());
+        }
+        self.check_quarantine(start_ms, end_ms)?;
+        for block in blocks {
+            for entry in block.entries_of(id) {
+                if entry.last_ts_ms < start_ms || entry.first_ts_ms >= end_ms {
+                    continue;
+                }
+                let slot_of = |t: i64| (start_ms <= t && t < end_ms).then(|| slicing.slice_of(t));
+                self.accumulate_chunk(block, entry, slot_of, out)?;
             }
         }
         Ok(())
@@ -524,16 +560,7 @@ impl<'a> View<'a> {
         if end_ms <= start_ms {
             return Ok(out);
         }
-        if let Some(q) = self.blocks.quarantined.iter().find(|q| {
-            let p = q.id.partition_start_ms;
-            p < end_ms && start_ms < p.saturating_add(self.blocks.partition_ms)
-        }) {
-            return Err(StoreError::Quarantined {
-                block: q.id.file_name(),
-                start_ms: q.id.partition_start_ms,
-                end_ms: q.id.partition_start_ms + self.blocks.partition_ms,
-            });
-        }
+        self.check_quarantine(start_ms, end_ms)?;
         for block in self.blocks.overlapping(start_ms, end_ms) {
             let deleted = self
                 .blocks
@@ -553,6 +580,22 @@ impl<'a> View<'a> {
             }
         }
         Ok(out)
+    }
+
+    /// `Quarantined` if a quarantined block's partition meets `[start_ms, end_ms)`: its data
+    /// cannot be read, so no answer over that range is complete.
+    fn check_quarantine(&self, start_ms: i64, end_ms: i64) -> Result<(), StoreError> {
+        match self.blocks.quarantined.iter().find(|q| {
+            let p = q.id.partition_start_ms;
+            p < end_ms && start_ms < p.saturating_add(self.blocks.partition_ms)
+        }) {
+            Some(q) => Err(StoreError::Quarantined {
+                block: q.id.file_name(),
+                start_ms: q.id.partition_start_ms,
+                end_ms: q.id.partition_start_ms + self.blocks.partition_ms,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// A chunk without the samples tombstones hide.
