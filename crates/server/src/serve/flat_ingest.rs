@@ -18,7 +18,7 @@ use ingest::{Mode, Options, Reason, Rejection};
 use store::key::{Tag, TagSet};
 
 use super::mapping::{self, Mapped, REJECTIONS_LISTED_MAX};
-use super::{classify, gunzip, now_ms, App, Endpoint, WriteError};
+use super::{now_ms, unzipped, App, Endpoint, WriteError};
 
 /// `tags_id`s below this are tag sets (0 = no tags), kept in a vector per document; the
 /// reader's ids for names' suffix tags lie above.
@@ -53,32 +53,9 @@ fn write_body(
     gzip: bool,
     extra_tags: &[Tag],
 ) -> Result<Mapped, WriteError> {
-    let unzipped;
-    let bytes: &[u8] = if gzip {
-        unzipped = gunzip(body, app.config.limits.body_size_bytes_max)?;
-        &unzipped
-    } else {
-        body
-    };
-    let mut mapped = map_body(bytes, now_ms(), extra_tags);
-    if mapped.stopped || mapped.batch.is_empty() {
-        app.metrics
-            .batch(Endpoint::Httptrap, mapped.accepted, mapped.rejected_total);
-        return Ok(mapped);
-    }
-    let stopwatch = clock::Stopwatch::start();
-    let result = app.store.write_partial(&mapped.batch);
-    app.metrics
-        .store_write(stopwatch.elapsed_ns(), result.is_ok());
-    match result {
-        Ok(rejected) => mapping::apply_kind_rejections(&mut mapped, &rejected),
-        Err(e) => {
-            tracing::warn!(error = %e, endpoint = Endpoint::Httptrap.name(), "store write failed");
-            return Err(classify(&e));
-        }
-    }
-    app.metrics
-        .batch(Endpoint::Httptrap, mapped.accepted, mapped.rejected_total);
+    let bytes = unzipped(body, gzip, app.config.limits.body_size_bytes_max)?;
+    let mut mapped = map_body(&bytes, now_ms(), extra_tags);
+    app.store_mapped(Endpoint::Httptrap, &mut mapped)?;
     Ok(mapped)
 }
 

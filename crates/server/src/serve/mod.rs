@@ -90,6 +90,19 @@ fn classify(e: &StoreError) -> WriteError {
     }
 }
 
+/// The body as sent, or gunzipped (with the body limit applied to the output) when `gzip`.
+pub fn unzipped(
+    body: &[u8],
+    gzip: bool,
+    size_bytes_max: u64,
+) -> Result<std::borrow::Cow<'_, [u8]>, WriteError> {
+    Ok(if gzip {
+        std::borrow::Cow::Owned(gunzip(body, size_bytes_max)?)
+    } else {
+        std::borrow::Cow::Borrowed(body)
+    })
+}
+
 /// gunzip with the body limit applied to the output.
 pub fn gunzip(body: &[u8], size_bytes_max: u64) -> Result<Vec<u8>, WriteError> {
     use std::io::Read;
@@ -144,6 +157,31 @@ impl App {
         }
     }
 
+    /// Writes what a body became (unless its parse stopped or nothing is left), turns the
+    /// store's kind refusals into rejections, and counts it — every ingest path's last step.
+    pub(crate) fn store_mapped(
+        &self,
+        endpoint: Endpoint,
+        mapped: &mut Mapped,
+    ) -> Result<(), WriteError> {
+        if !mapped.stopped && !mapped.batch.is_empty() {
+            let stopwatch = clock::Stopwatch::start();
+            let result = self.store.write_partial(&mapped.batch);
+            self.metrics
+                .store_write(stopwatch.elapsed_ns(), result.is_ok());
+            match result {
+                Ok(rejected) => mapping::apply_kind_rejections(mapped, &rejected),
+                Err(e) => {
+                    tracing::warn!(error = %e, endpoint = endpoint.name(), "store write failed");
+                    return Err(classify(&e));
+                }
+            }
+        }
+        self.metrics
+            .batch(endpoint, mapped.accepted, mapped.rejected_total);
+        Ok(())
+    }
+
     /// Decompresses (gzip), parses, maps and writes one body; returns what it became. A body
     /// whose parse stopped is not written at all.
     pub async fn ingest<F>(
@@ -167,35 +205,11 @@ impl App {
             })?;
         let app = self.clone();
         let joined = tokio::task::spawn_blocking(move || -> Result<Mapped, WriteError> {
-            let size_max = app.config.limits.body_size_bytes_max;
-            let unzipped;
-            let bytes: &[u8] = if gzip {
-                unzipped = gunzip(&body, size_max)?;
-                &unzipped
-            } else {
-                &body
-            };
+            let bytes = unzipped(&body, gzip, app.config.limits.body_size_bytes_max)?;
             let now_ms = now_ms();
-            let batch = parse(bytes, &ingest::Options::at(now_ms));
+            let batch = parse(&bytes, &ingest::Options::at(now_ms));
             let mut mapped = mapping::map_batch(batch, now_ms, &extra_tags);
-            if mapped.stopped || mapped.batch.is_empty() {
-                app.metrics
-                    .batch(endpoint, mapped.accepted, mapped.rejected_total);
-                return Ok(mapped);
-            }
-            let stopwatch = clock::Stopwatch::start();
-            let result = app.store.write_partial(&mapped.batch);
-            app.metrics
-                .store_write(stopwatch.elapsed_ns(), result.is_ok());
-            match result {
-                Ok(rejected) => mapping::apply_kind_rejections(&mut mapped, &rejected),
-                Err(e) => {
-                    tracing::warn!(error = %e, endpoint = endpoint.name(), "store write failed");
-                    return Err(classify(&e));
-                }
-            }
-            app.metrics
-                .batch(endpoint, mapped.accepted, mapped.rejected_total);
+            app.store_mapped(endpoint, &mut mapped)?;
             Ok(mapped)
         })
         .await;

@@ -16,8 +16,8 @@ use ingest::{Options, Reason, Rejection};
 use store::key::TagSet;
 use store::WriteBatch;
 
-use super::mapping::{self, Mapped, REJECTIONS_LISTED_MAX};
-use super::{classify, gunzip, now_ms, App, Endpoint, WriteError};
+use super::mapping::{Mapped, REJECTIONS_LISTED_MAX};
+use super::{now_ms, unzipped, App, Endpoint, WriteError};
 
 /// Decompresses (gzip if sent so, then snappy), decodes and writes one remote write body;
 /// returns what it became. A body rejected whole is not written at all.
@@ -51,16 +51,10 @@ thread_local! {
 }
 
 fn write_body(app: &App, body: &[u8], gzip: bool) -> Result<Mapped, WriteError> {
-    let unzipped;
-    let bytes: &[u8] = if gzip {
-        unzipped = gunzip(body, app.config.limits.body_size_bytes_max)?;
-        &unzipped
-    } else {
-        body
-    };
+    let bytes = unzipped(body, gzip, app.config.limits.body_size_bytes_max)?;
     let (mut raw, batch) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
-    let mut mapped = map_body_into(bytes, &Options::at(now_ms()), &mut raw, batch);
-    let result = store(app, &mut mapped);
+    let mut mapped = map_body_into(&bytes, &Options::at(now_ms()), &mut raw, batch);
+    let result = app.store_mapped(Endpoint::RemoteWrite, &mut mapped);
     // The handler reads only the counts and rejections: the batch's buffers go back.
     let mut batch = std::mem::take(&mut mapped.batch);
     if batch.sample_count() > RETAINED_BATCH_SAMPLES_MAX {
@@ -72,35 +66,6 @@ fn write_body(app: &App, body: &[u8], gzip: bool) -> Result<Mapped, WriteError> 
     }
     BUFFERS.with(|b| *b.borrow_mut() = (raw, batch));
     result.map(|()| mapped)
-}
-
-/// Writes what the body became (unless it was rejected whole or is empty), counting it.
-fn store(app: &App, mapped: &mut Mapped) -> Result<(), WriteError> {
-    if mapped.stopped || mapped.batch.is_empty() {
-        app.metrics.batch(
-            Endpoint::RemoteWrite,
-            mapped.accepted,
-            mapped.rejected_total,
-        );
-        return Ok(());
-    }
-    let stopwatch = clock::Stopwatch::start();
-    let result = app.store.write_partial(&mapped.batch);
-    app.metrics
-        .store_write(stopwatch.elapsed_ns(), result.is_ok());
-    match result {
-        Ok(rejected) => mapping::apply_kind_rejections(mapped, &rejected),
-        Err(e) => {
-            tracing::warn!(error = %e, endpoint = Endpoint::RemoteWrite.name(), "store write failed");
-            return Err(classify(&e));
-        }
-    }
-    app.metrics.batch(
-        Endpoint::RemoteWrite,
-        mapped.accepted,
-        mapped.rejected_total,
-    );
-    Ok(())
 }
 
 /// One snappy body as a store batch plus its rejections (not written yet).
