@@ -4,6 +4,7 @@
 //! storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N]
 //!            [--hours H] [--seed S] [--batch N] [--run N]
 //!            [--flush-every B] [--api keys|ids]
+//!            [--generate inline|first]
 //! storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-min MS]
 //!            [--kill-ms-max MS] [--per-store N] [--threads N]
 //! ```
@@ -20,6 +21,7 @@ use storebench::workload::{self, Config, Shape};
 const USAGE: &str = "usage:
   storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N] [--hours H]
              [--seed S] [--batch N] [--run N] [--flush-every B] [--api keys|ids]
+             [--generate inline|first]
   storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-min MS] [--kill-ms-max MS]
              [--per-store N] [--threads N]";
 
@@ -68,6 +70,7 @@ fn bench(args: &[String]) -> Result<ExitCode, String> {
             "--dir",
             "--series",
             "--hours",
+            "--generate",
             "--seed",
             "--batch",
             "--run",
@@ -97,6 +100,11 @@ fn bench(args: &[String]) -> Result<ExitCode, String> {
         dir: args.get("--dir").map(PathBuf::from),
         batch_samples: args.number("--batch", BATCH_SAMPLES_DEFAULT)?,
         flush_every_batches: args.number("--flush-every", 0)?,
+        pregen: match args.get("--generate").unwrap_or("inline") {
+            "inline" => false,
+            "first" => true,
+            other => return Err(format!("--generate {other:?}: expected inline or first")),
+        },
         by_id: match args.get("--api").unwrap_or("keys") {
             "keys" => false,
             "ids" => true,

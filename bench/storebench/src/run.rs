@@ -30,6 +30,9 @@ pub struct RunOptions {
     /// Name series by id (`Store::resolve` once per series, then `WriteBatch::push_id`), as a
     /// client that keeps its series ids does, instead of by key on every sample.
     pub by_id: bool,
+    /// Generate every chunk before the timed part (memory: the whole workload at once), so a
+    /// profiler attached after generation sees only the store's work.
+    pub pregen: bool,
 }
 
 /// Runs the benchmark and returns its one-line JSON report, and whether the reopened store
@@ -61,6 +64,17 @@ pub fn run(opts: &RunOptions) -> Result<(String, bool), String> {
     let mut workload = Workload::new(opts.config)?;
     let gen_setup_cpu_ns = clock::thread_cpu_ns() - gen_start_ns;
     let samples_total = workload.samples_total();
+    let mut pregenerated = std::collections::VecDeque::new();
+    if opts.pregen {
+        loop {
+            let mut chunk = Vec::with_capacity(opts.batch_samples);
+            if workload.next_chunk(opts.batch_samples, &mut chunk)? == 0 {
+                break;
+            }
+            pregenerated.push_back(chunk);
+        }
+        eprintln!("storebench: {} chunks generated", pregenerated.len());
+    }
 
     let rss_before = measure::status_bytes("VmRSS")?;
     let (user0, sys0) = measure::user_sys_s()?;
@@ -76,7 +90,13 @@ pub fn run(opts: &RunOptions) -> Result<(String, bool), String> {
     let mut batches = 0u64;
     loop {
         let (g_cpu, g_wall) = (clock::thread_cpu_ns(), Instant::now());
-        let n = workload.next_chunk(opts.batch_samples, &mut chunk)?;
+        let n = match opts.pregen {
+            true => {
+                chunk = pregenerated.pop_front().unwrap_or_default();
+                chunk.len()
+            }
+            false => workload.next_chunk(opts.batch_samples, &mut chunk)?,
+        };
         gen_cpu_ns += clock::thread_cpu_ns() - g_cpu;
         gen_wall += g_wall.elapsed();
         if n == 0 {
