@@ -1,0 +1,119 @@
+//! Histogram chunk encode and decode on realistic chunks: storebench's histogram shape (100
+//! lognormal observations, μ = −3, σ = 1.6 s, per 10 s step, ≈75 bins), six steps merged per
+//! 60 s period, 120 periods (a 2-hour block) per chunk.
+//!
+//! Two parts: first thread CPU time (`CLOCK_THREAD_CPUTIME_ID`, so time spent waiting for the
+//! shared CPU is not counted) per period for encode, decode and decode_into, the median of
+//! `ROUNDS` rounds over every chunk, with the bytes per period; then the same operations under
+//! criterion (wall time). `cargo bench -p store --bench hist_chunk -- --cpu-only` skips the
+//! criterion part.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput};
+use hist::{Accumulator, Histogram};
+use rand::SeedableRng;
+use rand_distr::{Distribution, LogNormal};
+use store::encode::histogram;
+
+/// Chunks (series) measured; each is `PERIODS` periods.
+const CHUNKS: usize = 100;
+const PERIODS: usize = 120;
+const STEPS_PER_PERIOD: usize = 6;
+const OBSERVATIONS_PER_STEP: usize = 100;
+/// Rounds of the CPU-time part; the median is reported.
+const ROUNDS: usize = 9;
+
+fn chunks() -> Vec<Vec<(i64, Histogram)>> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    let dist = LogNormal::new(-3.0, 1.6).unwrap();
+    (0..CHUNKS)
+        .map(|_| {
+            (0..PERIODS)
+                .map(|p| {
+                    let mut h = Histogram::new();
+                    for _ in 0..STEPS_PER_PERIOD * OBSERVATIONS_PER_STEP {
+                        h.insert(dist.sample(&mut rng));
+                    }
+                    (1_700_000_000_000 + p as i64 * 60_000, h)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Median thread CPU ns per period of `f` run over all chunks, `ROUNDS` times.
+fn cpu_ns_per_period(chunks_total: usize, mut f: impl FnMut()) -> f64 {
+    let mut ns: Vec<u64> = (0..ROUNDS)
+        .map(|_| {
+            let start = clock::thread_cpu_ns();
+            f();
+            clock::thread_cpu_ns() - start
+        })
+        .collect();
+    ns.sort_unstable();
+    ns[ROUNDS / 2] as f64 / (chunks_total * PERIODS) as f64
+}
+
+fn cpu_report(chunks: &[Vec<(i64, Histogram)>], encoded: &[Vec<u8>]) {
+    let bytes: usize = encoded.iter().map(Vec::len).sum();
+    let encode = cpu_ns_per_period(chunks.len(), || {
+        for c in chunks {
+            black_box(histogram::encode(black_box(c)).unwrap());
+        }
+    });
+    let decode = cpu_ns_per_period(chunks.len(), || {
+        for b in encoded {
+            black_box(histogram::decode(black_box(b)).unwrap());
+        }
+    });
+    let mut acc = vec![Accumulator::new(); 1];
+    let decode_into = cpu_ns_per_period(chunks.len(), || {
+        for b in encoded {
+            black_box(histogram::decode_into(black_box(b), |_| Some(0), &mut acc).unwrap());
+        }
+    });
+    let periods = (chunks.len() * PERIODS) as f64;
+    println!(
+        "hist_chunk cpu (median of {ROUNDS}): encode {encode:.0} ns/period, decode {decode:.0} \
+         ns/period, decode_into {decode_into:.0} ns/period, {:.2} bytes/period \
+         ({:.2} bytes/sample at {STEPS_PER_PERIOD} samples/period)",
+        bytes as f64 / periods,
+        bytes as f64 / periods / STEPS_PER_PERIOD as f64,
+    );
+}
+
+fn main() {
+    let chunks = chunks();
+    let encoded: Vec<Vec<u8>> = chunks
+        .iter()
+        .map(|c| histogram::encode(c).unwrap())
+        .collect();
+    for (c, b) in chunks.iter().zip(&encoded) {
+        assert_eq!(&histogram::decode(b).unwrap(), c, "round trip");
+    }
+    cpu_report(&chunks, &encoded);
+    if std::env::args().any(|a| a == "--cpu-only") {
+        return;
+    }
+    let mut criterion = Criterion::default().configure_from_args();
+    let mut g = criterion.benchmark_group("hist_chunk");
+    g.throughput(Throughput::Elements((CHUNKS * PERIODS) as u64));
+    g.bench_function("encode", |b| {
+        b.iter(|| {
+            for c in &chunks {
+                black_box(histogram::encode(black_box(c)).unwrap());
+            }
+        })
+    });
+    g.bench_function("decode", |b| {
+        b.iter(|| {
+            for e in &encoded {
+                black_box(histogram::decode(black_box(e)).unwrap());
+            }
+        })
+    });
+    g.finish();
+    criterion.final_summary();
+}
