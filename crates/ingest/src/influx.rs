@@ -49,29 +49,168 @@ impl Precision {
 
 /// Parses a body of lines. Bad lines are rejected with line and column; good ones kept.
 pub fn parse(input: &[u8], options: &Options, precision: Precision) -> Batch {
-    let mut batch = Batch::default();
+    let mut builder = BatchBuilder {
+        batch: Batch::default(),
+        tag_sets: TagSets::default(),
+    };
+    visit(input, options, precision, &mut builder);
+    builder.batch
+}
+
+/// One field of a well-formed line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Field<'a> {
+    /// The key exactly as sent (escapes kept).
+    pub raw_key: &'a str,
+    /// The key with its escapes removed.
+    pub key: Cow<'a, str>,
+    /// `Numeric` or `Text`.
+    pub value: Value,
+}
+
+/// A line whose measurement, fields and timestamp are well formed, as [`visit`] hands it over.
+/// Its tags are read only when asked for ([`Line::tags`]): a caller that already knows the
+/// series by its bytes (`series`) does not pay for them.
+#[derive(Debug)]
+pub struct Line<'a, 'f> {
+    /// 1-based, as in rejections.
+    pub line_no: usize,
+    /// The measurement and tag section exactly as sent (escapes kept): equal sections always
+    /// mean equal measurements and tags, and a section whose tags were read once without error
+    /// always reads without error.
+    pub series: &'a str,
+    pub measurement: Cow<'a, str>,
+    pub fields: &'f [Field<'a>],
+    /// Milliseconds since the epoch, checked against the options; `None` = at receipt.
+    pub ts_ms: Option<i64>,
+    /// The whole line and where its tag section starts (right after the measurement) and ends.
+    text: &'a str,
+    tags_at: usize,
+    section_end: usize,
+}
+
+impl<'a> Line<'a, '_> {
+    /// The tag section as sent (`,k=v…`, possibly empty).
+    pub fn tag_section(&self) -> &'a str {
+        &self.text[self.tags_at..self.section_end]
+    }
+
+    /// The line's tags in the order sent, checked as [`parse`] checks them. An error rejects
+    /// the whole line: (0-based byte offset in the line, reason).
+    pub fn tags(&self) -> Result<Vec<(String, String)>, (usize, Reason)> {
+        let mut cursor = Cursor {
+            line: self.text,
+            pos: self.tags_at,
+        };
+        let tags = cursor.tag_list()?;
+        cursor.at_section_end(self.section_end)?;
+        Ok(tags)
+    }
+}
+
+/// Receives the lines of a body in order: the zero-copy path ([`visit`]); [`parse`] builds a
+/// [`Batch`] with one.
+pub trait Visitor<'a> {
+    /// A well-formed line (its tags not read yet: [`Line::tags`]). Returns `false` to stop
+    /// reading the body.
+    fn line(&mut self, line: &Line<'a, '_>) -> bool;
+    /// Line `line_no` is rejected whole, at 0-based byte `offset` of the line.
+    fn reject(&mut self, line_no: usize, offset: usize, reason: Reason);
+}
+
+/// Reads a body of lines into `visitor`: each well-formed line to [`Visitor::line`], each bad
+/// one to [`Visitor::reject`] (the first error in the line, as [`parse`] names it).
+pub fn visit<'a>(
+    input: &'a [u8],
+    options: &Options,
+    precision: Precision,
+    visitor: &mut impl Visitor<'a>,
+) {
     let mut fields = Vec::new();
-    let mut tag_sets = TagSets::default();
     for (line_no, bytes) in split_lines(input) {
         let start = bytes.iter().take_while(|c| c.is_ascii_whitespace()).count();
         if start == bytes.len() || bytes[start] == b'#' {
             continue;
         }
-        let Some(line) = lines::utf8(&mut batch, line_no, bytes) else {
-            continue;
+        let text = match std::str::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                visitor.reject(line_no, e.valid_up_to(), Reason::InvalidUtf8);
+                continue;
+            }
         };
         fields.clear();
-        let mut cursor = Cursor { line, pos: start };
-        match cursor.line(options, precision, &mut fields, &mut tag_sets) {
-            Ok(point) => {
-                if !point.push_into(&mut batch, &mut fields, line_no) {
+        let mut cursor = Cursor {
+            line: text,
+            pos: start,
+        };
+        match cursor.line(options, precision, &mut fields) {
+            Ok(head) => {
+                let line = Line {
+                    line_no,
+                    series: &text[start..head.section_end],
+                    measurement: head.measurement,
+                    fields: &fields,
+                    ts_ms: head.ts_ms,
+                    text,
+                    tags_at: head.tags_at,
+                    section_end: head.section_end,
+                };
+                if !visitor.line(&line) {
                     break;
                 }
             }
-            Err((offset, reason)) => batch.reject(|| lines::at(line_no, offset), reason),
+            Err((offset, reason)) => visitor.reject(line_no, offset, reason),
         }
     }
-    batch
+}
+
+/// The [`Visitor`] behind [`parse`]: owned samples, each distinct tag section's tags shared.
+struct BatchBuilder<'a> {
+    batch: Batch,
+    tag_sets: TagSets<'a>,
+}
+
+impl<'a> Visitor<'a> for BatchBuilder<'a> {
+    fn line(&mut self, line: &Line<'a, '_>) -> bool {
+        let line_no = line.line_no;
+        let section = line.tag_section();
+        let tags = match self.tag_sets.get(section) {
+            Some(tags) => tags.clone(),
+            None => match line.tags() {
+                Ok(list) => {
+                    let tags: Tags = list.into();
+                    self.tag_sets.insert(section, tags.clone());
+                    tags
+                }
+                Err((offset, reason)) => {
+                    self.batch.reject(|| lines::at(line_no, offset), reason);
+                    return true;
+                }
+            },
+        };
+        for field in line.fields {
+            let mut name = String::with_capacity(line.measurement.len() + 1 + field.key.len());
+            name.push_str(&line.measurement);
+            name.push(FIELD_SEPARATOR);
+            name.push_str(&field.key);
+            let sample = Sample {
+                name,
+                tags: tags.clone(),
+                ts_ms: line.ts_ms,
+                value: field.value.clone(),
+                mode: Mode::Set,
+            };
+            if !self.batch.push(sample, || lines::at(line_no, 0)) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn reject(&mut self, line_no: usize, offset: usize, reason: Reason) {
+        self.batch.reject(|| lines::at(line_no, offset), reason);
+    }
 }
 
 /// The lines of a body, numbered from 1 (a line's number is that of its first byte), without
@@ -125,7 +264,7 @@ fn line_len(s: &[u8]) -> (usize, usize) {
     (s.len(), newlines)
 }
 
-/// Tag sections already parsed in this batch, by their text.
+/// Tag sections already read in this batch, by their text.
 type TagSets<'a> = HashMap<&'a str, Tags>;
 
 /// The length of the tag section at the start of `s`: up to the first unescaped space.
@@ -141,38 +280,13 @@ fn section_len(s: &[u8]) -> usize {
     i.min(s.len())
 }
 
-/// A parsed line; its fields are in the caller's reusable vector.
-struct Point<'a> {
+/// What [`Cursor::line`] read besides the fields (which are in the caller's vector).
+struct Head<'a> {
     measurement: Cow<'a, str>,
-    tags: Tags,
+    /// Where the tag section starts and ends in the line.
+    tags_at: usize,
+    section_end: usize,
     ts_ms: Option<i64>,
-}
-
-impl Point<'_> {
-    fn push_into(
-        self,
-        batch: &mut Batch,
-        fields: &mut Vec<(Cow<'_, str>, Value)>,
-        line_no: usize,
-    ) -> bool {
-        for (key, value) in fields.drain(..) {
-            let mut name = String::with_capacity(self.measurement.len() + 1 + key.len());
-            name.push_str(&self.measurement);
-            name.push(FIELD_SEPARATOR);
-            name.push_str(&key);
-            let sample = Sample {
-                name,
-                tags: self.tags.clone(),
-                ts_ms: self.ts_ms,
-                value,
-                mode: Mode::Set,
-            };
-            if !batch.push(sample, || lines::at(line_no, 0)) {
-                return false;
-            }
-        }
-        true
-    }
 }
 
 struct Cursor<'a> {
@@ -186,15 +300,44 @@ const TAG_KEY_END: &[u8] = b"=, ";
 const FIELD_KEY_END: &[u8] = b"=, ";
 
 impl<'a> Cursor<'a> {
+    /// Reads a line except its tags, which are only checked when something else in the line
+    /// is wrong (a tag error comes first in the line, so it is the one named).
     fn line(
         &mut self,
         options: &Options,
         precision: Precision,
-        fields: &mut Vec<(Cow<'a, str>, Value)>,
-        tag_sets: &mut TagSets<'a>,
-    ) -> Result<Point<'a>, LineError> {
+        fields: &mut Vec<Field<'a>>,
+    ) -> Result<Head<'a>, LineError> {
         let measurement = self.identifier(MEASUREMENT_END, "a measurement")?;
-        let tags = self.tags(tag_sets)?;
+        let tags_at = self.pos;
+        let section_end = tags_at + section_len(&self.line.as_bytes()[tags_at..]);
+        self.pos = section_end;
+        match self.fields_and_timestamp(&measurement, options, precision, fields) {
+            Ok(ts_ms) => Ok(Head {
+                measurement,
+                tags_at,
+                section_end,
+                ts_ms,
+            }),
+            Err(e) => {
+                let mut tags = Cursor {
+                    line: self.line,
+                    pos: tags_at,
+                };
+                tags.tag_list()?;
+                tags.at_section_end(section_end)?;
+                Err(e)
+            }
+        }
+    }
+
+    fn fields_and_timestamp(
+        &mut self,
+        measurement: &str,
+        options: &Options,
+        precision: Precision,
+        fields: &mut Vec<Field<'a>>,
+    ) -> Result<Option<i64>, LineError> {
         self.spaces()?;
         loop {
             let key_at = self.pos;
@@ -205,31 +348,23 @@ impl<'a> Cursor<'a> {
                 let max = NAME_BYTES_MAX;
                 return Err((key_at, Reason::Bound { what, size, max }));
             }
+            let raw_key = &self.line[key_at..self.pos];
             self.expect(b'=', "'=' after a field key")?;
             let value = self.field_value()?;
-            fields.push((key, value));
+            fields.push(Field {
+                raw_key,
+                key,
+                value,
+            });
             if !self.eat(b',') {
                 break;
             }
         }
-        let ts_ms = self.timestamp(options, precision)?;
-        Ok(Point {
-            measurement,
-            tags,
-            ts_ms,
-        })
+        self.timestamp(options, precision)
     }
 
-    /// Reads the `,tag=value…` section. Batches repeat the same few tag sets on many lines, so
-    /// each distinct section text is parsed once per batch and its `Tags` shared.
-    fn tags(&mut self, tag_sets: &mut TagSets<'a>) -> Result<Tags, LineError> {
-        let start = self.pos;
-        let end = start + section_len(&self.line.as_bytes()[start..]);
-        let text = &self.line[start..end];
-        if let Some(tags) = tag_sets.get(text) {
-            self.pos = end;
-            return Ok(tags.clone());
-        }
+    /// Reads the `,tag=value…` section.
+    fn tag_list(&mut self) -> Result<TagList, LineError> {
         let mut tags = TagList::new();
         while self.eat(b',') {
             let tag_at = self.pos;
@@ -240,12 +375,17 @@ impl<'a> Cursor<'a> {
             tags.push((key.into_owned(), value.into_owned()));
             check_tag_count(tags.len()).map_err(|r| (tag_at, r))?;
         }
-        let tags: Tags = tags.into();
-        // Only a section read exactly to its end is reusable (a malformed one errs later).
-        if self.pos == end {
-            tag_sets.insert(text, tags.clone());
-        }
         Ok(tags)
+    }
+
+    /// The tags end where the section does (the fields follow a space); anything else is the
+    /// error the fields would meet.
+    fn at_section_end(&self, section_end: usize) -> Result<(), LineError> {
+        if self.pos == section_end {
+            return Ok(());
+        }
+        let expected = "',' or ' ' and the fields after the measurement and tags";
+        Err((self.pos, Reason::Syntax { expected }))
     }
 
     /// Reads up to an unescaped byte of `end` (or the end of the line); `\` escapes `,` `=`

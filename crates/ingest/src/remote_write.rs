@@ -159,6 +159,15 @@ impl PointKind {
 /// Receives a decoded request one series at a time, borrowing from the body: the zero-copy
 /// path the server writes through ([`visit`]); [`parse`] builds a [`Batch`] with one.
 pub trait Visitor {
+    /// Called first for each series with its bytes as sent up to the end of its last label
+    /// (labels and their field headers, plus anything sent between them): equal bytes always
+    /// decode to equal labels, and bytes whose labels were accepted once always are. `true`
+    /// = the visitor knows the series from such bytes (an earlier request): its labels are
+    /// then neither decoded nor checked nor handed to [`Visitor::series`]; its points follow.
+    fn known_series(&mut self, index: usize, labels_raw: &[u8]) -> bool {
+        let _ = (index, labels_raw);
+        false
+    }
     /// Series `index` (0-based, in request order): its metric name (`__name__`) and every
     /// label in the order sent (`__name__` included), UTF-8 and within the crate's bounds.
     /// Returns whether to visit the series' points.
@@ -228,7 +237,9 @@ pub fn visit(raw: &[u8], options: &Options, visitor: &mut dyn Visitor) -> Result
 /// One series' labels, reused from series to series.
 #[derive(Default)]
 struct Labels<'a> {
-    /// As on the wire.
+    /// The `Label` messages as on the wire.
+    payloads: Vec<&'a [u8]>,
+    /// Name and value as on the wire.
     raw: Vec<(&'a [u8], &'a [u8])>,
     /// UTF-8, up to the first label that is not.
     text: Vec<(&'a str, &'a str)>,
@@ -242,6 +253,7 @@ fn visit_series<'a>(
     scratch: &mut Labels<'a>,
     visitor: &mut dyn Visitor,
 ) -> Result<bool, Reason> {
+    scratch.payloads.clear();
     scratch.raw.clear();
     scratch.text.clear();
     let mut has_histograms = false;
@@ -249,7 +261,7 @@ fn visit_series<'a>(
     walk_wire(series, WHAT, &mut |field, wire| {
         match (field, wire) {
             (1, Wire::Bytes(label)) => {
-                scratch.raw.push(read_label(label)?);
+                scratch.payloads.push(label);
                 labels_end = offset_in(series, label).map_or(0, |at| at + label.len());
             }
             (4, _) => has_histograms = true,
@@ -257,33 +269,39 @@ fn visit_series<'a>(
         }
         Ok(())
     })?;
-    // One UTF-8 check over the series up to its last label (the labels and their field
-    // headers, which are ASCII for labels under 128 bytes) instead of two short ones per label:
-    // within valid UTF-8, a part is valid exactly when it starts and ends on char boundaries.
-    let text = std::str::from_utf8(&series[..labels_end]).ok();
-    let mut utf8_ok = true;
-    for &(name, value) in &scratch.raw {
-        match (
-            utf8_part(text, series, name),
-            utf8_part(text, series, value),
-        ) {
-            (Some(name), Some(value)) => scratch.text.push((name, value)),
-            _ => {
-                utf8_ok = false;
-                break;
+    if !visitor.known_series(index, &series[..labels_end]) {
+        for &label in &scratch.payloads {
+            scratch.raw.push(read_label(label)?);
+        }
+        // One UTF-8 check over the series up to its last label (the labels and their field
+        // headers, which are ASCII for labels under 128 bytes) instead of two short ones per
+        // label: within valid UTF-8, a part is valid exactly when it starts and ends on char
+        // boundaries.
+        let text = std::str::from_utf8(&series[..labels_end]).ok();
+        let mut utf8_ok = true;
+        for &(name, value) in &scratch.raw {
+            match (
+                utf8_part(text, series, name),
+                utf8_part(text, series, value),
+            ) {
+                (Some(name), Some(value)) => scratch.text.push((name, value)),
+                _ => {
+                    utf8_ok = false;
+                    break;
+                }
             }
         }
-    }
-    let labels = &scratch.text;
-    match check_labels(labels, utf8_ok) {
-        Ok(name) => {
-            if !visitor.series(index, name, labels) {
+        let labels = &scratch.text;
+        match check_labels(labels, utf8_ok) {
+            Ok(name) => {
+                if !visitor.series(index, name, labels) {
+                    return Ok(true);
+                }
+            }
+            Err(reason) => {
+                visitor.reject_series(index, reason);
                 return Ok(true);
             }
-        }
-        Err(reason) => {
-            visitor.reject_series(index, reason);
-            return Ok(true);
         }
     }
     let mut go_on = true;

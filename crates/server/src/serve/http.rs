@@ -393,15 +393,8 @@ async fn influx(
             return influx_error(status, code, message);
         }
     };
-    let result = app
-        .ingest(
-            Endpoint::Influx,
-            bytes,
-            gzip,
-            Vec::new(),
-            move |body, options| ingest::influx::parse(body, options, precision),
-        )
-        .await;
+    // Straight into the store batch, series known from earlier requests by id.
+    let result = super::influx::ingest(&app, bytes, gzip, precision).await;
     match result {
         Ok(mapped) => match mapped.error_text() {
             None => StatusCode::NO_CONTENT.into_response(),

@@ -9,6 +9,8 @@ mod conn;
 mod flat_ingest;
 mod graphite;
 mod http;
+mod idcache;
+mod influx;
 mod mapping;
 mod metrics;
 mod read;
@@ -48,6 +50,8 @@ pub struct App {
     /// reading, so many large bodies wait instead of exhausting memory.
     pub body_budget_kib: Semaphore,
     pub body_budget_kib_max: u32,
+    /// Series ids by the bytes clients send for a series (Influx, remote write): this store's.
+    pub series_ids: idcache::SeriesIds,
 }
 
 /// How many maximum-size bodies may be held at once.
@@ -349,6 +353,7 @@ async fn serve(config: Config) -> Result<(), String> {
         writers: Semaphore::new(WRITERS_MAX),
         body_budget_kib: Semaphore::new(body_budget_kib as usize),
         body_budget_kib_max: body_budget_kib,
+        series_ids: idcache::SeriesIds::from_env(),
     });
     drop(store);
 

@@ -2,7 +2,8 @@
 //! `ingest::remote_write::visit`, which lends each series' labels from the body; the series'
 //! canonical key is printed once (`TagSet::from_labels`, the key remote read and PromQL see the
 //! labels as) and every sample of it pushed under that key. No `ingest::Sample`, tag list or
-//! label copy is made per sample or series.
+//! label copy is made per sample or series. A series whose label bytes the server has seen
+//! before (its cache, `idcache`) is pushed by series id: its labels are not even decoded.
 //!
 //! Status codes as for every other write (`App::ingest`): a body rejected whole is a 400 (413
 //! past a size bound), a bad series or sample is left out and named in a 400 while the good
@@ -13,9 +14,11 @@ use std::sync::Arc;
 
 use ingest::remote_write::{PointKind, Visitor};
 use ingest::{Options, Reason, Rejection};
-use store::key::TagSet;
-use store::WriteBatch;
+use store::index::SeriesId;
+use store::key::{StreamKey, TagSet};
+use store::{Store, WriteBatch};
 
+use super::idcache::{Misses, SeriesCache};
 use super::mapping::{Mapped, REJECTIONS_LISTED_MAX};
 use super::{now_ms, unzipped, App, Endpoint, WriteError};
 
@@ -47,14 +50,25 @@ const RETAINED_BODY_BYTES_MAX: usize = 8 << 20;
 const RETAINED_BATCH_SAMPLES_MAX: usize = 100_000;
 
 thread_local! {
-    static BUFFERS: RefCell<(Vec<u8>, WriteBatch)> = RefCell::new(Default::default());
+    static BUFFERS: RefCell<(Vec<u8>, WriteBatch, Misses)> = RefCell::new(Default::default());
 }
 
 fn write_body(app: &App, body: &[u8], gzip: bool) -> Result<Mapped, WriteError> {
     let bytes = unzipped(body, gzip, app.config.limits.body_size_bytes_max)?;
-    let (mut raw, batch) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
-    let mut mapped = map_body_into(&bytes, &Options::at(now_ms()), &mut raw, batch);
+    let (mut raw, batch, mut misses) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    let cache = &app.series_ids.remote_write;
+    let ids = Ids {
+        cache,
+        store: Some(&app.store),
+        misses: &mut misses,
+    };
+    let mut mapped = map_body_into(&bytes, &Options::at(now_ms()), &mut raw, batch, ids);
     let result = app.store_mapped(Endpoint::RemoteWrite, &mut mapped);
+    if result.is_ok() && !mapped.stopped {
+        // The series of the misses exist now: their ids are cached for the next request.
+        misses.learn(&app.store, cache);
+    }
+    misses.clear();
     // The handler reads only the counts and rejections: the batch's buffers go back.
     let mut batch = std::mem::take(&mut mapped.batch);
     if batch.sample_count() > RETAINED_BATCH_SAMPLES_MAX {
@@ -64,18 +78,39 @@ fn write_body(app: &App, body: &[u8], gzip: bool) -> Result<Mapped, WriteError> 
     if raw.capacity() > RETAINED_BODY_BYTES_MAX {
         raw = Vec::new();
     }
-    BUFFERS.with(|b| *b.borrow_mut() = (raw, batch));
+    BUFFERS.with(|b| *b.borrow_mut() = (raw, batch, misses));
     result.map(|()| mapped)
 }
 
-/// One snappy body as a store batch plus its rejections (not written yet).
+/// One snappy body as a store batch plus its rejections (not written yet), nothing cached.
 #[cfg(test)]
 fn map_body(body: &[u8], options: &Options) -> Mapped {
-    map_body_into(body, options, &mut Vec::new(), WriteBatch::new())
+    let cache = SeriesCache::new(1, 1);
+    let mut misses = Misses::default();
+    let ids = Ids {
+        cache: &cache,
+        store: None,
+        misses: &mut misses,
+    };
+    map_body_into(body, options, &mut Vec::new(), WriteBatch::new(), ids)
+}
+
+/// The series id cache a body is mapped with: hits are pushed by id, misses (pushed by key)
+/// are added to `misses`; `store` names a cached series in a rejection.
+struct Ids<'c> {
+    cache: &'c SeriesCache,
+    store: Option<&'c Store>,
+    misses: &'c mut Misses,
 }
 
 /// [`map_body`] decompressing into `raw` and pushing into `batch` (empty): reused buffers.
-fn map_body_into(body: &[u8], options: &Options, raw: &mut Vec<u8>, batch: WriteBatch) -> Mapped {
+fn map_body_into(
+    body: &[u8],
+    options: &Options,
+    raw: &mut Vec<u8>,
+    batch: WriteBatch,
+    ids: Ids<'_>,
+) -> Mapped {
     assert!(batch.is_empty(), "the batch starts empty");
     if let Err(reason) = ingest::remote_write::decompress_into(body, raw) {
         return rejected_body(reason);
@@ -90,12 +125,19 @@ fn map_body_into(body: &[u8], options: &Options, raw: &mut Vec<u8>, batch: Write
         series: 0,
         name_len: 0,
         slot: None,
+        ids,
+        cached: None,
+        labels_raw: Vec::new(),
+        labels_hash: 0,
+        miss_unrecorded: false,
     };
     match ingest::remote_write::visit(raw, options, &mut writer) {
         Ok(()) => writer.mapped,
-        // The body is checked whole before any series is visited, so nothing was pushed; the
-        // batch is dropped all the same should a series have been.
-        Err(reason) => rejected_body(reason),
+        // A body rejected part way: what was pushed is dropped, nothing is written or cached.
+        Err(reason) => {
+            writer.ids.misses.clear();
+            rejected_body(reason)
+        }
     }
 }
 
@@ -115,8 +157,9 @@ fn rejected_body(reason: Reason) -> Mapped {
     }
 }
 
-/// The visitor: each series' key printed once into `key`, its samples pushed under it.
-struct BatchWriter {
+/// The visitor: each series' key printed once into `key`, its samples pushed under it; or,
+/// for a series in the cache, pushed by id.
+struct BatchWriter<'c> {
     mapped: Mapped,
     /// The current series' canonical key, `name` first (valid when `key_ok`).
     key: String,
@@ -127,9 +170,17 @@ struct BatchWriter {
     name_len: usize,
     /// The batch slot of the current series' float samples once one is pushed.
     slot: Option<usize>,
+    ids: Ids<'c>,
+    /// The current series' id when its label bytes were in the cache.
+    cached: Option<SeriesId>,
+    /// The current series' label bytes and their hash, when not (to cache after the write).
+    labels_raw: Vec<u8>,
+    labels_hash: u64,
+    /// The current (uncached) series is not in `misses` yet.
+    miss_unrecorded: bool,
 }
 
-impl BatchWriter {
+impl BatchWriter<'_> {
     fn reject(&mut self, message: impl FnOnce() -> String) {
         self.mapped.rejected_total += 1;
         if self.mapped.rejected.len() < REJECTIONS_LISTED_MAX {
@@ -138,10 +189,30 @@ impl BatchWriter {
     }
 }
 
-impl Visitor for BatchWriter {
+impl Visitor for BatchWriter<'_> {
+    fn known_series(&mut self, index: usize, labels_raw: &[u8]) -> bool {
+        self.series = index;
+        self.slot = None;
+        let hash = self.ids.cache.prefix_hash(labels_raw);
+        self.cached = self
+            .ids
+            .cache
+            .get(&self.ids.cache.key(hash, labels_raw, b""));
+        if self.cached.is_some() {
+            self.key_ok = true;
+            return true;
+        }
+        self.labels_hash = hash;
+        self.labels_raw.clear();
+        self.labels_raw.extend_from_slice(labels_raw);
+        self.miss_unrecorded = true;
+        false
+    }
+
     fn series(&mut self, index: usize, name: &str, labels: &[(&str, &str)]) -> bool {
         self.series = index;
         self.slot = None;
+        self.cached = None;
         self.key.clear();
         let written = TagSet::from_labels(labels.iter().copied()).and_then(|(name, set)| {
             set.write_key(name, &mut self.key)?;
@@ -163,6 +234,7 @@ impl Visitor for BatchWriter {
 
     fn reject_series(&mut self, index: usize, reason: Reason) {
         self.key_ok = false;
+        self.cached = None;
         let rejection = Rejection {
             location: format!("series {index}"),
             reason,
@@ -181,6 +253,9 @@ impl Visitor for BatchWriter {
             debug_assert!(false, "a point of a series refused");
             return true;
         }
+        if let Some(id) = self.cached {
+            return self.point_by_id(id, kind, i, point);
+        }
         let (series, name) = (self.series, &self.key[..self.name_len]);
         let (ts_ms, value) = match point {
             Ok(point) => point,
@@ -195,6 +270,10 @@ impl Visitor for BatchWriter {
             }
         };
         let batch = &mut self.mapped.batch;
+        let kind = match &value {
+            ingest::Value::Numeric(_) => store::index::Kind::Numeric,
+            _ => store::index::Kind::Histogram,
+        };
         let pushed = match (value, self.slot) {
             (ingest::Value::Numeric(v), Some(slot)) => {
                 batch.push_at(slot, ts_ms, store::Value::Numeric(v))
@@ -215,7 +294,14 @@ impl Visitor for BatchWriter {
             }
         };
         match pushed {
-            Ok(()) => self.mapped.accepted += 1,
+            Ok(()) => {
+                self.mapped.accepted += 1;
+                if std::mem::take(&mut self.miss_unrecorded) {
+                    let cache = self.ids.cache;
+                    let key = cache.key(self.labels_hash, &self.labels_raw, b"");
+                    self.ids.misses.add(&key, &self.key, kind);
+                }
+            }
             Err(e) => {
                 let key = &self.key;
                 let message = format!("metric `{key}`: {e}");
@@ -223,6 +309,77 @@ impl Visitor for BatchWriter {
             }
         }
         true
+    }
+}
+
+impl BatchWriter<'_> {
+    /// A point of a cached series, pushed by id (a kind clash is refused by the store and
+    /// named by key, as for a series pushed by key).
+    fn point_by_id(
+        &mut self,
+        id: SeriesId,
+        kind: PointKind,
+        i: usize,
+        point: Result<(i64, ingest::Value), Reason>,
+    ) -> bool {
+        let (ts_ms, value) = match point {
+            Ok(point) => point,
+            Err(reason) => {
+                let name = self.cached_name(id);
+                let rejection = Rejection {
+                    location: format!("series {} (`{name}`), {} {i}", self.series, kind.name()),
+                    reason,
+                    rest_of_body: false,
+                };
+                self.reject(|| rejection.to_string());
+                return true;
+            }
+        };
+        let batch = &mut self.mapped.batch;
+        let pushed = match (value, self.slot) {
+            (ingest::Value::Numeric(v), Some(slot)) => {
+                batch.push_at(slot, ts_ms, store::Value::Numeric(v))
+            }
+            (ingest::Value::Numeric(v), None) => batch
+                .push_id(id, ts_ms, store::Value::Numeric(v))
+                .map(|slot| self.slot = Some(slot)),
+            (ingest::Value::Histogram(h), _) => batch
+                .push_id(id, ts_ms, store::Value::Histogram(h))
+                .map(drop),
+            (ingest::Value::CumulativeHistogram(h), _) => batch
+                .push_id(id, ts_ms, store::Value::CumulativeHistogram(h))
+                .map(drop),
+            (ingest::Value::Null | ingest::Value::Text(_), _) => {
+                debug_assert!(false, "remote write point of another kind");
+                return true;
+            }
+        };
+        match pushed {
+            Ok(()) => self.mapped.accepted += 1,
+            Err(e) => {
+                let key = self.cached_key(id);
+                let message = format!("metric `{key}`: {e}");
+                self.reject(|| message);
+            }
+        }
+        true
+    }
+
+    /// The canonical key of a cached series (for messages only).
+    fn cached_key(&self, id: SeriesId) -> String {
+        self.ids
+            .store
+            .and_then(|store| store.index().key_text(id).ok().flatten())
+            .unwrap_or_else(|| format!("series id {}", id.0))
+    }
+
+    /// The metric name of a cached series (for messages only).
+    fn cached_name(&self, id: SeriesId) -> String {
+        let key = self.cached_key(id);
+        match StreamKey::parse(&key) {
+            Ok(parsed) => parsed.name().to_owned(),
+            Err(_) => key,
+        }
     }
 }
 

@@ -1,0 +1,453 @@
+//! Series ids by the bytes a client sends for a series, so a series seen before costs one hash
+//! of those bytes and one compare instead of printing, hashing and comparing its canonical key.
+//!
+//! Clients resend the same series every scrape or flush byte for byte (remote write: a
+//! `TimeSeries`' labels; Influx: a line's measurement and tag section, then the field key). The
+//! bytes determine the canonical key, and a store never removes a series nor reuses an id, so
+//! an id learned from one successful write stays right for as long as the `Store` lives: each
+//! [`super::App`] (one store) has its own caches. A kind clash needs no care here: a sample
+//! pushed by id to a series of another kind is refused by `Store::write_partial` exactly as by
+//! key (the rejection names the series' canonical key).
+//!
+//! Bounded in entries and key bytes per shard; a full shard is emptied (clients resend, so
+//! what is still in use is learned again on its next miss). Sharded by hash, one short lock
+//! per lookup. Misses are learned after the write that created their series
+//! ([`Misses::learn`]), never before, so a body rejected whole creates nothing.
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Mutex;
+
+use store::batch::KeyRef;
+use store::index::{Kind, SeriesId};
+use store::Store;
+
+/// Shards (locks) per cache: many more than the blocking threads that write at once.
+pub const SHARDS: usize = 64;
+/// Series one cache holds by default (Influx: one per series and field).
+pub const ENTRIES_MAX_DEFAULT: usize = 1 << 20;
+/// Raw key bytes one cache holds by default.
+pub const KEY_BYTES_MAX_DEFAULT: usize = 128 << 20;
+/// A key longer than this is not cached (it would take a large share of its shard).
+pub const KEY_BYTES_ONE_MAX: usize = 16 << 10;
+/// Slots a lookup probes before giving up (the tables are at most half full, so chains are
+/// short; a bound keeps crafted collisions from costing more than a miss).
+const PROBES_MAX: usize = 16;
+/// First slot table size per shard; it doubles up to twice the shard's entry bound.
+const SLOTS_INITIAL: usize = 64;
+
+/// The environment variable that lowers a server's cache bound (entries per cache), so tests
+/// can push many series past it.
+pub const ENTRIES_MAX_ENV: &str = "STRATA_SERIES_CACHE_ENTRIES_MAX";
+
+/// One cache of raw series bytes → series id.
+pub struct SeriesCache {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: foldhash::quality::RandomState,
+    shard_entries_max: usize,
+    shard_bytes_max: usize,
+}
+
+/// A key: its hash and its bytes, in two parts (Influx: series section, field key; remote
+/// write: the labels, nothing). Keys are equal when both parts are.
+#[derive(Clone, Copy, Debug)]
+pub struct CacheKey<'a> {
+    hash: u64,
+    first: &'a [u8],
+    second: &'a [u8],
+}
+
+impl CacheKey<'_> {
+    fn len(&self) -> usize {
+        self.first.len() + self.second.len()
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    /// The key's hash with the low bit set; 0 = empty.
+    tag: u64,
+    /// The key's bytes in the shard's arena: `arena[at..at + len]`, its first part `first_len`.
+    at: u32,
+    len: u32,
+    first_len: u32,
+    id: u32,
+}
+
+#[derive(Default)]
+struct Shard {
+    /// Open addressing, linear probing, length a power of two (or 0 before first use).
+    slots: Vec<Slot>,
+    arena: Vec<u8>,
+    entries: usize,
+}
+
+impl SeriesCache {
+    /// A cache of at most `entries_max` series and `bytes_max` key bytes (both at least one
+    /// per shard).
+    pub fn new(entries_max: usize, bytes_max: usize) -> SeriesCache {
+        let shard_entries_max = entries_max.div_ceil(SHARDS).max(1);
+        let shard_bytes_max = bytes_max.div_ceil(SHARDS).clamp(1, u32::MAX as usize / 2);
+        SeriesCache {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: foldhash::quality::RandomState::default(),
+            shard_entries_max,
+            shard_bytes_max,
+        }
+    }
+
+    /// The hash of a key's first part, to build its keys from ([`SeriesCache::key`]); an Influx
+    /// line hashes its series section once for all its fields.
+    pub fn prefix_hash(&self, first: &[u8]) -> u64 {
+        self.hasher.hash_one(first)
+    }
+
+    /// The key of `first` (whose [`SeriesCache::prefix_hash`] is `prefix_hash`) and `second`.
+    pub fn key<'a>(&self, prefix_hash: u64, first: &'a [u8], second: &'a [u8]) -> CacheKey<'a> {
+        let mut h = self.hasher.build_hasher();
+        h.write_u64(prefix_hash);
+        h.write(second);
+        CacheKey {
+            hash: h.finish(),
+            first,
+            second,
+        }
+    }
+
+    fn shard(&self, hash: u64) -> &Mutex<Shard> {
+        // High bits pick the shard, low bits the slot.
+        &self.shards[(hash >> 58) as usize % SHARDS]
+    }
+
+    /// The series id cached for `key`.
+    pub fn get(&self, key: &CacheKey<'_>) -> Option<SeriesId> {
+        let shard = self.shard(key.hash).lock().ok()?;
+        shard.find(key).map(|at| SeriesId(shard.slots[at].id))
+    }
+
+    /// Caches `key` → `id` (replacing what the key had). Emptied first when the shard is full.
+    pub fn insert(&self, key: &CacheKey<'_>, id: SeriesId) {
+        if key.len() > KEY_BYTES_ONE_MAX {
+            return;
+        }
+        let Ok(mut shard) = self.shard(key.hash).lock() else {
+            return;
+        };
+        if let Some(at) = shard.find(key) {
+            shard.slots[at].id = id.0;
+            return;
+        }
+        if shard.entries >= self.shard_entries_max
+            || shard.arena.len() + key.len() > self.shard_bytes_max
+        {
+            shard.clear();
+        }
+        shard.grow(self.shard_entries_max);
+        shard.add(key, id);
+    }
+
+    /// Series cached now.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().map(|s| s.entries).unwrap_or(0))
+            .sum()
+    }
+}
+
+impl Shard {
+    fn find(&self, key: &CacheKey<'_>) -> Option<usize> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let tag = key.hash | 1;
+        let mask = self.slots.len() - 1;
+        let mut at = home(tag, mask);
+        for _ in 0..PROBES_MAX.min(self.slots.len()) {
+            let slot = &self.slots[at];
+            if slot.tag == 0 {
+                return None;
+            }
+            if slot.tag == tag && slot.first_len as usize == key.first.len() {
+                let start = slot.at as usize;
+                let bytes = &self.arena[start..start + slot.len as usize];
+                let (first, second) = bytes.split_at(slot.first_len as usize);
+                if first == key.first && second == key.second {
+                    return Some(at);
+                }
+            }
+            at = (at + 1) & mask;
+        }
+        None
+    }
+
+    fn clear(&mut self) {
+        self.slots.iter_mut().for_each(|s| *s = Slot::default());
+        self.arena.clear();
+        self.entries = 0;
+    }
+
+    /// Keeps the table at most half full, up to twice `entries_max` slots.
+    fn grow(&mut self, entries_max: usize) {
+        let slots_max = (entries_max * 2).next_power_of_two();
+        if self.slots.is_empty() {
+            self.slots = vec![Slot::default(); SLOTS_INITIAL.min(slots_max)];
+            return;
+        }
+        if (self.entries + 1) * 2 <= self.slots.len() || self.slots.len() >= slots_max {
+            return;
+        }
+        let doubled = vec![Slot::default(); self.slots.len() * 2];
+        let old = std::mem::replace(&mut self.slots, doubled);
+        let mask = self.slots.len() - 1;
+        self.entries = 0;
+        for slot in old.into_iter().filter(|s| s.tag != 0) {
+            let mut at = home(slot.tag, mask);
+            // A doubled table is at most a quarter full: a free slot is never far.
+            while self.slots[at].tag != 0 {
+                at = (at + 1) & mask;
+            }
+            self.slots[at] = slot;
+            self.entries += 1;
+        }
+    }
+
+    /// Adds a key that is not in the shard. Past `PROBES_MAX` occupied slots the key takes
+    /// its home slot (the entry there is forgotten; chains never get an empty slot inside).
+    fn add(&mut self, key: &CacheKey<'_>, id: SeriesId) {
+        assert!(!self.slots.is_empty() && self.slots.len().is_power_of_two());
+        let mask = self.slots.len() - 1;
+        let home = home(key.hash | 1, mask);
+        let mut at = home;
+        let mut free = None;
+        for _ in 0..PROBES_MAX.min(self.slots.len()) {
+            if self.slots[at].tag == 0 {
+                free = Some(at);
+                break;
+            }
+            at = (at + 1) & mask;
+        }
+        let at = match free {
+            Some(at) => {
+                self.entries += 1;
+                at
+            }
+            None => home,
+        };
+        let start = self.arena.len();
+        self.arena.extend_from_slice(key.first);
+        self.arena.extend_from_slice(key.second);
+        // The byte bound (checked by the caller) keeps offsets within u32.
+        self.slots[at] = Slot {
+            tag: key.hash | 1,
+            at: start as u32,
+            len: key.len() as u32,
+            first_len: key.first.len() as u32,
+            id: id.0,
+        };
+    }
+}
+
+/// The first slot a key's tag (hash with the low bit set) probes: the low bit is always set, so
+/// it is not used.
+fn home(tag: u64, mask: usize) -> usize {
+    (tag >> 1) as usize & mask
+}
+
+/// A request's misses: the keys it pushed by canonical text, to cache once the write that
+/// creates their series has succeeded. Bounded; what does not fit is learned on a later miss.
+#[derive(Default)]
+pub struct Misses {
+    /// Key bytes, back to back.
+    keys: Vec<u8>,
+    /// Canonical key texts, back to back.
+    texts: String,
+    entries: Vec<Miss>,
+}
+
+/// Misses kept per request (a request of new series is rare; its size is bounded by the body).
+pub const MISSES_MAX: usize = 200_000;
+/// Key and text bytes kept per request.
+pub const MISS_BYTES_MAX: usize = 64 << 20;
+
+struct Miss {
+    hash: u64,
+    first_len: u32,
+    /// Ends of this miss's key in `keys` and its text in `texts`.
+    key_end: usize,
+    text_end: usize,
+    kind: Kind,
+}
+
+impl Misses {
+    /// Remembers that `key` was pushed as the canonical key `text` with a value of `kind`.
+    pub fn add(&mut self, key: &CacheKey<'_>, text: &str, kind: Kind) {
+        if self.entries.len() >= MISSES_MAX
+            || self.keys.len() + self.texts.len() + key.len() + text.len() > MISS_BYTES_MAX
+            || key.len() > KEY_BYTES_ONE_MAX
+        {
+            return;
+        }
+        self.keys.extend_from_slice(key.first);
+        self.keys.extend_from_slice(key.second);
+        self.texts.push_str(text);
+        self.entries.push(Miss {
+            hash: key.hash,
+            first_len: key.first.len() as u32,
+            key_end: self.keys.len(),
+            text_end: self.texts.len(),
+            kind,
+        });
+    }
+
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.texts.clear();
+        self.entries.clear();
+    }
+
+    /// After a successful write of the batch the misses were pushed into: looks their series
+    /// up (they all exist now; one read lock) and caches their ids. A series that exists with
+    /// another kind is cached too (its samples are refused by id as by key). Empties `self`.
+    pub fn learn(&mut self, store: &Store, cache: &SeriesCache) {
+        if self.entries.is_empty() {
+            return;
+        }
+        let mut refs = Vec::with_capacity(self.entries.len());
+        let mut text_start = 0;
+        for miss in &self.entries {
+            refs.push((
+                KeyRef::Text(&self.texts[text_start..miss.text_end]),
+                miss.kind,
+            ));
+            text_start = miss.text_end;
+        }
+        match store.index().resolve_partial(&refs) {
+            Ok(ids) => {
+                let mut key_start = 0;
+                for (miss, resolved) in self.entries.iter().zip(ids) {
+                    let id = match resolved {
+                        Ok(id) | Err((id, _)) => id,
+                    };
+                    let bytes = &self.keys[key_start..miss.key_end];
+                    let (first, second) = bytes.split_at(miss.first_len as usize);
+                    let key = CacheKey {
+                        hash: miss.hash,
+                        first,
+                        second,
+                    };
+                    cache.insert(&key, id);
+                    key_start = miss.key_end;
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "series ids not cached"),
+        }
+        self.clear();
+    }
+}
+
+/// The caches of one server (one store): one per protocol, so keys of different protocols
+/// never meet.
+pub struct SeriesIds {
+    pub influx: SeriesCache,
+    pub remote_write: SeriesCache,
+}
+
+impl SeriesIds {
+    /// Bounds from [`ENTRIES_MAX_ENV`] when set (lower only), else the defaults.
+    pub fn from_env() -> SeriesIds {
+        let entries_max = std::env::var(ENTRIES_MAX_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .map_or(ENTRIES_MAX_DEFAULT, |n| n.clamp(1, ENTRIES_MAX_DEFAULT));
+        SeriesIds {
+            influx: SeriesCache::new(entries_max, KEY_BYTES_MAX_DEFAULT),
+            remote_write: SeriesCache::new(entries_max, KEY_BYTES_MAX_DEFAULT),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn a_key_is_found_only_with_both_parts_equal() {
+        let cache = SeriesCache::new(1000, 1 << 20);
+        let h = cache.prefix_hash(b"cpu,a=b");
+        cache.insert(&cache.key(h, b"cpu,a=b", b"cx"), SeriesId(7));
+        assert_eq!(
+            cache.get(&cache.key(h, b"cpu,a=b", b"cx")),
+            Some(SeriesId(7))
+        );
+        // The same bytes split elsewhere are another series (`cpu_x{a=bc}`).
+        let h2 = cache.prefix_hash(b"cpu,a=bc");
+        assert_eq!(cache.get(&cache.key(h2, b"cpu,a=bc", b"x")), None);
+        assert_eq!(cache.get(&cache.key(h, b"cpu,a=b", b"cy")), None);
+        cache.insert(&cache.key(h, b"cpu,a=b", b"cx"), SeriesId(9));
+        assert_eq!(
+            cache.get(&cache.key(h, b"cpu,a=b", b"cx")),
+            Some(SeriesId(9))
+        );
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn every_key_within_the_bound_is_kept_and_the_bound_holds() {
+        let entries_max = SHARDS * 100;
+        let cache = SeriesCache::new(entries_max, 1 << 30);
+        let key = |i: usize| format!("series {i}").into_bytes();
+        let n = entries_max / 2;
+        for i in 0..n {
+            let k = key(i);
+            cache.insert(
+                &cache.key(cache.prefix_hash(&k), &k, b""),
+                SeriesId(i as u32),
+            );
+        }
+        let found = (0..n)
+            .filter(|&i| {
+                let k = key(i);
+                cache.get(&cache.key(cache.prefix_hash(&k), &k, b"")) == Some(SeriesId(i as u32))
+            })
+            .count();
+        // A shard may hold a little more than its share; none is full at half the bound.
+        assert!(found as f64 >= n as f64 * 0.99, "{found} of {n}");
+        for i in n..entries_max * 10 {
+            let k = key(i);
+            cache.insert(
+                &cache.key(cache.prefix_hash(&k), &k, b""),
+                SeriesId(i as u32),
+            );
+            assert!(cache.len() <= entries_max);
+        }
+        // Whatever is still cached maps to its own id.
+        let wrong = (0..entries_max * 10)
+            .filter(|&i| {
+                let k = key(i);
+                let got = cache.get(&cache.key(cache.prefix_hash(&k), &k, b""));
+                got.is_some_and(|id| id != SeriesId(i as u32))
+            })
+            .count();
+        assert_eq!(wrong, 0);
+    }
+
+    #[test]
+    fn the_byte_bound_holds() {
+        let cache = SeriesCache::new(1 << 20, SHARDS * 1000);
+        for i in 0..10_000u32 {
+            let k = format!("{i:0>100}").into_bytes();
+            cache.insert(&cache.key(cache.prefix_hash(&k), &k, b""), SeriesId(i));
+        }
+        for shard in cache.shards.iter() {
+            assert!(shard.lock().unwrap().arena.len() <= 1000);
+        }
+        assert!(cache.len() > 0);
+    }
+}
