@@ -9,30 +9,32 @@
 //! pushed by id to a series of another kind is refused by `Store::write_partial` exactly as by
 //! key (the rejection names the series' canonical key).
 //!
-//! Bounded in entries and key bytes per shard; a full shard is emptied (clients resend, so
-//! what is still in use is learned again on its next miss). Sharded by hash, one short lock
-//! per lookup. Misses are learned after the write that created their series
-//! ([`Misses::learn`]), never before, so a body rejected whole creates nothing.
+//! Bounded in entries and key bytes; a full cache is emptied (clients resend, so what is still
+//! in use is learned again on its next miss). A request reads under one shared lock for its
+//! whole body ([`SeriesCache::reader`]), so a hit takes no lock of its own; misses are learned
+//! under the exclusive lock after the write that created their series ([`Misses::learn`]),
+//! never before, so a body rejected whole creates nothing. Keys are kept back to back in the
+//! order first seen, which is the order clients resend them in: a request's lookups read the
+//! key bytes nearly sequentially (they are not in the CPU's caches any more by the time the
+//! series comes again; the store's work in between evicts them).
 
 use std::hash::{BuildHasher, Hasher};
-use std::sync::Mutex;
+use std::sync::{RwLock, RwLockReadGuard};
 
 use store::batch::KeyRef;
 use store::index::{Kind, SeriesId};
 use store::Store;
 
-/// Shards (locks) per cache: many more than the blocking threads that write at once.
-pub const SHARDS: usize = 64;
 /// Series one cache holds by default (Influx: one per series and field).
 pub const ENTRIES_MAX_DEFAULT: usize = 1 << 20;
 /// Raw key bytes one cache holds by default.
 pub const KEY_BYTES_MAX_DEFAULT: usize = 128 << 20;
-/// A key longer than this is not cached (it would take a large share of its shard).
+/// A key longer than this is not cached.
 pub const KEY_BYTES_ONE_MAX: usize = 16 << 10;
 /// Slots a lookup probes before giving up (the tables are at most half full, so chains are
 /// short; a bound keeps crafted collisions from costing more than a miss).
 const PROBES_MAX: usize = 16;
-/// First slot table size per shard; it doubles up to twice the shard's entry bound.
+/// First slot table size; it doubles up to twice the entry bound.
 const SLOTS_INITIAL: usize = 64;
 
 /// The environment variable that lowers a server's cache bound (entries per cache), so tests
@@ -41,10 +43,18 @@ pub const ENTRIES_MAX_ENV: &str = "STRATA_SERIES_CACHE_ENTRIES_MAX";
 
 /// One cache of raw series bytes → series id.
 pub struct SeriesCache {
-    shards: Box<[Mutex<Shard>]>,
+    table: RwLock<Table>,
     hasher: foldhash::quality::RandomState,
-    shard_entries_max: usize,
-    shard_bytes_max: usize,
+    entries_max: usize,
+    bytes_max: usize,
+}
+
+/// A request's read access to a cache (the shared lock, held until dropped: drop it before
+/// [`Misses::learn`] on the same thread).
+pub struct Reader<'c> {
+    cache: &'c SeriesCache,
+    /// `None` when the lock is poisoned: every lookup misses.
+    table: Option<RwLockReadGuard<'c, Table>>,
 }
 
 /// A key: its hash and its bytes, in two parts (Influx: series section, field key; remote
@@ -74,7 +84,7 @@ struct Slot {
 }
 
 #[derive(Default)]
-struct Shard {
+struct Table {
     /// Open addressing, linear probing, length a power of two (or 0 before first use).
     slots: Vec<Slot>,
     arena: Vec<u8>,
@@ -82,16 +92,21 @@ struct Shard {
 }
 
 impl SeriesCache {
-    /// A cache of at most `entries_max` series and `bytes_max` key bytes (both at least one
-    /// per shard).
+    /// A cache of at most `entries_max` series and `bytes_max` key bytes.
     pub fn new(entries_max: usize, bytes_max: usize) -> SeriesCache {
-        let shard_entries_max = entries_max.div_ceil(SHARDS).max(1);
-        let shard_bytes_max = bytes_max.div_ceil(SHARDS).clamp(1, u32::MAX as usize / 2);
         SeriesCache {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            table: RwLock::default(),
             hasher: foldhash::quality::RandomState::default(),
-            shard_entries_max,
-            shard_bytes_max,
+            entries_max: entries_max.max(1),
+            bytes_max: bytes_max.clamp(1, u32::MAX as usize / 2),
+        }
+    }
+
+    /// Read access for one request's lookups.
+    pub fn reader(&self) -> Reader<'_> {
+        Reader {
+            cache: self,
+            table: self.table.read().ok(),
         }
     }
 
@@ -113,49 +128,66 @@ impl SeriesCache {
         }
     }
 
-    fn shard(&self, hash: u64) -> &Mutex<Shard> {
-        // High bits pick the shard, low bits the slot.
-        &self.shards[(hash >> 58) as usize % SHARDS]
-    }
-
-    /// The series id cached for `key`.
-    pub fn get(&self, key: &CacheKey<'_>) -> Option<SeriesId> {
-        let shard = self.shard(key.hash).lock().ok()?;
-        shard.find(key).map(|at| SeriesId(shard.slots[at].id))
-    }
-
-    /// Caches `key` → `id` (replacing what the key had). Emptied first when the shard is full.
-    pub fn insert(&self, key: &CacheKey<'_>, id: SeriesId) {
-        if key.len() > KEY_BYTES_ONE_MAX {
-            return;
-        }
-        let Ok(mut shard) = self.shard(key.hash).lock() else {
+    /// Caches each `key` → `id` (replacing what a key had), under one exclusive lock. The
+    /// cache is emptied first whenever it is full.
+    fn insert_all<'k>(&self, keys: impl Iterator<Item = (CacheKey<'k>, SeriesId)>) {
+        let Ok(mut table) = self.table.write() else {
             return;
         };
-        if let Some(at) = shard.find(key) {
-            shard.slots[at].id = id.0;
-            return;
+        for (key, id) in keys {
+            if key.len() > KEY_BYTES_ONE_MAX {
+                continue;
+            }
+            if let Some(at) = table.find(&key) {
+                table.slots[at].id = id.0;
+                continue;
+            }
+            if table.entries >= self.entries_max || table.arena.len() + key.len() > self.bytes_max {
+                table.clear();
+            }
+            table.grow(self.entries_max);
+            table.add(&key, id);
         }
-        if shard.entries >= self.shard_entries_max
-            || shard.arena.len() + key.len() > self.shard_bytes_max
-        {
-            shard.clear();
-        }
-        shard.grow(self.shard_entries_max);
-        shard.add(key, id);
+    }
+
+    /// The series id cached for `key` (a lookup under its own shared lock).
+    #[cfg(test)]
+    pub fn get(&self, key: &CacheKey<'_>) -> Option<SeriesId> {
+        self.reader().get(key)
+    }
+
+    /// Caches `key` → `id`.
+    #[cfg(test)]
+    pub fn insert(&self, key: &CacheKey<'_>, id: SeriesId) {
+        self.insert_all(std::iter::once((*key, id)));
     }
 
     /// Series cached now.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().map(|s| s.entries).unwrap_or(0))
-            .sum()
+        self.table.read().map(|t| t.entries).unwrap_or(0)
     }
 }
 
-impl Shard {
+impl Reader<'_> {
+    /// [`SeriesCache::prefix_hash`].
+    pub fn prefix_hash(&self, first: &[u8]) -> u64 {
+        self.cache.prefix_hash(first)
+    }
+
+    /// [`SeriesCache::key`].
+    pub fn key<'a>(&self, prefix_hash: u64, first: &'a [u8], second: &'a [u8]) -> CacheKey<'a> {
+        self.cache.key(prefix_hash, first, second)
+    }
+
+    /// The series id cached for `key`.
+    pub fn get(&self, key: &CacheKey<'_>) -> Option<SeriesId> {
+        let table = self.table.as_ref()?;
+        table.find(key).map(|at| SeriesId(table.slots[at].id))
+    }
+}
+
+impl Table {
     fn find(&self, key: &CacheKey<'_>) -> Option<usize> {
         if self.slots.is_empty() {
             return None;
@@ -212,7 +244,7 @@ impl Shard {
         }
     }
 
-    /// Adds a key that is not in the shard. Past `PROBES_MAX` occupied slots the key takes
+    /// Adds a key that is not in the table. Past `PROBES_MAX` occupied slots the key takes
     /// its home slot (the entry there is forgotten; chains never get an empty slot inside).
     fn add(&mut self, key: &CacheKey<'_>, id: SeriesId) {
         assert!(!self.slots.is_empty() && self.slots.len().is_power_of_two());
@@ -330,20 +362,21 @@ impl Misses {
         match store.index().resolve_partial(&refs) {
             Ok(ids) => {
                 let mut key_start = 0;
-                for (miss, resolved) in self.entries.iter().zip(ids) {
+                let keys = self.entries.iter().zip(ids).map(|(miss, resolved)| {
                     let id = match resolved {
                         Ok(id) | Err((id, _)) => id,
                     };
                     let bytes = &self.keys[key_start..miss.key_end];
+                    key_start = miss.key_end;
                     let (first, second) = bytes.split_at(miss.first_len as usize);
                     let key = CacheKey {
                         hash: miss.hash,
                         first,
                         second,
                     };
-                    cache.insert(&key, id);
-                    key_start = miss.key_end;
-                }
+                    (key, id)
+                });
+                cache.insert_all(keys);
             }
             Err(e) => tracing::debug!(error = %e, "series ids not cached"),
         }
@@ -400,7 +433,7 @@ mod tests {
 
     #[test]
     fn every_key_within_the_bound_is_kept_and_the_bound_holds() {
-        let entries_max = SHARDS * 100;
+        let entries_max = 6400;
         let cache = SeriesCache::new(entries_max, 1 << 30);
         let key = |i: usize| format!("series {i}").into_bytes();
         let n = entries_max / 2;
@@ -417,7 +450,7 @@ mod tests {
                 cache.get(&cache.key(cache.prefix_hash(&k), &k, b"")) == Some(SeriesId(i as u32))
             })
             .count();
-        // A shard may hold a little more than its share; none is full at half the bound.
+        // A key is forgotten only when its probe window is full (rare at half the bound).
         assert!(found as f64 >= n as f64 * 0.99, "{found} of {n}");
         for i in n..entries_max * 10 {
             let k = key(i);
@@ -440,14 +473,12 @@ mod tests {
 
     #[test]
     fn the_byte_bound_holds() {
-        let cache = SeriesCache::new(1 << 20, SHARDS * 1000);
+        let cache = SeriesCache::new(1 << 20, 64_000);
         for i in 0..10_000u32 {
             let k = format!("{i:0>100}").into_bytes();
             cache.insert(&cache.key(cache.prefix_hash(&k), &k, b""), SeriesId(i));
         }
-        for shard in cache.shards.iter() {
-            assert!(shard.lock().unwrap().arena.len() <= 1000);
-        }
+        assert!(cache.table.read().unwrap().arena.len() <= 64_000);
         assert!(cache.len() > 0);
     }
 }

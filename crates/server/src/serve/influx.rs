@@ -18,7 +18,7 @@ use store::index::SeriesId;
 use store::key::TagSet;
 use store::WriteBatch;
 
-use super::idcache::{Misses, SeriesCache};
+use super::idcache::{Misses, Reader, SeriesCache};
 use super::mapping::{Mapped, REJECTIONS_LISTED_MAX};
 use super::{now_ms, unzipped, App, Endpoint, WriteError};
 
@@ -93,7 +93,7 @@ fn map_body(
             batch,
             ..Mapped::default()
         },
-        cache,
+        cache: cache.reader(),
         misses,
         now_ms: options.now_ms,
         samples: 0,
@@ -113,7 +113,8 @@ fn map_body(
 
 struct BatchWriter<'c> {
     mapped: Mapped,
-    cache: &'c SeriesCache,
+    /// Held for the whole body (dropped before the misses are learned).
+    cache: Reader<'c>,
     misses: &'c mut Misses,
     now_ms: i64,
     /// Samples of well-formed lines so far (the parser's batch bound counts these).

@@ -18,7 +18,7 @@ use store::index::SeriesId;
 use store::key::{StreamKey, TagSet};
 use store::{Store, WriteBatch};
 
-use super::idcache::{Misses, SeriesCache};
+use super::idcache::{Misses, Reader, SeriesCache};
 use super::mapping::{Mapped, REJECTIONS_LISTED_MAX};
 use super::{now_ms, unzipped, App, Endpoint, WriteError};
 
@@ -125,6 +125,7 @@ fn map_body_into(
         series: 0,
         name_len: 0,
         slot: None,
+        reader: ids.cache.reader(),
         ids,
         cached: None,
         labels_raw: Vec::new(),
@@ -171,6 +172,8 @@ struct BatchWriter<'c> {
     /// The batch slot of the current series' float samples once one is pushed.
     slot: Option<usize>,
     ids: Ids<'c>,
+    /// The cache, read under one shared lock for the whole body.
+    reader: Reader<'c>,
     /// The current series' id when its label bytes were in the cache.
     cached: Option<SeriesId>,
     /// The current series' label bytes and their hash, when not (to cache after the write).
@@ -193,11 +196,8 @@ impl Visitor for BatchWriter<'_> {
     fn known_series(&mut self, index: usize, labels_raw: &[u8]) -> bool {
         self.series = index;
         self.slot = None;
-        let hash = self.ids.cache.prefix_hash(labels_raw);
-        self.cached = self
-            .ids
-            .cache
-            .get(&self.ids.cache.key(hash, labels_raw, b""));
+        let hash = self.reader.prefix_hash(labels_raw);
+        self.cached = self.reader.get(&self.reader.key(hash, labels_raw, b""));
         if self.cached.is_some() {
             self.key_ok = true;
             return true;
@@ -297,8 +297,7 @@ impl Visitor for BatchWriter<'_> {
             Ok(()) => {
                 self.mapped.accepted += 1;
                 if std::mem::take(&mut self.miss_unrecorded) {
-                    let cache = self.ids.cache;
-                    let key = cache.key(self.labels_hash, &self.labels_raw, b"");
+                    let key = self.reader.key(self.labels_hash, &self.labels_raw, b"");
                     self.ids.misses.add(&key, &self.key, kind);
                 }
             }
