@@ -76,9 +76,10 @@ impl Accumulator {
     }
 
     /// Adds bins given as strictly ascending storage-order keys (`Bin::key`) and their counts
-    /// (zero counts are allowed and add nothing).
+    /// (zero counts are allowed and add nothing). Counts may be narrower than `u64` where the
+    /// caller keeps them so (a store buffering samples in `u32`s).
     #[inline]
-    pub fn add_keys(&mut self, keys: &[u16], counts: &[u64]) {
+    pub fn add_keys<C: Copy + Into<u64>>(&mut self, keys: &[u16], counts: &[C]) {
         debug_assert_eq!(keys.len(), counts.len(), "one count per key");
         debug_assert!(keys.windows(2).all(|w| w[0] < w[1]), "ascending keys");
         let (Some(&first), Some(&last)) = (keys.first(), keys.last()) else {
@@ -89,7 +90,7 @@ impl Accumulator {
         for (&k, &c) in keys.iter().zip(counts) {
             debug_assert!(key_is_valid(k), "key {k}");
             if let Some(slot) = self.dense.get_mut(usize::from(k.wrapping_sub(lo))) {
-                *slot = slot.saturating_add(c);
+                *slot = slot.saturating_add(c.into());
             }
         }
     }

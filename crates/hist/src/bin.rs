@@ -370,7 +370,8 @@ const EXP_BYTES: [u8; 512] = {
 };
 
 /// Whether `key` is the key of some bin.
-pub(crate) fn key_is_valid(key: u16) -> bool {
+#[inline]
+pub fn key_is_valid(key: u16) -> bool {
     let slot = usize::from(key & 127);
     key == KEY_NAN || key == KEY_ZERO || (key <= KEY_MAX && (1..=DECADE_BINS).contains(&slot))
 }

@@ -22,7 +22,7 @@ mod recorder;
 mod text;
 
 pub use accumulate::{Accumulator, ACCUMULATOR_SPAN_MAX};
-pub use bin::{Bin, BIN_COUNT_MAX};
+pub use bin::{key_is_valid, Bin, BIN_COUNT_MAX};
 pub use error::{DecodeError, QuantileError, TextError};
 pub use histogram::{Histogram, QuantileType, ThresholdCounts};
 pub use recorder::Recorder;

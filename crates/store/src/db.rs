@@ -36,6 +36,10 @@ pub const PARTITION_MS_DEFAULT: i64 = 2 * 3600 * 1000;
 /// The journal subscriber that marks what the blocks hold: advanced to the manifest's
 /// checkpoint after each flush, so the journal can purge what is in blocks.
 pub const HEAD_SUBSCRIBER: &str = "head";
+/// WAL record buffers kept for reuse (one per concurrent writer is enough).
+const RECORD_BUFFERS_MAX: usize = 8;
+/// A record buffer larger than this is freed rather than kept.
+const RECORD_BUFFER_BYTES_MAX: usize = 64 << 20;
 /// How often the background flusher looks at the head.
 const FLUSH_TICK_MS: u64 = 1_000;
 /// How often the background flusher builds due rollups and applies retention.
@@ -172,6 +176,9 @@ pub(crate) struct Inner {
     pub series_durable_count: AtomicU32,
     pub sync_lock: Mutex<()>,
     pub flush_lock: Mutex<()>,
+    /// WAL record buffers kept between writes: a batch of histograms encodes to megabytes, and
+    /// a fresh buffer each time paid the kernel for zeroed pages on every write.
+    record_buffers: Mutex<Vec<Vec<u8>>>,
     /// Chunks found damaged by reads: (block, series), never read again.
     pub damaged: Mutex<HashSet<(BlockId, SeriesId)>>,
     pub replay: ReplayReport,
@@ -227,6 +234,7 @@ impl Store {
             head_since: Mutex::new(None),
             series_durable_count: AtomicU32::new(series_count),
             sync_lock: Mutex::new(()),
+            record_buffers: Mutex::new(Vec::new()),
             flush_lock: Mutex::new(()),
             damaged: Mutex::new(HashSet::new()),
             replay: ReplayReport {
@@ -499,15 +507,50 @@ impl Inner {
         assert_eq!(ids.len(), batch.entry_keys().len());
         // The record is encoded straight from the batch: building WAL groups first would copy
         // every value (histograms included) once more.
-        let mut record = Vec::with_capacity(16 + batch.record_size_hint_bytes());
+        let mut record = self.record_buffer();
+        record.reserve(16 + batch.record_size_hint_bytes());
         wal::encode_batch(batch.batch_samples(), ids, &mut record);
+        let result = self.submit_and_apply(batch, ids, &record);
+        self.return_record_buffer(record);
+        result
+    }
+
+    fn record_buffer(&self) -> Vec<u8> {
+        let pooled = self
+            .record_buffers
+            .lock()
+            .ok()
+            .and_then(|mut pool| pool.pop());
+        pooled.unwrap_or_default()
+    }
+
+    fn return_record_buffer(&self, mut record: Vec<u8>) {
+        if record.capacity() > RECORD_BUFFER_BYTES_MAX {
+            return;
+        }
+        record.clear();
+        if let Ok(mut pool) = self.record_buffers.lock() {
+            if pool.len() < RECORD_BUFFERS_MAX {
+                pool.push(record);
+            }
+        }
+    }
+
+    /// Appends the encoded record to the WAL, waits until it is durable, and applies the batch
+    /// to the head.
+    fn submit_and_apply(
+        &self,
+        batch: &WriteBatch,
+        ids: &[SeriesId],
+        record: &[u8],
+    ) -> Result<(), StoreError> {
         // Held until the batch is in the head (see `gate`).
         let _gate = self.gate.read().map_err(|_| StoreError::Poisoned)?;
         if batch.has_cumulative() {
             // Differences need owned groups, made in WAL order under the state lock.
             let groups = wal::batch_groups(batch.batch_samples(), ids);
             let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
-            let ticket = self.journal.submit(&[&record])?;
+            let ticket = self.journal.submit(&[record])?;
             let groups = differences(&mut state, groups);
             drop(state);
             // The journal offset orders duplicates in the head exactly as replay will.
@@ -518,7 +561,7 @@ impl Inner {
             ticket.wait()?;
             self.apply(range.start, range.end, groups)
         } else {
-            let ticket = self.journal.submit(&[&record])?;
+            let ticket = self.journal.submit(&[record])?;
             let range = ticket.range();
             ticket.wait()?;
             self.apply_batch(range.start, range.end, batch.batch_samples(), ids)
@@ -625,7 +668,9 @@ impl Inner {
         samples: &[BatchSample],
         ids: &[SeriesId],
     ) -> Result<(), StoreError> {
-        let mut activity: Vec<(SeriesId, i64)> = Vec::new();
+        // Sized once (two entries per run at most): grown by doubling it took fresh pages
+        // from the kernel on every write.
+        let mut activity: Vec<(SeriesId, i64)> = Vec::with_capacity(2 * samples.len());
         {
             let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
             for run in samples.chunk_by(|a, b| a.entry == b.entry) {

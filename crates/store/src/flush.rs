@@ -489,7 +489,7 @@ fn partitions(head: &Head, partition_ms: i64) -> BTreeMap<i64, Vec<SeriesId>> {
         match series {
             SeriesHead::Numeric(points) => seen.extend(points.iter().map(|p| part(p.ts_ms))),
             SeriesHead::Text(points) => seen.extend(points.iter().map(|p| part(p.ts_ms))),
-            SeriesHead::Histogram(periods) => seen.extend(periods.keys().map(|&t| part(t))),
+            SeriesHead::Histogram(series) => seen.extend(series.starts().map(part)),
         }
         for p in seen {
             out.entry(p).or_default().push(id);
@@ -534,12 +534,9 @@ fn write_block(
                     .map(|p| (p.ts_ms, p.value.clone()))
                     .collect(),
             ),
-            SeriesHead::Histogram(periods) => SeriesData::Histogram(
-                periods
-                    .range(start..end_ms)
-                    .map(|(&t, h)| (t, h.clone()))
-                    .collect(),
-            ),
+            SeriesHead::Histogram(series) => {
+                SeriesData::Histogram(series.periods_in(start, end_ms))
+            }
         };
         w.add(series, &data).map_err(block_err)?;
     }

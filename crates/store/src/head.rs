@@ -12,13 +12,13 @@
 //! Text is kept per sample here, and "stored on change" is applied when read (and will be when
 //! blocks are written): dropping an unchanged value at insert time would depend on arrival order.
 
-use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use hist::Histogram;
 
 use crate::batch::Value;
+use crate::hist_head::{HistSeries, MergeScratch};
 use crate::index::SeriesId;
 
 /// A sample with the sequence number (journal offset) that orders duplicates.
@@ -75,8 +75,7 @@ impl<T> Points<T> {
 pub(crate) enum SeriesHead {
     Numeric(Points<f64>),
     Text(Points<String>),
-    /// Merged histogram per base period, keyed by period start.
-    Histogram(BTreeMap<i64, Histogram>),
+    Histogram(HistSeries),
 }
 
 /// Hashes a series id (or any integer key the store assigns itself) with one multiply: ids are
@@ -120,60 +119,6 @@ pub(crate) struct Head {
     pub samples: u64,
     /// Reused by every histogram merge into a period.
     merge_scratch: MergeScratch,
-}
-
-/// Buffers for [`merge_period`], kept between merges so a merge allocates only its result.
-#[derive(Debug, Default)]
-struct MergeScratch {
-    keys: Vec<u16>,
-    counts: Vec<u64>,
-}
-
-/// Merges `add` into a period's histogram: one branch-free pass over both sorted bin lists
-/// into the scratch buffers, which then become the histogram while its old buffers become the
-/// scratch — no allocation once the buffers have grown. (`Histogram::merge` is made for long
-/// aggregates, with a key → index map over the span per call; a period takes a few samples of
-/// similar size, where this is several times cheaper.)
-fn merge_period(into: &mut Histogram, add: &Histogram, scratch: &mut MergeScratch) {
-    if add.is_empty() {
-        return;
-    }
-    let old = std::mem::take(into);
-    let (ak, ac) = (old.keys(), old.counts());
-    let (bk, bc) = (add.keys(), add.counts());
-    let len_max = ak.len() + bk.len();
-    let (keys, counts) = (&mut scratch.keys, &mut scratch.counts);
-    keys.clear();
-    counts.clear();
-    keys.resize(len_max, 0);
-    counts.resize(len_max, 0);
-    let (mut i, mut j, mut n) = (0, 0, 0);
-    // Bounded: each step advances i or j (or both) and writes one bin. The choices are data
-    // (min and masks), not branches: the two lists interleave unpredictably.
-    while i < ak.len() && j < bk.len() {
-        let (a, b) = (ak[i], bk[j]);
-        let (take_a, take_b) = (a <= b, b <= a);
-        keys[n] = a.min(b);
-        // Saturating, as `Histogram::merge` counts.
-        counts[n] = (ac[i] * u64::from(take_a)).saturating_add(bc[j] * u64::from(take_b));
-        i += usize::from(take_a);
-        j += usize::from(take_b);
-        n += 1;
-    }
-    for (&k, &c) in ak[i..]
-        .iter()
-        .zip(&ac[i..])
-        .chain(bk[j..].iter().zip(&bc[j..]))
-    {
-        keys[n] = k;
-        counts[n] = c;
-        n += 1;
-    }
-    keys.truncate(n);
-    counts.truncate(n);
-    let merged = Histogram::from_sorted_key_vecs(std::mem::take(keys), std::mem::take(counts));
-    (scratch.keys, scratch.counts) = old.into_key_vecs();
-    *into = merged;
 }
 
 /// The points of a sorted run in `[start_ms, end_ms)`.
@@ -240,7 +185,7 @@ impl Head {
         let entry = self.series.entry(id).or_insert_with(|| match value.get() {
             Value::Numeric(_) => SeriesHead::Numeric(Points::default()),
             Value::Text(_) => SeriesHead::Text(Points::default()),
-            _ => SeriesHead::Histogram(BTreeMap::new()),
+            _ => SeriesHead::Histogram(HistSeries::default()),
         });
         match (entry, value) {
             (SeriesHead::Numeric(points), value) => {
@@ -257,23 +202,11 @@ impl Head {
                 };
                 points.insert(Point { ts_ms, seq, value });
             }
-            (SeriesHead::Histogram(periods), value) => {
-                // A period's first histogram is taken whole (moved or copied); later ones merge.
-                match (periods.entry(period_start_ms), value) {
-                    (Entry::Vacant(e), Incoming::Owned(Value::Histogram(h))) => {
-                        e.insert(h);
-                    }
-                    (Entry::Vacant(e), Incoming::Borrowed(Value::Histogram(h))) => {
-                        e.insert(h.clone());
-                    }
-                    (Entry::Occupied(mut e), Incoming::Owned(Value::Histogram(h))) => {
-                        merge_period(e.get_mut(), &h, &mut self.merge_scratch);
-                    }
-                    (Entry::Occupied(mut e), Incoming::Borrowed(Value::Histogram(h))) => {
-                        merge_period(e.get_mut(), h, &mut self.merge_scratch);
-                    }
-                    _ => return false,
-                }
+            (SeriesHead::Histogram(series), value) => {
+                let Value::Histogram(h) = value.get() else {
+                    return false;
+                };
+                series.insert(period_start_ms, h, &mut self.merge_scratch);
             }
         }
         self.samples += 1;
@@ -340,33 +273,6 @@ impl CumulativeState {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-
-    proptest::proptest! {
-        #[test]
-        fn period_merge_equals_histogram_merge(
-            a in proptest::collection::vec((-1e6f64..1e6, 1u64..1000), 0..300),
-            b in proptest::collection::vec((-1e6f64..1e6, 1u64..1000), 0..300),
-            huge in proptest::bool::ANY,
-        ) {
-            let build = |values: &[(f64, u64)]| {
-                let mut h = Histogram::new();
-                for &(v, n) in values {
-                    h.insert_n(v, n);
-                }
-                h
-            };
-            let (mut into, add) = (build(&a), build(&b));
-            if huge {
-                // Saturation is where a naive sum would differ.
-                into.insert_n(1.0, u64::MAX - 1);
-            }
-            let mut expected = into.clone();
-            expected.merge(&add);
-            let mut scratch = MergeScratch::default();
-            merge_period(&mut into, &add, &mut scratch);
-            proptest::prop_assert_eq!(into, expected);
-        }
-    }
 
     #[test]
     fn duplicate_rule_is_order_independent() {

@@ -784,9 +784,9 @@ impl<'a> View<'a> {
             }
         }
         for head in self.heads() {
-            if let Some(SeriesHead::Histogram(periods)) = series_head(head, id) {
-                for (&t, h) in periods.range(start_ms..end_ms) {
-                    merged.entry(t).or_default().merge(h);
+            if let Some(SeriesHead::Histogram(series)) = series_head(head, id) {
+                for (t, h) in series.periods_in(start_ms, end_ms) {
+                    merged.entry(t).or_default().merge(&h);
                 }
             }
         }
@@ -864,10 +864,10 @@ impl<'a> View<'a> {
         let range = (slicing.start_ms, slicing.end_ms);
         self.fill_histograms(id, &slicing, range, level, out)?;
         for head in self.heads() {
-            if let Some(SeriesHead::Histogram(periods)) = series_head(head, id) {
-                for (&t, h) in periods.range(slicing.start_ms..slicing.end_ms) {
-                    out[slicing.slice_of(t)].add(h);
-                }
+            if let Some(SeriesHead::Histogram(series)) = series_head(head, id) {
+                series.accumulate_into(slicing.start_ms, slicing.end_ms, out, |t| {
+                    slicing.slice_of(t)
+                });
             }
         }
         Ok(())
@@ -886,7 +886,7 @@ impl<'a> View<'a> {
             let last = match series_head(head, id) {
                 Some(SeriesHead::Numeric(p)) => p.last().map(|p| p.ts_ms),
                 Some(SeriesHead::Text(p)) => p.last().map(|p| p.ts_ms),
-                Some(SeriesHead::Histogram(p)) => p.last_key_value().map(|(&t, _)| t),
+                Some(SeriesHead::Histogram(s)) => s.last_start_ms(),
                 None => None,
             };
             newest = newest.max(last);

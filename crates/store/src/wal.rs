@@ -10,8 +10,10 @@ use crate::index::SeriesId;
 /// ids stay below `index::SERIES_MAX`.
 pub(crate) const REJECTED: SeriesId = SeriesId(u32::MAX);
 
-/// WAL record format version.
-pub const WAL_VERSION: u8 = 1;
+/// WAL record format version: 2 packs histograms (`packed.rs`: bin count, then ≈ 2 bytes per
+/// bin); 1 (read, never written) held them in the circllhist binary form.
+pub const WAL_VERSION: u8 = 2;
+const WAL_VERSION_CIRCLLHIST: u8 = 1;
 
 const TAG_NUMERIC: u8 = 1;
 const TAG_TEXT: u8 = 2;
@@ -116,7 +118,10 @@ fn encode_value(value: &Value, out: &mut Vec<u8>) {
             put_varint(out, t.len() as u64);
             out.extend_from_slice(t.as_bytes());
         }
-        Value::Histogram(h) | Value::CumulativeHistogram(h) => h.encode_into(out),
+        Value::Histogram(h) | Value::CumulativeHistogram(h) => {
+            put_varint(out, h.bin_count() as u64);
+            crate::packed::pack_histogram(h, out);
+        }
     }
 }
 
@@ -192,7 +197,8 @@ impl Cursor<'_> {
 /// Decodes one record. Never panics on arbitrary bytes.
 pub fn decode(bytes: &[u8]) -> Result<Vec<Group>, WalDecodeError> {
     let mut c = Cursor { bytes, pos: 0 };
-    if c.byte("version")? != WAL_VERSION {
+    let version = c.byte("version")?;
+    if version != WAL_VERSION && version != WAL_VERSION_CIRCLLHIST {
         return Err(WalDecodeError {
             offset: 0,
             what: "unknown version",
@@ -221,7 +227,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Group>, WalDecodeError> {
         for _ in 0..sample_count {
             let ts_ms = prev_ts_ms.wrapping_add(unzigzag(c.varint("timestamp")?));
             prev_ts_ms = ts_ms;
-            samples.push((ts_ms, decode_value(&mut c, tag)?));
+            samples.push((ts_ms, decode_value(&mut c, tag, version)?));
         }
         groups.push(Group { id, samples });
     }
@@ -231,7 +237,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Group>, WalDecodeError> {
     Ok(groups)
 }
 
-fn decode_value(c: &mut Cursor<'_>, tag: u8) -> Result<Value, WalDecodeError> {
+fn decode_value(c: &mut Cursor<'_>, tag: u8, version: u8) -> Result<Value, WalDecodeError> {
     match tag {
         TAG_NUMERIC => {
             let b = c.take(8, "numeric value")?;
@@ -249,16 +255,31 @@ fn decode_value(c: &mut Cursor<'_>, tag: u8) -> Result<Value, WalDecodeError> {
             })?;
             Ok(Value::Text(text.to_owned()))
         }
-        _ => {
+        _ if version == WAL_VERSION_CIRCLLHIST => {
             let rest = c.bytes.get(c.pos..).unwrap_or_default();
             let (h, used) = Histogram::decode_prefix(rest).map_err(|_| c.fail("histogram"))?;
             c.pos += used;
-            if tag == TAG_HISTOGRAM {
-                Ok(Value::Histogram(h))
-            } else {
-                Ok(Value::CumulativeHistogram(h))
-            }
+            Ok(histogram_value(tag, h))
         }
+        _ => {
+            let bins = c.count(hist::BIN_COUNT_MAX, "histogram bin count")?;
+            let rest = c.bytes.get(c.pos..).unwrap_or_default();
+            let (h, used) =
+                crate::packed::unpack_prefix(rest, bins).map_err(|e| WalDecodeError {
+                    offset: c.pos + e.offset,
+                    what: e.what,
+                })?;
+            c.pos += used;
+            Ok(histogram_value(tag, h))
+        }
+    }
+}
+
+fn histogram_value(tag: u8, h: Histogram) -> Value {
+    if tag == TAG_HISTOGRAM {
+        Value::Histogram(h)
+    } else {
+        Value::CumulativeHistogram(h)
     }
 }
 
@@ -313,6 +334,36 @@ mod tests {
         if let Value::Numeric(v) = back[0].samples[1].1 {
             assert_eq!(v.to_bits(), (-0.0f64).to_bits());
         }
+    }
+
+    /// Version 1 records (histograms in the `hist` binary form) written before packed bins
+    /// still replay, byte for byte as written then.
+    #[test]
+    fn version_1_records_still_decode() {
+        let mut h = Histogram::new();
+        h.insert(1.5);
+        h.insert_n(300.0, 7);
+        let mut v1 = vec![WAL_VERSION_CIRCLLHIST, 1, 9, 0, 0, 0, TAG_CUMULATIVE, 1];
+        put_varint(&mut v1, zigzag(120_000));
+        h.encode_into(&mut v1);
+        let groups = decode(&v1).unwrap();
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].id, SeriesId(9));
+        assert_eq!(
+            groups[0].samples,
+            vec![(120_000, Value::CumulativeHistogram(h.clone()))]
+        );
+        // The same group written today is packed, and smaller.
+        let mut v2 = Vec::new();
+        encode(&groups, &mut v2);
+        assert_eq!(v2[0], WAL_VERSION);
+        assert!(v2.len() < v1.len(), "{} vs {} bytes", v2.len(), v1.len());
+        assert!(bits_equal(&decode(&v2).unwrap(), &groups));
+        // A packed histogram that claims more bins than it holds is named.
+        let mut short = vec![WAL_VERSION, 1, 9, 0, 0, 0, TAG_HISTOGRAM, 1, 0, 3];
+        crate::packed::pack_histogram(&h, &mut short);
+        let err = decode(&short).unwrap_err();
+        assert_eq!(err.what, "fewer bins than their count");
     }
 
     #[test]

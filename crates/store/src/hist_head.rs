@@ -1,0 +1,404 @@
+//! A histogram series in the head: its merged base periods, packed, and the newest period's
+//! samples kept as they came until that period closes.
+//!
+//! Merging every sample into its period's sorted bin list as it arrives cost about 1 µs per
+//! 75-bin sample (a merge of two sorted lists is a chain of dependent compares, and a period
+//! of six 10 s samples merges six times), and a period's `Histogram` took ≈ 10 bytes per bin
+//! in two allocations. Here a sample of the open period is appended, packed (`packed.rs`,
+//! ≈ 2 bytes per bin), to the open buffer; when the period closes — the series' first sample
+//! of a later period, or the buffer's bound — all of its samples are added at once into a
+//! dense array indexed by bin key (one add per bin, no compares) and the merged period is
+//! packed from it into the series' arena, one buffer for all its periods. Samples for an older
+//! period (late data) merge straight into that period, whose new packing is appended to the
+//! arena (the old bytes are garbage until the arena is compacted). Reads add packed bins into
+//! their accumulators directly. The result is the same as merging each sample into its period
+//! as it comes: merging is commutative and counts saturate the same way.
+
+use hist::{Accumulator, Histogram, ACCUMULATOR_SPAN_MAX};
+
+use crate::packed;
+
+/// Most packed bytes buffered for the open period before they are merged: bounds a series'
+/// buffer however many samples a period gets.
+pub(crate) const OPEN_BYTES_MAX: usize = 16 << 10;
+/// Most bytes in one series' arena (offsets are `u32`); a head flushes long before.
+const ARENA_BYTES_MAX: usize = u32::MAX as usize;
+
+/// One merged period: its start and where its packed bins are in the arena.
+#[derive(Clone, Copy, Debug)]
+struct Period {
+    start_ms: i64,
+    at: u32,
+    len: u32,
+}
+
+/// A histogram series in the head.
+#[derive(Debug, Default)]
+pub(crate) struct HistSeries {
+    /// Merged periods, ascending by start; the open period's buffered samples are not in them.
+    periods: Vec<Period>,
+    arena: Vec<u8>,
+    /// Bytes of `arena` no period refers to (late data rewrote them).
+    garbage_bytes: usize,
+    open: Open,
+}
+
+/// The open period's samples, unmerged, each packed, one after another.
+#[derive(Debug, Default)]
+struct Open {
+    start_ms: i64,
+    bytes: Vec<u8>,
+    /// Where each sample ends in `bytes`; empty when nothing is buffered.
+    ends: Vec<u32>,
+}
+
+impl Open {
+    fn samples(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        let mut from = 0;
+        self.ends.iter().map(move |&end| {
+            let (a, b) = (from, end as usize);
+            from = b;
+            &self.bytes[a..b]
+        })
+    }
+
+    fn buffered(&self) -> bool {
+        !self.ends.is_empty()
+    }
+}
+
+/// Buffers reused by every fold of one head, so a fold allocates nothing once they have grown.
+#[derive(Debug, Default)]
+pub(crate) struct MergeScratch {
+    /// Counts by key, all zero between folds (a fold zeroes what it touched); sized to every
+    /// key on first use.
+    dense: Vec<u64>,
+    /// A bit per key of `dense` with a count (cleared with it).
+    touched: Vec<u64>,
+    /// One sample packed, for a late sample's merge.
+    packed: Vec<u8>,
+    keys: Vec<u16>,
+    counts: Vec<u64>,
+}
+
+impl HistSeries {
+    /// Adds a sample to period `period_start_ms`.
+    pub fn insert(&mut self, period_start_ms: i64, h: &Histogram, scratch: &mut MergeScratch) {
+        if self.open.buffered() && self.open.start_ms != period_start_ms {
+            if period_start_ms < self.open.start_ms {
+                // Late data for a period already closed.
+                self.merge_direct(period_start_ms, h, scratch);
+                return;
+            }
+            self.fold(scratch);
+        }
+        if h.is_empty() {
+            // Rare: an empty sample still marks its period.
+            self.fold(scratch);
+            self.merge_direct(period_start_ms, h, scratch);
+            return;
+        }
+        let open = &mut self.open;
+        open.start_ms = period_start_ms;
+        packed::pack_histogram(h, &mut open.bytes);
+        open.ends.push(open.bytes.len() as u32);
+        if open.bytes.len() > OPEN_BYTES_MAX {
+            self.fold(scratch);
+        }
+    }
+
+    fn find(&self, start_ms: i64) -> Result<usize, usize> {
+        // The common lookups are of the newest period.
+        match self.periods.last() {
+            Some(p) if p.start_ms < start_ms => Err(self.periods.len()),
+            _ => self.periods.binary_search_by_key(&start_ms, |p| p.start_ms),
+        }
+    }
+
+    fn bytes_of(&self, p: &Period) -> &[u8] {
+        &self.arena[p.at as usize..(p.at + p.len) as usize]
+    }
+
+    /// Merges `h` straight into merged period `period_start_ms` (which must not be the open
+    /// period with buffered samples: those merge when it closes).
+    fn merge_direct(&mut self, period_start_ms: i64, h: &Histogram, scratch: &mut MergeScratch) {
+        let mut sample = std::mem::take(&mut scratch.packed);
+        sample.clear();
+        packed::pack_histogram(h, &mut sample);
+        self.merge_packed(period_start_ms, std::iter::once(&sample[..]), scratch);
+        scratch.packed = sample;
+    }
+
+    /// Merges packed samples (with what period `start_ms` already holds) and stores the result
+    /// as that period.
+    fn merge_packed<'a>(
+        &mut self,
+        start_ms: i64,
+        samples: impl Iterator<Item = &'a [u8]> + Clone,
+        scratch: &mut MergeScratch,
+    ) {
+        let found = self.find(start_ms);
+        let at = self.arena.len();
+        match found {
+            Ok(i) => {
+                let old = self.periods[i];
+                let existing = &self.arena[old.at as usize..(old.at + old.len) as usize];
+                // The existing bytes are read while the new ones are written after them.
+                let existing = existing.to_vec();
+                fold_dense(Some(&existing), samples, scratch, &mut self.arena);
+                self.garbage_bytes += old.len as usize;
+            }
+            Err(_) => {
+                match (samples.clone().count(), samples.clone().next()) {
+                    // One sample and nothing merged yet: its packing is the period's.
+                    (1, Some(only)) => self.arena.extend_from_slice(only),
+                    _ => fold_dense(None, samples, scratch, &mut self.arena),
+                }
+            }
+        }
+        let len = self.arena.len() - at;
+        assert!(
+            self.arena.len() <= ARENA_BYTES_MAX,
+            "a series' head arena is bounded"
+        );
+        let period = Period {
+            start_ms,
+            at: at as u32,
+            len: len as u32,
+        };
+        match found {
+            Ok(i) => self.periods[i] = period,
+            Err(i) => self.periods.insert(i, period),
+        }
+        if self.garbage_bytes > self.arena.len() / 2 {
+            self.compact_arena();
+        }
+    }
+
+    /// Rewrites the arena without the garbage.
+    #[cold]
+    fn compact_arena(&mut self) {
+        let mut arena = Vec::with_capacity(self.arena.len() - self.garbage_bytes);
+        for p in &mut self.periods {
+            let bytes = &self.arena[p.at as usize..(p.at + p.len) as usize];
+            p.at = arena.len() as u32;
+            arena.extend_from_slice(bytes);
+        }
+        self.arena = arena;
+        self.garbage_bytes = 0;
+    }
+
+    /// Merges the open period's buffered samples into its merged period.
+    pub fn fold(&mut self, scratch: &mut MergeScratch) {
+        if !self.open.buffered() {
+            return;
+        }
+        let open = std::mem::take(&mut self.open);
+        self.merge_packed(open.start_ms, open.samples(), scratch);
+        // Keep the buffers' allocations for the next period.
+        self.open = Open {
+            bytes: open.bytes,
+            ends: open.ends,
+            start_ms: 0,
+        };
+        self.open.bytes.clear();
+        self.open.ends.clear();
+    }
+
+    /// The newest period with data.
+    pub fn last_start_ms(&self) -> Option<i64> {
+        let merged = self.periods.last().map(|p| p.start_ms);
+        let open = self.open.buffered().then_some(self.open.start_ms);
+        merged.max(open)
+    }
+
+    /// Every period with data, ascending (the open period once even if also merged).
+    pub fn starts(&self) -> impl Iterator<Item = i64> + '_ {
+        let open = (self.open.buffered() && self.find(self.open.start_ms).is_err())
+            .then_some(self.open.start_ms);
+        let mut merged = self.periods.iter().map(|p| p.start_ms).peekable();
+        let mut open = open.into_iter().peekable();
+        std::iter::from_fn(move || match (merged.peek(), open.peek()) {
+            (Some(&m), Some(&o)) if o < m => open.next(),
+            (Some(_), _) => merged.next(),
+            (None, _) => open.next(),
+        })
+    }
+
+    fn periods_between(&self, start_ms: i64, end_ms: i64) -> &[Period] {
+        let from = self.periods.partition_point(|p| p.start_ms < start_ms);
+        let to = self.periods.partition_point(|p| p.start_ms < end_ms);
+        &self.periods[from..to.max(from)]
+    }
+
+    /// Adds every period in `[start_ms, end_ms)` into `out[slot(period_start)]`.
+    pub fn accumulate_into(
+        &self,
+        start_ms: i64,
+        end_ms: i64,
+        out: &mut [Accumulator],
+        slot: impl Fn(i64) -> usize,
+    ) {
+        for p in self.periods_between(start_ms, end_ms) {
+            packed::add_to(self.bytes_of(p), &mut out[slot(p.start_ms)]);
+        }
+        if self.open.buffered() && (start_ms..end_ms).contains(&self.open.start_ms) {
+            let acc = &mut out[slot(self.open.start_ms)];
+            for sample in self.open.samples() {
+                packed::add_to(sample, acc);
+            }
+        }
+    }
+
+    /// The merged histogram of every period in `[start_ms, end_ms)`, ascending (the open period
+    /// merged on the fly).
+    pub fn periods_in(&self, start_ms: i64, end_ms: i64) -> Vec<(i64, Histogram)> {
+        let mut out: Vec<(i64, Histogram)> = self
+            .periods_between(start_ms, end_ms)
+            .iter()
+            .map(|p| (p.start_ms, unpack_own(self.bytes_of(p))))
+            .collect();
+        if self.open.buffered() && (start_ms..end_ms).contains(&self.open.start_ms) {
+            let mut acc = Accumulator::new();
+            for sample in self.open.samples() {
+                packed::add_to(sample, &mut acc);
+            }
+            match out.binary_search_by_key(&self.open.start_ms, |p| p.0) {
+                Ok(i) => {
+                    acc.add(&out[i].1);
+                    out[i].1 = acc.to_histogram();
+                }
+                Err(i) => out.insert(i, (self.open.start_ms, acc.to_histogram())),
+            }
+        }
+        out
+    }
+}
+
+/// Unpacks bins the store packed itself (damage would be a bug: asserted in debug builds; in
+/// release the period reads as empty rather than taking the process down).
+fn unpack_own(bytes: &[u8]) -> Histogram {
+    let result = packed::unpack(bytes);
+    debug_assert!(result.is_ok(), "packed bins the store wrote: {result:?}");
+    result.unwrap_or_default()
+}
+
+/// Merges packed samples through the dense array — one add per bin, a bit per touched key —
+/// and appends the result, packed, to `out`, reading it off the set bits in key order (work
+/// in proportion to the distinct bins, not to the key span they cover).
+fn fold_dense<'a>(
+    existing: Option<&[u8]>,
+    samples: impl Iterator<Item = &'a [u8]>,
+    scratch: &mut MergeScratch,
+    out: &mut Vec<u8>,
+) {
+    if scratch.dense.is_empty() {
+        scratch.dense = vec![0; ACCUMULATOR_SPAN_MAX];
+        scratch.touched = vec![0; ACCUMULATOR_SPAN_MAX.div_ceil(64)];
+    }
+    let (dense, touched) = (&mut scratch.dense[..], &mut scratch.touched[..]);
+    let (mut lo, mut hi) = (usize::MAX, 0usize);
+    let mut add = |sample: &[u8]| {
+        let result = packed::for_each_bin(sample, |k, c| {
+            // Checked keys: every one is below ACCUMULATOR_SPAN_MAX.
+            let k = usize::from(k);
+            dense[k] = dense[k].saturating_add(c);
+            touched[k / 64] |= 1 << (k % 64);
+            lo = lo.min(k);
+            hi = hi.max(k);
+        });
+        debug_assert!(result.is_ok(), "packed bins the store wrote: {result:?}");
+    };
+    if let Some(existing) = existing {
+        add(existing);
+    }
+    for sample in samples {
+        add(sample);
+    }
+    if lo > hi {
+        return;
+    }
+    let (keys, counts) = (&mut scratch.keys, &mut scratch.counts);
+    keys.clear();
+    counts.clear();
+    // Bounded: one step per set bit, each cleared as it is read (with its count).
+    for (w, word) in touched.iter_mut().enumerate().take(hi / 64 + 1).skip(lo / 64) {
+        let mut bits = std::mem::take(word);
+        while bits != 0 {
+            let k = w * 64 + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            keys.push(k as u16);
+            counts.push(std::mem::take(&mut dense[k]));
+        }
+    }
+    packed::pack(keys, counts, out);
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn build(values: &[(f64, u64)]) -> Histogram {
+        let mut h = Histogram::new();
+        for &(v, n) in values {
+            h.insert_n(v, n);
+        }
+        h
+    }
+
+    proptest::proptest! {
+        /// Any sequence of samples over a few periods, in any order, with any sizes (empty,
+        /// huge counts, more bins than the buffer holds): every read equals merging each
+        /// period's samples with `Histogram::merge`.
+        #[test]
+        fn series_equals_per_period_merge(
+            samples in proptest::collection::vec(
+                (0i64..4, proptest::collection::vec((-1e3f64..1e3, 1u64..50), 0..40), 0u8..20),
+                1..40,
+            ),
+            fold_at in proptest::collection::vec(0usize..40, 0..3),
+        ) {
+            let mut series = HistSeries::default();
+            let mut model: BTreeMap<i64, Histogram> = BTreeMap::new();
+            let mut scratch = MergeScratch::default();
+            for (i, (period, values, shape)) in samples.iter().enumerate() {
+                let mut h = build(values);
+                match shape {
+                    0 => h.insert_n(7.0, u64::from(u32::MAX) + 5),
+                    1 => {
+                        // More bytes than one buffer holds.
+                        for k in 0..(OPEN_BYTES_MAX as i32 / 2 + 10) {
+                            h.insert_n(1.0 + f64::from(k) * 1e-3, 1);
+                        }
+                    }
+                    _ => {}
+                }
+                let start = period * 60_000;
+                series.insert(start, &h, &mut scratch);
+                model.entry(start).or_default().merge(&h);
+                if fold_at.contains(&i) {
+                    series.fold(&mut scratch);
+                }
+            }
+            let got = series.periods_in(i64::MIN, i64::MAX);
+            let want: Vec<(i64, Histogram)> = model.into_iter().collect();
+            proptest::prop_assert_eq!(&got, &want);
+            let starts: Vec<i64> = series.starts().collect();
+            let want_starts: Vec<i64> = want.iter().map(|p| p.0).collect();
+            proptest::prop_assert_eq!(starts, want_starts.clone());
+            proptest::prop_assert_eq!(series.last_start_ms(), want_starts.last().copied());
+            let mut acc = vec![Accumulator::new(); 4];
+            series.accumulate_into(0, 240_000, &mut acc, |t| (t / 60_000) as usize);
+            for (t, h) in &want {
+                proptest::prop_assert_eq!(&acc[(*t / 60_000) as usize].to_histogram(), h);
+            }
+            series.fold(&mut scratch);
+            proptest::prop_assert_eq!(series.periods_in(i64::MIN, i64::MAX), want);
+            // A fold leaves the dense array zeroed.
+            proptest::prop_assert!(scratch.dense.iter().all(|&c| c == 0));
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! Packed bins: a histogram's bins as bytes, for the head's memory and the WAL.
+//!
+//! Layout (`FORMAT.md`, "Packed bins"): for each bin in ascending key order, the gap to the
+//! previous key (the first bin: its key; then `key − previous − 1`) as an unsigned LEB128
+//! varint, then its count (> 0) as a varint. Nothing else: the length is the caller's.
+//! Consecutive populated bins of a latency distribution sit one or two keys apart and most
+//! per-period counts are below 128, so a bin usually takes 2 bytes — against 10 in a
+//! `Histogram`'s vectors and 4 in the circllhist binary form.
+
+use hist::{Accumulator, Histogram};
+
+/// Most bytes one bin takes: two 10-byte varints.
+const BIN_BYTES_MAX: usize = 20;
+
+/// Appends bins (strictly ascending keys, counts > 0), packed, to `out`.
+pub fn pack(keys: &[u16], counts: &[u64], out: &mut Vec<u8>) {
+    debug_assert_eq!(keys.len(), counts.len());
+    // Written through a slice grown ahead (2 bytes a bin, and room for one widest bin), not
+    // by pushes: a push's capacity check and length update per byte cost more than the rest.
+    let mut at = out.len();
+    out.resize(at + keys.len() * 2 + BIN_BYTES_MAX, 0);
+    let mut next = 0u16;
+    for (&k, &c) in keys.iter().zip(counts) {
+        debug_assert!(k >= next && c > 0, "ascending keys, counts > 0");
+        let gap = k.wrapping_sub(next);
+        next = k.wrapping_add(1);
+        if gap < 0x80 && c < 0x80 {
+            // The common case: one byte each.
+            out[at] = gap as u8;
+            out[at + 1] = c as u8;
+            at += 2;
+        } else {
+            at = put_varint_at(out, at, u64::from(gap));
+            at = put_varint_at(out, at, c);
+        }
+        if at + BIN_BYTES_MAX > out.len() {
+            out.resize(at + BIN_BYTES_MAX + keys.len(), 0);
+        }
+    }
+    out.truncate(at);
+}
+
+/// Writes a varint at `at` (room for 10 bytes must be there) and returns where it ends.
+#[inline]
+fn put_varint_at(out: &mut [u8], mut at: usize, mut v: u64) -> usize {
+    while v >= 0x80 {
+        out[at] = v as u8 | 0x80;
+        at += 1;
+        v >>= 7;
+    }
+    out[at] = v as u8;
+    at + 1
+}
+
+/// Appends a histogram's bins, packed.
+pub fn pack_histogram(h: &Histogram, out: &mut Vec<u8>) {
+    pack(h.keys(), h.counts(), out);
+}
+
+/// Why packed bytes are not a histogram: what, and at which byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnpackError {
+    pub offset: usize,
+    pub what: &'static str,
+}
+
+/// Reads a varint at `*at`; `None` if the bytes end inside it or it overflows 64 bits.
+#[inline]
+fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    // Bounded: at most 10 bytes.
+    for shift in (0..64).step_by(7) {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return (shift < 63 || b <= 1).then_some(v);
+        }
+    }
+    None
+}
+
+/// Calls `f(key, count)` for every bin of packed `bytes`, in key order, and returns how many
+/// there were. Checks everything: varints complete and in range, keys valid and strictly
+/// ascending, counts > 0.
+pub fn for_each_bin(bytes: &[u8], f: impl FnMut(u16, u64)) -> Result<usize, UnpackError> {
+    walk(bytes, usize::MAX, f).map(|(bins, _)| bins)
+}
+
+/// Reads exactly `bins` bins from the start of `bytes` into a histogram; returns it and the
+/// bytes they took (a WAL record holds bins after their count, followed by more data).
+pub fn unpack_prefix(bytes: &[u8], bins: usize) -> Result<(Histogram, usize), UnpackError> {
+    let (mut keys, mut counts) = (Vec::with_capacity(bins), Vec::with_capacity(bins));
+    let (got, used) = walk(bytes, bins, |k, c| {
+        keys.push(k);
+        counts.push(c);
+    })?;
+    if got != bins {
+        return Err(UnpackError {
+            offset: used,
+            what: "fewer bins than their count",
+        });
+    }
+    Ok((Histogram::from_sorted_key_vecs(keys, counts), used))
+}
+
+/// Up to `bins_max` bins from the start of `bytes`: how many, and the bytes they took.
+#[inline]
+fn walk(
+    bytes: &[u8],
+    bins_max: usize,
+    mut f: impl FnMut(u16, u64),
+) -> Result<(usize, usize), UnpackError> {
+    let (mut at, mut next, mut bins) = (0usize, 0u32, 0usize);
+    while at < bytes.len() && bins < bins_max {
+        // The common case: a one-byte gap and a one-byte count.
+        if let Some(&[gap, count]) = bytes.get(at..at + 2) {
+            let key = next + u32::from(gap);
+            if gap < 0x80 && count < 0x80 && count > 0 && key <= u32::from(u16::MAX) {
+                if !hist::key_is_valid(key as u16) {
+                    return Err(UnpackError {
+                        offset: at,
+                        what: "not a valid bin key",
+                    });
+                }
+                f(key as u16, u64::from(count));
+                next = key + 1;
+                bins += 1;
+                at += 2;
+                continue;
+            }
+        }
+        let offset = at;
+        let err = |what| UnpackError { offset, what };
+        let gap = get_varint(bytes, &mut at).ok_or(err("bin gap: truncated or too long"))?;
+        let key = u64::from(next) + gap;
+        let key = u16::try_from(key).map_err(|_| err("bin key past the last key"))?;
+        if !hist::key_is_valid(key) {
+            return Err(err("not a valid bin key"));
+        }
+        let count = get_varint(bytes, &mut at).ok_or(err("bin count: truncated or too long"))?;
+        if count == 0 {
+            return Err(err("a bin count of zero"));
+        }
+        f(key, count);
+        next = u32::from(key) + 1;
+        bins += 1;
+    }
+    Ok((bins, at))
+}
+
+/// Unpacks into a histogram.
+pub fn unpack(bytes: &[u8]) -> Result<Histogram, UnpackError> {
+    let (mut keys, mut counts) = (Vec::new(), Vec::new());
+    for_each_bin(bytes, |k, c| {
+        keys.push(k);
+        counts.push(c);
+    })?;
+    Ok(Histogram::from_sorted_key_vecs(keys, counts))
+}
+
+/// Adds packed bins the store wrote itself into `acc` (a damaged buffer would be a bug: it
+/// is asserted in debug builds and its bad bins skipped in release).
+pub fn add_to(bytes: &[u8], acc: &mut Accumulator) {
+    let result = for_each_bin(bytes, |k, c| acc.add_key(k, c));
+    debug_assert!(result.is_ok(), "packed bins the store wrote: {result:?}");
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn round_trip(values in proptest::collection::vec((-1e30f64..1e30, 1u64..u64::MAX), 0..300),
+                      special in proptest::collection::vec(0usize..4, 0..4)) {
+            let mut h = Histogram::new();
+            for &(v, n) in &values {
+                h.insert_n(v, n);
+            }
+            for s in special {
+                h.insert_n([0.0, f64::NAN, 1e-127, -1e127][s], 3);
+            }
+            let mut bytes = vec![9, 9];
+            pack_histogram(&h, &mut bytes);
+            proptest::prop_assert_eq!(unpack(&bytes[2..]).unwrap(), h.clone());
+            let mut acc = Accumulator::new();
+            add_to(&bytes[2..], &mut acc);
+            proptest::prop_assert_eq!(acc.to_histogram(), h);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            if let Ok(h) = unpack(&bytes) {
+                h.assert_invariants();
+            }
+        }
+    }
+
+    #[test]
+    fn errors_name_the_byte() {
+        assert_eq!(
+            unpack(&[1, 0]).unwrap_err(),
+            UnpackError {
+                offset: 0,
+                what: "a bin count of zero"
+            }
+        );
+        assert_eq!(
+            unpack(&[1, 5, 0x80]).unwrap_err(),
+            UnpackError {
+                offset: 2,
+                what: "bin gap: truncated or too long"
+            }
+        );
+        // Key 0 (NaN) then a gap past the last key.
+        assert_eq!(
+            unpack(&[0, 1, 0xff, 0xff, 0x03, 1]).unwrap_err().what,
+            "bin key past the last key"
+        );
+        // A typical latency histogram packs into 2 bytes per bin.
+        let mut h = Histogram::new();
+        for i in 0..75 {
+            h.insert_n(0.01 * (1.0 + f64::from(i) / 80.0), 5);
+        }
+        let mut bytes = Vec::new();
+        pack_histogram(&h, &mut bytes);
+        assert!(
+            bytes.len() <= 2 * h.bin_count() + 2,
+            "{} bytes",
+            bytes.len()
+        );
+    }
+}
