@@ -55,6 +55,8 @@ pub struct Reader<'c> {
     cache: &'c SeriesCache,
     /// `None` when the lock is poisoned: every lookup misses.
     table: Option<RwLockReadGuard<'c, Table>>,
+    /// The entry after the one found last (the first guess for the next lookup).
+    next: usize,
 }
 
 /// A key: its hash and its bytes, in two parts (Influx: series section, field key; remote
@@ -72,11 +74,20 @@ impl CacheKey<'_> {
     }
 }
 
+/// A slot of the hash table: which entry, and bits of its hash to skip most others unread.
 #[derive(Clone, Copy, Default)]
 struct Slot {
-    /// The key's hash with the low bit set; 0 = empty.
-    tag: u64,
-    /// The key's bytes in the shard's arena: `arena[at..at + len]`, its first part `first_len`.
+    /// The high half of the entry's hash with the low bit set; 0 = empty.
+    tag: u32,
+    /// Index into `Table::entries`.
+    entry: u32,
+}
+
+/// A cached key, in insertion order.
+#[derive(Clone, Copy)]
+struct Entry {
+    hash: u64,
+    /// The key's bytes: `arena[at..at + len]`, its first part `first_len` long.
     at: u32,
     len: u32,
     first_len: u32,
@@ -85,10 +96,22 @@ struct Slot {
 
 #[derive(Default)]
 struct Table {
-    /// Open addressing, linear probing, length a power of two (or 0 before first use).
+    /// Open addressing, linear probing, length a power of two (or 0 before first use); small
+    /// (8 bytes a slot) because it is the one part read at random.
     slots: Vec<Slot>,
+    /// Keys in the order first seen, their bytes back to back in `arena`: the order requests
+    /// look them up in again.
+    entries: Vec<Entry>,
     arena: Vec<u8>,
-    entries: usize,
+}
+
+fn tag_of(hash: u64) -> u32 {
+    (hash >> 32) as u32 | 1
+}
+
+/// The first slot a hash probes.
+fn home(hash: u64, mask: usize) -> usize {
+    hash as usize & mask
 }
 
 impl SeriesCache {
@@ -97,7 +120,7 @@ impl SeriesCache {
         SeriesCache {
             table: RwLock::default(),
             hasher: foldhash::quality::RandomState::default(),
-            entries_max: entries_max.max(1),
+            entries_max: entries_max.clamp(1, u32::MAX as usize / 4),
             bytes_max: bytes_max.clamp(1, u32::MAX as usize / 2),
         }
     }
@@ -107,6 +130,7 @@ impl SeriesCache {
         Reader {
             cache: self,
             table: self.table.read().ok(),
+            next: usize::MAX,
         }
     }
 
@@ -139,10 +163,12 @@ impl SeriesCache {
                 continue;
             }
             if let Some(at) = table.find(&key) {
-                table.slots[at].id = id.0;
+                table.entries[at].id = id.0;
                 continue;
             }
-            if table.entries >= self.entries_max || table.arena.len() + key.len() > self.bytes_max {
+            if table.entries.len() >= self.entries_max
+                || table.arena.len() + key.len() > self.bytes_max
+            {
                 table.clear();
             }
             table.grow(self.entries_max);
@@ -153,7 +179,9 @@ impl SeriesCache {
     /// The series id cached for `key` (a lookup under its own shared lock).
     #[cfg(test)]
     pub fn get(&self, key: &CacheKey<'_>) -> Option<SeriesId> {
-        self.reader().get(key)
+        let mut hash = Some(key.hash);
+        self.reader()
+            .get_with(key.first, key.second, || hash.take().unwrap_or(0))
     }
 
     /// Caches `key` → `id`.
@@ -165,7 +193,7 @@ impl SeriesCache {
     /// Series cached now.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.table.read().map(|t| t.entries).unwrap_or(0)
+        self.table.read().map(|t| t.entries.len()).unwrap_or(0)
     }
 }
 
@@ -180,32 +208,77 @@ impl Reader<'_> {
         self.cache.key(prefix_hash, first, second)
     }
 
-    /// The series id cached for `key`.
-    pub fn get(&self, key: &CacheKey<'_>) -> Option<SeriesId> {
+    /// The series id cached for the key of `first` and `second`. Clients resend their series
+    /// in the same order, so the entry after the one found last is compared first; only when
+    /// it is another key is the key hashed (`prefix_hash`: its first part's hash, computed
+    /// only then) and looked up.
+    pub fn get(
+        &mut self,
+        first: &[u8],
+        second: &[u8],
+        prefix_hash: impl FnOnce(&SeriesCache) -> u64,
+    ) -> Option<SeriesId> {
+        let cache = self.cache;
+        self.get_with(first, second, || {
+            cache.key(prefix_hash(cache), first, second).hash
+        })
+    }
+
+    fn get_with(
+        &mut self,
+        first: &[u8],
+        second: &[u8],
+        hash: impl FnOnce() -> u64,
+    ) -> Option<SeriesId> {
         let table = self.table.as_ref()?;
-        table.find(key).map(|at| SeriesId(table.slots[at].id))
+        if let Some(entry) = table.entries.get(self.next) {
+            if table.holds(entry, first, second) {
+                self.next += 1;
+                return Some(SeriesId(entry.id));
+            }
+        }
+        let key = CacheKey {
+            hash: hash(),
+            first,
+            second,
+        };
+        let at = table.find(&key)?;
+        self.next = at + 1;
+        Some(SeriesId(table.entries[at].id))
     }
 }
 
 impl Table {
+    /// Whether `entry` is the key `first`, `second`.
+    fn holds(&self, entry: &Entry, first: &[u8], second: &[u8]) -> bool {
+        if entry.first_len as usize != first.len()
+            || entry.len as usize != first.len() + second.len()
+        {
+            return false;
+        }
+        let start = entry.at as usize;
+        let bytes = &self.arena[start..start + entry.len as usize];
+        let (a, b) = bytes.split_at(first.len());
+        a == first && b == second
+    }
+
+    /// The entry of `key`.
     fn find(&self, key: &CacheKey<'_>) -> Option<usize> {
         if self.slots.is_empty() {
             return None;
         }
-        let tag = key.hash | 1;
+        let tag = tag_of(key.hash);
         let mask = self.slots.len() - 1;
-        let mut at = home(tag, mask);
+        let mut at = home(key.hash, mask);
         for _ in 0..PROBES_MAX.min(self.slots.len()) {
-            let slot = &self.slots[at];
+            let slot = self.slots[at];
             if slot.tag == 0 {
                 return None;
             }
-            if slot.tag == tag && slot.first_len as usize == key.first.len() {
-                let start = slot.at as usize;
-                let bytes = &self.arena[start..start + slot.len as usize];
-                let (first, second) = bytes.split_at(slot.first_len as usize);
-                if first == key.first && second == key.second {
-                    return Some(at);
+            if slot.tag == tag {
+                let entry = &self.entries[slot.entry as usize];
+                if entry.hash == key.hash && self.holds(entry, key.first, key.second) {
+                    return Some(slot.entry as usize);
                 }
             }
             at = (at + 1) & mask;
@@ -215,8 +288,8 @@ impl Table {
 
     fn clear(&mut self) {
         self.slots.iter_mut().for_each(|s| *s = Slot::default());
+        self.entries.clear();
         self.arena.clear();
-        self.entries = 0;
     }
 
     /// Keeps the table at most half full, up to twice `entries_max` slots.
@@ -224,66 +297,58 @@ impl Table {
         let slots_max = (entries_max * 2).next_power_of_two();
         if self.slots.is_empty() {
             self.slots = vec![Slot::default(); SLOTS_INITIAL.min(slots_max)];
+        }
+        if (self.entries.len() + 1) * 2 <= self.slots.len() || self.slots.len() >= slots_max {
             return;
         }
-        if (self.entries + 1) * 2 <= self.slots.len() || self.slots.len() >= slots_max {
-            return;
-        }
-        let doubled = vec![Slot::default(); self.slots.len() * 2];
-        let old = std::mem::replace(&mut self.slots, doubled);
+        self.slots = vec![Slot::default(); self.slots.len() * 2];
         let mask = self.slots.len() - 1;
-        self.entries = 0;
-        for slot in old.into_iter().filter(|s| s.tag != 0) {
-            let mut at = home(slot.tag, mask);
+        for (i, entry) in self.entries.iter().enumerate() {
+            let mut at = home(entry.hash, mask);
             // A doubled table is at most a quarter full: a free slot is never far.
             while self.slots[at].tag != 0 {
                 at = (at + 1) & mask;
             }
-            self.slots[at] = slot;
-            self.entries += 1;
+            self.slots[at] = Slot {
+                tag: tag_of(entry.hash),
+                entry: i as u32,
+            };
         }
     }
 
     /// Adds a key that is not in the table. Past `PROBES_MAX` occupied slots the key takes
-    /// its home slot (the entry there is forgotten; chains never get an empty slot inside).
+    /// its home slot (the entry there is no longer found by hash; chains never get an empty
+    /// slot inside).
     fn add(&mut self, key: &CacheKey<'_>, id: SeriesId) {
         assert!(!self.slots.is_empty() && self.slots.len().is_power_of_two());
         let mask = self.slots.len() - 1;
-        let home = home(key.hash | 1, mask);
+        let home = home(key.hash, mask);
         let mut at = home;
-        let mut free = None;
         for _ in 0..PROBES_MAX.min(self.slots.len()) {
             if self.slots[at].tag == 0 {
-                free = Some(at);
                 break;
             }
             at = (at + 1) & mask;
         }
-        let at = match free {
-            Some(at) => {
-                self.entries += 1;
-                at
-            }
-            None => home,
-        };
+        if self.slots[at].tag != 0 {
+            at = home;
+        }
         let start = self.arena.len();
         self.arena.extend_from_slice(key.first);
         self.arena.extend_from_slice(key.second);
-        // The byte bound (checked by the caller) keeps offsets within u32.
-        self.slots[at] = Slot {
-            tag: key.hash | 1,
+        // The bounds (checked by the caller) keep offsets and indices within u32.
+        self.entries.push(Entry {
+            hash: key.hash,
             at: start as u32,
             len: key.len() as u32,
             first_len: key.first.len() as u32,
             id: id.0,
+        });
+        self.slots[at] = Slot {
+            tag: tag_of(key.hash),
+            entry: (self.entries.len() - 1) as u32,
         };
     }
-}
-
-/// The first slot a key's tag (hash with the low bit set) probes: the low bit is always set, so
-/// it is not used.
-fn home(tag: u64, mask: usize) -> usize {
-    (tag >> 1) as usize & mask
 }
 
 /// A request's misses: the keys it pushed by canonical text, to cache once the write that
@@ -469,6 +534,41 @@ mod tests {
             })
             .count();
         assert_eq!(wrong, 0);
+    }
+
+    #[test]
+    fn lookups_in_the_order_inserted_or_any_other_find_each_key_s_own_id() {
+        let cache = SeriesCache::new(10_000, 1 << 20);
+        let section = |i: usize| format!("cpu,host=h{}", i / 3).into_bytes();
+        let field = |i: usize| format!("f{}", i % 3).into_bytes();
+        let n = 300;
+        let keys: Vec<_> = (0..n).map(|i| (section(i), field(i))).collect();
+        for (i, (a, b)) in keys.iter().enumerate() {
+            let key = cache.key(cache.prefix_hash(a), a, b);
+            cache.insert(&key, SeriesId(1000 + i as u32));
+        }
+        let mut orders: Vec<Vec<usize>> = vec![(0..n).collect(), (0..n).rev().collect()];
+        // Every other key, then each key twice in a row, then a stride.
+        orders.push((0..n).step_by(2).collect());
+        orders.push((0..n).flat_map(|i| [i, i]).collect());
+        orders.push((0..n).map(|i| (i * 7) % n).collect());
+        for order in orders {
+            let mut reader = cache.reader();
+            for &i in &order {
+                let (a, b) = &keys[i];
+                let got = reader.get(a, b, |c| c.prefix_hash(a));
+                assert_eq!(got, Some(SeriesId(1000 + i as u32)), "key {i}");
+                // A key that is not cached, between cached ones: the same first part with
+                // another second, and the next key's bytes split elsewhere.
+                assert_eq!(reader.get(a, b"zz", |c| c.prefix_hash(a)), None);
+                let mut joined = a.clone();
+                joined.extend_from_slice(&b[..1]);
+                assert_eq!(
+                    reader.get(&joined, &b[1..], |c| c.prefix_hash(&joined)),
+                    None
+                );
+            }
+        }
     }
 
     #[test]

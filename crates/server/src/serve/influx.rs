@@ -167,13 +167,14 @@ impl<'a> Visitor<'a> for BatchWriter<'_> {
         }
         self.samples += fields.len();
         let series = line.series.as_bytes();
-        let prefix_hash = self.cache.prefix_hash(series);
+        // The series section's hash, computed only if a lookup needs it.
+        let mut prefix_hash = None;
         self.ids.clear();
         for field in fields {
-            let key = self
-                .cache
-                .key(prefix_hash, series, field.raw_key.as_bytes());
-            self.ids.push(self.cache.get(&key));
+            let id = self.cache.get(series, field.raw_key.as_bytes(), |cache| {
+                *prefix_hash.get_or_insert_with(|| cache.prefix_hash(series))
+            });
+            self.ids.push(id);
         }
         // Tags are read only for a line with a field not cached. A line with a cached field
         // has a section that read without error before, so the line is never half pushed.
@@ -232,9 +233,9 @@ impl<'a> Visitor<'a> for BatchWriter<'_> {
             match self.mapped.batch.push_canonical(&self.key, ts_ms, value) {
                 Ok(_) => {
                     self.mapped.accepted += 1;
-                    let key = self
-                        .cache
-                        .key(prefix_hash, series, field.raw_key.as_bytes());
+                    let cache = &self.cache;
+                    let h = *prefix_hash.get_or_insert_with(|| cache.prefix_hash(series));
+                    let key = cache.key(h, series, field.raw_key.as_bytes());
                     self.misses.add(&key, &self.key, kind);
                 }
                 Err(e) => {

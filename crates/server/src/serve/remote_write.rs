@@ -196,13 +196,14 @@ impl Visitor for BatchWriter<'_> {
     fn known_series(&mut self, index: usize, labels_raw: &[u8]) -> bool {
         self.series = index;
         self.slot = None;
-        let hash = self.reader.prefix_hash(labels_raw);
-        self.cached = self.reader.get(&self.reader.key(hash, labels_raw, b""));
+        self.cached = self
+            .reader
+            .get(labels_raw, b"", |cache| cache.prefix_hash(labels_raw));
         if self.cached.is_some() {
             self.key_ok = true;
             return true;
         }
-        self.labels_hash = hash;
+        self.labels_hash = self.reader.prefix_hash(labels_raw);
         self.labels_raw.clear();
         self.labels_raw.extend_from_slice(labels_raw);
         self.miss_unrecorded = true;
