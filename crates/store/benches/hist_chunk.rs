@@ -6,7 +6,7 @@
 //! shared CPU is not counted) per period for encode, decode and decode_into, the median of
 //! `ROUNDS` rounds over every chunk, with the bytes per period; then the same operations under
 //! criterion (wall time). `cargo bench -p store --bench hist_chunk -- --cpu-only` skips the
-//! criterion part.
+//! criterion part; `-- --encode-loop` only encodes, for a profiler.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
@@ -58,6 +58,16 @@ fn cpu_ns_per_period(chunks_total: usize, mut f: impl FnMut()) -> f64 {
 
 fn cpu_report(chunks: &[Vec<(i64, Histogram)>], encoded: &[Vec<u8>]) {
     let bytes: usize = encoded.iter().map(Vec::len).sum();
+    // The floor any encoder pays: reading every key and count once.
+    let scan = cpu_ns_per_period(chunks.len(), || {
+        for c in chunks {
+            for (_, h) in c {
+                let keys: u64 = h.keys().iter().map(|&k| u64::from(k)).sum();
+                black_box(keys + h.counts().iter().sum::<u64>());
+            }
+        }
+    });
+    let bins: usize = chunks.iter().flatten().map(|(_, h)| h.bin_count()).sum();
     let encode = cpu_ns_per_period(chunks.len(), || {
         for c in chunks {
             black_box(histogram::encode(black_box(c)).unwrap());
@@ -75,10 +85,18 @@ fn cpu_report(chunks: &[Vec<(i64, Histogram)>], encoded: &[Vec<u8>]) {
         }
     });
     let periods = (chunks.len() * PERIODS) as f64;
+    // FNV-1a of every chunk's bytes: tells whether a change to the encoder changed its output.
+    let digest = encoded
+        .iter()
+        .flatten()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
     println!(
-        "hist_chunk cpu (median of {ROUNDS}): encode {encode:.0} ns/period, decode {decode:.0} \
+        "hist_chunk cpu (median of {ROUNDS}): {:.1} bins/period, scan {scan:.0} ns/period, encode {encode:.0} ns/period, decode {decode:.0} \
          ns/period, decode_into {decode_into:.0} ns/period, {:.2} bytes/period \
-         ({:.2} bytes/sample at {STEPS_PER_PERIOD} samples/period)",
+         ({:.2} bytes/sample at {STEPS_PER_PERIOD} samples/period), bytes digest {digest:016x}",
+        bins as f64 / (chunks.len() * PERIODS) as f64,
         bytes as f64 / periods,
         bytes as f64 / periods / STEPS_PER_PERIOD as f64,
     );
@@ -92,6 +110,17 @@ fn main() {
         .collect();
     for (c, b) in chunks.iter().zip(&encoded) {
         assert_eq!(&histogram::decode(b).unwrap(), c, "round trip");
+    }
+    if std::env::args().any(|a| a == "--encode-loop") {
+        // For a profiler: encode only, over and over.
+        let warm = std::env::var_os("HC2_WARM").is_some();
+        for _ in 0..ROUNDS * 10 {
+            for c in &chunks {
+                let c = if warm { &chunks[0] } else { c };
+                black_box(histogram::encode(black_box(c)).unwrap());
+            }
+        }
+        return;
     }
     cpu_report(&chunks, &encoded);
     if std::env::args().any(|a| a == "--cpu-only") {

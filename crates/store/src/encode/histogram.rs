@@ -136,13 +136,16 @@ fn class_of(sum: u64, periods: u64) -> u8 {
     ((64 - mean16.leading_zeros()) as usize).min(CLASSES - 1) as u8
 }
 
-/// Symbols of one chunk, gathered by the encoder's forward pass before the (backward) rANS pass.
+/// Symbols of one chunk, gathered by the encoder's forward pass before the (backward) rANS pass,
+/// and their counts per context (for the coder's tables).
 struct Symbols {
     /// `ctx * ALPHABET + symbol`, in decoding order.
     coded: Vec<u16>,
     raw: BitWriter,
-    /// The current period's window counts of 16 or more, in position order.
-    large: Vec<u64>,
+    /// Per `ctx * ALPHABET + symbol`, and a last context for the bins outside the window, whose
+    /// counts are dropped; `COUNT_TABLES` counters each (`s * COUNT_TABLES + i`), summed at the
+    /// end.
+    counts: Vec<u32>,
 }
 
 impl Symbols {
@@ -152,33 +155,9 @@ impl Symbols {
         if bits > 0 {
             self.put_raw(value, bits);
         }
-        self.coded
-            .push((ctx * ALPHABET + usize::from(symbol)) as u16);
-    }
-
-    /// One period's window: a symbol per position in its class's context (no branch on the
-    /// data but the rare count of 16 or more, whose raw bits follow in position order); the
-    /// counts are taken, leaving the window zeroed for the next period.
-    fn put_window(&mut self, populated: &mut [u64], bases: &[u16]) {
-        let large = &mut self.large;
-        large.clear();
-        self.coded
-            .extend(populated.iter_mut().zip(bases).map(|(c, &base)| {
-                let c = std::mem::take(c);
-                let len = 64 - c.leading_zeros();
-                let symbol = if c < LITERALS {
-                    c as u32
-                } else {
-                    large.push(c);
-                    len + SYMBOL_OF_LEN
-                };
-                base + symbol as u16
-            }));
-        for i in 0..self.large.len() {
-            let c = self.large[i];
-            let (_, bits) = symbol_of(c);
-            self.put_raw(c, bits);
-        }
+        let s = ctx * ALPHABET + usize::from(symbol);
+        self.coded.push(s as u16);
+        self.counts[s * COUNT_TABLES] += 1;
     }
 
     #[cold]
@@ -190,6 +169,62 @@ impl Symbols {
         };
         self.raw.write(value & mask, bits);
     }
+}
+
+/// Symbol count entries of one table: the contexts and the spare one of the bins outside the
+/// window.
+const COUNT_STRIDE: usize = (CONTEXTS + 1) * ALPHABET;
+/// Counters per symbol, which the scatter takes in turn: neighbouring bins often have the same
+/// symbol, and incrementing one counter back to back waits for the previous increment's store.
+/// (Side by side in one cache line: measured faster than as separate tables.)
+const COUNT_TABLES: usize = 4;
+
+/// The symbol of a count (`symbol_of` without the raw bit count, branch-free).
+#[inline(always)]
+fn count_symbol(count: u64) -> u16 {
+    let len = 64 - count.leading_zeros();
+    if count < LITERALS {
+        count as u16
+    } else {
+        (len + SYMBOL_OF_LEN) as u16
+    }
+}
+
+/// One period's window symbols into `row` (holding each position's symbol of count 0 on entry),
+/// counted in `counts`; the bins outside the window into `outside` (at least as long as the
+/// period's bins) and the window counts of 16 or more into `large` (rare), in key order;
+/// returns how many bins are outside. Every bin is stored, outside ones to the spare last slot of
+/// `row` (their symbols counted in the spare context), so the loop has no branch on the data but
+/// the rare large count. Out of line, so that the loop has the registers to itself.
+#[inline(never)]
+fn scatter(
+    h: &Histogram,
+    window: &Window,
+    row: &mut [u16],
+    counts: &mut [u32],
+    outside: &mut [(u16, u64)],
+    large: &mut Vec<u64>,
+) -> usize {
+    let width = window.keys.len();
+    assert!(row.len() == width + 1 && outside.len() >= h.bin_count());
+    let mut n_outside = 0;
+    for (i, (&k, &c)) in h.keys().iter().zip(h.counts()).enumerate() {
+        let (p, base) = window.slot(k);
+        let s = usize::from(base + count_symbol(c));
+        row[p] = s as u16;
+        counts[s * COUNT_TABLES + i % COUNT_TABLES] += 1;
+        outside[n_outside] = (k, c);
+        n_outside += usize::from(p == width);
+        if c >= LITERALS && p < width {
+            push_cold(large, c);
+        }
+    }
+    n_outside
+}
+
+#[cold]
+fn push_cold(v: &mut Vec<u64>, x: u64) {
+    v.push(x);
 }
 
 /// Encodes one chunk of per-period histograms. Period starts must strictly increase.
@@ -220,49 +255,54 @@ pub fn encode(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {
         out.push(class);
         next = o + 1;
     }
-    // Each window position's context, as the offset of its symbols.
+    // Each window position's context, as the offset of its symbols (= its symbol of count 0),
+    // and a last one for the bins outside the window: a context past the coded ones.
     let bases: Vec<u16> = window
         .classes
         .iter()
         .map(|&c| u16::from(c) * ALPHABET as u16)
+        .chain([(CONTEXTS * ALPHABET) as u16])
         .collect();
-    let keys = &window.flat_keys;
 
     let mut symbols = Symbols {
         coded: Vec::with_capacity(width * count + count + 3 * window.extras as usize),
         raw: BitWriter::new(),
-        large: Vec::new(),
+        counts: vec![0u32; COUNT_TABLES * COUNT_STRIDE],
     };
-    // One slot per window position, and a last one where bins outside the window land.
-    let mut populated = vec![0u64; width + 1];
-    let mut outside = Vec::new();
-    let mut extras: Vec<(u16, u64)> = Vec::new();
+    // A window bin's count is 0 (its symbol 0) in every period it is not populated in; the
+    // scatter below counts only the populated ones.
+    for (&k, &base) in window.keys.iter().zip(&bases) {
+        let occupancy = window.occupancy[usize::from(k - window.first)];
+        symbols.counts[usize::from(base) * COUNT_TABLES] += count as u32 - occupancy;
+    }
+    // One period's symbols: one per window position, and a last slot where bins outside the
+    // window land.
+    let mut row = vec![0u16; width + 1];
+    // The bins outside the window, and the window counts of 16 or more, of one period.
+    let bins_max = periods
+        .iter()
+        .map(|(_, h)| h.bin_count())
+        .max()
+        .unwrap_or(0);
+    let mut outside = vec![(0u16, 0u64); bins_max];
+    let mut large = Vec::new();
     let mut prev_first_extra = 0u16;
-    let mut at = 0;
     for (_, h) in periods {
-        let n = h.bin_count();
-        let keys = &keys[at..at + n];
-        at += n;
-        // Branch-free scatter: every bin is stored (outside ones to the spare slot) and the
-        // indexes of the outside ones are kept.
-        outside.resize(n, (0, 0));
-        let mut n_outside = 0;
-        for (i, (&k, &c)) in keys.iter().zip(h.counts()).enumerate() {
-            let p = window.position(k);
-            populated[p] = c;
-            outside[n_outside] = (i, c);
-            n_outside += usize::from(p == width);
-        }
-        extras.clear();
-        extras.extend(
-            outside[..n_outside]
-                .iter()
-                .map(|&(i, c)| (ordinal_of_key(keys[i]), c)),
+        row.copy_from_slice(&bases);
+        large.clear();
+        let n_outside = scatter(
+            h,
+            &window,
+            &mut row,
+            &mut symbols.counts,
+            &mut outside,
+            &mut large,
         );
         // The period's extras first, so the decoder knows where they go among the window's.
-        symbols.put(CTX_EXTRA_COUNT, extras.len() as u64);
+        symbols.put(CTX_EXTRA_COUNT, n_outside as u64);
         let mut prev: Option<u16> = None;
-        for &(o, c) in &extras {
+        for &(k, c) in &outside[..n_outside] {
+            let o = ordinal_of_key(k);
             match prev {
                 None => symbols.put(
                     CTX_EXTRA_FIRST,
@@ -273,25 +313,31 @@ pub fn encode(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {
             symbols.put(CTX_EXTRA_VALUE, c - 1);
             prev = Some(o);
         }
-        if let Some(&(o, _)) = extras.first() {
-            prev_first_extra = o;
+        if n_outside > 0 {
+            prev_first_extra = ordinal_of_key(outside[0].0);
         }
-        symbols.put_window(&mut populated[..width], &bases);
-        // Outside bins all landed on the spare slot.
-        populated[width] = 0;
+        symbols.coded.extend_from_slice(&row[..width]);
+        // The raw bits of the large window counts follow in position order.
+        for &c in &large {
+            symbols.put_raw(c, 63 - c.leading_zeros());
+        }
     }
-    let coded = &symbols.coded[..];
-    let mut symbol_counts = vec![0u32; CONTEXTS * ALPHABET];
-    for &s in coded {
-        symbol_counts[usize::from(s)] += 1;
-    }
-    let tables = Tables::from_counts(&symbol_counts, CONTEXTS);
+    let counts: Vec<u32> = symbols.counts[..CONTEXTS * ALPHABET * COUNT_TABLES]
+        .chunks_exact(COUNT_TABLES)
+        .map(|c| c.iter().sum())
+        .collect();
+    let tables = Tables::from_counts(&counts, CONTEXTS);
     tables.write(&mut out);
     let raw = symbols.raw.finish();
     put_varint(&mut out, raw.len() as u64);
     out.extend_from_slice(&raw);
-    out.extend_from_slice(&range::encode(&tables, coded));
+    range::encode_into(&tables, &symbols.coded, &mut out);
     Ok(frame_finish(out))
+}
+
+/// A `Window::slots` entry for a key outside a window of `width` bins.
+fn spare_slot(width: usize) -> u32 {
+    width as u32 | ((CONTEXTS * ALPHABET) as u32) << 16
 }
 
 /// The encoder's window: the keys (ascending) coded at every period.
@@ -299,13 +345,16 @@ struct Window {
     keys: Vec<u16>,
     /// Each window key's context class.
     classes: Vec<u8>,
-    /// Window position by `key − first key`; the window's width for keys outside it.
-    positions: Vec<u16>,
+    /// By `key − first`: the window position (low 16 bits) and the offset of its context's
+    /// symbols (high 16); for keys outside the window, its width and the spare context past
+    /// the coded ones.
+    slots: Vec<u32>,
+    /// Periods each key is populated in, by `key − first`.
+    occupancy: Vec<u32>,
+    /// The smallest key of the chunk.
     first: u16,
     /// Bins outside the window, over the chunk.
     extras: u64,
-    /// Every period's keys, flat, in order.
-    flat_keys: Vec<u16>,
 }
 
 impl Window {
@@ -314,22 +363,19 @@ impl Window {
     /// several times faster than an extra's two symbols and position); the rest are coded as
     /// extras. Raises the bar until the chunk's slots fit `HIST_CHUNK_SLOTS_MAX`.
     fn choose(periods: &[(i64, Histogram)]) -> Result<Window, EncodeError> {
-        let bins_total: usize = periods.iter().map(|(_, h)| h.bin_count()).sum();
-        let mut flat_keys = Vec::with_capacity(bins_total);
+        // A histogram's keys ascend: its first and last are its smallest and largest.
+        let (mut lo, mut hi) = (u16::MAX, 0u16);
         for (_, h) in periods {
-            flat_keys.extend_from_slice(h.keys());
+            if let (Some(&first), Some(&last)) = (h.keys().first(), h.keys().last()) {
+                lo = lo.min(first);
+                hi = hi.max(last);
+            }
         }
-        let (lo, hi) = flat_keys
-            .iter()
-            .fold((u16::MAX, 0u16), |(lo, hi), &k| (lo.min(k), hi.max(k)));
         let span = usize::from(hi.saturating_sub(lo)) + 1;
         let mut occupancy = vec![0u32; span];
         let mut sums = vec![0u64; span];
-        let mut at = 0;
         for (_, h) in periods {
-            let keys = &flat_keys[at..at + h.bin_count()];
-            at += keys.len();
-            for (&k, &c) in keys.iter().zip(h.counts()) {
+            for (&k, &c) in h.keys().iter().zip(h.counts()) {
                 occupancy[usize::from(k - lo)] += 1;
                 sums[usize::from(k - lo)] += c.min(MEAN_COUNT_MAX);
             }
@@ -358,10 +404,10 @@ impl Window {
         let mut window = Window {
             keys: Vec::new(),
             classes: Vec::new(),
-            positions: Vec::new(),
+            slots: Vec::new(),
+            occupancy: Vec::new(),
             first: lo,
             extras,
-            flat_keys,
         };
         for (i, (&n, &sum)) in occupancy.iter().zip(&sums).enumerate() {
             if u64::from(n) >= threshold {
@@ -370,21 +416,23 @@ impl Window {
             }
         }
         let width = window.keys.len() as u16;
-        window.positions = vec![width; span];
-        for (p, &k) in window.keys.iter().enumerate() {
-            window.positions[usize::from(k - lo)] = p as u16;
+        window.slots = vec![spare_slot(width.into()); span];
+        for (p, (&k, &class)) in window.keys.iter().zip(&window.classes).enumerate() {
+            window.slots[usize::from(k - lo)] =
+                p as u32 | (u32::from(class) * ALPHABET as u32) << 16;
         }
+        window.occupancy = occupancy;
         Ok(window)
     }
 
-    /// The window position of a key of the chunk, or the window's width for one outside it.
+    /// The window position of a key of the chunk and the offset of its context's symbols; the
+    /// window's width and the spare context for a key outside it.
     #[inline(always)]
-    fn position(&self, key: u16) -> usize {
-        let p = self
-            .positions
-            .get(usize::from(key.wrapping_sub(self.first)));
-        debug_assert!(p.is_some(), "key {key} of the chunk");
-        usize::from(p.copied().unwrap_or(self.keys.len() as u16))
+    fn slot(&self, key: u16) -> (usize, u16) {
+        let slot = self.slots.get(usize::from(key.wrapping_sub(self.first)));
+        debug_assert!(slot.is_some(), "key {key} of the chunk");
+        let slot = slot.copied().unwrap_or(spare_slot(self.keys.len()));
+        ((slot & 0xffff) as usize, (slot >> 16) as u16)
     }
 }
 

@@ -36,10 +36,6 @@ const WORD_BITS: u32 = 16;
 const SYMBOL_NONE: u8 = ALPHABET as u8;
 /// Decoder `freq_cum` entries per context: the alphabet and `SYMBOL_NONE`.
 const DECODE_STRIDE: usize = ALPHABET + 1;
-/// Encoder reciprocals: `x / freq = (x · rcp) >> RCP_SHIFT` for every `x < 2^32`, with
-/// `rcp = ⌈2^RCP_SHIFT / freq⌉` (the error `x · (rcp − 2^RCP_SHIFT / freq) / 2^RCP_SHIFT` stays
-/// below `2^(32 − RCP_SHIFT) ≤ 1 / SCALE`, less than the smallest gap to the next integer).
-const RCP_SHIFT: u32 = 32 + SCALE_BITS + 1;
 /// Most contexts a table set may have (the bits of its used-context mask).
 pub const TABLE_CONTEXTS_MAX: usize = 64;
 
@@ -112,15 +108,17 @@ impl Tables {
             .fold(0u64, |m, (ctx, _)| m | 1 << ctx);
         put_varint(out, mask);
         for f in self.freq.chunks_exact(ALPHABET).filter(|f| used(f)) {
-            let symbols: Vec<usize> = (0..ALPHABET).filter(|&s| f[s] > 0).collect();
-            put_varint(out, symbols.len() as u64);
+            let used_symbols = f.iter().filter(|&&x| x > 0).count();
+            put_varint(out, used_symbols as u64);
             let mut next = 0;
-            for &symbol in &symbols {
+            let mut last = 0;
+            for (symbol, _) in f.iter().enumerate().filter(|(_, &x)| x > 0) {
                 put_varint(out, (symbol - next) as u64);
                 next = symbol + 1;
+                last = symbol;
             }
-            for &symbol in &symbols[..symbols.len() - 1] {
-                put_varint(out, u64::from(f[symbol] - 1));
+            for &x in f[..last].iter().filter(|&&x| x > 0) {
+                put_varint(out, u64::from(x - 1));
             }
         }
     }
@@ -220,77 +218,128 @@ fn normalize(counts: &[u32], freq: &mut [u16]) {
     );
 }
 
+/// Encoder reciprocals: `x / freq` is the high 64 bits of `x · RCP[freq]` for every `x < 2^32`,
+/// with `RCP[freq] = ⌈2^64 / freq⌉` for `freq ≥ 2` (the error `x · (RCP[freq] − 2^64 / freq) /
+/// 2^64 < 2^−32` stays below the smallest gap `1 / freq` to the next integer). For `freq = 1`
+/// (`2^64` does not fit) `RCP[1] = 2^64 − 1` gives `x − 1` for `x ≥ 1`, which the symbol's
+/// `bias` makes up for. The table is computed at compile time; building the encoder's table per
+/// chunk once divided for every (context × symbol) entry.
+static RCP: [u64; SCALE as usize + 1] = reciprocals();
+
+const fn reciprocals() -> [u64; SCALE as usize + 1] {
+    let mut rcp = [0u64; SCALE as usize + 1];
+    rcp[1] = u64::MAX;
+    let mut freq = 2;
+    while freq <= SCALE as usize {
+        // ⌈2^64 / freq⌉ = ⌊(2^64 − 1) / freq⌋ + 1 for a freq that does not divide 2^64, and
+        // 2^64 / freq for a power of two.
+        rcp[freq] = if freq.is_power_of_two() {
+            1u64 << (64 - freq.trailing_zeros())
+        } else {
+            u64::MAX / freq as u64 + 1
+        };
+        freq += 1;
+    }
+    rcp
+}
+
+/// One symbol's encoding constants, 16 bytes so four share a cache line: coding it takes state
+/// `x` (after the shift) to `x + bias + q · cmpl` with `q = x / freq` (`x − 1` for freq 1),
+/// that is `q · SCALE + x mod freq + cum`.
 #[derive(Clone, Copy, Default)]
 struct EncSymbol {
     rcp: u64,
-    freq: u32,
-    /// `SCALE − freq`.
-    cmpl: u32,
-    cum: u32,
     /// States above this are shifted out by one word before coding the symbol.
     state_max: u32,
+    /// `cum`, plus `SCALE − 1` for freq 1 (its `q` is one short).
+    bias: u16,
+    /// `SCALE − freq`.
+    cmpl: u16,
+}
+
+const _: () = assert!(std::mem::size_of::<EncSymbol>() == 16 && SCALE_BITS < 16);
+
+/// The symbol's constants for frequency `freq` (1 ..= SCALE) and cumulative frequency `cum`.
+fn enc_symbol(freq: u32, cum: u32) -> EncSymbol {
+    debug_assert!((1..=SCALE).contains(&freq) && cum + freq <= SCALE);
+    EncSymbol {
+        rcp: RCP[freq as usize],
+        // freq · 2^(32 − SCALE_BITS) − 1; u32::MAX for freq = SCALE (never shifts).
+        state_max: (freq << (32 - SCALE_BITS)).wrapping_sub(1),
+        bias: (cum + if freq == 1 { SCALE - 1 } else { 0 }) as u16,
+        cmpl: (SCALE - freq) as u16,
+    }
+}
+
+/// Codes state `x` with symbol `e`, given `x ≤ e.state_max` (or `state_max = u32::MAX`).
+#[inline(always)]
+fn code_state(x: u32, e: EncSymbol) -> u32 {
+    let q = ((u128::from(x) * u128::from(e.rcp)) >> 64) as u32;
+    x + u32::from(e.bias) + q * u32::from(e.cmpl)
 }
 
 /// Codes `symbols` (each `ctx * ALPHABET + symbol`, with a non-zero frequency in `tables`) into
 /// the word stream, decodable front to back by [`RansDecoder`].
 pub fn encode(tables: &Tables, symbols: &[u16]) -> Vec<u8> {
-    let enc: Vec<EncSymbol> = tables
+    let mut out = Vec::new();
+    encode_into(tables, symbols, &mut out);
+    out
+}
+
+/// [`encode`], appending the stream to `out`.
+pub fn encode_into(tables: &Tables, symbols: &[u16], out: &mut Vec<u8>) {
+    let mut enc = vec![EncSymbol::default(); tables.freq.len()];
+    for (f, e) in tables
         .freq
         .chunks_exact(ALPHABET)
-        .flat_map(|f| {
-            let mut cum = 0;
-            f.iter().map(move |&x| {
-                let freq = u32::from(x);
-                let e = EncSymbol {
-                    rcp: (1u64 << RCP_SHIFT).div_ceil(u64::from(freq.max(1))),
-                    freq,
-                    cmpl: SCALE - freq,
-                    cum,
-                    // freq · 2^(32 − SCALE_BITS) − 1; u32::MAX for freq = SCALE (never shifts).
-                    state_max: (freq << (32 - SCALE_BITS)).wrapping_sub(1),
-                };
-                cum += freq;
-                e
-            })
-        })
-        .collect();
-    // In reverse stream order (the encoder runs backwards over the symbols).
-    let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 8 + 2 * STATES);
-    let mut states = [STATE_LOW; STATES];
-    let code = |x: &mut u32, s: u16, words: &mut Vec<u16>| {
-        let e = enc[usize::from(s)];
-        debug_assert!(e.freq > 0, "symbol {s} has no frequency");
-        if *x > e.state_max {
-            words.push(*x as u16);
-            *x >>= WORD_BITS;
+        .zip(enc.chunks_exact_mut(ALPHABET))
+    {
+        if f.iter().all(|&x| x == 0) {
+            continue;
         }
-        let q = ((u128::from(*x) * u128::from(e.rcp)) >> RCP_SHIFT) as u32;
-        debug_assert_eq!(q, *x / e.freq);
-        // x − q·freq + q·SCALE + cum, with `cmpl = SCALE − freq`.
-        *x += e.cum + q * e.cmpl;
+        let mut cum = 0u32;
+        for (&x, e) in f.iter().zip(e.iter_mut()) {
+            let freq = u32::from(x);
+            if freq > 0 {
+                *e = enc_symbol(freq, cum);
+            }
+            cum += freq;
+        }
+    }
+    // The stream, written backwards from the end of `buf` (the encoder runs backwards over the
+    // symbols): a symbol shifts out at most one word (after coding, a state is below 2^32, so
+    // one shift brings it below 2^16 ≤ freq · 2^(32 − SCALE_BITS)), and the final states take
+    // two words each.
+    let mut buf = vec![0u8; 2 * (symbols.len() + 2 * STATES)];
+    let mut pos = buf.len();
+    // Branch-free: the low word is always stored below `pos`, and kept (`pos` moves) only when
+    // the state shifts — a data-dependent branch here mispredicted often.
+    let code = |x: u32, s: u16, buf: &mut [u8], pos: &mut usize| -> u32 {
+        let e = enc[usize::from(s)];
+        debug_assert!(e.rcp != 0, "symbol {s} has no frequency");
+        let shift = x > e.state_max;
+        buf[*pos - 2..*pos].copy_from_slice(&(x as u16).to_le_bytes());
+        *pos -= 2 * usize::from(shift);
+        code_state(if shift { x >> WORD_BITS } else { x }, e)
     };
-    // Backwards: the symbols past the last whole group of STATES first, then group by group,
-    // symbol i with state i mod STATES.
-    let whole = symbols.len() / STATES * STATES;
-    for (i, &s) in symbols.iter().enumerate().skip(whole).rev() {
-        code(&mut states[i % STATES], s, &mut words);
+    let [mut a, mut b] = [STATE_LOW; STATES];
+    // Backwards: an odd last symbol first (symbol i uses state i mod 2), then pair by pair.
+    let pairs = symbols.chunks_exact(STATES);
+    if let [last] = pairs.remainder() {
+        a = code(a, *last, &mut buf, &mut pos);
     }
-    let [mut a, mut b] = states;
-    let mut i = whole;
-    while i >= STATES {
-        i -= STATES;
-        code(&mut b, symbols[i + 1], &mut words);
-        code(&mut a, symbols[i], &mut words);
+    for pair in pairs.rev() {
+        b = code(b, pair[1], &mut buf, &mut pos);
+        a = code(a, pair[0], &mut buf, &mut pos);
     }
-    // The decoder reads state 0 then state 1, each high word first, from the reversed words.
+    // The decoder reads state 0 then state 1, each high word first.
     for state in [b, a] {
-        words.extend([state as u16, (state >> 16) as u16]);
+        for word in [state as u16, (state >> WORD_BITS) as u16] {
+            buf[pos - 2..pos].copy_from_slice(&word.to_le_bytes());
+            pos -= 2;
+        }
     }
-    let mut out = Vec::with_capacity(words.len() * 2);
-    for w in words.iter().rev() {
-        out.extend_from_slice(&w.to_le_bytes());
-    }
-    out
+    out.extend_from_slice(&buf[pos..]);
 }
 
 /// A decoder's tables, kept per thread between chunks: a read decoding thousands of small chunks
@@ -557,22 +606,21 @@ mod tests {
 
     #[test]
     fn reciprocals_divide_exactly() {
+        // Coding must give q · SCALE + x mod freq + cum (the decoder's inverse), for every
+        // frequency and the states hardest for a reciprocal.
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
         for freq in 1..=SCALE {
-            let rcp = (1u64 << RCP_SHIFT).div_ceil(u64::from(freq));
+            let cum = (SCALE - freq) / 2;
+            let e = enc_symbol(freq, cum);
             let check = |x: u32| {
-                let q = ((u128::from(x) * u128::from(rcp)) >> RCP_SHIFT) as u32;
-                assert_eq!(q, x / freq, "{x} / {freq}");
+                if x == 0 || x > e.state_max {
+                    return;
+                }
+                let want = u64::from(x / freq) * u64::from(SCALE) + u64::from(x % freq + cum);
+                assert_eq!(u64::from(code_state(x, e)), want, "{x} with freq {freq}");
             };
-            for x in [
-                0,
-                1,
-                freq - 1,
-                freq,
-                u32::MAX,
-                u32::MAX - 1,
-                u32::MAX / freq * freq,
-            ] {
+            let top = e.state_max;
+            for x in [1, freq - 1, freq, freq + 1, top, top - 1, top / freq * freq] {
                 check(x);
                 check(x.wrapping_sub(1));
             }
@@ -580,10 +628,17 @@ mod tests {
                 rng ^= rng << 13;
                 rng ^= rng >> 7;
                 rng ^= rng << 17;
-                let x = rng as u32;
+                let x = rng as u32 % top.max(1);
                 check(x);
                 // Just below a multiple of freq: the hardest case for a reciprocal.
                 check((x / freq * freq).wrapping_sub(1));
+            }
+        }
+        // And the exact reciprocal claim itself, over all x below 2^32 near multiples.
+        for freq in 2..=SCALE as u64 {
+            for x in [u64::from(u32::MAX), u64::from(u32::MAX) / freq * freq - 1] {
+                let q = ((u128::from(x) * u128::from(RCP[freq as usize])) >> 64) as u64;
+                assert_eq!(q, x / freq, "{x} / {freq}");
             }
         }
     }
