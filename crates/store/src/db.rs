@@ -498,6 +498,13 @@ fn load_or_create_manifest(
     }
 }
 
+/// A batch's WAL record, and where each of its samples' packed histogram bins are in it.
+#[derive(Clone, Copy)]
+struct EncodedBatch<'a> {
+    record: &'a [u8],
+    bins_at: &'a [std::ops::Range<u32>],
+}
+
 impl Inner {
     /// Writes the batch's samples whose entry resolved to an id (`REJECTED` ones are left out).
     fn write_resolved(&self, batch: &WriteBatch, ids: &[SeriesId]) -> Result<(), StoreError> {
@@ -509,8 +516,13 @@ impl Inner {
         // every value (histograms included) once more.
         let mut record = self.record_buffer();
         record.reserve(16 + batch.record_size_hint_bytes());
-        wal::encode_batch(batch.batch_samples(), ids, &mut record);
-        let result = self.submit_and_apply(batch, ids, &record);
+        let mut bins_at = Vec::new();
+        wal::encode_batch(batch.batch_samples(), ids, &mut record, &mut bins_at);
+        let encoded = EncodedBatch {
+            record: &record,
+            bins_at: &bins_at,
+        };
+        let result = self.submit_and_apply(batch, ids, encoded);
         self.return_record_buffer(record);
         result
     }
@@ -542,8 +554,9 @@ impl Inner {
         &self,
         batch: &WriteBatch,
         ids: &[SeriesId],
-        record: &[u8],
+        encoded: EncodedBatch<'_>,
     ) -> Result<(), StoreError> {
+        let record = encoded.record;
         // Held until the batch is in the head (see `gate`).
         let _gate = self.gate.read().map_err(|_| StoreError::Poisoned)?;
         if batch.has_cumulative() {
@@ -564,7 +577,7 @@ impl Inner {
             let ticket = self.journal.submit(&[record])?;
             let range = ticket.range();
             ticket.wait()?;
-            self.apply_batch(range.start, range.end, batch.batch_samples(), ids)
+            self.apply_batch(range.start, range.end, batch.batch_samples(), ids, encoded)
         }
     }
 
@@ -667,20 +680,26 @@ impl Inner {
         end: u64,
         samples: &[BatchSample],
         ids: &[SeriesId],
+        encoded: EncodedBatch<'_>,
     ) -> Result<(), StoreError> {
+        assert_eq!(encoded.bins_at.len(), samples.len());
         // Sized once (two entries per run at most): grown by doubling it took fresh pages
         // from the kernel on every write.
         let mut activity: Vec<(SeriesId, i64)> = Vec::with_capacity(2 * samples.len());
         {
             let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
+            let mut at = 0;
             for run in samples.chunk_by(|a, b| a.entry == b.entry) {
+                let bins_at = &encoded.bins_at[at..at + run.len()];
+                at += run.len();
                 let id = ids[run[0].entry as usize];
                 if id == wal::REJECTED {
                     continue;
                 }
                 let (mut first, mut last) = (i64::MAX, i64::MIN);
-                for s in run {
-                    let applied = head.insert_ref(id, seq, s.ts_ms, &s.value);
+                for (s, bins) in run.iter().zip(bins_at) {
+                    let packed = &encoded.record[bins.start as usize..bins.end as usize];
+                    let applied = head.insert_encoded(id, seq, s.ts_ms, &s.value, packed);
                     assert!(applied, "series {id:?} got a value of another kind");
                     first = first.min(s.ts_ms);
                     last = last.max(s.ts_ms);

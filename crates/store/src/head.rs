@@ -173,11 +173,19 @@ impl Head {
         self.insert_value(id, seq, ts_ms, Incoming::Owned(value))
     }
 
-    /// [`Head::insert`] from a borrowed value: the write path keeps the batch (the caller owns
-    /// it), so a histogram is merged from the reference and copied only into a new period.
+    /// [`Head::insert`] from the write path: the value is borrowed from the batch, and a
+    /// histogram's bins are taken already packed from the WAL record (`packed`, ignored for
+    /// other kinds).
     #[must_use]
-    pub fn insert_ref(&mut self, id: SeriesId, seq: u64, ts_ms: i64, value: &Value) -> bool {
-        self.insert_value(id, seq, ts_ms, Incoming::Borrowed(value))
+    pub fn insert_encoded(
+        &mut self,
+        id: SeriesId,
+        seq: u64,
+        ts_ms: i64,
+        value: &Value,
+        packed: &[u8],
+    ) -> bool {
+        self.insert_value(id, seq, ts_ms, Incoming::Encoded(value, packed))
     }
 
     fn insert_value(&mut self, id: SeriesId, seq: u64, ts_ms: i64, value: Incoming<'_>) -> bool {
@@ -197,34 +205,38 @@ impl Head {
             (SeriesHead::Text(points), value) => {
                 let value = match value {
                     Incoming::Owned(Value::Text(t)) => t,
-                    Incoming::Borrowed(Value::Text(t)) => t.clone(),
+                    Incoming::Encoded(Value::Text(t), _) => t.clone(),
                     _ => return false,
                 };
                 points.insert(Point { ts_ms, seq, value });
             }
-            (SeriesHead::Histogram(series), value) => {
-                let Value::Histogram(h) = value.get() else {
-                    return false;
-                };
-                series.insert(period_start_ms, h, &mut self.merge_scratch);
-            }
+            (SeriesHead::Histogram(series), value) => match value {
+                Incoming::Encoded(Value::Histogram(_), packed) => {
+                    series.insert_packed(period_start_ms, packed, &mut self.merge_scratch);
+                }
+                Incoming::Owned(Value::Histogram(h)) => {
+                    series.insert(period_start_ms, &h, &mut self.merge_scratch);
+                }
+                _ => return false,
+            },
         }
         self.samples += 1;
         true
     }
 }
 
-/// A value being inserted, owned (replay, cumulative differences) or borrowed (the write path).
+/// A value being inserted, owned (replay, cumulative differences) or borrowed from a batch
+/// with its histogram bins packed in the WAL record (the write path).
 enum Incoming<'a> {
     Owned(Value),
-    Borrowed(&'a Value),
+    Encoded(&'a Value, &'a [u8]),
 }
 
 impl Incoming<'_> {
     fn get(&self) -> &Value {
         match self {
             Incoming::Owned(v) => v,
-            Incoming::Borrowed(v) => v,
+            Incoming::Encoded(v, _) => v,
         }
     }
 }

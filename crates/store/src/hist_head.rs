@@ -84,23 +84,32 @@ pub(crate) struct MergeScratch {
 impl HistSeries {
     /// Adds a sample to period `period_start_ms`.
     pub fn insert(&mut self, period_start_ms: i64, h: &Histogram, scratch: &mut MergeScratch) {
+        let mut sample = std::mem::take(&mut scratch.packed);
+        sample.clear();
+        packed::pack_histogram(h, &mut sample);
+        self.insert_packed(period_start_ms, &sample, scratch);
+        scratch.packed = sample;
+    }
+
+    /// Adds a sample, given as packed bins, to period `period_start_ms`.
+    pub fn insert_packed(&mut self, period_start_ms: i64, bins: &[u8], scratch: &mut MergeScratch) {
         if self.open.buffered() && self.open.start_ms != period_start_ms {
             if period_start_ms < self.open.start_ms {
                 // Late data for a period already closed.
-                self.merge_direct(period_start_ms, h, scratch);
+                self.merge_packed(period_start_ms, std::iter::once(bins), scratch);
                 return;
             }
             self.fold(scratch);
         }
-        if h.is_empty() {
+        if bins.is_empty() {
             // Rare: an empty sample still marks its period.
             self.fold(scratch);
-            self.merge_direct(period_start_ms, h, scratch);
+            self.merge_packed(period_start_ms, std::iter::once(bins), scratch);
             return;
         }
         let open = &mut self.open;
         open.start_ms = period_start_ms;
-        packed::pack_histogram(h, &mut open.bytes);
+        open.bytes.extend_from_slice(bins);
         open.ends.push(open.bytes.len() as u32);
         if open.bytes.len() > OPEN_BYTES_MAX {
             self.fold(scratch);
@@ -117,16 +126,6 @@ impl HistSeries {
 
     fn bytes_of(&self, p: &Period) -> &[u8] {
         &self.arena[p.at as usize..(p.at + p.len) as usize]
-    }
-
-    /// Merges `h` straight into merged period `period_start_ms` (which must not be the open
-    /// period with buffered samples: those merge when it closes).
-    fn merge_direct(&mut self, period_start_ms: i64, h: &Histogram, scratch: &mut MergeScratch) {
-        let mut sample = std::mem::take(&mut scratch.packed);
-        sample.clear();
-        packed::pack_histogram(h, &mut sample);
-        self.merge_packed(period_start_ms, std::iter::once(&sample[..]), scratch);
-        scratch.packed = sample;
     }
 
     /// Merges packed samples (with what period `start_ms` already holds) and stores the result
@@ -322,7 +321,12 @@ fn fold_dense<'a>(
     keys.clear();
     counts.clear();
     // Bounded: one step per set bit, each cleared as it is read (with its count).
-    for (w, word) in touched.iter_mut().enumerate().take(hi / 64 + 1).skip(lo / 64) {
+    for (w, word) in touched
+        .iter_mut()
+        .enumerate()
+        .take(hi / 64 + 1)
+        .skip(lo / 64)
+    {
         let mut bits = std::mem::take(word);
         while bits != 0 {
             let k = w * 64 + bits.trailing_zeros() as usize;
