@@ -208,9 +208,11 @@ fn rejected_body(reason: Reason) -> Batch {
     batch
 }
 
-/// Decodes a decompressed `WriteRequest` into `visitor`. The whole body is checked first
-/// (structure, as prost would decode it, and the request bounds), so an `Err` — the body
-/// rejected whole — comes before anything is visited.
+/// Decodes a decompressed `WriteRequest` into `visitor`, checking the body's structure (as
+/// prost would decode it) and the request bounds in the same pass. An `Err` — the body
+/// rejected whole — may come after some series were visited: the caller drops what it got.
+/// Past a bound nothing more is visited, but the rest is still checked, so a body is refused
+/// for a malformed field before a bound, as when it was checked first.
 pub fn visit(raw: &[u8], options: &Options, visitor: &mut dyn Visitor) -> Result<(), Reason> {
     if raw.len() > DECOMPRESSED_BYTES_MAX {
         return Err(Reason::Bound {
@@ -219,19 +221,60 @@ pub fn visit(raw: &[u8], options: &Options, visitor: &mut dyn Visitor) -> Result
             max: DECOMPRESSED_BYTES_MAX,
         });
     }
-    check_counts(raw)?;
+    let mut counts = Counts::default();
     let mut labels = Labels::default();
     let mut index = 0usize;
-    let mut stopped = false;
-    walk_wire(raw, WHAT, &mut |field, wire| {
+    let mut visiting = true;
+    check_message(raw, request_fields, &mut |field, wire| {
         if let (1, Wire::Bytes(series)) = (field, wire) {
-            if !stopped {
-                stopped = !visit_series(index, series, options, &mut labels, visitor)?;
+            counts.series += 1;
+            visiting &= counts.over().is_none();
+            if visiting {
+                visiting = visit_series(index, series, options, &mut labels, visitor, &mut counts)?;
+            } else {
+                check_series(series, &mut counts)?;
             }
             index += 1;
         }
         Ok(())
-    })
+    })?;
+    counts.over().map_or(Ok(()), Err)
+}
+
+/// What a request holds, counted against the request bounds as it is read.
+#[derive(Default)]
+struct Counts {
+    series: usize,
+    labels: usize,
+    /// Samples and histograms.
+    points: usize,
+    /// Native histogram spans and integer bucket deltas.
+    buckets: usize,
+}
+
+impl Counts {
+    /// The first bound exceeded.
+    fn over(&self) -> Option<Reason> {
+        for (what, size, max) in [
+            ("series in the request", self.series, SERIES_PER_REQUEST_MAX),
+            ("labels in the request", self.labels, LABELS_PER_REQUEST_MAX),
+            (
+                "samples and histograms in the request",
+                self.points,
+                SAMPLES_PER_BATCH_MAX,
+            ),
+            (
+                "native histogram buckets (deltas and spans) in the request",
+                self.buckets,
+                BUCKETS_PER_REQUEST_MAX,
+            ),
+        ] {
+            if size > max {
+                return Some(Reason::Bound { what, size, max });
+            }
+        }
+        None
+    }
 }
 
 /// One series' labels, reused from series to series.
@@ -245,30 +288,46 @@ struct Labels<'a> {
     text: Vec<(&'a str, &'a str)>,
 }
 
-/// One series; `false` once the visitor stopped the request.
+/// One series, checked as it is read; `false` once nothing more is to be visited (the
+/// visitor stopped the request, or a bound was passed).
 fn visit_series<'a>(
     index: usize,
     series: &'a [u8],
     options: &Options,
     scratch: &mut Labels<'a>,
     visitor: &mut dyn Visitor,
+    counts: &mut Counts,
 ) -> Result<bool, Reason> {
     scratch.payloads.clear();
     scratch.raw.clear();
     scratch.text.clear();
     let mut has_histograms = false;
     let mut labels_end = 0usize;
-    walk_wire(series, WHAT, &mut |field, wire| {
+    check_message(series, series_fields, &mut |field, wire| {
         match (field, wire) {
             (1, Wire::Bytes(label)) => {
-                scratch.payloads.push(label);
+                counts.labels += 1;
+                // Past the bound the series is not visited: the list need not grow.
+                if counts.labels <= LABELS_PER_REQUEST_MAX {
+                    scratch.payloads.push(label);
+                }
                 labels_end = offset_in(series, label).map_or(0, |at| at + label.len());
             }
-            (4, _) => has_histograms = true,
+            (2, _) => counts.points += 1,
+            (4, _) => {
+                counts.points += 1;
+                has_histograms = true;
+            }
             _ => {}
         }
         Ok(())
     })?;
+    if counts.over().is_some() {
+        // Only checked from here on; the counts already fail the body.
+        check_series(series, &mut Counts::default())?;
+        return Ok(false);
+    }
+    // Bytes whose labels were read before are not read again (nor checked: they were).
     if !visitor.known_series(index, &series[..labels_end]) {
         for &label in &scratch.payloads {
             scratch.raw.push(read_label(label)?);
@@ -292,42 +351,132 @@ fn visit_series<'a>(
             }
         }
         let labels = &scratch.text;
-        match check_labels(labels, utf8_ok) {
-            Ok(name) => {
-                if !visitor.series(index, name, labels) {
-                    return Ok(true);
-                }
-            }
+        let accepted = match check_labels(labels, utf8_ok) {
+            Ok(name) => visitor.series(index, name, labels),
             Err(reason) => {
                 visitor.reject_series(index, reason);
-                return Ok(true);
+                false
             }
+        };
+        if !accepted {
+            // Its points are not visited, but checked and counted all the same.
+            check_points(series, counts)?;
+            return Ok(counts.over().is_none());
         }
     }
     let mut go_on = true;
     let mut i = 0usize;
-    walk_wire(series, WHAT, &mut |field, wire| {
-        if let (2, Wire::Bytes(sample), true) = (field, wire, go_on) {
-            if let Some(point) = float_point(read_sample(sample)?, options) {
-                go_on = visitor.point(PointKind::Sample, i, point);
+    check_message(series, series_fields, &mut |field, wire| {
+        if let (2, Wire::Bytes(sample)) = (field, wire) {
+            let sample = read_sample(sample)?;
+            if go_on {
+                if let Some(point) = float_point(sample, options) {
+                    go_on = visitor.point(PointKind::Sample, i, point);
+                }
             }
             i += 1;
         }
         Ok(())
     })?;
-    if !has_histograms || !go_on {
+    if !has_histograms {
         return Ok(go_on);
     }
     let mut i = 0usize;
-    walk_wire(series, WHAT, &mut |field, wire| {
-        if let (4, Wire::Bytes(histogram), true) = (field, wire, go_on) {
-            let point = native_point(&read_histogram(histogram)?, options);
+    check_message(series, series_fields, &mut |field, wire| {
+        if let (4, Wire::Bytes(histogram)) = (field, wire) {
+            if !go_on {
+                counts.buckets += histogram_buckets(histogram)?;
+                return Ok(());
+            }
+            let (histogram, buckets) = read_histogram(histogram)?;
+            counts.buckets += buckets;
+            if counts.over().is_some() {
+                go_on = false;
+                return Ok(());
+            }
+            let point = native_point(&histogram, options);
             go_on = visitor.point(PointKind::Histogram, i, point);
             i += 1;
         }
         Ok(())
     })?;
-    Ok(go_on)
+    Ok(go_on && counts.over().is_none())
+}
+
+/// A series' structure checked and its parts counted, nothing decoded.
+fn check_series(series: &[u8], counts: &mut Counts) -> Result<(), Reason> {
+    check_message(series, series_fields, &mut |field, wire| {
+        let Wire::Bytes(payload) = wire else {
+            return Ok(());
+        };
+        match field {
+            1 => {
+                counts.labels += 1;
+                check_message(payload, label_fields, &mut |_, _| Ok(()))?;
+            }
+            2 => {
+                counts.points += 1;
+                check_message(payload, sample_fields, &mut |_, _| Ok(()))?;
+            }
+            4 => {
+                counts.points += 1;
+                counts.buckets += histogram_buckets(payload)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    })
+}
+
+/// A series' samples and histograms checked, their buckets counted (the labels and points
+/// are counted already).
+fn check_points(series: &[u8], counts: &mut Counts) -> Result<(), Reason> {
+    check_message(series, series_fields, &mut |field, wire| {
+        match (field, wire) {
+            (2, Wire::Bytes(sample)) => {
+                check_message(sample, sample_fields, &mut |_, _| Ok(()))?;
+            }
+            (4, Wire::Bytes(histogram)) => counts.buckets += histogram_buckets(histogram)?,
+            _ => {}
+        }
+        Ok(())
+    })
+}
+
+/// How each message's fields must arrive (the rest are skipped, as prost skips them).
+fn request_fields(field: u64) -> Option<Expect> {
+    (field == 1).then_some(Expect::Bytes)
+}
+
+fn series_fields(field: u64) -> Option<Expect> {
+    matches!(field, 1 | 2 | 4).then_some(Expect::Bytes)
+}
+
+fn label_fields(field: u64) -> Option<Expect> {
+    matches!(field, 1 | 2).then_some(Expect::Bytes)
+}
+
+fn sample_fields(field: u64) -> Option<Expect> {
+    match field {
+        1 => Some(Expect::Fixed64),
+        2 => Some(Expect::Varint),
+        _ => None,
+    }
+}
+
+fn histogram_fields(field: u64) -> Option<Expect> {
+    match field {
+        1 | 4 | 6 | 14 | 15 => Some(Expect::Varint),
+        2 | 3 | 5 | 7 => Some(Expect::Fixed64),
+        8 | 11 => Some(Expect::Bytes),
+        9 | 12 => Some(Expect::Varints),
+        10 | 13 | 16 => Some(Expect::Doubles),
+        _ => None,
+    }
+}
+
+fn span_fields(field: u64) -> Option<Expect> {
+    matches!(field, 1 | 2).then_some(Expect::Varint)
 }
 
 /// Where `part` starts in `base`, when it lies within it.
@@ -353,7 +502,7 @@ fn utf8_part<'a>(text: Option<&'a str>, base: &'a [u8], part: &'a [u8]) -> Optio
 /// A label's name and value bytes (empty when absent).
 fn read_label(label: &[u8]) -> Result<(&[u8], &[u8]), Reason> {
     let (mut name, mut value): (&[u8], &[u8]) = (b"", b"");
-    walk_wire(label, WHAT, &mut |field, wire| {
+    check_message(label, label_fields, &mut |field, wire| {
         match (field, wire) {
             (1, Wire::Bytes(b)) => name = b,
             (2, Wire::Bytes(b)) => value = b,
@@ -390,7 +539,7 @@ fn check_labels<'a>(labels: &[(&'a str, &'a str)], utf8_ok: bool) -> Result<&'a 
 
 fn read_sample(sample: &[u8]) -> Result<proto::Sample, Reason> {
     let mut out = proto::Sample::default();
-    walk_wire(sample, WHAT, &mut |field, wire| {
+    check_message(sample, sample_fields, &mut |field, wire| {
         match (field, wire) {
             (1, Wire::Fixed64(bits)) => out.value = f64::from_bits(bits),
             (2, Wire::Varint(v)) => out.timestamp = v as i64,
@@ -431,11 +580,18 @@ fn native_point(h: &proto::Histogram, o: &Options) -> Result<(i64, Value), Reaso
     Ok((ts_ms, value))
 }
 
-/// A histogram read from the wire as prost reads it: scalars and oneofs last one wins,
-/// repeated fields appended, packed or not.
-fn read_histogram(h: &[u8]) -> Result<proto::Histogram, Reason> {
+/// A histogram read from the wire as prost reads it (scalars and oneofs last one wins,
+/// repeated fields appended, packed or not), checked as prost would refuse it, with its
+/// bucket count as [`histogram_buckets`] counts it.
+fn read_histogram(h: &[u8]) -> Result<(proto::Histogram, usize), Reason> {
     let mut out = proto::Histogram::default();
-    walk_wire(h, WHAT, &mut |field, wire| {
+    let mut buckets = 0usize;
+    check_message(h, histogram_fields, &mut |field, wire| {
+        buckets += match (field, wire) {
+            (8 | 11, Wire::Bytes(_)) | (9 | 12, Wire::Varint(_)) => 1,
+            (9 | 12, Wire::Bytes(packed)) => varint_elements(Field::Bytes(packed)),
+            _ => 0,
+        };
         match (field, wire) {
             (1, Wire::Varint(v)) => out.count = Some(proto::Count::CountInt(v)),
             (2, Wire::Fixed64(b)) => out.count = Some(proto::Count::CountFloat(f64::from_bits(b))),
@@ -459,12 +615,12 @@ fn read_histogram(h: &[u8]) -> Result<proto::Histogram, Reason> {
         }
         Ok(())
     })?;
-    Ok(out)
+    Ok((out, buckets))
 }
 
 fn read_span(span: &[u8]) -> Result<proto::BucketSpan, Reason> {
     let mut out = proto::BucketSpan::default();
-    walk_wire(span, WHAT, &mut |field, wire| {
+    check_message(span, span_fields, &mut |field, wire| {
         match (field, wire) {
             (1, Wire::Varint(v)) => out.offset = zigzag32(v),
             (2, Wire::Varint(v)) => out.length = v as u32,
@@ -578,86 +734,29 @@ where
 
 /// Checks the whole request's structure (every message and field the decoders read, as prost
 /// would refuse it) and counts series, labels, samples + histograms and buckets against their
-/// bounds, before anything is decoded or allocated.
+/// bounds, before anything is decoded or allocated (what [`decode`] does before prost; [`visit`]
+/// makes the same checks as it goes).
 fn check_counts(raw: &[u8]) -> Result<(), Reason> {
-    let (mut series, mut labels, mut points, mut buckets) = (0usize, 0usize, 0usize, 0usize);
-    let request = |field| (field == 1).then_some(Expect::Bytes);
-    let time_series = |field| matches!(field, 1 | 2 | 4).then_some(Expect::Bytes);
-    let label = |field| matches!(field, 1 | 2).then_some(Expect::Bytes);
-    let sample = |field| match field {
-        1 => Some(Expect::Fixed64),
-        2 => Some(Expect::Varint),
-        _ => None,
-    };
-    check_message(raw, request, &mut |field, wire| {
-        let Wire::Bytes(payload) = wire else {
-            return Ok(());
-        };
-        if field != 1 {
-            return Ok(());
+    let mut counts = Counts::default();
+    check_message(raw, request_fields, &mut |field, wire| {
+        if let (1, Wire::Bytes(series)) = (field, wire) {
+            counts.series += 1;
+            check_series(series, &mut counts)?;
         }
-        series += 1;
-        check_message(payload, time_series, &mut |field, wire| {
-            let Wire::Bytes(payload) = wire else {
-                return Ok(());
-            };
-            match field {
-                1 => {
-                    labels += 1;
-                    check_message(payload, label, &mut |_, _| Ok(()))?;
-                }
-                2 => {
-                    points += 1;
-                    check_message(payload, sample, &mut |_, _| Ok(()))?;
-                }
-                4 => {
-                    points += 1;
-                    buckets += histogram_buckets(payload)?;
-                }
-                _ => {}
-            }
-            Ok(())
-        })
+        Ok(())
     })?;
-    for (what, size, max) in [
-        ("series in the request", series, SERIES_PER_REQUEST_MAX),
-        ("labels in the request", labels, LABELS_PER_REQUEST_MAX),
-        (
-            "samples and histograms in the request",
-            points,
-            SAMPLES_PER_BATCH_MAX,
-        ),
-        (
-            "native histogram buckets (deltas and spans) in the request",
-            buckets,
-            BUCKETS_PER_REQUEST_MAX,
-        ),
-    ] {
-        if size > max {
-            return Err(Reason::Bound { what, size, max });
-        }
-    }
-    Ok(())
+    counts.over().map_or(Ok(()), Err)
 }
 
 /// Checks one native histogram's fields and counts its spans (fields 8, 11) and integer
 /// bucket deltas (fields 9, 12, packed or not) as they will be decoded. Float counts are 8
 /// bytes on the wire and decoded alike.
 fn histogram_buckets(histogram: &[u8]) -> Result<usize, Reason> {
-    let expect = |field| match field {
-        1 | 4 | 6 | 14 | 15 => Some(Expect::Varint),
-        2 | 3 | 5 | 7 => Some(Expect::Fixed64),
-        8 | 11 => Some(Expect::Bytes),
-        9 | 12 => Some(Expect::Varints),
-        10 | 13 | 16 => Some(Expect::Doubles),
-        _ => None,
-    };
-    let span = |field| matches!(field, 1 | 2).then_some(Expect::Varint);
     let mut buckets = 0usize;
-    check_message(histogram, expect, &mut |number, wire| {
+    check_message(histogram, histogram_fields, &mut |number, wire| {
         buckets += match (number, wire) {
             (8 | 11, Wire::Bytes(payload)) => {
-                check_message(payload, span, &mut |_, _| Ok(()))?;
+                check_message(payload, span_fields, &mut |_, _| Ok(()))?;
                 1
             }
             (9 | 12, Wire::Varint(_)) => 1,

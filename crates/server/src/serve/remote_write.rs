@@ -490,6 +490,82 @@ mod tests {
     }
 
     #[test]
+    fn a_body_malformed_after_good_series_stores_and_caches_nothing() {
+        let good = proto::TimeSeries {
+            labels: vec![label("__name__", "up"), label("job", "a")],
+            samples: vec![proto::Sample {
+                value: 1.0,
+                timestamp: NOW_MS,
+            }],
+            ..Default::default()
+        };
+        let mut raw = proto::WriteRequest {
+            timeseries: vec![good.clone(), good],
+        }
+        .encode_to_vec();
+        // A third series whose sample's value (field 1, a double) comes as a varint: prost
+        // refuses the whole body; the decoder finds it after visiting two series.
+        raw.extend_from_slice(&[0x0a, 4, 0x12, 2, 0x08, 1]);
+        let body = snap::raw::Encoder::new().compress_vec(&raw).unwrap();
+        let cache = SeriesCache::new(100, 1 << 20);
+        // The series cached (its label bytes, as prost writes them first): pushed by id.
+        let labels = proto::TimeSeries {
+            labels: vec![label("__name__", "up"), label("job", "a")],
+            ..Default::default()
+        }
+        .encode_to_vec();
+        cache.insert(
+            &cache.key(cache.prefix_hash(&labels), &labels, b""),
+            SeriesId(5),
+        );
+        let mut misses = Misses::default();
+        let good_only = snap::raw::Encoder::new()
+            .compress_vec(&raw[..raw.len() - 6])
+            .unwrap();
+        let first = map_body_into(
+            &good_only,
+            &Options::at(NOW_MS),
+            &mut Vec::new(),
+            WriteBatch::new(),
+            Ids {
+                cache: &cache,
+                store: None,
+                misses: &mut misses,
+            },
+        );
+        assert_eq!(first.accepted, 2, "{:?}", first.rejected);
+        assert!(first
+            .batch
+            .samples()
+            .all(|(key, _, _)| key == store::KeyRef::Id(SeriesId(5))));
+        assert!(misses.is_empty());
+        misses.clear();
+        let mapped = map_body_into(
+            &body,
+            &Options::at(NOW_MS),
+            &mut Vec::new(),
+            WriteBatch::new(),
+            Ids {
+                cache: &cache,
+                store: None,
+                misses: &mut misses,
+            },
+        );
+        assert!(mapped.stopped && mapped.batch.is_empty());
+        assert_eq!(mapped.accepted, 0);
+        assert!(misses.is_empty());
+        assert!(
+            mapped.rejected[0].contains("wire type"),
+            "{:?}",
+            mapped.rejected
+        );
+        assert_eq!(
+            mapped.rejected_status(),
+            axum::http::StatusCode::BAD_REQUEST
+        );
+    }
+
+    #[test]
     fn a_body_rejected_whole_stores_nothing() {
         let mapped = map_body(b"not snappy", &Options::at(NOW_MS));
         assert!(mapped.stopped && mapped.batch.is_empty());
