@@ -363,21 +363,28 @@ impl Window {
     /// several times faster than an extra's two symbols and position); the rest are coded as
     /// extras. Raises the bar until the chunk's slots fit `HIST_CHUNK_SLOTS_MAX`.
     fn choose(periods: &[(i64, Histogram)]) -> Result<Window, EncodeError> {
-        // A histogram's keys ascend: its first and last are its smallest and largest.
-        let (mut lo, mut hi) = (u16::MAX, 0u16);
+        // First a light pass over every key and count: vectorized, it keeps many cache misses in
+        // flight and brings the chunk's bins into cache for the passes below, whose per-bin
+        // stores leave few misses in flight (on cold bins they ran at a third of this pass's
+        // speed). It finds the smallest and largest key and whether any count needs capping.
+        let (mut lo, mut hi, mut count_bits) = (u16::MAX, 0u16, 0u64);
         for (_, h) in periods {
-            if let (Some(&first), Some(&last)) = (h.keys().first(), h.keys().last()) {
-                lo = lo.min(first);
-                hi = hi.max(last);
-            }
+            lo = h.keys().iter().fold(lo, |m, &k| m.min(k));
+            hi = h.keys().iter().fold(hi, |m, &k| m.max(k));
+            count_bits = h.counts().iter().fold(count_bits, |m, &c| m | c);
         }
         let span = usize::from(hi.saturating_sub(lo)) + 1;
         let mut occupancy = vec![0u32; span];
         let mut sums = vec![0u64; span];
+        let cap = if count_bits > MEAN_COUNT_MAX {
+            MEAN_COUNT_MAX
+        } else {
+            u64::MAX
+        };
         for (_, h) in periods {
             for (&k, &c) in h.keys().iter().zip(h.counts()) {
                 occupancy[usize::from(k - lo)] += 1;
-                sums[usize::from(k - lo)] += c.min(MEAN_COUNT_MAX);
+                sums[usize::from(k - lo)] += c.min(cap);
             }
         }
         let n_periods = periods.len() as u64;
