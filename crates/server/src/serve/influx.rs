@@ -358,6 +358,55 @@ mod tests {
     }
 
     #[test]
+    fn series_written_once_are_pushed_by_id_the_next_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store::Store::open(dir.path(), store::StoreOptions::default()).unwrap();
+        let cache = SeriesCache::new(1000, 1 << 20);
+        let options = Options::at(NOW_MS);
+        let mut misses = Misses::default();
+        let body = |ts: i64| {
+            format!(
+                "cpu,host=a user=1,sys=2 {ts}\ncpu,host=b user=3 {ts}\nmem,host=a x=\"t\" {ts}\n"
+            )
+        };
+        let mapped = map_body(
+            body(NOW_MS - 10).as_bytes(),
+            &options,
+            Precision::Milliseconds,
+            &cache,
+            WriteBatch::new(),
+            &mut misses,
+        );
+        assert_eq!(mapped.accepted, 4);
+        store.write_partial(&mapped.batch).unwrap();
+        misses.learn(&store, &cache);
+        assert_eq!(cache.len(), 4);
+        let mapped = map_body(
+            body(NOW_MS).as_bytes(),
+            &options,
+            Precision::Milliseconds,
+            &cache,
+            WriteBatch::new(),
+            &mut misses,
+        );
+        let got = samples(&mapped.batch);
+        assert_eq!(got.len(), 4);
+        assert!(
+            got.iter().all(|(key, _, _)| key.starts_with('#')),
+            "{got:?}"
+        );
+        assert!(misses.is_empty());
+        // Each id is the series' own: written by id, read back by key.
+        store.write_partial(&mapped.batch).unwrap();
+        for (key, id) in [("cpu_user|ST[host:a]", 0), ("cpu_sys|ST[host:a]", 1)] {
+            let parsed = store::key::StreamKey::parse(key).unwrap();
+            let found = store.index().lookup(&parsed).unwrap().unwrap();
+            assert_eq!(found.0, SeriesId(id), "{key}");
+            assert_eq!(got[id as usize].0, format!("#{id}"));
+        }
+    }
+
+    #[test]
     fn a_cached_line_with_an_escaped_section_is_another_series() {
         // `t=a\ b` is not the bytes `t=a`: its own key, pushed by text.
         let options = Options::at(NOW_MS);
