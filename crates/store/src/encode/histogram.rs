@@ -191,8 +191,8 @@ fn count_symbol(count: u64) -> u16 {
 }
 
 /// One period's window symbols into `row` (holding each position's symbol of count 0 on entry),
-/// counted in `counts`; the bins outside the window into `outside` (at least as long as the
-/// period's bins) and the window counts of 16 or more into `large` (rare), in key order;
+/// counted in `counts`; the indexes of the bins outside the window into `outside` (at least as
+/// long as the period's bins) and the window counts of 16 or more into `large` (rare), in key order;
 /// returns how many bins are outside. Every bin is stored, outside ones to the spare last slot of
 /// `row` (their symbols counted in the spare context), so the loop has no branch on the data but
 /// the rare large count. Out of line, so that the loop has the registers to itself.
@@ -202,7 +202,7 @@ fn scatter(
     window: &Window,
     row: &mut [u16],
     counts: &mut [u32],
-    outside: &mut [(u16, u64)],
+    outside: &mut [u32],
     large: &mut Vec<u64>,
 ) -> usize {
     let width = window.keys.len();
@@ -213,7 +213,7 @@ fn scatter(
         let s = usize::from(base + count_symbol(c));
         row[p] = s as u16;
         counts[s * COUNT_TABLES + i % COUNT_TABLES] += 1;
-        outside[n_outside] = (k, c);
+        outside[n_outside] = i as u32;
         n_outside += usize::from(p == width);
         if c >= LITERALS && p < width {
             push_cold(large, c);
@@ -284,7 +284,7 @@ pub fn encode(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {
         .map(|(_, h)| h.bin_count())
         .max()
         .unwrap_or(0);
-    let mut outside = vec![(0u16, 0u64); bins_max];
+    let mut outside = vec![0u32; bins_max];
     let mut large = Vec::new();
     let mut prev_first_extra = 0u16;
     for (_, h) in periods {
@@ -301,7 +301,9 @@ pub fn encode(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {
         // The period's extras first, so the decoder knows where they go among the window's.
         symbols.put(CTX_EXTRA_COUNT, n_outside as u64);
         let mut prev: Option<u16> = None;
-        for &(k, c) in &outside[..n_outside] {
+        let (keys, counts) = (h.keys(), h.counts());
+        for &i in &outside[..n_outside] {
+            let (k, c) = (keys[i as usize], counts[i as usize]);
             let o = ordinal_of_key(k);
             match prev {
                 None => symbols.put(
@@ -314,7 +316,7 @@ pub fn encode(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {
             prev = Some(o);
         }
         if n_outside > 0 {
-            prev_first_extra = ordinal_of_key(outside[0].0);
+            prev_first_extra = ordinal_of_key(keys[outside[0] as usize]);
         }
         symbols.coded.extend_from_slice(&row[..width]);
         // The raw bits of the large window counts follow in position order.
