@@ -485,14 +485,22 @@ fn partitions(head: &Head, partition_ms: i64) -> BTreeMap<i64, Vec<SeriesId>> {
     let mut out: BTreeMap<i64, Vec<SeriesId>> = BTreeMap::new();
     let part = |ts: i64| ts - ts.rem_euclid(partition_ms);
     for (&id, series) in &head.series {
-        let mut seen = BTreeSet::new();
+        // Every series' times are ascending, so its partitions come in runs: one map entry per
+        // run, not a set insert per point.
+        let mut add = |times: &mut dyn Iterator<Item = i64>| {
+            let mut last = None;
+            for p in times.map(part) {
+                if last != Some(p) {
+                    debug_assert!(last.is_none_or(|l| l < p), "times ascending");
+                    out.entry(p).or_default().push(id);
+                    last = Some(p);
+                }
+            }
+        };
         match series {
-            SeriesHead::Numeric(points) => seen.extend(points.iter().map(|p| part(p.ts_ms))),
-            SeriesHead::Text(points) => seen.extend(points.iter().map(|p| part(p.ts_ms))),
-            SeriesHead::Histogram(series) => seen.extend(series.starts().map(part)),
-        }
-        for p in seen {
-            out.entry(p).or_default().push(id);
+            SeriesHead::Numeric(points) => add(&mut points.iter().map(|p| p.ts_ms)),
+            SeriesHead::Text(points) => add(&mut points.iter().map(|p| p.ts_ms)),
+            SeriesHead::Histogram(series) => add(&mut series.starts()),
         }
     }
     for ids in out.values_mut() {

@@ -13,7 +13,6 @@
 //! blocks are written): dropping an unchanged value at insert time would depend on arrival order.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use hist::Histogram;
 
@@ -78,43 +77,81 @@ pub(crate) enum SeriesHead {
     Histogram(HistSeries),
 }
 
-/// Hashes a series id (or any integer key the store assigns itself) with one multiply: ids are
-/// dense small integers chosen by the store, never by a client, so SipHash's flooding defence
-/// buys nothing here, and on the write path it was a per-sample cost.
-#[derive(Default)]
-pub(crate) struct IdHasher(u64);
+/// The head's series by id. Ids are dense integers the index assigns from 0, so a slot per id
+/// (4 bytes) points into one vector of series kept in first-insert order — usually id order,
+/// as clients resend their series in the order they first sent them. A batch's lookups then
+/// walk both arrays nearly sequentially, where a hash map cost a cache miss or two per sample
+/// (its control bytes and its bucket) with thousands of series per batch.
+#[derive(Debug, Default)]
+pub(crate) struct SeriesMap {
+    /// `slot_of[id]`: 1 + the series' index in `heads`; 0 when it has nothing in the head.
+    slot_of: Vec<u32>,
+    heads: Vec<(SeriesId, SeriesHead)>,
+}
 
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
+impl SeriesMap {
+    pub fn get(&self, id: &SeriesId) -> Option<&SeriesHead> {
+        let slot = *self.slot_of.get(id.0 as usize)?;
+        let (at, head) = self.heads.get(slot.checked_sub(1)? as usize)?;
+        debug_assert_eq!(at, id);
+        Some(head)
     }
 
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
+    pub fn len(&self) -> usize {
+        self.heads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heads.is_empty()
+    }
+
+    fn get_or_insert_with(
+        &mut self,
+        id: SeriesId,
+        new: impl FnOnce() -> SeriesHead,
+    ) -> &mut SeriesHead {
+        let i = id.0 as usize;
+        if i >= self.slot_of.len() {
+            // Ids are dense, so this grows with the series count (doubling, amortised).
+            assert!(
+                id.0 < crate::index::SERIES_MAX,
+                "series ids stay below SERIES_MAX"
+            );
+            let len = (i + 1).max(self.slot_of.len() * 2);
+            self.slot_of.resize(len, 0);
         }
-    }
-
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(u64::from(v));
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        // Fibonacci hashing: the multiply spreads consecutive ids over the high bits hashbrown
-        // uses for its control bytes; the rotate brings them down for the bucket index.
-        self.0 = (self.0.rotate_left(5) ^ v)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .rotate_left(26);
+        let slot = match self.slot_of[i] {
+            0 => {
+                self.heads.push((id, new()));
+                let slot = u32::try_from(self.heads.len()).unwrap_or(u32::MAX);
+                assert!(slot < u32::MAX, "head series fit a u32 slot");
+                self.slot_of[i] = slot;
+                slot
+            }
+            slot => slot,
+        };
+        let (at, head) = &mut self.heads[slot as usize - 1];
+        debug_assert_eq!(*at, id);
+        head
     }
 }
 
-/// Map keyed by series id, hashed with [`IdHasher`].
-pub(crate) type IdMap<V> = HashMap<SeriesId, V, BuildHasherDefault<IdHasher>>;
+impl<'a> IntoIterator for &'a SeriesMap {
+    type Item = (&'a SeriesId, &'a SeriesHead);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (SeriesId, SeriesHead)>,
+        fn(&'a (SeriesId, SeriesHead)) -> (&'a SeriesId, &'a SeriesHead),
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.heads.iter().map(|(id, head)| (id, head))
+    }
+}
 
 #[derive(Debug)]
 pub(crate) struct Head {
     pub base_period_ms: i64,
-    pub series: IdMap<SeriesHead>,
+    pub series: SeriesMap,
     /// Samples inserted (duplicates and merged histograms included): what a flush is sized by.
     pub samples: u64,
     /// Reused by every histogram merge into a period.
@@ -156,7 +193,7 @@ impl Head {
         assert!(base_period_ms > 0);
         Head {
             base_period_ms,
-            series: IdMap::default(),
+            series: SeriesMap::default(),
             samples: 0,
             merge_scratch: MergeScratch::default(),
         }
@@ -190,7 +227,7 @@ impl Head {
 
     fn insert_value(&mut self, id: SeriesId, seq: u64, ts_ms: i64, value: Incoming<'_>) -> bool {
         let period_start_ms = self.period_start_ms(ts_ms);
-        let entry = self.series.entry(id).or_insert_with(|| match value.get() {
+        let entry = self.series.get_or_insert_with(id, || match value.get() {
             Value::Numeric(_) => SeriesHead::Numeric(Points::default()),
             Value::Text(_) => SeriesHead::Text(Points::default()),
             _ => SeriesHead::Histogram(HistSeries::default()),

@@ -429,8 +429,13 @@ impl SeriesIndex {
         let inner = self.read()?;
         for &(SeriesId(id), ts_ms) in samples {
             if let Some(series) = inner.series.get(id as usize) {
-                series.first_ts_ms.fetch_min(ts_ms, Ordering::Relaxed);
-                series.last_ts_ms.fetch_max(ts_ms, Ordering::Relaxed);
+                // Usually inside the range already: a load, not a locked read-modify-write.
+                if series.first_ts_ms.load(Ordering::Relaxed) > ts_ms {
+                    series.first_ts_ms.fetch_min(ts_ms, Ordering::Relaxed);
+                }
+                if series.last_ts_ms.load(Ordering::Relaxed) < ts_ms {
+                    series.last_ts_ms.fetch_max(ts_ms, Ordering::Relaxed);
+                }
             }
         }
         Ok(())
