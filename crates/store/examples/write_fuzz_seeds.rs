@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use hist::Histogram;
-use store::encode::{histogram, numeric, text};
+use store::encode::{histogram, numeric, packed_hist, text};
 use store::index::{Kind, SeriesId, SeriesIndex, INDEX_HEADER_SIZE_BYTES};
 use store::key::StreamKey;
 use store::wal::{self, Group};
@@ -166,6 +166,22 @@ fn main() {
     ];
     for (name, bytes) in &histogram_seeds {
         write(corpus, "histogram_chunk", name, bytes);
+    }
+    let packed_seeds = [
+        ("periods", packed_hist::encode(&periods).unwrap()),
+        ("one", packed_hist::encode(&periods[..1]).unwrap()),
+        ("repeated", packed_hist::encode(&repeated).unwrap()),
+        (
+            "empty_period",
+            packed_hist::encode(&[(7, Histogram::new())]).unwrap(),
+        ),
+        (
+            "garbage",
+            b"\x02\x05\x02\x00\xff\xff\xff\xff\xff\xff".to_vec(),
+        ),
+    ];
+    for (name, bytes) in &packed_seeds {
+        write(corpus, "packed_histogram_chunk", name, bytes);
     }
 
     for (name, bytes) in index_seeds() {

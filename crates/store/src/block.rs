@@ -251,6 +251,33 @@ impl Block {
     ) -> Result<(), BlockError> {
         let mut bytes = vec![0u8; entry.size_bytes as usize];
         read_exact_at(&*self.file, &mut bytes, entry.offset)?;
+        self.accumulate_histogram_bytes(entry, &bytes, slot_of, out)
+    }
+
+    /// The bytes of chunks `entries` (ascending, as `entries_of` lists a series') read with
+    /// one read: the file offset they start at, and the bytes up to the end of the last. `None`
+    /// if they span more than `SPAN_BYTES_MAX` (read them one by one then).
+    pub fn read_span(&self, entries: &[Entry]) -> Result<Option<(u64, Vec<u8>)>, BlockError> {
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+            return Ok(None);
+        };
+        let end = last.offset + u64::from(last.size_bytes);
+        if last.offset < first.offset || end - first.offset > SPAN_BYTES_MAX {
+            return Ok(None);
+        }
+        let mut bytes = vec![0u8; (end - first.offset) as usize];
+        read_exact_at(&*self.file, &mut bytes, first.offset)?;
+        Ok(Some((first.offset, bytes)))
+    }
+
+    /// `accumulate_histogram_chunk` from the chunk's bytes, already read.
+    pub fn accumulate_histogram_bytes(
+        &self,
+        entry: &Entry,
+        bytes: &[u8],
+        slot_of: impl FnMut(i64) -> Option<usize>,
+        out: &mut [hist::Accumulator],
+    ) -> Result<(), BlockError> {
         let chunk_error = |what: String| BlockError::Chunk {
             series: entry.series,
             first_ts_ms: entry.first_ts_ms,
@@ -260,8 +287,17 @@ impl Block {
         if entry.kind != Kind::Histogram {
             return Err(chunk_error("not a histogram chunk".into()));
         }
-        let summary = encode::histogram::decode_into(&bytes, slot_of, out)
-            .map_err(|e| chunk_error(e.to_string()))?;
+        if bytes.len() != entry.size_bytes as usize {
+            return Err(chunk_error(
+                "chunk size disagrees with its directory entry".into(),
+            ));
+        }
+        let summary = if is_packed_histogram(bytes) {
+            encode::packed_hist::decode_into(bytes, slot_of, out)
+        } else {
+            encode::histogram::decode_into(bytes, slot_of, out)
+        }
+        .map_err(|e| chunk_error(e.to_string()))?;
         if summary.periods != entry.sample_count as usize
             || (summary.periods > 0
                 && (summary.first_ts_ms != entry.first_ts_ms
@@ -291,6 +327,10 @@ impl Block {
             }
             Kind::Numeric => encode::numeric::decode(&bytes).map(ChunkData::Numeric),
             Kind::Text => encode::text::decode(&bytes).map(ChunkData::Text),
+            // Rollup blocks hold histogram series as packed chunks (kind 5).
+            Kind::Histogram if is_packed_histogram(&bytes) => {
+                encode::packed_hist::decode(&bytes).map(ChunkData::Histogram)
+            }
             Kind::Histogram => encode::histogram::decode(&bytes).map(ChunkData::Histogram),
         }
         .map_err(|e| chunk_error(e.to_string()))?;
@@ -383,6 +423,16 @@ pub struct BlockWriter {
     buffer: Vec<u8>,
     written_bytes: u64,
     entries: Vec<Entry>,
+    /// Histogram series as packed chunks (kind 5) rather than range-coded ones (kind 3).
+    packed_histograms: bool,
+}
+
+/// Most bytes one `read_span` reads at once.
+const SPAN_BYTES_MAX: u64 = 16 << 20;
+
+/// Whether chunk bytes are a packed histogram chunk (kind 5) — else range-coded (kind 3).
+fn is_packed_histogram(bytes: &[u8]) -> bool {
+    bytes.get(1) == Some(&(encode::ChunkKind::PackedHistogram as u8))
 }
 
 /// What a finished block holds.
@@ -418,9 +468,18 @@ impl BlockWriter {
             buffer: Vec::with_capacity(WRITE_BUFFER_BYTES_MAX),
             written_bytes: 0,
             entries: Vec::new(),
+            packed_histograms: false,
         };
         w.buffer.extend_from_slice(&header_bytes());
         Ok(w)
+    }
+
+    /// Writes histogram series as packed chunks, which decode without setting up symbol
+    /// tables: for rollups, whose chunks are short and read by the thousand (see
+    /// `encode/packed_hist.rs`).
+    pub fn with_packed_histograms(mut self) -> BlockWriter {
+        self.packed_histograms = true;
+        self
     }
 
     fn position(&self) -> u64 {
@@ -525,6 +584,10 @@ impl BlockWriter {
         series: SeriesId,
         part: &[(i64, Histogram)],
     ) -> Result<(), BlockError> {
+        if self.packed_histograms {
+            let bytes = encode::packed_hist::encode(part).map_err(encode_error(series))?;
+            return self.push_chunk(series, Kind::Histogram, part, &bytes);
+        }
         match encode::histogram::encode(part) {
             Ok(bytes) => self.push_chunk(series, Kind::Histogram, part, &bytes),
             Err(encode::EncodeError::TooManySlots { .. }) if part.len() > 1 => {

@@ -836,12 +836,16 @@ impl Inner {
                 return;
             }
             drop(stopped);
+            let mut flushed = false;
             if self.flush_due() {
                 let failed = self.flush().is_err();
                 self.flush_failing.store(failed, Ordering::Release);
+                flushed = !failed;
             }
-            let maintenance_due =
-                last_maintenance.elapsed() >= Duration::from_millis(MAINTENANCE_TICK_MS);
+            // Right after a flush too: its blocks make the finest level's partition still
+            // filling stale, and until it is rebuilt reads of the last hours merge base periods.
+            let maintenance_due = flushed
+                || last_maintenance.elapsed() >= Duration::from_millis(MAINTENANCE_TICK_MS);
             if self.opts.background_maintenance && maintenance_due {
                 last_maintenance = Instant::now();
                 let now_ms = crate::rollup::wall_clock_ms();

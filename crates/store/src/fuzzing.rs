@@ -58,6 +58,30 @@ pub fn histogram_chunk(data: &[u8]) {
     }
 }
 
+/// Packed histogram chunk decoder (rollups): accepted chunks hold valid histograms, re-encode
+/// to the same periods, and decode the same straight into an accumulator.
+pub fn packed_histogram_chunk(data: &[u8]) {
+    for bytes in framings(data, ChunkKind::PackedHistogram) {
+        let Ok(periods) = encode::packed_hist::decode(&bytes) else {
+            continue;
+        };
+        let mut merged = hist::Histogram::new();
+        for (_, h) in &periods {
+            h.assert_invariants();
+            merged.merge(h);
+        }
+        let again = encode::packed_hist::encode(&periods).map(|b| encode::packed_hist::decode(&b));
+        assert_eq!(again, Ok(Ok(periods)));
+        let mut acc = [hist::Accumulator::new()];
+        let into = encode::packed_hist::decode_into(&bytes, |_| Some(0), &mut acc);
+        assert!(
+            into.is_ok(),
+            "decode accepted what decode_into refused: {into:?}"
+        );
+        assert_eq!(acc[0].to_histogram(), merged);
+    }
+}
+
 /// Index file replay, as is and behind a valid header: never panics, and what it accepts is
 /// internally consistent.
 pub fn index_replay(data: &[u8]) {

@@ -72,7 +72,7 @@ fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u
 const GROUP: usize = 8;
 
 /// `GROUP` bins after key `next`, packed, if every gap and count fits one byte.
-#[inline]
+#[inline(always)]
 fn pack_group(next: u16, keys: &[u16; GROUP], counts: &[u64; GROUP]) -> Option<[u8; 2 * GROUP]> {
     let mut prev = next;
     let mut wide = 0u64;
@@ -90,7 +90,7 @@ fn pack_group(next: u16, keys: &[u16; GROUP], counts: &[u64; GROUP]) -> Option<[
 /// `GROUP` bins packed one byte per gap and count at the start of `bytes` (after key `next`):
 /// their keys and counts, if every byte is a one-byte varint, every count > 0 and every key
 /// valid. Anything else (a wider varint, damage) is left to the bin-by-bin path.
-#[inline]
+#[inline(always)]
 fn unpack_group(next: u32, bytes: &[u8; 2 * GROUP]) -> Option<([u32; GROUP], [u8; GROUP])> {
     let (mut keys, mut counts) = ([0u32; GROUP], [0u8; GROUP]);
     let mut key = next;

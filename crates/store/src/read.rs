@@ -399,10 +399,17 @@ impl<'a> View<'a> {
                     // Rollup slices go straight from the chunk into the accumulators; a slice
                     // that straddles a column is read from finer data instead, after.
                     let mut straddling = Vec::new();
-                    for entry in b.entries_of(id) {
-                        if entry.last_ts_ms < from || entry.first_ts_ms >= e {
-                            continue;
-                        }
+                    let entries = b.entries_of(id);
+                    let lo = entries.partition_point(|x| x.last_ts_ms < from);
+                    let hi = entries.partition_point(|x| x.first_ts_ms < e).max(lo);
+                    let entries = &entries[lo..hi];
+                    // A short read of many series decodes thousands of small rollup chunks:
+                    // one file read per series, not per chunk.
+                    let span = match entries.first() {
+                        Some(first) => self.chunk_result(b, first, |b, _| b.read_span(entries))?,
+                        None => None,
+                    };
+                    for entry in entries {
                         let slot_of = |t: i64| {
                             if t < from || t >= e {
                                 return None;
@@ -414,7 +421,17 @@ impl<'a> View<'a> {
                             straddling.push(t);
                             None
                         };
-                        self.accumulate_chunk(b, entry, slot_of, out)?;
+                        // (A directory whose offsets do not ascend reads chunk by chunk.)
+                        let chunk = span.as_ref().and_then(|(at, bytes)| {
+                            let from = usize::try_from(entry.offset.checked_sub(*at)?).ok()?;
+                            bytes.get(from..from.checked_add(entry.size_bytes as usize)?)
+                        });
+                        match chunk {
+                            Some(chunk) => self.chunk_result(b, entry, |b, entry| {
+                                b.accumulate_histogram_bytes(entry, chunk, slot_of, out)
+                            })?,
+                            None => self.accumulate_chunk(b, entry, slot_of, out)?,
+                        }
                     }
                     for t in straddling {
                         let part = (t.max(s), t.saturating_add(period_ms).min(e));

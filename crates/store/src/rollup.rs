@@ -511,6 +511,14 @@ impl Inner {
                 error,
             };
             let mut w = BlockWriter::create(vfs, &ldir, id, end, l.period_ms).map_err(block_err)?;
+            if level == 0 {
+                // The finest level serves the reads of the last hours (its partition is built
+                // while it fills): its slices hold few observations each, whose packed bins
+                // decode faster than setting up a range coder's tables per small chunk. Coarser
+                // slices merge hours of data — counts too wide for the packed fast path — and are
+                // read a few per series, where the range coder's smaller chunks win.
+                w = w.with_packed_histograms();
+            }
             for (series, kind) in series_of(&all_files) {
                 if let Some(data) =
                     build_series(blocks, l.period_ms, series, kind, &src, &files, seed)?
@@ -705,8 +713,18 @@ impl Inner {
     }
 }
 
-/// Level partitions due for a build: ended before `cutoff_ms`, with source data, and either not
-/// built or older than their sources or a tombstone in range.
+/// Level partitions due for a build: with source data, and either not built or older than their
+/// sources or a tombstone in range; ended before `cutoff_ms`, except at the finest level, where
+/// a partition still filling (begun before `cutoff_ms`) is built from the blocks it has so far.
+///
+/// Why the exception: the finest level's partition is a day, so without it every read of the
+/// last hours — a dashboard's usual range — would merge base periods (60 per hour per series).
+/// A partial rollup is exact for the blocks it was built from, and reads use a rollup only
+/// while no newer block or tombstone exists in its partition (`content_generation`); the head
+/// is never in blocks and is always read on its own. A flush makes it stale until the next
+/// build (the background maintenance tick), which rebuilds it from the day's blocks. Coarser
+/// levels (partitions of 12 and 288 days) wait for complete partitions: rebuilding them after
+/// every flush would cost far more than it saves.
 fn due_partitions(blocks: &Blocks, level: usize, cutoff_ms: i64, max: usize) -> Vec<i64> {
     let l = &blocks.levels[level];
     let mut candidates: BTreeSet<i64> = l.by_partition.keys().copied().collect();
@@ -729,7 +747,9 @@ fn due_partitions(blocks: &Blocks, level: usize, cutoff_ms: i64, max: usize) -> 
         .into_iter()
         .filter(|&start| {
             let end = start.saturating_add(l.partition_ms);
-            if end > cutoff_ms {
+            let complete = end <= cutoff_ms;
+            let partial = level == 0 && start < cutoff_ms;
+            if !complete && !partial {
                 return false;
             }
             let src = sources(blocks, level, start, end);

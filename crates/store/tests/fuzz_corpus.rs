@@ -33,6 +33,14 @@ fn histogram_chunk_corpus() {
 }
 
 #[test]
+fn packed_histogram_chunk_corpus() {
+    replay(
+        "packed_histogram_chunk",
+        store::fuzzing::packed_histogram_chunk,
+    );
+}
+
+#[test]
 fn index_replay_corpus() {
     replay("index_replay", store::fuzzing::index_replay);
 }

@@ -189,6 +189,59 @@ fn late_data_is_read_at_once_and_changes_the_rollup() {
     }
 }
 
+/// The finest level's partition still filling is rolled up from the blocks it has (recent
+/// ranges read rollups, not base periods); after another flush it is stale and reads fall back
+/// to finer data until the next build replaces it. Coarser levels wait for whole partitions.
+#[test]
+fn a_partition_still_filling_is_rolled_up_at_the_finest_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let mut model = Model::default();
+    // Data in the first half of the finest level's first partition.
+    let half_ms = LEVEL_PARTITIONS_MS[0] / 2;
+    model.write_random(&store, 5, 1_500, 0, half_ms);
+    store.flush().unwrap();
+    // "Now" is inside that partition, past the grace.
+    let now_ms = half_ms + opts().rollup_grace_ms + 1;
+    let report = store.build_rollups(now_ms).unwrap();
+    assert_eq!(
+        report.partitions, 1,
+        "only the finest level's partial one: {report:?}"
+    );
+    let used = check_all(&store, &model, "partial rollup");
+    assert!(used[1] > 0, "the finest level served reads: {used:?}");
+    assert!(
+        used[2..].iter().all(|&u| u > 0),
+        "coarser reads fall back to it: {used:?}"
+    );
+    for &period in &LEVEL_PERIODS_MS[1..] {
+        assert!(
+            files(&level_dir(&store, period)).is_empty(),
+            "level {period} waits for whole partitions"
+        );
+    }
+    // More data in the same partition, flushed: the rollup is stale, reads stay right.
+    model.write_random(&store, 6, 1_500, half_ms, LEVEL_PARTITIONS_MS[0]);
+    store.flush().unwrap();
+    let used = check_all(&store, &model, "partial rollup, stale");
+    assert!(
+        used.iter().all(|&u| u == 0),
+        "a stale rollup is not read: {used:?}"
+    );
+    // The next build replaces it; a later one has nothing to do.
+    let now_ms = LEVEL_PARTITIONS_MS[0] - 1;
+    let report = store.build_rollups(now_ms).unwrap();
+    assert_eq!((report.partitions, report.rebuilt), (1, 1), "{report:?}");
+    let used = check_all(&store, &model, "partial rollup, rebuilt");
+    assert!(used[1] > 0, "{used:?}");
+    assert_eq!(store.build_rollups(now_ms).unwrap().partitions, 0);
+    assert_eq!(
+        files(&level_dir(&store, LEVEL_PERIODS_MS[0])).len(),
+        1,
+        "the replaced file is gone"
+    );
+}
+
 fn retention_opts(base_ms: i64, numeric_ms: i64, level_ms: [i64; 3]) -> StoreOptions {
     let mut o = opts();
     o.base_retention_ms = base_ms;

@@ -11,6 +11,7 @@ pub mod bits;
 pub mod histogram;
 
 pub mod numeric;
+pub mod packed_hist;
 pub mod range;
 pub mod text;
 
@@ -34,6 +35,8 @@ pub enum ChunkKind {
     Histogram = 3,
     /// A numeric series' rollup slices (rollup blocks only).
     Aggregate = 4,
+    /// Histograms with packed bins (rollup blocks only; `packed_hist.rs`).
+    PackedHistogram = 5,
 }
 
 /// Why a chunk could not be encoded.
