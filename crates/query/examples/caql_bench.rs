@@ -133,6 +133,80 @@ fn served_by(store: &Store) {
     );
 }
 
+/// Writes one histogram per stream per minute of `minutes` (30 log-uniform latencies each).
+fn load(store: &Store, keys: &[StreamKey], minutes: std::ops::Range<i64>, rng: &mut u64) {
+    let mut next = move || {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        *rng
+    };
+    for m in minutes {
+        let mut batch = WriteBatch::new();
+        for k in keys {
+            let mut h = Histogram::new();
+            for _ in 0..SAMPLES_PER_MINUTE {
+                // Log-uniform latencies over 1 ms … 1 s.
+                let u = (next() % 1_000_000) as f64 / 1_000_000.0;
+                h.insert(10f64.powf(-3.0 + 3.0 * u));
+            }
+            batch.histogram(k, T0_MS + m * 60_000, &h).unwrap();
+        }
+        store.write(&batch).unwrap();
+    }
+}
+
+/// Serves the analytics endpoint over `store` on 127.0.0.1; returns its address.
+fn serve(store: Arc<Store>) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(listener, query::http::router(store))
+                .await
+                .unwrap();
+        });
+    });
+    addr
+}
+
+/// The state a running server is in when asked for the last 4 h: everything older than the
+/// last flush (at most `flush_interval`, 15 min, ago) in blocks with the finest level's partial
+/// rollup rebuilt right after that flush, the newest 15 minutes still in the head.
+fn steady_state(keys: &[StreamKey]) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path(),
+        StoreOptions {
+            background_flush: false,
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap();
+    let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
+    let head_minutes = 15;
+    load(&store, keys, 0..MINUTES - head_minutes, &mut rng);
+    store.flush().unwrap();
+    store
+        .build_rollups(T0_MS + (MINUTES - head_minutes) * 60_000)
+        .unwrap();
+    load(&store, keys, MINUTES - head_minutes..MINUTES, &mut rng);
+    let store = Arc::new(store);
+    let addr = serve(store.clone());
+    served_by(&store);
+    measure(
+        &addr,
+        "steady state (partial 5 m rollup + 15 min in the head)",
+    );
+}
+
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(
@@ -147,48 +221,14 @@ fn main() {
         .map(|i| StreamKey::parse(&format!("req_latency|ST[host:h{i:04},dc:dc{}]", i % 4)).unwrap())
         .collect();
     let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
     let t = Instant::now();
-    for m in 0..MINUTES {
-        let mut batch = WriteBatch::new();
-        for k in &keys {
-            let mut h = Histogram::new();
-            for _ in 0..SAMPLES_PER_MINUTE {
-                // Log-uniform latencies over 1 ms … 1 s.
-                let u = (next() % 1_000_000) as f64 / 1_000_000.0;
-                h.insert(10f64.powf(-3.0 + 3.0 * u));
-            }
-            batch.histogram(k, T0_MS + m * 60_000, &h).unwrap();
-        }
-        store.write(&batch).unwrap();
-    }
+    load(&store, &keys, 0..MINUTES, &mut rng);
     println!(
         "loaded {STREAMS} streams × {MINUTES} one-minute histograms in {:.1} s",
         t.elapsed().as_secs_f64()
     );
     let store = Arc::new(store);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    listener.set_nonblocking(true).unwrap();
-    let served = store.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(listener, query::http::router(served))
-                .await
-                .unwrap();
-        });
-    });
+    let addr = serve(store.clone());
     served_by(&store);
     measure(&addr, "head");
     store.flush().unwrap();
@@ -221,6 +261,7 @@ fn main() {
     );
     served_by(&store);
     measure(&addr, "rollups");
+    steady_state(&keys);
 
     // Parse time of a 20-stage pipeline.
     let stages = [

@@ -844,8 +844,8 @@ impl Inner {
             }
             // Right after a flush too: its blocks make the finest level's partition still
             // filling stale, and until it is rebuilt reads of the last hours merge base periods.
-            let maintenance_due = flushed
-                || last_maintenance.elapsed() >= Duration::from_millis(MAINTENANCE_TICK_MS);
+            let maintenance_due =
+                flushed || last_maintenance.elapsed() >= Duration::from_millis(MAINTENANCE_TICK_MS);
             if self.opts.background_maintenance && maintenance_due {
                 last_maintenance = Instant::now();
                 let now_ms = crate::rollup::wall_clock_ms();

@@ -91,8 +91,8 @@ fn pack_group(next: u16, keys: &[u16; GROUP], counts: &[u64; GROUP]) -> Option<[
 /// their keys and counts, if every byte is a one-byte varint, every count > 0 and every key
 /// valid. Anything else (a wider varint, damage) is left to the bin-by-bin path.
 #[inline(always)]
-fn unpack_group(next: u32, bytes: &[u8; 2 * GROUP]) -> Option<([u32; GROUP], [u8; GROUP])> {
-    let (mut keys, mut counts) = ([0u32; GROUP], [0u8; GROUP]);
+fn unpack_group(next: u32, bytes: &[u8; 2 * GROUP]) -> Option<([u16; GROUP], [u8; GROUP])> {
+    let (mut keys, mut counts) = ([0u16; GROUP], [0u8; GROUP]);
     let mut key = next;
     let mut high = 0u8;
     let mut bad = false;
@@ -100,14 +100,52 @@ fn unpack_group(next: u32, bytes: &[u8; 2 * GROUP]) -> Option<([u32; GROUP], [u8
         let (gap, count) = (bytes[2 * j], bytes[2 * j + 1]);
         high |= gap | count;
         key += u32::from(gap);
-        keys[j] = key;
+        keys[j] = key as u16;
         counts[j] = count;
-        key += 1;
         // Non-short-circuit: one flag for the group, no branch per bin.
-        let valid = keys[j] <= u32::from(u16::MAX) && hist::key_is_valid(keys[j] as u16);
+        let valid = key <= u32::from(u16::MAX) && hist::key_is_valid(key as u16);
         bad |= (count == 0) | !valid;
+        key += 1;
     }
     (high < 0x80 && !bad).then_some((keys, counts))
+}
+
+/// Where a walk puts the bins it reads: one at a time, or a group of `GROUP` at once (by
+/// default one at a time).
+trait Sink {
+    fn bin(&mut self, key: u16, count: u64);
+
+    #[inline(always)]
+    fn group(&mut self, keys: &[u16; GROUP], counts: &[u8; GROUP]) {
+        for (&k, &c) in keys.iter().zip(counts) {
+            self.bin(k, u64::from(c));
+        }
+    }
+}
+
+/// A closure called for every bin.
+struct Each<F>(F);
+
+impl<F: FnMut(u16, u64)> Sink for Each<F> {
+    #[inline(always)]
+    fn bin(&mut self, key: u16, count: u64) {
+        (self.0)(key, count);
+    }
+}
+
+/// An accumulator: a group is added with one span check.
+struct AddTo<'a>(&'a mut Accumulator);
+
+impl Sink for AddTo<'_> {
+    #[inline(always)]
+    fn bin(&mut self, key: u16, count: u64) {
+        self.0.add_key(key, count);
+    }
+
+    #[inline(always)]
+    fn group(&mut self, keys: &[u16; GROUP], counts: &[u8; GROUP]) {
+        self.0.add_keys(keys, counts);
+    }
 }
 
 /// Writes a varint at `at` (room for 10 bytes must be there) and returns where it ends.
@@ -202,15 +240,15 @@ fn walk(
     bins_max: usize,
     f: impl FnMut(u16, u64),
 ) -> Result<(usize, usize), UnpackError> {
-    walk_groups::<true>(bytes, bins_max, f)
+    walk_groups::<true>(bytes, bins_max, &mut Each(f))
 }
 
-/// [`walk`], with the group fast path or (tests: the reference) bin by bin only.
+/// [`walk`] into any sink, with the group fast path or (tests: the reference) bin by bin only.
 #[inline]
 fn walk_groups<const GROUPS: bool>(
     bytes: &[u8],
     bins_max: usize,
-    mut f: impl FnMut(u16, u64),
+    sink: &mut impl Sink,
 ) -> Result<(usize, usize), UnpackError> {
     let (mut at, mut next, mut bins) = (0usize, 0u32, 0usize);
     while at < bytes.len() && bins < bins_max {
@@ -220,11 +258,9 @@ fn walk_groups<const GROUPS: bool>(
                 .map(<&[u8; 2 * GROUP]>::try_from);
             if let Some(Ok(group)) = group {
                 if let Some((keys, counts)) = unpack_group(next, group) {
-                    for (&k, &c) in keys.iter().zip(&counts) {
-                        debug_assert!(hist::key_is_valid(k as u16));
-                        f(k as u16, u64::from(c));
-                    }
-                    next = keys[GROUP - 1] + 1;
+                    debug_assert!(keys.iter().all(|&k| hist::key_is_valid(k)));
+                    sink.group(&keys, &counts);
+                    next = u32::from(keys[GROUP - 1]) + 1;
                     bins += GROUP;
                     at += 2 * GROUP;
                     continue;
@@ -241,7 +277,7 @@ fn walk_groups<const GROUPS: bool>(
                         what: "not a valid bin key",
                     });
                 }
-                f(key as u16, u64::from(count));
+                sink.bin(key as u16, u64::from(count));
                 next = key + 1;
                 bins += 1;
                 at += 2;
@@ -260,7 +296,7 @@ fn walk_groups<const GROUPS: bool>(
         if count == 0 {
             return Err(err("a bin count of zero"));
         }
-        f(key, count);
+        sink.bin(key, count);
         next = u32::from(key) + 1;
         bins += 1;
     }
@@ -280,8 +316,25 @@ pub fn unpack(bytes: &[u8]) -> Result<Histogram, UnpackError> {
 /// Adds packed bins the store wrote itself into `acc` (a damaged buffer would be a bug: it
 /// is asserted in debug builds and its bad bins skipped in release).
 pub fn add_to(bytes: &[u8], acc: &mut Accumulator) {
-    let result = for_each_bin(bytes, |k, c| acc.add_key(k, c));
+    let result = walk_groups::<true>(bytes, usize::MAX, &mut AddTo(acc));
     debug_assert!(result.is_ok(), "packed bins the store wrote: {result:?}");
+}
+
+/// Adds exactly `bins` bins from the start of `bytes` into `acc` (checked as [`for_each_bin`]
+/// checks; on an error some bins may have been added) and returns the bytes they took.
+pub fn add_prefix_to(
+    bytes: &[u8],
+    bins: usize,
+    acc: &mut Accumulator,
+) -> Result<usize, UnpackError> {
+    let (got, used) = walk_groups::<true>(bytes, bins, &mut AddTo(acc))?;
+    if got != bins {
+        return Err(UnpackError {
+            offset: used,
+            what: "fewer bins than their count",
+        });
+    }
+    Ok(used)
 }
 
 #[cfg(test)]
@@ -353,8 +406,19 @@ mod tests {
             for bytes in [&grouped[..], &mutated[..], &noise[..], &based[..]] {
                 for max in [usize::MAX, bins_max] {
                     let (mut a, mut b) = (Vec::new(), Vec::new());
-                    let fast = walk_groups::<true>(bytes, max, |k, c| a.push((k, c)));
-                    let slow = walk_groups::<false>(bytes, max, |k, c| b.push((k, c)));
+                    let fast = walk_groups::<true>(bytes, max, &mut Each(|k, c| a.push((k, c))));
+                    let slow = walk_groups::<false>(bytes, max, &mut Each(|k, c| b.push((k, c))));
+                    // Into an accumulator: the same bins added, or the same error.
+                    let mut acc = Accumulator::new();
+                    let into = walk_groups::<true>(bytes, max, &mut AddTo(&mut acc));
+                    proptest::prop_assert_eq!(into, slow);
+                    if slow.is_ok() {
+                        let mut want = Accumulator::new();
+                        for &(k, c) in &b {
+                            want.add_key(k, c);
+                        }
+                        proptest::prop_assert_eq!(acc.to_histogram(), want.to_histogram());
+                    }
                     proptest::prop_assert_eq!(fast, slow);
                     proptest::prop_assert_eq!(a, b);
                 }

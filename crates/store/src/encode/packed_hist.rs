@@ -50,37 +50,20 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
     Ok(out)
 }
 
-/// Decodes one chunk straight into accumulators, as `histogram::decode_into` does (each bin
-/// added as it is read: no key and count buffers between).
+/// Decodes one chunk straight into accumulators, as `histogram::decode_into` does (bins added
+/// as they are read, eight at a time where they pack one byte each: no buffers between).
 pub fn decode_into(
     bytes: &[u8],
     mut slot_of: impl FnMut(i64) -> Option<usize>,
     out: &mut [Accumulator],
 ) -> Result<ChunkSummary, DecodeError> {
-    // Bins go through a small buffer and into the accumulator a run at a time: one span check
-    // per run instead of one per bin.
-    let (mut keys, mut counts) = ([0u16; RUN_BINS], [0u64; RUN_BINS]);
     walk_chunk(bytes, |ts, bins, bins_count| {
-        let Some(acc) = slot_of(ts).and_then(|i| out.get_mut(i)) else {
-            return packed::for_each_bin_prefix(bins, bins_count, |_, _| {});
-        };
-        let mut n = 0;
-        let used = packed::for_each_bin_prefix(bins, bins_count, |k, c| {
-            keys[n] = k;
-            counts[n] = c;
-            n += 1;
-            if n == RUN_BINS {
-                acc.add_keys(&keys, &counts);
-                n = 0;
-            }
-        })?;
-        acc.add_keys(&keys[..n], &counts[..n]);
-        Ok(used)
+        match slot_of(ts).and_then(|i| out.get_mut(i)) {
+            Some(acc) => packed::add_prefix_to(bins, bins_count, acc),
+            None => packed::for_each_bin_prefix(bins, bins_count, |_, _| {}),
+        }
     })
 }
-
-/// Bins added to an accumulator at a time by `decode_into`.
-const RUN_BINS: usize = 64;
 
 fn decode_with(
     bytes: &[u8],
