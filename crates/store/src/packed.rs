@@ -287,8 +287,9 @@ fn walk_groups<const GROUPS: bool>(
         let offset = at;
         let err = |what| UnpackError { offset, what };
         let gap = get_varint(bytes, &mut at).ok_or(err("bin gap: truncated or too long"))?;
-        let key = u64::from(next) + gap;
-        let key = u16::try_from(key).map_err(|_| err("bin key past the last key"))?;
+        // Checked: a 64-bit gap must not wrap around to a key below the previous one.
+        let key = u64::from(next).checked_add(gap).and_then(|k| u16::try_from(k).ok());
+        let key = key.ok_or(err("bin key past the last key"))?;
         if !hist::key_is_valid(key) {
             return Err(err("not a valid bin key"));
         }
@@ -461,6 +462,9 @@ mod tests {
             unpack(&[0, 1, 0xff, 0xff, 0x03, 1]).unwrap_err().what,
             "bin key past the last key"
         );
+        // A gap of 2^64 − 1 after key 1 must not wrap around to key 0 (found by cargo-fuzz).
+        let wrap = [1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1];
+        assert_eq!(unpack(&wrap).unwrap_err().what, "bin key past the last key");
         // A typical latency histogram packs into 2 bytes per bin.
         let mut h = Histogram::new();
         for i in 0..75 {
