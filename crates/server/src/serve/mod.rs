@@ -236,6 +236,13 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     };
     init_logging(&args, &config);
+    // Transparent huge pages cost the server more than they give: the allocator hands freed
+    // request and batch buffers back to the kernel in small pieces and takes them again, and
+    // every fault in a huge-page region zeroes 2 MiB — 20–30 % of the server's CPU on histogram
+    // ingest (bench/RESULTS.md, issue 6). Process-wide; an older kernel just keeps them.
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        tracing::debug!("transparent huge pages stay enabled: {e}");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("strata-serve")
