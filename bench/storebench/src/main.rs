@@ -171,6 +171,10 @@ fn crash_child(args: &[String]) -> Result<ExitCode, String> {
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // As `strata serve` runs the store: without transparent huge pages (crates/server says why).
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        eprintln!("storebench: transparent huge pages stay enabled: {e}");
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("crash-loss") => crash_loss(&args[1..]),
