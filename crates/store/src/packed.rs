@@ -288,7 +288,9 @@ fn walk_groups<const GROUPS: bool>(
         let err = |what| UnpackError { offset, what };
         let gap = get_varint(bytes, &mut at).ok_or(err("bin gap: truncated or too long"))?;
         // Checked: a 64-bit gap must not wrap around to a key below the previous one.
-        let key = u64::from(next).checked_add(gap).and_then(|k| u16::try_from(k).ok());
+        let key = u64::from(next)
+            .checked_add(gap)
+            .and_then(|k| u16::try_from(k).ok());
         let key = key.ok_or(err("bin key past the last key"))?;
         if !hist::key_is_valid(key) {
             return Err(err("not a valid bin key"));
@@ -463,7 +465,9 @@ mod tests {
             "bin key past the last key"
         );
         // A gap of 2^64 − 1 after key 1 must not wrap around to key 0 (found by cargo-fuzz).
-        let wrap = [1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1];
+        let wrap = [
+            1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1,
+        ];
         assert_eq!(unpack(&wrap).unwrap_err().what, "bin key past the last key");
         // A typical latency histogram packs into 2 bytes per bin.
         let mut h = Histogram::new();
