@@ -62,6 +62,8 @@ pub struct RollupReport {
     pub partitions: u64,
     /// Of those, rebuilt because they were stale.
     pub rebuilt: u64,
+    /// Of those, brought up to date from the old rollup and only the files newer than it.
+    pub extended: u64,
     pub series: u64,
     pub bytes: u64,
 }
@@ -296,6 +298,60 @@ impl Acc {
 
 /// Builds one series' slices for a level partition from `files` (and `seed`, the old rollup,
 /// in an incremental rebuild).
+/// The old rollup a build starts from, if any, and how the new data lies against it.
+#[derive(Clone, Copy)]
+enum Seeded<'a> {
+    No,
+    /// New numeric samples come after every sample it counted (`extends_exactly`): a slice
+    /// they share is its part followed by theirs, with the step between them.
+    Before(&'a Arc<Block>),
+    /// New data may interleave with its slices: no step between them.
+    Interleaved(&'a Arc<Block>),
+}
+
+/// Whether level 0's rollup `old` of its partition is brought up to date exactly by folding in
+/// only the base files newer than it (the partition still filling, after a flush): every newer
+/// file is a flush's own block (`id.generation == content_generation`; a compaction's output
+/// holds data the rollup already counted), no tombstone over the partition is newer than the
+/// rollup (a rebuild must leave deleted data out), and every numeric series' new samples come
+/// after everything the older files hold for it (the duplicate rule has nothing to decide
+/// between old and new, and a counter's step from old to new is known).
+fn extends_exactly(blocks: &Blocks, old: &Block, src: &Sources<'_>) -> bool {
+    let generation = old.content_generation;
+    let (start_ms, end_ms) = (old.id.partition_start_ms, old.partition_end_ms);
+    let (newer, older): (Vec<&Arc<Block>>, Vec<&Arc<Block>>) = src
+        .files
+        .iter()
+        .partition(|b| b.content_generation > generation);
+    if newer.is_empty()
+        || newer
+            .iter()
+            .any(|b| b.id.generation != b.content_generation)
+    {
+        return false;
+    }
+    let newer_tombstone = blocks
+        .tombstones
+        .iter()
+        .any(|t| t.start_ms < end_ms && start_ms < t.end_ms && t.generation > generation);
+    if newer_tombstone {
+        return false;
+    }
+    let mut first_new: BTreeMap<SeriesId, i64> = BTreeMap::new();
+    for e in newer.iter().flat_map(|b| b.entries()) {
+        if e.kind == Kind::Numeric {
+            let first = first_new.entry(e.series).or_insert(e.first_ts_ms);
+            *first = (*first).min(e.first_ts_ms);
+        }
+    }
+    first_new.iter().all(|(&series, &first)| {
+        older
+            .iter()
+            .flat_map(|b| b.entries_of(series))
+            .all(|e| e.last_ts_ms < first)
+    })
+}
+
 fn build_series(
     blocks: &Blocks,
     period_ms: i64,
@@ -303,8 +359,12 @@ fn build_series(
     kind: Kind,
     src: &Sources<'_>,
     files: &[&Arc<Block>],
-    seed: Option<&Arc<Block>>,
+    seeded: Seeded<'_>,
 ) -> Result<Option<SeriesData>, StoreError> {
+    let seed = match seeded {
+        Seeded::No => None,
+        Seeded::Before(old) | Seeded::Interleaved(old) => Some(old),
+    };
     let Some(mut acc) = Acc::new(kind) else {
         return Ok(None);
     };
@@ -369,8 +429,9 @@ fn build_series(
         };
         fold_rollup(&mut acc, old, false, &mut keep_old)?;
     }
-    // Seeded: new data may interleave with the old slices (no step between them).
-    let in_order = seed.is_none();
+    // Seeded, new data may interleave with the old slices (no step between them) unless it is
+    // known to come after them.
+    let in_order = !matches!(seeded, Seeded::Interleaved(_));
     if !src.from_base {
         let mut keep_new = |t: i64| !kept_whole.iter().any(|&(s, e)| s <= t && t < e);
         for b in files {
@@ -488,8 +549,12 @@ impl Inner {
             let end = start.saturating_add(l.partition_ms);
             let src = sources(blocks, level, start, end);
             let old = l.by_partition.get(&start);
-            // Where the finer data has expired, keep the old rollup and fold in what is newer.
-            let incremental = old.is_some() && start < expired_before_ms;
+            // Keep the old rollup and fold in only what is newer where the finer data has
+            // expired, and where that is exact: the finest level's partition still filling,
+            // after a flush (a rebuild from every block of the day after every flush would cost
+            // in proportion to the day, not to what is new).
+            let extends = level == 0 && old.is_some_and(|o| extends_exactly(blocks, o, &src));
+            let incremental = old.is_some() && (start < expired_before_ms || extends);
             let files: Vec<&Arc<Block>> = match old {
                 Some(o) if incremental => src
                     .files
@@ -520,8 +585,13 @@ impl Inner {
                 w = w.with_packed_histograms();
             }
             for (series, kind) in series_of(&all_files) {
+                let seeded = match seed {
+                    Some(old) if extends => Seeded::Before(old),
+                    Some(old) => Seeded::Interleaved(old),
+                    None => Seeded::No,
+                };
                 if let Some(data) =
-                    build_series(blocks, l.period_ms, series, kind, &src, &files, seed)?
+                    build_series(blocks, l.period_ms, series, kind, &src, &files, seeded)?
                 {
                     let slices = match kind {
                         Kind::Numeric => ROLLUP_NUMERIC_CHUNK_SLICES,
@@ -544,6 +614,7 @@ impl Inner {
             });
             report.partitions += 1;
             report.rebuilt += u64::from(old.is_some());
+            report.extended += u64::from(extends);
             report.bytes += stats.size_bytes;
             if i == 0 {
                 failpoint("rollup-first-file");

@@ -242,6 +242,65 @@ fn a_partition_still_filling_is_rolled_up_at_the_finest_level() {
     );
 }
 
+/// After a flush, the finest level's partition still filling is brought up to date from its old
+/// rollup and the new blocks alone when that is exact, and rebuilt whole when it is not (a numeric
+/// sample resent at a time already counted: the duplicate rule needs every sample); reads equal
+/// the model either way, counter increases included.
+#[test]
+fn a_partition_still_filling_is_extended_by_new_flushes_when_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let mut model = Model::default();
+    let p = LEVEL_PARTITIONS_MS[0];
+    model.write_random(&store, 11, 800, 0, p / 4);
+    store.flush().unwrap();
+    let r = store.build_rollups(p / 4).unwrap();
+    assert_eq!((r.partitions, r.extended), (1, 0), "{r:?}");
+    // New data after everything flushed so far (both series): extended.
+    model.write_random(&store, 12, 800, p / 4, p / 2);
+    store.flush().unwrap();
+    let r = store.build_rollups(p / 2).unwrap();
+    assert_eq!((r.partitions, r.rebuilt, r.extended), (1, 1, 1), "{r:?}");
+    let used = check_all(&store, &model, "extended");
+    assert!(used[1] > 0, "the extended rollup served reads: {used:?}");
+    // And again, the new data starting in the very slice the old data ended in: the counter's
+    // step from the old last sample to the new first one is inside that slice.
+    let last = *model.numeric.keys().next_back().unwrap();
+    let slice_ms = LEVEL_PERIODS_MS[0];
+    let next = if (last + 1) % slice_ms == 0 {
+        last
+    } else {
+        last + 1
+    };
+    assert_eq!(next / slice_ms, last / slice_ms);
+    let mut more = Model::generate(13, 1, last + 1, last + 2);
+    more[0].1 = model.numeric[&last] + 7.0;
+    more.extend(Model::generate(14, 300, last + 2, p * 3 / 4));
+    if next == last {
+        more.remove(0);
+    }
+    Model::write(&store, &more);
+    model.add(&more);
+    store.flush().unwrap();
+    let r = store.build_rollups(p * 3 / 4).unwrap();
+    assert_eq!(r.extended, 1, "{r:?}");
+    check_all(&store, &model, "extended twice");
+    // A numeric sample at a millisecond already counted: rebuilt whole, the later value wins.
+    let (&t, _) = model.numeric.iter().nth(100).unwrap();
+    let resent = Model::generate(15, 1, t, t + 1);
+    Model::write(&store, &resent);
+    model.add(&resent);
+    store.flush().unwrap();
+    let r = store.build_rollups(p * 3 / 4).unwrap();
+    assert_eq!((r.partitions, r.rebuilt, r.extended), (1, 1, 0), "{r:?}");
+    let used = check_all(&store, &model, "rebuilt after a resend");
+    assert!(used[1] > 0, "{used:?}");
+    // The extended file survives a reopen like any other.
+    drop(store);
+    let store = Store::open(dir.path(), opts()).unwrap();
+    check_all(&store, &model, "after reopen");
+}
+
 fn retention_opts(base_ms: i64, numeric_ms: i64, level_ms: [i64; 3]) -> StoreOptions {
     let mut o = opts();
     o.base_retention_ms = base_ms;
