@@ -44,6 +44,8 @@ const RECORD_BUFFER_BYTES_MAX: usize = 64 << 20;
 const FLUSH_TICK_MS: u64 = 1_000;
 /// How often the background flusher builds due rollups and applies retention.
 const MAINTENANCE_TICK_MS: u64 = 60_000;
+/// Least time between two maintenance passes run because a flush just happened.
+const MAINTENANCE_AFTER_FLUSH_GAP_MS: u64 = 10_000;
 /// Rollup partitions one background pass builds at most (per level), so flushing is never
 /// held up for long; later passes do the rest.
 const BACKGROUND_ROLLUP_PARTITIONS_MAX: usize = 8;
@@ -842,10 +844,13 @@ impl Inner {
                 self.flush_failing.store(failed, Ordering::Release);
                 flushed = !failed;
             }
-            // Right after a flush too: its blocks make the finest level's partition still
-            // filling stale, and until it is rebuilt reads of the last hours merge base periods.
-            let maintenance_due =
-                flushed || last_maintenance.elapsed() >= Duration::from_millis(MAINTENANCE_TICK_MS);
+            // Right after a flush too (its blocks make the finest level's partition still
+            // filling stale, and until it is rebuilt reads of the last hours merge base periods),
+            // but not more often than every MAINTENANCE_AFTER_FLUSH_GAP_MS: under heavy ingest
+            // the head fills and flushes every few seconds.
+            let since = last_maintenance.elapsed();
+            let maintenance_due = since >= Duration::from_millis(MAINTENANCE_TICK_MS)
+                || (flushed && since >= Duration::from_millis(MAINTENANCE_AFTER_FLUSH_GAP_MS));
             if self.opts.background_maintenance && maintenance_due {
                 last_maintenance = Instant::now();
                 let now_ms = crate::rollup::wall_clock_ms();
