@@ -205,6 +205,14 @@ fn steady_state(keys: &[StreamKey]) {
         &addr,
         "steady state (partial 5 m rollup + 15 min in the head)",
     );
+    // The next flush makes the partial rollup stale until the build it triggers is done: reads
+    // take it with the new flush block added on top.
+    store.flush().unwrap();
+    served_by(&store);
+    measure(
+        &addr,
+        "just after a flush (stale partial rollup + the new block)",
+    );
 }
 
 fn main() {

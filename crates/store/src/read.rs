@@ -392,56 +392,104 @@ impl<'a> View<'a> {
             return self.accumulate_base_histograms(id, slicing, (start_ms, end_ms), out);
         };
         let period_ms = self.blocks.levels[level].period_ms;
+        let partition_ms = self.blocks.levels[level].partition_ms;
         for (s, e, rollup) in self.level_parts(level, id, start_ms, end_ms) {
-            match rollup {
-                Some(b) => {
-                    let from = s.saturating_sub(period_ms - 1);
-                    // Rollup slices go straight from the chunk into the accumulators; a slice
-                    // that straddles a column is read from finer data instead, after.
-                    let mut straddling = Vec::new();
-                    let entries = b.entries_of(id);
-                    let lo = entries.partition_point(|x| x.last_ts_ms < from);
-                    let hi = entries.partition_point(|x| x.first_ts_ms < e).max(lo);
-                    let entries = &entries[lo..hi];
-                    // A short read of many series decodes thousands of small rollup chunks:
-                    // one file read per series, not per chunk.
-                    let span = match entries.first() {
-                        Some(first) => self.chunk_result(b, first, |b, _| b.read_span(entries))?,
-                        None => None,
-                    };
-                    for entry in entries {
-                        let slot_of = |t: i64| {
-                            if t < from || t >= e {
-                                return None;
-                            }
-                            if slicing.holds(t, period_ms, (s, e)) {
-                                self.rollup_slices_read.fetch_add(1, Ordering::Relaxed);
-                                return Some(slicing.slice_of(t));
-                            }
-                            straddling.push(t);
-                            None
-                        };
-                        // (A directory whose offsets do not ascend reads chunk by chunk.)
-                        let chunk = span.as_ref().and_then(|(at, bytes)| {
-                            let from = usize::try_from(entry.offset.checked_sub(*at)?).ok()?;
-                            bytes.get(from..from.checked_add(entry.size_bytes as usize)?)
-                        });
-                        match chunk {
-                            Some(chunk) => self.chunk_result(b, entry, |b, entry| {
-                                b.accumulate_histogram_bytes(entry, chunk, slot_of, out)
-                            })?,
-                            None => self.accumulate_chunk(b, entry, slot_of, out)?,
+            // A stale rollup of the finest level may still serve, with the newer flush blocks
+            // added on top (`Blocks::extendable_rollup`): a flush does not send the reads of the
+            // last hours back to base periods until the next rollup build.
+            let (rollup, newer) = match rollup {
+                Some(b) => (Some(b), Vec::new()),
+                None if level == 0 => match self
+                    .blocks
+                    .extendable_rollup(s - s.rem_euclid(partition_ms), id)
+                {
+                    Some((b, newer)) => (Some(b), newer),
+                    None => (None, Vec::new()),
+                },
+                None => (None, Vec::new()),
+            };
+            let Some(b) = rollup else {
+                self.fill_histograms(id, slicing, (s, e), level.checked_sub(1), out)?;
+                continue;
+            };
+            let straddling = self.add_rollup_histograms(b, id, slicing, (s, e), period_ms, out)?;
+            if !newer.is_empty() {
+                // Straddling slices are read from finer data below, newer blocks included.
+                self.check_quarantine(s, e)?;
+                for block in newer {
+                    for entry in block.entries_of(id) {
+                        if entry.last_ts_ms < s || entry.first_ts_ms >= e {
+                            continue;
                         }
-                    }
-                    for t in straddling {
-                        let part = (t.max(s), t.saturating_add(period_ms).min(e));
-                        self.fill_histograms(id, slicing, part, level.checked_sub(1), out)?;
+                        let slot_of = |t: i64| {
+                            let straddles = straddling
+                                .iter()
+                                .any(|&u| u <= t && t < u.saturating_add(period_ms));
+                            (s <= t && t < e && !straddles).then(|| slicing.slice_of(t))
+                        };
+                        self.accumulate_chunk(block, entry, slot_of, out)?;
                     }
                 }
-                None => self.fill_histograms(id, slicing, (s, e), level.checked_sub(1), out)?,
+            }
+            for t in straddling {
+                let part = (t.max(s), t.saturating_add(period_ms).min(e));
+                self.fill_histograms(id, slicing, part, level.checked_sub(1), out)?;
             }
         }
         Ok(())
+    }
+
+    /// Adds the slices of rollup `b` for `id` that fit inside the columns of `slicing` in
+    /// `[s, e)` into `out`; returns the starts of the slices that straddle a column (to be read
+    /// from finer data).
+    fn add_rollup_histograms(
+        &self,
+        b: &Arc<Block>,
+        id: SeriesId,
+        slicing: &Slicing,
+        (s, e): (i64, i64),
+        period_ms: i64,
+        out: &mut [Accumulator],
+    ) -> Result<Vec<i64>, StoreError> {
+        let from = s.saturating_sub(period_ms - 1);
+        // Rollup slices go straight from the chunk into the accumulators; a slice that
+        // straddles a column is read from finer data instead, after.
+        let mut straddling = Vec::new();
+        let entries = b.entries_of(id);
+        let lo = entries.partition_point(|x| x.last_ts_ms < from);
+        let hi = entries.partition_point(|x| x.first_ts_ms < e).max(lo);
+        let entries = &entries[lo..hi];
+        // A short read of many series decodes thousands of small rollup chunks: one file read
+        // per series, not per chunk.
+        let span = match entries.first() {
+            Some(first) => self.chunk_result(b, first, |b, _| b.read_span(entries))?,
+            None => None,
+        };
+        for entry in entries {
+            let slot_of = |t: i64| {
+                if t < from || t >= e {
+                    return None;
+                }
+                if slicing.holds(t, period_ms, (s, e)) {
+                    self.rollup_slices_read.fetch_add(1, Ordering::Relaxed);
+                    return Some(slicing.slice_of(t));
+                }
+                straddling.push(t);
+                None
+            };
+            // (A directory whose offsets do not ascend reads chunk by chunk.)
+            let chunk = span.as_ref().and_then(|(at, bytes)| {
+                let from = usize::try_from(entry.offset.checked_sub(*at)?).ok()?;
+                bytes.get(from..from.checked_add(entry.size_bytes as usize)?)
+            });
+            match chunk {
+                Some(chunk) => self.chunk_result(b, entry, |b, entry| {
+                    b.accumulate_histogram_bytes(entry, chunk, slot_of, out)
+                })?,
+                None => self.accumulate_chunk(b, entry, slot_of, out)?,
+            }
+        }
+        Ok(straddling)
     }
 
     /// Base-period histograms of `id` from blocks in `[start_ms, end_ms)` added into `out`'s
