@@ -156,6 +156,15 @@ fn load(store: &Store, keys: &[StreamKey], minutes: std::ops::Range<i64>, rng: &
     }
 }
 
+/// A store with the defaults, flushed and rolled up only when the benchmark says so.
+fn open_store(dir: &std::path::Path) -> Store {
+    let opts = StoreOptions {
+        background_flush: false,
+        ..StoreOptions::default()
+    };
+    Store::open(dir, opts).unwrap()
+}
+
 /// Serves the analytics endpoint over `store` on 127.0.0.1; returns its address.
 fn serve(store: Arc<Store>) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -182,14 +191,7 @@ fn serve(store: Arc<Store>) -> String {
 /// rollup rebuilt right after that flush, the newest 15 minutes still in the head.
 fn steady_state(keys: &[StreamKey]) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(
-        dir.path(),
-        StoreOptions {
-            background_flush: false,
-            ..StoreOptions::default()
-        },
-    )
-    .unwrap();
+    let store = open_store(dir.path());
     let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
     let head_minutes = 15;
     load(&store, keys, 0..MINUTES - head_minutes, &mut rng);
@@ -217,14 +219,7 @@ fn steady_state(keys: &[StreamKey]) {
 
 fn main() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(
-        dir.path(),
-        StoreOptions {
-            background_flush: false,
-            ..StoreOptions::default()
-        },
-    )
-    .unwrap();
+    let store = open_store(dir.path());
     let keys: Vec<StreamKey> = (0..STREAMS)
         .map(|i| StreamKey::parse(&format!("req_latency|ST[host:h{i:04},dc:dc{}]", i % 4)).unwrap())
         .collect();

@@ -482,29 +482,42 @@ pub fn decode_into(
 
 /// The decoder: calls `period` with each period's start and its bins (strictly ascending
 /// storage-order keys, counts > 0), in time order.
+/// The start of both histogram chunk layouts (range-coded and packed): the period count (1 ..=
+/// `count_max`), the timestamp header and the timestamps' bit stream with its byte length.
+/// Returns the period starts and leaves `pos` after them.
+pub(super) fn read_period_starts(
+    body: &[u8],
+    pos: &mut usize,
+    count_max: u64,
+) -> Result<Vec<i64>, DecodeError> {
+    let count = get_varint(body, pos)?;
+    if count == 0 || count > count_max {
+        return Err(DecodeError::TooManySamples { count });
+    }
+    let count = count as usize;
+    let header = timestamps::read_header(body, pos, count)?;
+    let ts_len = get_varint(body, pos)?;
+    if ts_len > (body.len() - *pos) as u64 {
+        return Err(DecodeError::Truncated {
+            bit_offset: body.len() as u64 * 8,
+        });
+    }
+    let ts_end = *pos + ts_len as usize;
+    let mut r = BitReader::new(&body[*pos..ts_end]);
+    let ts_ms = timestamps::read_bits(&mut r, header, count)?;
+    r.finish()?;
+    *pos = ts_end;
+    Ok(ts_ms)
+}
+
 fn decode_with(
     bytes: &[u8],
     mut period: impl FnMut(i64, &[u16], &[u64]),
 ) -> Result<ChunkSummary, DecodeError> {
     let body = frame_body(bytes, ChunkKind::Histogram)?;
     let mut pos = 0;
-    let count = get_varint(body, &mut pos)?;
-    if count == 0 || count > HIST_CHUNK_PERIODS_MAX as u64 {
-        return Err(DecodeError::TooManySamples { count });
-    }
-    let count = count as usize;
-    let header = timestamps::read_header(body, &mut pos, count)?;
-    let ts_len = get_varint(body, &mut pos)?;
-    if ts_len > (body.len() - pos) as u64 {
-        return Err(DecodeError::Truncated {
-            bit_offset: body.len() as u64 * 8,
-        });
-    }
-    let ts_end = pos + ts_len as usize;
-    let mut r = BitReader::new(&body[pos..ts_end]);
-    let ts_ms = timestamps::read_bits(&mut r, header, count)?;
-    r.finish()?;
-    pos = ts_end;
+    let ts_ms = read_period_starts(body, &mut pos, HIST_CHUNK_PERIODS_MAX as u64)?;
+    let count = ts_ms.len();
     let invalid = |pos: usize, what| DecodeError::Invalid {
         bit_offset: pos as u64 * 8,
         what,

@@ -11,8 +11,8 @@
 
 use hist::{Accumulator, Histogram, BIN_COUNT_MAX};
 
-use super::bits::{get_varint, put_varint, BitReader, BitWriter};
-use super::histogram::{ChunkSummary, HIST_CHUNK_PERIODS_MAX};
+use super::bits::{get_varint, put_varint, BitWriter};
+use super::histogram::{read_period_starts, ChunkSummary, HIST_CHUNK_PERIODS_MAX};
 use super::timestamps;
 use super::{check_timestamps, frame_body, frame_finish, frame_start};
 use super::{ChunkKind, DecodeError, EncodeError};
@@ -87,24 +87,10 @@ fn walk_chunk(
 ) -> Result<ChunkSummary, DecodeError> {
     let body = frame_body(bytes, ChunkKind::PackedHistogram)?;
     let mut pos = 0;
-    let count = get_varint(body, &mut pos)?;
     // Every period takes at least one byte (its bin count).
-    if count == 0 || count > HIST_CHUNK_PERIODS_MAX as u64 || count > body.len() as u64 {
-        return Err(DecodeError::TooManySamples { count });
-    }
-    let count = count as usize;
-    let header = timestamps::read_header(body, &mut pos, count)?;
-    let ts_len = get_varint(body, &mut pos)?;
-    if ts_len > (body.len() - pos) as u64 {
-        return Err(DecodeError::Truncated {
-            bit_offset: body.len() as u64 * 8,
-        });
-    }
-    let ts_end = pos + ts_len as usize;
-    let mut r = BitReader::new(&body[pos..ts_end]);
-    let ts_ms = timestamps::read_bits(&mut r, header, count)?;
-    r.finish()?;
-    pos = ts_end;
+    let count_max = (HIST_CHUNK_PERIODS_MAX as u64).min(body.len() as u64);
+    let ts_ms = read_period_starts(body, &mut pos, count_max)?;
+    let count = ts_ms.len();
     // Bounded: one step per period, each reading at least one byte.
     for &ts in &ts_ms {
         let bins = get_varint(body, &mut pos)?;
