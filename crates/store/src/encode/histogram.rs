@@ -229,19 +229,8 @@ fn push_cold(v: &mut Vec<u64>, x: u64) {
 
 /// Encodes one chunk of per-period histograms. Period starts must strictly increase.
 pub fn encode(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {
-    let count = check_timestamps(periods.iter().map(|p| p.0))?;
-    if count > HIST_CHUNK_PERIODS_MAX {
-        return Err(EncodeError::TooManySamples { count });
-    }
-    let ts_ms: Vec<i64> = periods.iter().map(|p| p.0).collect();
-    let mut out = frame_start(ChunkKind::Histogram);
-    put_varint(&mut out, count as u64);
-    let header = timestamps::write_header(&mut out, &ts_ms);
-    let mut w = BitWriter::new();
-    timestamps::write_bits(&mut w, &ts_ms, header);
-    let ts_bits = w.finish();
-    put_varint(&mut out, ts_bits.len() as u64);
-    out.extend_from_slice(&ts_bits);
+    let mut out = start_chunk(ChunkKind::Histogram, periods)?;
+    let count = periods.len();
 
     // The window and the coding work on storage-order keys (same order as ordinals); ordinals
     // are only written.
@@ -482,6 +471,29 @@ pub fn decode_into(
 
 /// The decoder: calls `period` with each period's start and its bins (strictly ascending
 /// storage-order keys, counts > 0), in time order.
+/// A histogram chunk (either layout) up to its periods: the frame start, the period count and
+/// the period starts (`read_period_starts` reads them back). Period starts must strictly
+/// increase; at most `HIST_CHUNK_PERIODS_MAX`.
+pub(super) fn start_chunk(
+    kind: ChunkKind,
+    periods: &[(i64, Histogram)],
+) -> Result<Vec<u8>, EncodeError> {
+    let count = check_timestamps(periods.iter().map(|p| p.0))?;
+    if count > HIST_CHUNK_PERIODS_MAX {
+        return Err(EncodeError::TooManySamples { count });
+    }
+    let ts_ms: Vec<i64> = periods.iter().map(|p| p.0).collect();
+    let mut out = frame_start(kind);
+    put_varint(&mut out, count as u64);
+    let header = timestamps::write_header(&mut out, &ts_ms);
+    let mut w = BitWriter::new();
+    timestamps::write_bits(&mut w, &ts_ms, header);
+    let ts_bits = w.finish();
+    put_varint(&mut out, ts_bits.len() as u64);
+    out.extend_from_slice(&ts_bits);
+    Ok(out)
+}
+
 /// The start of both histogram chunk layouts (range-coded and packed): the period count (1 ..=
 /// `count_max`), the timestamp header and the timestamps' bit stream with its byte length.
 /// Returns the period starts and leaves `pos` after them.

@@ -11,28 +11,15 @@
 
 use hist::{Accumulator, Histogram, BIN_COUNT_MAX};
 
-use super::bits::{get_varint, put_varint, BitWriter};
-use super::histogram::{read_period_starts, ChunkSummary, HIST_CHUNK_PERIODS_MAX};
-use super::timestamps;
-use super::{check_timestamps, frame_body, frame_finish, frame_start};
+use super::bits::{get_varint, put_varint};
+use super::histogram::{read_period_starts, start_chunk, ChunkSummary, HIST_CHUNK_PERIODS_MAX};
+use super::{frame_body, frame_finish};
 use super::{ChunkKind, DecodeError, EncodeError};
 use crate::packed;
 
 /// Encodes one chunk of per-period histograms. Period starts must strictly increase.
 pub fn encode(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {
-    let count = check_timestamps(periods.iter().map(|p| p.0))?;
-    if count > HIST_CHUNK_PERIODS_MAX {
-        return Err(EncodeError::TooManySamples { count });
-    }
-    let ts_ms: Vec<i64> = periods.iter().map(|p| p.0).collect();
-    let mut out = frame_start(ChunkKind::PackedHistogram);
-    put_varint(&mut out, count as u64);
-    let header = timestamps::write_header(&mut out, &ts_ms);
-    let mut w = BitWriter::new();
-    timestamps::write_bits(&mut w, &ts_ms, header);
-    let ts_bits = w.finish();
-    put_varint(&mut out, ts_bits.len() as u64);
-    out.extend_from_slice(&ts_bits);
+    let mut out = start_chunk(ChunkKind::PackedHistogram, periods)?;
     for (_, h) in periods {
         put_varint(&mut out, h.bin_count() as u64);
         packed::pack_histogram(h, &mut out);
