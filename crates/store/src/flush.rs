@@ -98,35 +98,44 @@ impl Blocks {
         Some(r)
     }
 
+    /// The base blocks over a rollup's partition that are newer than it, if every one is a
+    /// flush's own block (`id.generation == content_generation`): new data only, none of what
+    /// the rollup counted — a compaction's output would hold both.
+    pub fn newer_flush_blocks(&self, rollup: &Block) -> Option<Vec<&Arc<Block>>> {
+        let newer: Vec<&Arc<Block>> = self
+            .overlapping(rollup.id.partition_start_ms, rollup.partition_end_ms)
+            .into_iter()
+            .filter(|b| b.content_generation > rollup.content_generation)
+            .collect();
+        newer
+            .iter()
+            .all(|b| b.id.generation == b.content_generation)
+            .then_some(newer)
+    }
+
     /// A stale rollup of the finest level that is still exact for `series`' histograms once
-    /// the base blocks newer than it are added on top, and those blocks: every one is a flush's
-    /// own block (new data, none of what the rollup counted — a compaction's output would hold
-    /// both) and no tombstone for the series is newer than the rollup. After a flush, reads of
-    /// the partition still filling use this until the rollup is brought up to date.
+    /// the base blocks newer than it are added on top, and those blocks: they are a flush's own
+    /// (`newer_flush_blocks`) and no tombstone for the series is newer than the rollup. After a
+    /// flush, reads of the partition still filling use this until the rollup is brought up to
+    /// date.
     pub fn extendable_rollup(
         &self,
         partition_start_ms: i64,
         series: SeriesId,
     ) -> Option<(&Arc<Block>, Vec<&Arc<Block>>)> {
-        let l = self.levels.first()?;
-        let r = l.by_partition.get(&partition_start_ms)?;
-        let end = partition_start_ms.saturating_add(l.partition_ms);
-        let deleted = self
-            .tombstones
-            .iter()
-            .any(|t| t.overlaps(series, partition_start_ms, end, r.content_generation));
+        let r = self.levels.first()?.by_partition.get(&partition_start_ms)?;
+        let deleted = self.tombstones.iter().any(|t| {
+            t.overlaps(
+                series,
+                partition_start_ms,
+                r.partition_end_ms,
+                r.content_generation,
+            )
+        });
         if deleted {
             return None;
         }
-        let newer: Vec<&Arc<Block>> = self
-            .overlapping(partition_start_ms, end)
-            .into_iter()
-            .filter(|b| b.content_generation > r.content_generation)
-            .collect();
-        newer
-            .iter()
-            .all(|b| b.id.generation == b.content_generation)
-            .then_some((r, newer))
+        Some((r, self.newer_flush_blocks(r)?))
     }
 
     /// The content generation of a file made from `files` over `[start_ms, end_ms)`: the

@@ -316,27 +316,24 @@ enum Seeded<'a> {
 /// rollup (a rebuild must leave deleted data out), and every numeric series' new samples come
 /// after everything the older files hold for it (the duplicate rule has nothing to decide
 /// between old and new, and a counter's step from old to new is known).
-fn extends_exactly(blocks: &Blocks, old: &Block, src: &Sources<'_>) -> bool {
+fn extends_exactly(blocks: &Blocks, old: &Block) -> bool {
     let generation = old.content_generation;
     let (start_ms, end_ms) = (old.id.partition_start_ms, old.partition_end_ms);
-    let (newer, older): (Vec<&Arc<Block>>, Vec<&Arc<Block>>) = src
-        .files
-        .iter()
-        .partition(|b| b.content_generation > generation);
-    if newer.is_empty()
-        || newer
-            .iter()
-            .any(|b| b.id.generation != b.content_generation)
-    {
+    let Some(newer) = blocks.newer_flush_blocks(old) else {
         return false;
-    }
+    };
     let newer_tombstone = blocks
         .tombstones
         .iter()
         .any(|t| t.start_ms < end_ms && start_ms < t.end_ms && t.generation > generation);
-    if newer_tombstone {
+    if newer.is_empty() || newer_tombstone {
         return false;
     }
+    let older: Vec<&Arc<Block>> = blocks
+        .overlapping(start_ms, end_ms)
+        .into_iter()
+        .filter(|b| b.content_generation <= generation)
+        .collect();
     let mut first_new: BTreeMap<SeriesId, i64> = BTreeMap::new();
     for e in newer.iter().flat_map(|b| b.entries()) {
         if e.kind == Kind::Numeric {
@@ -553,7 +550,7 @@ impl Inner {
             // expired, and where that is exact: the finest level's partition still filling,
             // after a flush (a rebuild from every block of the day after every flush would cost
             // in proportion to the day, not to what is new).
-            let extends = level == 0 && old.is_some_and(|o| extends_exactly(blocks, o, &src));
+            let extends = level == 0 && old.is_some_and(|o| extends_exactly(blocks, o));
             let incremental = old.is_some() && (start < expired_before_ms || extends);
             let files: Vec<&Arc<Block>> = match old {
                 Some(o) if incremental => src
