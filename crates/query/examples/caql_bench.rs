@@ -156,6 +156,22 @@ fn load(store: &Store, keys: &[StreamKey], minutes: std::ops::Range<i64>, rng: &
     }
 }
 
+/// Builds the rollups due `after_ms` past the data's end, then measures the queries.
+fn build_and_measure(store: &Store, addr: &str, after_ms: i64, label: &str) {
+    let t = Instant::now();
+    let report = store
+        .build_rollups(T0_MS + MINUTES * 60_000 + after_ms)
+        .unwrap();
+    println!(
+        "{label} built in {:.1} s: {} partitions, {:.1} MB",
+        t.elapsed().as_secs_f64(),
+        report.partitions,
+        report.bytes as f64 / 1e6
+    );
+    served_by(store);
+    measure(addr, label);
+}
+
 /// A store with the defaults, flushed and rolled up only when the benchmark says so.
 fn open_store(dir: &std::path::Path) -> Store {
     let opts = StoreOptions {
@@ -239,31 +255,9 @@ fn main() {
     measure(&addr, "blocks");
     // Rollups as the background maintenance builds them 31 minutes after the data ends: only the
     // finest level's (5 m) partition still filling, built from the blocks it has so far.
-    let t = Instant::now();
-    let report = store
-        .build_rollups(T0_MS + MINUTES * 60_000 + 31 * 60_000)
-        .unwrap();
-    println!(
-        "recent rollups built in {:.1} s: {} partitions, {:.1} MB",
-        t.elapsed().as_secs_f64(),
-        report.partitions,
-        report.bytes as f64 / 1e6
-    );
-    served_by(&store);
-    measure(&addr, "recent rollups");
+    build_and_measure(&store, &addr, 31 * 60_000, "recent rollups");
     // Rollups as of a year later: every level's partitions over the data are complete.
-    let t = Instant::now();
-    let report = store
-        .build_rollups(T0_MS + MINUTES * 60_000 + 365 * store::DAY_MS)
-        .unwrap();
-    println!(
-        "rollups built in {:.1} s: {} partitions, {:.1} MB",
-        t.elapsed().as_secs_f64(),
-        report.partitions,
-        report.bytes as f64 / 1e6
-    );
-    served_by(&store);
-    measure(&addr, "rollups");
+    build_and_measure(&store, &addr, 365 * store::DAY_MS, "rollups");
     steady_state(&keys);
 
     // Parse time of a 20-stage pipeline.
