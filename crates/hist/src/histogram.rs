@@ -499,10 +499,26 @@ impl Histogram {
         if total == 0.0 {
             return Ok(out);
         }
-        let start = self.finite_start();
+        let mut start = self.finite_start();
         let mut t_i = 0;
         let mut below = 0.0;
+        // Bins two or more below the first threshold's bin end at or below it: only their
+        // counts matter, summed as the loop below would (same order, so the same doubles),
+        // without their bounds.
+        if let Some(t_key) = thresholds.first().copied().and_then(threshold_key) {
+            let keys = &self.keys[start..];
+            let skip = keys
+                .partition_point(|&k| u32::from(k) < t_key)
+                .saturating_sub(1);
+            below = self.counts[start..start + skip]
+                .iter()
+                .fold(0.0, |a, &c| a + c as f64);
+            start += skip;
+        }
         for (&key, &count) in self.keys[start..].iter().zip(&self.counts[start..]) {
+            if t_i == thresholds.len() {
+                break;
+            }
             let bin = Bin::from_key(key);
             let (lo, hi) = if bin.is_zero() {
                 (-1e-128, 1e-128)

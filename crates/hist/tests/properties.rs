@@ -181,6 +181,45 @@ proptest! {
         }
     }
 
+    /// The shares equal a bin-by-bin model: every bin wholly below a threshold counts, the
+    /// bin holding it counts in proportion (the zero bin not at all), in the same doubles.
+    #[test]
+    fn inverse_quantiles_equal_a_bin_by_bin_model(
+        h in histogram(),
+        mut ts in prop::collection::vec(prop_oneof![value(), -1e3f64..1e3], 1..6),
+    ) {
+        ts.retain(|t| !t.is_nan());
+        ts.sort_by(f64::total_cmp);
+        let bins: Vec<(Bin, u64)> = h.bins().filter(|(b, _)| !b.is_nan()).collect();
+        let total = bins.iter().fold(0.0, |a, &(_, c)| a + c as f64);
+        let model: Vec<f64> = ts
+            .iter()
+            .map(|&t| {
+                if total == 0.0 {
+                    return f64::NAN;
+                }
+                let mut below = 0.0;
+                for &(b, c) in &bins {
+                    let (lo, hi) = if b.is_zero() { (-1e-128, 1e-128) } else { (b.lower(), b.upper()) };
+                    if t < lo {
+                        return below / total;
+                    }
+                    if t < hi {
+                        let inside = if b.is_zero() { 0.0 } else { (t - lo) / (hi - lo) * c as f64 };
+                        return (below + inside) / total;
+                    }
+                    below += c as f64;
+                }
+                1.0
+            })
+            .collect();
+        let got = h.inverse_quantiles(&ts).unwrap();
+        prop_assert_eq!(got.len(), model.len());
+        for (g, m) in got.iter().zip(&model) {
+            prop_assert!(g.to_bits() == m.to_bits(), "{:?}: {:?} vs model {:?}", ts, got, model);
+        }
+    }
+
     #[test]
     fn threshold_counts_partition_the_finite_samples(h in histogram(), t in value()) {
         let c = h.threshold_counts(t);

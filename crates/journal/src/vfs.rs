@@ -37,7 +37,17 @@ pub trait VFile: Send + Sync {
     fn start_writeback(&self) -> io::Result<()> {
         Ok(())
     }
+    /// The whole file mapped read-only, for files nothing writes to or truncates any more
+    /// (the store's blocks): reads then cost no system call and no copy. `None` where the file
+    /// system cannot map (then read with `read_at`). The caller promises immutability: a file
+    /// truncated under a mapping faults the reader (SIGBUS).
+    fn map_immutable(&self) -> Option<Mapped> {
+        None
+    }
 }
+
+/// A read-only mapping of a whole file.
+pub type Mapped = Arc<dyn AsRef<[u8]> + Send + Sync>;
 
 /// A directory tree of files.
 pub trait Vfs: Send + Sync {
@@ -147,6 +157,16 @@ impl VFile for RealFile {
     }
     fn set_len(&self, len_bytes: u64) -> io::Result<()> {
         self.0.set_len(len_bytes)
+    }
+    fn map_immutable(&self) -> Option<Mapped> {
+        if self.len().ok()? == 0 {
+            return None;
+        }
+        // SAFETY: the mapping is read-only and `map_immutable`'s callers only map files that
+        // are never written or truncated again (see the trait); the bytes are plain `u8`s, valid
+        // whatever they hold.
+        let map = unsafe { memmap2::Mmap::map(&self.0) }.ok()?;
+        Some(Arc::new(map))
     }
     fn allocate(&self, len_bytes: u64) -> io::Result<()> {
         let len = libc::off_t::try_from(len_bytes).map_err(io::Error::other)?;

@@ -64,6 +64,11 @@ fn measure<T>(runs: i64, mut f: impl FnMut() -> T) -> (f64, f64, T) {
         cpu.push((clock::thread_cpu_ns() - c) as f64 / 1e6);
         wall.push(w.elapsed().as_secs_f64() * 1e3);
     }
+    if std::env::var_os("ROLLUP_BENCH_MIN").is_some() {
+        // For A/B comparisons on a noisy machine: the least CPU time of the runs.
+        let min = cpu.iter().copied().fold(f64::INFINITY, f64::min);
+        eprintln!("min {min:.2} ms CPU");
+    }
     (median(cpu), median(wall), last.expect("runs ≥ 1"))
 }
 

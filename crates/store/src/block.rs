@@ -8,11 +8,12 @@
 //! `FORMAT.md`. Blocks are written once (to a temporary name, synced, renamed) and never
 //! modified; they only become visible through the manifest.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hist::Histogram;
-use journal::vfs::{write_all_at, OpenMode, VFile, Vfs};
+use journal::vfs::{write_all_at, Mapped, OpenMode, VFile, Vfs};
 
 use crate::encode::{self, histogram::HIST_CHUNK_PERIODS_MAX, CHUNK_SAMPLES_MAX};
 use crate::index::{Kind, SeriesId};
@@ -104,6 +105,9 @@ pub enum ChunkData {
     Aggregates(Vec<(i64, SliceAggregate)>),
 }
 
+/// Bytes of consecutive chunks: the file offset they start at, and the bytes.
+pub type Span<'a> = (u64, Cow<'a, [u8]>);
+
 /// An open block: its directory in memory, chunks read on demand.
 pub struct Block {
     pub id: BlockId,
@@ -115,6 +119,9 @@ pub struct Block {
     pub content_generation: u64,
     entries: Vec<Entry>,
     file: Arc<dyn VFile>,
+    /// The whole file mapped (blocks are immutable once written), when the file system maps:
+    /// chunk reads borrow from it instead of a read and a copy per chunk.
+    map: Option<Mapped>,
 }
 
 fn le_u32(b: &[u8], at: usize) -> u32 {
@@ -216,6 +223,9 @@ impl Block {
         }
         let bounds = (id.partition_start_ms, partition_end_ms, directory_offset);
         let entries = parse_directory(&dir, directory_offset, bounds)?;
+        let map = file
+            .map_immutable()
+            .filter(|m| (**m).as_ref().len() as u64 == size_bytes);
         Ok(Block {
             id,
             partition_end_ms,
@@ -225,7 +235,23 @@ impl Block {
             content_generation: id.generation,
             entries,
             file,
+            map,
         })
+    }
+
+    /// The `len` bytes at `offset`: borrowed from the mapping, else read.
+    fn bytes_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, BlockError> {
+        if let Some(map) = &self.map {
+            let range = usize::try_from(offset)
+                .ok()
+                .and_then(|at| Some(at..at.checked_add(len)?));
+            if let Some(bytes) = range.and_then(|r| (**map).as_ref().get(r)) {
+                return Ok(Cow::Borrowed(bytes));
+            }
+        }
+        let mut bytes = vec![0u8; len];
+        read_exact_at(&*self.file, &mut bytes, offset)?;
+        Ok(Cow::Owned(bytes))
     }
 
     pub fn entries(&self) -> &[Entry] {
@@ -249,15 +275,14 @@ impl Block {
         slot_of: impl FnMut(i64) -> Option<usize>,
         out: &mut [hist::Accumulator],
     ) -> Result<(), BlockError> {
-        let mut bytes = vec![0u8; entry.size_bytes as usize];
-        read_exact_at(&*self.file, &mut bytes, entry.offset)?;
+        let bytes = self.bytes_at(entry.offset, entry.size_bytes as usize)?;
         self.accumulate_histogram_bytes(entry, &bytes, slot_of, out)
     }
 
     /// The bytes of chunks `entries` (ascending, as `entries_of` lists a series') read with
     /// one read: the file offset they start at, and the bytes up to the end of the last. `None`
     /// if they span more than `SPAN_BYTES_MAX` (read them one by one then).
-    pub fn read_span(&self, entries: &[Entry]) -> Result<Option<(u64, Vec<u8>)>, BlockError> {
+    pub fn read_span(&self, entries: &[Entry]) -> Result<Option<Span<'_>>, BlockError> {
         let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
             return Ok(None);
         };
@@ -265,8 +290,7 @@ impl Block {
         if last.offset < first.offset || end - first.offset > SPAN_BYTES_MAX {
             return Ok(None);
         }
-        let mut bytes = vec![0u8; (end - first.offset) as usize];
-        read_exact_at(&*self.file, &mut bytes, first.offset)?;
+        let bytes = self.bytes_at(first.offset, (end - first.offset) as usize)?;
         Ok(Some((first.offset, bytes)))
     }
 
@@ -312,8 +336,7 @@ impl Block {
 
     /// Reads and decodes one chunk, checking it against its directory entry.
     pub fn read_chunk(&self, entry: &Entry) -> Result<ChunkData, BlockError> {
-        let mut bytes = vec![0u8; entry.size_bytes as usize];
-        read_exact_at(&*self.file, &mut bytes, entry.offset)?;
+        let bytes = self.bytes_at(entry.offset, entry.size_bytes as usize)?;
         let chunk_error = |what: String| BlockError::Chunk {
             series: entry.series,
             first_ts_ms: entry.first_ts_ms,

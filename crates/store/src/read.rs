@@ -709,11 +709,11 @@ impl<'a> View<'a> {
 
     /// Runs one chunk read: refused at once for a chunk found damaged before; a new damage is
     /// remembered and reported as `BlockDamaged` for that series and range.
-    fn chunk_result<T>(
+    fn chunk_result<'b, T>(
         &self,
-        block: &Block,
+        block: &'b Block,
         entry: &crate::block::Entry,
-        read: impl FnOnce(&Block, &crate::block::Entry) -> Result<T, BlockError>,
+        read: impl FnOnce(&'b Block, &crate::block::Entry) -> Result<T, BlockError>,
     ) -> Result<T, StoreError> {
         let key = (block.id, entry.series);
         let known_bad = self

@@ -171,6 +171,19 @@ impl<'a> BitReader<'a> {
         self.read_bitwise(bits)
     }
 
+    /// `read` of 1 ..= 64 bits when they lie in the 8 bytes from the current one; `None`
+    /// (nothing read) otherwise.
+    #[inline(always)]
+    pub fn read_within_window(&mut self, bits: u32) -> Option<u64> {
+        debug_assert!((1..=64).contains(&bits));
+        let (window, valid) = self.window()?;
+        if bits > valid || bits == 0 {
+            return None;
+        }
+        self.pos_bits += u64::from(bits);
+        Some(window >> (64 - bits))
+    }
+
     fn read_bitwise(&mut self, bits: u32) -> Result<u64, DecodeError> {
         if u64::from(bits) > self.remaining_bits() {
             return Err(DecodeError::Truncated {

@@ -630,11 +630,20 @@ fn decode_with(
         let mut from = 0;
         for segment in 0..=extras.len() {
             let to = extras.get(segment).map_or(width, |e| e.2);
-            for (&key, &class) in window_keys[from..to].iter().zip(&window_classes[from..to]) {
-                let c = read_value(&mut d, &mut raw, class);
-                scratch_keys[len] = key;
+            let keys = &window_keys[from..to];
+            let mut raw_failed = false;
+            d.symbols(&window_classes[from..to], |i, symbol| {
+                let c = if u64::from(symbol) < LITERALS {
+                    u64::from(symbol)
+                } else {
+                    read_raw(&mut raw, symbol, &mut raw_failed)
+                };
+                scratch_keys[len] = keys[i];
                 scratch_counts[len] = c;
                 len += usize::from(c != 0);
+            });
+            if raw_failed {
+                d.fail();
             }
             if let Some(&(o, c, _)) = extras.get(segment) {
                 scratch_keys[len] = extra_key(o);
@@ -657,10 +666,38 @@ fn decode_with(
 fn read_value(d: &mut RansDecoder<'_>, raw: &mut BitReader<'_>, ctx: usize) -> u64 {
     let symbol = d.symbol(ctx);
     if u64::from(symbol) < LITERALS {
-        u64::from(symbol)
-    } else {
-        read_large(d, raw, symbol)
+        return u64::from(symbol);
     }
+    // Large counts are the rule in coarse rollups (an hour's bins hold hundreds): their raw
+    // bits are read inline while 8 bytes of raw stream remain.
+    if usize::from(symbol) < ALPHABET {
+        if let Some(bits) = raw.read_within_window(raw_bits_of(symbol)) {
+            return value_of(symbol, bits);
+        }
+    }
+    read_large(d, raw, symbol)
+}
+
+/// The value of a large `symbol` (at least `LITERALS`) with its raw bits; 0 and `failed` set
+/// for a symbol past the alphabet (the decoder's mark for an unused context) or raw bits
+/// missing.
+#[inline(always)]
+fn read_raw(raw: &mut BitReader<'_>, symbol: u8, failed: &mut bool) -> u64 {
+    if usize::from(symbol) < ALPHABET {
+        if let Some(bits) = raw.read_within_window(raw_bits_of(symbol)) {
+            return value_of(symbol, bits);
+        }
+    }
+    read_raw_slow(raw, symbol, failed)
+}
+
+#[cold]
+fn read_raw_slow(raw: &mut BitReader<'_>, symbol: u8, failed: &mut bool) -> u64 {
+    let value = (usize::from(symbol) < ALPHABET)
+        .then(|| raw.read(raw_bits_of(symbol)).ok())
+        .flatten();
+    *failed |= value.is_none();
+    value.map_or(0, |bits| value_of(symbol, bits))
 }
 
 #[cold]

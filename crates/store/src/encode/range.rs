@@ -77,6 +77,18 @@ pub struct Tables {
     contexts: usize,
     /// `freq[ctx * ALPHABET + symbol]`: 0 for an unused symbol, else 1 ..= SCALE.
     freq: Vec<u16>,
+    /// `(ctx, symbol)` of every non-zero frequency, ascending: the decoder's table build visits
+    /// only these (a context uses a few of its `ALPHABET` symbols).
+    used: Vec<(u8, u8)>,
+}
+
+/// The `(ctx, symbol)` pairs of the non-zero entries of `freq`, ascending.
+fn used_of(freq: &[u16]) -> Vec<(u8, u8)> {
+    freq.iter()
+        .enumerate()
+        .filter(|(_, &x)| x != 0)
+        .map(|(i, _)| ((i / ALPHABET) as u8, (i % ALPHABET) as u8))
+        .collect()
 }
 
 impl Tables {
@@ -91,7 +103,12 @@ impl Tables {
         {
             normalize(c, f);
         }
-        Tables { contexts, freq }
+        let used = used_of(&freq);
+        Tables {
+            contexts,
+            freq,
+            used,
+        }
     }
 
     /// A varint bit mask of the used contexts (bit `ctx`); then per used context the number `n`
@@ -136,6 +153,7 @@ impl Tables {
             return Err(invalid(*pos, "table for an unknown context"));
         }
         let mut freq = vec![0u16; contexts * ALPHABET];
+        let mut used = Vec::with_capacity(4 * mask.count_ones() as usize);
         for (ctx, f) in freq.chunks_exact_mut(ALPHABET).enumerate() {
             if mask >> ctx & 1 == 0 {
                 continue;
@@ -153,6 +171,7 @@ impl Tables {
                 }
                 *s = symbol as usize;
                 next = symbol + 1;
+                used.push((ctx as u8, symbol as u8));
             }
             let mut sum = 0u64;
             for &symbol in &symbols[..n as usize - 1] {
@@ -168,7 +187,12 @@ impl Tables {
             }
             f[symbols[n as usize - 1]] = (u64::from(SCALE) - sum) as u16;
         }
-        Ok(Tables { contexts, freq })
+        debug_assert_eq!(used, used_of(&freq));
+        Ok(Tables {
+            contexts,
+            freq,
+            used,
+        })
     }
 
     pub fn contexts(&self) -> usize {
@@ -406,21 +430,27 @@ impl<'a> RansDecoder<'a> {
             kept.unused.clear();
             kept.unused.resize(tables.contexts, true);
         }
-        kept.freq_cum.clear();
-        kept.freq_cum.resize(tables.contexts * DECODE_STRIDE, 1);
-        for (((f, s), fc), unused) in tables
-            .freq
-            .chunks_exact(ALPHABET)
-            .zip(kept.slots.chunks_exact_mut(SCALE as usize))
+        // Entries of symbols no slot names are never read, and `SYMBOL_NONE`'s are never
+        // overwritten: the vector is set up once per context count.
+        if kept.freq_cum.len() != tables.contexts * DECODE_STRIDE {
+            kept.freq_cum.clear();
+            kept.freq_cum.resize(tables.contexts * DECODE_STRIDE, 1);
+        }
+        let mut used = tables.used.iter().peekable();
+        for (ctx, ((s, fc), unused)) in kept
+            .slots
+            .chunks_exact_mut(SCALE as usize)
             .zip(kept.freq_cum.chunks_exact_mut(DECODE_STRIDE))
             .zip(kept.unused.iter_mut())
+            .enumerate()
         {
             let mut cum = 0usize;
-            for (symbol, (&x, fc)) in f.iter().zip(fc.iter_mut()).enumerate() {
-                if x != 0 {
-                    s[cum..cum + usize::from(x)].fill(symbol as u8);
-                }
-                *fc = u32::from(x) | (cum as u32) << 16;
+            // Bounded: each step takes one entry of `tables.used`.
+            while let Some(&(_, symbol)) = used.next_if(|&&(c, _)| usize::from(c) == ctx) {
+                let symbol = usize::from(symbol);
+                let x = tables.freq[ctx * ALPHABET + symbol];
+                s[cum..cum + usize::from(x)].fill(symbol as u8);
+                fc[symbol] = u32::from(x) | (cum as u32) << 16;
                 cum += usize::from(x);
             }
             // A used context fills all `SCALE` slots (`Tables::read` makes it sum to `SCALE`);
@@ -494,6 +524,46 @@ impl<'a> RansDecoder<'a> {
         self.cur = self.other;
         self.other = x;
         symbol
+    }
+
+    /// Decodes one symbol per entry of `contexts` (each below the tables' context count), in
+    /// order, calling `each(i, symbol)` after the `i`-th: [`RansDecoder::symbol`] in a loop
+    /// with the states held in locals, so they stay in registers across a long run (in a
+    /// caller's larger loop they were kept on the stack, adding a store and a load to every
+    /// symbol's chain of dependent steps).
+    #[inline(always)]
+    pub fn symbols(&mut self, contexts: &[usize], mut each: impl FnMut(usize, u8)) {
+        let (slots, freq_cum, words) = (&self.slots[..], &self.freq_cum[..], self.words);
+        let (mut cur, mut other, mut pos) = (self.cur, self.other, self.pos);
+        let mut failed = false;
+        for (i, &ctx) in contexts.iter().enumerate() {
+            let slot = cur & (SCALE - 1);
+            let symbol = slots[ctx * SCALE as usize + slot as usize];
+            failed |= symbol == SYMBOL_NONE;
+            let fc = freq_cum[ctx * DECODE_STRIDE + usize::from(symbol)];
+            // As in `symbol`: never underflows, and stays below 2^32.
+            let mut x = (fc & 0xffff) * (cur >> SCALE_BITS) + slot - (fc >> 16);
+            if x < STATE_LOW {
+                let word = match words.get(pos..pos + 2) {
+                    Some(w) => {
+                        pos += 2;
+                        u32::from(u16::from_le_bytes([w[0], w[1]]))
+                    }
+                    None => {
+                        failed = true;
+                        0
+                    }
+                };
+                x = x << WORD_BITS | word;
+            }
+            cur = other;
+            other = x;
+            each(i, symbol);
+        }
+        self.cur = cur;
+        self.other = other;
+        self.pos = pos;
+        self.failed |= failed;
     }
 
     /// Marks the stream invalid (a caller found what follows a symbol missing).
