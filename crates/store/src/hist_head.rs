@@ -298,14 +298,8 @@ fn fold_dense<'a>(
     let (dense, touched) = (&mut scratch.dense[..], &mut scratch.touched[..]);
     let (mut lo, mut hi) = (usize::MAX, 0usize);
     let mut add = |sample: &[u8]| {
-        let result = packed::for_each_bin(sample, |k, c| {
-            // Checked keys: every one is below ACCUMULATOR_SPAN_MAX.
-            let k = usize::from(k);
-            dense[k] = dense[k].saturating_add(c);
-            touched[k / 64] |= 1 << (k % 64);
-            lo = lo.min(k);
-            hi = hi.max(k);
-        });
+        // Checked keys: every one is below ACCUMULATOR_SPAN_MAX.
+        let result = packed::add_to_dense(sample, dense, touched, (&mut lo, &mut hi));
         debug_assert!(result.is_ok(), "packed bins the store wrote: {result:?}");
     };
     if let Some(existing) = existing {

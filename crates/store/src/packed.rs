@@ -148,6 +148,68 @@ impl Sink for AddTo<'_> {
     }
 }
 
+/// Counts added into a dense array by key, with a bit per key set in `touched` and the span
+/// of keys seen: a group's keys ascend, so its first and last bound it (no compare per bin).
+struct Dense<'a> {
+    dense: &'a mut [u64],
+    touched: &'a mut [u64],
+    lo: usize,
+    hi: usize,
+}
+
+impl Dense<'_> {
+    #[inline(always)]
+    fn add(&mut self, k: usize, count: u64) {
+        if let Some(slot) = self.dense.get_mut(k) {
+            *slot = slot.saturating_add(count);
+        }
+        if let Some(word) = self.touched.get_mut(k / 64) {
+            *word |= 1 << (k % 64);
+        }
+    }
+}
+
+impl Sink for Dense<'_> {
+    #[inline(always)]
+    fn bin(&mut self, key: u16, count: u64) {
+        let k = usize::from(key);
+        self.add(k, count);
+        self.lo = self.lo.min(k);
+        self.hi = self.hi.max(k);
+    }
+
+    #[inline(always)]
+    fn group(&mut self, keys: &[u16; GROUP], counts: &[u8; GROUP]) {
+        for (&k, &c) in keys.iter().zip(counts) {
+            self.add(usize::from(k), u64::from(c));
+        }
+        self.lo = self.lo.min(usize::from(keys[0]));
+        self.hi = self.hi.max(usize::from(keys[GROUP - 1]));
+    }
+}
+
+/// Adds every bin of packed `bytes` into `dense[key]` (saturating), sets bit `key` of
+/// `touched` (`dense.len()` and `64 · touched.len()` cover every key) and widens `lo ..= hi`
+/// to the keys seen. Checked as [`for_each_bin`] checks; on an error some bins may have been
+/// added.
+pub fn add_to_dense(
+    bytes: &[u8],
+    dense: &mut [u64],
+    touched: &mut [u64],
+    (lo, hi): (&mut usize, &mut usize),
+) -> Result<usize, UnpackError> {
+    debug_assert!(dense.len() >= hist::ACCUMULATOR_SPAN_MAX && touched.len() * 64 >= dense.len());
+    let mut sink = Dense {
+        dense,
+        touched,
+        lo: *lo,
+        hi: *hi,
+    };
+    let result = walk_groups::<true>(bytes, usize::MAX, &mut sink);
+    (*lo, *hi) = (sink.lo, sink.hi);
+    result.map(|(bins, _)| bins)
+}
+
 /// Writes a varint at `at` (room for 10 bytes must be there) and returns where it ends.
 #[inline]
 fn put_varint_at(out: &mut [u8], mut at: usize, mut v: u64) -> usize {
@@ -308,7 +370,9 @@ fn walk_groups<const GROUPS: bool>(
 
 /// Unpacks into a histogram.
 pub fn unpack(bytes: &[u8]) -> Result<Histogram, UnpackError> {
-    let (mut keys, mut counts) = (Vec::new(), Vec::new());
+    // Every bin takes at least two bytes: sized once, no regrowth while pushing.
+    let bins_max = bytes.len() / 2;
+    let (mut keys, mut counts) = (Vec::with_capacity(bins_max), Vec::with_capacity(bins_max));
     for_each_bin(bytes, |k, c| {
         keys.push(k);
         counts.push(c);
