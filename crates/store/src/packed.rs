@@ -148,66 +148,80 @@ impl Sink for AddTo<'_> {
     }
 }
 
-/// Counts added into a dense array by key, with a bit per key set in `touched` and the span
-/// of keys seen: a group's keys ascend, so its first and last bound it (no compare per bin).
-struct Dense<'a> {
-    dense: &'a mut [u64],
-    touched: &'a mut [u64],
-    lo: usize,
-    hi: usize,
+/// Calls `f(key, count)` for every bin of packed `bytes` that this module packed itself (the
+/// head's own buffers) and returns how many there were. The bytes are trusted: they are checked
+/// in debug builds only, and no key is validated (that was a third of a period fold); damage
+/// could only misplace counts, which callers index with checked accesses.
+#[inline(always)]
+fn walk_trusted(bytes: &[u8], mut f: impl FnMut(usize, u64)) -> usize {
+    debug_assert!(
+        for_each_bin(bytes, |_, _| {}).is_ok(),
+        "packed bins the store wrote"
+    );
+    let (mut at, mut next, mut bins) = (0usize, 0usize, 0usize);
+    // Bounded: every step takes at least two bytes.
+    while at < bytes.len() {
+        if let Some(group) = bytes.get(at..at + 2 * GROUP) {
+            let mut word = [0u8; 2 * GROUP];
+            word.copy_from_slice(group);
+            if u128::from_le_bytes(word) & 0x8080_8080_8080_8080_8080_8080_8080_8080 == 0 {
+                // Eight one-byte gaps and counts.
+                for pair in word.chunks_exact(2) {
+                    let key = next + usize::from(pair[0]);
+                    f(key, u64::from(pair[1]));
+                    next = key + 1;
+                }
+                at += 2 * GROUP;
+                bins += GROUP;
+                continue;
+            }
+        }
+        let (Some(gap), Some(count)) = (get_varint(bytes, &mut at), get_varint(bytes, &mut at))
+        else {
+            break;
+        };
+        let key = next.saturating_add(usize::try_from(gap).unwrap_or(usize::MAX));
+        f(key, count);
+        next = key.saturating_add(1);
+        bins += 1;
+    }
+    bins
 }
 
-impl Dense<'_> {
-    #[inline(always)]
-    fn add(&mut self, k: usize, count: u64) {
-        if let Some(slot) = self.dense.get_mut(k) {
-            *slot = slot.saturating_add(count);
-        }
-        if let Some(word) = self.touched.get_mut(k / 64) {
-            *word |= 1 << (k % 64);
-        }
-    }
-}
-
-impl Sink for Dense<'_> {
-    #[inline(always)]
-    fn bin(&mut self, key: u16, count: u64) {
-        let k = usize::from(key);
-        self.add(k, count);
-        self.lo = self.lo.min(k);
-        self.hi = self.hi.max(k);
-    }
-
-    #[inline(always)]
-    fn group(&mut self, keys: &[u16; GROUP], counts: &[u8; GROUP]) {
-        for (&k, &c) in keys.iter().zip(counts) {
-            self.add(usize::from(k), u64::from(c));
-        }
-        self.lo = self.lo.min(usize::from(keys[0]));
-        self.hi = self.hi.max(usize::from(keys[GROUP - 1]));
-    }
-}
-
-/// Adds every bin of packed `bytes` into `dense[key]` (saturating), sets bit `key` of
-/// `touched` (`dense.len()` and `64 · touched.len()` cover every key) and widens `lo ..= hi`
-/// to the keys seen. Checked as [`for_each_bin`] checks; on an error some bins may have been
-/// added.
+/// Adds every bin of packed bins the store wrote itself (see [`walk_trusted`]) into
+/// `dense[key]` (saturating), sets bit `key` of `touched` and widens `lo ..= hi` to the keys
+/// seen; returns the bins added.
 pub fn add_to_dense(
     bytes: &[u8],
     dense: &mut [u64],
     touched: &mut [u64],
     (lo, hi): (&mut usize, &mut usize),
-) -> Result<usize, UnpackError> {
-    debug_assert!(dense.len() >= hist::ACCUMULATOR_SPAN_MAX && touched.len() * 64 >= dense.len());
-    let mut sink = Dense {
-        dense,
-        touched,
-        lo: *lo,
-        hi: *hi,
-    };
-    let result = walk_groups::<true>(bytes, usize::MAX, &mut sink);
-    (*lo, *hi) = (sink.lo, sink.hi);
-    result.map(|(bins, _)| bins)
+) -> usize {
+    let (mut low, mut high) = (*lo, *hi);
+    let bins = walk_trusted(bytes, |k, c| {
+        if let Some(slot) = dense.get_mut(k) {
+            *slot = slot.saturating_add(c);
+        }
+        if let Some(word) = touched.get_mut(k / 64) {
+            *word |= 1 << (k % 64);
+        }
+        low = low.min(k);
+        high = high.max(k);
+    });
+    (*lo, *hi) = (low, high);
+    bins
+}
+
+/// Unpacks bins the store packed itself (see [`walk_trusted`]) into a histogram.
+pub fn unpack_trusted(bytes: &[u8]) -> Histogram {
+    // Every bin takes at least two bytes: sized once, no regrowth while pushing.
+    let bins_max = bytes.len() / 2;
+    let (mut keys, mut counts) = (Vec::with_capacity(bins_max), Vec::with_capacity(bins_max));
+    walk_trusted(bytes, |k, c| {
+        keys.push(k as u16);
+        counts.push(c);
+    });
+    Histogram::from_sorted_key_vecs(keys, counts)
 }
 
 /// Writes a varint at `at` (room for 10 bytes must be there) and returns where it ends.
@@ -368,7 +382,8 @@ fn walk_groups<const GROUPS: bool>(
     Ok((bins, at))
 }
 
-/// Unpacks into a histogram.
+/// Unpacks into a histogram (checked; the store unpacks its own bins with [`unpack_trusted`]).
+#[cfg(test)]
 pub fn unpack(bytes: &[u8]) -> Result<Histogram, UnpackError> {
     // Every bin takes at least two bytes: sized once, no regrowth while pushing.
     let bins_max = bytes.len() / 2;
@@ -455,6 +470,26 @@ mod tests {
             pack_groups::<false>(h.keys(), h.counts(), &mut single);
             proptest::prop_assert_eq!(&grouped, &single);
             proptest::prop_assert_eq!(unpack(&grouped).unwrap(), h.clone());
+            // The trusted walks read the store's own bins the same way.
+            proptest::prop_assert_eq!(unpack_trusted(&grouped), h.clone());
+            let mut dense = vec![0u64; hist::ACCUMULATOR_SPAN_MAX];
+            let mut touched = vec![0u64; hist::ACCUMULATOR_SPAN_MAX.div_ceil(64)];
+            let (mut lo, mut hi) = (usize::MAX, 0usize);
+            let twice = [grouped.as_slice(), grouped.as_slice()];
+            for bytes in twice {
+                add_to_dense(bytes, &mut dense, &mut touched, (&mut lo, &mut hi));
+            }
+            for (&k, &c) in h.keys().iter().zip(h.counts()) {
+                let k = usize::from(k);
+                proptest::prop_assert_eq!(dense[k], c.saturating_mul(2));
+                proptest::prop_assert!(touched[k / 64] >> (k % 64) & 1 == 1);
+            }
+            let set: u32 = touched.iter().map(|w| w.count_ones()).sum();
+            proptest::prop_assert_eq!(set as usize, h.bin_count());
+            proptest::prop_assert_eq!(dense.iter().filter(|&&c| c != 0).count(), h.bin_count());
+            if let (Some(&first), Some(&last)) = (h.keys().first(), h.keys().last()) {
+                proptest::prop_assert_eq!((lo, hi), (usize::from(first), usize::from(last)));
+            }
             let mut mutated = grouped.clone();
             for &(at, b) in &flips {
                 if let Some(x) = mutated.get_mut(at % grouped.len().max(1)) { *x = b; }
