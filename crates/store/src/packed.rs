@@ -26,29 +26,33 @@ fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u
     out.resize(at + keys.len() * 2 + BIN_BYTES_MAX, 0);
     let mut next = 0u16;
     let mut from = 0;
-    // Groups of bins whose gaps and counts all fit one byte each (nearly all of a latency
-    // distribution's) are checked and written as a whole, branch-free: one compare per group
-    // instead of two per bin, which the compiler turns into vector code.
-    while let (true, Some(k), Some(c)) = (
-        GROUPS,
-        keys.get(from..from + GROUP),
-        counts.get(from..from + GROUP),
-    ) {
-        let (Ok(k), Ok(c)) = (<&[u16; GROUP]>::try_from(k), <&[u64; GROUP]>::try_from(c)) else {
-            break;
-        };
-        let Some(bytes) = pack_group(next, k, c) else {
-            break;
-        };
-        out[at..at + 2 * GROUP].copy_from_slice(&bytes);
-        at += 2 * GROUP;
-        next = k[GROUP - 1].wrapping_add(1);
-        from += GROUP;
-        if at + BIN_BYTES_MAX > out.len() {
-            out.resize(at + BIN_BYTES_MAX + keys.len(), 0);
+    // Bounded: every step packs at least one bin.
+    while from < keys.len() {
+        // Groups of bins whose gaps and counts all fit one byte each (nearly all of a latency
+        // distribution's) are checked and written as a whole, branch-free: one compare per
+        // group instead of two per bin, which the compiler turns into vector code. A group
+        // that does not fit (the first bin's gap is its whole key) goes bin by bin, and the
+        // groups resume after it.
+        if let (true, Some(k), Some(c)) = (
+            GROUPS,
+            keys.get(from..from + GROUP),
+            counts.get(from..from + GROUP),
+        ) {
+            if let (Ok(k), Ok(c)) = (<&[u16; GROUP]>::try_from(k), <&[u64; GROUP]>::try_from(c)) {
+                if let Some(bytes) = pack_group(next, k, c) {
+                    out[at..at + 2 * GROUP].copy_from_slice(&bytes);
+                    at += 2 * GROUP;
+                    next = k[GROUP - 1].wrapping_add(1);
+                    from += GROUP;
+                    if at + BIN_BYTES_MAX > out.len() {
+                        out.resize(at + BIN_BYTES_MAX + keys.len(), 0);
+                    }
+                    continue;
+                }
+            }
         }
-    }
-    for (&k, &c) in keys[from..].iter().zip(&counts[from..]) {
+        let (k, c) = (keys[from], counts[from]);
+        from += 1;
         debug_assert!(k >= next && c > 0, "ascending keys, counts > 0");
         let gap = k.wrapping_sub(next);
         next = k.wrapping_add(1);
