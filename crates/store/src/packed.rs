@@ -201,17 +201,63 @@ pub fn add_to_dense(
     touched: &mut [u64],
     (lo, hi): (&mut usize, &mut usize),
 ) -> usize {
+    debug_assert!(
+        for_each_bin(bytes, |_, _| {}).is_ok(),
+        "packed bins the store wrote"
+    );
     let (mut low, mut high) = (*lo, *hi);
-    let bins = walk_trusted(bytes, |k, c| {
+    let mut add = |k: usize, c: u64| {
         if let Some(slot) = dense.get_mut(k) {
             *slot = slot.saturating_add(c);
         }
-        if let Some(word) = touched.get_mut(k / 64) {
-            *word |= 1 << (k % 64);
+    };
+    let (mut at, mut next, mut bins) = (0usize, 0usize, 0usize);
+    // Bounded: every step takes at least two bytes.
+    while at < bytes.len() {
+        if let Some(group) = bytes.get(at..at + 2 * GROUP) {
+            let mut word = [0u8; 2 * GROUP];
+            word.copy_from_slice(group);
+            if u128::from_le_bytes(word) & 0x8080_8080_8080_8080_8080_8080_8080_8080 == 0 {
+                // Eight one-byte gaps and counts. Their `touched` bits are gathered in a
+                // register while the keys stay in one word (neighbouring keys, the usual
+                // case): setting them in memory one by one chained each bin's update of that
+                // word on the previous one's.
+                let first = next + usize::from(word[0]);
+                let mut bits = 0u64;
+                for pair in word.chunks_exact(2) {
+                    let key = next + usize::from(pair[0]);
+                    add(key, u64::from(pair[1]));
+                    if key / 64 == first / 64 {
+                        bits |= 1 << (key % 64);
+                    } else if let Some(w) = touched.get_mut(key / 64) {
+                        *w |= 1 << (key % 64);
+                    }
+                    next = key + 1;
+                }
+                if let Some(w) = touched.get_mut(first / 64) {
+                    *w |= bits;
+                }
+                low = low.min(first);
+                high = high.max(next - 1);
+                at += 2 * GROUP;
+                bins += GROUP;
+                continue;
+            }
         }
-        low = low.min(k);
-        high = high.max(k);
-    });
+        let (Some(gap), Some(count)) = (get_varint(bytes, &mut at), get_varint(bytes, &mut at))
+        else {
+            break;
+        };
+        let key = next.saturating_add(usize::try_from(gap).unwrap_or(usize::MAX));
+        add(key, count);
+        if let Some(w) = touched.get_mut(key / 64) {
+            *w |= 1 << (key % 64);
+        }
+        low = low.min(key);
+        high = high.max(key);
+        next = key.saturating_add(1);
+        bins += 1;
+    }
     (*lo, *hi) = (low, high);
     bins
 }
