@@ -438,10 +438,58 @@ impl Window {
 /// `HIST_CHUNK_SLOTS_MAX` whatever the input.
 pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
     let mut out = Vec::new();
-    decode_with(bytes, |ts, keys, counts| {
-        out.push((ts, Histogram::from_sorted_keys(keys, counts)));
+    let (mut keys, mut counts) = (Vec::new(), Vec::new());
+    decode_with(bytes, |p| {
+        p.sorted_bins(&mut keys, &mut counts);
+        out.push((p.ts_ms, Histogram::from_sorted_keys(&keys, &counts)));
     })?;
     Ok(out)
+}
+
+/// One decoded period: every window bin's count (0 where empty) and the bins outside the
+/// window, each with the window position it precedes.
+struct Period<'a> {
+    ts_ms: i64,
+    window_keys: &'a [u16],
+    window_counts: &'a [u64],
+    /// `(key, count, window position)`, ascending.
+    extras: &'a [(u16, u64, usize)],
+}
+
+impl Period<'_> {
+    /// The period's bins in storage order (window bins with a count and extras interleaved),
+    /// into the caller's buffers.
+    fn sorted_bins(&self, keys: &mut Vec<u16>, counts: &mut Vec<u64>) {
+        let slots = self.window_keys.len() + self.extras.len();
+        keys.resize(slots, 0);
+        counts.resize(slots, 0);
+        let mut len = 0;
+        let mut from = 0;
+        // Every slot written, the populated ones kept (branch-free). Window keys and extras
+        // come out in storage order: no sort.
+        for segment in 0..=self.extras.len() {
+            let to = self
+                .extras
+                .get(segment)
+                .map_or(self.window_keys.len(), |e| e.2);
+            for (&k, &c) in self.window_keys[from..to]
+                .iter()
+                .zip(&self.window_counts[from..to])
+            {
+                keys[len] = k;
+                counts[len] = c;
+                len += usize::from(c != 0);
+            }
+            if let Some(&(k, c, _)) = self.extras.get(segment) {
+                keys[len] = k;
+                counts[len] = c;
+                len += 1;
+            }
+            from = to;
+        }
+        keys.truncate(len);
+        counts.truncate(len);
+    }
 }
 
 /// What a chunk held: its period count and first and last period starts (to check against a
@@ -462,9 +510,14 @@ pub fn decode_into(
     mut slot_of: impl FnMut(i64) -> Option<usize>,
     out: &mut [Accumulator],
 ) -> Result<ChunkSummary, DecodeError> {
-    decode_with(bytes, |ts, keys, counts| {
-        if let Some(acc) = slot_of(ts).and_then(|i| out.get_mut(i)) {
-            acc.add_keys(keys, counts);
+    decode_with(bytes, |p| {
+        if let Some(acc) = slot_of(p.ts_ms).and_then(|i| out.get_mut(i)) {
+            // Order does not matter to an accumulator, nor do the window's zero counts: the
+            // window is added as decoded, the extras after it.
+            acc.add_keys(p.window_keys, p.window_counts);
+            for &(k, c, _) in p.extras {
+                acc.add_key(k, c);
+            }
         }
     })
 }
@@ -524,7 +577,7 @@ pub(super) fn read_period_starts(
 
 fn decode_with(
     bytes: &[u8],
-    mut period: impl FnMut(i64, &[u16], &[u64]),
+    mut period: impl FnMut(&Period<'_>),
 ) -> Result<ChunkSummary, DecodeError> {
     let body = frame_body(bytes, ChunkKind::Histogram)?;
     let mut pos = 0;
@@ -575,11 +628,10 @@ fn decode_with(
     let mut raw = BitReader::new(&body[pos..raw_end]);
     let mut d = RansDecoder::new(&tables, &body[raw_end..])?;
 
-    // The period's extras: ordinal, count, and the window position they precede.
+    // The period's extras: ordinal (then key), count, and the window position they precede.
     let mut extras: Vec<(u16, u64, usize)> = Vec::new();
     let mut prev_first_extra = 0u16;
-    let mut scratch_keys: Vec<u16> = Vec::new();
-    let mut scratch_counts: Vec<u64> = Vec::new();
+    let mut window_counts: Vec<u64> = vec![0; width];
     let summary = ChunkSummary {
         periods: count,
         first_ts_ms: ts_ms.first().copied().unwrap_or(0),
@@ -621,39 +673,29 @@ fn decode_with(
         if let Some(&(o, _, _)) = extras.first() {
             prev_first_extra = o;
         }
-        // Every slot written, the populated ones kept (branch-free); the scratch buffers are
-        // reused. Window keys and extras come out in storage order: no sort.
-        let slots = width + extras.len();
-        scratch_keys.resize(slots, 0);
-        scratch_counts.resize(slots, 0);
-        let mut len = 0;
-        let mut from = 0;
-        for segment in 0..=extras.len() {
-            let to = extras.get(segment).map_or(width, |e| e.2);
-            let keys = &window_keys[from..to];
-            let mut raw_failed = false;
-            d.symbols(&window_classes[from..to], |i, symbol| {
-                let c = if u64::from(symbol) < LITERALS {
-                    u64::from(symbol)
-                } else {
-                    read_raw(&mut raw, symbol, &mut raw_failed)
-                };
-                scratch_keys[len] = keys[i];
-                scratch_counts[len] = c;
-                len += usize::from(c != 0);
-            });
-            if raw_failed {
-                d.fail();
-            }
-            if let Some(&(o, c, _)) = extras.get(segment) {
-                scratch_keys[len] = extra_key(o);
-                scratch_counts[len] = c;
-                len += 1;
-            }
-            from = to;
+        for e in &mut extras {
+            e.0 = extra_key(e.0);
+        }
+        // The window's counts follow the extras in the stream, in one run (extras only say
+        // where they go among them).
+        let mut raw_failed = false;
+        d.symbols(&window_classes, |i, symbol| {
+            window_counts[i] = if u64::from(symbol) < LITERALS {
+                u64::from(symbol)
+            } else {
+                read_raw(&mut raw, symbol, &mut raw_failed)
+            };
+        });
+        if raw_failed {
+            d.fail();
         }
         d.check()?;
-        period(ts, &scratch_keys[..len], &scratch_counts[..len]);
+        period(&Period {
+            ts_ms: ts,
+            window_keys: &window_keys,
+            window_counts: &window_counts,
+            extras: &extras,
+        });
     }
     raw.finish()?;
     d.finish()?;
