@@ -152,12 +152,13 @@ impl Sink for AddTo<'_> {
     }
 }
 
-/// Calls `f(key, count)` for every bin of packed `bytes` that this module packed itself (the
-/// head's own buffers) and returns how many there were. The bytes are trusted: they are checked
-/// in debug builds only, and no key is validated (that was a third of a period fold); damage
-/// could only misplace counts, which callers index with checked accesses.
+/// Puts every bin of packed `bytes` that this module packed itself (the head's own buffers)
+/// into `sink` and returns how many there were. The bytes are trusted: they are checked in
+/// debug builds only, and no key is validated (that was a third of a period fold); damage
+/// could only misplace counts (a key is cut to 16 bits), which sinks index with checked
+/// accesses.
 #[inline(always)]
-fn walk_trusted(bytes: &[u8], mut f: impl FnMut(usize, u64)) -> usize {
+fn walk_trusted(bytes: &[u8], sink: &mut impl Sink) -> usize {
     debug_assert!(
         for_each_bin(bytes, |_, _| {}).is_ok(),
         "packed bins the store wrote"
@@ -170,11 +171,14 @@ fn walk_trusted(bytes: &[u8], mut f: impl FnMut(usize, u64)) -> usize {
             word.copy_from_slice(group);
             if u128::from_le_bytes(word) & 0x8080_8080_8080_8080_8080_8080_8080_8080 == 0 {
                 // Eight one-byte gaps and counts.
-                for pair in word.chunks_exact(2) {
+                let (mut keys, mut counts) = ([0u16; GROUP], [0u8; GROUP]);
+                for (j, pair) in word.chunks_exact(2).enumerate() {
                     let key = next + usize::from(pair[0]);
-                    f(key, u64::from(pair[1]));
+                    keys[j] = key as u16;
+                    counts[j] = pair[1];
                     next = key + 1;
                 }
+                sink.group(&keys, &counts);
                 at += 2 * GROUP;
                 bins += GROUP;
                 continue;
@@ -185,7 +189,7 @@ fn walk_trusted(bytes: &[u8], mut f: impl FnMut(usize, u64)) -> usize {
             break;
         };
         let key = next.saturating_add(usize::try_from(gap).unwrap_or(usize::MAX));
-        f(key, count);
+        sink.bin(key as u16, count);
         next = key.saturating_add(1);
         bins += 1;
     }
@@ -267,10 +271,13 @@ pub fn unpack_trusted(bytes: &[u8]) -> Histogram {
     // Every bin takes at least two bytes: sized once, no regrowth while pushing.
     let bins_max = bytes.len() / 2;
     let (mut keys, mut counts) = (Vec::with_capacity(bins_max), Vec::with_capacity(bins_max));
-    walk_trusted(bytes, |k, c| {
-        keys.push(k as u16);
-        counts.push(c);
-    });
+    walk_trusted(
+        bytes,
+        &mut Each(|k, c| {
+            keys.push(k);
+            counts.push(c);
+        }),
+    );
     Histogram::from_sorted_key_vecs(keys, counts)
 }
 
@@ -445,11 +452,9 @@ pub fn unpack(bytes: &[u8]) -> Result<Histogram, UnpackError> {
     Ok(Histogram::from_sorted_key_vecs(keys, counts))
 }
 
-/// Adds packed bins the store wrote itself into `acc` (a damaged buffer would be a bug: it
-/// is asserted in debug builds and its bad bins skipped in release).
+/// Adds packed bins the store wrote itself into `acc` (trusted: see [`walk_trusted`]).
 pub fn add_to(bytes: &[u8], acc: &mut Accumulator) {
-    let result = walk_groups::<true>(bytes, usize::MAX, &mut AddTo(acc));
-    debug_assert!(result.is_ok(), "packed bins the store wrote: {result:?}");
+    walk_trusted(bytes, &mut AddTo(acc));
 }
 
 /// Adds exactly `bins` bins from the start of `bytes` into `acc` (checked as [`for_each_bin`]
