@@ -125,6 +125,21 @@ trait Sink {
             self.bin(k, u64::from(c));
         }
     }
+
+    /// A group of `GROUP` one-byte gaps and counts after key `next` (trusted bytes: see
+    /// `walk_trusted`), returning the key after its last. By default through `group`.
+    #[inline(always)]
+    fn group_bytes(&mut self, mut next: usize, word: &[u8; 2 * GROUP]) -> usize {
+        let (mut keys, mut counts) = ([0u16; GROUP], [0u8; GROUP]);
+        for (j, pair) in word.chunks_exact(2).enumerate() {
+            let key = next + usize::from(pair[0]);
+            keys[j] = key as u16;
+            counts[j] = pair[1];
+            next = key + 1;
+        }
+        self.group(&keys, &counts);
+        next
+    }
 }
 
 /// A closure called for every bin.
@@ -171,14 +186,7 @@ fn walk_trusted(bytes: &[u8], sink: &mut impl Sink) -> usize {
             word.copy_from_slice(group);
             if u128::from_le_bytes(word) & 0x8080_8080_8080_8080_8080_8080_8080_8080 == 0 {
                 // Eight one-byte gaps and counts.
-                let (mut keys, mut counts) = ([0u16; GROUP], [0u8; GROUP]);
-                for (j, pair) in word.chunks_exact(2).enumerate() {
-                    let key = next + usize::from(pair[0]);
-                    keys[j] = key as u16;
-                    counts[j] = pair[1];
-                    next = key + 1;
-                }
-                sink.group(&keys, &counts);
+                next = sink.group_bytes(next, &word);
                 at += 2 * GROUP;
                 bins += GROUP;
                 continue;
@@ -205,65 +213,74 @@ pub fn add_to_dense(
     touched: &mut [u64],
     (lo, hi): (&mut usize, &mut usize),
 ) -> usize {
-    debug_assert!(
-        for_each_bin(bytes, |_, _| {}).is_ok(),
-        "packed bins the store wrote"
-    );
-    let (mut low, mut high) = (*lo, *hi);
-    let mut add = |k: usize, c: u64| {
-        if let Some(slot) = dense.get_mut(k) {
+    let mut sink = Dense {
+        dense,
+        touched,
+        lo: *lo,
+        hi: *hi,
+    };
+    let bins = walk_trusted(bytes, &mut sink);
+    (*lo, *hi) = (sink.lo, sink.hi);
+    bins
+}
+
+/// [`add_to_dense`]'s sink.
+struct Dense<'a> {
+    dense: &'a mut [u64],
+    touched: &'a mut [u64],
+    lo: usize,
+    hi: usize,
+}
+
+impl Dense<'_> {
+    #[inline(always)]
+    fn count(&mut self, k: usize, c: u64) {
+        if let Some(slot) = self.dense.get_mut(k) {
             *slot = slot.saturating_add(c);
         }
-    };
-    let (mut at, mut next, mut bins) = (0usize, 0usize, 0usize);
-    // Bounded: every step takes at least two bytes.
-    while at < bytes.len() {
-        if let Some(group) = bytes.get(at..at + 2 * GROUP) {
-            let mut word = [0u8; 2 * GROUP];
-            word.copy_from_slice(group);
-            if u128::from_le_bytes(word) & 0x8080_8080_8080_8080_8080_8080_8080_8080 == 0 {
-                // Eight one-byte gaps and counts. Their `touched` bits are gathered in a
-                // register while the keys stay in one word (neighbouring keys, the usual
-                // case): setting them in memory one by one chained each bin's update of that
-                // word on the previous one's.
-                let first = next + usize::from(word[0]);
-                let mut bits = 0u64;
-                for pair in word.chunks_exact(2) {
-                    let key = next + usize::from(pair[0]);
-                    add(key, u64::from(pair[1]));
-                    if key / 64 == first / 64 {
-                        bits |= 1 << (key % 64);
-                    } else if let Some(w) = touched.get_mut(key / 64) {
-                        *w |= 1 << (key % 64);
-                    }
-                    next = key + 1;
-                }
-                if let Some(w) = touched.get_mut(first / 64) {
-                    *w |= bits;
-                }
-                low = low.min(first);
-                high = high.max(next - 1);
-                at += 2 * GROUP;
-                bins += GROUP;
-                continue;
-            }
-        }
-        let (Some(gap), Some(count)) = (get_varint(bytes, &mut at), get_varint(bytes, &mut at))
-        else {
-            break;
-        };
-        let key = next.saturating_add(usize::try_from(gap).unwrap_or(usize::MAX));
-        add(key, count);
-        if let Some(w) = touched.get_mut(key / 64) {
-            *w |= 1 << (key % 64);
-        }
-        low = low.min(key);
-        high = high.max(key);
-        next = key.saturating_add(1);
-        bins += 1;
     }
-    (*lo, *hi) = (low, high);
-    bins
+
+    #[inline(always)]
+    fn touch(&mut self, k: usize, bits: u64) {
+        if let Some(word) = self.touched.get_mut(k / 64) {
+            *word |= bits;
+        }
+    }
+}
+
+impl Sink for Dense<'_> {
+    #[inline(always)]
+    fn bin(&mut self, key: u16, count: u64) {
+        let k = usize::from(key);
+        self.count(k, count);
+        self.touch(k, 1 << (k % 64));
+        self.lo = self.lo.min(k);
+        self.hi = self.hi.max(k);
+    }
+
+    /// A group's `touched` bits are gathered in a register while its keys stay in one word
+    /// (neighbouring keys, the usual case): setting them in memory one by one chained each
+    /// bin's update of that word on the previous one's. Keys are computed as the counts are
+    /// added, with no array in between.
+    #[inline(always)]
+    fn group_bytes(&mut self, mut next: usize, word: &[u8; 2 * GROUP]) -> usize {
+        let first = next + usize::from(word[0]);
+        let mut bits = 0u64;
+        for pair in word.chunks_exact(2) {
+            let k = next + usize::from(pair[0]);
+            self.count(k, u64::from(pair[1]));
+            if k / 64 == first / 64 {
+                bits |= 1 << (k % 64);
+            } else {
+                self.touch(k, 1 << (k % 64));
+            }
+            next = k + 1;
+        }
+        self.touch(first, bits);
+        self.lo = self.lo.min(first);
+        self.hi = self.hi.max(next - 1);
+        next
+    }
 }
 
 /// Unpacks bins the store packed itself (see [`walk_trusted`]) into a histogram.
