@@ -312,23 +312,42 @@ pub fn encode(tables: &Tables, symbols: &[u16]) -> Vec<u8> {
 
 /// [`encode`], appending the stream to `out`.
 pub fn encode_into(tables: &Tables, symbols: &[u16], out: &mut Vec<u8>) {
-    let mut enc = vec![EncSymbol::default(); tables.freq.len()];
-    for (f, e) in tables
-        .freq
-        .chunks_exact(ALPHABET)
-        .zip(enc.chunks_exact_mut(ALPHABET))
-    {
-        if f.iter().all(|&x| x == 0) {
-            continue;
+    let mut enc = ENCODE_TABLE
+        .try_with(|t| t.try_borrow_mut().map(|mut t| std::mem::take(&mut *t)).ok())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    encode_with(tables, symbols, out, &mut enc);
+    // `try_with`: during thread teardown the table is simply dropped.
+    let _ = ENCODE_TABLE.try_with(|t| {
+        if let Ok(mut t) = t.try_borrow_mut() {
+            *t = enc;
         }
-        let mut cum = 0u32;
-        for (&x, e) in f.iter().zip(e.iter_mut()) {
-            let freq = u32::from(x);
-            if freq > 0 {
-                *e = enc_symbol(freq, cum);
-            }
-            cum += freq;
+    });
+}
+
+thread_local! {
+    /// The encoder's per-symbol constants, kept per thread between chunks: a flush codes a
+    /// chunk per series (often of a few periods), and allocating and zeroing the whole table
+    /// (contexts × `ALPHABET` entries, ≈ 36 KiB) per chunk cost as much as coding a short one.
+    static ENCODE_TABLE: RefCell<Vec<EncSymbol>> = const { RefCell::new(Vec::new()) };
+}
+
+/// [`encode_into`] with the caller's table buffer. Only the entries of the symbols `tables`
+/// uses are written: no other entry is read, as every coded symbol has a frequency.
+fn encode_with(tables: &Tables, symbols: &[u16], out: &mut Vec<u8>, enc: &mut Vec<EncSymbol>) {
+    if enc.len() < tables.freq.len() {
+        enc.resize(tables.freq.len(), EncSymbol::default());
+    }
+    let (mut cum, mut context) = (0u32, usize::MAX);
+    for &(ctx, symbol) in &tables.used {
+        let i = usize::from(ctx) * ALPHABET + usize::from(symbol);
+        if usize::from(ctx) != context {
+            (cum, context) = (0, usize::from(ctx));
         }
+        let freq = u32::from(tables.freq[i]);
+        enc[i] = enc_symbol(freq, cum);
+        cum += freq;
     }
     // The stream, written backwards from the end of `buf` (the encoder runs backwards over the
     // symbols): a symbol shifts out at most one word (after coding, a state is below 2^32, so
@@ -340,7 +359,10 @@ pub fn encode_into(tables: &Tables, symbols: &[u16], out: &mut Vec<u8>) {
     // the state shifts — a data-dependent branch here mispredicted often.
     let code = |x: u32, s: u16, buf: &mut [u8], pos: &mut usize| -> u32 {
         let e = enc[usize::from(s)];
-        debug_assert!(e.rcp != 0, "symbol {s} has no frequency");
+        debug_assert!(
+            tables.freq[usize::from(s)] != 0,
+            "symbol {s} has no frequency"
+        );
         let shift = x > e.state_max;
         buf[*pos - 2..*pos].copy_from_slice(&(x as u16).to_le_bytes());
         *pos -= 2 * usize::from(shift);
