@@ -191,6 +191,33 @@ impl Inner {
 
     /// Rewrites every base partition that holds deleted data, rebuilds the rollups that
     /// still reflect it, and drops the tombstones nothing needs any more.
+    /// See `Store::compact_completed`. Rollups stay fresh: a rewrite without tombstones
+    /// reflects the generations its inputs did.
+    pub(crate) fn compact_completed(
+        &self,
+        now_ms: i64,
+        partitions_max: usize,
+    ) -> Result<u64, StoreError> {
+        let _serial = self.flush_lock.lock().map_err(|_| StoreError::Poisoned)?;
+        let blocks = self
+            .state
+            .read()
+            .map_err(|_| StoreError::Poisoned)?
+            .blocks
+            .clone();
+        let completed = blocks.by_partition.iter().filter(|(&start, files)| {
+            let end = start.saturating_add(blocks.partition_ms);
+            files.len() > 1 && end.saturating_add(self.opts.rollup_grace_ms) <= now_ms
+        });
+        let mut rewritten = 0;
+        // Bounded: at most `partitions_max` partitions.
+        for (&start, _) in completed.take(partitions_max) {
+            self.compact_partition(start, false)?;
+            rewritten += 1;
+        }
+        Ok(rewritten)
+    }
+
     pub(crate) fn compact(&self, now_ms: i64) -> Result<CompactReport, StoreError> {
         let mut report = CompactReport::default();
         {

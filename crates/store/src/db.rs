@@ -49,6 +49,11 @@ const MAINTENANCE_AFTER_FLUSH_GAP_MS: u64 = 10_000;
 /// Rollup partitions one background pass builds at most (per level), so flushing is never
 /// held up for long; later passes do the rest.
 const BACKGROUND_ROLLUP_PARTITIONS_MAX: usize = 8;
+/// Most completed base partitions one background pass rewrites as one block. A running server
+/// flushes a partition (2 h) in several small blocks: per-chunk coder tables make them ≈ 1.5×
+/// the bytes of one block of the whole partition (15-minute flushes: 23.8 against 15.8 bytes
+/// per histogram sample), and reads open each.
+const BACKGROUND_COMPACT_PARTITIONS_MAX: usize = 2;
 pub const MINUTE_MS: i64 = 60_000;
 pub const HOUR_MS: i64 = 60 * MINUTE_MS;
 pub const DAY_MS: i64 = 24 * HOUR_MS;
@@ -409,6 +414,14 @@ impl Store {
     /// tombstones nothing needs any more.
     pub fn compact(&self, now_ms: i64) -> Result<crate::compact::CompactReport, StoreError> {
         self.inner.compact(now_ms)
+    }
+
+    /// Rewrites, oldest first, up to `partitions_max` base partitions that ended at least
+    /// `rollup_grace_ms` before `now_ms` and still hold several blocks, each as one block (the
+    /// background maintenance does this; `compact` does it for every partition). Returns the
+    /// partitions rewritten.
+    pub fn compact_completed(&self, now_ms: i64, partitions_max: usize) -> Result<u64, StoreError> {
+        self.inner.compact_completed(now_ms, partitions_max)
     }
 
     /// Blocks and their sizes, the manifest's checkpoint, what is still in memory.
@@ -860,6 +873,7 @@ impl Inner {
                     .is_ok()
                 {
                     let _ = self.apply_retention(now_ms);
+                    let _ = self.compact_completed(now_ms, BACKGROUND_COMPACT_PARTITIONS_MAX);
                 }
             }
         }

@@ -329,6 +329,54 @@ fn a_partition_still_filling_is_extended_by_new_flushes_when_exact() {
     check_all(&store, &model, "after reopen");
 }
 
+/// A running server flushes a base partition in several blocks; once the partition has ended
+/// (and its grace passed) the background maintenance rewrites it as one block
+/// (`Store::compact_completed`). Reads — rollups included — are unchanged, a partition still
+/// within its grace is left alone, and a second pass has nothing to do.
+#[test]
+fn completed_partitions_are_rewritten_as_one_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let mut model = Model::default();
+    let part_ms = PARTITION_MS;
+    for i in 0..3 {
+        model.write_random(
+            &store,
+            40 + i as u64,
+            400,
+            i * part_ms / 3,
+            (i + 1) * part_ms / 3,
+        );
+        store.flush().unwrap();
+    }
+    for i in 0..2 {
+        let from = part_ms + i * part_ms / 2;
+        model.write_random(&store, 50 + i as u64, 400, from, from + part_ms / 2);
+        store.flush().unwrap();
+    }
+    let blocks_in = |store: &Store, start_ms: i64| {
+        let stats = store.stats().unwrap();
+        stats
+            .blocks
+            .iter()
+            .filter(|b| b.partition_start_ms == start_ms)
+            .count()
+    };
+    assert_eq!((blocks_in(&store, 0), blocks_in(&store, part_ms)), (3, 2));
+    // The first partition has ended, the second has not.
+    let now_ms = 2 * part_ms - 1 + opts().rollup_grace_ms;
+    store.build_rollups(now_ms).unwrap();
+    check_all(&store, &model, "flushed in several blocks");
+    assert_eq!(store.compact_completed(now_ms, 8).unwrap(), 1);
+    assert_eq!((blocks_in(&store, 0), blocks_in(&store, part_ms)), (1, 2));
+    check_all(&store, &model, "completed partition compacted");
+    assert_eq!(store.compact_completed(now_ms, 8).unwrap(), 0);
+    drop(store);
+    let store = Store::open(dir.path(), opts()).unwrap();
+    check_all(&store, &model, "compacted, reopened");
+    assert_eq!(blocks_in(&store, 0), 1);
+}
+
 fn retention_opts(base_ms: i64, numeric_ms: i64, level_ms: [i64; 3]) -> StoreOptions {
     let mut o = opts();
     o.base_retention_ms = base_ms;
