@@ -130,11 +130,29 @@ impl SliceAggregate {
         let mut agg = NumericAggregate::of(t0, v0);
         let mut increase = 0.0;
         let mut prev = v0;
-        for &(t, v) in rest {
+        // The sums run in sample order (their rounding is the model's); the least and greatest
+        // run as two interleaved chains, joined at the end (as slices combine), so each
+        // sample's compare does not wait on the previous one's.
+        let (mut min_odd, mut max_odd) = (v0, v0);
+        for pair in rest.chunks(2) {
+            let (t, v) = pair[0];
             agg.add(t, v);
             increase += counter_step(prev, v);
             prev = v;
+            if let Some(&(t, v)) = pair.get(1) {
+                agg.count += 1;
+                agg.sum += v;
+                agg.sum_squares += v * v;
+                agg.last = v;
+                agg.last_ts_ms = t;
+                min_odd = min_odd.min(v);
+                max_odd = max_odd.max(v);
+                increase += counter_step(prev, v);
+                prev = v;
+            }
         }
+        agg.min = agg.min.min(min_odd);
+        agg.max = agg.max.max(max_odd);
         Some(SliceAggregate { agg, increase })
     }
 
@@ -1000,7 +1018,52 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn value() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            -5.0f64..5.0,
+            Just(0.0),
+            Just(-0.0),
+            Just(f64::NAN),
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+            (0i64..100).prop_map(|v| v as f64),
+        ]
+    }
+
+    /// Whether two least or greatest values agree: equal (a zero of either sign), or both NaN.
+    fn same(a: f64, b: f64) -> bool {
+        a == b || (a.is_nan() && b.is_nan())
+    }
+
     proptest! {
+        /// A slice's aggregate equals one sample-by-sample pass: sums, counter increase, first
+        /// and last bit for bit (any NaN for a NaN); the least and greatest equal (their interleaved chains may
+        /// pick the other zero of a ±0 tie, as combining slices may).
+        #[test]
+        fn of_samples_equals_a_sequential_pass(values in proptest::collection::vec(value(), 1..40)) {
+            let samples: Vec<(i64, f64)> =
+                values.iter().enumerate().map(|(i, &v)| (i as i64 * 10, v)).collect();
+            let got = SliceAggregate::of_samples(&samples).unwrap();
+            let (t0, v0) = samples[0];
+            let mut want = NumericAggregate::of(t0, v0);
+            let mut increase = 0.0;
+            for w in samples.windows(2) {
+                want.add(w[1].0, w[1].1);
+                increase += counter_step(w[0].1, w[1].1);
+            }
+            // Bit for bit, but a NaN is any NaN (Rust leaves arithmetic NaNs' bits open).
+            let bits = |x: f64| if x.is_nan() { f64::NAN.to_bits() } else { x.to_bits() };
+            prop_assert_eq!(got.agg.count, want.count);
+            prop_assert_eq!(bits(got.agg.sum), bits(want.sum));
+            prop_assert_eq!(bits(got.agg.sum_squares), bits(want.sum_squares));
+            prop_assert_eq!(bits(got.increase), bits(increase));
+            prop_assert_eq!(got.agg.first.to_bits(), want.first.to_bits());
+            prop_assert_eq!(got.agg.last.to_bits(), want.last.to_bits());
+            prop_assert_eq!((got.agg.first_ts_ms, got.agg.last_ts_ms), (want.first_ts_ms, want.last_ts_ms));
+            prop_assert!(same(got.agg.min, want.min), "min {} vs {}", got.agg.min, want.min);
+            prop_assert!(same(got.agg.max, want.max), "max {} vs {}", got.agg.max, want.max);
+        }
+
         #[test]
         fn merge_runs_keeps_the_latest_source(
             runs in proptest::collection::vec(
