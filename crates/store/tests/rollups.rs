@@ -370,6 +370,9 @@ fn completed_partitions_are_rewritten_as_one_block() {
     assert_eq!(store.compact_completed(now_ms, 8).unwrap(), 1);
     assert_eq!((blocks_in(&store, 0), blocks_in(&store, part_ms)), (1, 2));
     check_all(&store, &model, "completed partition compacted");
+    // The rewrite reflects what its blocks did: no rollup went stale.
+    let report = store.build_rollups(now_ms).unwrap();
+    assert_eq!(report.rebuilt, 0, "{report:?}");
     assert_eq!(store.compact_completed(now_ms, 8).unwrap(), 0);
     drop(store);
     let store = Store::open(dir.path(), opts()).unwrap();
