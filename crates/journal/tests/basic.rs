@@ -244,3 +244,38 @@ fn tickets_are_futures_and_share_syncs() {
     }
     assert_eq!(j.committed_offset(), 200);
 }
+
+/// On the real file system, garbage far past the last frame — near the end of the preallocated
+/// segment — is found and discarded at recovery, and a clean tail reports nothing.
+#[test]
+fn recovery_finds_garbage_anywhere_after_the_tail() {
+    use std::os::unix::fs::FileExt;
+    let segment_size_bytes = 4 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open(dir.path(), opts(Durability::Always, segment_size_bytes)).unwrap();
+    for i in 0..20u64 {
+        j.append(&payload(i)).unwrap();
+    }
+    j.close().unwrap();
+    let j = Journal::open(dir.path(), opts(Durability::Always, segment_size_bytes)).unwrap();
+    assert_eq!(j.recovery_report().truncated_bytes, 0);
+    j.close().unwrap();
+    let segment = dir.path().join(format!("{:020}.seg", 0));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap();
+    file.write_all_at(&[0xa5; 64], segment_size_bytes - 100)
+        .unwrap();
+    file.sync_all().unwrap();
+    drop(file);
+    let j = Journal::open(dir.path(), opts(Durability::Always, segment_size_bytes)).unwrap();
+    assert!(
+        j.recovery_report().truncated_bytes > 0,
+        "{:?}",
+        j.recovery_report()
+    );
+    assert_eq!(j.committed_offset(), 20);
+    assert_eq!(read_all(&j, 0).len(), 20);
+    assert_eq!(j.append(b"after").unwrap(), 20);
+}
