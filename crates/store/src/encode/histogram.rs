@@ -65,6 +65,7 @@ pub fn ordinal_of_key(key: u16) -> u16 {
 }
 
 /// The storage-order key of an ordinal, or `None` past the last bin.
+#[inline]
 pub fn key_of_ordinal(ordinal: u16) -> Option<u16> {
     let regular = |e: u16, base_decade: u16| {
         (base_decade + e / DECADE_SLOTS_MAX) << 7 | (e % DECADE_SLOTS_MAX + 1)
@@ -759,6 +760,7 @@ fn read_large(d: &mut RansDecoder<'_>, raw: &mut BitReader<'_>, symbol: u8) -> u
 }
 
 /// The storage-order key of an extra's ordinal, checked below `BIN_COUNT_MAX` when decoded.
+#[inline]
 fn extra_key(ordinal: u16) -> u16 {
     let key = key_of_ordinal(ordinal);
     debug_assert!(key.is_some());
