@@ -205,15 +205,34 @@ impl Inner {
             .map_err(|_| StoreError::Poisoned)?
             .blocks
             .clone();
-        let completed = blocks.by_partition.iter().filter(|(&start, files)| {
-            let end = start.saturating_add(blocks.partition_ms);
-            files.len() > 1 && end.saturating_add(self.opts.rollup_grace_ms) <= now_ms
-        });
+        let mut failed = self
+            .compact_failed
+            .lock()
+            .map_err(|_| StoreError::Poisoned)?;
+        let completed: Vec<i64> = blocks
+            .by_partition
+            .iter()
+            .filter(|(&start, files)| {
+                let end = start.saturating_add(blocks.partition_ms);
+                files.len() > 1
+                    && end.saturating_add(self.opts.rollup_grace_ms) <= now_ms
+                    && !failed.contains(&start)
+            })
+            .map(|(&start, _)| start)
+            .take(partitions_max)
+            .collect();
         let mut rewritten = 0;
         // Bounded: at most `partitions_max` partitions.
-        for (&start, _) in completed.take(partitions_max) {
-            self.compact_partition(start, false)?;
-            rewritten += 1;
+        for start in completed {
+            match self.compact_partition(start, false) {
+                Ok(_) => rewritten += 1,
+                // A damaged chunk: reads report it; rewriting the partition again and again
+                // would only decode it again each pass.
+                Err(StoreError::BlockDamaged { .. }) => {
+                    failed.insert(start);
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(rewritten)
     }

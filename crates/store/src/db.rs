@@ -188,6 +188,9 @@ pub(crate) struct Inner {
     record_buffers: Mutex<Vec<Vec<u8>>>,
     /// Chunks found damaged by reads: (block, series), never read again.
     pub damaged: Mutex<HashSet<(BlockId, SeriesId)>>,
+    /// Base partitions whose background rewrite failed (a damaged chunk in them): not retried
+    /// by the background pass in this process (`Store::compact` still tries, and reports).
+    pub compact_failed: Mutex<HashSet<i64>>,
     pub replay: ReplayReport,
     stop: (Mutex<bool>, Condvar),
     /// The last background flush failed (it is retried every tick).
@@ -244,6 +247,7 @@ impl Store {
             record_buffers: Mutex::new(Vec::new()),
             flush_lock: Mutex::new(()),
             damaged: Mutex::new(HashSet::new()),
+            compact_failed: Mutex::new(HashSet::new()),
             replay: ReplayReport {
                 quarantined,
                 ..ReplayReport::default()

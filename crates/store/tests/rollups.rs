@@ -380,6 +380,64 @@ fn completed_partitions_are_rewritten_as_one_block() {
     assert_eq!(blocks_in(&store, 0), 1);
 }
 
+/// A completed partition holding a damaged chunk is left as it is by the background rewrite
+/// (reads report the damage); the other completed partitions are still rewritten.
+#[test]
+fn a_damaged_partition_is_not_rewritten_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let mut model = Model::default();
+    for part in 0..2 {
+        for i in 0..2 {
+            let from = part * PARTITION_MS + i * PARTITION_MS / 2;
+            model.write_random(
+                &store,
+                60 + (2 * part + i) as u64,
+                300,
+                from,
+                from + PARTITION_MS / 2,
+            );
+            store.flush().unwrap();
+        }
+    }
+    drop(store);
+    // Flip a byte inside the first chunk of one of partition 0's blocks.
+    let blocks_dir = dir.path().join("blocks");
+    let mut names: Vec<String> = files(&blocks_dir).into_iter().collect();
+    names.sort();
+    let victim = blocks_dir.join(&names[0]);
+    let mut bytes = std::fs::read(&victim).unwrap();
+    bytes[store::block::HEADER_SIZE_BYTES + 12] ^= 0x40;
+    std::fs::write(&victim, &bytes).unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let partition_of = |store: &Store, start_ms: i64| {
+        let stats = store.stats().unwrap();
+        stats
+            .blocks
+            .iter()
+            .filter(|b| b.partition_start_ms == start_ms)
+            .count()
+    };
+    let damaged_start = store
+        .stats()
+        .unwrap()
+        .blocks
+        .iter()
+        .find(|b| b.name == names[0])
+        .map(|b| b.partition_start_ms)
+        .unwrap();
+    let other = if damaged_start == 0 { PARTITION_MS } else { 0 };
+    let now_ms = 3 * PARTITION_MS;
+    assert_eq!(store.compact_completed(now_ms, 8).unwrap(), 1);
+    assert_eq!(
+        partition_of(&store, damaged_start),
+        2,
+        "the damaged partition is left alone"
+    );
+    assert_eq!(partition_of(&store, other), 1);
+    assert_eq!(store.compact_completed(now_ms, 8).unwrap(), 0);
+}
+
 fn retention_opts(base_ms: i64, numeric_ms: i64, level_ms: [i64; 3]) -> StoreOptions {
     let mut o = opts();
     o.base_retention_ms = base_ms;
