@@ -189,8 +189,6 @@ impl Inner {
         Ok(ids.len() as u64)
     }
 
-    /// Rewrites every base partition that holds deleted data, rebuilds the rollups that
-    /// still reflect it, and drops the tombstones nothing needs any more.
     /// See `Store::compact_completed`. Rollups stay fresh: a rewrite without tombstones
     /// reflects the generations its inputs did.
     pub(crate) fn compact_completed(
@@ -199,12 +197,7 @@ impl Inner {
         partitions_max: usize,
     ) -> Result<u64, StoreError> {
         let _serial = self.flush_lock.lock().map_err(|_| StoreError::Poisoned)?;
-        let blocks = self
-            .state
-            .read()
-            .map_err(|_| StoreError::Poisoned)?
-            .blocks
-            .clone();
+        let blocks = self.blocks_now()?;
         let mut failed = self
             .compact_failed
             .lock()
@@ -237,16 +230,23 @@ impl Inner {
         Ok(rewritten)
     }
 
+    /// The blocks as of now (shared, not copied).
+    fn blocks_now(&self) -> Result<Arc<Blocks>, StoreError> {
+        Ok(self
+            .state
+            .read()
+            .map_err(|_| StoreError::Poisoned)?
+            .blocks
+            .clone())
+    }
+
+    /// Rewrites every base partition that holds deleted data, rebuilds the rollups that
+    /// still reflect it, and drops the tombstones nothing needs any more.
     pub(crate) fn compact(&self, now_ms: i64) -> Result<CompactReport, StoreError> {
         let mut report = CompactReport::default();
         {
             let _serial = self.flush_lock.lock().map_err(|_| StoreError::Poisoned)?;
-            let blocks = self
-                .state
-                .read()
-                .map_err(|_| StoreError::Poisoned)?
-                .blocks
-                .clone();
+            let blocks = self.blocks_now()?;
             for (&start, files) in &blocks.by_partition {
                 let end = start.saturating_add(blocks.partition_ms);
                 let deleted = files.iter().any(|b| {
@@ -265,12 +265,7 @@ impl Inner {
         // Rollups of ranges still within their grace are not rebuilt: tombstones over them stay.
         self.build_rollups(now_ms, usize::MAX)?;
         let _serial = self.flush_lock.lock().map_err(|_| StoreError::Poisoned)?;
-        let blocks = self
-            .state
-            .read()
-            .map_err(|_| StoreError::Poisoned)?
-            .blocks
-            .clone();
+        let blocks = self.blocks_now()?;
         let needed = |t: &Tombstone| {
             let base = blocks
                 .overlapping(t.start_ms, t.end_ms)

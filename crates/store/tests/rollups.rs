@@ -329,6 +329,16 @@ fn a_partition_still_filling_is_extended_by_new_flushes_when_exact() {
     check_all(&store, &model, "after reopen");
 }
 
+/// Base blocks of the partition starting at `start_ms`.
+fn blocks_in(store: &Store, start_ms: i64) -> usize {
+    let stats = store.stats().unwrap();
+    stats
+        .blocks
+        .iter()
+        .filter(|b| b.partition_start_ms == start_ms)
+        .count()
+}
+
 /// A running server flushes a base partition in several blocks; once the partition has ended
 /// (and its grace passed) the background maintenance rewrites it as one block
 /// (`Store::compact_completed`). Reads — rollups included — are unchanged, a partition still
@@ -354,14 +364,6 @@ fn completed_partitions_are_rewritten_as_one_block() {
         model.write_random(&store, 50 + i as u64, 400, from, from + part_ms / 2);
         store.flush().unwrap();
     }
-    let blocks_in = |store: &Store, start_ms: i64| {
-        let stats = store.stats().unwrap();
-        stats
-            .blocks
-            .iter()
-            .filter(|b| b.partition_start_ms == start_ms)
-            .count()
-    };
     assert_eq!((blocks_in(&store, 0), blocks_in(&store, part_ms)), (3, 2));
     // The first partition has ended, the second has not.
     let now_ms = 2 * part_ms - 1 + opts().rollup_grace_ms;
@@ -410,14 +412,6 @@ fn a_damaged_partition_is_not_rewritten_in_the_background() {
     bytes[store::block::HEADER_SIZE_BYTES + 12] ^= 0x40;
     std::fs::write(&victim, &bytes).unwrap();
     let store = Store::open(dir.path(), opts()).unwrap();
-    let partition_of = |store: &Store, start_ms: i64| {
-        let stats = store.stats().unwrap();
-        stats
-            .blocks
-            .iter()
-            .filter(|b| b.partition_start_ms == start_ms)
-            .count()
-    };
     let damaged_start = store
         .stats()
         .unwrap()
@@ -430,11 +424,11 @@ fn a_damaged_partition_is_not_rewritten_in_the_background() {
     let now_ms = 3 * PARTITION_MS;
     assert_eq!(store.compact_completed(now_ms, 8).unwrap(), 1);
     assert_eq!(
-        partition_of(&store, damaged_start),
+        blocks_in(&store, damaged_start),
         2,
         "the damaged partition is left alone"
     );
-    assert_eq!(partition_of(&store, other), 1);
+    assert_eq!(blocks_in(&store, other), 1);
     assert_eq!(store.compact_completed(now_ms, 8).unwrap(), 0);
 }
 
