@@ -523,8 +523,6 @@ pub fn decode_into(
     })
 }
 
-/// The decoder: calls `period` with each period's start and its bins (strictly ascending
-/// storage-order keys, counts > 0), in time order.
 /// A histogram chunk (either layout) up to its periods: the frame start, the period count and
 /// the period starts (`read_period_starts` reads them back). Period starts must strictly
 /// increase; at most `HIST_CHUNK_PERIODS_MAX`.
@@ -576,6 +574,7 @@ pub(super) fn read_period_starts(
     Ok(ts_ms)
 }
 
+/// The decoder: calls `period` with each decoded period, in time order.
 fn decode_with(
     bytes: &[u8],
     mut period: impl FnMut(&Period<'_>),
@@ -681,11 +680,7 @@ fn decode_with(
         // where they go among them).
         let mut raw_failed = false;
         d.symbols(&window_classes, |i, symbol| {
-            window_counts[i] = if u64::from(symbol) < LITERALS {
-                u64::from(symbol)
-            } else {
-                read_raw(&mut raw, symbol, &mut raw_failed)
-            };
+            window_counts[i] = value_of_symbol(&mut raw, symbol, &mut raw_failed);
         });
         if raw_failed {
             d.fail();
@@ -708,24 +703,23 @@ fn decode_with(
 #[inline(always)]
 fn read_value(d: &mut RansDecoder<'_>, raw: &mut BitReader<'_>, ctx: usize) -> u64 {
     let symbol = d.symbol(ctx);
+    let mut failed = false;
+    let value = value_of_symbol(raw, symbol, &mut failed);
+    if failed {
+        d.fail();
+    }
+    value
+}
+
+/// The value `symbol` stands for: itself below `LITERALS`, else with its raw bits; 0 and
+/// `failed` set for a symbol past the alphabet (the decoder's mark for an unused context) or
+/// raw bits missing. Raw bits are read inline while 8 bytes of raw stream remain: large counts
+/// are the rule in coarse rollups (an hour's bins hold hundreds).
+#[inline(always)]
+fn value_of_symbol(raw: &mut BitReader<'_>, symbol: u8, failed: &mut bool) -> u64 {
     if u64::from(symbol) < LITERALS {
         return u64::from(symbol);
     }
-    // Large counts are the rule in coarse rollups (an hour's bins hold hundreds): their raw
-    // bits are read inline while 8 bytes of raw stream remain.
-    if usize::from(symbol) < ALPHABET {
-        if let Some(bits) = raw.read_within_window(raw_bits_of(symbol)) {
-            return value_of(symbol, bits);
-        }
-    }
-    read_large(d, raw, symbol)
-}
-
-/// The value of a large `symbol` (at least `LITERALS`) with its raw bits; 0 and `failed` set
-/// for a symbol past the alphabet (the decoder's mark for an unused context) or raw bits
-/// missing.
-#[inline(always)]
-fn read_raw(raw: &mut BitReader<'_>, symbol: u8, failed: &mut bool) -> u64 {
     if usize::from(symbol) < ALPHABET {
         if let Some(bits) = raw.read_within_window(raw_bits_of(symbol)) {
             return value_of(symbol, bits);
@@ -741,22 +735,6 @@ fn read_raw_slow(raw: &mut BitReader<'_>, symbol: u8, failed: &mut bool) -> u64 
         .flatten();
     *failed |= value.is_none();
     value.map_or(0, |bits| value_of(symbol, bits))
-}
-
-#[cold]
-fn read_large(d: &mut RansDecoder<'_>, raw: &mut BitReader<'_>, symbol: u8) -> u64 {
-    // A symbol past the alphabet is the decoder's mark for an unused context (it has failed).
-    if usize::from(symbol) >= ALPHABET {
-        d.fail();
-        return 0;
-    }
-    match raw.read(raw_bits_of(symbol)) {
-        Ok(bits) => value_of(symbol, bits),
-        Err(_) => {
-            d.fail();
-            0
-        }
-    }
 }
 
 /// The storage-order key of an extra's ordinal, checked below `BIN_COUNT_MAX` when decoded.
