@@ -10,6 +10,7 @@
 //! words. Integer arithmetic only.
 
 use std::cell::RefCell;
+use std::thread::LocalKey;
 
 use super::bits::{get_varint, put_varint};
 use super::DecodeError;
@@ -312,16 +313,24 @@ pub fn encode(tables: &Tables, symbols: &[u16]) -> Vec<u8> {
 
 /// [`encode`], appending the stream to `out`.
 pub fn encode_into(tables: &Tables, symbols: &[u16], out: &mut Vec<u8>) {
-    let mut enc = ENCODE_TABLE
-        .try_with(|t| t.try_borrow_mut().map(|mut t| std::mem::take(&mut *t)).ok())
+    let mut enc = take_kept(&ENCODE_TABLE);
+    encode_with(tables, symbols, out, &mut enc);
+    put_kept(&ENCODE_TABLE, enc);
+}
+
+/// A thread's kept buffer, taken out (a fresh one if another use has it, or during teardown).
+fn take_kept<T: Default>(key: &'static LocalKey<RefCell<T>>) -> T {
+    key.try_with(|t| t.try_borrow_mut().map(|mut t| std::mem::take(&mut *t)).ok())
         .ok()
         .flatten()
-        .unwrap_or_default();
-    encode_with(tables, symbols, out, &mut enc);
-    // `try_with`: during thread teardown the table is simply dropped.
-    let _ = ENCODE_TABLE.try_with(|t| {
+        .unwrap_or_default()
+}
+
+/// Gives a buffer back to be kept (`try_with`: during thread teardown it is simply dropped).
+fn put_kept<T>(key: &'static LocalKey<RefCell<T>>, value: T) {
+    let _ = key.try_with(|t| {
         if let Ok(mut t) = t.try_borrow_mut() {
-            *t = enc;
+            *t = value;
         }
     });
 }
@@ -429,22 +438,13 @@ impl Drop for RansDecoder<'_> {
             freq_cum: std::mem::take(&mut self.freq_cum),
             unused: std::mem::take(&mut self.unused),
         };
-        // `try_with`: during thread teardown the tables are simply dropped.
-        let _ = DECODE_TABLES.try_with(|t| {
-            if let Ok(mut t) = t.try_borrow_mut() {
-                *t = tables;
-            }
-        });
+        put_kept(&DECODE_TABLES, tables);
     }
 }
 
 impl<'a> RansDecoder<'a> {
     pub fn new(tables: &Tables, words: &'a [u8]) -> Result<RansDecoder<'a>, DecodeError> {
-        let mut kept = DECODE_TABLES
-            .try_with(|t| t.try_borrow_mut().map(|mut t| std::mem::take(&mut *t)).ok())
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let mut kept = take_kept(&DECODE_TABLES);
         let slot_count = tables.contexts * SCALE as usize;
         if kept.slots.len() != slot_count || kept.unused.len() != tables.contexts {
             kept.slots.clear();
@@ -500,21 +500,6 @@ impl<'a> RansDecoder<'a> {
         Ok(d)
     }
 
-    /// The next word; past the end 0, and the decoder has failed.
-    #[inline(always)]
-    fn next_word(&mut self) -> u32 {
-        match self.words.get(self.pos..self.pos + 2) {
-            Some(w) => {
-                self.pos += 2;
-                u32::from(u16::from_le_bytes([w[0], w[1]]))
-            }
-            None => {
-                self.failed = true;
-                0
-            }
-        }
-    }
-
     fn word(&mut self) -> Result<u32, DecodeError> {
         match self.words.get(self.pos..self.pos + 2) {
             Some(w) => {
@@ -532,20 +517,39 @@ impl<'a> RansDecoder<'a> {
     /// number of symbols, which keeps the hot path free of error plumbing.
     #[inline(always)]
     pub fn symbol(&mut self, ctx: usize) -> u8 {
-        let x = self.cur;
+        let (mut pos, mut failed) = (self.pos, self.failed);
+        let (symbol, x) = self.step(ctx, self.cur, &mut pos, &mut failed);
+        (self.pos, self.failed) = (pos, failed);
+        self.cur = self.other;
+        self.other = x;
+        symbol
+    }
+
+    /// One symbol in context `ctx` from state `x`: the symbol and the state after it (with a
+    /// word read from `pos` when it fell below `STATE_LOW`; past the end 0, and `failed`).
+    #[inline(always)]
+    fn step(&self, ctx: usize, x: u32, pos: &mut usize, failed: &mut bool) -> (u8, u32) {
         let slot = x & (SCALE - 1);
         let symbol = self.slots[ctx * SCALE as usize + slot as usize];
-        self.failed |= symbol == SYMBOL_NONE;
+        *failed |= symbol == SYMBOL_NONE;
         let fc = self.freq_cum[ctx * DECODE_STRIDE + usize::from(symbol)];
         // `slot` lies in the symbol's range [cum, cum + freq) (for `SYMBOL_NONE`, cum = 0), so
         // this never underflows; and freq · (x >> SCALE_BITS) < 2^32.
         let mut x = (fc & 0xffff) * (x >> SCALE_BITS) + slot - (fc >> 16);
         if x < STATE_LOW {
-            x = x << WORD_BITS | self.next_word();
+            let word = match self.words.get(*pos..*pos + 2) {
+                Some(w) => {
+                    *pos += 2;
+                    u32::from(u16::from_le_bytes([w[0], w[1]]))
+                }
+                None => {
+                    *failed = true;
+                    0
+                }
+            };
+            x = x << WORD_BITS | word;
         }
-        self.cur = self.other;
-        self.other = x;
-        symbol
+        (symbol, x)
     }
 
     /// Decodes one symbol per entry of `contexts` (each below the tables' context count), in
@@ -555,29 +559,10 @@ impl<'a> RansDecoder<'a> {
     /// symbol's chain of dependent steps).
     #[inline(always)]
     pub fn symbols(&mut self, contexts: &[usize], mut each: impl FnMut(usize, u8)) {
-        let (slots, freq_cum, words) = (&self.slots[..], &self.freq_cum[..], self.words);
         let (mut cur, mut other, mut pos) = (self.cur, self.other, self.pos);
         let mut failed = false;
         for (i, &ctx) in contexts.iter().enumerate() {
-            let slot = cur & (SCALE - 1);
-            let symbol = slots[ctx * SCALE as usize + slot as usize];
-            failed |= symbol == SYMBOL_NONE;
-            let fc = freq_cum[ctx * DECODE_STRIDE + usize::from(symbol)];
-            // As in `symbol`: never underflows, and stays below 2^32.
-            let mut x = (fc & 0xffff) * (cur >> SCALE_BITS) + slot - (fc >> 16);
-            if x < STATE_LOW {
-                let word = match words.get(pos..pos + 2) {
-                    Some(w) => {
-                        pos += 2;
-                        u32::from(u16::from_le_bytes([w[0], w[1]]))
-                    }
-                    None => {
-                        failed = true;
-                        0
-                    }
-                };
-                x = x << WORD_BITS | word;
-            }
+            let (symbol, x) = self.step(ctx, cur, &mut pos, &mut failed);
             cur = other;
             other = x;
             each(i, symbol);
