@@ -59,11 +59,16 @@ impl NumericAggregate {
 
     /// Samples arrive in timestamp order, so `last` is simply the latest added.
     fn add(&mut self, ts_ms: i64, value: f64) {
+        self.add_but_extremes(ts_ms, value);
+        self.min = self.min.min(value);
+        self.max = self.max.max(value);
+    }
+
+    /// `add` without the least and greatest value (a caller keeping them itself).
+    fn add_but_extremes(&mut self, ts_ms: i64, value: f64) {
         self.last_ts_ms = ts_ms;
         self.count += 1;
         self.sum += value;
-        self.min = self.min.min(value);
-        self.max = self.max.max(value);
         self.last = value;
         self.sum_squares += value * value;
     }
@@ -140,11 +145,7 @@ impl SliceAggregate {
             increase += counter_step(prev, v);
             prev = v;
             if let Some(&(t, v)) = pair.get(1) {
-                agg.count += 1;
-                agg.sum += v;
-                agg.sum_squares += v * v;
-                agg.last = v;
-                agg.last_ts_ms = t;
+                agg.add_but_extremes(t, v);
                 min_odd = min_odd.min(v);
                 max_odd = max_odd.max(v);
                 increase += counter_step(prev, v);
@@ -1037,8 +1038,8 @@ mod tests {
 
     proptest! {
         /// A slice's aggregate equals one sample-by-sample pass: sums, counter increase, first
-        /// and last bit for bit (any NaN for a NaN); the least and greatest equal (their interleaved chains may
-        /// pick the other zero of a ±0 tie, as combining slices may).
+        /// and last bit for bit (any NaN for a NaN); the least and greatest equal (their
+        /// interleaved chains may pick the other zero of a ±0 tie, as combining slices may).
         #[test]
         fn of_samples_equals_a_sequential_pass(values in proptest::collection::vec(value(), 1..40)) {
             let samples: Vec<(i64, f64)> =
