@@ -77,8 +77,6 @@ pub(crate) struct MergeScratch {
     touched: Vec<u64>,
     /// One sample packed, for a late sample's merge.
     packed: Vec<u8>,
-    keys: Vec<u16>,
-    counts: Vec<u64>,
 }
 
 impl HistSeries {
@@ -306,25 +304,7 @@ fn fold_dense<'a>(
     if lo > hi {
         return;
     }
-    let (keys, counts) = (&mut scratch.keys, &mut scratch.counts);
-    keys.clear();
-    counts.clear();
-    // Bounded: one step per set bit, each cleared as it is read (with its count).
-    for (w, word) in touched
-        .iter_mut()
-        .enumerate()
-        .take(hi / 64 + 1)
-        .skip(lo / 64)
-    {
-        let mut bits = std::mem::take(word);
-        while bits != 0 {
-            let k = w * 64 + bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            keys.push(k as u16);
-            counts.push(std::mem::take(&mut dense[k]));
-        }
-    }
-    packed::pack(keys, counts, out);
+    packed::pack_dense(dense, touched, (lo, hi), out);
 }
 
 #[cfg(test)]
