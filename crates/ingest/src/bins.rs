@@ -47,6 +47,11 @@ impl KeyedBins {
         self.keys.is_empty()
     }
 
+    pub fn reserve(&mut self, bins: usize) {
+        self.keys.reserve(bins);
+        self.counts.reserve(bins);
+    }
+
     pub fn len(&self) -> usize {
         self.keys.len()
     }
@@ -121,56 +126,113 @@ pub(crate) fn histogram_of(
 /// leaving `bins` partly filled (callers truncate it). For every string it accepts, the bin and
 /// count equal `httptrap::fixed_entry`'s (and so the float path's).
 pub(crate) fn fixed_text_bins(s: &[u8], bins: &mut KeyedBins) -> Option<usize> {
-    /// Count digits read here; 19 never overflow a u64.
-    const COUNT_DIGITS_MAX: usize = 19;
     let mut i = 0;
+    // Bounded: every step reads at least one bin string.
     loop {
-        if s.get(i..i + 3) != Some(b"\"H[") {
-            return None;
-        }
-        i += 3;
-        let negative = s.get(i) == Some(&b'-');
-        i += usize::from(negative);
-        let &[d0, b'.', d1, b'e', sign, e0, e1, b']', b'='] = s.get(i..i + 9)? else {
-            return None;
-        };
-        i += 9;
-        let (m0, m1) = (d0.wrapping_sub(b'0'), d1.wrapping_sub(b'0'));
-        let (x0, x1) = (e0.wrapping_sub(b'0'), e1.wrapping_sub(b'0'));
-        if !(1..10).contains(&m0) || m1 >= 10 || x0 >= 10 || x1 >= 10 {
-            return None;
-        }
-        let magnitude = (x0 * 10 + x1) as i8;
-        let exp = match sign {
-            b'+' => magnitude,
-            b'-' => -magnitude,
-            _ => return None,
-        };
-        let val = (m0 * 10 + m1) as i8;
-        let key = bin_key(if negative { -val } else { val }, exp)?;
-        let digits_start = i;
-        let mut count = 0u64;
-        while let Some(&c) = s.get(i) {
-            let digit = c.wrapping_sub(b'0');
-            if digit >= 10 {
-                break;
+        let (key, count, end) = match s.get(i..i + FAST_BYTES) {
+            Some(word) => {
+                fast_bin(word).map_or_else(|| bin_at(s, i), |(k, c, len)| Some((k, c, i + len)))
             }
-            if i - digits_start == COUNT_DIGITS_MAX {
-                return None;
-            }
-            count = count * 10 + u64::from(digit);
-            i += 1;
-        }
-        if i == digits_start || s.get(i) != Some(&b'"') {
-            return None;
-        }
-        i += 1;
+            None => bin_at(s, i),
+        }?;
         bins.push(key, count);
+        i = end;
         if s.get(i) != Some(&b',') {
             return Some(i);
         }
         i += 1;
     }
+}
+
+/// Bytes `fast_bin` looks at: a positive bin's string with a count of up to three digits.
+const FAST_BYTES: usize = 16;
+
+/// The template of a positive bin's string up to its count: `"H[d.de±dd]=` with the digits and
+/// the sign masked out.
+const FAST_MASK: u128 = 0xffff_0000_00ff_00ff_00ff_ffff;
+const FAST_TEMPLATE: u128 = u128::from_le_bytes(*b"\"H[\0.\0e\0\0\0]=\0\0\0\0");
+
+/// One positive bin string with a count of one to three digits at the start of `word`, checked
+/// as a whole against its template (the common shape; `bin_at` reads every other): its key,
+/// its count and the bytes it took (through the closing `"`).
+#[inline(always)]
+fn fast_bin(word: &[u8]) -> Option<(u16, u64, usize)> {
+    let mut bytes = [0u8; FAST_BYTES];
+    bytes.copy_from_slice(word.get(..FAST_BYTES)?);
+    if u128::from_le_bytes(bytes) & FAST_MASK != FAST_TEMPLATE & FAST_MASK {
+        return None;
+    }
+    let digit = |at: usize| bytes[at].wrapping_sub(b'0');
+    let (m0, m1, x0, x1) = (digit(3), digit(5), digit(8), digit(9));
+    // Non-short-circuit: one branch for the four digits.
+    if (m0.wrapping_sub(1) >= 9) | (m1 >= 10) | (x0 >= 10) | (x1 >= 10) {
+        return None;
+    }
+    let magnitude = (x0 * 10 + x1) as i8;
+    let exp = match bytes[7] {
+        b'+' => magnitude,
+        b'-' => -magnitude,
+        _ => return None,
+    };
+    let key = bin_key((m0 * 10 + m1) as i8, exp)?;
+    let (c0, c1, c2) = (digit(12), digit(13), digit(14));
+    let (count, len) = match (c0 < 10, c1 < 10, c2 < 10) {
+        (true, false, _) if bytes[13] == b'"' => (u64::from(c0), 14),
+        (true, true, false) if bytes[14] == b'"' => (u64::from(c0) * 10 + u64::from(c1), 15),
+        (true, true, true) if bytes[15] == b'"' => {
+            let count = u64::from(c0) * 100 + u64::from(c1) * 10 + u64::from(c2);
+            (count, 16)
+        }
+        _ => return None,
+    };
+    Some((key, count, len))
+}
+
+/// One bin string at `s[i..]`, every check a byte compare: its key, its count and the offset
+/// just past its closing `"`.
+fn bin_at(s: &[u8], mut i: usize) -> Option<(u16, u64, usize)> {
+    /// Count digits read here; 19 never overflow a u64.
+    const COUNT_DIGITS_MAX: usize = 19;
+    if s.get(i..i + 3) != Some(b"\"H[") {
+        return None;
+    }
+    i += 3;
+    let negative = s.get(i) == Some(&b'-');
+    i += usize::from(negative);
+    let &[d0, b'.', d1, b'e', sign, e0, e1, b']', b'='] = s.get(i..i + 9)? else {
+        return None;
+    };
+    i += 9;
+    let (m0, m1) = (d0.wrapping_sub(b'0'), d1.wrapping_sub(b'0'));
+    let (x0, x1) = (e0.wrapping_sub(b'0'), e1.wrapping_sub(b'0'));
+    if !(1..10).contains(&m0) || m1 >= 10 || x0 >= 10 || x1 >= 10 {
+        return None;
+    }
+    let magnitude = (x0 * 10 + x1) as i8;
+    let exp = match sign {
+        b'+' => magnitude,
+        b'-' => -magnitude,
+        _ => return None,
+    };
+    let val = (m0 * 10 + m1) as i8;
+    let key = bin_key(if negative { -val } else { val }, exp)?;
+    let digits_start = i;
+    let mut count = 0u64;
+    while let Some(&c) = s.get(i) {
+        let digit = c.wrapping_sub(b'0');
+        if digit >= 10 {
+            break;
+        }
+        if i - digits_start == COUNT_DIGITS_MAX {
+            return None;
+        }
+        count = count * 10 + u64::from(digit);
+        i += 1;
+    }
+    if i == digits_start || s.get(i) != Some(&b'"') {
+        return None;
+    }
+    Some((key, count, i + 1))
 }
 
 #[cfg(test)]

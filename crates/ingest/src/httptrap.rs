@@ -822,6 +822,35 @@ mod tests {
             }
         }
 
+        /// Lists of bin strings of about the shape, followed by arbitrary bytes — so that most
+        /// strings are read by `fixed_text_bins`'s whole-string fast path, the rest bin by
+        /// bin — read element by element what `fixed_entry` reads, and stop where it declines.
+        #[test]
+        fn fixed_text_bins_lists_agree_with_fixed_entry(
+            texts in proptest::collection::vec(
+                "H\\[-?[0-9]\\.[0-9]e[+-][0-9]{1,3}\\]=[0-9]{0,5}",
+                1..8,
+            ),
+            tail in "[\\],\"x0-9 ]{0,20}",
+        ) {
+            let quoted: Vec<String> = texts.iter().map(|t| format!("\"{t}\"")).collect();
+            let list = quoted.join(",");
+            let body = format!("{list}{tail}");
+            let want: Vec<(u16, u64)> =
+                texts.iter().map_while(|t| fixed_entry(t.as_bytes())).collect();
+            let mut bins = KeyedBins::default();
+            let got = crate::bins::fixed_text_bins(body.as_bytes(), &mut bins);
+            let read: Vec<(u16, u64)> =
+                bins.keys.iter().copied().zip(bins.counts.iter().copied()).collect();
+            if want.len() == texts.len() && !tail.starts_with(',') {
+                prop_assert_eq!(got, Some(list.len()), "{}", body);
+                prop_assert_eq!(read, want, "{}", body);
+            } else {
+                prop_assert_eq!(got, None, "{}", body);
+                prop_assert_eq!(&read[..want.len().min(read.len())], &want[..read.len().min(want.len())]);
+            }
+        }
+
         /// Random texts of about the emitted shape (any mantissa digits, 1–3 exponent digits,
         /// signs, counts): whatever the fixed reader accepts, the general path reads the same.
         #[test]

@@ -106,6 +106,11 @@ pub(crate) struct Tokenizer<'a> {
     pub(crate) bins: KeyedBins,
 }
 
+/// Fewest body bytes one `"H[d.de±dd]=n"` bin string takes, with its separator.
+const BIN_TEXT_BYTES_MIN: usize = 15;
+/// Most body bytes the bin vectors are sized for up front (they grow past it as needed).
+const BINS_RESERVE_BODY_BYTES_MAX: usize = 16 << 20;
+
 /// `Ok` when the document's tape is usable, otherwise why the whole document is rejected.
 pub(crate) type Document = Result<(), DocumentError>;
 
@@ -262,6 +267,12 @@ impl<'a> Tokenizer<'a> {
             && self.s.get(key.start()..key.end()) == Some(b"_value");
         if !is_value_key {
             return false;
+        }
+        if self.bins.keys.capacity() == 0 {
+            // Sized once per body for the bins its text can hold: a body of histograms grew
+            // the vectors a dozen times, copying and faulting them in each time.
+            let bins = self.s.len().min(BINS_RESERVE_BODY_BYTES_MAX) / BIN_TEXT_BYTES_MIN;
+            self.bins.reserve(bins);
         }
         let first = self.bins.len();
         let read = self

@@ -300,7 +300,10 @@ impl TagSet {
         }
         sorted.sort_unstable();
         sorted.dedup();
-        let mut body = String::new();
+        // Sized once for literal parts (nearly all): growing it byte by byte reallocated it
+        // several times per key.
+        let literal_bytes: usize = sorted.iter().map(|(c, v)| c.len() + v.len() + 2).sum();
+        let mut body = String::with_capacity(literal_bytes);
         for (i, (category, value)) in sorted.iter().enumerate() {
             if i > 0 {
                 body.push(',');
