@@ -83,7 +83,7 @@ pub const TAG_SETS_PER_DOCUMENT_MAX: usize = u16::MAX as usize;
 pub const STRINGS_PER_DOCUMENT_MAX: usize = u16::MAX as usize + 1;
 /// Bound on decoded bytes per body byte: the verifier's "apparent size" (every string and vector
 /// counted each time it is referenced), and separately the name and tag bytes that samples copy
-/// out of the string table (names are shared by index, so 16 bytes of metric can copy a 4 KiB
+/// out of the string table (names are shared by index, so 6 bytes of metric can copy a 4 KiB
 /// name). Keeps decoded size proportional to the body, with room for real reuse.
 const DECODED_BYTES_PER_BODY_BYTE_MAX: usize = 16;
 /// Decoded bytes every body may have regardless of its length (a few shared names and tags).
