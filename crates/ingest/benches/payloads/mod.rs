@@ -289,17 +289,21 @@ pub const FLAT_VS_JSON: [(&str, &str); 4] = [
 
 /// Reads a flatbuffer metric list in place without building samples — what "decode" means for
 /// flatbuffers elsewhere (the verifier, then every field read once): the floor under
-/// `flat::parse`, which also allocates names, tags and histograms. Each metric's value is taken
-/// from its kind's column in metric order, bounds-checked, as a reader pairing names and values
-/// must; the value columns, bins and llhist bytes are read as slices. Returns a checksum.
+/// `flat::parse`, which also allocates names, tags and histograms. The string table is read once
+/// per document and indexed by each metric's name; each metric's value is taken from its kind's
+/// column in metric order, bounds-checked, as a reader pairing names and values must; the value
+/// columns, bins and llhist bytes are read as slices. Returns a checksum.
 pub fn flat_read_in_place(body: &[u8]) -> u64 {
     use flat::schema::Kind;
     let list = flat::schema::root_as_metric_list(body).unwrap();
     let mut sum = 0u64;
     for document in list.documents().into_iter().flatten() {
-        let strings = document.strings().unwrap();
+        // The string table read once per document, then indexed (as `flat::parse` reads names
+        // and tag sets once per document).
+        let strings: Vec<&str> = document.strings().unwrap().iter().collect();
+        let length = |at: u16| strings.get(usize::from(at)).map_or(0, |s| s.len() as u64);
         for tag in document.tag_texts().into_iter().flatten() {
-            sum = sum.wrapping_add(strings.get(usize::from(tag)).len() as u64);
+            sum = sum.wrapping_add(length(tag));
         }
         for end in document.tag_set_ends().into_iter().flatten() {
             sum = sum.wrapping_add(u64::from(end));
@@ -310,7 +314,7 @@ pub fn flat_read_in_place(body: &[u8]) -> u64 {
         let doubles = document.doubles().map_or(&[][..], |v| v.bytes());
         let (mut ints, mut doubles) = (ints.chunks_exact(4), doubles.chunks_exact(8));
         for metric in document.metrics().into_iter().flatten() {
-            sum = sum.wrapping_add(strings.get(usize::from(metric.name())).len() as u64);
+            sum = sum.wrapping_add(length(metric.name()));
             let kind = metric.kind();
             let meta = u64::from(metric.tags()) ^ u64::from(metric.flags()) << 16;
             sum = sum.wrapping_add(meta ^ u64::from(kind.0) << 24);
