@@ -1,12 +1,13 @@
 //! The httptrap metric list as a flatbuffer: the binary form of what an httptrap JSON body says,
 //! on the same endpoints, chosen by `Content-Type: application/x-circonus-metric-list-flatbuffer`
-//! ([`CONTENT_TYPE`]). Schema (version 2, file identifier `STH2`): `schema/httptrap.fbs`;
+//! ([`CONTENT_TYPE`]). Schema (version 3, file identifier `STH3`): `schema/httptrap.fbs`;
 //! mapping and semantics: `FORMAT.md` ("httptrap flatbuffers"). A body holds documents; each has
-//! one string table (names and `cat:val` tag texts, written once and referenced by index), tag
-//! sets, and one 16-byte struct per metric with its numeric value inline; histogram bins, text
-//! values and own timestamps sit in per-document side vectors consumed in metric order. Every
-//! rule and bound of the JSON path applies, so the same metrics parse to the same samples in
-//! either encoding.
+//! one string table (names and `cat:val` tag texts, written once and referenced by 16-bit
+//! index), tag sets, and one 6-byte struct per metric; numeric values sit in two typed columns
+//! (`ints` for values exactly an i32, `doubles` for the rest), and histogram bins, text values
+//! and own timestamps in further side vectors, all consumed in metric order. Every rule and
+//! bound of the JSON path applies, so the same metrics parse to the same samples in either
+//! encoding.
 //!
 //! ```
 //! use ingest::{flat, Mode, Options, Sample, Value};
@@ -63,9 +64,11 @@ pub use httptrap_generated::strata::httptrap as schema;
 pub const CONTENT_TYPE: &str = "application/x-circonus-metric-list-flatbuffer";
 
 /// The file identifier of the schema version read here (bytes 4..8 of a body).
-pub const FILE_IDENTIFIER: &str = "STH2";
-/// Version 1's identifier: one table per metric; never shipped, no longer read.
-const FILE_IDENTIFIER_V1: &[u8; 4] = b"STHT";
+pub const FILE_IDENTIFIER: &str = "STH3";
+/// Earlier versions' identifiers, never shipped and no longer read: a body carrying one is
+/// rejected naming its version. 1: one table per metric; 2: a 16-byte metric struct with its
+/// value inline.
+const FILE_IDENTIFIERS_OLD: [(&[u8; 4], u32); 2] = [(b"STHT", 1), (b"STH2", 2)];
 
 /// Nesting of tables the verifier accepts: MetricList → Document (2); room for additive changes.
 const TABLE_DEPTH_MAX: usize = 8;
@@ -75,9 +78,12 @@ pub const DOCUMENTS_PER_BODY_MAX: usize = 65_536;
 const TABLES_MAX: usize = DOCUMENTS_PER_BODY_MAX + 1;
 /// Tag sets one document can reference (`Metric.tags` is a u16, 0 meaning none).
 pub const TAG_SETS_PER_DOCUMENT_MAX: usize = u16::MAX as usize;
+/// Strings one document may hold (names and tag texts are referenced by u16 index); a document
+/// with more is rejected with the body.
+pub const STRINGS_PER_DOCUMENT_MAX: usize = u16::MAX as usize + 1;
 /// Bound on decoded bytes per body byte: the verifier's "apparent size" (every string and vector
 /// counted each time it is referenced), and separately the name and tag bytes that samples copy
-/// out of the string table (names are shared by index, so 16 bytes of metric can copy a 4 KiB
+/// out of the string table (names are shared by index, so 6 bytes of metric can copy a 4 KiB
 /// name). Keeps decoded size proportional to the body, with room for real reuse.
 const DECODED_BYTES_PER_BODY_BYTE_MAX: usize = 16;
 /// Decoded bytes every body may have regardless of its length (a few shared names and tags).
@@ -85,9 +91,13 @@ const DECODED_BYTES_SLACK: usize = 64 * 1024;
 /// Size of the schema's `Bin` struct on the wire (`val: i8, exp: i8, count: u16`).
 const BIN_BYTES: usize = 4;
 const _: () = assert!(std::mem::size_of::<schema::Bin>() == BIN_BYTES);
-/// Size of the schema's `Metric` struct on the wire.
-const METRIC_BYTES: usize = 16;
+/// Size of the schema's `Metric` struct on the wire (`name: u16, tags: u16, kind: u8,
+/// flags: u8`).
+const METRIC_BYTES: usize = 6;
 const _: () = assert!(std::mem::size_of::<schema::Metric>() == METRIC_BYTES);
+/// Size of the schema's `HistogramEnds` struct on the wire.
+const HISTOGRAM_ENDS_BYTES: usize = 8;
+const _: () = assert!(std::mem::size_of::<schema::HistogramEnds>() == HISTOGRAM_ENDS_BYTES);
 
 /// `Metric.flags` bits 0–1: the mode.
 const FLAGS_MODE_MASK: u8 = 0b11;
@@ -187,7 +197,7 @@ impl Metric<'_> {
     }
 }
 
-/// Parses a flatbuffer metric list (schema version 2). A buffer with another file identifier or
+/// Parses a flatbuffer metric list (schema version 3). A buffer with another file identifier or
 /// that the flatbuffers verifier refuses (truncated, offsets out of bounds, invalid UTF-8, over
 /// the size bounds) is rejected whole (`rest_of_body`, location `body`, the reason naming the
 /// field and vector index the verifier stopped at). Otherwise each metric is accepted or rejected
@@ -208,7 +218,7 @@ struct BatchBuilder {
 
 impl Visitor for BatchBuilder {
     fn document(&mut self, _index: usize, metrics: usize) {
-        // One allocation for the document's samples (metrics are 16 body bytes each, so this is
+        // One allocation for the document's samples (metrics are 6 body bytes each, so this is
         // bounded by the body).
         let room = SAMPLES_PER_BATCH_MAX.saturating_sub(self.batch.samples.len());
         self.batch.samples.reserve(metrics.min(room));
@@ -255,7 +265,7 @@ pub fn visit<V: Visitor>(body: &[u8], options: &Options, visitor: &mut V) {
         Ok(list) => list,
         Err(error) => return whole(visitor, verifier_reason(&error, &verifier)),
     };
-    if let Err(reason) = check_unshared(&list, body.len()) {
+    if let Err(reason) = check_vectors(&list, body.len()) {
         return whole(visitor, reason);
     }
     let mut shared = Shared {
@@ -275,27 +285,34 @@ pub fn visit<V: Visitor>(body: &[u8], options: &Options, visitor: &mut V) {
         }
     }
 }
-/// Every metric, bin, histogram entry, timestamp and llhist byte becomes decoded data, so the
-/// vectors holding them must fit in the body side by side: documents pointing at one shared
-/// vector (which the verifier allows, counting it per reference up to 16 × the body) would
-/// otherwise decode into more samples than the body has bytes.
-fn check_unshared(list: &schema::MetricList<'_>, body_bytes: usize) -> Result<(), Reason> {
-    let vector_bytes: usize = list
-        .documents()
-        .iter()
-        .flatten()
-        .map(|d| {
-            d.metrics().map_or(0, |v| v.len() * METRIC_BYTES)
-                + d.bins().map_or(0, |v| v.len() * BIN_BYTES)
-                + d.histograms().map_or(0, |v| v.len() * 8)
-                + d.timestamps_ms().map_or(0, |v| v.len() * 8)
-                + d.llhist().map_or(0, |v| v.len())
-        })
-        .sum();
+/// Every metric, value, bin, histogram entry, timestamp and llhist byte becomes decoded data,
+/// so the vectors holding them must fit in the body side by side: documents pointing at one
+/// shared vector (which the verifier allows, counting it per reference up to 16 × the body)
+/// would otherwise decode into more samples than the body has bytes. A document's strings must
+/// be reachable by a 16-bit index.
+fn check_vectors(list: &schema::MetricList<'_>, body_bytes: usize) -> Result<(), Reason> {
+    let mut vector_bytes = 0usize;
+    for d in list.documents().iter().flatten() {
+        let strings = d.strings().map_or(0, |v| v.len());
+        if strings > STRINGS_PER_DOCUMENT_MAX {
+            return Err(Reason::Bound {
+                what: "strings in one document (16-bit indices)",
+                size: strings,
+                max: STRINGS_PER_DOCUMENT_MAX,
+            });
+        }
+        vector_bytes += d.metrics().map_or(0, |v| v.len() * METRIC_BYTES)
+            + d.ints().map_or(0, |v| v.len() * 4)
+            + d.doubles().map_or(0, |v| v.len() * 8)
+            + d.bins().map_or(0, |v| v.len() * BIN_BYTES)
+            + d.histograms().map_or(0, |v| v.len() * HISTOGRAM_ENDS_BYTES)
+            + d.timestamps_ms().map_or(0, |v| v.len() * 8)
+            + d.llhist().map_or(0, |v| v.len());
+    }
     if vector_bytes > body_bytes {
         return Err(Reason::Bound {
-            what: "bytes of metric, bin, histogram, timestamp and llhist vectors (documents \
-                   sharing them), against the body's",
+            what: "bytes of metric, value, bin, histogram, timestamp and llhist vectors \
+                   (documents sharing them), against the body's",
             size: vector_bytes,
             max: body_bytes,
         });
@@ -303,15 +320,21 @@ fn check_unshared(list: &schema::MetricList<'_>, body_bytes: usize) -> Result<()
     Ok(())
 }
 
-/// The body must carry version 2's identifier; version 1 is named as such.
+/// The body must carry version 3's identifier; earlier versions are named as such.
 fn check_identifier(body: &[u8]) -> Result<(), Reason> {
     let found = body.get(4..8).unwrap_or(&[]);
     if found == FILE_IDENTIFIER.as_bytes() {
         return Ok(());
     }
-    let detail = if found == FILE_IDENTIFIER_V1 {
-        "schema version 1 (file identifier STHT) is no longer read; send version 2 (STH2)"
-            .to_owned()
+    let old = FILE_IDENTIFIERS_OLD
+        .iter()
+        .find(|(identifier, _)| found == identifier.as_slice());
+    let detail = if let Some((identifier, version)) = old {
+        format!(
+            "schema version {version} (file identifier {}) is no longer read; send version 3 \
+             ({FILE_IDENTIFIER}, schema/httptrap.fbs)",
+            String::from_utf8_lossy(identifier.as_slice())
+        )
     } else {
         format!(
             "file identifier {:?} (bytes 4..8), expected {FILE_IDENTIFIER:?}",
@@ -399,16 +422,21 @@ struct DocumentReader<'a, 'o, 's> {
     document: schema::Document<'a>,
     shared: &'s mut Shared<'o>,
     strings: Option<Strings<'a>>,
+    /// The numeric value columns, consumed in metric order.
+    ints: Option<Vector<'a, i32>>,
+    doubles: Option<Vector<'a, f64>>,
     /// Per string: 0 = not read as a name yet, k = `names[k - 1]`.
     name_slots: Vec<u32>,
     names: Vec<Result<NameEntry<'a>, Reason>>,
     /// Per tag set, once read.
     tag_sets: Vec<Option<Result<Tags, Reason>>>,
     /// The last (name string, tag set) combination with both parts non-empty, and its tags.
-    combined: Option<(u32, u16, Tags)>,
+    combined: Option<(u16, u16, Tags)>,
     /// Combinations built so far in this document (each gets its own `tags_id`).
     combined_serial: u64,
     /// The next entry of each side vector.
+    next_int: usize,
+    next_double: usize,
     next_ts: usize,
     next_text: usize,
     next_histogram: usize,
@@ -434,6 +462,7 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         document: &schema::Document<'a>,
         shared: &'s mut Shared<'o>,
     ) -> DocumentReader<'a, 'o, 's> {
+        // At most `STRINGS_PER_DOCUMENT_MAX` (`check_vectors`).
         let strings = document.strings();
         let tag_set_count = document
             .tag_set_ends()
@@ -443,11 +472,15 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
             document: *document,
             shared,
             strings,
-            name_slots: vec![0; strings.map_or(0, |s| s.len())],
+            ints: document.ints(),
+            doubles: document.doubles(),
+            name_slots: vec![0; strings.map_or(0, |s| s.len().min(STRINGS_PER_DOCUMENT_MAX))],
             names: Vec::new(),
             tag_sets: vec![None; tag_set_count],
             combined: None,
             combined_serial: 0,
+            next_int: 0,
+            next_double: 0,
             next_ts: 0,
             next_text: 0,
             next_histogram: 0,
@@ -463,7 +496,7 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
             return true;
         };
         visitor.document(self.index, metrics.len());
-        // The structs' bytes, 16 per metric (verified as one vector): read without per-field
+        // The structs' bytes, 6 per metric (verified as one vector): read without per-field
         // calls into the generated accessors.
         let raw = metrics.bytes();
         debug_assert_eq!(raw.len(), metrics.len() * METRIC_BYTES);
@@ -628,7 +661,7 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
 
     /// The name (without `|ST[…]`) and where the sample's tags are: the suffix's, then the tag
     /// set's. Shared lists are read once and lent to every metric using them.
-    fn name_and_tags(&mut self, name_at: u32, tag_set: u16) -> Result<(&'a str, TagsAt), Stop> {
+    fn name_and_tags(&mut self, name_at: u16, tag_set: u16) -> Result<(&'a str, TagsAt), Stop> {
         let slot = self.name(name_at)?;
         let (name, suffix_empty) = match &self.names[slot] {
             Ok(entry) => (entry.name, entry.suffix_tags.is_empty()),
@@ -673,8 +706,8 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
     }
 
     /// The index in `names` of the name at string `at`, read on first use.
-    fn name(&mut self, at: u32) -> Result<usize, Stop> {
-        let index = at as usize;
+    fn name(&mut self, at: u16) -> Result<usize, Stop> {
+        let index = usize::from(at);
         let Some(&slot) = self.name_slots.get(index) else {
             let found = format!("name {at} of {} strings", self.name_slots.len());
             return Err(Reason::bad_value("a name index inside `strings`", &found).into());
@@ -752,7 +785,7 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         let tags = &mut self.shared.tags;
         tags.clear();
         for at in start..end {
-            let text_at = item(texts, at).unwrap_or(u32::MAX) as usize;
+            let text_at = item(texts, at).map_or(usize::MAX, usize::from);
             let text = item(self.strings, text_at).ok_or_else(|| {
                 let found = format!("tag text {text_at}");
                 Reason::bad_value("a tag text index inside `strings`", &found)
@@ -769,8 +802,16 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
     fn value(&mut self, metric: &schema::Metric) -> Result<PreparedValue<'a>, Reason> {
         match metric.kind() {
             schema::Kind::Null => Ok(PreparedValue::Null),
-            schema::Kind::Numeric => {
-                let value = metric.value();
+            schema::Kind::Int => {
+                let at = self.next_int;
+                self.next_int += 1;
+                let value = item(self.ints, at).ok_or_else(|| missing_entry("ints", at))?;
+                Ok(PreparedValue::Numeric(f64::from(value)))
+            }
+            schema::Kind::Double => {
+                let at = self.next_double;
+                self.next_double += 1;
+                let value = item(self.doubles, at).ok_or_else(|| missing_entry("doubles", at))?;
                 if !value.is_finite() {
                     return Err(Reason::bad_value("a finite value", &value.to_string()));
                 }
@@ -788,7 +829,7 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
                 self.histogram().map(PreparedValue::CumulativeHistogram)
             }
             other => Err(Reason::bad_value(
-                "kind Null, Numeric, Text, Histogram or CumulativeHistogram",
+                "kind Null, Int, Double, Text, Histogram or CumulativeHistogram",
                 &other.0.to_string(),
             )),
         }
@@ -958,9 +999,11 @@ pub enum HistogramForm {
 }
 
 /// Encodes samples as a flatbuffer metric list (histograms as `Bin` vectors), for tests, the
-/// load generator and clients. Names and tag texts are written once per document; tags go in
-/// tag sets of `cat:val` texts, a part written as `b"<base64>"` where the `cat:val` form could
-/// not carry it; the most common timestamp is the document's. `parse` reads the result back to
+/// load generator and clients. Names and tag texts are written once per document (a new
+/// document starts when the strings or tag sets of one are full); tags go in tag sets of
+/// `cat:val` texts, a part written as `b"<base64>"` where the `cat:val` form could not carry it;
+/// numeric values that are exactly an i32 go in `ints`, the others in `doubles`; the most
+/// common timestamp is the document's. `parse` reads the result back to
 /// the same samples, for every sample the JSON form can carry (a name holding `|ST[` cannot be
 /// sent in either).
 pub fn encode(samples: &[Sample]) -> Vec<u8> {
@@ -989,14 +1032,16 @@ pub fn encode_with(samples: &[Sample], form: HistogramForm) -> Vec<u8> {
 #[derive(Default)]
 struct DocumentEncoder {
     strings: Vec<String>,
-    string_at: HashMap<String, u32>,
-    tag_texts: Vec<u32>,
+    string_at: HashMap<String, u16>,
+    tag_texts: Vec<u16>,
     tag_set_ends: Vec<u32>,
     /// Tag sets by content (the text indices), and the last one for the common repeat.
-    tag_set_at: HashMap<Vec<u32>, u16>,
+    tag_set_at: HashMap<Vec<u16>, u16>,
     last_tags: Option<(Tags, u16)>,
     ts_ms: Option<i64>,
     metrics: Vec<schema::Metric>,
+    ints: Vec<i32>,
+    doubles: Vec<f64>,
     timestamps_ms: Vec<i64>,
     texts: Vec<String>,
     histograms: Vec<schema::HistogramEnds>,
@@ -1005,11 +1050,16 @@ struct DocumentEncoder {
 }
 
 impl DocumentEncoder {
-    /// Adds samples from the front of `samples` until the document's tag sets are full; returns
-    /// how many it took.
+    /// Adds samples from the front of `samples` until the document's strings or tag sets are
+    /// full; returns how many it took (at least one).
     fn add(&mut self, samples: &[Sample], form: HistogramForm) -> usize {
         self.ts_ms = most_common_ts(samples);
         for (taken, sample) in samples.iter().enumerate() {
+            // The strings this sample may add: its name and its tag texts.
+            let new_strings = 1 + sample.tags.len().min(TAG_TEXTS_PER_SAMPLE_ENCODED);
+            if taken > 0 && self.strings.len() + new_strings > STRINGS_PER_DOCUMENT_MAX {
+                return taken;
+            }
             let Some(tags) = self.tags(&sample.tags) else {
                 return taken;
             };
@@ -1028,33 +1078,43 @@ impl DocumentEncoder {
                 }
             };
             let flags = mode | ts << FLAGS_TS_SHIFT;
-            let (kind, value) = match &sample.value {
-                Value::Null => (schema::Kind::Null, 0.0),
-                Value::Numeric(v) => (schema::Kind::Numeric, *v),
+            let kind = match &sample.value {
+                Value::Null => schema::Kind::Null,
+                Value::Numeric(v) => match exact_i32(*v) {
+                    Some(v) => {
+                        self.ints.push(v);
+                        schema::Kind::Int
+                    }
+                    None => {
+                        self.doubles.push(*v);
+                        schema::Kind::Double
+                    }
+                },
                 Value::Text(text) => {
                     self.texts.push(text.clone());
-                    (schema::Kind::Text, 0.0)
+                    schema::Kind::Text
                 }
                 Value::Histogram(h) => {
                     self.histogram(h, form);
-                    (schema::Kind::Histogram, 0.0)
+                    schema::Kind::Histogram
                 }
                 Value::CumulativeHistogram(h) => {
                     self.histogram(h, form);
-                    (schema::Kind::CumulativeHistogram, 0.0)
+                    schema::Kind::CumulativeHistogram
                 }
             };
             self.metrics
-                .push(schema::Metric::new(value, name, tags, kind, flags));
+                .push(schema::Metric::new(name, tags, kind, flags));
         }
         samples.len()
     }
 
-    fn string(&mut self, text: &str) -> u32 {
+    /// The index of `text` in the string table (`add` keeps the table within 16-bit indices).
+    fn string(&mut self, text: &str) -> u16 {
         if let Some(&at) = self.string_at.get(text) {
             return at;
         }
-        let at = u32::try_from(self.strings.len()).unwrap_or(u32::MAX);
+        let at = u16::try_from(self.strings.len()).unwrap_or(u16::MAX);
         self.strings.push(text.to_owned());
         self.string_at.insert(text.to_owned(), at);
         at
@@ -1071,8 +1131,9 @@ impl DocumentEncoder {
                 return Some(*set);
             }
         }
-        let texts: Vec<u32> = tags
+        let texts: Vec<u16> = tags
             .iter()
+            .take(TAG_TEXTS_PER_SAMPLE_ENCODED)
             .map(|(category, value)| self.string(&tag_text(category, value)))
             .collect();
         let set = match self.tag_set_at.get(&texts) {
@@ -1144,6 +1205,8 @@ impl DocumentEncoder {
                 .then(|| builder.create_vector(&self.tag_set_ends)),
             ts_ms: self.ts_ms,
             metrics: Some(builder.create_vector(&self.metrics)),
+            ints: (!self.ints.is_empty()).then(|| builder.create_vector(&self.ints)),
+            doubles: (!self.doubles.is_empty()).then(|| builder.create_vector(&self.doubles)),
             timestamps_ms: (!self.timestamps_ms.is_empty())
                 .then(|| builder.create_vector(&self.timestamps_ms)),
             texts: (!texts.is_empty()).then(|| builder.create_vector(&texts)),
@@ -1154,6 +1217,19 @@ impl DocumentEncoder {
         };
         schema::Document::create(builder, &args)
     }
+}
+
+/// Tags `encode` writes for one sample: all but one string of an empty document. More could not
+/// be referenced by 16-bit indices; `parse` rejects any sample with more than
+/// `TAGS_PER_SAMPLE_MAX` (64) tags either way.
+const TAG_TEXTS_PER_SAMPLE_ENCODED: usize = STRINGS_PER_DOCUMENT_MAX - 1;
+
+/// `value` as an i32 when that is exactly the same f64 (bit for bit: not -0.0, NaN, ±inf, a
+/// fraction or out of range), the form `Kind::Int` carries.
+fn exact_i32(value: f64) -> Option<i32> {
+    // `as` saturates and maps NaN to 0; the bit comparison catches every such case.
+    let int = value as i32;
+    (f64::from(int).to_bits() == value.to_bits()).then_some(int)
 }
 
 /// The timestamp most samples carry (the document default), if any carries one.

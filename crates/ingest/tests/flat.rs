@@ -1,6 +1,7 @@
-//! The flatbuffer metric list (`ingest::flat`, schema version 2): every value form, the same
-//! samples as the JSON form, per-metric and whole-body rejections, side vectors staying aligned
-//! past a rejected metric, the size bounds, and generated metric lists encoded both ways.
+//! The flatbuffer metric list (`ingest::flat`, schema version 3): every value form, the same
+//! samples as the JSON form, the numeric columns (exact i32 or f64), per-metric and whole-body
+//! rejections, side vectors staying aligned past a rejected metric, the size bounds, and
+//! generated metric lists encoded both ways.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 // The shared fuzz checks; this file uses only its own format's.
@@ -39,10 +40,12 @@ const TS_OWN: u8 = 2 << 2;
 #[derive(Default, Clone)]
 struct Doc {
     strings: Vec<String>,
-    tag_texts: Vec<u32>,
+    tag_texts: Vec<u16>,
     tag_set_ends: Vec<u32>,
     ts_ms: Option<i64>,
     metrics: Vec<schema::Metric>,
+    ints: Vec<i32>,
+    doubles: Vec<f64>,
     timestamps_ms: Vec<i64>,
     texts: Vec<String>,
     histograms: Vec<schema::HistogramEnds>,
@@ -51,9 +54,9 @@ struct Doc {
 }
 
 impl Doc {
-    fn string(&mut self, text: &str) -> u32 {
+    fn string(&mut self, text: &str) -> u16 {
         self.strings.push(text.to_owned());
-        (self.strings.len() - 1) as u32
+        u16::try_from(self.strings.len() - 1).unwrap()
     }
 
     /// A tag set of these texts; the value for `Metric.tags`.
@@ -66,20 +69,35 @@ impl Doc {
         self.tag_set_ends.len() as u16
     }
 
-    fn push(&mut self, name: &str, tags: u16, kind: schema::Kind, value: f64, flags: u8) {
+    fn push(&mut self, name: &str, tags: u16, kind: schema::Kind, flags: u8) {
         let name = self.string(name);
         self.metrics
-            .push(schema::Metric::new(value, name, tags, kind, flags));
+            .push(schema::Metric::new(name, tags, kind, flags));
+    }
+
+    /// A numeric metric: `Int` when `value` is an integer in i32's range other than -0.0 (the
+    /// rule written out independently of the encoder's), else `Double`.
+    fn number(&mut self, name: &str, tags: u16, value: f64, flags: u8) {
+        let int = value.fract() == 0.0
+            && (-2_147_483_648.0..=2_147_483_647.0).contains(&value)
+            && !(value == 0.0 && value.is_sign_negative());
+        if int {
+            self.ints.push(value as i32);
+            self.push(name, tags, schema::Kind::Int, flags);
+        } else {
+            self.doubles.push(value);
+            self.push(name, tags, schema::Kind::Double, flags);
+        }
     }
 
     fn numeric(&mut self, name: &str, value: f64) -> &mut Doc {
-        self.push(name, 0, schema::Kind::Numeric, value, SET);
+        self.number(name, 0, value, SET);
         self
     }
 
     fn text(&mut self, name: &str, text: &str) -> &mut Doc {
         self.texts.push(text.to_owned());
-        self.push(name, 0, schema::Kind::Text, 0.0, SET);
+        self.push(name, 0, schema::Kind::Text, SET);
         self
     }
 
@@ -98,7 +116,7 @@ impl Doc {
         } else {
             schema::Kind::Histogram
         };
-        self.push(name, 0, kind, 0.0, SET);
+        self.push(name, 0, kind, SET);
     }
 
     fn finish<'b>(
@@ -113,6 +131,8 @@ impl Doc {
             tag_set_ends: Some(b.create_vector(&self.tag_set_ends)),
             ts_ms: self.ts_ms,
             metrics: Some(b.create_vector(&self.metrics)),
+            ints: Some(b.create_vector(&self.ints)),
+            doubles: Some(b.create_vector(&self.doubles)),
             timestamps_ms: Some(b.create_vector(&self.timestamps_ms)),
             texts: Some(b.create_vector(&texts)),
             histograms: Some(b.create_vector(&self.histograms)),
@@ -169,11 +189,11 @@ fn spec_example_same_as_json() {
     );
     doc.hist("cum", &[(40, 0, 120)], &[], true);
     doc.timestamps_ms.push(1_700_000_000_123);
-    doc.push("late", 0, schema::Kind::Numeric, 42.0, TS_OWN);
-    doc.push("bytes", 0, schema::Kind::Numeric, 125.0, ACCUMULATE);
+    doc.number("late", 0, 42.0, TS_OWN);
+    doc.number("bytes", 0, 125.0, ACCUMULATE);
     let tags = doc.tag_set(&["az:b\"ZXUtMQ==\"", "rack"]);
-    doc.push("i", tags, schema::Kind::Numeric, -7.0, SET);
-    doc.push("nothing", 0, schema::Kind::Null, 0.0, SET);
+    doc.number("i", tags, -7.0, SET);
+    doc.push("nothing", 0, schema::Kind::Null, SET);
     let batch = parse(&build(&[doc]));
     assert_eq!(batch.rejected, []);
     let expected = json(body).samples;
@@ -206,7 +226,8 @@ fn content_type_and_identifier() {
         "application/x-circonus-metric-list-flatbuffer"
     );
     let body = build(&[]);
-    assert_eq!(&body[4..8], b"STH2");
+    assert_eq!(&body[4..8], b"STH3");
+    assert_eq!(flat::FILE_IDENTIFIER, "STH3");
 }
 
 #[test]
@@ -258,10 +279,10 @@ fn timestamp_sources() {
         ..Doc::default()
     };
     doc.timestamps_ms = vec![NOW_MS - 5, NOW_MS - 6];
-    doc.push("a", 0, schema::Kind::Numeric, 1.0, TS_OWN);
-    doc.push("b", 0, schema::Kind::Numeric, 2.0, TS_DOCUMENT);
-    doc.push("c", 0, schema::Kind::Numeric, 3.0, SET);
-    doc.push("d", 0, schema::Kind::Numeric, 4.0, TS_OWN | AVERAGE);
+    doc.number("a", 0, 1.0, TS_OWN);
+    doc.number("b", 0, 2.0, TS_DOCUMENT);
+    doc.number("c", 0, 3.0, SET);
+    doc.number("d", 0, 4.0, TS_OWN | AVERAGE);
     let batch = parse(&build(&[doc]));
     assert_eq!(batch.rejected, []);
     let ts: Vec<Option<i64>> = batch.samples.iter().map(|s| s.ts_ms).collect();
@@ -376,35 +397,25 @@ fn per_metric_rejections() {
         .numeric("", 1.0)
         .numeric("x|ST[a:b]y", 1.0);
     let empty_category = doc.tag_set(&[":v"]);
-    doc.push(
-        "empty_category",
-        empty_category,
-        schema::Kind::Numeric,
-        1.0,
-        SET,
-    );
+    doc.number("empty_category", empty_category, 1.0, SET);
     let many = doc.tag_set(&many_tags);
-    doc.push("many_tags", many, schema::Kind::Numeric, 1.0, SET);
+    doc.number("many_tags", many, 1.0, SET);
     doc.timestamps_ms.push(1_000);
-    doc.push("old", 0, schema::Kind::Numeric, 1.0, TS_OWN);
-    doc.push("mode", 0, schema::Kind::Numeric, 1.0, 3);
-    doc.push("reserved", 0, schema::Kind::Numeric, 1.0, 0x10);
-    doc.push("kind", 0, schema::Kind(9), 1.0, SET);
+    doc.number("old", 0, 1.0, TS_OWN);
+    doc.number("mode", 0, 1.0, 3);
+    doc.number("reserved", 0, 1.0, 0x10);
+    doc.push("kind", 0, schema::Kind(9), SET);
     // A bad bin, then a rejected name holding a good histogram: the next histogram metric
     // still reads its own entry.
     doc.hist("bad_bin", &[(12, 0, 1), (5, 0, 1)], &[], false);
     doc.hist("", &[(30, 0, 1)], &[], false);
     doc.hist("bad_llhist", &[], &[0, 1, 12], false);
-    doc.push("no_text", 0, schema::Kind::Text, 0.0, SET);
-    doc.push("no_ts", 0, schema::Kind::Numeric, 1.0, TS_DOCUMENT);
-    doc.metrics.push(schema::Metric::new(
-        1.0,
-        10_000,
-        0,
-        schema::Kind::Numeric,
-        SET,
-    ));
-    doc.push("no_tag_set", 7, schema::Kind::Numeric, 1.0, SET);
+    doc.push("no_text", 0, schema::Kind::Text, SET);
+    doc.number("no_ts", 0, 1.0, TS_DOCUMENT);
+    doc.ints.push(1);
+    doc.metrics
+        .push(schema::Metric::new(10_000, 0, schema::Kind::Int, SET));
+    doc.number("no_tag_set", 7, 1.0, SET);
     doc.hist("h_ok", &[(40, 0, 3)], &[], false);
     doc.numeric("ok2", 2.0);
     let batch = parse(&build(&[doc]));
@@ -464,6 +475,234 @@ fn per_metric_rejections() {
     assert!(reasons[17].contains("tag set 7 of 2"), "{}", reasons[17]);
 }
 
+/// Numeric values travel in `ints` when they are exactly an i32 and in `doubles` otherwise, and
+/// come back bit for bit (-0.0 keeps its sign).
+#[test]
+fn numeric_columns_exact_i32_or_f64() {
+    let ints = [0.0, 1.0, -1.0, 57.0, 2_147_483_647.0, -2_147_483_648.0, 1e9];
+    let doubles = [
+        -0.0,
+        0.5,
+        -1.25,
+        2_147_483_648.0,
+        -2_147_483_649.0,
+        1_099_511_627_776.0,
+        1e300,
+        -1e-300,
+        f64::MIN_POSITIVE,
+        f64::MAX,
+        f64::MIN,
+        9_007_199_254_740_993.0,
+    ];
+    let samples: Vec<Sample> = ints
+        .iter()
+        .chain(&doubles)
+        .enumerate()
+        .map(|(i, &v)| Sample {
+            name: format!("v{i}"),
+            tags: vec![].into(),
+            ts_ms: None,
+            value: Value::Numeric(v),
+            mode: Mode::Set,
+        })
+        .collect();
+    let body = flat::encode(&samples);
+    let list = schema::root_as_metric_list(&body).unwrap();
+    let document = list.documents().unwrap().get(0);
+    let written: Vec<i32> = document.ints().unwrap().iter().collect();
+    let expected: Vec<i32> = ints.iter().map(|&v| v as i32).collect();
+    assert_eq!(written, expected);
+    let written: Vec<u64> = document
+        .doubles()
+        .unwrap()
+        .iter()
+        .map(f64::to_bits)
+        .collect();
+    let expected: Vec<u64> = doubles.iter().map(|v| v.to_bits()).collect();
+    assert_eq!(written, expected);
+    let kinds: Vec<schema::Kind> = document
+        .metrics()
+        .unwrap()
+        .iter()
+        .map(|m| m.kind())
+        .collect();
+    assert_eq!(&kinds[..ints.len()], [schema::Kind::Int; 7]);
+    assert_eq!(&kinds[ints.len()..], [schema::Kind::Double; 12]);
+    let batch = parse(&body);
+    assert_eq!(batch.rejected, []);
+    assert_eq!(batch.samples, samples);
+    for (back, sent) in batch.samples.iter().zip(&samples) {
+        let (Value::Numeric(back), Value::Numeric(sent)) = (&back.value, &sent.value) else {
+            panic!("numeric");
+        };
+        assert_eq!(back.to_bits(), sent.to_bits(), "{sent}");
+    }
+    // 20 small integers: 6 bytes of struct and 4 of value each, no 8-byte double.
+    let small: Vec<Sample> = (0..20)
+        .map(|i| Sample {
+            value: Value::Numeric(f64::from(i)),
+            ..samples[0].clone()
+        })
+        .collect();
+    let body = flat::encode(&small);
+    let list = schema::root_as_metric_list(&body).unwrap();
+    let document = list.documents().unwrap().get(0);
+    assert_eq!(document.metrics().unwrap().bytes().len(), 20 * 6);
+    assert_eq!(document.ints().unwrap().len(), 20);
+    assert!(document.doubles().is_none());
+}
+
+/// NaN and ±inf are rejected as version 2 rejected them (a finite value expected, the metric
+/// alone; `encode` writes them to `doubles`), -0.0 is kept with its sign, and the `doubles`
+/// entries after a rejected one stay aligned.
+#[test]
+fn non_finite_values_rejected_alone() {
+    let values = [
+        1.5,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        -0.0,
+        2.5,
+        3.0,
+    ];
+    let samples: Vec<Sample> = values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| Sample {
+            name: format!("v{i}"),
+            tags: vec![].into(),
+            ts_ms: None,
+            value: Value::Numeric(v),
+            mode: Mode::Set,
+        })
+        .collect();
+    let batch = parse(&flat::encode(&samples));
+    let kept: Vec<(&str, u64)> = batch
+        .samples
+        .iter()
+        .map(|s| match s.value {
+            Value::Numeric(v) => (s.name.as_str(), v.to_bits()),
+            _ => panic!("numeric"),
+        })
+        .collect();
+    let expected = [
+        ("v0", 1.5f64.to_bits()),
+        ("v4", (-0.0f64).to_bits()),
+        ("v5", 2.5f64.to_bits()),
+        ("v6", 3.0f64.to_bits()),
+    ];
+    assert_eq!(kept, expected);
+    assert_eq!(batch.rejected_total, 3);
+    let reasons: Vec<String> = batch
+        .rejected
+        .iter()
+        .map(|r| r.reason.to_string())
+        .collect();
+    for (reason, shown) in reasons.iter().zip(["NaN", "inf", "-inf"]) {
+        assert!(reason.contains("a finite value"), "{reason}");
+        assert!(reason.contains(shown), "{reason}");
+    }
+    assert_eq!(batch.rejected[0].location, "document 0, metric 1 (`v1`)");
+}
+
+/// A numeric metric whose column lacks its entry is rejected alone, naming the column and
+/// entry; a rejected metric still consumes its entry, so the values after it stay aligned.
+#[test]
+fn numeric_columns_checked_and_aligned() {
+    let mut doc = Doc::default();
+    doc.numeric("a", 1.0).numeric("", 2.0).numeric("c", 3.0);
+    doc.numeric("x", 0.5).numeric("", 1.5).numeric("z", 2.5);
+    doc.push("no_int", 0, schema::Kind::Int, SET);
+    doc.push("no_double", 0, schema::Kind::Double, SET);
+    let batch = parse(&build(&[doc.clone()]));
+    let kept: Vec<(&str, &Value)> = batch
+        .samples
+        .iter()
+        .map(|s| (s.name.as_str(), &s.value))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            ("a", &Value::Numeric(1.0)),
+            ("c", &Value::Numeric(3.0)),
+            ("x", &Value::Numeric(0.5)),
+            ("z", &Value::Numeric(2.5)),
+        ]
+    );
+    let reasons: Vec<String> = batch
+        .rejected
+        .iter()
+        .map(|r| r.reason.to_string())
+        .collect();
+    assert_eq!(reasons.len(), 4);
+    assert!(reasons[2].contains("ints[3] missing"), "{}", reasons[2]);
+    assert!(reasons[3].contains("doubles[3] missing"), "{}", reasons[3]);
+    assert_eq!(
+        batch.rejected[2].location,
+        "document 0, metric 6 (`no_int`)"
+    );
+
+    // Without the columns at all: the same rejections.
+    let mut doc = Doc::default();
+    doc.push("i", 0, schema::Kind::Int, SET);
+    doc.push("d", 0, schema::Kind::Double, SET);
+    let batch = parse(&build(&[doc]));
+    assert_eq!(batch.samples, []);
+    let reasons: Vec<String> = batch
+        .rejected
+        .iter()
+        .map(|r| r.reason.to_string())
+        .collect();
+    assert!(reasons[0].contains("ints[0] missing"), "{}", reasons[0]);
+    assert!(reasons[1].contains("doubles[0] missing"), "{}", reasons[1]);
+}
+
+/// A document holding more strings than 16-bit indices reach is rejected whole, naming the
+/// bound; `encode` starts another document before that, and the metrics come back in order.
+#[test]
+fn strings_per_document_bound() {
+    let mut doc = Doc::default();
+    doc.numeric("m", 1.0);
+    doc.strings
+        .extend((0..flat::STRINGS_PER_DOCUMENT_MAX).map(|i| i.to_string()));
+    let batch = parse(&build(&[doc]));
+    assert_eq!(batch.samples, []);
+    assert_eq!(
+        batch.rejected[0].reason,
+        Reason::Bound {
+            what: "strings in one document (16-bit indices)",
+            size: flat::STRINGS_PER_DOCUMENT_MAX + 1,
+            max: flat::STRINGS_PER_DOCUMENT_MAX,
+        }
+    );
+    assert!(batch.rejected[0].rest_of_body);
+
+    let samples: Vec<Sample> = (0..flat::STRINGS_PER_DOCUMENT_MAX + 10)
+        .map(|i| Sample {
+            name: format!("m{i}"),
+            tags: if i % 1000 == 0 {
+                vec![("host".into(), format!("h{i}"))].into()
+            } else {
+                vec![].into()
+            },
+            ts_ms: None,
+            value: Value::Numeric(i as f64),
+            mode: Mode::Set,
+        })
+        .collect();
+    let body = flat::encode(&samples);
+    let list = flat::schema::root_as_metric_list(&body).unwrap();
+    let documents = list.documents().unwrap();
+    assert_eq!(documents.len(), 2);
+    for document in documents {
+        assert!(document.strings().unwrap().len() <= flat::STRINGS_PER_DOCUMENT_MAX);
+    }
+    let batch = parse(&body);
+    assert_eq!(batch.rejected, []);
+    assert_eq!(batch.samples, samples);
+}
+
 /// Histogram ends past the vectors or going backwards reject their metric.
 #[test]
 fn histogram_ends_are_checked() {
@@ -471,7 +710,7 @@ fn histogram_ends_are_checked() {
     doc.hist("a", &[(20, 0, 1), (30, 0, 1)], &[], false);
     doc.hist("b", &[(40, 0, 1)], &[], false);
     doc.histograms[1] = schema::HistogramEnds::new(1, 0);
-    doc.push("c", 0, schema::Kind::Histogram, 0.0, SET);
+    doc.push("c", 0, schema::Kind::Histogram, SET);
     doc.histograms.push(schema::HistogramEnds::new(99, 0));
     let batch = parse(&build(&[doc]));
     assert_eq!(batch.samples.len(), 1);
@@ -503,7 +742,7 @@ fn assert_body_rejected(body: &[u8], detail_part: &str) {
 }
 
 /// Structural problems (what the flatbuffers verifier refuses) reject the whole body, naming
-/// where the verifier stopped; so does another file identifier, naming version 1's.
+/// where the verifier stopped; so does another file identifier, naming versions 1 and 2.
 #[test]
 fn verifier_rejections_name_the_field() {
     let mut doc = Doc::default();
@@ -515,6 +754,14 @@ fn verifier_rejections_name_the_field() {
     let mut v1 = good.clone();
     v1[4..8].copy_from_slice(b"STHT");
     assert_body_rejected(&v1, "schema version 1");
+    // Version 2 (a 16-byte metric with an inline f64) is rejected by its identifier, before
+    // anything else is read, with what to send instead.
+    let mut v2 = good.clone();
+    v2[4..8].copy_from_slice(b"STH2");
+    assert_body_rejected(
+        &v2,
+        "schema version 2 (file identifier STH2) is no longer read; send version 3 (STH3",
+    );
 
     // Invalid UTF-8 in the second string.
     let mut bad = good.clone();
@@ -531,7 +778,8 @@ fn verifier_rejections_name_the_field() {
 fn shared_data_cannot_amplify() {
     let mut doc = Doc::default();
     let name = doc.string(&"n".repeat(4000));
-    doc.metrics = vec![schema::Metric::new(1.0, name, 0, schema::Kind::Numeric, SET); 20_000];
+    doc.metrics = vec![schema::Metric::new(name, 0, schema::Kind::Int, SET); 20_000];
+    doc.ints = vec![1; 20_000];
     let body = build(&[doc]);
     assert!(body.len() < 330_000, "{}", body.len());
     let batch = parse(&body);
@@ -582,9 +830,10 @@ fn documents_cannot_share_vectors() {
     assert_eq!(
         batch.rejected[0].reason,
         Reason::Bound {
-            what: "bytes of metric, bin, histogram, timestamp and llhist vectors (documents \
-                   sharing them), against the body's",
-            size: 10 * 100 * 16,
+            what: "bytes of metric, value, bin, histogram, timestamp and llhist vectors \
+                   (documents sharing them), against the body's",
+            // 6 bytes of `Metric` and 4 of `ints` per metric.
+            size: 10 * 100 * (6 + 4),
             max: body.len(),
         }
     );
@@ -599,10 +848,9 @@ fn documents_cannot_share_vectors() {
 fn batch_bound() {
     let mut doc = Doc::default();
     let name = doc.string("m");
-    doc.metrics = vec![
-        schema::Metric::new(1.0, name, 0, schema::Kind::Numeric, SET);
-        SAMPLES_PER_BATCH_MAX + 2
-    ];
+    doc.metrics =
+        vec![schema::Metric::new(name, 0, schema::Kind::Int, SET); SAMPLES_PER_BATCH_MAX + 2];
+    doc.ints = vec![1; SAMPLES_PER_BATCH_MAX + 2];
     let batch = parse(&build(&[doc]));
     assert_eq!(batch.samples.len(), SAMPLES_PER_BATCH_MAX);
     assert!(batch.stopped());
@@ -795,17 +1043,15 @@ fn seed_corpus_passes_the_fuzz_checks() {
         ..Doc::default()
     };
     let tags = tagged.tag_set(&["a:b", "b\"YQ==\":c"]);
-    tagged.push(
-        "x|ST[h:1]",
-        tags,
-        schema::Kind::Numeric,
-        -5.0,
-        AVERAGE | TS_DOCUMENT,
-    );
+    tagged.number("x|ST[h:1]", tags, -5.0, AVERAGE | TS_DOCUMENT);
     tagged.timestamps_ms.push(NOW_MS - 1);
-    tagged.push("y", tags, schema::Kind::Null, 0.0, ACCUMULATE | TS_OWN);
+    tagged.push("y", tags, schema::Kind::Null, ACCUMULATE | TS_OWN);
     let mut every = Doc::default();
-    every.text("t", "text").numeric("u", 7.0);
+    every
+        .text("t", "text")
+        .numeric("u", 7.0)
+        .numeric("w", -0.5)
+        .numeric("big", 1e12);
     every.hist(
         "h",
         &[(12, -3, 5), (0, 0, 1), (-1, 0, 2)],
@@ -839,7 +1085,7 @@ fn seed_corpus_passes_the_fuzz_checks() {
         fuzz_checks::flat(seed);
         if write {
             std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join(format!("seed-v2-{i}")), seed).unwrap();
+            std::fs::write(dir.join(format!("seed-v3-{i}")), seed).unwrap();
         }
     }
 }

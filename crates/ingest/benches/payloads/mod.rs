@@ -289,20 +289,45 @@ pub const FLAT_VS_JSON: [(&str, &str); 4] = [
 
 /// Reads a flatbuffer metric list in place without building samples — what "decode" means for
 /// flatbuffers elsewhere (the verifier, then every field read once): the floor under
-/// `flat::parse`, which also allocates names, tags and histograms. Returns a checksum.
+/// `flat::parse`, which also allocates names, tags and histograms. The string table is read once
+/// per document and indexed by each metric's name; each metric's value is taken from its kind's
+/// column in metric order, bounds-checked, as a reader pairing names and values must; the value
+/// columns, bins and llhist bytes are read as slices. Returns a checksum.
 pub fn flat_read_in_place(body: &[u8]) -> u64 {
+    use flat::schema::Kind;
     let list = flat::schema::root_as_metric_list(body).unwrap();
     let mut sum = 0u64;
     for document in list.documents().into_iter().flatten() {
-        let strings = document.strings().unwrap();
-        let tag_texts = document.tag_texts();
-        for tag in tag_texts.into_iter().flatten() {
-            sum = sum.wrapping_add(strings.get(tag as usize).len() as u64);
+        // The string table read once per document, then indexed (as `flat::parse` reads names
+        // and tag sets once per document).
+        let strings: Vec<&str> = document.strings().unwrap().iter().collect();
+        let length = |at: u16| strings.get(usize::from(at)).map_or(0, |s| s.len() as u64);
+        for tag in document.tag_texts().into_iter().flatten() {
+            sum = sum.wrapping_add(length(tag));
         }
+        for end in document.tag_set_ends().into_iter().flatten() {
+            sum = sum.wrapping_add(u64::from(end));
+        }
+        sum = sum.wrapping_add(document.ts_ms().unwrap_or(0) as u64);
+        // The value columns as slices, each with a cursor that is its bounds check.
+        let ints = document.ints().map_or(&[][..], |v| v.bytes());
+        let doubles = document.doubles().map_or(&[][..], |v| v.bytes());
+        let (mut ints, mut doubles) = (ints.chunks_exact(4), doubles.chunks_exact(8));
         for metric in document.metrics().into_iter().flatten() {
-            sum = sum.wrapping_add(strings.get(metric.name() as usize).len() as u64);
-            sum = sum.wrapping_add(u64::from(metric.tags()) ^ u64::from(metric.flags()));
-            sum = sum.wrapping_add(metric.value().to_bits());
+            sum = sum.wrapping_add(length(metric.name()));
+            let kind = metric.kind();
+            let meta = u64::from(metric.tags()) ^ u64::from(metric.flags()) << 16;
+            sum = sum.wrapping_add(meta ^ u64::from(kind.0) << 24);
+            let value = match kind {
+                Kind::Int => ints
+                    .next()
+                    .map_or(0, |b| i32::from_le_bytes(b.try_into().unwrap()) as u64),
+                Kind::Double => doubles
+                    .next()
+                    .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap())),
+                _ => 0,
+            };
+            sum = sum.wrapping_add(value);
         }
         for ts_ms in document.timestamps_ms().into_iter().flatten() {
             sum = sum.wrapping_add(ts_ms as u64);
@@ -310,11 +335,15 @@ pub fn flat_read_in_place(body: &[u8]) -> u64 {
         for ends in document.histograms().into_iter().flatten() {
             sum = sum.wrapping_add(u64::from(ends.bins_end() ^ ends.llhist_end()));
         }
-        for bin in document.bins().into_iter().flatten() {
-            let key = (bin.val() as u8 as u64) << 8 | bin.exp() as u8 as u64;
-            sum = sum.wrapping_add(key ^ u64::from(bin.count()));
+        // `Bin { val: i8, exp: i8, count: u16 }`, little-endian, 4 bytes each.
+        let bins = document.bins().map_or(&[][..], |v| v.bytes());
+        for bin in bins.chunks_exact(4) {
+            let key = u64::from(bin[0]) << 8 | u64::from(bin[1]);
+            let count = u64::from(u16::from_le_bytes([bin[2], bin[3]]));
+            sum = sum.wrapping_add(key ^ count);
         }
-        for byte in document.llhist().into_iter().flatten() {
+        let llhist = document.llhist().map_or(&[][..], |v| v.bytes());
+        for &byte in llhist {
             sum = sum.wrapping_add(u64::from(byte));
         }
     }

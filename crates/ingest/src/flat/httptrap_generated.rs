@@ -13,12 +13,13 @@ pub mod httptrap {
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_KIND: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_KIND: u8 = 4;
+pub const ENUM_MAX_KIND: u8 = 5;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_KIND: [Kind; 5] = [
+pub const ENUM_VALUES_KIND: [Kind; 6] = [
   Kind::Null,
-  Kind::Numeric,
+  Kind::Int,
+  Kind::Double,
   Kind::Text,
   Kind::Histogram,
   Kind::CumulativeHistogram,
@@ -32,20 +33,24 @@ pub struct Kind(pub u8);
 impl Kind {
   /// JSON `null`: present, no value.
   pub const Null: Self = Self(0);
-  /// `_type` `i I l L n`: `Metric.value` (must be finite).
-  pub const Numeric: Self = Self(1);
+  /// `_type` `i I l L n` whose value is exactly an i32 (not -0.0): the next entry of
+  /// `Document.ints`.
+  pub const Int: Self = Self(1);
+  /// `_type` `i I l L n`, any other value: the next entry of `Document.doubles` (must be finite).
+  pub const Double: Self = Self(2);
   /// `_type` `s`: the next entry of `Document.texts`.
-  pub const Text: Self = Self(2);
+  pub const Text: Self = Self(3);
   /// `_type` `h`: the next entry of `Document.histograms`.
-  pub const Histogram: Self = Self(3);
+  pub const Histogram: Self = Self(4);
   /// `_type` `H`: as `Histogram`, a running total (the store keeps per-period differences).
-  pub const CumulativeHistogram: Self = Self(4);
+  pub const CumulativeHistogram: Self = Self(5);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 4;
+  pub const ENUM_MAX: u8 = 5;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::Null,
-    Self::Numeric,
+    Self::Int,
+    Self::Double,
     Self::Text,
     Self::Histogram,
     Self::CumulativeHistogram,
@@ -54,7 +59,8 @@ impl Kind {
   pub fn variant_name(self) -> Option<&'static str> {
     match self {
       Self::Null => Some("Null"),
-      Self::Numeric => Some("Numeric"),
+      Self::Int => Some("Int"),
+      Self::Double => Some("Double"),
       Self::Text => Some("Text"),
       Self::Histogram => Some("Histogram"),
       Self::CumulativeHistogram => Some("CumulativeHistogram"),
@@ -112,24 +118,23 @@ impl<'a> ::flatbuffers::Verifiable for Kind {
 }
 
 impl ::flatbuffers::SimpleToVerifyInSlice for Kind {}
-/// One metric, 16 bytes.
+/// One metric, 6 bytes.
 ///
 /// `flags`: bits 0–1 the httptrap `_fl` mode (0 set, 1 accumulate `+`, 2 average `~`);
 /// bits 2–3 the timestamp (0 at receipt, 1 `Document.ts_ms`, 2 the next entry of
 /// `Document.timestamps_ms`); bits 4–7 zero.
-// struct Metric, aligned to 8
+// struct Metric, aligned to 2
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq)]
-pub struct Metric(pub [u8; 16]);
+pub struct Metric(pub [u8; 6]);
 impl Default for Metric { 
   fn default() -> Self { 
-    Self([0; 16])
+    Self([0; 6])
   }
 }
 impl ::core::fmt::Debug for Metric {
   fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
     f.debug_struct("Metric")
-      .field("value", &self.value())
       .field("name", &self.name())
       .field("tags", &self.tags())
       .field("kind", &self.kind())
@@ -162,7 +167,7 @@ impl<'b> ::flatbuffers::Push for Metric {
     }
     #[inline]
     fn alignment() -> ::flatbuffers::PushAlignment {
-        ::flatbuffers::PushAlignment::new(8)
+        ::flatbuffers::PushAlignment::new(2)
     }
 }
 
@@ -178,14 +183,12 @@ impl<'a> ::flatbuffers::Verifiable for Metric {
 impl<'a> Metric {
   #[allow(clippy::too_many_arguments)]
   pub fn new(
-    value: f64,
-    name: u32,
+    name: u16,
     tags: u16,
     kind: Kind,
     flags: u8,
   ) -> Self {
-    let mut s = Self([0; 16]);
-    s.set_value(value);
+    let mut s = Self([0; 6]);
     s.set_name(name);
     s.set_tags(tags);
     s.set_kind(kind);
@@ -193,9 +196,10 @@ impl<'a> Metric {
     s
   }
 
-  /// The value of a `Numeric` metric (0 otherwise).
-  pub fn value(&self) -> f64 {
-    let mut mem = ::core::mem::MaybeUninit::<<f64 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
+  /// Index into `Document.strings`: the flattened name (nested keys joined with a backtick),
+  /// optionally ending in `|ST[cat:val,…]` stream tags, exactly as a JSON key.
+  pub fn name(&self) -> u16 {
+    let mut mem = ::core::mem::MaybeUninit::<<u16 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
     // Safety:
     // Created from a valid Table for this object
     // Which contains a valid value in this slot
@@ -203,13 +207,13 @@ impl<'a> Metric {
       ::core::ptr::copy_nonoverlapping(
         self.0[0..].as_ptr(),
         mem.as_mut_ptr() as *mut u8,
-        ::core::mem::size_of::<<f64 as ::flatbuffers::EndianScalar>::Scalar>(),
+        ::core::mem::size_of::<<u16 as ::flatbuffers::EndianScalar>::Scalar>(),
       );
       mem.assume_init()
     })
   }
 
-  pub fn set_value(&mut self, x: f64) {
+  pub fn set_name(&mut self, x: u16) {
     let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
     // Safety:
     // Created from a valid Table for this object
@@ -218,38 +222,7 @@ impl<'a> Metric {
       ::core::ptr::copy_nonoverlapping(
         &x_le as *const _ as *const u8,
         self.0[0..].as_mut_ptr(),
-        ::core::mem::size_of::<<f64 as ::flatbuffers::EndianScalar>::Scalar>(),
-      );
-    }
-  }
-
-  /// Index into `Document.strings`: the flattened name (nested keys joined with a backtick),
-  /// optionally ending in `|ST[cat:val,…]` stream tags, exactly as a JSON key.
-  pub fn name(&self) -> u32 {
-    let mut mem = ::core::mem::MaybeUninit::<<u32 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
-    // Safety:
-    // Created from a valid Table for this object
-    // Which contains a valid value in this slot
-    ::flatbuffers::EndianScalar::from_little_endian(unsafe {
-      ::core::ptr::copy_nonoverlapping(
-        self.0[8..].as_ptr(),
-        mem.as_mut_ptr() as *mut u8,
-        ::core::mem::size_of::<<u32 as ::flatbuffers::EndianScalar>::Scalar>(),
-      );
-      mem.assume_init()
-    })
-  }
-
-  pub fn set_name(&mut self, x: u32) {
-    let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
-    // Safety:
-    // Created from a valid Table for this object
-    // Which contains a valid value in this slot
-    unsafe {
-      ::core::ptr::copy_nonoverlapping(
-        &x_le as *const _ as *const u8,
-        self.0[8..].as_mut_ptr(),
-        ::core::mem::size_of::<<u32 as ::flatbuffers::EndianScalar>::Scalar>(),
+        ::core::mem::size_of::<<u16 as ::flatbuffers::EndianScalar>::Scalar>(),
       );
     }
   }
@@ -262,7 +235,7 @@ impl<'a> Metric {
     // Which contains a valid value in this slot
     ::flatbuffers::EndianScalar::from_little_endian(unsafe {
       ::core::ptr::copy_nonoverlapping(
-        self.0[12..].as_ptr(),
+        self.0[2..].as_ptr(),
         mem.as_mut_ptr() as *mut u8,
         ::core::mem::size_of::<<u16 as ::flatbuffers::EndianScalar>::Scalar>(),
       );
@@ -278,7 +251,7 @@ impl<'a> Metric {
     unsafe {
       ::core::ptr::copy_nonoverlapping(
         &x_le as *const _ as *const u8,
-        self.0[12..].as_mut_ptr(),
+        self.0[2..].as_mut_ptr(),
         ::core::mem::size_of::<<u16 as ::flatbuffers::EndianScalar>::Scalar>(),
       );
     }
@@ -291,7 +264,7 @@ impl<'a> Metric {
     // Which contains a valid value in this slot
     ::flatbuffers::EndianScalar::from_little_endian(unsafe {
       ::core::ptr::copy_nonoverlapping(
-        self.0[14..].as_ptr(),
+        self.0[4..].as_ptr(),
         mem.as_mut_ptr() as *mut u8,
         ::core::mem::size_of::<<Kind as ::flatbuffers::EndianScalar>::Scalar>(),
       );
@@ -307,7 +280,7 @@ impl<'a> Metric {
     unsafe {
       ::core::ptr::copy_nonoverlapping(
         &x_le as *const _ as *const u8,
-        self.0[14..].as_mut_ptr(),
+        self.0[4..].as_mut_ptr(),
         ::core::mem::size_of::<<Kind as ::flatbuffers::EndianScalar>::Scalar>(),
       );
     }
@@ -320,7 +293,7 @@ impl<'a> Metric {
     // Which contains a valid value in this slot
     ::flatbuffers::EndianScalar::from_little_endian(unsafe {
       ::core::ptr::copy_nonoverlapping(
-        self.0[15..].as_ptr(),
+        self.0[5..].as_ptr(),
         mem.as_mut_ptr() as *mut u8,
         ::core::mem::size_of::<<u8 as ::flatbuffers::EndianScalar>::Scalar>(),
       );
@@ -336,7 +309,7 @@ impl<'a> Metric {
     unsafe {
       ::core::ptr::copy_nonoverlapping(
         &x_le as *const _ as *const u8,
-        self.0[15..].as_mut_ptr(),
+        self.0[5..].as_mut_ptr(),
         ::core::mem::size_of::<<u8 as ::flatbuffers::EndianScalar>::Scalar>(),
       );
     }
@@ -658,11 +631,13 @@ impl<'a> Document<'a> {
   pub const VT_TAG_SET_ENDS: ::flatbuffers::VOffsetT = 8;
   pub const VT_TS_MS: ::flatbuffers::VOffsetT = 10;
   pub const VT_METRICS: ::flatbuffers::VOffsetT = 12;
-  pub const VT_TIMESTAMPS_MS: ::flatbuffers::VOffsetT = 14;
-  pub const VT_TEXTS: ::flatbuffers::VOffsetT = 16;
-  pub const VT_HISTOGRAMS: ::flatbuffers::VOffsetT = 18;
-  pub const VT_BINS: ::flatbuffers::VOffsetT = 20;
-  pub const VT_LLHIST: ::flatbuffers::VOffsetT = 22;
+  pub const VT_INTS: ::flatbuffers::VOffsetT = 14;
+  pub const VT_DOUBLES: ::flatbuffers::VOffsetT = 16;
+  pub const VT_TIMESTAMPS_MS: ::flatbuffers::VOffsetT = 18;
+  pub const VT_TEXTS: ::flatbuffers::VOffsetT = 20;
+  pub const VT_HISTOGRAMS: ::flatbuffers::VOffsetT = 22;
+  pub const VT_BINS: ::flatbuffers::VOffsetT = 24;
+  pub const VT_LLHIST: ::flatbuffers::VOffsetT = 26;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -680,6 +655,8 @@ impl<'a> Document<'a> {
     if let Some(x) = args.histograms { builder.add_histograms(x); }
     if let Some(x) = args.texts { builder.add_texts(x); }
     if let Some(x) = args.timestamps_ms { builder.add_timestamps_ms(x); }
+    if let Some(x) = args.doubles { builder.add_doubles(x); }
+    if let Some(x) = args.ints { builder.add_ints(x); }
     if let Some(x) = args.metrics { builder.add_metrics(x); }
     if let Some(x) = args.tag_set_ends { builder.add_tag_set_ends(x); }
     if let Some(x) = args.tag_texts { builder.add_tag_texts(x); }
@@ -688,7 +665,8 @@ impl<'a> Document<'a> {
   }
 
 
-  /// Names and `"cat:val"` tag texts (either part may be `b"<base64>"`), each written once.
+  /// Names and `"cat:val"` tag texts (either part may be `b"<base64>"`), each written once; at
+  /// most 65,536 (indices are 16-bit).
   #[inline]
   pub fn strings(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>> {
     // Safety:
@@ -698,11 +676,11 @@ impl<'a> Document<'a> {
   }
   /// Indices into `strings`: the tag texts of every tag set, one set after the other.
   #[inline]
-  pub fn tag_texts(&self) -> Option<::flatbuffers::Vector<'a, u32>> {
+  pub fn tag_texts(&self) -> Option<::flatbuffers::Vector<'a, u16>> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
-    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u32>>>(Document::VT_TAG_TEXTS, None)}
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u16>>>(Document::VT_TAG_TEXTS, None)}
   }
   /// Where tag set k ends in `tag_texts` (it starts where set k − 1 ends); never decreasing.
   #[inline]
@@ -726,6 +704,22 @@ impl<'a> Document<'a> {
     // Created from valid Table for this object
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, Metric>>>(Document::VT_METRICS, None)}
+  }
+  /// The values of `Int` metrics, in metric order.
+  #[inline]
+  pub fn ints(&self) -> Option<::flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, i32>>>(Document::VT_INTS, None)}
+  }
+  /// The values of `Double` metrics, in metric order.
+  #[inline]
+  pub fn doubles(&self) -> Option<::flatbuffers::Vector<'a, f64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f64>>>(Document::VT_DOUBLES, None)}
   }
   /// Timestamps (ms since the epoch) of metrics whose flags name their own, in metric order.
   #[inline]
@@ -776,10 +770,12 @@ impl ::flatbuffers::Verifiable for Document<'_> {
   ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
     v.visit_table(pos)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<&'_ str>>>>("strings", Self::VT_STRINGS, false)?
-     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u32>>>("tag_texts", Self::VT_TAG_TEXTS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u16>>>("tag_texts", Self::VT_TAG_TEXTS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u32>>>("tag_set_ends", Self::VT_TAG_SET_ENDS, false)?
      .visit_field::<i64>("ts_ms", Self::VT_TS_MS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, Metric>>>("metrics", Self::VT_METRICS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i32>>>("ints", Self::VT_INTS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f64>>>("doubles", Self::VT_DOUBLES, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, i64>>>("timestamps_ms", Self::VT_TIMESTAMPS_MS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<&'_ str>>>>("texts", Self::VT_TEXTS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, HistogramEnds>>>("histograms", Self::VT_HISTOGRAMS, false)?
@@ -791,10 +787,12 @@ impl ::flatbuffers::Verifiable for Document<'_> {
 }
 pub struct DocumentArgs<'a> {
     pub strings: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>,
-    pub tag_texts: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u32>>>,
+    pub tag_texts: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u16>>>,
     pub tag_set_ends: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u32>>>,
     pub ts_ms: Option<i64>,
     pub metrics: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, Metric>>>,
+    pub ints: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i32>>>,
+    pub doubles: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, f64>>>,
     pub timestamps_ms: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, i64>>>,
     pub texts: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>,
     pub histograms: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, HistogramEnds>>>,
@@ -810,6 +808,8 @@ impl<'a> Default for DocumentArgs<'a> {
       tag_set_ends: None,
       ts_ms: None,
       metrics: None,
+      ints: None,
+      doubles: None,
       timestamps_ms: None,
       texts: None,
       histograms: None,
@@ -829,7 +829,7 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DocumentBuilder<'a, 'b, A> {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_STRINGS, strings);
   }
   #[inline]
-  pub fn add_tag_texts(&mut self, tag_texts: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u32>>) {
+  pub fn add_tag_texts(&mut self, tag_texts: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u16>>) {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_TAG_TEXTS, tag_texts);
   }
   #[inline]
@@ -843,6 +843,14 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DocumentBuilder<'a, 'b, A> {
   #[inline]
   pub fn add_metrics(&mut self, metrics: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , Metric>>) {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_METRICS, metrics);
+  }
+  #[inline]
+  pub fn add_ints(&mut self, ints: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_INTS, ints);
+  }
+  #[inline]
+  pub fn add_doubles(&mut self, doubles: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , f64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_DOUBLES, doubles);
   }
   #[inline]
   pub fn add_timestamps_ms(&mut self, timestamps_ms: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , i64>>) {
@@ -887,6 +895,8 @@ impl ::core::fmt::Debug for Document<'_> {
       ds.field("tag_set_ends", &self.tag_set_ends());
       ds.field("ts_ms", &self.ts_ms());
       ds.field("metrics", &self.metrics());
+      ds.field("ints", &self.ints());
+      ds.field("doubles", &self.doubles());
       ds.field("timestamps_ms", &self.timestamps_ms());
       ds.field("texts", &self.texts());
       ds.field("histograms", &self.histograms());
@@ -1051,7 +1061,7 @@ pub unsafe fn root_as_metric_list_unchecked(buf: &[u8]) -> MetricList<'_> {
 pub unsafe fn size_prefixed_root_as_metric_list_unchecked(buf: &[u8]) -> MetricList<'_> {
   unsafe { ::flatbuffers::size_prefixed_root_unchecked::<MetricList>(buf) }
 }
-pub const METRIC_LIST_IDENTIFIER: &str = "STH2";
+pub const METRIC_LIST_IDENTIFIER: &str = "STH3";
 
 #[inline]
 pub fn metric_list_buffer_has_identifier(buf: &[u8]) -> bool {

@@ -70,7 +70,13 @@ pub fn otlp(data: &[u8]) {
 
 /// The flatbuffer metric list (`flat::parse`), bytes as sent.
 pub fn flat(data: &[u8]) {
-    check(data, &flat::parse(data, &Options::at(NOW_MS)));
+    let batch = flat::parse(data, &Options::at(NOW_MS));
+    // Every sample is a 6-byte `Metric` struct in a vector that fits the body unshared.
+    assert!(
+        batch.samples.len() <= data.len() / 6,
+        "more samples than 6-byte metric structs in the body"
+    );
+    check(data, &batch);
 }
 
 fn check(data: &[u8], batch: &Batch) {
