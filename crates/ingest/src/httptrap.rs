@@ -2,9 +2,10 @@
 //! nested objects and arrays flattened with a backtick, plain values typed by their form, and
 //! the explicit `{_type, _value, _ts, _fl, _tags}` form. Mapping rules: `FORMAT.md`.
 
-use hist::{Bin, Histogram};
 use std::borrow::Cow;
 use std::cell::Cell;
+
+use hist::{Bin, Histogram};
 
 use crate::batch::{
     check_name, check_tag_count, Batch, Mode, Options, Reason, TagList, Tags, SAMPLES_PER_BATCH_MAX,
