@@ -122,12 +122,20 @@ fn flat_vs_json(measured: &[(&str, f64, usize, f64)], rounds: usize, cpu_seconds
             "{json_name} and {flat_name} fill the same write batch"
         );
         assert_eq!(
+            into_batch::rows(&from_json),
+            into_batch::rows(&into_batch::json_visit(json_body)),
+            "{json_name} parsed or visited fills the same write batch"
+        );
+        assert_eq!(
             from_json.samples().count() as f64,
             json.1,
             "every metric in the batch"
         );
         let json_store = median_rate(rounds, cpu_seconds, json.1, &|| {
             black_box(into_batch::json(black_box(json_body)));
+        });
+        let json_visit_store = median_rate(rounds, cpu_seconds, json.1, &|| {
+            black_box(into_batch::json_visit(black_box(json_body)));
         });
         let flat_store = median_rate(rounds, cpu_seconds, flat.1, &|| {
             black_box(into_batch::flat(black_box(body)));
@@ -139,26 +147,29 @@ fn flat_vs_json(measured: &[(&str, f64, usize, f64)], rounds: usize, cpu_seconds
             json_name,
             flat_name,
             json.1,
-            json_store,
-            flat_store,
-            owned_store,
+            [json_store, json_visit_store, flat_store, owned_store],
         ));
     }
     println!();
     println!(
         "JSON payload → flatbuffers payload | metrics | JSON → WriteBatch ns/metric \
+         | JSON visit → WriteBatch ns/metric (speedup) \
          | flat::parse + mapping → WriteBatch ns/metric (speedup) \
-         | flat visit → WriteBatch ns/metric | speedup | rounds JSON | rounds flat visit"
+         | flat visit → WriteBatch ns/metric | speedup | rounds JSON | rounds JSON visit \
+         | rounds flat visit"
     );
-    for (json_name, flat_name, metrics, json_store, flat_store, owned_store) in into_store {
+    for (json_name, flat_name, metrics, stores) in into_store {
+        let [json_store, json_visit_store, flat_store, owned_store] = stores;
         let (json_ns, flat_ns) = (1e9 / json_store.0, 1e9 / flat_store.0);
-        let owned_ns = 1e9 / owned_store.0;
+        let (owned_ns, visit_ns) = (1e9 / owned_store.0, 1e9 / json_visit_store.0);
         println!(
-            "{json_name} → {flat_name} | {metrics} | {json_ns:.1} | {owned_ns:.1} ({:.1}×) \
-             | {flat_ns:.1} | {:.1}× | {} | {}",
+            "{json_name} → {flat_name} | {metrics} | {json_ns:.1} | {visit_ns:.1} ({:.1}×) \
+             | {owned_ns:.1} ({:.1}×) | {flat_ns:.1} | {:.1}× | {} | {} | {}",
+            json_ns / visit_ns,
             json_ns / owned_ns,
             json_ns / flat_ns,
             json_store.1,
+            json_visit_store.1,
             flat_store.1
         );
     }
@@ -263,27 +274,65 @@ mod into_batch {
     /// `flat::visit` straight into the batch.
     pub fn flat(body: &[u8]) -> WriteBatch {
         let extra = [check_tag()];
-        let mut writer = Writer {
-            extra: &extra,
-            batch: WriteBatch::default(),
-            sets: Vec::new(),
-            key: String::new(),
-        };
+        let mut writer = Writer::new(&extra, false);
         ingest::flat::visit(body, &Options::at(NOW_MS), &mut writer);
+        writer.batch
+    }
+
+    /// `httptrap::visit` straight into the batch: strata serve's JSON path.
+    pub fn json_visit(body: &[u8]) -> WriteBatch {
+        let extra = [check_tag()];
+        let mut writer = Writer::new(&extra, true);
+        httptrap::visit(body, &Options::at(NOW_MS), &mut writer);
         writer.batch
     }
 
     struct Writer<'t> {
         extra: &'t [Tag],
         batch: WriteBatch,
-        /// This document's tag sets by `tags_id` (all below 2^16 in these payloads).
+        /// This document's tag sets by `tags_id` (all below 2^16 in these payloads), or only
+        /// the last one (JSON: an id does not come back once another followed).
         sets: Vec<Option<Result<TagSet, String>>>,
+        last_only: bool,
+        /// The id of the one set kept when `last_only`.
+        last_id: Option<u64>,
         key: String,
+    }
+
+    impl<'t> Writer<'t> {
+        fn new(extra: &'t [Tag], last_only: bool) -> Writer<'t> {
+            Writer {
+                extra,
+                batch: WriteBatch::default(),
+                sets: Vec::new(),
+                last_only,
+                last_id: None,
+                key: String::new(),
+            }
+        }
+
+        /// The slot of `tags_id` in `sets`.
+        fn slot(&mut self, tags_id: u64) -> usize {
+            if self.last_only {
+                if self.last_id != Some(tags_id) {
+                    self.sets.clear();
+                    self.sets.push(None);
+                    self.last_id = Some(tags_id);
+                }
+                return 0;
+            }
+            let at = usize::try_from(tags_id).unwrap();
+            if self.sets.len() <= at {
+                self.sets.resize(at + 1, None);
+            }
+            at
+        }
     }
 
     impl Visitor for Writer<'_> {
         fn document(&mut self, _index: usize, _metrics: usize) {
             self.sets.clear();
+            self.last_id = None;
         }
 
         fn metric(&mut self, metric: Metric<'_>) -> bool {
@@ -296,10 +345,7 @@ mod into_batch {
                     store::Value::CumulativeHistogram(h.into_histogram())
                 }
             };
-            let at = usize::try_from(metric.tags_id).unwrap();
-            if self.sets.len() <= at {
-                self.sets.resize(at + 1, None);
-            }
+            let at = self.slot(metric.tags_id);
             let extra = self.extra;
             let set = self.sets[at].get_or_insert_with(|| tag_set(metric.tags.iter(), extra));
             self.key.clear();

@@ -2,6 +2,8 @@
 
 use hist::Histogram;
 
+use crate::visit::HistogramRef;
+
 /// `hist::Bin::new(val, exp).map(Bin::key)`, written out so that per-bin loops have no call in
 /// them (`Bin::new` is not inlined across crates); a test compares the two for every
 /// pair.
@@ -99,24 +101,24 @@ impl KeyedBins {
     }
 }
 
-/// The histogram of bins `range` of `from` (read ahead by the tokenizer), through `scratch`
-/// only when they are not in storage order.
-pub(crate) fn histogram_of(
-    from: &KeyedBins,
+/// The histogram of bins `range` of `from` (read ahead by the tokenizer): lent as they are
+/// when they are in storage order (the common case), built through `scratch` otherwise.
+pub(crate) fn histogram_of<'f>(
+    from: &'f KeyedBins,
     range: std::ops::Range<usize>,
     scratch: &mut KeyedBins,
-) -> Histogram {
+) -> HistogramRef<'f> {
     let (Some(keys), Some(counts)) = (from.keys.get(range.clone()), from.counts.get(range)) else {
         debug_assert!(false, "a bin range of the tokenizer's");
-        return Histogram::new();
+        return HistogramRef::Built(Histogram::new());
     };
     if counts.iter().all(|&c| c != 0) && keys.windows(2).all(|w| w[0] < w[1]) {
-        return Histogram::from_sorted_keys(keys, counts);
+        return HistogramRef::Sorted { keys, counts };
     }
     scratch.clear();
     scratch.keys.extend_from_slice(keys);
     scratch.counts.extend_from_slice(counts);
-    scratch.take_histogram()
+    HistogramRef::Built(scratch.take_histogram())
 }
 
 /// Reads `"H[d.de±dd]=n"` strings separated by a bare `,` from the start of `s` (the shape

@@ -35,6 +35,9 @@ use crate::batch::{
     Value, SAMPLES_PER_BATCH_MAX,
 };
 use crate::tags::{parse_tag, split_stream_tags};
+use crate::visit::BatchBuilder;
+/// The borrowed metric a [`visit`] hands over (shared with `httptrap::visit`).
+pub use crate::visit::{HistogramRef, Metric, ValueRef, Visitor};
 
 // flatc's output, checked in unchanged (regenerate: `schema/httptrap.fbs`, first lines). It is
 // the crate's only `unsafe` code, and it is not written to our lints or our formatting.
@@ -111,92 +114,6 @@ const TS_OWN: u8 = 2;
 /// `Metric.flags` bits 4–7 are reserved and must be zero.
 const FLAGS_RESERVED_MASK: u8 = 0xf0;
 
-/// Receives a verified metric list one metric at a time, borrowing from the body and the
-/// reader: the zero-copy path the server writes through ([`visit`]); [`parse`] builds a
-/// [`Batch`] with one. Names and text values are the body's bytes, tag lists are read once per
-/// tag set per document and lent to every metric of the set, and histograms whose bins arrive
-/// in storage order (what encoders write) are lent as storage-order keys and counts.
-pub trait Visitor {
-    /// Document `index` starts; it holds `metrics` metrics (accepted or not). Every metric
-    /// handed over afterwards belongs to it until the next call.
-    fn document(&mut self, index: usize, metrics: usize) {
-        let _ = (index, metrics);
-    }
-
-    /// One accepted metric; `false` stops the visit (no further calls).
-    fn metric(&mut self, metric: Metric<'_>) -> bool;
-
-    /// One rejected metric, or (`rest_of_body`, then the last call) the whole body or its rest.
-    /// `location` says where, as `Rejection::location`; build it only if it is kept.
-    fn reject(&mut self, location: &dyn Fn() -> String, reason: Reason, rest_of_body: bool);
-}
-
-/// One accepted metric, borrowed: every check of [`parse`] passed.
-#[derive(Debug)]
-pub struct Metric<'m> {
-    /// The name without its `|ST[…]` suffix (the suffix's tags are in `tags`).
-    pub name: &'m str,
-    /// Equal ids within one document mean equal `tags` (the same tag set, or the same name's
-    /// suffix tags with it): a visitor checks and prints a tag list once per id, not per metric.
-    pub tags_id: u64,
-    /// The stream tags: the name suffix's, then the tag set's, as in the sample `parse` makes.
-    pub tags: &'m Tags,
-    pub ts_ms: Option<i64>,
-    pub value: ValueRef<'m>,
-    pub mode: Mode,
-}
-
-/// A metric's value, borrowed where the body or the reader's scratch holds it.
-#[derive(Debug)]
-pub enum ValueRef<'m> {
-    Null,
-    Numeric(f64),
-    Text(&'m str),
-    Histogram(HistogramRef<'m>),
-    CumulativeHistogram(HistogramRef<'m>),
-}
-
-/// A histogram value: storage-order keys and counts (strictly ascending valid keys, counts
-/// above zero, as `Histogram::from_sorted_keys` takes them), or one the reader had to build
-/// (bins out of order or repeated, or an llhist part).
-#[derive(Debug)]
-pub enum HistogramRef<'m> {
-    Sorted { keys: &'m [u16], counts: &'m [u64] },
-    Built(Histogram),
-}
-
-impl HistogramRef<'_> {
-    /// The histogram as an owned value.
-    #[inline]
-    pub fn into_histogram(self) -> Histogram {
-        match self {
-            HistogramRef::Sorted { keys, counts } => Histogram::from_sorted_keys(keys, counts),
-            HistogramRef::Built(histogram) => histogram,
-        }
-    }
-}
-
-impl Metric<'_> {
-    /// The owned sample `parse` puts in its batch.
-    #[inline]
-    pub fn into_sample(self) -> Sample {
-        let value = match self.value {
-            ValueRef::Null => Value::Null,
-            ValueRef::Numeric(v) => Value::Numeric(v),
-            ValueRef::Text(text) => Value::Text(text.to_owned()),
-            ValueRef::Histogram(h) => Value::Histogram(h.into_histogram()),
-            ValueRef::CumulativeHistogram(h) => Value::CumulativeHistogram(h.into_histogram()),
-        };
-        Sample {
-            name: self.name.to_owned(),
-            tags: Arc::clone(self.tags),
-            ts_ms: self.ts_ms,
-            value,
-            mode: self.mode,
-        }
-    }
-}
-
 /// Parses a flatbuffer metric list (schema version 3). A buffer with another file identifier or
 /// that the flatbuffers verifier refuses (truncated, offsets out of bounds, invalid UTF-8, over
 /// the size bounds) is rejected whole (`rest_of_body`, location `body`, the reason naming the
@@ -204,39 +121,9 @@ impl Metric<'_> {
 /// on its own, by the rules of the JSON form (location `document D, metric N (`name`)`, both
 /// counted from 0 like the verifier's indices). An empty body is an empty list, as for JSON.
 pub fn parse(body: &[u8], options: &Options) -> Batch {
-    let mut builder = BatchBuilder {
-        batch: Batch::default(),
-    };
+    let mut builder = BatchBuilder::default();
     visit(body, options, &mut builder);
     builder.batch
-}
-
-/// The [`Visitor`] behind [`parse`].
-struct BatchBuilder {
-    batch: Batch,
-}
-
-impl Visitor for BatchBuilder {
-    fn document(&mut self, _index: usize, metrics: usize) {
-        // One allocation for the document's samples (metrics are 6 body bytes each, so this is
-        // bounded by the body).
-        let room = SAMPLES_PER_BATCH_MAX.saturating_sub(self.batch.samples.len());
-        self.batch.samples.reserve(metrics.min(room));
-    }
-
-    #[inline]
-    fn metric(&mut self, metric: Metric<'_>) -> bool {
-        self.batch.samples.push(metric.into_sample());
-        true
-    }
-
-    fn reject(&mut self, location: &dyn Fn() -> String, reason: Reason, rest_of_body: bool) {
-        if rest_of_body {
-            self.batch.reject_rest(location, reason);
-        } else {
-            self.batch.reject(location, reason);
-        }
-    }
 }
 
 /// Reads a flatbuffer metric list into `visitor`, with every check and rejection of [`parse`]

@@ -4,16 +4,16 @@
 
 use std::borrow::Cow;
 use std::cell::Cell;
-use std::sync::Arc;
 
 use hist::{Bin, Histogram};
 
 use crate::batch::{
-    check_name, check_tag_count, Batch, Mode, Options, Reason, Sample, TagList, Tags, Value,
+    check_name, check_tag_count, Batch, Mode, Options, Reason, TagList, Tags, SAMPLES_PER_BATCH_MAX,
 };
 use crate::bins::{bin_key, KeyedBins};
 use crate::json::{self, DocumentError, Kind, Token, Tokenizer};
 use crate::tags::{parse_tag, split_stream_tags};
+use crate::visit::{BatchBuilder, HistogramRef, Metric, ValueRef, Visitor};
 
 /// Tokens reserved up front for one body (16 bytes each); larger tapes grow as needed.
 const TAPE_RESERVE_TOKENS_MAX: usize = 1 << 20;
@@ -24,15 +24,25 @@ pub const FLATTEN_DELIMITER: char = '`';
 /// Parses a whole httptrap body. Keys that cannot be accepted are rejected one by one and the
 /// rest of their document is kept; a JSON syntax error rejects the rest of the body.
 pub fn parse(input: &[u8], options: &Options) -> Batch {
-    let mut batch = Batch::default();
+    let mut builder = BatchBuilder::default();
+    visit(input, options, &mut builder);
+    builder.batch
+}
+
+/// Reads an httptrap body into `visitor`, with every check and rejection of [`parse`] (which is
+/// this with a visitor building samples). Names are lent from the walk's path, tag lists once
+/// per list of `|ST[…]` tags above the values, text from the body when it has no escapes, and
+/// `"H[…]=n"` bin arrays in storage order as the tokenizer's keys and counts. At most
+/// `SAMPLES_PER_BATCH_MAX` metrics are handed over; the one after rejects the rest of the body.
+pub fn visit<V: Visitor>(input: &[u8], options: &Options, visitor: &mut V) {
     if input.len() > json::BODY_BYTES_MAX {
         let reason = Reason::Bound {
             what: "httptrap JSON body bytes",
             size: input.len(),
             max: json::BODY_BYTES_MAX,
         };
-        batch.reject_rest(|| "body".to_owned(), reason);
-        return batch;
+        visitor.reject(&|| "body".to_owned(), reason, true);
+        return;
     }
     let mut tokenizer = Tokenizer::new(input);
     // One token per 32 body bytes up front (numeric documents have about one per 8, histogram
@@ -40,11 +50,12 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
     // pages for a tape that bin arrays leave mostly empty.
     let mut tape = Vec::with_capacity((input.len() / 32).min(TAPE_RESERVE_TOKENS_MAX));
     let bins = Cell::new(KeyedBins::default());
-    let mut document = 0;
+    let (mut document, mut accepted) = (0, 0);
     // Validating the whole body once (the common case: it is all UTF-8) lets token texts be
     // plain slices instead of a UTF-8 check per token.
     let text = std::str::from_utf8(input).ok();
     while let Some(result) = tokenizer.next_document(&mut tape) {
+        visitor.document(document, 0);
         document += 1;
         match result {
             Err(e) => {
@@ -53,10 +64,10 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
                 let reason = Reason::Syntax {
                     expected: e.expected,
                 };
-                batch.reject_rest(location, reason);
+                visitor.reject(&location, reason, true);
                 break;
             }
-            Ok(Err(e)) => reject_document(&mut batch, input, document, e),
+            Ok(Err(e)) => reject_document(visitor, input, document, e),
             Ok(Ok(())) => {
                 let mut walker = Walker {
                     input,
@@ -64,26 +75,25 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
                     tape: &tape,
                     options,
                     document,
-                    batch: &mut batch,
+                    visitor: &mut *visitor,
+                    accepted,
                     path: String::new(),
-                    tags: TagList::new(),
-                    tags_generation: 0,
-                    shared_tags: None,
-                    tags_moved: false,
+                    key_tags: KeyTags::default(),
                     bins: &bins,
                     read_bins: &tokenizer.bins,
                 };
-                if !walker.members(0) {
+                let go_on = walker.members(0);
+                accepted = walker.accepted;
+                if !go_on {
                     break;
                 }
             }
         }
     }
     debug_assert!(tokenizer.position() <= input.len());
-    batch
 }
 
-fn reject_document(batch: &mut Batch, input: &[u8], document: usize, e: DocumentError) {
+fn reject_document(visitor: &mut impl Visitor, input: &[u8], document: usize, e: DocumentError) {
     let (position, reason) = match e {
         DocumentError::InvalidUtf8 { position } => (position, Reason::InvalidUtf8),
         DocumentError::TooDeep { position } => (
@@ -96,7 +106,7 @@ fn reject_document(batch: &mut Batch, input: &[u8], document: usize, e: Document
         ),
     };
     let location = || format!("document {document}, {}", position_text(input, position));
-    batch.reject(location, reason);
+    visitor.reject(&location, reason, false);
 }
 
 fn position_text(input: &[u8], position: usize) -> String {
@@ -105,32 +115,105 @@ fn position_text(input: &[u8], position: usize) -> String {
 }
 
 /// Walks one document's tape, building names from the path of keys.
-struct Walker<'a, 'b> {
+struct Walker<'a, 'b, V> {
     input: &'a [u8],
     /// `input` as text when all of it is UTF-8.
     text: Option<&'a str>,
     tape: &'b [Token],
     options: &'b Options,
     document: usize,
-    batch: &'b mut Batch,
+    visitor: &'b mut V,
+    /// Metrics handed to the visitor in this body so far, against `SAMPLES_PER_BATCH_MAX`.
+    accepted: usize,
     /// The flattened name of the value being visited, without `|ST[…]` suffixes.
     path: String,
     /// The stream tags of the keys on the way to the value being visited.
-    tags: TagList,
-    /// Changes whenever `tags` does, so that `shared_tags` knows when it is current.
-    tags_generation: u64,
-    /// `tags` as the shared list samples carry, and the generation it was made at.
-    shared_tags: Option<(u64, Tags)>,
-    /// True when the strings of `tags` were moved into `shared_tags` (whose first
-    /// `tags.len()` entries then hold them; `tags` holds empty placeholders): the common leaf
-    /// key's tags are then allocated once, not parsed and cloned. `restore_tags` undoes it
-    /// before anything reads or extends `tags`.
-    tags_moved: bool,
+    key_tags: KeyTags,
     /// The bins of the histogram being read, kept between histograms (and documents) so that
     /// each `_value` array does not allocate its own; a `Cell` as the walk borrows `self` shared.
     bins: &'b Cell<KeyedBins>,
     /// The bins the tokenizer read for this document's `Bins` arrays.
     read_bins: &'b KeyedBins,
+}
+
+/// The `|ST[…]` tags of the keys above the value being visited, and the shared list that
+/// values carry, made once per change of them.
+#[derive(Default)]
+struct KeyTags {
+    list: TagList,
+    /// Changes whenever `list` does, so that `shared` knows when it is current; the `tags_id`
+    /// of the values under it. Only grows, so an id never comes back within the document.
+    generation: u64,
+    /// `list` as the shared list values carry, and the generation it was made at.
+    shared: Option<(u64, Tags)>,
+    /// True when the strings of `list` were moved into `shared` (whose first `list.len()`
+    /// entries then hold them; `list` holds empty placeholders): the common leaf key's tags are
+    /// then allocated once, not parsed and cloned. `restore` undoes it before anything reads or
+    /// extends `list`.
+    moved: bool,
+}
+
+impl KeyTags {
+    /// Puts the strings moved into `shared` back into `list` (see `moved`).
+    fn restore(&mut self) {
+        restore_moved(&mut self.list, &mut self.moved, &self.shared);
+    }
+
+    /// A `tags_id` of its own for a value with `_tags`. `list` stays what it was, and so does
+    /// `shared` if current, under the next generation: later values keep sharing it.
+    fn own_id(&mut self) -> u64 {
+        let id = self.generation + 1;
+        let next = self.generation + 2;
+        if let Some((made_at, _)) = &mut self.shared {
+            if *made_at == self.generation {
+                *made_at = next;
+            }
+        }
+        self.generation = next;
+        id
+    }
+
+    /// The list as values carry it, made if it changed since the last value.
+    fn shared(&mut self) -> &Tags {
+        let generation = self.generation;
+        if self
+            .shared
+            .as_ref()
+            .is_some_and(|(made_at, _)| *made_at != generation)
+        {
+            self.restore();
+            self.shared = None;
+        }
+        // The values of one object share the tags of the keys above them.
+        let (list, moved) = (&mut self.list, &mut self.moved);
+        let (_, tags) = self.shared.get_or_insert_with(|| {
+            *moved = true;
+            (generation, list.iter_mut().map(std::mem::take).collect())
+        });
+        tags
+    }
+}
+
+/// `KeyTags::restore`, on its fields.
+fn restore_moved(list: &mut TagList, moved: &mut bool, shared: &Option<(u64, Tags)>) {
+    if !std::mem::take(moved) {
+        return;
+    }
+    if let Some((_, shared)) = shared {
+        debug_assert!(shared.len() >= list.len());
+        for (slot, pair) in list.iter_mut().zip(shared.iter()) {
+            slot.clone_from(pair);
+        }
+    }
+}
+
+/// A value as the walk finds it: text and histogram bins still borrowed where they can be.
+enum Found<'v> {
+    Null,
+    Numeric(f64),
+    Text(Cow<'v, str>),
+    Histogram(HistogramRef<'v>),
+    CumulativeHistogram(HistogramRef<'v>),
 }
 
 /// The special keys of the explicit form, as tape indices of their values (last one wins).
@@ -143,7 +226,7 @@ struct Explicit {
     tags: Option<usize>,
 }
 
-impl<'a> Walker<'a, '_> {
+impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
     /// Visits each member of the object at `index`; false once the batch is full.
     fn members(&mut self, index: usize) -> bool {
         let mut child = index + 1;
@@ -155,16 +238,16 @@ impl<'a> Walker<'a, '_> {
                 self.reject_here(Reason::bad_value("a valid \\u escape in a key", ""));
                 continue;
             };
-            let (keep, keep_tags) = (self.path.len(), self.tags.len());
+            let (keep, keep_tags) = (self.path.len(), self.key_tags.list.len());
             if keep > 0 {
                 self.path.push(FLATTEN_DELIMITER);
             }
             // A `|ST[…]` suffix may end any key; its tags apply to everything under it.
-            self.restore_tags();
-            let go_on = match split_stream_tags(&key, &mut self.tags) {
+            self.key_tags.restore();
+            let go_on = match split_stream_tags(&key, &mut self.key_tags.list) {
                 Ok(name) => {
-                    if self.tags.len() != keep_tags {
-                        self.tags_generation += 1;
+                    if self.key_tags.list.len() != keep_tags {
+                        self.key_tags.generation += 1;
                     }
                     self.path.push_str(name);
                     self.value(value)
@@ -175,9 +258,9 @@ impl<'a> Walker<'a, '_> {
                 }
             };
             self.path.truncate(keep);
-            if self.tags.len() != keep_tags {
-                self.tags.truncate(keep_tags);
-                self.tags_generation += 1;
+            if self.key_tags.list.len() != keep_tags {
+                self.key_tags.list.truncate(keep_tags);
+                self.key_tags.generation += 1;
             }
             if !go_on {
                 return false;
@@ -262,7 +345,10 @@ impl<'a> Walker<'a, '_> {
         }
     }
 
-    fn explicit_sample(&self, e: &Explicit) -> Result<(Value, Option<i64>, Mode, TagList), Reason> {
+    fn explicit_sample(
+        &self,
+        e: &Explicit,
+    ) -> Result<(Found<'b>, Option<i64>, Mode, TagList), Reason> {
         let (Some(kind), Some(value)) = (e.kind, e.value) else {
             return Err(Reason::Syntax {
                 expected: "both `_type` and `_value`, and no other keys but `_ts` `_fl` `_tags`",
@@ -278,15 +364,15 @@ impl<'a> Walker<'a, '_> {
         Ok((value, ts_ms, mode, tags))
     }
 
-    fn typed_value(&self, kind: &str, index: usize) -> Result<Value, Reason> {
+    fn typed_value(&self, kind: &str, index: usize) -> Result<Found<'b>, Reason> {
         if self.tape[index].kind == Kind::Null {
-            return Ok(Value::Null);
+            return Ok(Found::Null);
         }
         match kind {
-            "i" | "I" | "l" | "L" | "n" => self.numeric_mean(kind, index).map(Value::Numeric),
+            "i" | "I" | "l" | "L" | "n" => self.numeric_mean(kind, index).map(Found::Numeric),
             "s" => self.text_value(index),
-            "h" => self.histogram(index).map(Value::Histogram),
-            "H" => self.histogram(index).map(Value::CumulativeHistogram),
+            "h" => self.histogram(index).map(Found::Histogram),
+            "H" => self.histogram(index).map(Found::CumulativeHistogram),
             other => Err(Reason::BadType {
                 found: crate::batch::excerpt(other),
             }),
@@ -327,29 +413,24 @@ impl<'a> Walker<'a, '_> {
         numeric_text(kind, text.as_ref())
     }
 
-    fn text_value(&self, index: usize) -> Result<Value, Reason> {
+    fn text_value(&self, index: usize) -> Result<Found<'b>, Reason> {
         match self.tape[index].kind {
             Kind::String { .. } => {
                 let text = self.string(index).ok_or(Reason::InvalidUtf8)?;
-                Ok(Value::Text(text.into_owned()))
+                Ok(Found::Text(text))
             }
             Kind::Number { .. } | Kind::True | Kind::False => {
-                Ok(Value::Text(self.raw(index).to_owned()))
+                Ok(Found::Text(Cow::Borrowed(self.raw(index))))
             }
             _ => Err(Reason::bad_value("one text value", self.raw(index))),
         }
     }
 
-    /// A histogram `_value`: one element or an array of them, merged. Single bins are collected
-    /// and sorted once (uploads list them in order, so the sort is a scan); base64 parts merge.
-    fn histogram(&self, index: usize) -> Result<Histogram, Reason> {
-        // The array's token count bounds its element count: one allocation for the bins.
-        let elements_max = self.tape[index].next() - index;
-        let mut bins = self.bins.take();
-        bins.clear();
-        bins.keys.reserve(elements_max);
-        bins.counts.reserve(elements_max);
-        let mut parts = HistogramParts { bins, merged: None };
+    /// A histogram `_value`: one element or an array of them, merged. An array of `"H[…]=n"`
+    /// strings the tokenizer read is lent from its bins when in storage order. Other single
+    /// bins are collected and sorted once (uploads list them in order, so the sort is a scan);
+    /// base64 parts merge.
+    fn histogram(&self, index: usize) -> Result<HistogramRef<'b>, Reason> {
         let token = self.tape[index];
         if token.kind == Kind::Bins {
             // Read by the tokenizer; the range is in the next token.
@@ -357,10 +438,18 @@ impl<'a> Walker<'a, '_> {
                 .tape
                 .get(index + 1)
                 .map_or(0..0, |r| r.start()..r.end());
-            let histogram = crate::bins::histogram_of(self.read_bins, range, &mut parts.bins);
-            self.bins.set(parts.bins);
+            let mut scratch = self.bins.take();
+            let histogram = crate::bins::histogram_of(self.read_bins, range, &mut scratch);
+            self.bins.set(scratch);
             return Ok(histogram);
         }
+        // The array's token count bounds its element count: one allocation for the bins.
+        let elements_max = token.next() - index;
+        let mut bins = self.bins.take();
+        bins.clear();
+        bins.keys.reserve(elements_max);
+        bins.counts.reserve(elements_max);
+        let mut parts = HistogramParts { bins, merged: None };
         if token.kind != Kind::Array {
             self.histogram_element(index, &mut parts)?;
         } else {
@@ -372,7 +461,7 @@ impl<'a> Walker<'a, '_> {
         }
         let histogram = parts.finish();
         self.bins.set(parts.bins);
-        Ok(histogram)
+        Ok(HistogramRef::Built(histogram))
     }
 
     /// Adds one element: a number (one sample), `H[<float>]=<count>` (or the C text form), or a
@@ -473,82 +562,90 @@ impl<'a> Walker<'a, '_> {
     }
 
     /// A plain value typed by its JSON form.
-    fn plain(&self, index: usize) -> Result<Value, Reason> {
+    fn plain(&self, index: usize) -> Result<Found<'b>, Reason> {
         match self.tape[index].kind {
-            Kind::Number { integer } => plain_number(self.raw(index), integer).map(Value::Numeric),
+            Kind::Number { integer } => plain_number(self.raw(index), integer).map(Found::Numeric),
             Kind::String { .. } => {
                 let text = self.string(index).ok_or(Reason::InvalidUtf8)?;
                 match json::whole_number(text.as_bytes()) {
-                    Some(integer) => plain_number(&text, integer).map(Value::Numeric),
-                    None => Ok(Value::Text(text.into_owned())),
+                    Some(integer) => plain_number(&text, integer).map(Found::Numeric),
+                    None => Ok(Found::Text(text)),
                 }
             }
-            Kind::True => Ok(Value::Numeric(1.0)),
-            Kind::False => Ok(Value::Numeric(0.0)),
-            Kind::Null => Ok(Value::Null),
+            Kind::True => Ok(Found::Numeric(1.0)),
+            Kind::False => Ok(Found::Numeric(0.0)),
+            Kind::Null => Ok(Found::Null),
             Kind::Object | Kind::Array | Kind::Bins | Kind::BinRange => {
                 Err(Reason::bad_value("a scalar", self.raw(index)))
             }
         }
     }
 
-    /// Adds a sample named by the current path; false once the batch is full.
+    /// Hands over a metric named by the current path; false once the batch is full or the
+    /// visitor stops.
     fn emit(
         &mut self,
-        value: Value,
+        found: Found<'_>,
         ts_ms: Option<i64>,
         mode: Mode,
-        extra_tags: Option<TagList>,
+        own_tags: Option<TagList>,
     ) -> bool {
-        let extra_tags = extra_tags.unwrap_or_default();
-        let count = self.tags.len() + extra_tags.len();
+        let own_tags = own_tags.unwrap_or_default();
+        let count = self.key_tags.list.len() + own_tags.len();
         if let Err(reason) = check_name(&self.path).and_then(|()| check_tag_count(count)) {
             return self.reject_here(reason);
         }
-        let tags: Tags = if !extra_tags.is_empty() {
-            self.restore_tags();
-            self.tags.iter().cloned().chain(extra_tags).collect()
+        if self.accepted >= SAMPLES_PER_BATCH_MAX {
+            return self.reject_full();
+        }
+        self.accepted += 1;
+        let own: Tags;
+        let (tags_id, tags) = if own_tags.is_empty() {
+            (self.key_tags.generation, self.key_tags.shared())
         } else {
-            match &self.shared_tags {
-                // The values of one object share the tags of the keys above them.
-                Some((generation, tags)) if *generation == self.tags_generation => Arc::clone(tags),
-                _ => {
-                    self.restore_tags();
-                    let tags: Tags = self.tags.iter_mut().map(std::mem::take).collect();
-                    self.tags_moved = true;
-                    self.shared_tags = Some((self.tags_generation, Arc::clone(&tags)));
-                    tags
-                }
-            }
+            self.key_tags.restore();
+            own = self.key_tags.list.iter().cloned().chain(own_tags).collect();
+            (self.key_tags.own_id(), &own)
         };
-        let sample = Sample {
-            name: self.path.clone(),
+        let text: Cow<'_, str>;
+        let value = match found {
+            Found::Null => ValueRef::Null,
+            Found::Numeric(v) => ValueRef::Numeric(v),
+            Found::Text(found) => {
+                text = found;
+                ValueRef::Text(&text)
+            }
+            Found::Histogram(h) => ValueRef::Histogram(h),
+            Found::CumulativeHistogram(h) => ValueRef::CumulativeHistogram(h),
+        };
+        self.visitor.metric(Metric {
+            name: &self.path,
+            tags_id,
             tags,
             ts_ms,
             value,
             mode,
-        };
-        let (document, path) = (self.document, &self.path);
-        self.batch.push(sample, || key_location(document, path))
+        })
     }
 
-    /// Puts the strings moved into `shared_tags` back into `tags` (see `tags_moved`).
-    fn restore_tags(&mut self) {
-        if !self.tags_moved {
-            return;
-        }
-        self.tags_moved = false;
-        if let Some((_, shared)) = &self.shared_tags {
-            debug_assert!(shared.len() >= self.tags.len());
-            for (slot, pair) in self.tags.iter_mut().zip(shared.iter()) {
-                slot.clone_from(pair);
-            }
-        }
+    /// Rejects the rest of the body at the metric one past `SAMPLES_PER_BATCH_MAX`.
+    #[cold]
+    fn reject_full(&mut self) -> bool {
+        let reason = Reason::Bound {
+            what: "samples in the batch",
+            size: self.accepted + 1,
+            max: SAMPLES_PER_BATCH_MAX,
+        };
+        let (document, path) = (self.document, &self.path);
+        self.visitor
+            .reject(&|| key_location(document, path), reason, true);
+        false
     }
 
     fn reject_here(&mut self, reason: Reason) -> bool {
-        self.batch
-            .reject(|| key_location(self.document, &self.path), reason);
+        let (document, path) = (self.document, &self.path);
+        self.visitor
+            .reject(&|| key_location(document, path), reason, false);
         true
     }
 

@@ -34,6 +34,7 @@ pub mod otlp;
 pub mod remote_write;
 pub mod statsd;
 mod tags;
+pub mod visit;
 mod wire;
 
 pub use batch::{

@@ -536,3 +536,59 @@ fn many_bad_documents_are_counted_but_listed_up_to_the_bound() {
         "document 100, line 100, column 7 (byte 996)"
     );
 }
+
+#[allow(dead_code)]
+mod fuzz_checks;
+
+/// Keys plain and with `|ST[…]` tags.
+fn arb_tagged_key() -> impl Strategy<Value = String> + Clone {
+    prop_oneof![
+        "[a-c]{1,2}",
+        "[a-c]{1,2}\\|ST\\[[a-c]{1,2}:[a-c]{0,2}\\]",
+        "[a-c]\\|ST\\[[a-c]:[a-c],[a-c]:[a-c]\\]",
+    ]
+}
+
+fn object(members: &[(String, String)]) -> String {
+    let members: Vec<String> = members.iter().map(|(k, v)| format!("{k:?}:{v}")).collect();
+    format!("{{{}}}", members.join(","))
+}
+
+/// Documents whose keys carry `|ST[…]` tags and whose values carry `_tags`, interleaved with
+/// plain values and `H[..]=n` arrays: what `tags_id`s and lent bins must get right.
+fn arb_tagged_json() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        (0u32..100).prop_map(|v| v.to_string()),
+        "[a-c]{1,3}".prop_map(|s| format!("{s:?}")),
+        (prop::collection::vec(("[a-c]", "[a-c]"), 1..3), 0u32..9).prop_map(|(tags, v)| {
+            let tags: Vec<String> = tags.iter().map(|(c, v)| format!("\"{c}:{v}\"")).collect();
+            format!(
+                r#"{{"_type":"n","_value":{v},"_tags":[{}]}}"#,
+                tags.join(",")
+            )
+        }),
+        prop::collection::vec((1u8..10, 0u8..10, 1u32..50), 0..5).prop_map(|bins| {
+            let bins: Vec<String> = bins
+                .iter()
+                .map(|(m0, m1, c)| format!("\"H[{m0}.{m1}e+00]={c}\""))
+                .collect();
+            format!(r#"{{"_type":"h","_value":[{}]}}"#, bins.join(","))
+        }),
+    ];
+    let value = leaf.prop_recursive(4, 48, 6, |inner| {
+        prop::collection::vec((arb_tagged_key(), inner), 0..6).prop_map(|m| object(&m))
+    });
+    prop::collection::vec((arb_tagged_key(), value), 0..8).prop_map(|m| object(&m))
+}
+
+proptest! {
+    /// `visit` hands over exactly `parse`'s samples and rejections, equal `tags_id`s carry
+    /// equal tags and do not come back, and lent bins are in storage order.
+    #[test]
+    fn visit_keeps_the_promises_of_its_borrowed_metrics(
+        documents in prop::collection::vec(arb_tagged_json(), 1..4),
+    ) {
+        let body = documents.join("\n");
+        fuzz_checks::httptrap(body.as_bytes());
+    }
+}

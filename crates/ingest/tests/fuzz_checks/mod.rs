@@ -13,7 +13,73 @@ use ingest::{
 const NOW_MS: i64 = 1_795_305_600_000;
 
 pub fn httptrap(data: &[u8]) {
-    check(data, &httptrap::parse(data, &Options::at(NOW_MS)));
+    let batch = httptrap::parse(data, &Options::at(NOW_MS));
+    check(data, &batch);
+    httptrap_visit(data, &batch);
+}
+
+/// `httptrap::visit` keeps the promises of its borrowed metrics: within a document, equal
+/// `tags_id`s carry equal tags and an id does not come back once another followed it (the
+/// server keeps only the last id's tag set), lent histogram bins are strictly ascending with
+/// counts above zero, and the metrics and rejections are `parse`'s, in its order.
+pub fn httptrap_visit(data: &[u8], batch: &Batch) {
+    let mut checker = VisitChecker::default();
+    httptrap::visit(data, &Options::at(NOW_MS), &mut checker);
+    assert_eq!(
+        checker.samples, batch.samples,
+        "visit hands over parse's samples"
+    );
+    assert_eq!(checker.rejections, batch.rejected_total);
+    assert_eq!(checker.stopped, batch.stopped());
+}
+
+#[derive(Default)]
+struct VisitChecker {
+    /// This document's ids in order of first use, with their tags.
+    ids: Vec<(u64, Vec<(String, String)>)>,
+    samples: Vec<ingest::Sample>,
+    rejections: usize,
+    stopped: bool,
+}
+
+impl ingest::visit::Visitor for VisitChecker {
+    fn document(&mut self, _index: usize, _metrics: usize) {
+        self.ids.clear();
+    }
+
+    fn metric(&mut self, metric: ingest::visit::Metric<'_>) -> bool {
+        assert!(!self.stopped, "no metric after a stopping rejection");
+        let tags = metric.tags.to_vec();
+        match self.ids.iter().position(|(id, _)| *id == metric.tags_id) {
+            Some(at) => {
+                assert_eq!(
+                    at,
+                    self.ids.len() - 1,
+                    "tags_id {} came back",
+                    metric.tags_id
+                );
+                assert_eq!(self.ids[at].1, tags, "tags_id {}", metric.tags_id);
+            }
+            None => self.ids.push((metric.tags_id, tags)),
+        }
+        if let ingest::visit::ValueRef::Histogram(h)
+        | ingest::visit::ValueRef::CumulativeHistogram(h) = &metric.value
+        {
+            if let ingest::visit::HistogramRef::Sorted { keys, counts } = h {
+                assert_eq!(keys.len(), counts.len());
+                assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted keys");
+                assert!(counts.iter().all(|&c| c > 0), "counts above zero");
+            }
+        }
+        self.samples.push(metric.into_sample());
+        true
+    }
+
+    fn reject(&mut self, _location: &dyn Fn() -> String, _reason: ingest::Reason, rest: bool) {
+        assert!(!self.stopped, "nothing after a stopping rejection");
+        self.rejections += 1;
+        self.stopped = rest;
+    }
 }
 
 pub fn statsd(data: &[u8]) {

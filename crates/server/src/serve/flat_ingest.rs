@@ -1,33 +1,61 @@
-//! httptrap flatbuffer metric lists straight into a store batch: the body is read with
-//! `ingest::flat::visit`, which lends each metric's name and text from the body, each tag list
-//! once per tag set and histogram bins as storage-order keys and counts. A tag set (plus the
-//! request's `__check` tag) is checked and printed once per document (`TagSet`), each metric's
-//! canonical key printed from it into the batch. No `ingest::Sample`, name copy or tag list is
-//! made per metric.
+//! httptrap bodies, JSON or flatbuffer metric lists, straight into a store batch: the body is
+//! read with `ingest::httptrap::visit` or `ingest::flat::visit`, which lend each metric's name
+//! and text from the body (or the walk's path), each tag list once per `tags_id` and histogram
+//! bins as storage-order keys and counts. A tag list (plus the request's `__check` tag) is
+//! checked and printed once per `tags_id` (`TagSet`), each metric's canonical key printed from it
+//! into the batch. No `ingest::Sample`, name copy or tag list is made per metric.
 //!
-//! The response is exactly what the JSON path's `mapping::map_batch` would make of
-//! `ingest::flat::parse`: the same accepted count, the same rejections in the same order
-//! (parser's first, then the mapping's), nothing stored when the parse stopped. A body with a
-//! numeric metric in mode `Accumulate` or `Average` (values combined per stream and timestamp
-//! within the batch) is handed to that path instead, which implements the combining rule.
+//! The response is exactly what `mapping::map_batch` makes of the encoding's `parse`: the same
+//! accepted count, the same rejections in the same order (parser's first, then the mapping's),
+//! nothing stored when the parse stopped. A body with a numeric metric in mode `Accumulate` or
+//! `Average` (values combined per stream and timestamp within the batch) is handed to that path
+//! instead, which implements the combining rule.
 
 use std::sync::Arc;
 
-use ingest::flat::{Metric, ValueRef, Visitor};
+use ingest::visit::{Metric, ValueRef, Visitor};
 use ingest::{Mode, Options, Reason, Rejection};
 use store::key::{Tag, TagSet};
 
 use super::mapping::{self, Mapped, REJECTIONS_LISTED_MAX};
 use super::{now_ms, unzipped, App, Endpoint, WriteError};
 
-/// `tags_id`s below this are tag sets (0 = no tags), kept in a vector per document; the
-/// reader's ids for names' suffix tags lie above.
+/// Flatbuffers `tags_id`s below this are tag sets (0 = no tags), kept in a vector per document;
+/// the reader's ids for names' suffix tags lie above.
 const TAG_SET_IDS_MAX: u64 = ingest::flat::TAG_SETS_PER_DOCUMENT_MAX as u64 + 1;
 
-/// Decompresses (gzip if sent so), decodes, maps and writes one flatbuffer body; returns what it
+/// The two encodings of an httptrap body, chosen by `Content-Type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    Json,
+    Flat,
+}
+
+impl Encoding {
+    /// `tags_id`s below this are kept per document in a vector; the others one at a time (the
+    /// last one seen). JSON ids never come back once another followed, so the last one is all
+    /// there is to keep.
+    fn set_ids_max(self) -> u64 {
+        match self {
+            Encoding::Json => 0,
+            Encoding::Flat => TAG_SET_IDS_MAX,
+        }
+    }
+
+    /// The owned parse the visit stands for.
+    fn parse(self, body: &[u8], options: &Options) -> ingest::Batch {
+        match self {
+            Encoding::Json => ingest::httptrap::parse(body, options),
+            Encoding::Flat => ingest::flat::parse(body, options),
+        }
+    }
+}
+
+/// Decompresses (gzip if sent so), decodes, maps and writes one httptrap body; returns what it
 /// became. A body whose parse stopped is not written at all.
 pub async fn ingest(
     app: &Arc<App>,
+    encoding: Encoding,
     body: axum::body::Bytes,
     gzip: bool,
     extra_tags: Vec<Tag>,
@@ -38,7 +66,8 @@ pub async fn ingest(
     })?;
     let app = app.clone();
     let joined =
-        tokio::task::spawn_blocking(move || write_body(&app, &body, gzip, &extra_tags)).await;
+        tokio::task::spawn_blocking(move || write_body(&app, encoding, &body, gzip, &extra_tags))
+            .await;
     joined.unwrap_or_else(|e| {
         Err(WriteError::Store {
             retryable: false,
@@ -49,25 +78,29 @@ pub async fn ingest(
 
 fn write_body(
     app: &App,
+    encoding: Encoding,
     body: &[u8],
     gzip: bool,
     extra_tags: &[Tag],
 ) -> Result<Mapped, WriteError> {
     let bytes = unzipped(body, gzip, app.config.limits.body_size_bytes_max)?;
-    let mut mapped = map_body(&bytes, now_ms(), extra_tags);
+    let mut mapped = map_body(encoding, &bytes, now_ms(), extra_tags);
     app.store_mapped(Endpoint::Httptrap, &mut mapped)?;
     Ok(mapped)
 }
 
-/// One flatbuffer body as a store batch plus its rejections (not written yet); `extra_tags`
-/// go on every metric (httptrap's `__check`).
-pub fn map_body(body: &[u8], now_ms: i64, extra_tags: &[Tag]) -> Mapped {
+/// One httptrap body in `encoding` as a store batch plus its rejections (not written yet);
+/// `extra_tags` go on every metric (httptrap's `__check`).
+pub fn map_body(encoding: Encoding, body: &[u8], now_ms: i64, extra_tags: &[Tag]) -> Mapped {
     let options = Options::at(now_ms);
-    let mut writer = BatchWriter::new(now_ms, extra_tags);
-    ingest::flat::visit(body, &options, &mut writer);
+    let mut writer = BatchWriter::new(now_ms, extra_tags, encoding.set_ids_max());
+    match encoding {
+        Encoding::Json => ingest::httptrap::visit(body, &options, &mut writer),
+        Encoding::Flat => ingest::flat::visit(body, &options, &mut writer),
+    }
     if writer.combining {
-        // Rare (statsd-like counters sent as flatbuffers): the owned path combines modes.
-        return mapping::map_batch(ingest::flat::parse(body, &options), now_ms, extra_tags);
+        // Rare (statsd-like counters, `_fl` in JSON): the owned path combines modes.
+        return mapping::map_batch(encoding.parse(body, &options), now_ms, extra_tags);
     }
     writer.finish()
 }
@@ -77,6 +110,8 @@ pub fn map_body(body: &[u8], now_ms: i64, extra_tags: &[Tag]) -> Mapped {
 struct BatchWriter<'t> {
     now_ms: i64,
     extra_tags: &'t [Tag],
+    /// `tags_id`s below this are kept in `sets`, the others in `other_set`.
+    set_ids_max: u64,
     mapped: Mapped,
     /// The parser's rejections (as `ingest::Batch` keeps them: the first
     /// `REJECTIONS_LISTED_MAX`, plus a stopping one), and their count.
@@ -87,7 +122,8 @@ struct BatchWriter<'t> {
     map_rejected_total: usize,
     /// The current document's tag sets by `tags_id` (with `extra_tags`), built on first use.
     sets: Vec<Option<Result<TagSet, String>>>,
-    /// The last tag list with a larger `tags_id` (a name's `|ST[…]` tags).
+    /// The last tag list with a `tags_id` from `set_ids_max` up (a flatbuffer name's `|ST[…]`
+    /// tags, every JSON tag list).
     other_set: Option<(u64, Result<TagSet, String>)>,
     /// Scratch for the canonical key being pushed.
     key: String,
@@ -96,10 +132,11 @@ struct BatchWriter<'t> {
 }
 
 impl<'t> BatchWriter<'t> {
-    fn new(now_ms: i64, extra_tags: &'t [Tag]) -> BatchWriter<'t> {
+    fn new(now_ms: i64, extra_tags: &'t [Tag], set_ids_max: u64) -> BatchWriter<'t> {
         BatchWriter {
             now_ms,
             extra_tags,
+            set_ids_max,
             mapped: Mapped::default(),
             parse_rejected: Vec::new(),
             parse_rejected_total: 0,
@@ -130,7 +167,7 @@ impl<'t> BatchWriter<'t> {
                 .chain(extra_tags.iter().map(|t| (t.category(), t.value())));
             TagSet::new(pairs).map_err(|e| e.to_string())
         };
-        if tags_id < TAG_SET_IDS_MAX {
+        if tags_id < self.set_ids_max {
             // Bounded by TAG_SET_IDS_MAX entries.
             let at = tags_id as usize;
             if self.sets.len() <= at {
@@ -273,9 +310,14 @@ mod tests {
     /// The direct path against the owned one (`flat::parse` then `map_batch`, what the server
     /// did before): the same batch, counts, rejections and stop.
     fn assert_same_as_owned(body: &[u8]) -> Mapped {
-        let direct = map_body(body, NOW_MS, &check_tag());
+        assert_same_as_owned_in(Encoding::Flat, body)
+    }
+
+    /// The direct path against the owned one (the encoding's `parse` then `map_batch`).
+    fn assert_same_as_owned_in(encoding: Encoding, body: &[u8]) -> Mapped {
+        let direct = map_body(encoding, body, NOW_MS, &check_tag());
         let owned = mapping::map_batch(
-            ingest::flat::parse(body, &Options::at(NOW_MS)),
+            encoding.parse(body, &Options::at(NOW_MS)),
             NOW_MS,
             &check_tag(),
         );
@@ -481,6 +523,150 @@ mod tests {
                 count,
                 "round {round}"
             );
+        }
+    }
+
+    /// One httptrap JSON body of every kind of value, key and rejection; `fl` adds `_fl`
+    /// numerics (which make the body take the owned path).
+    fn mixed_json(fl: bool) -> String {
+        let b64 = histogram(&[0.25, 0.25, 40.0]).to_base64();
+        let counters = if fl {
+            r#""reqs": {"_type": "L", "_value": 3, "_fl": "+"},
+               "reqs|ST[x:1]": {"_type": "L", "_value": 4, "_fl": "+"},
+               "load_avg": {"_type": "n", "_value": [1, 2], "_fl": "~"},"#
+        } else {
+            ""
+        };
+        format!(
+            r#"{{"cpu": 1.5, "state": "up", "quoted": "a\"b", "flag": true, "num_text": "42",
+              "gone": null, "list": [1, "two", 3],
+              "host|ST[host:a]": {{
+                "load": 0.5,
+                "lat": {{"_type": "h", "_value": ["H[1.2e-03]=5", "H[3.4e+00]=2"]}},
+                "lat_unsorted": {{"_type": "h", "_value": ["H[3.4e+00]=2", "H[1.2e-03]=5"]}},
+                "lat_repeated": {{"_type": "h", "_value": ["H[1.2e-03]=5", "H[1.2e-03]=1"]}},
+                "lat_b64": {{"_type": "h", "_value": "{b64}"}},
+                "lat_mixed": {{"_type": "h", "_value": ["{b64}", "H[1.2e-03]=5", 7]}},
+                "cum": {{"_type": "H", "_value": ["H[1.0e+00]=1"], "_tags": ["dc:x"]}},
+                "tagged": {{"_type": "n", "_value": 2, "_tags": ["dc:y", "rack:r1"]}},
+                "text": {{"_type": "s", "_value": "warm", "_ts": {ts}}},
+                {counters}
+                "inner|ST[app:api]": {{"a": 1, "b": {{"_type": "h", "_value": ["H[2.0e+00]=1"]}}}},
+                "after": 9
+              }},
+              "bad": {{"_type": "x", "_value": 1}},
+              "inf": 1e999,
+              "empty_value|ST[flag:]": 1,
+              "h_fl": {{"_type": "h", "_value": ["H[1.0e+00]=1"], "_fl": "+"}},
+              "bad_tag|ST[a:b": 1}}
+            {{"second|ST[host:b]": {{"load": 0.7}}, "cpu": 2.5}}"#,
+            ts = NOW_MS - 5_000
+        )
+    }
+
+    #[test]
+    fn json_bodies_map_like_parse_then_map_batch() {
+        for fl in [false, true] {
+            let body = mixed_json(fl);
+            let mapped = assert_same_as_owned_in(Encoding::Json, body.as_bytes());
+            assert!(!mapped.stopped);
+            // `bad`, `inf` and `bad_tag|…` are the parser's; `empty_value` the mapping's.
+            assert_eq!(mapped.rejected_total, 4, "{:?}", mapped.rejected);
+            assert!(
+                mapped.rejected[0].contains("key `bad`"),
+                "{:?}",
+                mapped.rejected
+            );
+            assert!(
+                mapped.rejected[3].contains("empty_value"),
+                "{:?}",
+                mapped.rejected
+            );
+            let keys: Vec<String> = rows(&mapped).into_iter().map(|r| r.0).collect();
+            for key in [
+                "host`lat|ST[__check:web-1,host:a]",
+                "host`cum|ST[__check:web-1,dc:x,host:a]",
+                "host`tagged|ST[__check:web-1,dc:y,host:a,rack:r1]",
+                "host`inner`b|ST[__check:web-1,app:api,host:a]",
+                "host`after|ST[__check:web-1,host:a]",
+                "second`load|ST[__check:web-1,host:b]",
+            ] {
+                assert!(keys.iter().any(|k| k == key), "{key} in {keys:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn json_fl_counters_combine() {
+        let mapped = assert_same_as_owned_in(Encoding::Json, mixed_json(true).as_bytes());
+        let value_of = |key: &str| rows(&mapped).into_iter().find(|r| r.0 == key).map(|r| r.2);
+        let reqs = value_of("host`reqs|ST[__check:web-1,host:a]");
+        assert_eq!(reqs, Some(store::Value::Numeric(3.0)));
+        let load = value_of("host`load_avg|ST[__check:web-1,host:a]");
+        assert_eq!(load, Some(store::Value::Numeric(1.5)));
+    }
+
+    #[test]
+    fn json_stops_and_bounds_match_the_owned_path() {
+        for body in [
+            &b""[..],
+            b"{\"a\": 1} {\"b\": ",
+            b"{\"a\": 1, \"b\": [1, 2,]}",
+            b"{\"a|ST[t:v]\": {\"x\": 1}} garbage",
+            b"{\"\\ud800\": 1, \"ok\": 2}",
+        ] {
+            assert_same_as_owned_in(Encoding::Json, body);
+        }
+        let stopped = assert_same_as_owned_in(Encoding::Json, b"{\"a\": 1} {\"b\": ");
+        assert!(stopped.stopped && stopped.batch.is_empty());
+    }
+
+    /// Generated JSON documents (nested keys with and without `|ST[…]`, repeated names, every
+    /// kind, bad values, several documents) give what the owned path gives.
+    #[test]
+    fn generated_json_matches_the_owned_path() {
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move |n: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % n
+        };
+        for round in 0..40 {
+            let mut body = String::new();
+            for _ in 0..1 + next(3) {
+                body.push('{');
+                for member in 0..1 + next(30) {
+                    if member > 0 {
+                        body.push(',');
+                    }
+                    let key = match next(4) {
+                        0 => format!("k{}|ST[host:h{}]", next(4), next(3)),
+                        1 => format!("k{}|ST[flag:]", next(4)),
+                        _ => format!("k{}", next(6)),
+                    };
+                    let value = match next(9) {
+                        0 => "null".to_owned(),
+                        1 => format!("\"t{}\"", next(3)),
+                        2 => format!(
+                            "{{\"_type\": \"h\", \"_value\": [\"H[{}.0e+00]=2\"]}}",
+                            1 + next(9)
+                        ),
+                        3 => format!("{{\"a\": {}, \"b|ST[app:x]\": {}}}", next(9), next(9)),
+                        4 => "{\"_type\": \"q\", \"_value\": 1}".to_owned(),
+                        5 => format!(
+                            "{{\"_type\": \"n\", \"_value\": {}, \"_tags\": [\"dc:{}\"]}}",
+                            next(9),
+                            next(2)
+                        ),
+                        _ => next(1_000).to_string(),
+                    };
+                    body.push_str(&format!("\"{key}\": {value}"));
+                }
+                body.push('}');
+            }
+            let mapped = assert_same_as_owned_in(Encoding::Json, body.as_bytes());
+            assert!(!mapped.stopped, "round {round}: {body}");
         }
     }
 }

@@ -17,6 +17,7 @@ use serde_json::json;
 use store::key::Tag;
 use tokio::sync::Semaphore;
 
+use super::flat_ingest::Encoding;
 use super::{read, Endpoint, Mapped, Shared, WriteError};
 
 /// The content type of OTLP protobuf bodies (and responses to them).
@@ -315,14 +316,9 @@ async fn httptrap_common(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case(ingest::flat::CONTENT_TYPE));
-    let result = if flat {
-        // Straight from the verified buffer into the store batch.
-        super::flat_ingest::ingest(&app, bytes, gzip, vec![check_tag]).await
-    } else {
-        let parse = ingest::httptrap::parse;
-        app.ingest(Endpoint::Httptrap, bytes, gzip, vec![check_tag], parse)
-            .await
-    };
+    let encoding = if flat { Encoding::Flat } else { Encoding::Json };
+    // Straight from the body into the store batch, without a sample per metric.
+    let result = super::flat_ingest::ingest(&app, encoding, bytes, gzip, vec![check_tag]).await;
     match result {
         Ok(mapped) => httptrap_response(&mapped),
         Err(e) => {
