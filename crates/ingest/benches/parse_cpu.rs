@@ -205,7 +205,7 @@ mod into_batch {
                 let store::KeyRef::Text(key) = key else {
                     panic!("keys are printed as text");
                 };
-                (key.to_owned(), ts_ms, value.clone())
+                (key.to_owned(), ts_ms, value.into_owned())
             })
             .collect()
     }

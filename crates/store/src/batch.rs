@@ -5,6 +5,8 @@
 //! caller got from [`crate::Store::resolve`]. Consecutive samples of one key share one entry,
 //! so the write path resolves each key once per run of samples, not once per sample.
 
+use std::borrow::Cow;
+
 use hist::Histogram;
 
 use crate::index::{Kind, SeriesId};
@@ -72,7 +74,37 @@ pub(crate) struct BatchSample {
     /// Index into `WriteBatch::entries`.
     pub(crate) entry: u32,
     pub(crate) ts_ms: i64,
+    /// The value; for a histogram given as bins (`packed` is set) an empty
+    /// `Value::Histogram`, which allocates nothing: its bins are in the batch's `packed`.
     pub(crate) value: Value,
+    pub(crate) packed: Option<PackedBins>,
+}
+
+/// A histogram sample's bins, packed (`packed.rs`) into `WriteBatch::packed` when added.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PackedBins {
+    pub(crate) bins: u32,
+    pub(crate) start: u32,
+    pub(crate) end: u32,
+}
+
+/// Most bytes of packed bins one batch holds (a batch of `BATCH_SAMPLES_MAX` histograms of a
+/// few hundred bins at two bytes each is well below it).
+pub const BATCH_PACKED_BYTES_MAX: usize = 1 << 30;
+
+/// A sample's value as added: owned, or a histogram's sorted bins lent by the caller.
+enum Incoming<'a> {
+    Value(Value),
+    Bins { keys: &'a [u16], counts: &'a [u64] },
+}
+
+impl Incoming<'_> {
+    fn kind(&self) -> Kind {
+        match self {
+            Incoming::Value(v) => v.kind(),
+            Incoming::Bins { .. } => Kind::Histogram,
+        }
+    }
 }
 
 /// A batch of samples for [`crate::Store::write`].
@@ -82,6 +114,8 @@ pub struct WriteBatch {
     key_text: String,
     entries: Vec<Entry>,
     samples: Vec<BatchSample>,
+    /// Packed bins of the histograms added as bins, back to back.
+    packed: Vec<u8>,
     has_cumulative: bool,
     /// About the WAL record's size, so the write path allocates it once.
     record_size_hint_bytes: usize,
@@ -145,10 +179,39 @@ impl WriteBatch {
         self.push_key_with(|out| out.push_str(key_text), ts_ms, value)
     }
 
+    /// [`WriteBatch::push_canonical`] for a histogram given as its bins: storage-order keys,
+    /// strictly ascending and valid, and their counts, all above zero (what
+    /// `hist::Histogram::keys` and `counts` hold). They are packed into the batch as they come,
+    /// so adding a histogram allocates nothing once the batch's buffers have grown, and the
+    /// write path copies the packed bins into the WAL record instead of packing them there.
+    pub fn push_canonical_bins(
+        &mut self,
+        key_text: &str,
+        ts_ms: i64,
+        keys: &[u16],
+        counts: &[u64],
+    ) -> Result<usize, StoreError> {
+        let bins = Incoming::Bins { keys, counts };
+        self.push_key_with(|out| out.push_str(key_text), ts_ms, bins)
+    }
+
+    /// [`WriteBatch::push_at`] for a histogram given as its bins (see
+    /// [`WriteBatch::push_canonical_bins`]).
+    pub fn push_at_bins(
+        &mut self,
+        slot: usize,
+        ts_ms: i64,
+        keys: &[u16],
+        counts: &[u64],
+    ) -> Result<(), StoreError> {
+        self.push_at_incoming(slot, ts_ms, Incoming::Bins { keys, counts })
+    }
+
     /// Adds one sample of series `id` (from [`crate::Store::resolve`] on the store this batch
     /// is written to), skipping the key lookup.
     pub fn push_id(&mut self, id: SeriesId, ts_ms: i64, value: Value) -> Result<usize, StoreError> {
-        check(self.samples.len(), &value)?;
+        let value = Incoming::Value(value);
+        check(self.samples.len(), self.packed.len(), &value)?;
         let kind = value.kind();
         let slot = match self.entries.last() {
             Some(Entry {
@@ -164,7 +227,16 @@ impl WriteBatch {
     /// Adds one sample to the series in `slot` (from a `push_*` on this batch since it was last
     /// cleared) without looking its key up again. Panics if the slot is not one of this batch's.
     pub fn push_at(&mut self, slot: usize, ts_ms: i64, value: Value) -> Result<(), StoreError> {
-        check(self.samples.len(), &value)?;
+        self.push_at_incoming(slot, ts_ms, Incoming::Value(value))
+    }
+
+    fn push_at_incoming(
+        &mut self,
+        slot: usize,
+        ts_ms: i64,
+        value: Incoming<'_>,
+    ) -> Result<(), StoreError> {
+        check(self.samples.len(), self.packed.len(), &value)?;
         assert!(
             slot < self.entries.len(),
             "slot {slot} is not in this batch"
@@ -178,13 +250,14 @@ impl WriteBatch {
         Ok(())
     }
 
-    fn push_key_with(
+    fn push_key_with<'v>(
         &mut self,
         write_key: impl FnOnce(&mut String),
         ts_ms: i64,
-        value: Value,
+        value: impl Into<Incoming<'v>>,
     ) -> Result<usize, StoreError> {
-        check(self.samples.len(), &value)?;
+        let value = value.into();
+        check(self.samples.len(), self.packed.len(), &value)?;
         let kind = value.kind();
         let start = self.key_text.len();
         write_key(&mut self.key_text);
@@ -194,7 +267,7 @@ impl WriteBatch {
             if let Target::Text { start: s, end: e } = self.entries[last].target {
                 if self.key_text[s as usize..e as usize] == self.key_text[start..end] {
                     self.key_text.truncate(start);
-                    self.push_at(last, ts_ms, value)?;
+                    self.push_at_incoming(last, ts_ms, value)?;
                     return Ok(last);
                 }
             }
@@ -225,20 +298,37 @@ impl WriteBatch {
         Ok(self.entries.len() - 1)
     }
 
-    fn push_sample(&mut self, slot: usize, ts_ms: i64, value: Value) {
+    fn push_sample(&mut self, slot: usize, ts_ms: i64, value: Incoming<'_>) {
         debug_assert_eq!(self.entries[slot].kind, value.kind());
+        let (value, packed) = match value {
+            Incoming::Value(value) => (value, None),
+            Incoming::Bins { keys, counts } => {
+                let start = self.packed.len();
+                crate::packed::pack(keys, counts, &mut self.packed);
+                let packed = PackedBins {
+                    bins: keys.len() as u32,
+                    start: start as u32,
+                    end: self.packed.len() as u32,
+                };
+                (Value::Histogram(Histogram::new()), Some(packed))
+            }
+        };
         self.has_cumulative |= matches!(value, Value::CumulativeHistogram(_));
         // Group header, timestamp and value, generously: a histogram bin takes at most 10 bytes.
         self.record_size_hint_bytes += 16
-            + match &value {
-                Value::Numeric(_) => 8,
-                Value::Text(t) => t.len(),
-                Value::Histogram(h) | Value::CumulativeHistogram(h) => 4 + 10 * h.bin_count(),
+            + match (&value, packed) {
+                (_, Some(p)) => 4 + (p.end - p.start) as usize,
+                (Value::Numeric(_), None) => 8,
+                (Value::Text(t), None) => t.len(),
+                (Value::Histogram(h) | Value::CumulativeHistogram(h), None) => {
+                    4 + 10 * h.bin_count()
+                }
             };
         self.samples.push(BatchSample {
             entry: slot as u32,
             ts_ms,
             value,
+            packed,
         });
     }
 
@@ -268,11 +358,27 @@ impl WriteBatch {
         &self.samples
     }
 
-    /// Every sample in the order added, with the key it names.
-    pub fn samples(&self) -> impl Iterator<Item = (KeyRef<'_>, i64, &Value)> + '_ {
+    /// The packed bins of every histogram added as bins (`BatchSample::packed` says where).
+    pub(crate) fn packed_bytes(&self) -> &[u8] {
+        &self.packed
+    }
+
+    /// Every sample in the order added, with the key it names (a histogram added as bins
+    /// unpacked into a `Value`).
+    pub fn samples(&self) -> impl Iterator<Item = (KeyRef<'_>, i64, Cow<'_, Value>)> + '_ {
         self.samples
             .iter()
-            .map(|s| (self.key_ref(s.entry as usize), s.ts_ms, &s.value))
+            .map(|s| (self.key_ref(s.entry as usize), s.ts_ms, self.value_of(s)))
+    }
+
+    /// A sample's value, unpacked if it was added as bins.
+    pub(crate) fn value_of<'a>(&'a self, s: &'a BatchSample) -> Cow<'a, Value> {
+        match s.packed {
+            None => Cow::Borrowed(&s.value),
+            Some(p) => Cow::Owned(Value::Histogram(crate::packed::unpack_trusted(
+                &self.packed[p.start as usize..p.end as usize],
+            ))),
+        }
     }
 
     /// About the size of the batch's WAL record, in bytes.
@@ -298,24 +404,60 @@ impl WriteBatch {
         self.key_text.clear();
         self.entries.clear();
         self.samples.clear();
+        self.packed.clear();
         self.has_cumulative = false;
         self.record_size_hint_bytes = 0;
     }
 }
 
-/// The per-sample bounds: batch size and text length.
-fn check(sample_count: usize, value: &Value) -> Result<(), StoreError> {
+impl From<Value> for Incoming<'_> {
+    fn from(value: Value) -> Self {
+        Incoming::Value(value)
+    }
+}
+
+/// The per-sample bounds: batch size, text length, and that bins lent as a histogram are one
+/// (keys valid and strictly ascending, counts above zero, one count per key).
+fn check(sample_count: usize, packed_bytes: usize, value: &Incoming<'_>) -> Result<(), StoreError> {
+    /// Most bytes `packed::pack` writes for one bin.
+    const PACKED_BIN_BYTES_MAX: usize = 20;
     if sample_count >= BATCH_SAMPLES_MAX {
         return Err(StoreError::BatchTooLarge);
     }
-    if let Value::Text(text) = value {
-        if text.len() > TEXT_BYTES_MAX {
-            return Err(StoreError::TextTooLong {
-                len_bytes: text.len(),
-            });
+    if let Incoming::Bins { keys, .. } = value {
+        if packed_bytes + keys.len() * PACKED_BIN_BYTES_MAX > BATCH_PACKED_BYTES_MAX {
+            return Err(StoreError::BatchTooLarge);
         }
     }
-    Ok(())
+    match value {
+        Incoming::Value(Value::Text(text)) if text.len() > TEXT_BYTES_MAX => {
+            Err(StoreError::TextTooLong {
+                len_bytes: text.len(),
+            })
+        }
+        Incoming::Bins { keys, counts } => check_bins(keys, counts),
+        Incoming::Value(_) => Ok(()),
+    }
+}
+
+fn check_bins(keys: &[u16], counts: &[u64]) -> Result<(), StoreError> {
+    let why = if keys.len() != counts.len() {
+        Some("as many counts as keys")
+    } else if keys.len() > hist::BIN_COUNT_MAX {
+        Some("at most hist::BIN_COUNT_MAX bins")
+    } else if !keys.windows(2).all(|w| w[0] < w[1]) {
+        Some("strictly ascending keys")
+    } else if !keys.iter().all(|&k| hist::key_is_valid(k)) {
+        Some("valid bin keys")
+    } else if counts.contains(&0) {
+        Some("counts above zero")
+    } else {
+        None
+    };
+    match why {
+        Some(expected) => Err(StoreError::InvalidBins { expected }),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -536,7 +536,13 @@ impl Inner {
         let mut record = self.record_buffer();
         record.reserve(16 + batch.record_size_hint_bytes());
         let mut bins_at = Vec::new();
-        wal::encode_batch(batch.batch_samples(), ids, &mut record, &mut bins_at);
+        wal::encode_batch(
+            batch.batch_samples(),
+            batch.packed_bytes(),
+            ids,
+            &mut record,
+            &mut bins_at,
+        );
         let encoded = EncodedBatch {
             record: &record,
             bins_at: &bins_at,
@@ -580,7 +586,7 @@ impl Inner {
         let _gate = self.gate.read().map_err(|_| StoreError::Poisoned)?;
         if batch.has_cumulative() {
             // Differences need owned groups, made in WAL order under the state lock.
-            let groups = wal::batch_groups(batch.batch_samples(), ids);
+            let groups = wal::batch_groups(batch.batch_samples(), batch.packed_bytes(), ids);
             let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
             let ticket = self.journal.submit(&[record])?;
             let groups = differences(&mut state, groups);

@@ -18,6 +18,11 @@ pub enum StoreError {
     TextTooLong {
         len_bytes: usize,
     },
+    /// Bins lent as a histogram (`WriteBatch::push_canonical_bins`) are not one: `expected`
+    /// says what they must be.
+    InvalidBins {
+        expected: &'static str,
+    },
     /// A WAL record failed to decode although the journal's CRC matched: a bug or a foreign
     /// writer, never served as data.
     WalCorrupt {

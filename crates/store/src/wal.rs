@@ -78,6 +78,7 @@ pub fn encode(groups: &[Group], out: &mut Vec<u8>) {
 /// entries): the head takes a histogram's bins from there instead of packing them again.
 pub(crate) fn encode_batch(
     samples: &[BatchSample],
+    packed: &[u8],
     ids: &[SeriesId],
     out: &mut Vec<u8>,
     bins_at: &mut Vec<Range<u32>>,
@@ -103,7 +104,13 @@ pub(crate) fn encode_batch(
             debug_assert_eq!(tag_of(&s.value), tag);
             put_varint(out, zigzag(s.ts_ms.wrapping_sub(prev_ts_ms)));
             prev_ts_ms = s.ts_ms;
-            if let Value::Histogram(h) | Value::CumulativeHistogram(h) = &s.value {
+            if let Some(p) = s.packed {
+                // Bins the batch packed when they were added: copied, not packed again.
+                put_varint(out, u64::from(p.bins));
+                let start = out.len();
+                out.extend_from_slice(&packed[p.start as usize..p.end as usize]);
+                *bins = start as u32..out.len() as u32;
+            } else if let Value::Histogram(h) | Value::CumulativeHistogram(h) = &s.value {
                 put_varint(out, h.bin_count() as u64);
                 let start = out.len();
                 crate::packed::pack_histogram(h, out);
@@ -122,11 +129,17 @@ fn same_run(a: &BatchSample, b: &BatchSample) -> bool {
 }
 
 /// The batch as WAL groups: maximal runs of samples of one entry with one value tag, in order.
-pub(crate) fn batch_groups(samples: &[BatchSample], ids: &[SeriesId]) -> Vec<Group> {
+pub(crate) fn batch_groups(samples: &[BatchSample], packed: &[u8], ids: &[SeriesId]) -> Vec<Group> {
+    let value = |s: &BatchSample| match s.packed {
+        Some(p) => Value::Histogram(crate::packed::unpack_trusted(
+            &packed[p.start as usize..p.end as usize],
+        )),
+        None => s.value.clone(),
+    };
     batch_runs(samples, ids)
         .map(|run| Group {
             id: ids[run[0].entry as usize],
-            samples: run.iter().map(|s| (s.ts_ms, s.value.clone())).collect(),
+            samples: run.iter().map(|s| (s.ts_ms, value(s))).collect(),
         })
         .collect()
 }
@@ -411,6 +424,7 @@ mod tests {
                     entry: entry as u32,
                     ts_ms: *ts_ms,
                     value: value.clone(),
+                    packed: None,
                 });
             }
         }
@@ -421,17 +435,17 @@ mod tests {
             }
         }
         let mut from_batch = Vec::new();
-        encode_batch(&samples, &ids, &mut from_batch, &mut Vec::new());
+        encode_batch(&samples, &[], &ids, &mut from_batch, &mut Vec::new());
         let mut from_groups = Vec::new();
         encode(&groups, &mut from_groups);
         assert_eq!(from_batch, from_groups);
         assert!(bits_equal(&decode(&from_batch).unwrap(), &groups));
-        assert!(bits_equal(&batch_groups(&samples, &ids), &groups));
+        assert!(bits_equal(&batch_groups(&samples, &[], &ids), &groups));
         // A rejected entry's samples are left out of the record.
         ids[0] = REJECTED;
         let mut without = Vec::new();
         let mut bins_at = Vec::new();
-        encode_batch(&samples, &ids, &mut without, &mut bins_at);
+        encode_batch(&samples, &[], &ids, &mut without, &mut bins_at);
         assert!(bits_equal(&decode(&without).unwrap(), &groups[1..]));
         // Every histogram sample's packed bins are where `bins_at` says; nothing else has any.
         assert_eq!(bins_at.len(), samples.len());

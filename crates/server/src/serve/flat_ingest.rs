@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use ingest::visit::{Metric, ValueRef, Visitor};
+use ingest::visit::{HistogramRef, Metric, ValueRef, Visitor};
 use ingest::{Mode, Options, Reason, Rejection};
 use store::key::{Tag, TagSet};
 
@@ -205,6 +205,12 @@ impl<'t> BatchWriter<'t> {
     }
 }
 
+/// What a metric puts into the batch: an owned value, or a histogram's bins in storage order.
+enum Pushed<'m> {
+    Value(store::Value),
+    Bins(&'m [u16], &'m [u64]),
+}
+
 impl Visitor for BatchWriter<'_> {
     fn document(&mut self, _index: usize, _metrics: usize) {
         // Tags ids are per document.
@@ -231,11 +237,15 @@ impl Visitor for BatchWriter<'_> {
                 self.combining = true;
                 return false;
             }
-            ValueRef::Numeric(v) => store::Value::Numeric(v),
-            ValueRef::Text(text) => store::Value::Text(text.to_owned()),
-            ValueRef::Histogram(h) => store::Value::Histogram(h.into_histogram()),
+            ValueRef::Numeric(v) => Pushed::Value(store::Value::Numeric(v)),
+            ValueRef::Text(text) => Pushed::Value(store::Value::Text(text.to_owned())),
+            // Bins in storage order go into the batch packed, with no histogram built.
+            ValueRef::Histogram(HistogramRef::Sorted { keys, counts }) => {
+                Pushed::Bins(keys, counts)
+            }
+            ValueRef::Histogram(h) => Pushed::Value(store::Value::Histogram(h.into_histogram())),
             ValueRef::CumulativeHistogram(h) => {
-                store::Value::CumulativeHistogram(h.into_histogram())
+                Pushed::Value(store::Value::CumulativeHistogram(h.into_histogram()))
             }
         };
         let mut key = std::mem::take(&mut self.key);
@@ -247,11 +257,14 @@ impl Visitor for BatchWriter<'_> {
         match written {
             Err(e) => self.map_reject(|| format!("metric `{name}`: {e}")),
             Ok(()) => {
-                match self
-                    .mapped
-                    .batch
-                    .push_canonical(&key, ts_ms.unwrap_or(self.now_ms), value)
-                {
+                let (batch, ts_ms) = (&mut self.mapped.batch, ts_ms.unwrap_or(self.now_ms));
+                let pushed = match value {
+                    Pushed::Value(value) => batch.push_canonical(&key, ts_ms, value),
+                    Pushed::Bins(keys, counts) => {
+                        batch.push_canonical_bins(&key, ts_ms, keys, counts)
+                    }
+                };
+                match pushed {
                     Ok(_) => self.mapped.accepted += 1,
                     Err(e) => self.map_reject(|| format!("metric `{key}`: {e}")),
                 }
@@ -302,7 +315,7 @@ mod tests {
                 let store::KeyRef::Text(key) = key else {
                     panic!("a key printed as text");
                 };
-                (key.to_owned(), ts_ms, value.clone())
+                (key.to_owned(), ts_ms, value.into_owned())
             })
             .collect()
     }

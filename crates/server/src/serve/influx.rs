@@ -278,7 +278,7 @@ mod tests {
                     store::KeyRef::Text(t) => t.to_owned(),
                     store::KeyRef::Id(id) => format!("#{}", id.0),
                 };
-                (key, ts, v.clone())
+                (key, ts, v.into_owned())
             })
             .collect()
     }

@@ -274,7 +274,7 @@ mod tests {
     fn values(mapped: &Mapped) -> Vec<(String, i64, f64)> {
         let mut out = Vec::new();
         for (key, ts, v) in mapped.batch.samples() {
-            if let (store::KeyRef::Text(k), store::Value::Numeric(x)) = (key, v) {
+            if let (store::KeyRef::Text(k), store::Value::Numeric(x)) = (key, &*v) {
                 out.push((k.to_owned(), ts, *x));
             }
         }

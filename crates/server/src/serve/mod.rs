@@ -80,6 +80,7 @@ fn classify(e: &StoreError) -> WriteError {
     match e {
         StoreError::KindMismatchInBatch { .. }
         | StoreError::TextTooLong { .. }
+        | StoreError::InvalidBins { .. }
         | StoreError::BatchTooLarge
         | StoreError::Index(IndexError::KindMismatch { .. })
         | StoreError::Index(IndexError::Key(_)) => WriteError::Client(e.to_string()),

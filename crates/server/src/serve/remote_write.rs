@@ -408,7 +408,7 @@ mod tests {
     fn keys(batch: &WriteBatch) -> Vec<(String, i64, f64)> {
         let mut out = Vec::new();
         for (key, ts, v) in batch.samples() {
-            if let (store::KeyRef::Text(k), store::Value::Numeric(x)) = (key, v) {
+            if let (store::KeyRef::Text(k), store::Value::Numeric(x)) = (key, &*v) {
                 out.push((k.to_owned(), ts, *x));
             }
         }

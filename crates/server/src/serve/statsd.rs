@@ -267,7 +267,7 @@ mod tests {
     fn numbers(batch: &WriteBatch) -> Vec<(String, f64)> {
         batch
             .samples()
-            .filter_map(|(key, _, v)| match (key, v) {
+            .filter_map(|(key, _, v)| match (key, &*v) {
                 (store::KeyRef::Text(k), store::Value::Numeric(x)) => Some((k.to_owned(), *x)),
                 _ => None,
             })
@@ -292,7 +292,7 @@ mod tests {
             .samples()
             .find(|(key, _, _)| *key == store::KeyRef::Text("lat"))
             .unwrap();
-        match lat.2 {
+        match &*lat.2 {
             store::Value::Histogram(h) => assert_eq!(h.sample_count(), 2),
             other => panic!("{other:?}"),
         }
