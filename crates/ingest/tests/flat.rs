@@ -494,18 +494,7 @@ fn numeric_columns_exact_i32_or_f64() {
         f64::MIN,
         9_007_199_254_740_993.0,
     ];
-    let samples: Vec<Sample> = ints
-        .iter()
-        .chain(&doubles)
-        .enumerate()
-        .map(|(i, &v)| Sample {
-            name: format!("v{i}"),
-            tags: vec![].into(),
-            ts_ms: None,
-            value: Value::Numeric(v),
-            mode: Mode::Set,
-        })
-        .collect();
+    let samples = numerics(ints.iter().chain(&doubles).copied());
     let body = flat::encode(&samples);
     let list = schema::root_as_metric_list(&body).unwrap();
     let document = list.documents().unwrap().get(0);
@@ -566,17 +555,7 @@ fn non_finite_values_rejected_alone() {
         2.5,
         3.0,
     ];
-    let samples: Vec<Sample> = values
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| Sample {
-            name: format!("v{i}"),
-            tags: vec![].into(),
-            ts_ms: None,
-            value: Value::Numeric(v),
-            mode: Mode::Set,
-        })
-        .collect();
+    let samples = numerics(values.iter().copied());
     let batch = parse(&flat::encode(&samples));
     let kept: Vec<(&str, u64)> = batch
         .samples
@@ -1088,4 +1067,19 @@ fn seed_corpus_passes_the_fuzz_checks() {
             std::fs::write(dir.join(format!("seed-v3-{i}")), seed).unwrap();
         }
     }
+}
+
+/// Numeric samples `v0`, `v1`, … of the given values, untagged, at receipt.
+fn numerics(values: impl IntoIterator<Item = f64>) -> Vec<Sample> {
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| Sample {
+            name: format!("v{i}"),
+            tags: vec![].into(),
+            ts_ms: None,
+            value: Value::Numeric(v),
+            mode: Mode::Set,
+        })
+        .collect()
 }

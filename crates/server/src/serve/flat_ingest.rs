@@ -322,6 +322,15 @@ mod tests {
 
     /// The direct path against the owned one (`flat::parse` then `map_batch`, what the server
     /// did before): the same batch, counts, rejections and stop.
+    /// Rejection `i` of `mapped` mentions `needle`.
+    fn assert_rejection(mapped: &Mapped, i: usize, needle: &str) {
+        assert!(
+            mapped.rejected.get(i).is_some_and(|r| r.contains(needle)),
+            "rejection {i} should mention {needle:?}: {:?}",
+            mapped.rejected
+        );
+    }
+
     fn assert_same_as_owned(body: &[u8]) -> Mapped {
         assert_same_as_owned_in(Encoding::Flat, body)
     }
@@ -440,16 +449,8 @@ mod tests {
         let mapped = assert_same_as_owned(&ingest::flat::encode(&samples));
         assert_eq!(mapped.accepted, 1);
         assert_eq!(mapped.rejected_total, 2, "{:?}", mapped.rejected);
-        assert!(
-            mapped.rejected[0].contains("(`inf`)"),
-            "{:?}",
-            mapped.rejected
-        );
-        assert!(
-            mapped.rejected[1].contains("bad_tag"),
-            "{:?}",
-            mapped.rejected
-        );
+        assert_rejection(&mapped, 0, "(`inf`)");
+        assert_rejection(&mapped, 1, "bad_tag");
         assert!(!mapped.stopped);
     }
 
@@ -585,16 +586,8 @@ mod tests {
             assert!(!mapped.stopped);
             // `bad`, `inf` and `bad_tag|…` are the parser's; `empty_value` the mapping's.
             assert_eq!(mapped.rejected_total, 4, "{:?}", mapped.rejected);
-            assert!(
-                mapped.rejected[0].contains("key `bad`"),
-                "{:?}",
-                mapped.rejected
-            );
-            assert!(
-                mapped.rejected[3].contains("empty_value"),
-                "{:?}",
-                mapped.rejected
-            );
+            assert_rejection(&mapped, 0, "key `bad`");
+            assert_rejection(&mapped, 3, "empty_value");
             let keys: Vec<String> = rows(&mapped).into_iter().map(|r| r.0).collect();
             for key in [
                 "host`lat|ST[__check:web-1,host:a]",
