@@ -80,6 +80,18 @@ pub(crate) struct BatchSample {
     pub(crate) packed: Option<PackedBins>,
 }
 
+impl BatchSample {
+    /// The sample's value, unpacked from the batch's `packed` bytes if it was added as bins.
+    pub(crate) fn value<'a>(&'a self, packed: &[u8]) -> Cow<'a, Value> {
+        match self.packed {
+            None => Cow::Borrowed(&self.value),
+            Some(p) => Cow::Owned(Value::Histogram(crate::packed::unpack_trusted(
+                &packed[p.start as usize..p.end as usize],
+            ))),
+        }
+    }
+}
+
 /// A histogram sample's bins, packed (`packed.rs`) into `WriteBatch::packed` when added.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PackedBins {
@@ -164,7 +176,11 @@ impl WriteBatch {
         ts_ms: i64,
         value: Value,
     ) -> Result<usize, StoreError> {
-        self.push_key_with(|out| key.write_canonical(out), ts_ms, value)
+        self.push_key_with(
+            |out| key.write_canonical(out),
+            ts_ms,
+            Incoming::Value(value),
+        )
     }
 
     /// Adds one sample of the series whose canonical key text is `key_text` (as
@@ -176,7 +192,7 @@ impl WriteBatch {
         ts_ms: i64,
         value: Value,
     ) -> Result<usize, StoreError> {
-        self.push_key_with(|out| out.push_str(key_text), ts_ms, value)
+        self.push_key_with(|out| out.push_str(key_text), ts_ms, Incoming::Value(value))
     }
 
     /// [`WriteBatch::push_canonical`] for a histogram given as its bins: storage-order keys,
@@ -250,13 +266,12 @@ impl WriteBatch {
         Ok(())
     }
 
-    fn push_key_with<'v>(
+    fn push_key_with(
         &mut self,
         write_key: impl FnOnce(&mut String),
         ts_ms: i64,
-        value: impl Into<Incoming<'v>>,
+        value: Incoming<'_>,
     ) -> Result<usize, StoreError> {
-        let value = value.into();
         check(self.samples.len(), self.packed.len(), &value)?;
         let kind = value.kind();
         let start = self.key_text.len();
@@ -366,19 +381,13 @@ impl WriteBatch {
     /// Every sample in the order added, with the key it names (a histogram added as bins
     /// unpacked into a `Value`).
     pub fn samples(&self) -> impl Iterator<Item = (KeyRef<'_>, i64, Cow<'_, Value>)> + '_ {
-        self.samples
-            .iter()
-            .map(|s| (self.key_ref(s.entry as usize), s.ts_ms, self.value_of(s)))
-    }
-
-    /// A sample's value, unpacked if it was added as bins.
-    pub(crate) fn value_of<'a>(&'a self, s: &'a BatchSample) -> Cow<'a, Value> {
-        match s.packed {
-            None => Cow::Borrowed(&s.value),
-            Some(p) => Cow::Owned(Value::Histogram(crate::packed::unpack_trusted(
-                &self.packed[p.start as usize..p.end as usize],
-            ))),
-        }
+        self.samples.iter().map(|s| {
+            (
+                self.key_ref(s.entry as usize),
+                s.ts_ms,
+                s.value(&self.packed),
+            )
+        })
     }
 
     /// About the size of the batch's WAL record, in bytes.
@@ -407,12 +416,6 @@ impl WriteBatch {
         self.packed.clear();
         self.has_cumulative = false;
         self.record_size_hint_bytes = 0;
-    }
-}
-
-impl From<Value> for Incoming<'_> {
-    fn from(value: Value) -> Self {
-        Incoming::Value(value)
     }
 }
 

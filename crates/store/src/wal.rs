@@ -130,16 +130,13 @@ fn same_run(a: &BatchSample, b: &BatchSample) -> bool {
 
 /// The batch as WAL groups: maximal runs of samples of one entry with one value tag, in order.
 pub(crate) fn batch_groups(samples: &[BatchSample], packed: &[u8], ids: &[SeriesId]) -> Vec<Group> {
-    let value = |s: &BatchSample| match s.packed {
-        Some(p) => Value::Histogram(crate::packed::unpack_trusted(
-            &packed[p.start as usize..p.end as usize],
-        )),
-        None => s.value.clone(),
-    };
     batch_runs(samples, ids)
         .map(|run| Group {
             id: ids[run[0].entry as usize],
-            samples: run.iter().map(|s| (s.ts_ms, value(s))).collect(),
+            samples: run
+                .iter()
+                .map(|s| (s.ts_ms, s.value(packed).into_owned()))
+                .collect(),
         })
         .collect()
 }
