@@ -431,11 +431,7 @@ fn per_metric_rejections() {
     assert_eq!(locations[0], "document 0, metric 1 (`nan`)");
     assert_eq!(locations[13], "document 0, metric 14 (`bad_llhist`)");
     assert_eq!(locations[16], "document 0, metric 17 (``)");
-    let reasons: Vec<String> = batch
-        .rejected
-        .iter()
-        .map(|r| r.reason.to_string())
-        .collect();
+    let reasons = reasons_of(&batch);
     assert!(reasons[0].contains("finite"), "{}", reasons[0]);
     assert!(reasons[1].contains("finite"), "{}", reasons[1]);
     assert!(matches!(
@@ -573,11 +569,7 @@ fn non_finite_values_rejected_alone() {
     ];
     assert_eq!(kept, expected);
     assert_eq!(batch.rejected_total, 3);
-    let reasons: Vec<String> = batch
-        .rejected
-        .iter()
-        .map(|r| r.reason.to_string())
-        .collect();
+    let reasons = reasons_of(&batch);
     for (reason, shown) in reasons.iter().zip(["NaN", "inf", "-inf"]) {
         assert!(reason.contains("a finite value"), "{reason}");
         assert!(reason.contains(shown), "{reason}");
@@ -609,11 +601,7 @@ fn numeric_columns_checked_and_aligned() {
             ("z", &Value::Numeric(2.5)),
         ]
     );
-    let reasons: Vec<String> = batch
-        .rejected
-        .iter()
-        .map(|r| r.reason.to_string())
-        .collect();
+    let reasons = reasons_of(&batch);
     assert_eq!(reasons.len(), 4);
     assert!(reasons[2].contains("ints[3] missing"), "{}", reasons[2]);
     assert!(reasons[3].contains("doubles[3] missing"), "{}", reasons[3]);
@@ -628,11 +616,7 @@ fn numeric_columns_checked_and_aligned() {
     doc.push("d", 0, schema::Kind::Double, SET);
     let batch = parse(&build(&[doc]));
     assert_eq!(batch.samples, []);
-    let reasons: Vec<String> = batch
-        .rejected
-        .iter()
-        .map(|r| r.reason.to_string())
-        .collect();
+    let reasons = reasons_of(&batch);
     assert!(reasons[0].contains("ints[0] missing"), "{}", reasons[0]);
     assert!(reasons[1].contains("doubles[0] missing"), "{}", reasons[1]);
 }
@@ -1081,5 +1065,14 @@ fn numerics(values: impl IntoIterator<Item = f64>) -> Vec<Sample> {
             value: Value::Numeric(v),
             mode: Mode::Set,
         })
+        .collect()
+}
+
+/// Every rejection's reason, as text.
+fn reasons_of(batch: &ingest::Batch) -> Vec<String> {
+    batch
+        .rejected
+        .iter()
+        .map(|r| r.reason.to_string())
         .collect()
 }

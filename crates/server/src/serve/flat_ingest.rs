@@ -322,6 +322,18 @@ mod tests {
 
     /// The direct path against the owned one (`flat::parse` then `map_batch`, what the server
     /// did before): the same batch, counts, rejections and stop.
+    /// A seeded generator: each call gives a number below `n` (an LCG; the data only has to
+    /// vary reproducibly).
+    fn below(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut state = seed;
+        move |n| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % n
+        }
+    }
+
     /// Rejection `i` of `mapped` mentions `needle`.
     fn assert_rejection(mapped: &Mapped, i: usize, needle: &str) {
         assert!(
@@ -496,13 +508,7 @@ mod tests {
     /// kind, bad values) give what the owned path gives.
     #[test]
     fn generated_lists_match_the_owned_path() {
-        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move |n: u64| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 33) % n
-        };
+        let mut next = below(0x9e37_79b9_7f4a_7c15);
         for round in 0..40 {
             let count = 1 + next(300) as usize;
             let samples: Vec<Sample> = (0..count)
@@ -631,13 +637,7 @@ mod tests {
     /// kind, bad values, several documents) give what the owned path gives.
     #[test]
     fn generated_json_matches_the_owned_path() {
-        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move |n: u64| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 33) % n
-        };
+        let mut next = below(0x2545_f491_4f6c_dd1d);
         for round in 0..40 {
             let mut body = String::new();
             for _ in 0..1 + next(3) {
