@@ -49,6 +49,12 @@ impl KeyedBins {
         self.keys.is_empty()
     }
 
+    pub fn capacity_bytes(&self) -> usize {
+        self.keys.capacity() * std::mem::size_of::<u16>()
+            + self.counts.capacity() * std::mem::size_of::<u64>()
+            + self.pairs.capacity() * std::mem::size_of::<(u16, u64)>()
+    }
+
     pub fn reserve(&mut self, bins: usize) {
         self.keys.reserve(bins);
         self.counts.reserve(bins);

@@ -35,6 +35,34 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
 /// `"H[…]=n"` bin arrays in storage order as the tokenizer's keys and counts. At most
 /// `SAMPLES_PER_BATCH_MAX` metrics are handed over; the one after rejects the rest of the body.
 pub fn visit<V: Visitor>(input: &[u8], options: &Options, visitor: &mut V) {
+    visit_with(input, options, visitor, &mut Scratch::default());
+}
+
+/// The buffers reading a body needs (the token tape, the bin vectors), for a caller that reads
+/// many bodies and keeps them from one to the next: grown and faulted in once, not per body.
+#[derive(Default)]
+pub struct Scratch {
+    tape: Vec<Token>,
+    bins: KeyedBins,
+    walk_bins: KeyedBins,
+}
+
+impl Scratch {
+    /// Bytes the buffers have allocated, for a caller bounding what it keeps between bodies.
+    pub fn capacity_bytes(&self) -> usize {
+        self.tape.capacity() * std::mem::size_of::<Token>()
+            + self.bins.capacity_bytes()
+            + self.walk_bins.capacity_bytes()
+    }
+}
+
+/// [`visit`] with the caller's buffers.
+pub fn visit_with<V: Visitor>(
+    input: &[u8],
+    options: &Options,
+    visitor: &mut V,
+    scratch: &mut Scratch,
+) {
     if input.len() > json::BODY_BYTES_MAX {
         let reason = Reason::Bound {
             what: "httptrap JSON body bytes",
@@ -44,12 +72,14 @@ pub fn visit<V: Visitor>(input: &[u8], options: &Options, visitor: &mut V) {
         visitor.reject(&|| "body".to_owned(), reason, true);
         return;
     }
-    let mut tokenizer = Tokenizer::new(input);
+    let mut tokenizer = Tokenizer::with_bins(input, std::mem::take(&mut scratch.bins));
     // One token per 32 body bytes up front (numeric documents have about one per 8, histogram
     // bin arrays two per array): fewer regrowth copies on large documents, without faulting in
     // pages for a tape that bin arrays leave mostly empty.
-    let mut tape = Vec::with_capacity((input.len() / 32).min(TAPE_RESERVE_TOKENS_MAX));
-    let bins = Cell::new(KeyedBins::default());
+    let mut tape = std::mem::take(&mut scratch.tape);
+    tape.clear();
+    tape.reserve((input.len() / 32).min(TAPE_RESERVE_TOKENS_MAX));
+    let bins = Cell::new(std::mem::take(&mut scratch.walk_bins));
     let (mut document, mut accepted) = (0, 0);
     // Validating the whole body once (the common case: it is all UTF-8) lets token texts be
     // plain slices instead of a UTF-8 check per token.
@@ -91,6 +121,9 @@ pub fn visit<V: Visitor>(input: &[u8], options: &Options, visitor: &mut V) {
         }
     }
     debug_assert!(tokenizer.position() <= input.len());
+    scratch.tape = tape;
+    scratch.bins = tokenizer.into_bins();
+    scratch.walk_bins = bins.take();
 }
 
 fn reject_document(visitor: &mut impl Visitor, input: &[u8], document: usize, e: DocumentError) {

@@ -115,15 +115,22 @@ const BINS_RESERVE_BODY_BYTES_MAX: usize = 16 << 20;
 pub(crate) type Document = Result<(), DocumentError>;
 
 impl<'a> Tokenizer<'a> {
-    pub(crate) fn new(s: &'a [u8]) -> Tokenizer<'a> {
+    /// A tokenizer reading its `Bins` arrays into `bins` (emptied), a caller's kept buffers.
+    pub(crate) fn with_bins(s: &'a [u8], mut bins: KeyedBins) -> Tokenizer<'a> {
+        bins.clear();
         Tokenizer {
             s,
             pos: 0,
             open: Vec::new(),
             open_tokens: Vec::new(),
             doc_error: None,
-            bins: KeyedBins::default(),
+            bins,
         }
+    }
+
+    /// The bin buffers, for the caller to keep for its next body.
+    pub(crate) fn into_bins(self) -> KeyedBins {
+        self.bins
     }
 
     pub(crate) fn position(&self) -> usize {
@@ -268,9 +275,10 @@ impl<'a> Tokenizer<'a> {
         if !is_value_key {
             return false;
         }
-        if self.bins.keys.capacity() == 0 {
-            // Sized once per body for the bins its text can hold: a body of histograms grew
-            // the vectors a dozen times, copying and faulting them in each time.
+        if self.bins.is_empty() {
+            // Sized once per body for the bins its text can hold (a no-op on the kept buffers
+            // of a caller reading many bodies): a body of histograms grew the vectors a dozen
+            // times, copying and faulting them in each time.
             let bins = self.s.len().min(BINS_RESERVE_BODY_BYTES_MAX) / BIN_TEXT_BYTES_MIN;
             self.bins.reserve(bins);
         }
@@ -594,7 +602,7 @@ mod tests {
     use super::*;
 
     fn tape(s: &str) -> Result<Vec<(Kind, String)>, SyntaxError> {
-        let mut t = Tokenizer::new(s.as_bytes());
+        let mut t = Tokenizer::with_bins(s.as_bytes(), KeyedBins::default());
         let mut tape = Vec::new();
         let mut out = Vec::new();
         while let Some(doc) = t.next_document(&mut tape) {

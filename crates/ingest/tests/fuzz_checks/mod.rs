@@ -31,6 +31,27 @@ pub fn httptrap_visit(data: &[u8], batch: &Batch) {
     );
     assert_eq!(checker.rejections, batch.rejected_total);
     assert_eq!(checker.stopped, batch.stopped());
+    // The same with buffers kept from every body read before on this thread (as the server
+    // keeps them): what earlier bodies left in them changes nothing.
+    let mut kept = VisitChecker::default();
+    SCRATCH.with(|scratch| {
+        httptrap::visit_with(
+            data,
+            &Options::at(NOW_MS),
+            &mut kept,
+            &mut scratch.borrow_mut(),
+        )
+    });
+    assert_eq!(
+        kept.samples, batch.samples,
+        "a kept scratch changes nothing"
+    );
+    assert_eq!(kept.rejections, batch.rejected_total);
+    assert_eq!(kept.stopped, batch.stopped());
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<httptrap::Scratch> = Default::default();
 }
 
 #[derive(Default)]

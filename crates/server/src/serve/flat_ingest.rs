@@ -11,11 +11,14 @@
 //! `Average` (values combined per stream and timestamp within the batch) is handed to that path
 //! instead, which implements the combining rule.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
+use ingest::httptrap::Scratch;
 use ingest::visit::{HistogramRef, Metric, ValueRef, Visitor};
 use ingest::{Mode, Options, Reason, Rejection};
 use store::key::{Tag, TagSet};
+use store::WriteBatch;
 
 use super::mapping::{self, Mapped, REJECTIONS_LISTED_MAX};
 use super::{now_ms, unzipped, App, Endpoint, WriteError};
@@ -56,7 +59,7 @@ impl Encoding {
 pub async fn ingest(
     app: &Arc<App>,
     encoding: Encoding,
-    body: axum::body::Bytes,
+    body: impl AsRef<[u8]> + Send + 'static,
     gzip: bool,
     extra_tags: Vec<Tag>,
 ) -> Result<Mapped, WriteError> {
@@ -65,15 +68,29 @@ pub async fn ingest(
         message: "shutting down".to_owned(),
     })?;
     let app = app.clone();
-    let joined =
-        tokio::task::spawn_blocking(move || write_body(&app, encoding, &body, gzip, &extra_tags))
-            .await;
+    let joined = tokio::task::spawn_blocking(move || {
+        write_body(&app, encoding, body.as_ref(), gzip, &extra_tags)
+    })
+    .await;
     joined.unwrap_or_else(|e| {
         Err(WriteError::Store {
             retryable: false,
             message: format!("ingest task failed: {e}"),
         })
     })
+}
+
+/// Samples whose batch a blocking-pool thread keeps for its next body, and bytes of reading
+/// buffers it keeps (larger ones are dropped after use, so one huge body does not pin its
+/// memory).
+const RETAINED_BATCH_SAMPLES_MAX: usize = 100_000;
+const RETAINED_SCRATCH_BYTES_MAX: usize = 32 << 20;
+
+thread_local! {
+    /// A blocking-pool thread's batch and JSON reading buffers, kept between bodies: a
+    /// histogram body's bin vectors and batch are about its size, and allocating them afresh
+    /// per body faulted their pages in every time.
+    static BUFFERS: RefCell<(WriteBatch, Scratch)> = RefCell::new(Default::default());
 }
 
 fn write_body(
@@ -84,18 +101,51 @@ fn write_body(
     extra_tags: &[Tag],
 ) -> Result<Mapped, WriteError> {
     let bytes = unzipped(body, gzip, app.config.limits.body_size_bytes_max)?;
-    let mut mapped = map_body(encoding, &bytes, now_ms(), extra_tags);
-    app.store_mapped(Endpoint::Httptrap, &mut mapped)?;
-    Ok(mapped)
+    let (batch, mut scratch) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    let mut mapped = map_body_with(encoding, &bytes, now_ms(), extra_tags, batch, &mut scratch);
+    let result = app.store_mapped(Endpoint::Httptrap, &mut mapped);
+    let mut batch = std::mem::take(&mut mapped.batch);
+    if batch.sample_count() > RETAINED_BATCH_SAMPLES_MAX {
+        batch = WriteBatch::new();
+    }
+    batch.clear();
+    if scratch.capacity_bytes() > RETAINED_SCRATCH_BYTES_MAX {
+        scratch = Scratch::default();
+    }
+    BUFFERS.with(|b| *b.borrow_mut() = (batch, scratch));
+    result.map(|()| mapped)
 }
 
 /// One httptrap body in `encoding` as a store batch plus its rejections (not written yet);
 /// `extra_tags` go on every metric (httptrap's `__check`).
-pub fn map_body(encoding: Encoding, body: &[u8], now_ms: i64, extra_tags: &[Tag]) -> Mapped {
+#[cfg(test)]
+fn map_body(encoding: Encoding, body: &[u8], now_ms: i64, extra_tags: &[Tag]) -> Mapped {
+    let batch = WriteBatch::new();
+    map_body_with(
+        encoding,
+        body,
+        now_ms,
+        extra_tags,
+        batch,
+        &mut Scratch::default(),
+    )
+}
+
+/// [`map_body`] into `batch` (empty on entry), reading with the caller's buffers.
+fn map_body_with(
+    encoding: Encoding,
+    body: &[u8],
+    now_ms: i64,
+    extra_tags: &[Tag],
+    batch: WriteBatch,
+    scratch: &mut Scratch,
+) -> Mapped {
+    debug_assert_eq!(batch.sample_count(), 0, "an empty batch");
     let options = Options::at(now_ms);
     let mut writer = BatchWriter::new(now_ms, extra_tags, encoding.set_ids_max());
+    writer.mapped.batch = batch;
     match encoding {
-        Encoding::Json => ingest::httptrap::visit(body, &options, &mut writer),
+        Encoding::Json => ingest::httptrap::visit_with(body, &options, &mut writer, scratch),
         Encoding::Flat => ingest::flat::visit(body, &options, &mut writer),
     }
     if writer.combining {

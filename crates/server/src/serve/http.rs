@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -164,6 +164,49 @@ async fn metrics(State(app): State<Shared>) -> Response {
         .into_response()
 }
 
+/// Request bodies' buffers kept for the next requests, and the largest kept: a body read into
+/// a buffer allocated for it faulted in its pages every time (a histogram body is about a
+/// megabyte). Bounded both ways, so a burst of huge bodies does not pin their memory.
+const BODY_POOL_BUFFERS_MAX: usize = 8;
+const BODY_POOL_BUFFER_BYTES_MAX: usize = 16 << 20;
+
+static BODY_POOL: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+
+/// A request body read into a buffer from `BODY_POOL`, which gets it back when dropped.
+pub struct PooledBody(Vec<u8>);
+
+impl PooledBody {
+    /// An empty body whose buffer holds at least `size_bytes`.
+    fn with_capacity(size_bytes: usize) -> PooledBody {
+        let kept = BODY_POOL.lock().ok().and_then(|mut pool| pool.pop());
+        let mut buffer = kept.unwrap_or_default();
+        debug_assert!(buffer.is_empty());
+        buffer.reserve(size_bytes);
+        PooledBody(buffer)
+    }
+}
+
+impl AsRef<[u8]> for PooledBody {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for PooledBody {
+    fn drop(&mut self) {
+        let mut buffer = std::mem::take(&mut self.0);
+        if buffer.capacity() > BODY_POOL_BUFFER_BYTES_MAX {
+            return;
+        }
+        buffer.clear();
+        if let Ok(mut pool) = BODY_POOL.lock() {
+            if pool.len() < BODY_POOL_BUFFERS_MAX {
+                pool.push(buffer);
+            }
+        }
+    }
+}
+
 /// A body problem as (status, message).
 struct BodyError(StatusCode, String);
 
@@ -173,7 +216,7 @@ async fn read_body<'a>(
     app: &'a Shared,
     headers: &HeaderMap,
     body: Body,
-) -> Result<(Bytes, bool, tokio::sync::SemaphorePermit<'a>), BodyError> {
+) -> Result<(PooledBody, bool, tokio::sync::SemaphorePermit<'a>), BodyError> {
     let size_max = app.config.limits.body_size_bytes_max;
     let too_large = || {
         BodyError(
@@ -212,14 +255,33 @@ async fn read_body<'a>(
         .await
         .map_err(|_| BodyError(StatusCode::SERVICE_UNAVAILABLE, "shutting down".to_owned()))?;
     let limit = usize::try_from(size_max).unwrap_or(usize::MAX);
-    match http_body_util::Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok((collected.to_bytes(), gzip, permit)),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => Err(BodyError(
-            StatusCode::BAD_REQUEST,
-            format!("reading the request body: {e}"),
-        )),
+    // Each frame is copied out as it comes and dropped, so the connection's read buffer is
+    // reused for the next (collecting every frame first held the whole body in fresh read
+    // buffers, then copied it once more into a new buffer: two bodies of newly faulted pages
+    // per request). The buffer is a kept one, sized once from Content-Length (checked against
+    // the limit above).
+    let declared_bytes = declared.and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+    let mut out = PooledBody::with_capacity(declared_bytes.min(limit));
+    let mut body = http_body_util::Limited::new(body, limit);
+    // Bounded: `Limited` ends the body with an error past `limit` bytes.
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Some(data) = frame.data_ref() {
+                    out.0.extend_from_slice(data);
+                }
+            }
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
+            Err(e) => {
+                return Err(BodyError(
+                    StatusCode::BAD_REQUEST,
+                    format!("reading the request body: {e}"),
+                ))
+            }
+        }
     }
+    debug_assert!(out.0.len() <= limit);
+    Ok((out, gzip, permit))
 }
 
 /// The status and message of a failed ingest.

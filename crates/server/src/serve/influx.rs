@@ -25,7 +25,7 @@ use super::{now_ms, unzipped, App, Endpoint, WriteError};
 /// Decompresses (gzip if sent so), reads and writes one body; returns what it became.
 pub async fn ingest(
     app: &Arc<App>,
-    body: axum::body::Bytes,
+    body: impl AsRef<[u8]> + Send + 'static,
     gzip: bool,
     precision: Precision,
 ) -> Result<Mapped, WriteError> {
@@ -35,7 +35,7 @@ pub async fn ingest(
     })?;
     let app = app.clone();
     let joined =
-        tokio::task::spawn_blocking(move || write_body(&app, &body, gzip, precision)).await;
+        tokio::task::spawn_blocking(move || write_body(&app, body.as_ref(), gzip, precision)).await;
     joined.unwrap_or_else(|e| {
         Err(WriteError::Store {
             retryable: false,

@@ -192,7 +192,7 @@ impl App {
     pub async fn ingest<F>(
         self: &Arc<Self>,
         endpoint: Endpoint,
-        body: axum::body::Bytes,
+        body: impl AsRef<[u8]> + Send + 'static,
         gzip: bool,
         extra_tags: Vec<Tag>,
         parse: F,
@@ -210,7 +210,7 @@ impl App {
             })?;
         let app = self.clone();
         let joined = tokio::task::spawn_blocking(move || -> Result<Mapped, WriteError> {
-            let bytes = unzipped(&body, gzip, app.config.limits.body_size_bytes_max)?;
+            let bytes = unzipped(body.as_ref(), gzip, app.config.limits.body_size_bytes_max)?;
             let now_ms = now_ms();
             let batch = parse(&bytes, &ingest::Options::at(now_ms));
             let mut mapped = mapping::map_batch(batch, now_ms, &extra_tags);

@@ -26,7 +26,7 @@ use super::{now_ms, unzipped, App, Endpoint, WriteError};
 /// returns what it became. A body rejected whole is not written at all.
 pub async fn ingest(
     app: &Arc<App>,
-    body: axum::body::Bytes,
+    body: impl AsRef<[u8]> + Send + 'static,
     gzip: bool,
 ) -> Result<Mapped, WriteError> {
     let _permit = app.writers.acquire().await.map_err(|_| WriteError::Store {
@@ -34,7 +34,7 @@ pub async fn ingest(
         message: "shutting down".to_owned(),
     })?;
     let app = app.clone();
-    let joined = tokio::task::spawn_blocking(move || write_body(&app, &body, gzip)).await;
+    let joined = tokio::task::spawn_blocking(move || write_body(&app, body.as_ref(), gzip)).await;
     joined.unwrap_or_else(|e| {
         Err(WriteError::Store {
             retryable: false,
