@@ -138,14 +138,33 @@ pub fn run(opts: &RunOptions) -> Result<(String, bool), String> {
                 }
             }
         }
-        for sample in chunk.drain(..) {
-            let value = match sample.value {
-                GenValue::Numeric(v) => Value::Numeric(v),
-                GenValue::Histogram(h) => Value::Histogram(h),
-            };
-            let pushed = match ids.get(sample.series as usize).copied().flatten() {
-                Some(id) if opts.by_id => batch.push_id(id, sample.ts_ms, value).map(|_| ()),
-                _ => batch.push(workload.key(sample.series), sample.ts_ms, value),
+        // Histograms are lent as bins, as the server lends a body's: the generator keeps its
+        // histograms (and frees them when it makes the next chunk, on its own time).
+        for sample in &chunk {
+            let id = ids
+                .get(sample.series as usize)
+                .copied()
+                .flatten()
+                .filter(|_| opts.by_id);
+            let ts_ms = sample.ts_ms;
+            let pushed = match (&sample.value, id) {
+                (GenValue::Numeric(v), Some(id)) => {
+                    batch.push_id(id, ts_ms, Value::Numeric(*v)).map(|_| ())
+                }
+                (GenValue::Numeric(v), None) => {
+                    batch.push(workload.key(sample.series), ts_ms, Value::Numeric(*v))
+                }
+                (GenValue::Histogram(h), Some(id)) => batch
+                    .push_id_bins(id, ts_ms, h.keys(), h.counts())
+                    .map(|_| ()),
+                (GenValue::Histogram(h), None) => batch
+                    .push_canonical_bins(
+                        workload.key(sample.series).canonical_str(),
+                        ts_ms,
+                        h.keys(),
+                        h.counts(),
+                    )
+                    .map(|_| ()),
             };
             pushed.map_err(|e| format!("building batch {batches}: {e}"))?;
         }

@@ -226,7 +226,28 @@ impl WriteBatch {
     /// Adds one sample of series `id` (from [`crate::Store::resolve`] on the store this batch
     /// is written to), skipping the key lookup.
     pub fn push_id(&mut self, id: SeriesId, ts_ms: i64, value: Value) -> Result<usize, StoreError> {
-        let value = Incoming::Value(value);
+        self.push_id_incoming(id, ts_ms, Incoming::Value(value))
+    }
+
+    /// [`WriteBatch::push_id`] for a histogram given as its bins (see
+    /// [`WriteBatch::push_canonical_bins`]): an in-process writer keeps its histograms, the
+    /// batch holds them packed.
+    pub fn push_id_bins(
+        &mut self,
+        id: SeriesId,
+        ts_ms: i64,
+        keys: &[u16],
+        counts: &[u64],
+    ) -> Result<usize, StoreError> {
+        self.push_id_incoming(id, ts_ms, Incoming::Bins { keys, counts })
+    }
+
+    fn push_id_incoming(
+        &mut self,
+        id: SeriesId,
+        ts_ms: i64,
+        value: Incoming<'_>,
+    ) -> Result<usize, StoreError> {
         check(self.samples.len(), self.packed.len(), &value)?;
         let kind = value.kind();
         let slot = match self.entries.last() {

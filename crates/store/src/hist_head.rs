@@ -14,7 +14,7 @@
 //! their accumulators directly. The result is the same as merging each sample into its period
 //! as it comes: merging is commutative and counts saturate the same way.
 
-use hist::{Accumulator, Histogram, ACCUMULATOR_SPAN_MAX};
+use hist::{Accumulator, Histogram};
 
 use crate::packed;
 
@@ -70,11 +70,11 @@ impl Open {
 /// Buffers reused by every fold of one head, so a fold allocates nothing once they have grown.
 #[derive(Debug, Default)]
 pub(crate) struct MergeScratch {
-    /// Counts by key, all zero between folds (a fold zeroes what it touched); sized to every
-    /// key on first use.
-    dense: Vec<u64>,
+    /// Counts by key, all zero between folds (a fold zeroes what it touched); made on first
+    /// use.
+    dense: Option<Box<packed::DenseCounts>>,
     /// A bit per key of `dense` with a count (cleared with it).
-    touched: Vec<u64>,
+    touched: Option<Box<packed::DenseBits>>,
     /// One sample packed, for a late sample's merge.
     packed: Vec<u8>,
 }
@@ -286,11 +286,8 @@ fn fold_dense<'a>(
     scratch: &mut MergeScratch,
     out: &mut Vec<u8>,
 ) {
-    if scratch.dense.is_empty() {
-        scratch.dense = vec![0; ACCUMULATOR_SPAN_MAX];
-        scratch.touched = vec![0; ACCUMULATOR_SPAN_MAX.div_ceil(64)];
-    }
-    let (dense, touched) = (&mut scratch.dense[..], &mut scratch.touched[..]);
+    let dense = &mut **scratch.dense.get_or_insert_with(packed::zeroed_dense);
+    let touched = &mut **scratch.touched.get_or_insert_with(packed::zeroed_dense);
     let (mut lo, mut hi) = (usize::MAX, 0usize);
     let mut add = |sample: &[u8]| {
         packed::add_to_dense(sample, dense, touched, (&mut lo, &mut hi));
@@ -371,7 +368,8 @@ mod tests {
             series.fold(&mut scratch);
             proptest::prop_assert_eq!(series.periods_in(i64::MIN, i64::MAX), want);
             // A fold leaves the dense array zeroed.
-            proptest::prop_assert!(scratch.dense.iter().all(|&c| c == 0));
+            proptest::prop_assert!(scratch.dense.iter().flat_map(|d| d.iter()).all(|&c| c == 0));
+            proptest::prop_assert!(scratch.touched.iter().flat_map(|t| t.iter()).all(|&w| w == 0));
         }
     }
 }

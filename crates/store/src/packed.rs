@@ -136,19 +136,47 @@ trait Sink {
     }
 
     /// A group of `GROUP` one-byte gaps and counts after key `next` (trusted bytes: see
-    /// `walk_trusted`), returning the key after its last. By default through `group`.
+    /// `walk_trusted`), as two little-endian words, returning the key after its last. By
+    /// default through `group`.
     #[inline(always)]
-    fn group_bytes(&mut self, mut next: usize, word: &[u8; 2 * GROUP]) -> usize {
+    fn group_words(&mut self, mut next: usize, words: [u64; 2]) -> usize {
         let (mut keys, mut counts) = ([0u16; GROUP], [0u8; GROUP]);
-        for (j, pair) in word.chunks_exact(2).enumerate() {
-            let key = next + usize::from(pair[0]);
+        for j in 0..GROUP {
+            let (gap, count) = pair_at(words, j);
+            let key = next + gap;
             keys[j] = key as u16;
-            counts[j] = pair[1];
+            counts[j] = count as u8;
             next = key + 1;
         }
         self.group(&keys, &counts);
         next
     }
+}
+
+/// The `2 * GROUP` bytes at `at` as two little-endian words, if there are that many: loaded
+/// as words, not assembled byte by byte (which the compiler did for a byte array).
+#[inline(always)]
+fn group_words_at(bytes: &[u8], at: usize) -> Option<[u64; 2]> {
+    let group = bytes.get(at..at + 2 * GROUP)?;
+    let (a, b) = group.split_at(GROUP);
+    let (Ok(a), Ok(b)) = (<[u8; 8]>::try_from(a), <[u8; 8]>::try_from(b)) else {
+        return None;
+    };
+    Some([u64::from_le_bytes(a), u64::from_le_bytes(b)])
+}
+
+/// Bin `j` of a group's words: its gap and count bytes.
+#[inline(always)]
+fn pair_at(words: [u64; 2], j: usize) -> (usize, u64) {
+    let pair = words[j / 4] >> (16 * (j % 4));
+    ((pair & 0xff) as usize, (pair >> 8) & 0xff)
+}
+
+/// The sum of the four gap bytes (the even bytes) of a group word: each below 0x80, so the
+/// sum fits the top 16 bits the multiply gathers it into.
+#[inline(always)]
+fn gap_sum(word: u64) -> usize {
+    ((word & 0x00ff_00ff_00ff_00ff).wrapping_mul(0x0001_0001_0001_0001) >> 48) as usize
 }
 
 /// A closure called for every bin.
@@ -190,12 +218,10 @@ fn walk_trusted(bytes: &[u8], sink: &mut impl Sink) -> usize {
     let (mut at, mut next, mut bins) = (0usize, 0usize, 0usize);
     // Bounded: every step takes at least two bytes.
     while at < bytes.len() {
-        if let Some(group) = bytes.get(at..at + 2 * GROUP) {
-            let mut word = [0u8; 2 * GROUP];
-            word.copy_from_slice(group);
-            if u128::from_le_bytes(word) & 0x8080_8080_8080_8080_8080_8080_8080_8080 == 0 {
+        if let Some(words) = group_words_at(bytes, at) {
+            if (words[0] | words[1]) & 0x8080_8080_8080_8080 == 0 {
                 // Eight one-byte gaps and counts.
-                next = sink.group_bytes(next, &word);
+                next = sink.group_words(next, words);
                 at += 2 * GROUP;
                 bins += GROUP;
                 continue;
@@ -213,13 +239,29 @@ fn walk_trusted(bytes: &[u8], sink: &mut impl Sink) -> usize {
     bins
 }
 
+/// Entries of a dense count array: one per 16-bit key, so that a key (cut to 16 bits) indexes
+/// it with no bounds check.
+pub const DENSE_KEYS: usize = 1 << 16;
+/// A count per key, for [`add_to_dense`] and [`pack_dense`].
+pub type DenseCounts = [u64; DENSE_KEYS];
+/// A bit per key of a [`DenseCounts`].
+pub type DenseBits = [u64; DENSE_KEYS / 64];
+
+/// A zeroed dense array (of counts or bits), on the heap.
+pub fn zeroed_dense<const N: usize>() -> Box<[u64; N]> {
+    match vec![0u64; N].into_boxed_slice().try_into() {
+        Ok(array) => array,
+        Err(_) => unreachable!("a boxed slice of N entries is a boxed array of N"),
+    }
+}
+
 /// Adds every bin of packed bins the store wrote itself (see [`walk_trusted`]) into
 /// `dense[key]` (saturating), sets bit `key` of `touched` and widens `lo ..= hi` to the keys
 /// seen; returns the bins added.
 pub fn add_to_dense(
     bytes: &[u8],
-    dense: &mut [u64],
-    touched: &mut [u64],
+    dense: &mut DenseCounts,
+    touched: &mut DenseBits,
     (lo, hi): (&mut usize, &mut usize),
 ) -> usize {
     let mut sink = Dense {
@@ -233,10 +275,11 @@ pub fn add_to_dense(
     bins
 }
 
-/// [`add_to_dense`]'s sink.
+/// [`add_to_dense`]'s sink. Keys index its arrays cut to 16 bits: no bounds check, and a key
+/// past the last (damage, which the trusted walk does not look for) lands inside them.
 struct Dense<'a> {
-    dense: &'a mut [u64],
-    touched: &'a mut [u64],
+    dense: &'a mut DenseCounts,
+    touched: &'a mut DenseBits,
     lo: usize,
     hi: usize,
 }
@@ -244,16 +287,13 @@ struct Dense<'a> {
 impl Dense<'_> {
     #[inline(always)]
     fn count(&mut self, k: usize, c: u64) {
-        if let Some(slot) = self.dense.get_mut(k) {
-            *slot = slot.saturating_add(c);
-        }
+        let slot = &mut self.dense[k % DENSE_KEYS];
+        *slot = slot.saturating_add(c);
     }
 
     #[inline(always)]
     fn touch(&mut self, k: usize, bits: u64) {
-        if let Some(word) = self.touched.get_mut(k / 64) {
-            *word |= bits;
-        }
+        self.touched[(k % DENSE_KEYS) / 64] |= bits;
     }
 }
 
@@ -267,17 +307,20 @@ impl Sink for Dense<'_> {
         self.hi = self.hi.max(k);
     }
 
-    /// A group's `touched` bits are gathered in a register while its keys stay in one word
-    /// (neighbouring keys, the usual case): setting them in memory one by one chained each
-    /// bin's update of that word on the previous one's. Keys are computed as the counts are
-    /// added, with no array in between.
+    /// A group's `touched` bits are gathered in a register when its keys lie within two
+    /// words (neighbouring keys, the usual case; known up front from the sum of its gaps), so
+    /// the loop has no branch per bin: setting them in memory one by one chained each bin's
+    /// update of a word on the previous one's, and a branch per bin on "same word" mispredicted
+    /// at word boundaries. Keys are computed as the counts are added, with no array in between.
     #[inline(always)]
-    fn group_bytes(&mut self, mut next: usize, word: &[u8; 2 * GROUP]) -> usize {
-        let first = next + usize::from(word[0]);
+    fn group_words(&mut self, mut next: usize, words: [u64; 2]) -> usize {
+        let first = next + pair_at(words, 0).0;
+        let last = next + gap_sum(words[0]) + gap_sum(words[1]) + GROUP - 1;
         let mut bits = 0u64;
-        for pair in word.chunks_exact(2) {
-            let k = next + usize::from(pair[0]);
-            self.count(k, u64::from(pair[1]));
+        for j in 0..GROUP {
+            let (gap, count) = pair_at(words, j);
+            let k = next + gap;
+            self.count(k, count);
             if k / 64 == first / 64 {
                 bits |= 1 << (k % 64);
             } else {
@@ -286,8 +329,9 @@ impl Sink for Dense<'_> {
             next = k + 1;
         }
         self.touch(first, bits);
+        debug_assert_eq!(next - 1, last);
         self.lo = self.lo.min(first);
-        self.hi = self.hi.max(next - 1);
+        self.hi = self.hi.max(last);
         next
     }
 }
@@ -311,8 +355,8 @@ pub fn unpack_trusted(bytes: &[u8]) -> Histogram {
 /// counts from `dense`; leaves both zero where it read them. A period's fold packs its merged
 /// bins this way, straight off the set bits, without gathering keys and counts first.
 pub fn pack_dense(
-    dense: &mut [u64],
-    touched: &mut [u64],
+    dense: &mut DenseCounts,
+    touched: &mut DenseBits,
     (lo, hi): (usize, usize),
     out: &mut Vec<u8>,
 ) {
@@ -559,7 +603,8 @@ mod tests {
             bins in proptest::collection::btree_map(0u16..u16::MAX, 1u64..u64::MAX, 0..300),
             narrow in proptest::collection::vec(1u64..0x80, 0..300),
         ) {
-            let (mut dense, mut touched) = (vec![0u64; 1 << 16], vec![0u64; 1 << 10]);
+            let mut dense: Box<DenseCounts> = zeroed_dense();
+            let mut touched: Box<DenseBits> = zeroed_dense();
             let keys: Vec<u16> = bins.keys().copied().collect();
             // Mostly one-byte counts, as in a merged period, with the wide ones kept.
             let counts: Vec<u64> = bins
@@ -629,8 +674,8 @@ mod tests {
             proptest::prop_assert_eq!(unpack(&grouped).unwrap(), h.clone());
             // The trusted walks read the store's own bins the same way.
             proptest::prop_assert_eq!(unpack_trusted(&grouped), h.clone());
-            let mut dense = vec![0u64; hist::ACCUMULATOR_SPAN_MAX];
-            let mut touched = vec![0u64; hist::ACCUMULATOR_SPAN_MAX.div_ceil(64)];
+            let mut dense: Box<DenseCounts> = zeroed_dense();
+            let mut touched: Box<DenseBits> = zeroed_dense();
             let (mut lo, mut hi) = (usize::MAX, 0usize);
             let twice = [grouped.as_slice(), grouped.as_slice()];
             for bytes in twice {

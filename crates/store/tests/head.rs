@@ -696,7 +696,7 @@ fn wal_power_loss_keeps_every_acknowledged_batch() {
     }
 }
 
-/// Histograms added as sorted bins (`push_canonical_bins` / `push_at_bins`: packed into the
+/// Histograms added as sorted bins (`push_canonical_bins` / `push_at_bins` / `push_id_bins`: packed into the
 /// batch, copied into the WAL record) read back exactly as the same histograms added as values,
 /// from the head and after a reopen replays the WAL, in batches that also hold numerics and
 /// cumulative histograms (which send the whole batch through the cumulative path).
@@ -712,6 +712,12 @@ fn histograms_added_as_bins_equal_histograms_added_as_values() {
         x
     };
     let mut written = Vec::new();
+    let by_id: Vec<_> = (0..5)
+        .map(|s| {
+            let k = key(&format!("as_id_bins|ST[s:{s}]"));
+            store.resolve(&k, store::index::Kind::Histogram).unwrap()
+        })
+        .collect();
     for round in 0..12i64 {
         let mut b = WriteBatch::new();
         for s in 0..5 {
@@ -730,6 +736,10 @@ fn histograms_added_as_bins_equal_histograms_added_as_values() {
                 .unwrap();
             b.histogram(&key(&format!("as_value|ST[s:{s}]")), ts_ms + 1, &h)
                 .unwrap();
+            for t in [ts_ms, ts_ms + 1] {
+                b.push_id_bins(by_id[s as usize], t, h.keys(), h.counts())
+                    .unwrap();
+            }
             written.push(h);
         }
         b.numeric(&key("n"), round, round as f64).unwrap();
@@ -762,8 +772,12 @@ fn histograms_added_as_bins_equal_histograms_added_as_values() {
             let by_bins = view
                 .raw_histograms(id(store, &format!("as_bins|ST[s:{s}]")), 0, i64::MAX)
                 .unwrap();
+            let by_id_bins = view
+                .raw_histograms(id(store, &format!("as_id_bins|ST[s:{s}]")), 0, i64::MAX)
+                .unwrap();
             assert!(!by_value.is_empty());
             assert_eq!(by_bins, by_value, "series {s}");
+            assert_eq!(by_id_bins, by_value, "series {s} by id");
         }
     };
     check(&store);
