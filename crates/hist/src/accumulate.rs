@@ -56,7 +56,23 @@ impl Accumulator {
                 self.lo = lo;
                 self.dense = vec![0; usize::from(hi - lo) + 1];
             }
-            Some((have_lo, have_hi)) => self.widen(lo.min(have_lo), hi.max(have_hi)),
+            Some((have_lo, have_hi)) => {
+                // A side that must grow grows by at least the span it has (clamped to the key
+                // range): bins added in key order, a group at a time, widened the span once per
+                // group and copied it each time.
+                let have = have_hi - have_lo + 1;
+                let lo = if lo < have_lo {
+                    lo.min(have_lo.saturating_sub(have))
+                } else {
+                    have_lo
+                };
+                let hi = if hi > have_hi {
+                    hi.max(have_hi.saturating_add(have).min(KEY_MAX))
+                } else {
+                    have_hi
+                };
+                self.widen(lo, hi)
+            }
         }
     }
 
