@@ -465,6 +465,29 @@ fn check(sample_count: usize, packed_bytes: usize, value: &Incoming<'_>) -> Resu
 }
 
 fn check_bins(keys: &[u16], counts: &[u64]) -> Result<(), StoreError> {
+    if keys.len() == counts.len() && keys.len() <= hist::BIN_COUNT_MAX && bins_fit(keys, counts) {
+        return Ok(());
+    }
+    bins_error(keys, counts)
+}
+
+/// Whether every key is valid and above the one before and every count above zero: one pass
+/// with no branch per bin (the checks in turn, each stopping at its first failure, were three
+/// passes and a branch per bin).
+fn bins_fit(keys: &[u16], counts: &[u64]) -> bool {
+    let ascending = keys
+        .iter()
+        .skip(1)
+        .zip(keys)
+        .fold(true, |ok, (&k, &before)| ok & (before < k));
+    let valid = keys.iter().fold(true, |ok, &k| ok & hist::key_is_valid(k));
+    let positive = counts.iter().fold(true, |ok, &c| ok & (c != 0));
+    ascending & valid & positive
+}
+
+/// Why bins do not fit, naming the first check they fail.
+#[cold]
+fn bins_error(keys: &[u16], counts: &[u64]) -> Result<(), StoreError> {
     let why = if keys.len() != counts.len() {
         Some("as many counts as keys")
     } else if keys.len() > hist::BIN_COUNT_MAX {
@@ -502,6 +525,42 @@ mod tests {
                 KeyRef::Id(id) => (format!("#{}", id.0), ts),
             })
             .collect()
+    }
+
+    proptest::proptest! {
+        /// The one-pass check accepts exactly the bins that pass each check in turn, and
+        /// names the first one they fail.
+        #[test]
+        fn bins_check_is_each_check_in_turn(
+            keys in proptest::collection::vec(
+                proptest::prop_oneof![0u16..300, 32_700u16..33_000, proptest::num::u16::ANY],
+                0..40,
+            ),
+            counts in proptest::collection::vec(0u64..4, 0..40),
+            sorted in proptest::bool::ANY,
+        ) {
+            let mut keys = keys;
+            if sorted {
+                keys.sort_unstable();
+            }
+            let counts = &counts[..counts.len().min(keys.len() + usize::from(keys.len() % 3 == 0))];
+            let model = if keys.len() != counts.len() {
+                Err("as many counts as keys")
+            } else if !keys.windows(2).all(|w| w[0] < w[1]) {
+                Err("strictly ascending keys")
+            } else if !keys.iter().all(|&k| hist::key_is_valid(k)) {
+                Err("valid bin keys")
+            } else if counts.contains(&0) {
+                Err("counts above zero")
+            } else {
+                Ok(())
+            };
+            let got = check_bins(&keys, counts).map_err(|e| match e {
+                StoreError::InvalidBins { expected } => expected,
+                other => panic!("{other:?}"),
+            });
+            proptest::prop_assert_eq!(got, model);
+        }
     }
 
     #[test]
