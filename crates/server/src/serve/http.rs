@@ -666,6 +666,30 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    /// Pooled bodies come out empty, go back when dropped, and the pool keeps at most
+    /// `BODY_POOL_BUFFERS_MAX` buffers of at most `BODY_POOL_BUFFER_BYTES_MAX` each (other
+    /// tests may use the pool at the same time, so only the bounds are asserted exactly).
+    #[test]
+    fn pooled_bodies_are_reused_within_bounds() {
+        let bodies: Vec<PooledBody> = (0..BODY_POOL_BUFFERS_MAX * 2)
+            .map(|i| {
+                let mut body = PooledBody::with_capacity(1 << 10);
+                assert!(body.as_ref().is_empty(), "a pooled body starts empty");
+                body.0.extend_from_slice(format!("body {i}").as_bytes());
+                body
+            })
+            .collect();
+        drop(bodies);
+        let huge = PooledBody::with_capacity(BODY_POOL_BUFFER_BYTES_MAX + 1);
+        drop(huge);
+        let pool = BODY_POOL.lock().unwrap();
+        assert!(!pool.is_empty(), "dropped bodies were kept");
+        assert!(pool.len() <= BODY_POOL_BUFFERS_MAX);
+        assert!(pool
+            .iter()
+            .all(|b| b.is_empty() && b.capacity() <= BODY_POOL_BUFFER_BYTES_MAX));
+    }
+
     #[test]
     fn same_secret_compares_whole_strings() {
         assert!(same_secret("abc", "abc"));
