@@ -109,16 +109,23 @@ impl KeyedBins {
 
 /// The histogram of bins `range` of `from` (read ahead by the tokenizer): lent as they are
 /// when they are in storage order (the common case), built through `scratch` otherwise.
+/// `in_order` is what the tokenizer found as it read them ([`fixed_text_bins_in_order`]).
 pub(crate) fn histogram_of<'f>(
     from: &'f KeyedBins,
     range: std::ops::Range<usize>,
+    in_order: bool,
     scratch: &mut KeyedBins,
 ) -> HistogramRef<'f> {
     let (Some(keys), Some(counts)) = (from.keys.get(range.clone()), from.counts.get(range)) else {
         debug_assert!(false, "a bin range of the tokenizer's");
         return HistogramRef::Built(Histogram::new());
     };
-    if counts.iter().all(|&c| c != 0) && keys.windows(2).all(|w| w[0] < w[1]) {
+    debug_assert_eq!(
+        in_order,
+        counts.iter().all(|&c| c != 0) && keys.windows(2).all(|w| w[0] < w[1]),
+        "the tokenizer's order flag"
+    );
+    if in_order {
         return HistogramRef::Sorted { keys, counts };
     }
     scratch.clear();
@@ -133,8 +140,16 @@ pub(crate) fn histogram_of<'f>(
 /// `None` at the first byte that does not fit (another spelling, a count of 20 digits, spaces),
 /// leaving `bins` partly filled (callers truncate it). For every string it accepts, the bin and
 /// count equal `httptrap::fixed_entry`'s (and so the float path's).
+#[cfg(test)]
 pub(crate) fn fixed_text_bins(s: &[u8], bins: &mut KeyedBins) -> Option<usize> {
+    fixed_text_bins_in_order(s, bins).map(|(end, _)| end)
+}
+
+/// [`fixed_text_bins`], also telling whether the bins it read are in storage order with every
+/// count above zero (what a histogram lent as it is needs), found as they are read.
+pub(crate) fn fixed_text_bins_in_order(s: &[u8], bins: &mut KeyedBins) -> Option<(usize, bool)> {
     let mut i = 0;
+    let (mut previous, mut in_order) = (-1i32, true);
     // Bounded: every step reads at least one bin string.
     loop {
         let (key, count, end) = match s.get(i..i + FAST_BYTES) {
@@ -144,9 +159,11 @@ pub(crate) fn fixed_text_bins(s: &[u8], bins: &mut KeyedBins) -> Option<usize> {
             None => bin_at(s, i),
         }?;
         bins.push(key, count);
+        in_order &= (i32::from(key) > previous) & (count != 0);
+        previous = i32::from(key);
         i = end;
         if s.get(i) != Some(&b',') {
-            return Some(i);
+            return Some((i, in_order));
         }
         i += 1;
     }

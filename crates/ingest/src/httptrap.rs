@@ -311,7 +311,7 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
             },
             Kind::Array => self.elements(index),
             // Only an explicit-form object holds a `Bins` array, and `explicit` reads it.
-            Kind::Bins | Kind::BinRange => {
+            Kind::Bins | Kind::BinRange { .. } => {
                 self.reject_here(Reason::bad_value("a value", self.raw(index)))
             }
             _ => match self.plain(index) {
@@ -467,12 +467,16 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
         let token = self.tape[index];
         if token.kind == Kind::Bins {
             // Read by the tokenizer; the range is in the next token.
-            let range = self
-                .tape
-                .get(index + 1)
-                .map_or(0..0, |r| r.start()..r.end());
+            let (range, in_order) = match self.tape.get(index + 1) {
+                Some(r) => (
+                    r.start()..r.end(),
+                    r.kind == Kind::BinRange { in_order: true },
+                ),
+                None => (0..0, true),
+            };
             let mut scratch = self.bins.take();
-            let histogram = crate::bins::histogram_of(self.read_bins, range, &mut scratch);
+            let histogram =
+                crate::bins::histogram_of(self.read_bins, range, in_order, &mut scratch);
             self.bins.set(scratch);
             return Ok(histogram);
         }
@@ -608,7 +612,7 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
             Kind::True => Ok(Found::Numeric(1.0)),
             Kind::False => Ok(Found::Numeric(0.0)),
             Kind::Null => Ok(Found::Null),
-            Kind::Object | Kind::Array | Kind::Bins | Kind::BinRange => {
+            Kind::Object | Kind::Array | Kind::Bins | Kind::BinRange { .. } => {
                 Err(Reason::bad_value("a scalar", self.raw(index)))
             }
         }
@@ -969,11 +973,16 @@ mod tests {
             let want: Vec<(u16, u64)> =
                 texts.iter().map_while(|t| fixed_entry(t.as_bytes())).collect();
             let mut bins = KeyedBins::default();
-            let got = crate::bins::fixed_text_bins(body.as_bytes(), &mut bins);
+            let read_in_order = crate::bins::fixed_text_bins_in_order(body.as_bytes(), &mut bins);
+            let got = read_in_order.map(|(end, _)| end);
             let read: Vec<(u16, u64)> =
                 bins.keys.iter().copied().zip(bins.counts.iter().copied()).collect();
             if want.len() == texts.len() && !tail.starts_with(',') {
                 prop_assert_eq!(got, Some(list.len()), "{}", body);
+                // The order flag: storage order and every count above zero.
+                let in_order = want.windows(2).all(|w| w[0].0 < w[1].0)
+                    && want.iter().all(|&(_, c)| c != 0);
+                prop_assert_eq!(read_in_order.map(|(_, o)| o), Some(in_order), "{}", body);
                 prop_assert_eq!(read, want, "{}", body);
             } else {
                 prop_assert_eq!(got, None, "{}", body);

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 use crate::batch::JSON_DEPTH_MAX;
-use crate::bins::{fixed_text_bins, KeyedBins};
+use crate::bins::{fixed_text_bins_in_order, KeyedBins};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -31,8 +31,11 @@ pub(crate) enum Kind {
     /// bins were read by the tokenizer (`Tokenizer::bins`), and it has no element tokens.
     /// `start..end` is the array's text; the next token is its `BinRange`.
     Bins,
-    /// After a `Bins` token: `start..end` is its range in `Tokenizer::bins`.
-    BinRange,
+    /// After a `Bins` token: `start..end` is its range in `Tokenizer::bins`; `in_order` when
+    /// those bins are in storage order with every count above zero.
+    BinRange {
+        in_order: bool,
+    },
 }
 
 /// One token, 16 bytes: the tape is written once and read once per body byte or so, so its
@@ -286,15 +289,17 @@ impl<'a> Tokenizer<'a> {
         let read = self
             .s
             .get(self.pos..)
-            .and_then(|rest| fixed_text_bins(rest, &mut self.bins));
-        let Some(len) = read.filter(|&len| self.s.get(self.pos + len) == Some(&b']')) else {
+            .and_then(|rest| fixed_text_bins_in_order(rest, &mut self.bins));
+        let Some((len, in_order)) =
+            read.filter(|&(len, _)| self.s.get(self.pos + len) == Some(&b']'))
+        else {
             self.bins.truncate(first);
             return false;
         };
         let array = tape.len() - 1;
         tape[array].kind = Kind::Bins;
         tape.push(Token::new(
-            Kind::BinRange,
+            Kind::BinRange { in_order },
             first,
             self.bins.len(),
             array + 2,
