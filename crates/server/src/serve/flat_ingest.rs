@@ -80,10 +80,9 @@ pub async fn ingest(
     })
 }
 
-/// Samples whose batch a blocking-pool thread keeps for its next body, and bytes of reading
-/// buffers it keeps (larger ones are dropped after use, so one huge body does not pin its
-/// memory).
-const RETAINED_BATCH_SAMPLES_MAX: usize = 100_000;
+/// Bytes of reading buffers a blocking-pool thread keeps for its next body (larger ones are
+/// dropped after use, so one huge body does not pin its memory; the batch's bound is
+/// `Mapped::take_batch_to_keep`'s).
 const RETAINED_SCRATCH_BYTES_MAX: usize = 32 << 20;
 
 thread_local! {
@@ -104,11 +103,7 @@ fn write_body(
     let (batch, mut scratch) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
     let mut mapped = map_body_with(encoding, &bytes, now_ms(), extra_tags, batch, &mut scratch);
     let result = app.store_mapped(Endpoint::Httptrap, &mut mapped);
-    let mut batch = std::mem::take(&mut mapped.batch);
-    if batch.sample_count() > RETAINED_BATCH_SAMPLES_MAX {
-        batch = WriteBatch::new();
-    }
-    batch.clear();
+    let batch = mapped.take_batch_to_keep();
     if scratch.capacity_bytes() > RETAINED_SCRATCH_BYTES_MAX {
         scratch = Scratch::default();
     }

@@ -44,10 +44,6 @@ pub async fn ingest(
     })
 }
 
-/// Samples whose batch a blocking-pool thread keeps for its next body (larger ones are
-/// dropped after use, so one huge body does not pin its memory).
-const RETAINED_BATCH_SAMPLES_MAX: usize = 100_000;
-
 thread_local! {
     static BUFFERS: RefCell<(WriteBatch, Misses)> = RefCell::new(Default::default());
 }
@@ -68,11 +64,7 @@ fn write_body(
         misses.learn(&app.store, cache);
     }
     misses.clear();
-    let mut batch = std::mem::take(&mut mapped.batch);
-    if batch.sample_count() > RETAINED_BATCH_SAMPLES_MAX {
-        batch = WriteBatch::new();
-    }
-    batch.clear();
+    let batch = mapped.take_batch_to_keep();
     BUFFERS.with(|b| *b.borrow_mut() = (batch, misses));
     result.map(|()| mapped)
 }

@@ -32,7 +32,23 @@ pub struct Mapped {
     pub stopped_too_large: bool,
 }
 
+/// Samples whose batch a blocking-pool thread keeps for its next body (larger ones are dropped
+/// after use, so one huge body does not pin its memory).
+const RETAINED_BATCH_SAMPLES_MAX: usize = 100_000;
+
 impl Mapped {
+    /// The batch, emptied, for a blocking-pool thread to keep for its next body (a new one when
+    /// it held more than `RETAINED_BATCH_SAMPLES_MAX` samples): once written, only the counts
+    /// and rejections are read.
+    pub fn take_batch_to_keep(&mut self) -> WriteBatch {
+        let mut batch = std::mem::take(&mut self.batch);
+        if batch.sample_count() > RETAINED_BATCH_SAMPLES_MAX {
+            return WriteBatch::new();
+        }
+        batch.clear();
+        batch
+    }
+
     fn reject(&mut self, message: impl FnOnce() -> String) {
         self.rejected_total += 1;
         if self.rejected.len() < REJECTIONS_LISTED_MAX {

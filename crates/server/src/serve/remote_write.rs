@@ -47,7 +47,6 @@ pub async fn ingest(
 /// batch), so a steady stream of requests does not fault in fresh pages for each; larger ones
 /// are dropped after use.
 const RETAINED_BODY_BYTES_MAX: usize = 8 << 20;
-const RETAINED_BATCH_SAMPLES_MAX: usize = 100_000;
 
 thread_local! {
     static BUFFERS: RefCell<(Vec<u8>, WriteBatch, Misses)> = RefCell::new(Default::default());
@@ -69,12 +68,7 @@ fn write_body(app: &App, body: &[u8], gzip: bool) -> Result<Mapped, WriteError> 
         misses.learn(&app.store, cache);
     }
     misses.clear();
-    // The handler reads only the counts and rejections: the batch's buffers go back.
-    let mut batch = std::mem::take(&mut mapped.batch);
-    if batch.sample_count() > RETAINED_BATCH_SAMPLES_MAX {
-        batch = WriteBatch::new();
-    }
-    batch.clear();
+    let batch = mapped.take_batch_to_keep();
     if raw.capacity() > RETAINED_BODY_BYTES_MAX {
         raw = Vec::new();
     }
