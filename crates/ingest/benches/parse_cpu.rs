@@ -179,7 +179,7 @@ fn flat_vs_json(measured: &[(&str, f64, usize, f64)], rounds: usize, cpu_seconds
 /// request's `__check` tag): JSON through `httptrap::parse` and the server's mapping (each
 /// distinct tag list checked and printed once as a `TagSet`, each sample's key printed from
 /// it), flatbuffers through `flat::visit` with a visitor like the server's
-/// (`server/src/serve/flat_ingest.rs`: one `TagSet` per tag set per document). Every payload
+/// (`server/src/serve/httptrap.rs`: one `TagSet` per tag set per document). Every payload
 /// here uses mode `Set` and parses cleanly, so the rejection bookkeeping both paths also do
 /// is left out of both.
 mod into_batch {

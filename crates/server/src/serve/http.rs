@@ -17,7 +17,7 @@ use serde_json::json;
 use store::key::Tag;
 use tokio::sync::Semaphore;
 
-use super::flat_ingest::Encoding;
+use super::httptrap::Encoding;
 use super::{read, Endpoint, Mapped, Shared, WriteError};
 
 /// The content type of OTLP protobuf bodies (and responses to them).
@@ -380,7 +380,7 @@ async fn httptrap_common(
         .is_some_and(|v| v.trim().eq_ignore_ascii_case(ingest::flat::CONTENT_TYPE));
     let encoding = if flat { Encoding::Flat } else { Encoding::Json };
     // Straight from the body into the store batch, without a sample per metric.
-    let result = super::flat_ingest::ingest(&app, encoding, bytes, gzip, vec![check_tag]).await;
+    let result = super::httptrap::ingest(&app, encoding, bytes, gzip, vec![check_tag]).await;
     match result {
         Ok(mapped) => httptrap_response(&mapped),
         Err(e) => {

@@ -6,9 +6,9 @@
 //! `WRITERS_MAX` at once; concurrent writers share the journal's group commit.
 
 mod conn;
-mod flat_ingest;
 mod graphite;
 mod http;
+mod httptrap;
 mod idcache;
 mod influx;
 mod mapping;
