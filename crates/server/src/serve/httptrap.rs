@@ -63,21 +63,8 @@ pub async fn ingest(
     gzip: bool,
     extra_tags: Vec<Tag>,
 ) -> Result<Mapped, WriteError> {
-    let _permit = app.writers.acquire().await.map_err(|_| WriteError::Store {
-        retryable: true,
-        message: "shutting down".to_owned(),
-    })?;
-    let app = app.clone();
-    let joined = tokio::task::spawn_blocking(move || {
-        write_body(&app, encoding, body.as_ref(), gzip, &extra_tags)
-    })
-    .await;
-    joined.unwrap_or_else(|e| {
-        Err(WriteError::Store {
-            retryable: false,
-            message: format!("ingest task failed: {e}"),
-        })
-    })
+    app.write_blocking(move |app| write_body(app, encoding, body.as_ref(), gzip, &extra_tags))
+        .await
 }
 
 /// Bytes of reading buffers a blocking-pool thread keeps for its next body (larger ones are

@@ -200,6 +200,23 @@ impl App {
     where
         F: FnOnce(&[u8], &ingest::Options) -> ingest::Batch + Send + 'static,
     {
+        self.write_blocking(move |app| {
+            let bytes = unzipped(body.as_ref(), gzip, app.config.limits.body_size_bytes_max)?;
+            let now_ms = now_ms();
+            let batch = parse(&bytes, &ingest::Options::at(now_ms));
+            let mut mapped = mapping::map_batch(batch, now_ms, &extra_tags);
+            app.store_mapped(endpoint, &mut mapped)?;
+            Ok(mapped)
+        })
+        .await
+    }
+
+    /// Runs one body's write on the blocking pool, holding a writer permit (`writers` bounds the
+    /// bodies being written at once); every ingest endpoint's body goes through here.
+    pub async fn write_blocking<F>(self: &Arc<Self>, write: F) -> Result<Mapped, WriteError>
+    where
+        F: FnOnce(&App) -> Result<Mapped, WriteError> + Send + 'static,
+    {
         let _permit = self
             .writers
             .acquire()
@@ -209,15 +226,7 @@ impl App {
                 message: "shutting down".to_owned(),
             })?;
         let app = self.clone();
-        let joined = tokio::task::spawn_blocking(move || -> Result<Mapped, WriteError> {
-            let bytes = unzipped(body.as_ref(), gzip, app.config.limits.body_size_bytes_max)?;
-            let now_ms = now_ms();
-            let batch = parse(&bytes, &ingest::Options::at(now_ms));
-            let mut mapped = mapping::map_batch(batch, now_ms, &extra_tags);
-            app.store_mapped(endpoint, &mut mapped)?;
-            Ok(mapped)
-        })
-        .await;
+        let joined = tokio::task::spawn_blocking(move || write(&app)).await;
         joined.unwrap_or_else(|e| {
             Err(WriteError::Store {
                 retryable: false,

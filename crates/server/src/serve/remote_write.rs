@@ -29,18 +29,8 @@ pub async fn ingest(
     body: impl AsRef<[u8]> + Send + 'static,
     gzip: bool,
 ) -> Result<Mapped, WriteError> {
-    let _permit = app.writers.acquire().await.map_err(|_| WriteError::Store {
-        retryable: true,
-        message: "shutting down".to_owned(),
-    })?;
-    let app = app.clone();
-    let joined = tokio::task::spawn_blocking(move || write_body(&app, body.as_ref(), gzip)).await;
-    joined.unwrap_or_else(|e| {
-        Err(WriteError::Store {
-            retryable: false,
-            message: format!("ingest task failed: {e}"),
-        })
-    })
+    app.write_blocking(move |app| write_body(app, body.as_ref(), gzip))
+        .await
 }
 
 /// Buffers a blocking-pool thread keeps between bodies (the decompressed body, the store
