@@ -274,6 +274,16 @@ impl WriteBatch {
         value: Incoming<'_>,
     ) -> Result<(), StoreError> {
         check(self.samples.len(), self.packed.len(), &value)?;
+        self.push_at_checked(slot, ts_ms, value)
+    }
+
+    /// [`WriteBatch::push_at_incoming`] for a value `check` already passed.
+    fn push_at_checked(
+        &mut self,
+        slot: usize,
+        ts_ms: i64,
+        value: Incoming<'_>,
+    ) -> Result<(), StoreError> {
         assert!(
             slot < self.entries.len(),
             "slot {slot} is not in this batch"
@@ -303,7 +313,8 @@ impl WriteBatch {
             if let Target::Text { start: s, end: e } = self.entries[last].target {
                 if self.key_text[s as usize..e as usize] == self.key_text[start..end] {
                     self.key_text.truncate(start);
-                    self.push_at_incoming(last, ts_ms, value)?;
+                    // Checked above: lent bins are not walked twice.
+                    self.push_at_checked(last, ts_ms, value)?;
                     return Ok(last);
                 }
             }

@@ -172,13 +172,6 @@ fn pair_at(words: [u64; 2], j: usize) -> (usize, u64) {
     ((pair & 0xff) as usize, (pair >> 8) & 0xff)
 }
 
-/// The sum of the four gap bytes (the even bytes) of a group word: each below 0x80, so the
-/// sum fits the top 16 bits the multiply gathers it into.
-#[inline(always)]
-fn gap_sum(word: u64) -> usize {
-    ((word & 0x00ff_00ff_00ff_00ff).wrapping_mul(0x0001_0001_0001_0001) >> 48) as usize
-}
-
 /// A closure called for every bin.
 struct Each<F>(F);
 
@@ -307,15 +300,14 @@ impl Sink for Dense<'_> {
         self.hi = self.hi.max(k);
     }
 
-    /// A group's `touched` bits are gathered in a register when its keys lie within two
-    /// words (neighbouring keys, the usual case; known up front from the sum of its gaps), so
-    /// the loop has no branch per bin: setting them in memory one by one chained each bin's
-    /// update of a word on the previous one's, and a branch per bin on "same word" mispredicted
-    /// at word boundaries. Keys are computed as the counts are added, with no array in between.
+    /// A group's `touched` bits are gathered in a register while its keys stay in one word
+    /// (neighbouring keys, the usual case): setting them in memory one by one chained each
+    /// bin's update of that word on the previous one's. (A branch-free variant gathering two
+    /// words in a `u128` was measured slower: 3.25 against 2.80 ns per bin.) Keys are computed
+    /// as the counts are added, with no array in between.
     #[inline(always)]
     fn group_words(&mut self, mut next: usize, words: [u64; 2]) -> usize {
         let first = next + pair_at(words, 0).0;
-        let last = next + gap_sum(words[0]) + gap_sum(words[1]) + GROUP - 1;
         let mut bits = 0u64;
         for j in 0..GROUP {
             let (gap, count) = pair_at(words, j);
@@ -329,9 +321,8 @@ impl Sink for Dense<'_> {
             next = k + 1;
         }
         self.touch(first, bits);
-        debug_assert_eq!(next - 1, last);
         self.lo = self.lo.min(first);
-        self.hi = self.hi.max(last);
+        self.hi = self.hi.max(next - 1);
         next
     }
 }
