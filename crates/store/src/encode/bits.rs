@@ -13,12 +13,32 @@ pub const RICE_K_MAX: u32 = 63;
 pub const VARINT_SIZE_MAX: usize = 10;
 
 /// Appends bits to a byte vector, most significant bit first; the last byte is zero-padded.
-#[derive(Default, Debug, Clone)]
+///
+/// Each write stores the pending bits as one 8-byte word at the first unfinished byte and
+/// moves on by the whole bytes it completed, so a write is a shift, an or and one store with
+/// no loop (a byte at a time, with a loop per write, was most of a histogram chunk's Rice
+/// coding). The buffer keeps 8 bytes of slack past that byte for the store. Hot loops write
+/// through [`BitWriter::packer`], whose state lives in registers.
+#[derive(Debug, Clone)]
 pub struct BitWriter {
+    /// Finished bytes `..at`, then the unfinished one, then zeros; at least `at + 8` long.
     bytes: Vec<u8>,
-    /// Pending bits not yet forming a whole byte, in the low `fill` bits.
+    at: usize,
+    /// The unfinished byte's bits, in the high `fill` bits (`fill` < 8; the rest zero).
     acc: u64,
     fill: u32,
+}
+
+/// Most bits one `put` takes: with fewer than 8 pending, they fit one word.
+const PUT_BITS_MAX: u32 = 56;
+/// Most bits any one write of a [`Packer`] takes (an escaped Rice code after a run of zeros
+/// is split into several puts; this bounds one Rice code with its escape).
+pub const RICE_CODE_BITS_MAX: u64 = RICE_ESCAPE_Q + RICE_ESCAPE_LEN_BITS as u64 + 64;
+
+impl Default for BitWriter {
+    fn default() -> BitWriter {
+        BitWriter::with_capacity(0)
+    }
 }
 
 impl BitWriter {
@@ -26,79 +46,253 @@ impl BitWriter {
         BitWriter::default()
     }
 
+    /// A writer whose buffer holds `bytes` before it grows.
+    pub fn with_capacity(bytes: usize) -> BitWriter {
+        BitWriter {
+            bytes: vec![0; bytes + 8],
+            at: 0,
+            acc: 0,
+            fill: 0,
+        }
+    }
+
     /// Bits written so far.
     pub fn bit_len(&self) -> u64 {
-        self.bytes.len() as u64 * 8 + u64::from(self.fill)
+        self.at as u64 * 8 + u64::from(self.fill)
+    }
+
+    /// Runs `f` with a [`Packer`] that may write up to `bits_max` bits (more panics), then
+    /// keeps what it wrote.
+    #[inline(always)]
+    pub fn packer<R>(&mut self, bits_max: u64, f: impl FnOnce(&mut Packer<'_>) -> R) -> R {
+        let need = self.at + (bits_max as usize).div_ceil(8) + 16;
+        if need > self.bytes.len() {
+            grow(&mut self.bytes, need);
+        }
+        let mut p = Packer {
+            out: &mut self.bytes,
+            at: self.at,
+            acc: self.acc,
+            fill: self.fill,
+        };
+        let result = f(&mut p);
+        (self.at, self.acc, self.fill) = (p.at, p.acc, p.fill);
+        result
     }
 
     /// Writes the low `bits` bits of `value` (`bits` ≤ 64; higher bits must be zero).
     pub fn write(&mut self, value: u64, bits: u32) {
         assert!(bits <= 64);
-        debug_assert!(
-            bits == 64 || value >> bits == 0,
-            "value {value} wider than {bits}"
-        );
-        if bits > 32 {
-            self.write_small(value >> 32, bits - 32);
-            self.write_small(value & 0xffff_ffff, 32);
-        } else {
-            self.write_small(value, bits);
-        }
-    }
-
-    fn write_small(&mut self, value: u64, bits: u32) {
-        debug_assert!(bits <= 32 && self.fill < 8);
-        if bits == 0 {
-            return;
-        }
-        self.acc = (self.acc << bits) | value;
-        self.fill += bits;
-        while self.fill >= 8 {
-            self.fill -= 8;
-            self.bytes.push((self.acc >> self.fill) as u8);
-        }
-        self.acc &= (1u64 << self.fill) - 1;
+        self.packer(64, |p| p.write(value, bits));
     }
 
     pub fn write_bit(&mut self, bit: bool) {
-        self.write_small(u64::from(bit), 1);
+        self.packer(1, |p| p.put(u64::from(bit), 1));
+    }
+
+    /// Writes `bits` zero bits.
+    pub fn write_zeros(&mut self, bits: u64) {
+        self.packer(bits, |p| p.write_zeros(bits));
     }
 
     /// Appends everything written to `other`.
     pub fn append(&mut self, other: &BitWriter) {
-        for &byte in &other.bytes {
-            self.write_small(u64::from(byte), 8);
-        }
-        self.write_small(other.acc, other.fill);
+        self.packer(other.bit_len(), |p| {
+            for &byte in &other.bytes[..other.at] {
+                p.put(u64::from(byte), 8);
+            }
+            p.put(
+                other.acc.checked_shr(64 - other.fill).unwrap_or(0),
+                other.fill,
+            );
+        });
     }
 
     /// Rice code of `value` with parameter `k`; see [`rice_bits`] for the size.
     pub fn write_rice(&mut self, value: u64, k: u32) {
-        assert!(k <= RICE_K_MAX);
-        let q = value >> k;
-        if q < RICE_ESCAPE_Q {
-            // q ones then a zero, in one write (q + 1 ≤ 16 bits).
-            self.write_small(((1u64 << q) - 1) << 1, q as u32 + 1);
-            self.write(value & low_mask(k), k);
-        } else {
-            // Escape: the ones, the bit length less one, then the bits below the leading one.
-            let len = 64 - value.leading_zeros();
-            self.write_small((1u64 << RICE_ESCAPE_Q) - 1, RICE_ESCAPE_Q as u32);
-            self.write_small(u64::from(len - 1), RICE_ESCAPE_LEN_BITS);
-            self.write(value & low_mask(len - 1), len - 1);
-        }
+        self.packer(RICE_CODE_BITS_MAX, |p| p.write_rice(value, k));
     }
 
     /// The bytes, last one zero-padded.
     pub fn finish(mut self) -> Vec<u8> {
-        if self.fill > 0 {
-            let pad = 8 - self.fill;
-            self.write_small(0, pad);
-        }
-        debug_assert_eq!(self.fill, 0);
+        // The unfinished byte is already stored (zero-padded) at `at`.
+        self.bytes.truncate(self.at + usize::from(self.fill > 0));
         self.bytes
     }
 }
+
+/// A [`BitWriter`]'s state, borrowed for a hot loop: plain values the optimiser keeps in
+/// registers (through `&mut self` methods of the writer they were reloaded after every store),
+/// and a buffer with room for what the caller reserved, so no write grows it.
+pub struct Packer<'a> {
+    out: &'a mut [u8],
+    at: usize,
+    /// As `BitWriter::acc`.
+    acc: u64,
+    fill: u32,
+}
+
+impl Packer<'_> {
+    /// Writes the low `bits` bits of `value` (`bits` ≤ `PUT_BITS_MAX`).
+    #[inline(always)]
+    fn put(&mut self, value: u64, bits: u32) {
+        debug_assert!(bits <= PUT_BITS_MAX && self.fill < 8);
+        debug_assert!(value >> bits == 0, "value {value} wider than {bits}");
+        // The new bits go right below the pending ones (`fill + bits` ≤ 63, so the shift is
+        // 1..=63 unless `bits` is 0, when `value` is 0 and any shift gives 0).
+        self.acc |= value.wrapping_shl(64 - self.fill - bits);
+        self.fill += bits;
+        // In bounds by the reservation `BitWriter::packer` made (a failed check is a bug in
+        // the caller's bound: a panic, not a wrong chunk).
+        self.out[self.at..self.at + 8].copy_from_slice(&self.acc.to_be_bytes());
+        let whole = self.fill / 8;
+        self.at += whole as usize;
+        self.fill %= 8;
+        // At most 7 whole bytes (`fill` ≤ 63): the shift is at most 56.
+        self.acc <<= whole * 8;
+    }
+
+    /// Writes the low `bits` bits of `value` (`bits` ≤ 64; higher bits must be zero).
+    #[inline(always)]
+    pub fn write(&mut self, value: u64, bits: u32) {
+        debug_assert!(bits <= 64);
+        debug_assert!(
+            bits >= 64 || value >> bits == 0,
+            "value {value} wider than {bits}"
+        );
+        if bits > 32 {
+            self.put(value >> 32, bits - 32);
+            self.put(value & 0xffff_ffff, 32);
+        } else {
+            self.put(value, bits);
+        }
+    }
+
+    /// Writes `bits` zero bits.
+    #[inline(always)]
+    pub fn write_zeros(&mut self, mut bits: u64) {
+        // Bounded: `PUT_BITS_MAX` bits a step.
+        while bits > 0 {
+            let step = bits.min(u64::from(PUT_BITS_MAX)) as u32;
+            self.put(0, step);
+            bits -= u64::from(step);
+        }
+    }
+
+    /// Rice code of `value` with parameter `k`; see [`rice_bits`] for the size.
+    #[inline(always)]
+    pub fn write_rice(&mut self, value: u64, k: u32) {
+        self.write_zeros_then_rice(0, value, k);
+    }
+
+    /// `zeros` zero bits, then the Rice code of `value` with parameter `k`: in one store when
+    /// they fit one (a run of empty bins before a populated one, in a histogram chunk).
+    #[inline(always)]
+    pub fn write_zeros_then_rice(&mut self, zeros: u64, value: u64, k: u32) {
+        debug_assert!(k <= RICE_K_MAX);
+        let k = k.min(RICE_K_MAX);
+        let q = value >> k;
+        let bits = zeros + q + 1 + u64::from(k);
+        if q < RICE_ESCAPE_Q && bits <= u64::from(PUT_BITS_MAX) {
+            // q ones then a zero, then the low k bits — `(2^(q+1) − 2) · 2^k + value − q · 2^k`,
+            // two shifts (k ≤ 55 here); the zeros before are the code's leading zeros.
+            let code = (((2u64 << q) - 2 - q) << k) + value;
+            self.put(code, bits as u32);
+        } else {
+            cold_path();
+            self.write_zeros(zeros);
+            self.write_rice_in_parts(value, k);
+        }
+    }
+
+    /// A run of Rice codes in which the codes of value 0 are left out: each item is
+    /// `(before, k, value)`, `before` the bits of all the codes before it in the run had they
+    /// all been 0 (a code of 0 is `k + 1` zero bits), so the gap since the previous item is a
+    /// run of zeros; `run_bits` is that sum for the whole run. One loop over locals (the
+    /// writer's state in registers), one store per item where the zeros and the code fit one.
+    #[inline(always)]
+    pub fn write_sparse_rice_run(
+        &mut self,
+        items: impl Iterator<Item = (u64, u32, u64)>,
+        run_bits: u64,
+    ) {
+        // Plain locals, and a slow path that takes and returns them by value: nothing of the
+        // state has an address, so none of it is kept in memory (≈ 60 instructions a code
+        // with the state behind `&mut self`, most of them spills).
+        let out = &mut *self.out;
+        let (mut at, mut acc, mut fill) = (self.at, self.acc, self.fill);
+        let mut written = 0u64;
+        for (before, k, value) in items {
+            debug_assert!(before >= written && k <= RICE_K_MAX);
+            let zeros = before - written;
+            written = before + u64::from(k) + 1;
+            let q = value >> k.min(RICE_K_MAX);
+            let bits = zeros + q + 1 + u64::from(k);
+            if q < RICE_ESCAPE_Q && bits <= u64::from(PUT_BITS_MAX) {
+                // As `write_zeros_then_rice`, and `put` inlined by hand.
+                let code = (((2u64 << q) - 2 - q) << k) + value;
+                let bits = bits as u32;
+                acc |= code.wrapping_shl(64 - fill - bits);
+                fill += bits;
+                out[at..at + 8].copy_from_slice(&acc.to_be_bytes());
+                let whole = fill / 8;
+                at += whole as usize;
+                fill %= 8;
+                acc <<= whole * 8;
+            } else {
+                (at, acc, fill) = zeros_then_rice_slow(out, (at, acc, fill), zeros, value, k);
+            }
+        }
+        debug_assert!(run_bits >= written);
+        (self.at, self.acc, self.fill) = (at, acc, fill);
+        self.write_zeros(run_bits - written);
+    }
+
+    #[inline(always)]
+    fn write_rice_in_parts(&mut self, value: u64, k: u32) {
+        let q = value >> k;
+        if q < RICE_ESCAPE_Q {
+            // q ones then a zero (q + 1 ≤ 16 bits), then the low bits.
+            self.put(((1u64 << q) - 1) << 1, q as u32 + 1);
+            self.write(value & low_mask(k), k);
+        } else {
+            // Escape: the ones, the bit length less one, then the bits below the leading one.
+            let len = 64 - value.leading_zeros();
+            self.put((1u64 << RICE_ESCAPE_Q) - 1, RICE_ESCAPE_Q as u32);
+            self.put(u64::from(len - 1), RICE_ESCAPE_LEN_BITS);
+            self.write(value & low_mask(len - 1), len - 1);
+        }
+    }
+}
+
+/// `Packer::write_zeros_then_rice` on a packer's state given and returned by value (the rare
+/// path of `write_sparse_rice_run`: escapes and long runs of zeros).
+#[cold]
+#[inline(never)]
+fn zeros_then_rice_slow(
+    out: &mut [u8],
+    (at, acc, fill): (usize, u64, u32),
+    zeros: u64,
+    value: u64,
+    k: u32,
+) -> (usize, u64, u32) {
+    let mut p = Packer { out, at, acc, fill };
+    p.write_zeros_then_rice(zeros, value, k);
+    (p.at, p.acc, p.fill)
+}
+
+/// Makes the buffer at least `need` bytes long (and at least twice as long as it was).
+#[cold]
+#[inline(never)]
+fn grow(bytes: &mut Vec<u8>, need: usize) {
+    let len = (bytes.len() * 2).max(need);
+    bytes.resize(len, 0);
+}
+
+/// Marks the path that calls it as rare for the optimiser.
+#[cold]
+#[inline(never)]
+fn cold_path() {}
 
 fn low_mask(k: u32) -> u64 {
     if k >= 64 {
@@ -362,22 +556,29 @@ mod tests {
 
     proptest! {
         #[test]
-        fn bits_round_trip(items in proptest::collection::vec((any::<u64>(), 0u32..=64, 0u32..=63), 0..64)) {
+        fn bits_round_trip(
+            items in proptest::collection::vec((any::<u64>(), 0u32..=64, 0u32..=63, 0u64..100), 0..64),
+        ) {
             let mut w = BitWriter::new();
             let mut expected_bits = 0;
-            for &(v, bits, k) in &items {
+            for &(v, bits, k, zeros) in &items {
                 let v = if bits == 64 { v } else { v & ((1u64 << bits) - 1) };
                 w.write(v, bits);
                 w.write_rice(v, k);
-                expected_bits += u64::from(bits) + rice_bits(v, k);
+                w.write_zeros(zeros);
+                expected_bits += u64::from(bits) + rice_bits(v, k) + zeros;
+                prop_assert_eq!(w.bit_len(), expected_bits);
             }
-            prop_assert_eq!(w.bit_len(), expected_bits);
             let bytes = w.finish();
+            prop_assert_eq!(bytes.len() as u64, expected_bits.div_ceil(8));
             let mut r = BitReader::new(&bytes);
-            for &(v, bits, k) in &items {
+            for &(v, bits, k, zeros) in &items {
                 let v = if bits == 64 { v } else { v & ((1u64 << bits) - 1) };
                 prop_assert_eq!(r.read(bits).unwrap(), v);
                 prop_assert_eq!(r.read_rice(k).unwrap(), v);
+                for _ in 0..zeros {
+                    prop_assert!(!r.read_bit().unwrap());
+                }
             }
             r.finish().unwrap();
         }
