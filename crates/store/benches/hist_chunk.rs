@@ -15,7 +15,7 @@ use criterion::{Criterion, Throughput};
 use hist::{Accumulator, Histogram};
 use rand::SeedableRng;
 use rand_distr::{Distribution, LogNormal};
-use store::encode::histogram;
+use store::encode::{histogram, rice_hist};
 
 /// Chunks (series) measured; each is `PERIODS` periods.
 const CHUNKS: usize = 100;
@@ -56,8 +56,36 @@ fn cpu_ns_per_period(chunks_total: usize, mut f: impl FnMut()) -> f64 {
     ns[ROUNDS / 2] as f64 / (chunks_total * PERIODS) as f64
 }
 
-fn cpu_report(chunks: &[Vec<(i64, Histogram)>], encoded: &[Vec<u8>]) {
-    let bytes: usize = encoded.iter().map(Vec::len).sum();
+/// One chunk kind's coder, as the benchmark drives it.
+struct Coder {
+    name: &'static str,
+    encode: fn(&[(i64, Histogram)]) -> Vec<u8>,
+    decode: fn(&[u8]) -> Vec<(i64, Histogram)>,
+    decode_into: fn(&[u8], &mut [Accumulator]),
+}
+
+/// The range-coded chunk (kind 3, what blocks held up to session 8) and the Rice-coded one
+/// (kind 6, written since), measured side by side in one run.
+const CODERS: [Coder; 2] = [
+    Coder {
+        name: "range (kind 3)",
+        encode: |c| histogram::encode(c).unwrap(),
+        decode: |b| histogram::decode(b).unwrap(),
+        decode_into: |b, acc| {
+            histogram::decode_into(b, |_| Some(0), acc).unwrap();
+        },
+    },
+    Coder {
+        name: "rice (kind 6)",
+        encode: |c| rice_hist::encode(c, &mut rice_hist::EncodeScratch::default()).unwrap(),
+        decode: |b| rice_hist::decode(b).unwrap(),
+        decode_into: |b, acc| {
+            rice_hist::decode_into(b, |_| Some(0), acc).unwrap();
+        },
+    },
+];
+
+fn cpu_report(chunks: &[Vec<(i64, Histogram)>]) {
     // The floor any encoder pays: reading every key and count once.
     let scan = cpu_ns_per_period(chunks.len(), || {
         for c in chunks {
@@ -68,20 +96,56 @@ fn cpu_report(chunks: &[Vec<(i64, Histogram)>], encoded: &[Vec<u8>]) {
         }
     });
     let bins: usize = chunks.iter().flatten().map(|(_, h)| h.bin_count()).sum();
+    println!(
+        "hist_chunk cpu (median of {ROUNDS}): {:.1} bins/period, scan {scan:.0} ns/period",
+        bins as f64 / (chunks.len() * PERIODS) as f64,
+    );
+    for coder in &CODERS {
+        coder_report(chunks, coder);
+    }
+    // The Rice coder as a flush drives it: from the head's packed periods, one scratch.
+    let packed: Vec<Vec<(i64, Vec<u8>)>> = chunks
+        .iter()
+        .map(|c| {
+            c.iter()
+                .map(|(t, h)| {
+                    let mut b = Vec::new();
+                    store::packed::pack_histogram(h, &mut b);
+                    (*t, b)
+                })
+                .collect()
+        })
+        .collect();
+    let mut scratch = rice_hist::EncodeScratch::default();
+    let from_packed = cpu_ns_per_period(chunks.len(), || {
+        for c in &packed {
+            let periods = rice_hist::PackedPeriods(c.as_slice());
+            black_box(rice_hist::encode(black_box(&periods), &mut scratch).unwrap());
+        }
+    });
+    println!("  rice (kind 6) from packed periods: encode {from_packed:.0} ns/period");
+}
+
+fn coder_report(chunks: &[Vec<(i64, Histogram)>], coder: &Coder) {
+    let encoded: Vec<Vec<u8>> = chunks.iter().map(|c| (coder.encode)(c)).collect();
+    for (c, b) in chunks.iter().zip(&encoded) {
+        assert_eq!(&(coder.decode)(b), c, "round trip");
+    }
+    let bytes: usize = encoded.iter().map(Vec::len).sum();
     let encode = cpu_ns_per_period(chunks.len(), || {
         for c in chunks {
-            black_box(histogram::encode(black_box(c)).unwrap());
+            black_box((coder.encode)(black_box(c)));
         }
     });
     let decode = cpu_ns_per_period(chunks.len(), || {
-        for b in encoded {
-            black_box(histogram::decode(black_box(b)).unwrap());
+        for b in &encoded {
+            black_box((coder.decode)(black_box(b)));
         }
     });
     let mut acc = vec![Accumulator::new(); 1];
     let decode_into = cpu_ns_per_period(chunks.len(), || {
-        for b in encoded {
-            black_box(histogram::decode_into(black_box(b), |_| Some(0), &mut acc).unwrap());
+        for b in &encoded {
+            (coder.decode_into)(black_box(b), &mut acc);
         }
     });
     let periods = (chunks.len() * PERIODS) as f64;
@@ -93,10 +157,10 @@ fn cpu_report(chunks: &[Vec<(i64, Histogram)>], encoded: &[Vec<u8>]) {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         });
     println!(
-        "hist_chunk cpu (median of {ROUNDS}): {:.1} bins/period, scan {scan:.0} ns/period, encode {encode:.0} ns/period, decode {decode:.0} \
-         ns/period, decode_into {decode_into:.0} ns/period, {:.2} bytes/period \
-         ({:.2} bytes/sample at {STEPS_PER_PERIOD} samples/period), bytes digest {digest:016x}",
-        bins as f64 / (chunks.len() * PERIODS) as f64,
+        "  {}: encode {encode:.0} ns/period, decode {decode:.0} ns/period, decode_into \
+         {decode_into:.0} ns/period, {:.2} bytes/period ({:.2} bytes/sample at \
+         {STEPS_PER_PERIOD} samples/period), bytes digest {digest:016x}",
+        coder.name,
         bytes as f64 / periods,
         bytes as f64 / periods / STEPS_PER_PERIOD as f64,
     );
@@ -104,45 +168,46 @@ fn cpu_report(chunks: &[Vec<(i64, Histogram)>], encoded: &[Vec<u8>]) {
 
 fn main() {
     let chunks = chunks();
-    let encoded: Vec<Vec<u8>> = chunks
-        .iter()
-        .map(|c| histogram::encode(c).unwrap())
-        .collect();
-    for (c, b) in chunks.iter().zip(&encoded) {
-        assert_eq!(&histogram::decode(b).unwrap(), c, "round trip");
-    }
     if std::env::args().any(|a| a == "--encode-loop") {
-        // For a profiler: encode only, over and over.
+        // For a profiler: encode only, over and over (`HC2_RICE` picks the Rice coder,
+        // `HC2_WARM` one chunk only, so its bins stay in cache).
+        let coder = &CODERS[usize::from(std::env::var_os("HC2_RICE").is_some())];
         let warm = std::env::var_os("HC2_WARM").is_some();
+        let start = clock::thread_cpu_ns();
         for _ in 0..ROUNDS * 10 {
             for c in &chunks {
                 let c = if warm { &chunks[0] } else { c };
-                black_box(histogram::encode(black_box(c)).unwrap());
+                black_box((coder.encode)(black_box(c)));
             }
         }
+        let ns = (clock::thread_cpu_ns() - start) as f64 / (ROUNDS * 10 * CHUNKS * PERIODS) as f64;
+        println!("{}: encode {ns:.0} ns/period (warm: {warm})", coder.name);
         return;
     }
-    cpu_report(&chunks, &encoded);
+    cpu_report(&chunks);
     if std::env::args().any(|a| a == "--cpu-only") {
         return;
     }
     let mut criterion = Criterion::default().configure_from_args();
     let mut g = criterion.benchmark_group("hist_chunk");
     g.throughput(Throughput::Elements((CHUNKS * PERIODS) as u64));
-    g.bench_function("encode", |b| {
-        b.iter(|| {
-            for c in &chunks {
-                black_box(histogram::encode(black_box(c)).unwrap());
-            }
-        })
-    });
-    g.bench_function("decode", |b| {
-        b.iter(|| {
-            for e in &encoded {
-                black_box(histogram::decode(black_box(e)).unwrap());
-            }
-        })
-    });
+    for coder in &CODERS {
+        let encoded: Vec<Vec<u8>> = chunks.iter().map(|c| (coder.encode)(c)).collect();
+        g.bench_function(format!("encode {}", coder.name), |b| {
+            b.iter(|| {
+                for c in &chunks {
+                    black_box((coder.encode)(black_box(c)));
+                }
+            })
+        });
+        g.bench_function(format!("decode {}", coder.name), |b| {
+            b.iter(|| {
+                for e in &encoded {
+                    black_box((coder.decode)(black_box(e)));
+                }
+            })
+        });
+    }
     g.finish();
     criterion.final_summary();
 }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use hist::Histogram;
-use store::encode::{histogram, numeric, packed_hist, text};
+use store::encode::{histogram, numeric, packed_hist, rice_hist, text};
 use store::index::{Kind, SeriesId, SeriesIndex, INDEX_HEADER_SIZE_BYTES};
 use store::key::StreamKey;
 use store::wal::{self, Group};
@@ -166,6 +166,22 @@ fn main() {
     ];
     for (name, bytes) in &histogram_seeds {
         write(corpus, "histogram_chunk", name, bytes);
+    }
+    let rice = |periods: &[(i64, Histogram)]| {
+        rice_hist::encode(periods, &mut rice_hist::EncodeScratch::default()).unwrap()
+    };
+    let rice_seeds = [
+        ("periods", rice(&periods)),
+        ("one", rice(&periods[..1])),
+        ("repeated", rice(&repeated)),
+        ("empty_period", rice(&[(7, Histogram::new())])),
+        (
+            "garbage",
+            b"\x02\x06\x02\x00\xff\xff\xff\xff\xff\xff".to_vec(),
+        ),
+    ];
+    for (name, bytes) in &rice_seeds {
+        write(corpus, "rice_histogram_chunk", name, bytes);
     }
     let packed_seeds = [
         ("periods", packed_hist::encode(&periods).unwrap()),

@@ -318,6 +318,8 @@ impl Block {
         }
         let summary = if is_packed_histogram(bytes) {
             encode::packed_hist::decode_into(bytes, slot_of, out)
+        } else if is_rice_histogram(bytes) {
+            encode::rice_hist::decode_into(bytes, slot_of, out)
         } else {
             encode::histogram::decode_into(bytes, slot_of, out)
         }
@@ -353,6 +355,9 @@ impl Block {
             // Rollup blocks hold histogram series as packed chunks (kind 5).
             Kind::Histogram if is_packed_histogram(&bytes) => {
                 encode::packed_hist::decode(&bytes).map(ChunkData::Histogram)
+            }
+            Kind::Histogram if is_rice_histogram(&bytes) => {
+                encode::rice_hist::decode(&bytes).map(ChunkData::Histogram)
             }
             Kind::Histogram => encode::histogram::decode(&bytes).map(ChunkData::Histogram),
         }
@@ -446,16 +451,24 @@ pub struct BlockWriter {
     buffer: Vec<u8>,
     written_bytes: u64,
     entries: Vec<Entry>,
-    /// Histogram series as packed chunks (kind 5) rather than range-coded ones (kind 3).
+    /// Histogram series as packed chunks (kind 5) rather than Rice-coded ones (kind 6).
     packed_histograms: bool,
+    /// The Rice coder's memory, kept across the block's chunks.
+    rice_scratch: encode::rice_hist::EncodeScratch,
 }
 
 /// Most bytes one `read_span` reads at once.
 const SPAN_BYTES_MAX: u64 = 16 << 20;
 
-/// Whether chunk bytes are a packed histogram chunk (kind 5) — else range-coded (kind 3).
+/// Whether chunk bytes are a packed histogram chunk (kind 5).
 fn is_packed_histogram(bytes: &[u8]) -> bool {
     bytes.get(1) == Some(&(encode::ChunkKind::PackedHistogram as u8))
+}
+
+/// Whether chunk bytes are a Rice-coded histogram chunk (kind 6) — else range-coded (kind 3,
+/// written up to session 8 and still read).
+fn is_rice_histogram(bytes: &[u8]) -> bool {
+    bytes.get(1) == Some(&(encode::ChunkKind::RiceHistogram as u8))
 }
 
 /// What a finished block holds.
@@ -492,6 +505,7 @@ impl BlockWriter {
             written_bytes: 0,
             entries: Vec::new(),
             packed_histograms: false,
+            rice_scratch: encode::rice_hist::EncodeScratch::default(),
         };
         w.buffer.extend_from_slice(&header_bytes());
         Ok(w)
@@ -611,12 +625,53 @@ impl BlockWriter {
             let bytes = encode::packed_hist::encode(part).map_err(encode_error(series))?;
             return self.push_chunk(series, Kind::Histogram, part, &bytes);
         }
-        match encode::histogram::encode(part) {
+        self.push_rice(series, part, |part, scratch| {
+            encode::rice_hist::encode(part, scratch)
+        })
+    }
+
+    /// Adds a histogram series given as the periods the head packed (ascending starts, each
+    /// period's bins packed by the store itself): Rice-coded straight from those bytes, with no
+    /// histogram built. Series must come in ascending id order, each once.
+    pub fn add_packed_histograms<B: AsRef<[u8]>>(
+        &mut self,
+        series: SeriesId,
+        periods: &[(i64, B)],
+    ) -> Result<(), BlockError> {
+        assert!(
+            self.entries.last().is_none_or(|e| e.series < series),
+            "series added out of order"
+        );
+        assert!(
+            !self.packed_histograms,
+            "rollup blocks add histograms as values"
+        );
+        for part in periods.chunks(HIST_CHUNK_PERIODS_MAX) {
+            self.push_rice(series, part, |part, scratch| {
+                encode::rice_hist::encode(&encode::rice_hist::PackedPeriods(part), scratch)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Rice-codes `part` as one chunk, or as halves, recursively, where its bins need more
+    /// slots than one chunk has.
+    fn push_rice<T>(
+        &mut self,
+        series: SeriesId,
+        part: &[(i64, T)],
+        encode: impl Fn(
+                &[(i64, T)],
+                &mut encode::rice_hist::EncodeScratch,
+            ) -> Result<Vec<u8>, encode::EncodeError>
+            + Copy,
+    ) -> Result<(), BlockError> {
+        match encode(part, &mut self.rice_scratch) {
             Ok(bytes) => self.push_chunk(series, Kind::Histogram, part, &bytes),
             Err(encode::EncodeError::TooManySlots { .. }) if part.len() > 1 => {
                 let (a, b) = part.split_at(part.len() / 2);
-                self.push_histograms(series, a)?;
-                self.push_histograms(series, b)
+                self.push_rice(series, a, encode)?;
+                self.push_rice(series, b, encode)
             }
             Err(e) => Err(encode_error(series)(e)),
         }

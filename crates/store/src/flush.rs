@@ -23,6 +23,7 @@ use journal::vfs::Vfs;
 use crate::block::{Block, BlockId, BlockStats, BlockWriter, SeriesData};
 use crate::db::{Inner, HEAD_SUBSCRIBER};
 use crate::head::{in_range, CumulativeState, Head, SeriesHead};
+use crate::hist_head::MergeScratch;
 use crate::index::SeriesId;
 use crate::manifest::{self, BlockRef, Manifest, Tombstone};
 use crate::StoreError;
@@ -564,6 +565,7 @@ fn write_block(
     };
     let mut w = BlockWriter::create(vfs, &blocks_dir, id, end_ms, head.base_period_ms)
         .map_err(block_err)?;
+    let mut merge_scratch = MergeScratch::default();
     for &series in ids {
         let Some(data) = head.series.get(&series) else {
             continue;
@@ -582,8 +584,12 @@ fn write_block(
                     .map(|p| (p.ts_ms, p.value.clone()))
                     .collect(),
             ),
-            SeriesHead::Histogram(series) => {
-                SeriesData::Histogram(series.periods_in(start, end_ms))
+            SeriesHead::Histogram(h) => {
+                // Encoded from the head's packed periods as they are: no histogram built.
+                let periods = h.packed_periods_in(start, end_ms, &mut merge_scratch);
+                w.add_packed_histograms(series, &periods)
+                    .map_err(block_err)?;
+                continue;
             }
         };
         w.add(series, &data).map_err(block_err)?;

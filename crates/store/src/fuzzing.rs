@@ -58,6 +58,49 @@ pub fn histogram_chunk(data: &[u8]) {
     }
 }
 
+/// Rice-coded histogram chunk decoder (what flushes write): accepted chunks hold valid
+/// histograms, re-encode to the same periods (from histograms and from packed periods alike),
+/// and decode the same straight into an accumulator.
+pub fn rice_histogram_chunk(data: &[u8]) {
+    for bytes in framings(data, ChunkKind::RiceHistogram) {
+        let Ok(periods) = encode::rice_hist::decode(&bytes) else {
+            continue;
+        };
+        let mut merged = hist::Histogram::new();
+        for (_, h) in &periods {
+            h.assert_invariants();
+            merged.merge(h);
+        }
+        let mut scratch = encode::rice_hist::EncodeScratch::default();
+        let again = encode::rice_hist::encode(periods.as_slice(), &mut scratch);
+        let packed: Vec<(i64, Vec<u8>)> = periods
+            .iter()
+            .map(|(t, h)| {
+                let mut b = Vec::new();
+                crate::packed::pack_histogram(h, &mut b);
+                (*t, b)
+            })
+            .collect();
+        let from_packed =
+            encode::rice_hist::encode(&encode::rice_hist::PackedPeriods(&packed), &mut scratch);
+        assert_eq!(
+            again, from_packed,
+            "packed periods encode as their histograms"
+        );
+        assert_eq!(
+            again.map(|b| encode::rice_hist::decode(&b)),
+            Ok(Ok(periods))
+        );
+        let mut acc = [hist::Accumulator::new()];
+        let into = encode::rice_hist::decode_into(&bytes, |_| Some(0), &mut acc);
+        assert!(
+            into.is_ok(),
+            "decode accepted what decode_into refused: {into:?}"
+        );
+        assert_eq!(acc[0].to_histogram(), merged);
+    }
+}
+
 /// Packed histogram chunk decoder (rollups): accepted chunks hold valid histograms, re-encode
 /// to the same periods, and decode the same straight into an accumulator.
 pub fn packed_histogram_chunk(data: &[u8]) {

@@ -24,7 +24,7 @@ pub mod index;
 pub mod inspect;
 pub mod key;
 pub mod manifest;
-mod packed;
+pub mod packed;
 pub mod read;
 pub mod rollup;
 pub mod tagquery;

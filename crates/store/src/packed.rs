@@ -10,7 +10,7 @@
 use hist::{Accumulator, Histogram};
 
 /// Most bytes one bin takes: two 10-byte varints.
-const BIN_BYTES_MAX: usize = 20;
+pub const BIN_BYTES_MAX: usize = 20;
 
 /// Appends bins (strictly ascending keys, counts > 0), packed, to `out`.
 pub fn pack(keys: &[u16], counts: &[u64], out: &mut Vec<u8>) {
@@ -327,6 +327,13 @@ impl Sink for Dense<'_> {
     }
 }
 
+/// Calls `f(key, count)` for every bin of packed bins the store packed itself (see
+/// [`walk_trusted`]), in key order; returns how many there were.
+#[inline]
+pub fn for_each_bin_trusted(bytes: &[u8], f: impl FnMut(u16, u64)) -> usize {
+    walk_trusted(bytes, &mut Each(f))
+}
+
 /// Unpacks bins the store packed itself (see [`walk_trusted`]) into a histogram.
 pub fn unpack_trusted(bytes: &[u8]) -> Histogram {
     // Every bin takes at least two bytes: sized once, no regrowth while pushing.
@@ -342,6 +349,13 @@ pub fn unpack_trusted(bytes: &[u8]) -> Histogram {
     Histogram::from_sorted_key_vecs(keys, counts)
 }
 
+/// The number of bins marked in `touched` (keys `lo ..= hi`).
+pub fn dense_bins(touched: &DenseBits, (lo, hi): (usize, usize)) -> usize {
+    touched.get(lo / 64..=hi / 64).map_or(0, |words| {
+        words.iter().map(|w| w.count_ones() as usize).sum()
+    })
+}
+
 /// Appends the bins marked in `touched` (keys `lo ..= hi`), packed in key order, with their
 /// counts from `dense`; leaves both zero where it read them. A period's fold packs its merged
 /// bins this way, straight off the set bits, without gathering keys and counts first.
@@ -351,11 +365,11 @@ pub fn pack_dense(
     (lo, hi): (usize, usize),
     out: &mut Vec<u8>,
 ) {
+    let bins = dense_bins(touched, (lo, hi));
     let Some(words) = touched.get_mut(lo / 64..=hi / 64) else {
         debug_assert!(lo > hi, "touched keys inside the dense array");
         return;
     };
-    let bins: usize = words.iter().map(|w| w.count_ones() as usize).sum();
     let mut at = out.len();
     out.resize(at + bins * 2 + BIN_BYTES_MAX, 0);
     let mut next = 0usize;

@@ -33,6 +33,11 @@ fn histogram_chunk_corpus() {
 }
 
 #[test]
+fn rice_histogram_chunk_corpus() {
+    replay("rice_histogram_chunk", store::fuzzing::rice_histogram_chunk);
+}
+
+#[test]
 fn packed_histogram_chunk_corpus() {
     replay(
         "packed_histogram_chunk",

@@ -27,9 +27,9 @@ pub const HIST_CHUNK_SLOTS_MAX: u64 = 1 << 22;
 /// A bin populated in at least 1 / this of a chunk's periods is in its window (measured: 2, 4
 /// and 8 give 15.3, 15.1 and 15.0 B per sample at 60 s periods and 38.9, 38.2, 37.1 at 10 s;
 /// 4 decodes fastest).
-const WINDOW_OCCUPANCY_DIV: u64 = 4;
+pub(super) const WINDOW_OCCUPANCY_DIV: u64 = 4;
 /// Counts above this add no more to a window bin's mean (keeps the sum far from overflow).
-const MEAN_COUNT_MAX: u64 = 1 << 20;
+pub(super) const MEAN_COUNT_MAX: u64 = 1 << 20;
 /// Context classes of window bins: the bit length of 16 × the bin's mean count over the chunk,
 /// capped.
 const CLASSES: usize = 26;
@@ -449,18 +449,27 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
 
 /// One decoded period: every window bin's count (0 where empty) and the bins outside the
 /// window, each with the window position it precedes.
-struct Period<'a> {
-    ts_ms: i64,
-    window_keys: &'a [u16],
-    window_counts: &'a [u64],
+pub(super) struct Period<'a> {
+    pub(super) ts_ms: i64,
+    pub(super) window_keys: &'a [u16],
+    pub(super) window_counts: &'a [u64],
     /// `(key, count, window position)`, ascending.
-    extras: &'a [(u16, u64, usize)],
+    pub(super) extras: &'a [(u16, u64, usize)],
 }
 
 impl Period<'_> {
+    /// Adds the period's bins to `acc`. Order does not matter to an accumulator, nor do the
+    /// window's zero counts: the window is added as decoded, the extras after it.
+    pub(super) fn add_to(&self, acc: &mut Accumulator) {
+        acc.add_keys(self.window_keys, self.window_counts);
+        for &(k, c, _) in self.extras {
+            acc.add_key(k, c);
+        }
+    }
+
     /// The period's bins in storage order (window bins with a count and extras interleaved),
     /// into the caller's buffers.
-    fn sorted_bins(&self, keys: &mut Vec<u16>, counts: &mut Vec<u64>) {
+    pub(super) fn sorted_bins(&self, keys: &mut Vec<u16>, counts: &mut Vec<u64>) {
         let slots = self.window_keys.len() + self.extras.len();
         keys.resize(slots, 0);
         counts.resize(slots, 0);
@@ -513,12 +522,7 @@ pub fn decode_into(
 ) -> Result<ChunkSummary, DecodeError> {
     decode_with(bytes, |p| {
         if let Some(acc) = slot_of(p.ts_ms).and_then(|i| out.get_mut(i)) {
-            // Order does not matter to an accumulator, nor do the window's zero counts: the
-            // window is added as decoded, the extras after it.
-            acc.add_keys(p.window_keys, p.window_counts);
-            for &(k, c, _) in p.extras {
-                acc.add_key(k, c);
-            }
+            p.add_to(acc);
         }
     })
 }
@@ -530,16 +534,21 @@ pub(super) fn start_chunk(
     kind: ChunkKind,
     periods: &[(i64, Histogram)],
 ) -> Result<Vec<u8>, EncodeError> {
-    let count = check_timestamps(periods.iter().map(|p| p.0))?;
+    let ts_ms: Vec<i64> = periods.iter().map(|p| p.0).collect();
+    start_chunk_ts(kind, &ts_ms)
+}
+
+/// [`start_chunk`] from the period starts alone.
+pub(super) fn start_chunk_ts(kind: ChunkKind, ts_ms: &[i64]) -> Result<Vec<u8>, EncodeError> {
+    let count = check_timestamps(ts_ms.iter().copied())?;
     if count > HIST_CHUNK_PERIODS_MAX {
         return Err(EncodeError::TooManySamples { count });
     }
-    let ts_ms: Vec<i64> = periods.iter().map(|p| p.0).collect();
     let mut out = frame_start(kind);
     put_varint(&mut out, count as u64);
-    let header = timestamps::write_header(&mut out, &ts_ms);
+    let header = timestamps::write_header(&mut out, ts_ms);
     let mut w = BitWriter::new();
-    timestamps::write_bits(&mut w, &ts_ms, header);
+    timestamps::write_bits(&mut w, ts_ms, header);
     let ts_bits = w.finish();
     put_varint(&mut out, ts_bits.len() as u64);
     out.extend_from_slice(&ts_bits);
@@ -739,7 +748,7 @@ fn read_raw_slow(raw: &mut BitReader<'_>, symbol: u8, failed: &mut bool) -> u64 
 
 /// The storage-order key of an extra's ordinal, checked below `BIN_COUNT_MAX` when decoded.
 #[inline]
-fn extra_key(ordinal: u16) -> u16 {
+pub(super) fn extra_key(ordinal: u16) -> u16 {
     let key = key_of_ordinal(ordinal);
     debug_assert!(key.is_some());
     key.unwrap_or(0)

@@ -13,6 +13,7 @@ pub mod histogram;
 pub mod numeric;
 pub mod packed_hist;
 pub mod range;
+pub mod rice_hist;
 pub mod text;
 
 pub mod timestamps;
@@ -37,6 +38,8 @@ pub enum ChunkKind {
     Aggregate = 4,
     /// Histograms with packed bins (rollup blocks only; `packed_hist.rs`).
     PackedHistogram = 5,
+    /// Histograms, Rice-coded (`rice_hist.rs`): what base blocks hold; kind 3 is still read.
+    RiceHistogram = 6,
 }
 
 /// Why a chunk could not be encoded.
