@@ -124,6 +124,12 @@ impl<B: AsRef<[u8]>> Periods for PackedPeriods<'_, B> {
 #[derive(Default)]
 pub struct EncodeScratch {
     stats: Option<Box<DenseCounts>>,
+    /// The chunk's bins as the window pass read them (every period's keys and counts, one
+    /// after another; period `i` ends at `ends[i]`), so the writing pass reads plain arrays
+    /// instead of walking the periods' packed bytes again.
+    keys: Vec<u16>,
+    counts: Vec<u64>,
+    ends: Vec<usize>,
 }
 
 /// The window of one chunk.
@@ -184,68 +190,57 @@ pub fn encode<P: Periods + ?Sized>(
         (next_ordinal, prev_k) = (ordinal + 1, k);
     }
 
-    let mut bins = PeriodBins::default();
+    let mut extras: Vec<(u16, u64)> = Vec::new();
     let mut prev_first_extra = 0u16;
-    for i in 0..count {
-        bins.gather(periods, i, &window);
+    let mut from = 0;
+    for &to in &scratch.ends {
+        let (keys, counts) = (&scratch.keys[from..to], &scratch.counts[from..to]);
+        from = to;
         // Every bin, window or extra, takes at most two codes; the empty window bins' zeros
         // are counted apart.
-        let bits_max =
-            window.all_empty_bits + RICE_CODE_BITS_MAX * (2 * bins.bin_count() as u64 + 1);
+        let bits_max = window.all_empty_bits + RICE_CODE_BITS_MAX * (2 * keys.len() as u64 + 1);
         w.packer(bits_max, |p| {
-            write_period(p, &bins, window.all_empty_bits, &mut prev_first_extra);
+            extras.clear();
+            write_period(p, &window, keys, counts, &mut extras, &mut prev_first_extra);
         });
     }
     out.extend_from_slice(&w.finish());
+    if scratch.keys.len() > SCRATCH_BINS_KEPT_MAX {
+        // An outsized chunk's copy is not kept for the next one.
+        (scratch.keys, scratch.counts) = (Vec::new(), Vec::new());
+    }
     Ok(frame_finish(out))
 }
 
-/// One period's bins, sorted out for writing: the window bins' slot entries and counts, and
-/// the extras. Gathered apart from the writing so the writer's loop is a plain loop over a
-/// slice: inside the walk's closure its state stayed in memory, ≈ 3× slower.
-#[derive(Default)]
-struct PeriodBins {
-    window: Vec<(u32, u64)>,
-    extras: Vec<(u16, u64)>,
-}
-
-impl PeriodBins {
-    fn gather<P: Periods + ?Sized>(&mut self, periods: &P, i: usize, window: &Window) {
-        self.window.clear();
-        self.extras.clear();
-        self.window.reserve(periods.bins_max(i));
-        periods.for_each_bin(i, |key, c| {
-            let slot = window.slot(key);
-            if slot == OUTSIDE {
-                self.extras.push((key, c));
-            } else {
-                self.window.push((slot, c));
-            }
-        });
-    }
-
-    fn bin_count(&self) -> usize {
-        self.window.len() + self.extras.len()
-    }
-}
+/// Most bins the encoder's scratch keeps between chunks (10 bytes each): a 2-hour chunk of
+/// 60 s periods with 200 bins each is 24 k.
+const SCRATCH_BINS_KEPT_MAX: usize = 1 << 20;
 
 /// One period: each window bin's count (a run of empty ones as one run of zeros, merged into
-/// the next code), then the extras.
+/// the next code), then the extras. The bins come from plain arrays (the window pass's copy)
+/// and the codes go through one loop over locals: inside a walk's closure the writer's state
+/// stayed in memory, ≈ 3× slower.
 #[inline(always)]
 fn write_period(
     p: &mut Packer<'_>,
-    bins: &PeriodBins,
-    all_empty_bits: u64,
+    window: &Window,
+    keys: &[u16],
+    counts: &[u64],
+    extras: &mut Vec<(u16, u64)>,
     prev_first_extra: &mut u16,
 ) {
-    let window = bins
-        .window
-        .iter()
-        .map(|&(slot, c)| (u64::from(slot & SLOT_ZEROS_MASK), slot >> SLOT_K_SHIFT, c));
-    p.write_sparse_rice_run(window, all_empty_bits);
-    p.write_rice(bins.extras.len() as u64, K_EXTRAS);
+    let window_bins = keys.iter().zip(counts).filter_map(|(&key, &c)| {
+        let slot = window.slot(key);
+        if slot == OUTSIDE {
+            extras.push((key, c));
+            return None;
+        }
+        Some((u64::from(slot & SLOT_ZEROS_MASK), slot >> SLOT_K_SHIFT, c))
+    });
+    p.write_sparse_rice_run(window_bins, window.all_empty_bits);
+    p.write_rice(extras.len() as u64, K_EXTRAS);
     let mut prev: Option<u16> = None;
-    for &(key, c) in &bins.extras {
+    for &(key, c) in extras.iter() {
         let ordinal = ordinal_of_key(key);
         match prev {
             None => p.write_rice(
@@ -257,7 +252,7 @@ fn write_period(
         p.write_rice(c - 1, K_EXTRA_COUNT);
         prev = Some(ordinal);
     }
-    if let Some(&(key, _)) = bins.extras.first() {
+    if let Some(&(key, _)) = extras.first() {
         *prev_first_extra = ordinal_of_key(key);
     }
 }
@@ -270,14 +265,31 @@ fn choose_window<P: Periods + ?Sized>(
     scratch: &mut EncodeScratch,
 ) -> Result<Window, EncodeError> {
     let stats = &mut **scratch.stats.get_or_insert_with(packed::zeroed_dense);
+    let (keys, counts, ends) = (&mut scratch.keys, &mut scratch.counts, &mut scratch.ends);
+    ends.clear();
     let (mut lo, mut hi) = (usize::MAX, 0usize);
+    let mut n = 0usize;
     for i in 0..periods.count() {
+        // Written by index into arrays sized ahead: a push per bin (capacity check, length
+        // kept in memory) cost more than walking the packed bytes a second time.
+        let bins_max = periods.bins_max(i);
+        if keys.len() < n + bins_max {
+            keys.resize(n + bins_max, 0);
+            counts.resize(n + bins_max, 0);
+        }
+        let (k_out, c_out) = (&mut keys[n..n + bins_max], &mut counts[n..n + bins_max]);
+        let mut at = 0;
         periods.for_each_bin(i, |key, c| {
             let k = usize::from(key);
             stats[k % DENSE_KEYS] += (1 << OCCUPANCY_SHIFT) + c.min(MEAN_COUNT_MAX);
             lo = lo.min(k);
             hi = hi.max(k);
+            k_out[at] = key;
+            c_out[at] = c;
+            at += 1;
         });
+        n += at;
+        ends.push(n);
     }
     if lo > hi {
         // No bins at all: an empty window.
