@@ -4,8 +4,9 @@
 //!
 //! Two parts: first thread CPU time (`CLOCK_THREAD_CPUTIME_ID`, so time spent waiting for the
 //! shared CPU is not counted) per period for encode, decode and decode_into, the median of
-//! `ROUNDS` rounds over every chunk, with the bytes per period; then the same operations under
-//! criterion (wall time). `cargo bench -p store --bench hist_chunk -- --cpu-only` skips the
+//! `ROUNDS` rounds over every chunk, with the bytes per period, for the range-coded chunk
+//! (kind 3, written up to session 8) and the Rice-coded one (kind 6, written since; also encoded
+//! from packed periods, as a flush does); then the same operations under criterion (wall time). `cargo bench -p store --bench hist_chunk -- --cpu-only` skips the
 //! criterion part; `-- --encode-loop` only encodes, for a profiler.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -56,6 +57,11 @@ fn cpu_ns_per_period(chunks_total: usize, mut f: impl FnMut()) -> f64 {
     ns[ROUNDS / 2] as f64 / (chunks_total * PERIODS) as f64
 }
 
+thread_local! {
+    static RICE_SCRATCH: std::cell::RefCell<rice_hist::EncodeScratch> =
+        std::cell::RefCell::new(rice_hist::EncodeScratch::default());
+}
+
 /// One chunk kind's coder, as the benchmark drives it.
 struct Coder {
     name: &'static str,
@@ -77,7 +83,8 @@ const CODERS: [Coder; 2] = [
     },
     Coder {
         name: "rice (kind 6)",
-        encode: |c| rice_hist::encode(c, &mut rice_hist::EncodeScratch::default()).unwrap(),
+        // One scratch kept across chunks, as a block writer keeps it.
+        encode: |c| RICE_SCRATCH.with_borrow_mut(|s| rice_hist::encode(c, s).unwrap()),
         decode: |b| rice_hist::decode(b).unwrap(),
         decode_into: |b, acc| {
             rice_hist::decode_into(b, |_| Some(0), acc).unwrap();
