@@ -438,13 +438,96 @@ impl Window {
 /// Decodes one chunk; never panics; work and memory bounded by `HIST_CHUNK_PERIODS_MAX` and
 /// `HIST_CHUNK_SLOTS_MAX` whatever the input.
 pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
+    collect_periods(|each| decode_with(bytes, each))
+}
+
+/// The periods a window decoder (`walk`: kind 3's or kind 6's `decode_with`) gives, as
+/// histograms.
+pub(super) fn collect_periods(
+    walk: impl FnOnce(&mut dyn FnMut(&Period<'_>)) -> Result<ChunkSummary, DecodeError>,
+) -> Result<Vec<(i64, Histogram)>, DecodeError> {
     let mut out = Vec::new();
     let (mut keys, mut counts) = (Vec::new(), Vec::new());
-    decode_with(bytes, |p| {
+    walk(&mut |p| {
         p.sorted_bins(&mut keys, &mut counts);
         out.push((p.ts_ms, Histogram::from_sorted_keys(&keys, &counts)));
     })?;
     Ok(out)
+}
+
+/// The periods a window decoder gives, each added to `out[slot_of(start)]` (see
+/// [`decode_into`]).
+pub(super) fn accumulate_periods(
+    walk: impl FnOnce(&mut dyn FnMut(&Period<'_>)) -> Result<ChunkSummary, DecodeError>,
+    mut slot_of: impl FnMut(i64) -> Option<usize>,
+    out: &mut [Accumulator],
+) -> Result<ChunkSummary, DecodeError> {
+    walk(&mut |p| {
+        if let Some(acc) = slot_of(p.ts_ms).and_then(|i| out.get_mut(i)) {
+            p.add_to(acc);
+        }
+    })
+}
+
+/// The values of a period's extras, as a window decoder reads them.
+#[derive(Clone, Copy)]
+pub(super) enum ExtraValue {
+    /// The first extra's ordinal as zigzag(ordinal − the previous period's first).
+    First,
+    /// A later extra's ordinal − the previous ordinal − 1.
+    Gap,
+    /// An extra's count − 1.
+    CountLess1,
+}
+
+/// A window decoder's source of extras' values, and its errors.
+pub(super) trait ExtraSource {
+    fn value(&mut self, which: ExtraValue) -> Result<u64, DecodeError>;
+    fn invalid(&self, what: &'static str) -> DecodeError;
+}
+
+/// Reads a period's `n` extras into `extras` (cleared first) as `(key, count, the window
+/// position each precedes)`, checking each is a bin, ascending and outside the window;
+/// `prev_first` is the previous period's first extra ordinal, updated.
+pub(super) fn read_extras(
+    source: &mut impl ExtraSource,
+    n: u64,
+    window_ordinals: &[u16],
+    prev_first: &mut u16,
+    extras: &mut Vec<(u16, u64, usize)>,
+) -> Result<(), DecodeError> {
+    extras.clear();
+    let mut prev: Option<i64> = None;
+    // Bounded: callers check `n` against the chunk's slots first.
+    for _ in 0..n {
+        let o = match prev {
+            None => i64::from(*prev_first).wrapping_add(unzigzag(source.value(ExtraValue::First)?)),
+            Some(p) => p
+                .wrapping_add(1)
+                .wrapping_add(source.value(ExtraValue::Gap)? as i64),
+        };
+        if !(0..BIN_COUNT_MAX as i64).contains(&o) || prev.is_some_and(|p| o <= p) {
+            return Err(source.invalid("extra bin out of range or order"));
+        }
+        let o = o as u16;
+        let at = window_ordinals.partition_point(|&w| w < o);
+        if window_ordinals.get(at) == Some(&o) {
+            return Err(source.invalid("extra bin in the window"));
+        }
+        let c = source
+            .value(ExtraValue::CountLess1)?
+            .checked_add(1)
+            .ok_or_else(|| source.invalid("bin count above 2^64 - 1"))?;
+        extras.push((o, c, at));
+        prev = Some(i64::from(o));
+    }
+    if let Some(&(o, _, _)) = extras.first() {
+        *prev_first = o;
+    }
+    for e in extras.iter_mut() {
+        e.0 = extra_key(e.0);
+    }
+    Ok(())
 }
 
 /// One decoded period: every window bin's count (0 where empty) and the bins outside the
@@ -517,14 +600,10 @@ pub struct ChunkSummary {
 /// have been added. Same bounds as `decode`.
 pub fn decode_into(
     bytes: &[u8],
-    mut slot_of: impl FnMut(i64) -> Option<usize>,
+    slot_of: impl FnMut(i64) -> Option<usize>,
     out: &mut [Accumulator],
 ) -> Result<ChunkSummary, DecodeError> {
-    decode_with(bytes, |p| {
-        if let Some(acc) = slot_of(p.ts_ms).and_then(|i| out.get_mut(i)) {
-            p.add_to(acc);
-        }
-    })
+    accumulate_periods(|each| decode_with(bytes, each), slot_of, out)
 }
 
 /// A histogram chunk (either layout) up to its periods: the frame start, the period count and
@@ -651,40 +730,17 @@ fn decode_with(
         slots_left = slots_left
             .checked_sub(n)
             .ok_or_else(|| d.invalid("more bin slots than HIST_CHUNK_SLOTS_MAX"))?;
-        extras.clear();
-        let mut prev: Option<i64> = None;
-        for _ in 0..n {
-            let o = match prev {
-                None => i64::from(prev_first_extra).wrapping_add(unzigzag(read_value(
-                    &mut d,
-                    &mut raw,
-                    CTX_EXTRA_FIRST,
-                ))),
-                Some(p) => {
-                    p.wrapping_add(1)
-                        .wrapping_add(read_value(&mut d, &mut raw, CTX_EXTRA_GAP) as i64)
-                }
-            };
-            if !(0..BIN_COUNT_MAX as i64).contains(&o) || prev.is_some_and(|p| o <= p) {
-                return Err(d.invalid("extra bin out of range or order"));
-            }
-            let o = o as u16;
-            let at = window_ordinals.partition_point(|&w| w < o);
-            if window_ordinals.get(at) == Some(&o) {
-                return Err(d.invalid("extra bin in the window"));
-            }
-            let c = read_value(&mut d, &mut raw, CTX_EXTRA_VALUE)
-                .checked_add(1)
-                .ok_or_else(|| d.invalid("bin count above 2^64 - 1"))?;
-            extras.push((o, c, at));
-            prev = Some(i64::from(o));
-        }
-        if let Some(&(o, _, _)) = extras.first() {
-            prev_first_extra = o;
-        }
-        for e in &mut extras {
-            e.0 = extra_key(e.0);
-        }
+        let mut source = RangeExtras {
+            d: &mut d,
+            raw: &mut raw,
+        };
+        read_extras(
+            &mut source,
+            n,
+            &window_ordinals,
+            &mut prev_first_extra,
+            &mut extras,
+        )?;
         // The window's counts follow the extras in the stream, in one run (extras only say
         // where they go among them).
         let mut raw_failed = false;
@@ -705,6 +761,27 @@ fn decode_with(
     raw.finish()?;
     d.finish()?;
     Ok(summary)
+}
+
+/// Kind 3's extras: values in their contexts (errors kept in the decoder until its check).
+struct RangeExtras<'d, 'a, 'b> {
+    d: &'d mut RansDecoder<'a>,
+    raw: &'d mut BitReader<'b>,
+}
+
+impl ExtraSource for RangeExtras<'_, '_, '_> {
+    fn value(&mut self, which: ExtraValue) -> Result<u64, DecodeError> {
+        let ctx = match which {
+            ExtraValue::First => CTX_EXTRA_FIRST,
+            ExtraValue::Gap => CTX_EXTRA_GAP,
+            ExtraValue::CountLess1 => CTX_EXTRA_VALUE,
+        };
+        Ok(read_value(self.d, self.raw, ctx))
+    }
+
+    fn invalid(&self, what: &'static str) -> DecodeError {
+        self.d.invalid(what)
+    }
 }
 
 /// The next value in context `ctx`: its symbol, and raw bits for a large one. Errors are kept in
@@ -748,7 +825,7 @@ fn read_raw_slow(raw: &mut BitReader<'_>, symbol: u8, failed: &mut bool) -> u64 
 
 /// The storage-order key of an extra's ordinal, checked below `BIN_COUNT_MAX` when decoded.
 #[inline]
-pub(super) fn extra_key(ordinal: u16) -> u16 {
+fn extra_key(ordinal: u16) -> u16 {
     let key = key_of_ordinal(ordinal);
     debug_assert!(key.is_some());
     key.unwrap_or(0)

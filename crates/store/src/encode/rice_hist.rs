@@ -23,9 +23,11 @@ use hist::{Accumulator, Histogram, BIN_COUNT_MAX};
 
 use super::bits::{get_varint, put_varint, unzigzag, zigzag, BitReader, BitWriter, Packer};
 use super::bits::{RICE_CODE_BITS_MAX, RICE_K_MAX};
+use super::histogram::{accumulate_periods, collect_periods, read_extras};
+use super::histogram::{key_of_ordinal, ordinal_of_key, read_period_starts, start_chunk_ts};
+use super::histogram::{ChunkSummary, ExtraSource, ExtraValue, Period};
 use super::histogram::{
-    extra_key, key_of_ordinal, ordinal_of_key, read_period_starts, start_chunk_ts, ChunkSummary,
-    Period, HIST_CHUNK_PERIODS_MAX, HIST_CHUNK_SLOTS_MAX, MEAN_COUNT_MAX, WINDOW_OCCUPANCY_DIV,
+    HIST_CHUNK_PERIODS_MAX, HIST_CHUNK_SLOTS_MAX, MEAN_COUNT_MAX, WINDOW_OCCUPANCY_DIV,
 };
 use super::{frame_body, frame_finish, ChunkKind, DecodeError, EncodeError};
 use crate::packed::{self, DenseCounts, DENSE_KEYS};
@@ -348,13 +350,7 @@ fn choose_window<P: Periods + ?Sized>(
 /// Decodes one chunk; never panics; work and memory bounded by `HIST_CHUNK_PERIODS_MAX`,
 /// `HIST_CHUNK_SLOTS_MAX` and the chunk's bytes whatever the input.
 pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
-    let mut out = Vec::new();
-    let (mut keys, mut counts) = (Vec::new(), Vec::new());
-    decode_with(bytes, |p| {
-        p.sorted_bins(&mut keys, &mut counts);
-        out.push((p.ts_ms, Histogram::from_sorted_keys(&keys, &counts)));
-    })?;
-    Ok(out)
+    collect_periods(|each| decode_with(bytes, each))
 }
 
 /// Decodes one chunk straight into accumulators, as `histogram::decode_into` does for kind 3:
@@ -362,14 +358,10 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
 /// index past `out`: skipped). After an error some periods may have been added.
 pub fn decode_into(
     bytes: &[u8],
-    mut slot_of: impl FnMut(i64) -> Option<usize>,
+    slot_of: impl FnMut(i64) -> Option<usize>,
     out: &mut [Accumulator],
 ) -> Result<ChunkSummary, DecodeError> {
-    decode_with(bytes, |p| {
-        if let Some(acc) = slot_of(p.ts_ms).and_then(|i| out.get_mut(i)) {
-            p.add_to(acc);
-        }
-    })
+    accumulate_periods(|each| decode_with(bytes, each), slot_of, out)
 }
 
 /// The decoder: calls `period` with each decoded period, in time order.
@@ -405,39 +397,13 @@ fn decode_with(
         slots_left = slots_left
             .checked_sub(n)
             .ok_or_else(|| r.invalid("more bin slots than HIST_CHUNK_SLOTS_MAX"))?;
-        extras.clear();
-        let mut prev: Option<i64> = None;
-        // Bounded by the slots check above.
-        for _ in 0..n {
-            let o = match prev {
-                None => {
-                    i64::from(prev_first_extra).wrapping_add(unzigzag(r.read_rice(K_EXTRA_FIRST)?))
-                }
-                Some(p) => p
-                    .wrapping_add(1)
-                    .wrapping_add(r.read_rice(K_EXTRA_GAP)? as i64),
-            };
-            if !(0..BIN_COUNT_MAX as i64).contains(&o) || prev.is_some_and(|p| o <= p) {
-                return Err(r.invalid("extra bin out of range or order"));
-            }
-            let o = o as u16;
-            let at = window_ordinals.partition_point(|&w| w < o);
-            if window_ordinals.get(at) == Some(&o) {
-                return Err(r.invalid("extra bin in the window"));
-            }
-            let c = r
-                .read_rice(K_EXTRA_COUNT)?
-                .checked_add(1)
-                .ok_or_else(|| r.invalid("bin count above 2^64 - 1"))?;
-            extras.push((o, c, at));
-            prev = Some(i64::from(o));
-        }
-        if let Some(&(o, _, _)) = extras.first() {
-            prev_first_extra = o;
-        }
-        for e in &mut extras {
-            e.0 = extra_key(e.0);
-        }
+        read_extras(
+            &mut RiceExtras(&mut r),
+            n,
+            &window_ordinals,
+            &mut prev_first_extra,
+            &mut extras,
+        )?;
         period(&Period {
             ts_ms: ts,
             window_keys: &window_keys,
@@ -451,6 +417,23 @@ fn decode_with(
         first_ts_ms: ts_ms.first().copied().unwrap_or(0),
         last_ts_ms: ts_ms.last().copied().unwrap_or(0),
     })
+}
+
+/// Kind 6's extras: Rice codes of fixed parameters.
+struct RiceExtras<'r, 'a>(&'r mut BitReader<'a>);
+
+impl ExtraSource for RiceExtras<'_, '_> {
+    fn value(&mut self, which: ExtraValue) -> Result<u64, DecodeError> {
+        self.0.read_rice(match which {
+            ExtraValue::First => K_EXTRA_FIRST,
+            ExtraValue::Gap => K_EXTRA_GAP,
+            ExtraValue::CountLess1 => K_EXTRA_COUNT,
+        })
+    }
+
+    fn invalid(&self, what: &'static str) -> DecodeError {
+        self.0.invalid(what)
+    }
 }
 
 /// The window's keys, ordinals and Rice parameters.
