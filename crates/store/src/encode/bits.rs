@@ -490,6 +490,49 @@ impl<'a> BitReader<'a> {
         Ok(())
     }
 
+    /// One Rice code per parameter of `ks` into `out` (as long as `ks`): the same values, bits
+    /// and errors as a `read_rice` for each. Codes are taken from one 64-bit window for as long
+    /// as they fit in it (`read_rice_run` with a parameter per code: a histogram chunk's window
+    /// bins each have their own).
+    pub fn read_rice_each(&mut self, ks: &[u32], out: &mut [u64]) -> Result<(), DecodeError> {
+        assert_eq!(ks.len(), out.len());
+        let mut i = 0;
+        // Bounded: every pass of the outer loop reads at least one code or leaves it.
+        while i < ks.len() {
+            let Some((mut w, valid)) = self.window() else {
+                break;
+            };
+            let mut used = 0u32;
+            while let (Some(&k), Some(slot)) = (ks.get(i), out.get_mut(i)) {
+                let q = (!w).leading_zeros();
+                let len = q + 1 + k;
+                if u64::from(q) >= RICE_ESCAPE_Q || k > RICE_K_MAX || used + len > valid {
+                    break;
+                }
+                // q < 16 and 1 ≤ k ≤ 63 where shifted (len fits the window): no shift overflows.
+                let low = if k == 0 {
+                    0
+                } else {
+                    (w << (q + 1)) >> (64 - k)
+                };
+                *slot = (u64::from(q) << k) | low;
+                w = w.checked_shl(len).unwrap_or(0);
+                used += len;
+                i += 1;
+            }
+            self.pos_bits += u64::from(used);
+            if used == 0 {
+                // An escape, a parameter out of range, or a code longer than the window's rest.
+                out[i] = self.read_rice(ks[i])?;
+                i += 1;
+            }
+        }
+        for (slot, &k) in out[i..].iter_mut().zip(&ks[i..]) {
+            *slot = self.read_rice(k)?;
+        }
+        Ok(())
+    }
+
     /// Checks that only zero padding (under one byte) is left.
     pub fn finish(mut self) -> Result<(), DecodeError> {
         let remaining = self.remaining_bits();
@@ -657,6 +700,39 @@ mod tests {
             prop_assert_eq!(&got[..], &want[..]);
             if result.is_ok() {
                 prop_assert_eq!(run.pos_bits, one.pos_bits);
+            }
+        }
+
+        #[test]
+        fn rice_each_reads_as_single_codes(
+            codes in proptest::collection::vec((any::<u64>(), 0u32..=20, 0u32..=66), 0..200),
+            cut in any::<usize>(),
+        ) {
+            let mut w = BitWriter::new();
+            for &(v, k, _) in &codes {
+                let v = v >> (64 - 24);
+                w.write_rice(v, k);
+            }
+            let mut bytes = w.finish();
+            // Truncated streams fail the same way too.
+            if !bytes.is_empty() && cut % 3 == 0 {
+                bytes.truncate(cut % bytes.len());
+            }
+            // Parameters as written, or (the third field) others: out of range ones included.
+            let ks: Vec<u32> = codes
+                .iter()
+                .enumerate()
+                .map(|(i, &(_, k, other))| if i % 5 == 4 { other } else { k })
+                .collect();
+            let mut single = BitReader::new(&bytes);
+            let one_by_one: Result<Vec<u64>, DecodeError> =
+                ks.iter().map(|&k| single.read_rice(k)).collect();
+            let mut each = BitReader::new(&bytes);
+            let mut out = vec![0; ks.len()];
+            let got = each.read_rice_each(&ks, &mut out).map(|()| out);
+            prop_assert_eq!(&got, &one_by_one);
+            if got.is_ok() {
+                prop_assert_eq!(each.remaining_bits(), single.remaining_bits());
             }
         }
 

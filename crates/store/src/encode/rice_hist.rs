@@ -390,9 +390,7 @@ fn decode_with(
     let mut prev_first_extra = 0u16;
     let mut window_counts: Vec<u64> = vec![0; width];
     for &ts in &ts_ms {
-        for (c, &k) in window_counts.iter_mut().zip(&ks) {
-            *c = r.read_rice(k)?;
-        }
+        r.read_rice_each(&ks, &mut window_counts)?;
         let n = r.read_rice(K_EXTRAS)?;
         slots_left = slots_left
             .checked_sub(n)
