@@ -30,8 +30,9 @@ use crate::packed;
 /// buffer however many samples a period gets.
 pub(crate) const OPEN_BYTES_MAX: usize = 16 << 10;
 /// Smallest and largest new arena segment, in bytes (a period larger than the largest gets a
-/// segment of its own size).
-const SEGMENT_BYTES_MIN: usize = 1 << 10;
+/// segment of its own size). Small, so a series with one short period holds little more than
+/// its bytes (many histogram series see only a few samples before a flush).
+const SEGMENT_BYTES_MIN: usize = 256;
 const SEGMENT_BYTES_MAX: usize = 64 << 10;
 /// Most segments in one series' arena (indexes are `u32`); a head flushes long before.
 const SEGMENTS_MAX: usize = u32::MAX as usize;
