@@ -132,24 +132,55 @@ pub struct Packer<'a> {
     fill: u32,
 }
 
+/// A packer's position: the first unfinished byte, its bits (high end) and their number.
+type PackState = (usize, u64, u32);
+
+/// Writes the low `bits` bits of `value` (`bits` ≤ `PUT_BITS_MAX`) at a packer's position and
+/// returns the new one: the new bits go right below the pending ones, the word is stored at
+/// the unfinished byte, and the position moves on by the whole bytes completed. State by
+/// value, so a caller's loop keeps it in registers.
+#[inline(always)]
+fn put_at(
+    out: &mut [u8],
+    (mut at, mut acc, mut fill): PackState,
+    value: u64,
+    bits: u32,
+) -> PackState {
+    debug_assert!(bits <= PUT_BITS_MAX && fill < 8);
+    debug_assert!(value >> bits == 0, "value {value} wider than {bits}");
+    // `fill + bits` ≤ 63, so the shift is 1..=63 unless `bits` is 0, when `value` is 0 and any
+    // shift gives 0.
+    acc |= value.wrapping_shl(64 - fill - bits);
+    fill += bits;
+    // In bounds by the reservation `BitWriter::packer` made (a failed check is a bug in the
+    // caller's bound: a panic, not a wrong chunk).
+    out[at..at + 8].copy_from_slice(&acc.to_be_bytes());
+    let whole = fill / 8;
+    at += whole as usize;
+    fill %= 8;
+    // At most 7 whole bytes (`fill` ≤ 63): the shift is at most 56.
+    acc <<= whole * 8;
+    (at, acc, fill)
+}
+
+/// `zeros` zero bits then the Rice code of `value` with parameter `k` (≤ `RICE_K_MAX`) as one
+/// word and its length, when they fit one `put` (no escape): q ones then a zero, then the
+/// low k bits — `(2^(q+1) − 2) · 2^k + value − q · 2^k`, two shifts (k ≤ 55 here); the zeros
+/// are the word's leading zeros.
+#[inline(always)]
+fn short_rice(zeros: u64, value: u64, k: u32) -> Option<(u64, u32)> {
+    let q = value >> k;
+    let bits = zeros + q + 1 + u64::from(k);
+    (q < RICE_ESCAPE_Q && bits <= u64::from(PUT_BITS_MAX))
+        .then(|| ((((2u64 << q) - 2 - q) << k) + value, bits as u32))
+}
+
 impl Packer<'_> {
     /// Writes the low `bits` bits of `value` (`bits` ≤ `PUT_BITS_MAX`).
     #[inline(always)]
     fn put(&mut self, value: u64, bits: u32) {
-        debug_assert!(bits <= PUT_BITS_MAX && self.fill < 8);
-        debug_assert!(value >> bits == 0, "value {value} wider than {bits}");
-        // The new bits go right below the pending ones (`fill + bits` ≤ 63, so the shift is
-        // 1..=63 unless `bits` is 0, when `value` is 0 and any shift gives 0).
-        self.acc |= value.wrapping_shl(64 - self.fill - bits);
-        self.fill += bits;
-        // In bounds by the reservation `BitWriter::packer` made (a failed check is a bug in
-        // the caller's bound: a panic, not a wrong chunk).
-        self.out[self.at..self.at + 8].copy_from_slice(&self.acc.to_be_bytes());
-        let whole = self.fill / 8;
-        self.at += whole as usize;
-        self.fill %= 8;
-        // At most 7 whole bytes (`fill` ≤ 63): the shift is at most 56.
-        self.acc <<= whole * 8;
+        (self.at, self.acc, self.fill) =
+            put_at(self.out, (self.at, self.acc, self.fill), value, bits);
     }
 
     /// Writes the low `bits` bits of `value` (`bits` ≤ 64; higher bits must be zero).
@@ -191,13 +222,8 @@ impl Packer<'_> {
     pub fn write_zeros_then_rice(&mut self, zeros: u64, value: u64, k: u32) {
         debug_assert!(k <= RICE_K_MAX);
         let k = k.min(RICE_K_MAX);
-        let q = value >> k;
-        let bits = zeros + q + 1 + u64::from(k);
-        if q < RICE_ESCAPE_Q && bits <= u64::from(PUT_BITS_MAX) {
-            // q ones then a zero, then the low k bits — `(2^(q+1) − 2) · 2^k + value − q · 2^k`,
-            // two shifts (k ≤ 55 here); the zeros before are the code's leading zeros.
-            let code = (((2u64 << q) - 2 - q) << k) + value;
-            self.put(code, bits as u32);
+        if let Some((code, bits)) = short_rice(zeros, value, k) {
+            self.put(code, bits);
         } else {
             cold_path();
             self.write_zeros(zeros);
@@ -220,31 +246,19 @@ impl Packer<'_> {
         // state has an address, so none of it is kept in memory (≈ 60 instructions a code
         // with the state behind `&mut self`, most of them spills).
         let out = &mut *self.out;
-        let (mut at, mut acc, mut fill) = (self.at, self.acc, self.fill);
+        let mut state = (self.at, self.acc, self.fill);
         let mut written = 0u64;
         for (before, k, value) in items {
             debug_assert!(before >= written && k <= RICE_K_MAX);
             let zeros = before - written;
             written = before + u64::from(k) + 1;
-            let q = value >> k.min(RICE_K_MAX);
-            let bits = zeros + q + 1 + u64::from(k);
-            if q < RICE_ESCAPE_Q && bits <= u64::from(PUT_BITS_MAX) {
-                // As `write_zeros_then_rice`, and `put` inlined by hand.
-                let code = (((2u64 << q) - 2 - q) << k) + value;
-                let bits = bits as u32;
-                acc |= code.wrapping_shl(64 - fill - bits);
-                fill += bits;
-                out[at..at + 8].copy_from_slice(&acc.to_be_bytes());
-                let whole = fill / 8;
-                at += whole as usize;
-                fill %= 8;
-                acc <<= whole * 8;
-            } else {
-                (at, acc, fill) = zeros_then_rice_slow(out, (at, acc, fill), zeros, value, k);
-            }
+            state = match short_rice(zeros, value, k.min(RICE_K_MAX)) {
+                Some((code, bits)) => put_at(out, state, code, bits),
+                None => zeros_then_rice_slow(out, state, zeros, value, k),
+            };
         }
         debug_assert!(run_bits >= written);
-        (self.at, self.acc, self.fill) = (at, acc, fill);
+        (self.at, self.acc, self.fill) = state;
         self.write_zeros(run_bits - written);
     }
 
@@ -271,11 +285,11 @@ impl Packer<'_> {
 #[inline(never)]
 fn zeros_then_rice_slow(
     out: &mut [u8],
-    (at, acc, fill): (usize, u64, u32),
+    (at, acc, fill): PackState,
     zeros: u64,
     value: u64,
     k: u32,
-) -> (usize, u64, u32) {
+) -> PackState {
     let mut p = Packer { out, at, acc, fill };
     p.write_zeros_then_rice(zeros, value, k);
     (p.at, p.acc, p.fill)
@@ -454,56 +468,37 @@ impl<'a> BitReader<'a> {
         if k > RICE_K_MAX {
             return Err(self.invalid("Rice parameter above 63"));
         }
-        let mut left = n;
-        while left > 0 {
-            let Some((mut w, valid)) = self.window() else {
-                break;
-            };
-            let mut used = 0u32;
-            while left > 0 {
-                let q = (!w).leading_zeros();
-                let len = q + 1 + k;
-                if u64::from(q) >= RICE_ESCAPE_Q || used + len > valid {
-                    break;
-                }
-                // q < 16 and k ≤ 56 here (len fits the window), so neither shift overflows.
-                let low = if k == 0 {
-                    0
-                } else {
-                    (w << (q + 1)) >> (64 - k)
-                };
-                each((u64::from(q) << k) | low);
-                w = w.checked_shl(len).unwrap_or(0);
-                used += len;
-                left -= 1;
-            }
-            self.pos_bits += u64::from(used);
-            if used == 0 {
-                // An escape, or a code longer than what is left of the window.
-                each(self.read_rice(k)?);
-                left -= 1;
-            }
-        }
-        for _ in 0..left {
-            each(self.read_rice(k)?);
-        }
-        Ok(())
+        self.read_rice_codes(n, |_| k, |_, v| each(v))
     }
 
     /// One Rice code per parameter of `ks` into `out` (as long as `ks`): the same values, bits
-    /// and errors as a `read_rice` for each. Codes are taken from one 64-bit window for as long
-    /// as they fit in it (`read_rice_run` with a parameter per code: a histogram chunk's window
-    /// bins each have their own).
+    /// and errors as a `read_rice` for each, taken from one 64-bit window at a time as
+    /// `read_rice_run` does (a histogram chunk's window bins each have their own parameter).
     pub fn read_rice_each(&mut self, ks: &[u32], out: &mut [u64]) -> Result<(), DecodeError> {
         assert_eq!(ks.len(), out.len());
+        self.read_rice_codes(ks.len(), |i| ks[i], |i, v| out[i] = v)
+    }
+
+    /// `n` Rice codes, code `i` with parameter `k_of(i)`, each passed to `each(i, value)`:
+    /// the same values, bits and errors as `n` calls of `read_rice`. Codes are taken from one
+    /// 64-bit window for as long as they fit in it, so consecutive codes depend on a register,
+    /// not on a load each.
+    #[inline(always)]
+    fn read_rice_codes(
+        &mut self,
+        n: usize,
+        k_of: impl Fn(usize) -> u32,
+        mut each: impl FnMut(usize, u64),
+    ) -> Result<(), DecodeError> {
         let mut i = 0;
         // Bounded: every pass of the outer loop reads at least one code or leaves it.
-        while i < ks.len() {
+        while i < n {
             let Some((mut w, valid)) = self.window() else {
                 break;
             };
             let mut used = 0u32;
-            while let (Some(&k), Some(slot)) = (ks.get(i), out.get_mut(i)) {
+            while i < n {
+                let k = k_of(i);
                 let q = (!w).leading_zeros();
                 let len = q + 1 + k;
                 if u64::from(q) >= RICE_ESCAPE_Q || k > RICE_K_MAX || used + len > valid {
@@ -515,7 +510,7 @@ impl<'a> BitReader<'a> {
                 } else {
                     (w << (q + 1)) >> (64 - k)
                 };
-                *slot = (u64::from(q) << k) | low;
+                each(i, (u64::from(q) << k) | low);
                 w = w.checked_shl(len).unwrap_or(0);
                 used += len;
                 i += 1;
@@ -523,12 +518,12 @@ impl<'a> BitReader<'a> {
             self.pos_bits += u64::from(used);
             if used == 0 {
                 // An escape, a parameter out of range, or a code longer than the window's rest.
-                out[i] = self.read_rice(ks[i])?;
+                each(i, self.read_rice(k_of(i))?);
                 i += 1;
             }
         }
-        for (slot, &k) in out[i..].iter_mut().zip(&ks[i..]) {
-            *slot = self.read_rice(k)?;
+        for j in i..n {
+            each(j, self.read_rice(k_of(j))?);
         }
         Ok(())
     }
