@@ -27,7 +27,7 @@ pub const HIST_CHUNK_SLOTS_MAX: u64 = 1 << 22;
 /// A bin populated in at least 1 / this of a chunk's periods is in its window (measured: 2, 4
 /// and 8 give 15.3, 15.1 and 15.0 B per sample at 60 s periods and 38.9, 38.2, 37.1 at 10 s;
 /// 4 decodes fastest).
-pub(super) const WINDOW_OCCUPANCY_DIV: u64 = 4;
+const WINDOW_OCCUPANCY_DIV: u64 = 4;
 /// Counts above this add no more to a window bin's mean (keeps the sum far from overflow).
 pub(super) const MEAN_COUNT_MAX: u64 = 1 << 20;
 /// Context classes of window bins: the bit length of 16 × the bin's mean count over the chunk,
@@ -61,6 +61,37 @@ pub fn ordinal_of_key(key: u16) -> u16 {
         1 + decade * DECADE_SLOTS_MAX + slot - 1
     } else {
         ORDINAL_ZERO + 1 + (decade - 256) * DECADE_SLOTS_MAX + slot - 1
+    }
+}
+
+/// The window's occupancy bar (both chunk kinds): the keys populated in at least this many of
+/// the chunk's `n_periods` periods are its window bins — at first `1 / WINDOW_OCCUPANCY_DIV`
+/// of them, raised until the chunk's slots (window × periods + the bins outside) fit
+/// `HIST_CHUNK_SLOTS_MAX`. Returns the bar and the bins outside the window, given each key's
+/// number of periods.
+pub(super) fn window_threshold(
+    occupancy: impl Iterator<Item = u64> + Clone,
+    n_periods: u64,
+) -> Result<(u64, u64), EncodeError> {
+    let mut threshold = n_periods.div_ceil(WINDOW_OCCUPANCY_DIV).max(1);
+    // Doubling the threshold past `periods` empties the window: at most 18 rounds.
+    loop {
+        let (mut width, mut extras) = (0u64, 0u64);
+        for n in occupancy.clone() {
+            if n >= threshold {
+                width += 1;
+            } else {
+                extras += n;
+            }
+        }
+        let slots = width * n_periods + extras;
+        if slots <= HIST_CHUNK_SLOTS_MAX {
+            return Ok((threshold, extras));
+        }
+        if width == 0 {
+            return Err(EncodeError::TooManySlots { slots });
+        }
+        threshold = (threshold * 2).min(n_periods + 1);
     }
 }
 
@@ -380,26 +411,8 @@ impl Window {
             }
         }
         let n_periods = periods.len() as u64;
-        let mut threshold = n_periods.div_ceil(WINDOW_OCCUPANCY_DIV).max(1);
-        // Doubling the threshold past `periods` empties the window: at most 18 rounds.
-        let extras = loop {
-            let (mut width, mut extras) = (0u64, 0u64);
-            for &n in &occupancy {
-                if u64::from(n) >= threshold {
-                    width += 1;
-                } else {
-                    extras += u64::from(n);
-                }
-            }
-            let slots = width * n_periods + extras;
-            if slots <= HIST_CHUNK_SLOTS_MAX {
-                break extras;
-            }
-            if width == 0 {
-                return Err(EncodeError::TooManySlots { slots });
-            }
-            threshold = (threshold * 2).min(n_periods + 1);
-        };
+        let (threshold, extras) =
+            window_threshold(occupancy.iter().map(|&n| u64::from(n)), n_periods)?;
         let mut window = Window {
             keys: Vec::new(),
             classes: Vec::new(),

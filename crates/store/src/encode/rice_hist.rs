@@ -23,12 +23,10 @@ use hist::{Accumulator, Histogram, BIN_COUNT_MAX};
 
 use super::bits::{get_varint, put_varint, unzigzag, zigzag, BitReader, BitWriter, Packer};
 use super::bits::{RICE_CODE_BITS_MAX, RICE_K_MAX};
-use super::histogram::{accumulate_periods, collect_periods, read_extras};
+use super::histogram::{accumulate_periods, collect_periods, read_extras, window_threshold};
 use super::histogram::{key_of_ordinal, ordinal_of_key, read_period_starts, start_chunk_ts};
 use super::histogram::{ChunkSummary, ExtraSource, ExtraValue, Period};
-use super::histogram::{
-    HIST_CHUNK_PERIODS_MAX, HIST_CHUNK_SLOTS_MAX, MEAN_COUNT_MAX, WINDOW_OCCUPANCY_DIV,
-};
+use super::histogram::{HIST_CHUNK_PERIODS_MAX, HIST_CHUNK_SLOTS_MAX, MEAN_COUNT_MAX};
 use super::{frame_body, frame_finish, ChunkKind, DecodeError, EncodeError};
 use crate::packed::{self, DenseCounts, DENSE_KEYS};
 
@@ -259,9 +257,9 @@ fn write_period(
     }
 }
 
-/// The chunk's window: every key's periods and count sum gathered in one pass, then the keys
-/// populated in at least `1 / WINDOW_OCCUPANCY_DIV` of the periods, with the bar raised until
-/// the chunk's slots fit `HIST_CHUNK_SLOTS_MAX`.
+/// The chunk's window: every key's periods and count sum gathered in one pass (which also
+/// copies the chunk's bins into the scratch for the writing pass), then the keys over the bar
+/// of `histogram::window_threshold`, each with its Rice parameter.
 fn choose_window<P: Periods + ?Sized>(
     periods: &P,
     scratch: &mut EncodeScratch,
@@ -305,27 +303,11 @@ fn choose_window<P: Periods + ?Sized>(
     }
     let span = &mut stats[lo..=hi];
     let n_periods = periods.count() as u64;
-    let mut threshold = n_periods.div_ceil(WINDOW_OCCUPANCY_DIV).max(1);
-    // Doubling the threshold past `periods` empties the window: at most 18 rounds.
-    let result = loop {
-        let (mut width, mut extras) = (0u64, 0u64);
-        for &s in span.iter() {
-            let n = s >> OCCUPANCY_SHIFT;
-            if n >= threshold {
-                width += 1;
-            } else {
-                extras += n;
-            }
-        }
-        let slots = width * n_periods + extras;
-        if slots <= HIST_CHUNK_SLOTS_MAX {
-            break Ok(());
-        }
-        if width == 0 {
-            break Err(EncodeError::TooManySlots { slots });
-        }
-        threshold = (threshold * 2).min(n_periods + 1);
-    };
+    let chosen = window_threshold(span.iter().map(|&s| s >> OCCUPANCY_SHIFT), n_periods);
+    // On an error too the stats are read below, and so left zero for the next chunk.
+    let threshold = chosen
+        .as_ref()
+        .map_or(u64::MAX, |&(threshold, _)| threshold);
     let mut window = Window {
         lo,
         slots: vec![OUTSIDE; span.len()],
@@ -344,7 +326,7 @@ fn choose_window<P: Periods + ?Sized>(
             window.all_empty_bits += u64::from(k) + 1;
         }
     }
-    result.map(|()| window)
+    chosen.map(|_| window)
 }
 
 /// Decodes one chunk; never panics; work and memory bounded by `HIST_CHUNK_PERIODS_MAX`,
