@@ -576,9 +576,9 @@ impl Inner {
             if level == 0 {
                 // The finest level serves the reads of the last hours (its partition is built
                 // while it fills): its slices hold few observations each, whose packed bins
-                // decode faster than setting up a range coder's tables per small chunk. Coarser
-                // slices merge hours of data — counts too wide for the packed fast path — and are
-                // read a few per series, where the range coder's smaller chunks win.
+                // decode with one walk each. Coarser slices merge hours of data — counts too
+                // wide for the packed fast path — and are read a few per series, where the
+                // Rice-coded chunks (a block writer's default) are about half the bytes.
                 w = w.with_packed_histograms();
             }
             for (series, kind) in series_of(&all_files) {
