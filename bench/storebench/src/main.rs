@@ -4,7 +4,7 @@
 //! storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N]
 //!            [--hours H] [--seed S] [--batch N] [--run N]
 //!            [--flush-every B] [--api keys|ids]
-//!            [--generate inline|first]
+//!            [--generate inline|first] [--order time|backfill]
 //! storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-min MS]
 //!            [--kill-ms-max MS] [--per-store N] [--threads N]
 //! ```
@@ -21,7 +21,7 @@ use storebench::workload::{self, Config, Shape};
 const USAGE: &str = "usage:
   storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N] [--hours H]
              [--seed S] [--batch N] [--run N] [--flush-every B] [--api keys|ids]
-             [--generate inline|first]
+             [--generate inline|first] [--order time|backfill]
   storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-min MS] [--kill-ms-max MS]
              [--per-store N] [--threads N]";
 
@@ -76,6 +76,7 @@ fn bench(args: &[String]) -> Result<ExitCode, String> {
             "--run",
             "--flush-every",
             "--api",
+            "--order",
         ],
     )?;
     let shape_name = args.get("--shape").ok_or("--shape is required")?;
@@ -109,6 +110,11 @@ fn bench(args: &[String]) -> Result<ExitCode, String> {
             "keys" => false,
             "ids" => true,
             other => return Err(format!("--api {other:?}: expected keys or ids")),
+        },
+        backfill: match args.get("--order").unwrap_or("time") {
+            "time" => false,
+            "backfill" => true,
+            other => return Err(format!("--order {other:?}: expected time or backfill")),
         },
     };
     let (json, ok) = run::run(&opts)?;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use store::{Store, StoreOptions, Value, WriteBatch};
 
 use crate::measure::{self, JsonObject};
-use crate::workload::{Config, GenValue, Sample, Shape, Workload, CHUNK_SAMPLES_MAX};
+use crate::workload::{Config, GenValue, Sample, Shape, Workload, CHUNK_SAMPLES_MAX, INTERVAL_MS};
 
 /// Issue 4: batches of 10,000 samples.
 pub const BATCH_SAMPLES_DEFAULT: usize = 10_000;
@@ -33,6 +33,10 @@ pub struct RunOptions {
     /// Generate every chunk before the timed part (memory: the whole workload at once), so a
     /// profiler attached after generation sees only the store's work.
     pub pregen: bool,
+    /// Write the second half of the time range first, then the first half, as a broker
+    /// forwarding what it stored during an outage does: every sample of the second part lands
+    /// in a period its series has already closed (late data).
+    pub backfill: bool,
 }
 
 /// Runs the benchmark and returns its one-line JSON report, and whether the reopened store
@@ -95,6 +99,17 @@ pub fn run(opts: &RunOptions) -> Result<(String, bool), String> {
     let mut ids: Vec<Option<store::index::SeriesId>> = Vec::new();
     let (mut gen_cpu_ns, mut gen_wall) = (0u64, Duration::ZERO);
     let mut batches = 0u64;
+    if opts.backfill && opts.config.shape == Shape::Churn {
+        return Err("--order backfill: churn writes each series' samples once".into());
+    }
+    let span_ms = i64::try_from(opts.config.steps).unwrap_or(i64::MAX / 4) * INTERVAL_MS;
+    let half_ms = span_ms / 2 / INTERVAL_MS * INTERVAL_MS;
+    let start_ms = opts.config.start_ms;
+    let order = |ts_ms: i64| match opts.backfill {
+        false => ts_ms,
+        true if ts_ms - start_ms < half_ms => ts_ms + (span_ms - half_ms),
+        true => ts_ms - half_ms,
+    };
     loop {
         let (g_cpu, g_wall) = (clock::thread_cpu_ns(), Instant::now());
         let n = match opts.pregen {
@@ -146,7 +161,7 @@ pub fn run(opts: &RunOptions) -> Result<(String, bool), String> {
                 .copied()
                 .flatten()
                 .filter(|_| opts.by_id);
-            let ts_ms = sample.ts_ms;
+            let ts_ms = order(sample.ts_ms);
             let pushed = match (&sample.value, id) {
                 (GenValue::Numeric(v), Some(id)) => {
                     batch.push_id(id, ts_ms, Value::Numeric(*v)).map(|_| ())
@@ -291,6 +306,7 @@ pub fn run(opts: &RunOptions) -> Result<(String, bool), String> {
         .int("run_samples", opts.config.run_samples)
         .str("durability", "group_commit")
         .str("api", if opts.by_id { "ids" } else { "keys" })
+        .str("order", if opts.backfill { "backfill" } else { "time" })
         .num("cpu_s", cpu_s, 3)
         .num("wall_s", wall_s, 3)
         .num("samples_per_cpu_s", samples / cpu_s, 0)

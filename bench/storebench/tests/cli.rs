@@ -96,6 +96,37 @@ fn runs_and_batches_are_options() {
     assert_eq!(field(&json, "samples"), 1800.0);
 }
 
+/// A backfill writes the second half of the range first: the same samples, all kept.
+#[test]
+fn backfill_order_writes_every_sample() {
+    let out = storebench(&[
+        "--shape",
+        "histogram",
+        "--series",
+        "20",
+        "--hours",
+        "0.5",
+        "--order",
+        "backfill",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = String::from_utf8(out.stdout).unwrap();
+    assert!(json.contains("\"order\":\"backfill\""), "{json}");
+    assert!(json.contains("\"check\":\"ok\""), "{json}");
+    assert_eq!(field(&json, "samples"), 20.0 * 180.0);
+    // 30 minutes of 60 s periods, each period once however the samples came.
+    assert_eq!(field(&json, "flush_samples"), 20.0 * 30.0);
+    let out = storebench(&["--shape", "churn", "--order", "backfill"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = storebench(&["--shape", "histogram", "--order", "sideways"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--order"));
+}
+
 #[test]
 fn bad_arguments_are_named() {
     let out = storebench(&["--shape", "numeric"]);
