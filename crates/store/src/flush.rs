@@ -541,7 +541,7 @@ fn partitions(head: &Head, partition_ms: i64) -> BTreeMap<i64, Vec<SeriesId>> {
         match series {
             SeriesHead::Numeric(points) => add(&mut points.iter().map(|p| p.ts_ms)),
             SeriesHead::Text(points) => add(&mut points.iter().map(|p| p.ts_ms)),
-            SeriesHead::Histogram(series) => add(&mut series.starts()),
+            SeriesHead::Histogram(series) => add(&mut series.starts().into_iter()),
         }
     }
     for ids in out.values_mut() {
