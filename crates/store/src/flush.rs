@@ -22,7 +22,7 @@ use journal::vfs::Vfs;
 
 use crate::block::{Block, BlockId, BlockStats, BlockWriter, SeriesData};
 use crate::db::{Inner, HEAD_SUBSCRIBER};
-use crate::head::{in_range, CumulativeState, Head, SeriesHead};
+use crate::head::{CumulativeState, Head, SeriesHead};
 use crate::hist_head::MergeScratch;
 use crate::index::SeriesId;
 use crate::manifest::{self, BlockRef, Manifest, Tombstone};
@@ -539,8 +539,13 @@ fn partitions(head: &Head, partition_ms: i64) -> BTreeMap<i64, Vec<SeriesId>> {
             }
         };
         match series {
-            SeriesHead::Numeric(points) => add(&mut points.iter().map(|p| p.ts_ms)),
-            SeriesHead::Text(points) => add(&mut points.iter().map(|p| p.ts_ms)),
+            // A search per partition, not a step per point.
+            SeriesHead::Numeric(points) => add(&mut partition_times(partition_ms, |t| {
+                points.first_at_or_after(t)
+            })),
+            SeriesHead::Text(points) => add(&mut partition_times(partition_ms, |t| {
+                points.first_at_or_after(t)
+            })),
             SeriesHead::Histogram(series) => add(&mut series.starts().into_iter()),
         }
     }
@@ -548,6 +553,21 @@ fn partitions(head: &Head, partition_ms: i64) -> BTreeMap<i64, Vec<SeriesId>> {
         ids.sort_unstable();
     }
     out
+}
+
+/// The first time of each partition a series has points in, given its first point at or after
+/// a time.
+fn partition_times(
+    partition_ms: i64,
+    first_at_or_after: impl Fn(i64) -> Option<i64>,
+) -> impl Iterator<Item = i64> {
+    let mut next = first_at_or_after(i64::MIN);
+    std::iter::from_fn(move || {
+        let t = next?;
+        let partition_end = (t - t.rem_euclid(partition_ms)).checked_add(partition_ms);
+        next = partition_end.and_then(&first_at_or_after);
+        Some(t)
+    })
 }
 
 fn write_block(
@@ -572,18 +592,12 @@ fn write_block(
         };
         let start = id.partition_start_ms;
         let data = match data {
-            SeriesHead::Numeric(points) => SeriesData::Numeric(
-                in_range(points, start, end_ms)
-                    .iter()
-                    .map(|p| (p.ts_ms, p.value))
-                    .collect(),
-            ),
-            SeriesHead::Text(points) => SeriesData::Text(
-                in_range(points, start, end_ms)
-                    .iter()
-                    .map(|p| (p.ts_ms, p.value.clone()))
-                    .collect(),
-            ),
+            SeriesHead::Numeric(points) => {
+                SeriesData::Numeric(points.map_in_range(start, end_ms, |p| (p.ts_ms, p.value)))
+            }
+            SeriesHead::Text(points) => {
+                SeriesData::Text(points.map_in_range(start, end_ms, |p| (p.ts_ms, p.value.clone())))
+            }
             SeriesHead::Histogram(h) => {
                 // Encoded from the head's packed periods as they are: no histogram built.
                 let periods = h.packed_periods_in(start, end_ms, &mut merge_scratch);

@@ -28,31 +28,35 @@ pub(crate) struct Point<T> {
     pub value: T,
 }
 
-/// A series' points, sorted by timestamp and unique, with the last timestamp kept beside the
-/// vector: the in-order append checks it in the head's map bucket, which the lookup has just
-/// loaded, instead of reading the vector's tail — with thousands of series per batch that read
-/// was a cache miss on every sample (≈ a third of the write path's time).
+/// A series' points, sorted by timestamp and unique, in runs of at most `RUN_POINTS_MAX` (a
+/// run that a late point would make longer than twice that is split): one vector for a short
+/// series, and a late point costs a move of at most one run's tail, where one vector moved the
+/// whole series after it — a broker forwarding an hour it stored during an outage, one point per
+/// series per batch, moved each series' newer points once per point (10× the in-order cost).
+/// A late point between two runs (what such a backfill is) joins the run before, or starts one.
+/// The last timestamp is kept beside the runs: the in-order append checks it in the head's map
+/// bucket, which the lookup has just loaded, instead of reading the vector's tail — with
+/// thousands of series per batch that read was a cache miss on every sample.
 #[derive(Debug)]
 pub(crate) struct Points<T> {
-    points: Vec<Point<T>>,
-    /// `points.last().ts_ms`, or `i64::MIN` when empty.
+    /// The first run, then the others in time order; `first` is empty only when all are.
+    first: Vec<Point<T>>,
+    rest: Vec<Vec<Point<T>>>,
+    /// The last point's `ts_ms`, or `i64::MIN` when empty.
     last_ts_ms: i64,
 }
+
+/// Points a run holds before the next in-order point starts a new one (24 bytes each for
+/// numeric points: a late point moves at most ≈ 12 KB).
+const RUN_POINTS_MAX: usize = 512;
 
 impl<T> Default for Points<T> {
     fn default() -> Points<T> {
         Points {
-            points: Vec::new(),
+            first: Vec::new(),
+            rest: Vec::new(),
             last_ts_ms: i64::MIN,
         }
-    }
-}
-
-impl<T> std::ops::Deref for Points<T> {
-    type Target = [Point<T>];
-
-    fn deref(&self) -> &[Point<T>] {
-        &self.points
     }
 }
 
@@ -60,14 +64,142 @@ impl<T> Points<T> {
     /// Inserts keeping the points sorted, applying the duplicate rule.
     fn insert(&mut self, point: Point<T>) {
         // The common case: in-order arrival appends without reading the vector.
-        if self.points.is_empty() || self.last_ts_ms < point.ts_ms {
+        if self.first.is_empty() || self.last_ts_ms < point.ts_ms {
             self.last_ts_ms = point.ts_ms;
-            self.points.push(point);
+            let run = match self.rest.last_mut() {
+                Some(run) => run,
+                None => &mut self.first,
+            };
+            if run.len() < RUN_POINTS_MAX {
+                run.push(point);
+            } else {
+                // A series this long goes on: the run's full size at once, no regrowth.
+                let mut next = Vec::with_capacity(RUN_POINTS_MAX);
+                next.push(point);
+                self.rest.push(next);
+            }
             return;
         }
-        insert_point(&mut self.points, point);
-        debug_assert_eq!(self.points.last().map(|p| p.ts_ms), Some(self.last_ts_ms));
+        self.insert_late(point);
+        debug_assert_eq!(self.last().map(|p| p.ts_ms), Some(self.last_ts_ms));
     }
+
+    /// A point at or before the last one.
+    fn insert_late(&mut self, point: Point<T>) {
+        let runs = 1 + self.rest.len();
+        // The first run ending at or after the point: there is one, the last.
+        let r = partition_runs(runs, |i| {
+            self.run(i).last().is_some_and(|p| p.ts_ms < point.ts_ms)
+        });
+        assert!(r < runs, "a late point is at or before the last point");
+        if self.run(r).first().is_some_and(|p| point.ts_ms < p.ts_ms) {
+            // Between run r − 1 and run r.
+            match r.checked_sub(1) {
+                Some(before) if self.run(before).len() < RUN_POINTS_MAX => {
+                    self.run_mut(before).push(point);
+                }
+                _ => self.insert_run(r, vec![point]),
+            }
+            return;
+        }
+        let run = self.run_mut(r);
+        insert_point(run, point);
+        if run.len() > 2 * RUN_POINTS_MAX {
+            let tail = run.split_off(run.len() / 2);
+            self.insert_run(r + 1, tail);
+        }
+    }
+
+    fn run(&self, i: usize) -> &Vec<Point<T>> {
+        match i.checked_sub(1) {
+            None => &self.first,
+            Some(j) => &self.rest[j],
+        }
+    }
+
+    fn run_mut(&mut self, i: usize) -> &mut Vec<Point<T>> {
+        match i.checked_sub(1) {
+            None => &mut self.first,
+            Some(j) => &mut self.rest[j],
+        }
+    }
+
+    fn last_run(&self) -> &Vec<Point<T>> {
+        self.rest.last().unwrap_or(&self.first)
+    }
+
+    /// Puts `run` (non-empty) at position `i` among the runs.
+    fn insert_run(&mut self, i: usize, run: Vec<Point<T>>) {
+        debug_assert!(!run.is_empty());
+        match i.checked_sub(1) {
+            None => {
+                let old_first = std::mem::replace(&mut self.first, run);
+                self.rest.insert(0, old_first);
+            }
+            Some(j) => self.rest.insert(j, run),
+        }
+    }
+
+    /// The runs, in time order (one empty run for no points).
+    fn runs(&self) -> impl Iterator<Item = &[Point<T>]> {
+        std::iter::once(&self.first[..]).chain(self.rest.iter().map(|r| &r[..]))
+    }
+
+    pub fn last(&self) -> Option<&Point<T>> {
+        self.last_run().last()
+    }
+
+    /// The points in `[start_ms, end_ms)`, ascending, as non-empty slices (one per run).
+    pub fn in_range(&self, start_ms: i64, end_ms: i64) -> impl Iterator<Item = &[Point<T>]> {
+        self.runs()
+            .filter(move |run| {
+                run.first().is_some_and(|p| p.ts_ms < end_ms)
+                    && run.last().is_some_and(|p| p.ts_ms >= start_ms)
+            })
+            .map(move |run| in_range(run, start_ms, end_ms))
+            .filter(|points| !points.is_empty())
+    }
+
+    /// `f` of each point in `[start_ms, end_ms)`, ascending, into a vector sized once.
+    pub fn map_in_range<U>(
+        &self,
+        start_ms: i64,
+        end_ms: i64,
+        f: impl Fn(&Point<T>) -> U,
+    ) -> Vec<U> {
+        let len = self.in_range(start_ms, end_ms).map(<[Point<T>]>::len).sum();
+        let mut out = Vec::with_capacity(len);
+        for points in self.in_range(start_ms, end_ms) {
+            out.extend(points.iter().map(&f));
+        }
+        out
+    }
+
+    /// The first point's timestamp at or after `ts_ms`.
+    pub fn first_at_or_after(&self, ts_ms: i64) -> Option<i64> {
+        let runs = 1 + self.rest.len();
+        let r = partition_runs(runs, |i| {
+            self.run(i).last().is_some_and(|p| p.ts_ms < ts_ms)
+        });
+        let run = self.run(r.min(runs - 1));
+        run.get(run.partition_point(|p| p.ts_ms < ts_ms))
+            .map(|p| p.ts_ms)
+    }
+}
+
+/// The first of `runs` indices for which `before` is false (`before` true for a prefix).
+fn partition_runs(runs: usize, before: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, runs);
+    // Bounded: halves the range each step.
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 #[derive(Debug)]
@@ -159,7 +291,7 @@ pub(crate) struct Head {
 }
 
 /// The points of a sorted run in `[start_ms, end_ms)`.
-pub(crate) fn in_range<T>(points: &[Point<T>], start_ms: i64, end_ms: i64) -> &[Point<T>] {
+fn in_range<T>(points: &[Point<T>], start_ms: i64, end_ms: i64) -> &[Point<T>] {
     let from = points.partition_point(|p| p.ts_ms < start_ms);
     let to = points.partition_point(|p| p.ts_ms < end_ms);
     &points[from..to.max(from)]
@@ -347,6 +479,95 @@ mod tests {
                 assert_eq!(r, &got);
             }
             reference = Some(got);
+        }
+    }
+
+    /// The points as runs (each sorted, each before the next) and as one list.
+    fn check_runs<T: Clone>(points: &Points<T>) -> Vec<(i64, T)> {
+        let mut prev: Option<i64> = None;
+        for run in points.runs() {
+            assert!(run.len() <= 2 * RUN_POINTS_MAX);
+            for p in run {
+                assert!(prev.is_none_or(|t| t < p.ts_ms), "ascending and unique");
+                prev = Some(p.ts_ms);
+            }
+        }
+        assert!(points.runs().skip(1).all(|r| !r.is_empty()));
+        assert_eq!(points.last().map(|p| p.ts_ms), prev);
+        points
+            .runs()
+            .flatten()
+            .map(|p| (p.ts_ms, p.value.clone()))
+            .collect()
+    }
+
+    /// A backfill (the older half of a series after its newer half, in time order) lands
+    /// between runs: every run stays within its bound and nothing is moved more than once.
+    #[test]
+    fn backfill_points_join_runs_before_the_newer_ones() {
+        let mut points = Points::default();
+        let n = 5 * RUN_POINTS_MAX as i64;
+        for (seq, ts) in (n..2 * n).chain(0..n).enumerate() {
+            let seq = seq as u64;
+            points.insert(Point {
+                ts_ms: ts,
+                seq,
+                value: ts as f64,
+            });
+        }
+        let got = check_runs(&points);
+        assert_eq!(got.len(), 2 * n as usize);
+        assert!(got
+            .iter()
+            .enumerate()
+            .all(|(i, &(t, v))| t == i as i64 && v == t as f64));
+        assert!(points.runs().all(|r| r.len() <= RUN_POINTS_MAX));
+        let some: Vec<i64> = points
+            .in_range(n - 2, n + 2)
+            .flatten()
+            .map(|p| p.ts_ms)
+            .collect();
+        assert_eq!(points.first_at_or_after(n - 2), Some(n - 2));
+        assert_eq!(points.first_at_or_after(2 * n), None);
+        assert_eq!(some, vec![n - 2, n - 1, n, n + 1]);
+    }
+
+    proptest::proptest! {
+        /// Any arrival order, with duplicates: the same points as a map applying the
+        /// duplicate rule (the higher sequence number wins, a tie the later insert), and every
+        /// range read equals the model's.
+        #[test]
+        fn points_equal_a_sorted_map(
+            inserts in proptest::collection::vec((0i64..3_000, 0u64..4), 0..3_000),
+            ranges in proptest::collection::vec((0i64..3_100, 0i64..400), 1..5),
+        ) {
+            let mut points = Points::default();
+            let mut model: std::collections::BTreeMap<i64, (u64, usize)> = Default::default();
+            for (i, &(ts_ms, seq)) in inserts.iter().enumerate() {
+                points.insert(Point { ts_ms, seq, value: i });
+                match model.get(&ts_ms) {
+                    Some(&(s, _)) if seq < s => {}
+                    _ => {
+                        model.insert(ts_ms, (seq, i));
+                    }
+                }
+            }
+            let want: Vec<(i64, usize)> = model.iter().map(|(&t, &(_, v))| (t, v)).collect();
+            proptest::prop_assert_eq!(check_runs(&points), want.clone());
+            for (start, len) in ranges {
+                let got: Vec<(i64, usize)> = points
+                    .in_range(start, start + len)
+                    .flatten()
+                    .map(|p| (p.ts_ms, p.value))
+                    .collect();
+                let w: Vec<(i64, usize)> =
+                    want.iter().copied().filter(|&(t, _)| start <= t && t < start + len).collect();
+                proptest::prop_assert_eq!(got, w);
+                proptest::prop_assert_eq!(
+                    points.first_at_or_after(start),
+                    want.iter().map(|p| p.0).find(|&t| t >= start)
+                );
+            }
         }
     }
 

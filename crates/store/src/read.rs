@@ -19,7 +19,7 @@ use hist::{Accumulator, Histogram};
 
 use crate::block::{Block, BlockError, BlockId, ChunkData};
 use crate::flush::{Blocks, Frozen};
-use crate::head::{in_range, Head, Point, SeriesHead};
+use crate::head::{Head, Points, SeriesHead};
 use crate::index::SeriesId;
 use crate::StoreError;
 
@@ -557,7 +557,7 @@ impl<'a> View<'a> {
     /// Whether a head holds numeric samples of `id` in `[start_ms, end_ms)`.
     fn heads_have_numeric(&self, id: SeriesId, start_ms: i64, end_ms: i64) -> bool {
         self.heads().any(|h| match series_head(h, id) {
-            Some(SeriesHead::Numeric(points)) => !in_range(points, start_ms, end_ms).is_empty(),
+            Some(SeriesHead::Numeric(points)) => points.in_range(start_ms, end_ms).next().is_some(),
             _ => false,
         })
     }
@@ -769,7 +769,7 @@ impl<'a> View<'a> {
         id: SeriesId,
         (start_ms, end_ms): (i64, i64),
         chunk: fn(ChunkData) -> Option<Run<T>>,
-        head: fn(&SeriesHead) -> Option<&[Point<T>]>,
+        head: fn(&SeriesHead) -> Option<&Points<T>>,
     ) -> Result<Vec<Run<T>>, StoreError> {
         let mut runs = Vec::new();
         for data in self.block_chunks(id, start_ms, end_ms)? {
@@ -779,10 +779,7 @@ impl<'a> View<'a> {
         }
         for h in self.heads() {
             if let Some(points) = series_head(h, id).and_then(head) {
-                let run: Vec<(i64, T)> = in_range(points, start_ms, end_ms)
-                    .iter()
-                    .map(|p| (p.ts_ms, p.value.clone()))
-                    .collect();
+                let run = points.map_in_range(start_ms, end_ms, |p| (p.ts_ms, p.value.clone()));
                 if !run.is_empty() {
                     runs.push(run);
                 }
