@@ -151,11 +151,15 @@ impl<T> Points<T> {
 
     /// The points in `[start_ms, end_ms)`, ascending, as non-empty slices (one per run).
     pub fn in_range(&self, start_ms: i64, end_ms: i64) -> impl Iterator<Item = &[Point<T>]> {
+        // The first run ending at or after `start_ms`, found by search: a read of the newest
+        // minutes of a long series does not walk its older runs.
+        let runs = 1 + self.rest.len();
+        let from = partition_runs(runs, |i| {
+            self.run(i).last().is_some_and(|p| p.ts_ms < start_ms)
+        });
         self.runs()
-            .filter(move |run| {
-                run.first().is_some_and(|p| p.ts_ms < end_ms)
-                    && run.last().is_some_and(|p| p.ts_ms >= start_ms)
-            })
+            .skip(from)
+            .take_while(move |run| run.first().is_some_and(|p| p.ts_ms < end_ms))
             .map(move |run| in_range(run, start_ms, end_ms))
             .filter(|points| !points.is_empty())
     }
