@@ -39,9 +39,10 @@ pub(crate) struct Point<T> {
 /// thousands of series per batch that read was a cache miss on every sample.
 #[derive(Debug)]
 pub(crate) struct Points<T> {
-    /// The first run, then the others in time order; `first` is empty only when all are.
-    first: Vec<Point<T>>,
-    rest: Vec<Vec<Point<T>>>,
+    /// The runs before the last, in time order.
+    older: Vec<Vec<Point<T>>>,
+    /// The last run, where in-order points go; empty only when every run is.
+    tail: Vec<Point<T>>,
     /// The last point's `ts_ms`, or `i64::MIN` when empty.
     last_ts_ms: i64,
 }
@@ -53,8 +54,8 @@ const RUN_POINTS_MAX: usize = 512;
 impl<T> Default for Points<T> {
     fn default() -> Points<T> {
         Points {
-            first: Vec::new(),
-            rest: Vec::new(),
+            older: Vec::new(),
+            tail: Vec::new(),
             last_ts_ms: i64::MIN,
         }
     }
@@ -64,20 +65,14 @@ impl<T> Points<T> {
     /// Inserts keeping the points sorted, applying the duplicate rule.
     fn insert(&mut self, point: Point<T>) {
         // The common case: in-order arrival appends without reading the vector.
-        if self.first.is_empty() || self.last_ts_ms < point.ts_ms {
+        if self.tail.is_empty() || self.last_ts_ms < point.ts_ms {
             self.last_ts_ms = point.ts_ms;
-            let run = match self.rest.last_mut() {
-                Some(run) => run,
-                None => &mut self.first,
-            };
-            if run.len() < RUN_POINTS_MAX {
-                run.push(point);
-            } else {
-                // A series this long goes on: the run's full size at once, no regrowth.
-                let mut next = Vec::with_capacity(RUN_POINTS_MAX);
-                next.push(point);
-                self.rest.push(next);
+            if self.tail.len() >= RUN_POINTS_MAX {
+                // A series this long goes on: the next run's full size at once, no regrowth.
+                let full = std::mem::replace(&mut self.tail, Vec::with_capacity(RUN_POINTS_MAX));
+                self.older.push(full);
             }
+            self.tail.push(point);
             return;
         }
         self.insert_late(point);
@@ -86,74 +81,64 @@ impl<T> Points<T> {
 
     /// A point at or before the last one.
     fn insert_late(&mut self, point: Point<T>) {
-        let runs = 1 + self.rest.len();
+        let runs = 1 + self.older.len();
         // The first run ending at or after the point: there is one, the last.
         let r = partition_runs(runs, |i| {
             self.run(i).last().is_some_and(|p| p.ts_ms < point.ts_ms)
         });
         assert!(r < runs, "a late point is at or before the last point");
         if self.run(r).first().is_some_and(|p| point.ts_ms < p.ts_ms) {
-            // Between run r − 1 and run r.
+            // Between run r − 1 and run r: onto the end of r − 1, or a run of its own.
             match r.checked_sub(1) {
                 Some(before) if self.run(before).len() < RUN_POINTS_MAX => {
                     self.run_mut(before).push(point);
                 }
-                _ => self.insert_run(r, vec![point]),
+                _ => self.older.insert(r, vec![point]),
             }
             return;
         }
         let run = self.run_mut(r);
         insert_point(run, point);
         if run.len() > 2 * RUN_POINTS_MAX {
-            let tail = run.split_off(run.len() / 2);
-            self.insert_run(r + 1, tail);
+            let second = run.split_off(run.len() / 2);
+            if r == self.older.len() {
+                let first = std::mem::replace(&mut self.tail, second);
+                self.older.push(first);
+            } else {
+                self.older.insert(r + 1, second);
+            }
         }
     }
 
+    /// Run `i` of `1 + older.len()`, the last being `tail`.
     fn run(&self, i: usize) -> &Vec<Point<T>> {
-        match i.checked_sub(1) {
-            None => &self.first,
-            Some(j) => &self.rest[j],
-        }
+        self.older.get(i).unwrap_or(&self.tail)
     }
 
     fn run_mut(&mut self, i: usize) -> &mut Vec<Point<T>> {
-        match i.checked_sub(1) {
-            None => &mut self.first,
-            Some(j) => &mut self.rest[j],
-        }
-    }
-
-    fn last_run(&self) -> &Vec<Point<T>> {
-        self.rest.last().unwrap_or(&self.first)
-    }
-
-    /// Puts `run` (non-empty) at position `i` among the runs.
-    fn insert_run(&mut self, i: usize, run: Vec<Point<T>>) {
-        debug_assert!(!run.is_empty());
-        match i.checked_sub(1) {
-            None => {
-                let old_first = std::mem::replace(&mut self.first, run);
-                self.rest.insert(0, old_first);
-            }
-            Some(j) => self.rest.insert(j, run),
+        match self.older.get_mut(i) {
+            Some(run) => run,
+            None => &mut self.tail,
         }
     }
 
     /// The runs, in time order (one empty run for no points).
     fn runs(&self) -> impl Iterator<Item = &[Point<T>]> {
-        std::iter::once(&self.first[..]).chain(self.rest.iter().map(|r| &r[..]))
+        self.older
+            .iter()
+            .map(|r| &r[..])
+            .chain(std::iter::once(&self.tail[..]))
     }
 
     pub fn last(&self) -> Option<&Point<T>> {
-        self.last_run().last()
+        self.tail.last()
     }
 
     /// The points in `[start_ms, end_ms)`, ascending, as non-empty slices (one per run).
     pub fn in_range(&self, start_ms: i64, end_ms: i64) -> impl Iterator<Item = &[Point<T>]> {
         // The first run ending at or after `start_ms`, found by search: a read of the newest
         // minutes of a long series does not walk its older runs.
-        let runs = 1 + self.rest.len();
+        let runs = 1 + self.older.len();
         let from = partition_runs(runs, |i| {
             self.run(i).last().is_some_and(|p| p.ts_ms < start_ms)
         });
@@ -181,7 +166,7 @@ impl<T> Points<T> {
 
     /// The first point's timestamp at or after `ts_ms`.
     pub fn first_at_or_after(&self, ts_ms: i64) -> Option<i64> {
-        let runs = 1 + self.rest.len();
+        let runs = 1 + self.older.len();
         let r = partition_runs(runs, |i| {
             self.run(i).last().is_some_and(|p| p.ts_ms < ts_ms)
         });
@@ -496,7 +481,7 @@ mod tests {
                 prev = Some(p.ts_ms);
             }
         }
-        assert!(points.runs().skip(1).all(|r| !r.is_empty()));
+        assert!(points.last().is_none() || points.runs().all(|r| !r.is_empty()));
         assert_eq!(points.last().map(|p| p.ts_ms), prev);
         points
             .runs()
