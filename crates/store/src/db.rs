@@ -911,16 +911,26 @@ impl Inner {
     }
 }
 
-/// Splits one series' samples into runs of the same value tag (plain vs cumulative histograms).
-/// Cumulative histograms become differences from the series' previous cumulative submission.
+/// Cumulative histograms become differences from the series' newest cumulative submission
+/// (`CumulativeState::difference`); one older than that adds nothing and is left out, as
+/// replay leaves it out, and a group left with no sample is dropped.
 fn differences(state: &mut CumulativeState, mut groups: Vec<Group>) -> Vec<Group> {
     for group in &mut groups {
-        for (_, value) in &mut group.samples {
-            if let Value::CumulativeHistogram(cumulative) = value {
-                *value = Value::Histogram(state.difference(group.id, cumulative));
+        let id = group.id;
+        group.samples.retain_mut(|(ts_ms, value)| match value {
+            Value::CumulativeHistogram(cumulative) => {
+                match state.difference(id, *ts_ms, cumulative) {
+                    Some(delta) => {
+                        *value = Value::Histogram(delta);
+                        true
+                    }
+                    None => false,
+                }
             }
-        }
+            _ => true,
+        });
     }
+    groups.retain(|g| !g.samples.is_empty());
     groups
 }
 

@@ -35,7 +35,7 @@ pub const QUARANTINE_DIR: &str = "quarantine";
 pub(crate) struct Frozen {
     pub head: Head,
     pub checkpoint: u64,
-    pub cumulative: Vec<(SeriesId, Histogram)>,
+    pub cumulative: Vec<(SeriesId, i64, Histogram)>,
 }
 
 /// The blocks readers see, by partition start; within a partition, oldest generation first.
@@ -386,7 +386,7 @@ impl Inner {
         let cumulative = cumulative
             .entries()
             .into_iter()
-            .map(|(id, h)| (id, h.clone()))
+            .map(|(id, ts_ms, h)| (id, ts_ms, h.clone()))
             .collect();
         assert!(state
             .frozen
@@ -438,8 +438,11 @@ impl Inner {
         let cumulative_generation = if frozen.cumulative.is_empty() {
             0
         } else {
-            let refs: Vec<(SeriesId, &Histogram)> =
-                frozen.cumulative.iter().map(|(id, h)| (*id, h)).collect();
+            let refs: Vec<(SeriesId, i64, &Histogram)> = frozen
+                .cumulative
+                .iter()
+                .map(|(id, ts_ms, h)| (*id, *ts_ms, h))
+                .collect();
             let bytes = manifest::encode_cumulative(&refs);
             let name = manifest::cumulative_file_name(generation);
             manifest::write_atomic(vfs, &self.dir, &name, &bytes).map_err(StoreError::Io)?;

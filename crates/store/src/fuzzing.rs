@@ -233,7 +233,10 @@ pub fn manifest_file(data: &[u8]) {
             }
         }
         if let Ok(state) = crate::manifest::decode_cumulative(bytes) {
-            let refs: Vec<_> = state.iter().map(|(id, h)| (*id, h)).collect();
+            let refs: Vec<_> = state
+                .iter()
+                .map(|(id, ts_ms, h)| (*id, *ts_ms, h))
+                .collect();
             let again = crate::manifest::encode_cumulative(&refs);
             let back = crate::manifest::decode_cumulative(&again).map(|v| v.len());
             assert_eq!(back.ok(), Some(state.len()));

@@ -399,33 +399,51 @@ impl Incoming<'_> {
     }
 }
 
-/// Turns cumulative submissions into per-period differences, in WAL order.
+/// Turns cumulative submissions into per-period differences, in WAL order, each against the
+/// series' newest cumulative submission by time.
 #[derive(Debug, Default)]
 pub(crate) struct CumulativeState {
-    last: HashMap<SeriesId, Histogram>,
+    /// Per series: the newest cumulative submission's time and value.
+    last: HashMap<SeriesId, (i64, Histogram)>,
 }
 
 impl CumulativeState {
-    pub fn from_entries(entries: Vec<(SeriesId, Histogram)>) -> CumulativeState {
+    pub fn from_entries(entries: Vec<(SeriesId, i64, Histogram)>) -> CumulativeState {
         CumulativeState {
-            last: entries.into_iter().collect(),
+            last: entries
+                .into_iter()
+                .map(|(id, ts, h)| (id, (ts, h)))
+                .collect(),
         }
     }
 
-    /// Every series' last cumulative submission, by series id.
-    pub fn entries(&self) -> Vec<(SeriesId, &Histogram)> {
-        let mut out: Vec<(SeriesId, &Histogram)> = self.last.iter().map(|(k, v)| (*k, v)).collect();
+    /// Every series' newest cumulative submission (time and value), by series id.
+    pub fn entries(&self) -> Vec<(SeriesId, i64, &Histogram)> {
+        let mut out: Vec<(SeriesId, i64, &Histogram)> =
+            self.last.iter().map(|(k, (ts, h))| (*k, *ts, h)).collect();
         out.sort_unstable_by_key(|e| e.0);
         out
     }
 
-    /// The difference between `cumulative` and the series' previous cumulative submission. If
-    /// any bin went down (or vanished) the source restarted its counts: the new value is taken
-    /// whole, as everything in it was observed since the reset.
-    pub fn difference(&mut self, id: SeriesId, cumulative: &Histogram) -> Histogram {
+    /// The difference between `cumulative`, submitted for `ts_ms`, and the series' newest
+    /// cumulative submission. If any bin went down (or vanished) the source restarted its
+    /// counts: the new value is taken whole, as everything in it was observed since the reset.
+    ///
+    /// `None` for a submission older than the newest (a broker forwarding what it stored
+    /// during an outage while newer values already came): its counts are in the newer one's
+    /// difference already, or were before it, so it adds nothing, and taking it as a reset
+    /// (WAL order) would count them twice. The next in-time submission's difference covers
+    /// its interval, so totals stay exact; only where in that interval they fell is lost.
+    pub fn difference(
+        &mut self,
+        id: SeriesId,
+        ts_ms: i64,
+        cumulative: &Histogram,
+    ) -> Option<Histogram> {
         let delta = match self.last.get(&id) {
+            Some((last_ms, _)) if ts_ms < *last_ms => return None,
             None => cumulative.clone(),
-            Some(previous) => {
+            Some((_, previous)) => {
                 let mut delta = cumulative.clone();
                 if delta.subtract(previous) {
                     delta
@@ -434,8 +452,8 @@ impl CumulativeState {
                 }
             }
         };
-        self.last.insert(id, cumulative.clone());
-        delta
+        self.last.insert(id, (ts_ms, cumulative.clone()));
+        Some(delta)
     }
 }
 
@@ -568,11 +586,40 @@ mod tests {
         let mut b = a.clone();
         b.insert_n(2.0, 3);
         let id = SeriesId(1);
-        assert_eq!(state.difference(id, &a), a);
-        let d = state.difference(id, &b);
+        assert_eq!(state.difference(id, 10, &a), Some(a.clone()));
+        let d = state.difference(id, 20, &b).unwrap();
         assert_eq!(d.sample_count(), 3);
         let mut reset = Histogram::new();
         reset.insert_n(1.0, 2);
-        assert_eq!(state.difference(id, &reset), reset);
+        assert_eq!(state.difference(id, 30, &reset), Some(reset));
+    }
+
+    /// A cumulative submission older than the newest (a backfill arriving after newer values)
+    /// adds nothing; the next in-time one still differs from the newest, so the total over
+    /// every stored difference is the newest cumulative value.
+    #[test]
+    fn an_older_cumulative_submission_adds_nothing() {
+        let mut state = CumulativeState::default();
+        let id = SeriesId(7);
+        let at = |n: u64| {
+            let mut h = Histogram::new();
+            h.insert_n(1.0, n);
+            h
+        };
+        let mut total = Histogram::new();
+        for (ts, n) in [
+            (0, 5),
+            (300, 40),
+            (100, 12),
+            (200, 30),
+            (300, 40),
+            (400, 41),
+        ] {
+            if let Some(d) = state.difference(id, ts, &at(n)) {
+                total.merge(&d);
+            }
+        }
+        assert_eq!(total, at(41));
+        assert_eq!(state.entries(), vec![(id, 400, &at(41))]);
     }
 }

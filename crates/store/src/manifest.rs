@@ -18,7 +18,7 @@ use crate::index::SeriesId;
 pub const MANIFEST_MAGIC: &[u8; 8] = b"STRATAMF";
 /// Version 2 added content generations, rollup levels and tombstones; version 1 is still read.
 pub const MANIFEST_VERSION: u32 = 2;
-pub const CUMULATIVE_VERSION: u32 = 1;
+pub const CUMULATIVE_VERSION: u32 = 2;
 pub const MANIFEST_FILE: &str = "MANIFEST";
 pub const CUMULATIVE_MAGIC: &[u8; 8] = b"STRATACU";
 /// Bounds what an open reads: blocks and quarantined blocks listed.
@@ -442,22 +442,27 @@ pub fn cumulative_file_name(generation: u64) -> String {
     format!("cumulative-{generation}")
 }
 
-/// The cumulative state file: `magic | version | count | (series u32, size u32, histogram)* | crc`.
-pub fn encode_cumulative(state: &[(SeriesId, &Histogram)]) -> Vec<u8> {
+/// The cumulative state file: `magic | version | count | (series u32, ts i64, size u32,
+/// histogram)* | crc` (version 1 had no time: read as `i64::MIN`, older than any).
+pub fn encode_cumulative(state: &[(SeriesId, i64, &Histogram)]) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(CUMULATIVE_MAGIC);
     out.extend_from_slice(&CUMULATIVE_VERSION.to_le_bytes());
     out.extend_from_slice(&(state.len() as u32).to_le_bytes());
-    for (id, h) in state {
+    for (id, ts_ms, h) in state {
         out.extend_from_slice(&id.0.to_le_bytes());
+        out.extend_from_slice(&ts_ms.to_le_bytes());
         out.extend_from_slice(&(h.encoded_len() as u32).to_le_bytes());
         h.encode_into(&mut out);
     }
     seal(out)
 }
 
-pub fn decode_cumulative(bytes: &[u8]) -> Result<Vec<(SeriesId, Histogram)>, ManifestError> {
-    let (_, body) = checked_body(bytes, CUMULATIVE_MAGIC, &[CUMULATIVE_VERSION])?;
+/// Every series' newest cumulative submission: id, time, value.
+pub type CumulativeEntries = Vec<(SeriesId, i64, Histogram)>;
+
+pub fn decode_cumulative(bytes: &[u8]) -> Result<CumulativeEntries, ManifestError> {
+    let (version, body) = checked_body(bytes, CUMULATIVE_MAGIC, &[1, CUMULATIVE_VERSION])?;
     let mut c = Cursor {
         bytes: body,
         pos: 0,
@@ -469,10 +474,14 @@ pub fn decode_cumulative(bytes: &[u8]) -> Result<Vec<(SeriesId, Histogram)>, Man
     let mut out = Vec::with_capacity(count as usize);
     for _ in 0..count {
         let id = SeriesId(c.u32()?);
+        let ts_ms = match version {
+            1 => i64::MIN,
+            _ => c.u64()? as i64,
+        };
         let size = c.u32()? as usize;
         let at = c.pos;
         let h = Histogram::decode(c.take(size)?).map_err(|_| damaged(12 + at, "bad histogram"))?;
-        out.push((id, h));
+        out.push((id, ts_ms, h));
     }
     if c.pos != body.len() {
         return Err(damaged(12 + c.pos, "bytes after the last entry"));
@@ -484,9 +493,51 @@ pub fn load_cumulative(
     vfs: &dyn Vfs,
     dir: &Path,
     generation: u64,
-) -> Result<Vec<(SeriesId, Histogram)>, ManifestError> {
+) -> Result<CumulativeEntries, ManifestError> {
     decode_cumulative(&read_file(
         vfs,
         &dir.join(cumulative_file_name(generation)),
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn histogram(n: u64) -> Histogram {
+        let mut h = Histogram::new();
+        h.insert_n(2.5, n);
+        h
+    }
+
+    #[test]
+    fn cumulative_state_round_trips_with_each_series_time() {
+        let (a, b) = (histogram(3), histogram(70));
+        let bytes = encode_cumulative(&[(SeriesId(1), -5, &a), (SeriesId(9), i64::MAX, &b)]);
+        let back = decode_cumulative(&bytes).unwrap();
+        assert_eq!(back, vec![(SeriesId(1), -5, a), (SeriesId(9), i64::MAX, b)]);
+        let mut damaged = bytes.clone();
+        damaged[14] ^= 1;
+        assert!(decode_cumulative(&damaged).is_err());
+    }
+
+    /// A state file written before times were kept (version 1) still opens: its values are
+    /// older than any submission.
+    #[test]
+    fn a_version_1_cumulative_state_reads_with_no_time() {
+        let h = histogram(11);
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(CUMULATIVE_MAGIC);
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        v1.extend_from_slice(&4u32.to_le_bytes());
+        v1.extend_from_slice(&(h.encoded_len() as u32).to_le_bytes());
+        h.encode_into(&mut v1);
+        let v1 = seal(v1);
+        assert_eq!(
+            decode_cumulative(&v1).unwrap(),
+            vec![(SeriesId(4), i64::MIN, h)]
+        );
+    }
 }
