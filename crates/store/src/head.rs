@@ -28,12 +28,13 @@ pub(crate) struct Point<T> {
     pub value: T,
 }
 
-/// A series' points, sorted by timestamp and unique, in runs of at most `RUN_POINTS_MAX` (a
-/// run that a late point would make longer than twice that is split): one vector for a short
-/// series, and a late point costs a move of at most one run's tail, where one vector moved the
-/// whole series after it — a broker forwarding an hour it stored during an outage, one point per
-/// series per batch, moved each series' newer points once per point (10× the in-order cost).
-/// A late point between two runs (what such a backfill is) joins the run before, or starts one.
+/// A series' points, sorted by timestamp and unique, in runs (in-order points start a new run
+/// after `RUN_POINTS_MAX`; a run a late point makes longer than twice that is split): one
+/// vector for a short series, and a late point costs a move of at most one run's tail, where
+/// one vector moved the whole series after it — a broker forwarding an hour it stored during an
+/// outage, one point per series per batch, moved each series' newer points once per point (10×
+/// the in-order cost). A late point between two runs (what such a backfill is) joins the run
+/// before, or starts one.
 /// The last timestamp is kept beside the runs: the in-order append checks it in the head's map
 /// bucket, which the lookup has just loaded, instead of reading the vector's tail — with
 /// thousands of series per batch that read was a cache miss on every sample.
