@@ -430,6 +430,50 @@ fn otlp_protobuf_and_json_with_partial_success() {
     assert_eq!(status, 415, "no Content-Type");
 }
 
+/// A broker forwarding cumulative histograms it stored during an outage, after a newer one
+/// came: the older adds nothing (its counts are in the newer one's difference), `/metrics`
+/// counts it, and the counts read back are the newest cumulative total.
+#[test]
+fn older_cumulative_histograms_add_nothing_and_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let ts = ts_ms();
+    for (at, n) in [
+        (ts - 240_000, 5),
+        (ts - 60_000, 40),
+        (ts - 180_000, 12),
+        (ts, 41),
+    ] {
+        let body =
+            json!({"logins": {"_type": "H", "_value": [format!("H[1.5e+00]={n}")], "_ts": at}});
+        let (status, text) = post(&server.url("/module/httptrap/broker/x"), body.to_string());
+        assert_eq!(status, 200, "{text}");
+    }
+    let counted = fetch(
+        &server,
+        "and(__name:logins)",
+        ts / 1000,
+        &format!("&transform={}", urlencode("count")),
+    );
+    let total: f64 = counted["series"][0]["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["value"].as_f64())
+        .sum();
+    assert_eq!(total, 41.0, "{counted}");
+    let metrics = client()
+        .get(server.url("/metrics"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains("\nstrata_store_cumulative_left_out_total 1\n"),
+        "{metrics}"
+    );
+}
+
 #[test]
 fn statsd_aggregates_per_interval_and_graphite_lines_arrive() {
     let dir = tempfile::tempdir().unwrap();

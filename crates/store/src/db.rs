@@ -286,6 +286,18 @@ impl Store {
         &self.inner.opts
     }
 
+    /// Cumulative histograms left out for being older than their series' newest cumulative
+    /// submission (their counts are in a newer one's difference), since the store opened,
+    /// replay included.
+    pub fn cumulative_left_out(&self) -> Result<u64, StoreError> {
+        let state = self
+            .inner
+            .cumulative
+            .lock()
+            .map_err(|_| StoreError::Poisoned)?;
+        Ok(state.left_out())
+    }
+
     pub fn replay_report(&self) -> &ReplayReport {
         &self.inner.replay
     }

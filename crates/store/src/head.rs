@@ -406,6 +406,9 @@ impl Incoming<'_> {
 pub(crate) struct CumulativeState {
     /// Per series: the newest cumulative submission's time and value.
     last: HashMap<SeriesId, (i64, Histogram)>,
+    /// Submissions left out for being older than their series' newest, since the store opened
+    /// (replay included).
+    left_out: u64,
 }
 
 impl CumulativeState {
@@ -415,7 +418,14 @@ impl CumulativeState {
                 .into_iter()
                 .map(|(id, ts, h)| (id, (ts, h)))
                 .collect(),
+            left_out: 0,
         }
+    }
+
+    /// Submissions left out for being older than their series' newest, since the store opened
+    /// (replay included).
+    pub fn left_out(&self) -> u64 {
+        self.left_out
     }
 
     /// Every series' newest cumulative submission (time and value), by series id.
@@ -442,7 +452,10 @@ impl CumulativeState {
         cumulative: &Histogram,
     ) -> Option<Histogram> {
         let delta = match self.last.get(&id) {
-            Some((last_ms, _)) if ts_ms < *last_ms => return None,
+            Some((last_ms, _)) if ts_ms < *last_ms => {
+                self.left_out += 1;
+                return None;
+            }
             None => cumulative.clone(),
             Some((_, previous)) => {
                 let mut delta = cumulative.clone();
@@ -622,5 +635,6 @@ mod tests {
         }
         assert_eq!(total, at(41));
         assert_eq!(state.entries(), vec![(id, 400, &at(41))]);
+        assert_eq!(state.left_out(), 2);
     }
 }

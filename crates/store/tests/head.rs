@@ -226,10 +226,12 @@ fn older_cumulative_histograms_add_nothing() {
             .unwrap()
     };
     assert_eq!(read(&store), want);
+    assert_eq!(store.cumulative_left_out().unwrap(), 2);
     drop(store);
     // Replay from the WAL leaves the same submissions out.
     let store = open(tmp.path());
     assert_eq!(read(&store), want);
+    assert_eq!(store.cumulative_left_out().unwrap(), 2);
     store.flush().unwrap();
     store.close().unwrap();
     // After a flush the state comes from the state file: an older submission is still left

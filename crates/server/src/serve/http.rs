@@ -154,12 +154,23 @@ async fn health() -> Response {
 }
 
 async fn metrics(State(app): State<Shared>) -> Response {
+    let mut text = app.metrics.prometheus_text();
+    // Only fails if a writer panicked holding the store's cumulative state.
+    if let Ok(n) = app.store.cumulative_left_out() {
+        text.push_str(&format!(
+            "# HELP strata_store_cumulative_left_out_total Cumulative histograms left out for \
+             being older than their series' newest cumulative submission (their counts are in a \
+             newer one's difference), since the store opened.\n\
+             # TYPE strata_store_cumulative_left_out_total counter\n\
+             strata_store_cumulative_left_out_total {n}\n"
+        ));
+    }
     (
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
         )],
-        app.metrics.prometheus_text(),
+        text,
     )
         .into_response()
 }
