@@ -7,15 +7,12 @@ mod serve_common;
 use std::io::Write;
 
 use serde_json::{json, Value};
-use serve_common::{client, eventually, fetch, now_s, numeric_slices, series, Server};
+use serve_common::{
+    client, eventually, fetch, metrics_text, now_s, numeric_slices, series, Server,
+};
 
 fn accepted(server: &Server, endpoint: &str) -> u64 {
-    let text = client()
-        .get(server.url("/metrics"))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
+    let text = metrics_text(server);
     let prefix = format!("strata_ingest_samples_accepted_total{{endpoint=\"{endpoint}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&prefix))

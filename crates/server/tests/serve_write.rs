@@ -9,7 +9,8 @@ use std::io::Write;
 use prost::Message;
 use serde_json::{json, Value};
 use serve_common::{
-    client, eventually, fetch, get_json, now_s, numeric_slices, series, urlencode, Server,
+    client, eventually, fetch, get_json, metrics_text, now_s, numeric_slices, series, urlencode,
+    Server,
 };
 
 fn post(url: &str, body: impl Into<reqwest::blocking::Body>) -> (u16, String) {
@@ -462,12 +463,7 @@ fn older_cumulative_histograms_add_nothing_and_are_counted() {
         .filter_map(|d| d["value"].as_f64())
         .sum();
     assert_eq!(total, 41.0, "{counted}");
-    let metrics = client()
-        .get(server.url("/metrics"))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
+    let metrics = metrics_text(&server);
     assert!(
         metrics.contains("\nstrata_store_cumulative_left_out_total 1\n"),
         "{metrics}"
@@ -544,12 +540,7 @@ fn statsd_aggregates_per_interval_and_graphite_lines_arrive() {
     );
     drop(stream);
 
-    let metrics = client()
-        .get(server.url("/metrics"))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
+    let metrics = metrics_text(&server);
     assert!(
         metrics.contains("strata_ingest_samples_accepted_total{endpoint=\"statsd\"} 4"),
         "{metrics}"

@@ -152,6 +152,16 @@ pub fn client() -> reqwest::blocking::Client {
         .unwrap()
 }
 
+/// The server's `/metrics` text.
+pub fn metrics_text(server: &Server) -> String {
+    client()
+        .get(server.url("/metrics"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap()
+}
+
 /// GET a JSON document, asserting 200.
 pub fn get_json(url: &str) -> Value {
     let response = client().get(url).send().unwrap();
