@@ -6,8 +6,9 @@
 //! shared CPU is not counted) per period for encode, decode and decode_into, the median of
 //! `ROUNDS` rounds over every chunk, with the bytes per period, for the range-coded chunk
 //! (kind 3, written up to session 8) and the Rice-coded one (kind 6, written since; also encoded
-//! from packed periods, as a flush does); then the same operations under criterion (wall time). `cargo bench -p store --bench hist_chunk -- --cpu-only` skips the
-//! criterion part; `-- --encode-loop` only encodes, for a profiler.
+//! from packed periods, as a flush does); then the same operations under criterion (wall
+//! time). `cargo bench -p store --bench hist_chunk -- --cpu-only` skips the criterion part;
+//! `-- --encode-loop` only encodes, for a profiler.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;

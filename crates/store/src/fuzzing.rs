@@ -66,11 +66,7 @@ pub fn rice_histogram_chunk(data: &[u8]) {
         let Ok(periods) = encode::rice_hist::decode(&bytes) else {
             continue;
         };
-        let mut merged = hist::Histogram::new();
-        for (_, h) in &periods {
-            h.assert_invariants();
-            merged.merge(h);
-        }
+        let merged = checked_merge(&periods);
         let mut scratch = encode::rice_hist::EncodeScratch::default();
         let again = encode::rice_hist::encode(periods.as_slice(), &mut scratch);
         let packed: Vec<(i64, Vec<u8>)> = periods
@@ -91,13 +87,9 @@ pub fn rice_histogram_chunk(data: &[u8]) {
             again.map(|b| encode::rice_hist::decode(&b)),
             Ok(Ok(periods))
         );
-        let mut acc = [hist::Accumulator::new()];
-        let into = encode::rice_hist::decode_into(&bytes, |_| Some(0), &mut acc);
-        assert!(
-            into.is_ok(),
-            "decode accepted what decode_into refused: {into:?}"
-        );
-        assert_eq!(acc[0].to_histogram(), merged);
+        assert_decodes_into(&merged, |acc| {
+            encode::rice_hist::decode_into(&bytes, |_| Some(0), acc)
+        });
     }
 }
 
@@ -108,21 +100,37 @@ pub fn packed_histogram_chunk(data: &[u8]) {
         let Ok(periods) = encode::packed_hist::decode(&bytes) else {
             continue;
         };
-        let mut merged = hist::Histogram::new();
-        for (_, h) in &periods {
-            h.assert_invariants();
-            merged.merge(h);
-        }
+        let merged = checked_merge(&periods);
         let again = encode::packed_hist::encode(&periods).map(|b| encode::packed_hist::decode(&b));
         assert_eq!(again, Ok(Ok(periods)));
-        let mut acc = [hist::Accumulator::new()];
-        let into = encode::packed_hist::decode_into(&bytes, |_| Some(0), &mut acc);
-        assert!(
-            into.is_ok(),
-            "decode accepted what decode_into refused: {into:?}"
-        );
-        assert_eq!(acc[0].to_histogram(), merged);
+        assert_decodes_into(&merged, |acc| {
+            encode::packed_hist::decode_into(&bytes, |_| Some(0), acc)
+        });
     }
+}
+
+/// Checks every decoded period's histogram and returns their merge.
+fn checked_merge(periods: &[(i64, hist::Histogram)]) -> hist::Histogram {
+    let mut merged = hist::Histogram::new();
+    for (_, h) in periods {
+        h.assert_invariants();
+        merged.merge(h);
+    }
+    merged
+}
+
+/// A chunk that decodes also decodes into one accumulator (`decode_into`), to `merged`.
+fn assert_decodes_into<E: std::fmt::Debug>(
+    merged: &hist::Histogram,
+    decode_into: impl FnOnce(&mut [hist::Accumulator]) -> Result<encode::histogram::ChunkSummary, E>,
+) {
+    let mut acc = [hist::Accumulator::new()];
+    let into = decode_into(&mut acc);
+    assert!(
+        into.is_ok(),
+        "decode accepted what decode_into refused: {into:?}"
+    );
+    assert_eq!(acc[0].to_histogram(), *merged);
 }
 
 /// Index file replay, as is and behind a valid header: never panics, and what it accepts is

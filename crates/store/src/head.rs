@@ -82,12 +82,11 @@ impl<T> Points<T> {
 
     /// A point at or before the last one.
     fn insert_late(&mut self, point: Point<T>) {
-        let runs = 1 + self.older.len();
-        // The first run ending at or after the point: there is one, the last.
-        let r = partition_runs(runs, |i| {
-            self.run(i).last().is_some_and(|p| p.ts_ms < point.ts_ms)
-        });
-        assert!(r < runs, "a late point is at or before the last point");
+        let r = self.run_reaching(point.ts_ms);
+        assert!(
+            r <= self.older.len(),
+            "a late point is at or before the last point"
+        );
         if self.run(r).first().is_some_and(|p| point.ts_ms < p.ts_ms) {
             // Between run r − 1 and run r: onto the end of r − 1, or a run of its own.
             match r.checked_sub(1) {
@@ -111,7 +110,7 @@ impl<T> Points<T> {
         }
     }
 
-    /// Run `i` of `1 + older.len()`, the last being `tail`.
+    /// Run `i` of `1 + older.len()`, the last being `tail` (as is any `i` past it).
     fn run(&self, i: usize) -> &Vec<Point<T>> {
         self.older.get(i).unwrap_or(&self.tail)
     }
@@ -137,14 +136,10 @@ impl<T> Points<T> {
 
     /// The points in `[start_ms, end_ms)`, ascending, as non-empty slices (one per run).
     pub fn in_range(&self, start_ms: i64, end_ms: i64) -> impl Iterator<Item = &[Point<T>]> {
-        // The first run ending at or after `start_ms`, found by search: a read of the newest
-        // minutes of a long series does not walk its older runs.
-        let runs = 1 + self.older.len();
-        let from = partition_runs(runs, |i| {
-            self.run(i).last().is_some_and(|p| p.ts_ms < start_ms)
-        });
+        // Found by search: a read of the newest minutes of a long series does not walk its
+        // older runs.
         self.runs()
-            .skip(from)
+            .skip(self.run_reaching(start_ms))
             .take_while(move |run| run.first().is_some_and(|p| p.ts_ms < end_ms))
             .map(move |run| in_range(run, start_ms, end_ms))
             .filter(|points| !points.is_empty())
@@ -167,29 +162,20 @@ impl<T> Points<T> {
 
     /// The first point's timestamp at or after `ts_ms`.
     pub fn first_at_or_after(&self, ts_ms: i64) -> Option<i64> {
-        let runs = 1 + self.older.len();
-        let r = partition_runs(runs, |i| {
-            self.run(i).last().is_some_and(|p| p.ts_ms < ts_ms)
-        });
-        let run = self.run(r.min(runs - 1));
+        let run = self.run(self.run_reaching(ts_ms));
         run.get(run.partition_point(|p| p.ts_ms < ts_ms))
             .map(|p| p.ts_ms)
     }
-}
 
-/// The first of `runs` indices for which `before` is false (`before` true for a prefix).
-fn partition_runs(runs: usize, before: impl Fn(usize) -> bool) -> usize {
-    let (mut lo, mut hi) = (0, runs);
-    // Bounded: halves the range each step.
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if before(mid) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
+    /// The first run whose last point is at or after `ts_ms`, by search: its index among the
+    /// runs (`older`, then `tail`), or `1 + older.len()` when no point is that late.
+    fn run_reaching(&self, ts_ms: i64) -> usize {
+        let r = self
+            .older
+            .partition_point(|run| run.last().is_some_and(|p| p.ts_ms < ts_ms));
+        let in_tail = self.tail.last().is_some_and(|p| p.ts_ms >= ts_ms);
+        r + usize::from(r == self.older.len() && !in_tail)
     }
-    lo
 }
 
 #[derive(Debug)]

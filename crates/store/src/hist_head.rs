@@ -10,18 +10,19 @@
 //! dense array indexed by bin key (one add per bin, no compares) and the merged period is
 //! packed from it into the series' arena. Samples for an older period (late data) are buffered
 //! the same way, one late period at a time, and merge into that period when a sample for
-//! another late period comes (a flush reads the buffered samples as they are); its new packing is appended to
-//! the arena (the old bytes are garbage until the arena is compacted). A broker forwarding what
-//! it stored during an outage sends each series' old samples in time order, so a late period
-//! is rewritten once rather than once per sample (in `storebench --order backfill`, late data
-//! had cost ≈ 1.6× the write path's CPU, and 75 % more peak memory in garbage).
+//! another late period comes (a flush reads the buffered samples as they are); its new packing
+//! is appended to the arena (the old bytes are garbage until the arena is compacted). A broker
+//! forwarding what it stored during an outage sends each series' old samples in time order, so
+//! a late period is rewritten once rather than once per sample (in `storebench --order
+//! backfill`, late data had cost ≈ 1.6× the write path's CPU, and 75 % more peak memory in
+//! garbage).
 //!
 //! The arena is a list of segments, each allocated once at its final size and never grown: a
 //! single buffer doubling as it grew copied everything it held at each step and touched twice
 //! the memory it kept (≈ 8 % of a histogram sample's write in `storebench`, in `memcpy` and
 //! page faults). A segment is at least as large as everything before it (up to
-//! `SEGMENT_BYTES_MAX`), so a series' segments stay few, and a period never straddles two. Reads add packed bins into
-//! their accumulators directly. The result is the same as merging each sample into its period
+//! `SEGMENT_BYTES_MAX`), so a series' segments stay few, and a period never straddles two.
+//! Reads add packed bins into their accumulators directly. The result is the same as merging each sample into its period
 //! as it comes: merging is commutative and counts saturate the same way.
 
 use std::borrow::Cow;
@@ -165,6 +166,15 @@ impl Open {
     fn buffered(&self) -> bool {
         !self.ends.is_empty()
     }
+
+    /// Appends a sample for period `start_ms`; `true` when the buffer is past its bound and
+    /// should be merged.
+    fn append(&mut self, start_ms: i64, bins: &[u8]) -> bool {
+        self.start_ms = start_ms;
+        self.bytes.extend_from_slice(bins);
+        self.ends.push(self.bytes.len() as u32);
+        self.bytes.len() > OPEN_BYTES_MAX
+    }
 }
 
 /// Buffers reused by every fold of one head, so a fold allocates nothing once they have grown.
@@ -192,7 +202,9 @@ impl HistSeries {
     /// Adds a sample, given as packed bins, to period `period_start_ms`.
     pub fn insert_packed(&mut self, period_start_ms: i64, bins: &[u8], scratch: &mut MergeScratch) {
         if self.late.buffered() && self.late.start_ms == period_start_ms && !bins.is_empty() {
-            self.buffer_late(bins, scratch);
+            if self.late.append(period_start_ms, bins) {
+                self.fold_late(scratch);
+            }
             return;
         }
         if self.open.buffered() && self.open.start_ms != period_start_ms {
@@ -203,8 +215,9 @@ impl HistSeries {
                     return;
                 }
                 self.fold_late(scratch);
-                self.late.start_ms = period_start_ms;
-                self.buffer_late(bins, scratch);
+                if self.late.append(period_start_ms, bins) {
+                    self.fold_late(scratch);
+                }
                 return;
             }
             self.fold_open(scratch);
@@ -216,22 +229,8 @@ impl HistSeries {
             return;
         }
         debug_assert!(!self.late.buffered() || self.late.start_ms != period_start_ms);
-        let open = &mut self.open;
-        open.start_ms = period_start_ms;
-        open.bytes.extend_from_slice(bins);
-        open.ends.push(open.bytes.len() as u32);
-        if open.bytes.len() > OPEN_BYTES_MAX {
+        if self.open.append(period_start_ms, bins) {
             self.fold_open(scratch);
-        }
-    }
-
-    /// Appends a sample to the late buffer (its period set by the caller).
-    fn buffer_late(&mut self, bins: &[u8], scratch: &mut MergeScratch) {
-        let late = &mut self.late;
-        late.bytes.extend_from_slice(bins);
-        late.ends.push(late.bytes.len() as u32);
-        if late.bytes.len() > OPEN_BYTES_MAX {
-            self.fold_late(scratch);
         }
     }
 
@@ -503,14 +502,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-
-    fn build(values: &[(f64, u64)]) -> Histogram {
-        let mut h = Histogram::new();
-        for &(v, n) in values {
-            h.insert_n(v, n);
-        }
-        h
-    }
+    use crate::test_util::histogram_of;
 
     /// A run of late samples for one period (a broker forwarding what it stored) is merged
     /// into that period once, not once per sample: the period's old packing is rewritten once.
@@ -524,7 +516,7 @@ mod tests {
                    scratch: &mut MergeScratch,
                    period: i64,
                    v: f64| {
-            let h = build(&[(v, 1), (v * 2.0, 3)]);
+            let h = histogram_of(&[(v, 1), (v * 2.0, 3)]);
             series.insert(period * 60_000, &h, scratch);
             model.entry(period * 60_000).or_default().merge(&h);
         };
@@ -575,7 +567,7 @@ mod tests {
             let mut model: BTreeMap<i64, Histogram> = BTreeMap::new();
             let mut scratch = MergeScratch::default();
             for (i, (period, values, shape)) in samples.iter().enumerate() {
-                let mut h = build(values);
+                let mut h = histogram_of(values);
                 match shape {
                     0 => h.insert_n(7.0, u64::from(u32::MAX) + 5),
                     1 => {

@@ -28,6 +28,8 @@ pub mod packed;
 pub mod read;
 pub mod rollup;
 pub mod tagquery;
+#[cfg(test)]
+mod test_util;
 pub mod wal;
 
 pub use batch::{KeyRef, Value, WriteBatch};

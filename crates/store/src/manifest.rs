@@ -506,9 +506,7 @@ mod tests {
     use super::*;
 
     fn histogram(n: u64) -> Histogram {
-        let mut h = Histogram::new();
-        h.insert_n(2.5, n);
-        h
+        crate::test_util::histogram_of(&[(2.5, n)])
     }
 
     #[test]

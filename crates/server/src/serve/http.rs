@@ -2,6 +2,7 @@
 //! read API, `/metrics`, `/health`; and around every request: bearer token, timeout,
 //! concurrency bound, latency and status recorded per endpoint.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -157,13 +158,14 @@ async fn metrics(State(app): State<Shared>) -> Response {
     let mut text = app.metrics.prometheus_text();
     // Only fails if a writer panicked holding the store's cumulative state.
     if let Ok(n) = app.store.cumulative_left_out() {
-        text.push_str(&format!(
+        let _ = write!(
+            text,
             "# HELP strata_store_cumulative_left_out_total Cumulative histograms left out for \
              being older than their series' newest cumulative submission (their counts are in a \
              newer one's difference), since the store opened.\n\
              # TYPE strata_store_cumulative_left_out_total counter\n\
              strata_store_cumulative_left_out_total {n}\n"
-        ));
+        );
     }
     (
         [(

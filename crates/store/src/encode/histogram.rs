@@ -647,6 +647,18 @@ pub(super) fn start_chunk_ts(kind: ChunkKind, ts_ms: &[i64]) -> Result<Vec<u8>, 
     Ok(out)
 }
 
+/// A window-coded chunk (kind 3 or 6) up to its periods: the frame checked, then the period
+/// starts. Returns the body, the offset after the starts, and the starts.
+pub(super) fn open_window_chunk(
+    bytes: &[u8],
+    kind: ChunkKind,
+) -> Result<(&[u8], usize, Vec<i64>), DecodeError> {
+    let body = frame_body(bytes, kind)?;
+    let mut pos = 0;
+    let ts_ms = read_period_starts(body, &mut pos, HIST_CHUNK_PERIODS_MAX as u64)?;
+    Ok((body, pos, ts_ms))
+}
+
 /// The start of both histogram chunk layouts (range-coded and packed): the period count (1 ..=
 /// `count_max`), the timestamp header and the timestamps' bit stream with its byte length.
 /// Returns the period starts and leaves `pos` after them.
@@ -680,9 +692,7 @@ fn decode_with(
     bytes: &[u8],
     mut period: impl FnMut(&Period<'_>),
 ) -> Result<ChunkSummary, DecodeError> {
-    let body = frame_body(bytes, ChunkKind::Histogram)?;
-    let mut pos = 0;
-    let ts_ms = read_period_starts(body, &mut pos, HIST_CHUNK_PERIODS_MAX as u64)?;
+    let (body, mut pos, ts_ms) = open_window_chunk(bytes, ChunkKind::Histogram)?;
     let count = ts_ms.len();
     let invalid = |pos: usize, what| DecodeError::Invalid {
         bit_offset: pos as u64 * 8,

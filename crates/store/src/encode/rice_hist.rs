@@ -24,10 +24,10 @@ use hist::{Accumulator, Histogram, BIN_COUNT_MAX};
 use super::bits::{get_varint, put_varint, unzigzag, zigzag, BitReader, BitWriter, Packer};
 use super::bits::{RICE_CODE_BITS_MAX, RICE_K_MAX};
 use super::histogram::{accumulate_periods, collect_periods, read_extras, window_threshold};
-use super::histogram::{key_of_ordinal, ordinal_of_key, read_period_starts, start_chunk_ts};
+use super::histogram::{key_of_ordinal, open_window_chunk, ordinal_of_key, start_chunk_ts};
 use super::histogram::{ChunkSummary, ExtraSource, ExtraValue, Period};
 use super::histogram::{HIST_CHUNK_PERIODS_MAX, HIST_CHUNK_SLOTS_MAX, MEAN_COUNT_MAX};
-use super::{frame_body, frame_finish, ChunkKind, DecodeError, EncodeError};
+use super::{frame_finish, ChunkKind, DecodeError, EncodeError};
 use crate::packed::{self, DenseCounts, DENSE_KEYS};
 
 /// Rice parameter of the first window bin's ordinal (positive latencies sit near 2^15).
@@ -351,9 +351,7 @@ fn decode_with(
     bytes: &[u8],
     mut period: impl FnMut(&Period<'_>),
 ) -> Result<ChunkSummary, DecodeError> {
-    let body = frame_body(bytes, ChunkKind::RiceHistogram)?;
-    let mut pos = 0;
-    let ts_ms = read_period_starts(body, &mut pos, HIST_CHUNK_PERIODS_MAX as u64)?;
+    let (body, mut pos, ts_ms) = open_window_chunk(bytes, ChunkKind::RiceHistogram)?;
     let count = ts_ms.len();
     let width = get_varint(body, &mut pos)?;
     let mut r = BitReader::new(&body[pos..]);
@@ -454,6 +452,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use crate::encode::repair_frame;
+    use crate::test_util::histogram_of;
     use proptest::prelude::*;
     use rand::SeedableRng;
     use rand_distr::Distribution;
@@ -477,14 +476,6 @@ mod tests {
         let from_packed = encode(&PackedPeriods(&packed), &mut EncodeScratch::default()).unwrap();
         assert_eq!(from_packed, bytes);
         bytes
-    }
-
-    fn histogram_of(values: &[(f64, u64)]) -> Histogram {
-        let mut h = Histogram::new();
-        for &(v, n) in values {
-            h.insert_n(v, n);
-        }
-        h
     }
 
     #[test]
