@@ -1,9 +1,10 @@
 //! Builds the web UI (`ui/`, TypeScript + Vite) and generates the table that embeds `ui/dist`
 //! into the `strata` binary, so `cargo build` / `cargo run -- serve` is the only step.
 //!
-//! `npm install && npm run build` runs only when the UI sources changed: a hash of `ui/src`,
-//! `ui/index.html` and the package/tool files is kept in `ui/dist/.strata-src-hash` (and of the
-//! lock file in `ui/node_modules/.strata-lock-hash`), so other target dirs and rebuilds reuse it.
+//! `npm install --no-save && npm run build` runs only when the UI sources changed: a hash of
+//! `ui/src`, `ui/index.html` and the package/tool files is kept in `ui/dist/.strata-src-hash`
+//! (and of the lock file in `ui/node_modules/.strata-lock-hash`), so other target dirs and
+//! rebuilds reuse it.
 //! Builds from several target dirs at once take turns through a lock directory.
 //!
 //! `STRATA_UI_SKIP_BUILD=1` embeds whatever `ui/dist` holds (a placeholder page when empty), for
@@ -210,8 +211,10 @@ fn run_npm(ui: &Path, wanted: &str, stamp: &Path) -> Result<(), String> {
     if !up_to_date {
         // `npm install` rather than `npm ci`: the npm 11 here writes lock files without the
         // other platforms' optional packages (rollup's native binaries), which `npm ci` rejects
-        // as "out of sync"; `install` follows the lock where it is complete.
-        npm(ui, &["install", "--no-audit", "--no-fund"])?;
+        // as "out of sync"; `install` follows the lock where it is complete. `--no-save`: it
+        // would otherwise rewrite the lock file for this platform, leaving a fresh clone with a
+        // change the user never made.
+        npm(ui, &["install", "--no-save", "--no-audit", "--no-fund"])?;
         fs::write(&installed, &lock_hash).map_err(|e| format!("{}: {e}", installed.display()))?;
     }
     npm(ui, &["run", "build"])?;

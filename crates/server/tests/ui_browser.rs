@@ -58,7 +58,7 @@ fn prepare() -> Result<(), String> {
         .exists()
     {
         let ok = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund"])
+            .args(["install", "--no-save", "--no-audit", "--no-fund"])
             .current_dir(&ui)
             .status()
             .is_ok_and(|s| s.success());
