@@ -654,6 +654,42 @@ impl BlockWriter {
         Ok(())
     }
 
+    /// Adds a head series' periods (`HistSeries::windowed_periods_in`): with the series'
+    /// window, every period is written with it (the coded ones' bits copied); without one, all
+    /// are packed and choose their chunk's window as `add_packed_histograms` does.
+    pub(crate) fn add_head_histograms(
+        &mut self,
+        series: SeriesId,
+        window: Option<&encode::rice_hist::Window>,
+        periods: Vec<(i64, encode::rice_hist::WindowedPeriod<'_>)>,
+    ) -> Result<(), BlockError> {
+        use encode::rice_hist::WindowedPeriod;
+        let Some(window) = window else {
+            let packed: Vec<(i64, std::borrow::Cow<'_, [u8]>)> = periods
+                .into_iter()
+                .map(|(t, p)| match p {
+                    WindowedPeriod::Packed(bytes) => (t, bytes),
+                    WindowedPeriod::Coded(_) => unreachable!("coded periods have a window"),
+                })
+                .collect();
+            return self.add_packed_histograms(series, &packed);
+        };
+        assert!(
+            self.entries.last().is_none_or(|e| e.series < series),
+            "series added out of order"
+        );
+        assert!(
+            !self.packed_histograms,
+            "rollup blocks add histograms as values"
+        );
+        for part in periods.chunks(HIST_CHUNK_PERIODS_MAX) {
+            self.push_rice(series, part, |part, scratch| {
+                encode::rice_hist::encode_with_window(window, part, scratch)
+            })?;
+        }
+        Ok(())
+    }
+
     /// Rice-codes `part` as one chunk, or as halves, recursively, where its bins need more
     /// slots than one chunk has.
     fn push_rice<T>(

@@ -602,9 +602,10 @@ fn write_block(
                 SeriesData::Text(points.map_in_range(start, end_ms, |p| (p.ts_ms, p.value.clone())))
             }
             SeriesHead::Histogram(h) => {
-                // Encoded from the head's packed periods as they are: no histogram built.
-                let periods = h.packed_periods_in(start, end_ms, &mut merge_scratch);
-                w.add_packed_histograms(series, &periods)
+                // Written from the head's coded and packed periods as they are: no histogram
+                // built, and coded periods' bits copied.
+                let (window, periods) = h.windowed_periods_in(start, end_ms, &mut merge_scratch);
+                w.add_head_histograms(series, window, periods)
                     .map_err(block_err)?;
                 continue;
             }

@@ -402,6 +402,66 @@ pub fn pack_dense(
     out.truncate(at);
 }
 
+/// The bins marked in `touched` (keys `lo ..= hi`) with their counts from `dense`, in key
+/// order, each left zero in both as it is read (as [`pack_dense`] leaves them): a period's
+/// fold codes its merged bins straight off the set bits.
+pub fn drain_dense<'a>(
+    dense: &'a mut DenseCounts,
+    touched: &'a mut DenseBits,
+    (lo, hi): (usize, usize),
+) -> DrainDense<'a> {
+    let words = touched.get_mut(lo / 64..=hi / 64).unwrap_or_default();
+    DrainDense {
+        dense,
+        words: words.iter_mut(),
+        base: (lo / 64) * 64,
+        bits: 0,
+    }
+}
+
+/// [`drain_dense`]'s iterator.
+pub struct DrainDense<'a> {
+    dense: &'a mut DenseCounts,
+    words: std::slice::IterMut<'a, u64>,
+    /// Key of bit 0 of `bits`.
+    base: usize,
+    /// The current word's bits not yet read.
+    bits: u64,
+}
+
+impl Iterator for DrainDense<'_> {
+    type Item = (u16, u64);
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<(u16, u64)> {
+        // Bounded: each step takes a word; the words are finite.
+        while self.bits == 0 {
+            let word = self.words.next()?;
+            self.bits = std::mem::take(word);
+            self.base += 64;
+        }
+        let k = self.base - 64 + self.bits.trailing_zeros() as usize;
+        self.bits &= self.bits - 1;
+        let c = std::mem::take(&mut self.dense[k % DENSE_KEYS]);
+        debug_assert!(c > 0, "a touched key has a count");
+        Some((k as u16, c))
+    }
+}
+
+/// Appends bins given as `(key, count)` pairs (keys strictly ascending, counts > 0), packed.
+pub fn pack_pairs(bins: &[(u16, u64)], out: &mut Vec<u8>) {
+    let mut at = out.len();
+    out.resize(at + bins.len() * BIN_BYTES_MAX, 0);
+    let mut next = 0u16;
+    for &(k, c) in bins {
+        debug_assert!(k >= next && c > 0, "ascending keys, counts > 0");
+        at = put_varint_at(out, at, u64::from(k - next));
+        at = put_varint_at(out, at, c);
+        next = k.wrapping_add(1);
+    }
+    out.truncate(at);
+}
+
 /// Writes a varint at `at` (room for 10 bytes must be there) and returns where it ends.
 #[inline]
 fn put_varint_at(out: &mut [u8], mut at: usize, mut v: u64) -> usize {

@@ -71,12 +71,11 @@ impl BitWriter {
         }
         let mut p = Packer {
             out: &mut self.bytes,
-            at: self.at,
+            pos: self.at * 8 + self.fill as usize,
             acc: self.acc,
-            fill: self.fill,
         };
         let result = f(&mut p);
-        (self.at, self.acc, self.fill) = (p.at, p.acc, p.fill);
+        (self.at, self.acc, self.fill) = (p.pos / 8, p.acc, (p.pos % 8) as u32);
         result
     }
 
@@ -113,6 +112,18 @@ impl BitWriter {
         self.packer(RICE_CODE_BITS_MAX, |p| p.write_rice(value, k));
     }
 
+    /// Forgets what was written, keeping the buffer.
+    pub fn clear(&mut self) {
+        let used = (self.at + 8).min(self.bytes.len());
+        self.bytes[..used].fill(0);
+        (self.at, self.acc, self.fill) = (0, 0, 0);
+    }
+
+    /// The bytes written so far, last one zero-padded (as [`BitWriter::finish`] returns them).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.at + usize::from(self.fill > 0)]
+    }
+
     /// The bytes, last one zero-padded.
     pub fn finish(mut self) -> Vec<u8> {
         // The unfinished byte is already stored (zero-padded) at `at`.
@@ -126,41 +137,36 @@ impl BitWriter {
 /// and a buffer with room for what the caller reserved, so no write grows it.
 pub struct Packer<'a> {
     out: &'a mut [u8],
-    at: usize,
+    /// Bits written: the unfinished byte is `pos / 8`, holding `pos % 8` of them.
+    pos: usize,
     /// As `BitWriter::acc`.
     acc: u64,
-    fill: u32,
 }
 
-/// A packer's position: the first unfinished byte, its bits (high end) and their number.
-type PackState = (usize, u64, u32);
+/// A packer's position: the bits written, and the unfinished byte's bits (high end). Two
+/// values, so a function taking and returning them keeps them in registers (three went
+/// through memory).
+type PackState = (usize, u64);
 
 /// Writes the low `bits` bits of `value` (`bits` ≤ `PUT_BITS_MAX`) at a packer's position and
 /// returns the new one: the new bits go right below the pending ones, the word is stored at
 /// the unfinished byte, and the position moves on by the whole bytes completed. State by
 /// value, so a caller's loop keeps it in registers.
 #[inline(always)]
-fn put_at(
-    out: &mut [u8],
-    (mut at, mut acc, mut fill): PackState,
-    value: u64,
-    bits: u32,
-) -> PackState {
-    debug_assert!(bits <= PUT_BITS_MAX && fill < 8);
+fn put_at(out: &mut [u8], (pos, mut acc): PackState, value: u64, bits: u32) -> PackState {
+    let (at, fill) = (pos / 8, (pos % 8) as u32);
+    debug_assert!(bits <= PUT_BITS_MAX);
     debug_assert!(value >> bits == 0, "value {value} wider than {bits}");
     // `fill + bits` ≤ 63, so the shift is 1..=63 unless `bits` is 0, when `value` is 0 and any
     // shift gives 0.
     acc |= value.wrapping_shl(64 - fill - bits);
-    fill += bits;
     // In bounds by the reservation `BitWriter::packer` made (a failed check is a bug in the
     // caller's bound: a panic, not a wrong chunk).
     out[at..at + 8].copy_from_slice(&acc.to_be_bytes());
-    let whole = fill / 8;
-    at += whole as usize;
-    fill %= 8;
-    // At most 7 whole bytes (`fill` ≤ 63): the shift is at most 56.
-    acc <<= whole * 8;
-    (at, acc, fill)
+    let pos = pos + bits as usize;
+    // At most 7 whole bytes completed (`fill + bits` ≤ 63): the shift is at most 56.
+    acc <<= (pos / 8 - at) * 8;
+    (pos, acc)
 }
 
 /// `zeros` zero bits then the Rice code of `value` with parameter `k` (≤ `RICE_K_MAX`) as one
@@ -179,8 +185,7 @@ impl Packer<'_> {
     /// Writes the low `bits` bits of `value` (`bits` ≤ `PUT_BITS_MAX`).
     #[inline(always)]
     fn put(&mut self, value: u64, bits: u32) {
-        (self.at, self.acc, self.fill) =
-            put_at(self.out, (self.at, self.acc, self.fill), value, bits);
+        (self.pos, self.acc) = put_at(self.out, (self.pos, self.acc), value, bits);
     }
 
     /// Writes the low `bits` bits of `value` (`bits` ≤ 64; higher bits must be zero).
@@ -246,7 +251,7 @@ impl Packer<'_> {
         // state has an address, so none of it is kept in memory (≈ 60 instructions a code
         // with the state behind `&mut self`, most of them spills).
         let out = &mut *self.out;
-        let mut state = (self.at, self.acc, self.fill);
+        let mut state = (self.pos, self.acc);
         let mut written = 0u64;
         for (before, k, value) in items {
             debug_assert!(before >= written && k <= RICE_K_MAX);
@@ -258,8 +263,36 @@ impl Packer<'_> {
             };
         }
         debug_assert!(run_bits >= written);
-        (self.at, self.acc, self.fill) = state;
+        (self.pos, self.acc) = state;
         self.write_zeros(run_bits - written);
+    }
+
+    /// Appends the first `bit_len` bits of `bytes` (most significant bit first; at least that
+    /// many bits long), six bytes a store.
+    #[inline]
+    pub fn append_bits(&mut self, bytes: &[u8], bit_len: u32) {
+        let bit_len = bit_len as usize;
+        assert!(
+            bit_len <= bytes.len() * 8,
+            "{bit_len} bits in {} bytes",
+            bytes.len()
+        );
+        let whole = bit_len / 48;
+        let mut word = [0u8; 8];
+        for six in bytes.chunks_exact(6).take(whole) {
+            word[2..].copy_from_slice(six);
+            self.put(u64::from_be_bytes(word), 48);
+        }
+        // Bounded: fewer than 48 bits are left, at most 6 bytes.
+        let mut left = bit_len - whole * 48;
+        let mut at = whole * 6;
+        while left > 0 {
+            let take = left.min(8);
+            let byte = u64::from(bytes[at]) >> (8 - take);
+            self.put(byte, take as u32);
+            left -= take;
+            at += 1;
+        }
     }
 
     #[inline(always)]
@@ -285,14 +318,14 @@ impl Packer<'_> {
 #[inline(never)]
 fn zeros_then_rice_slow(
     out: &mut [u8],
-    (at, acc, fill): PackState,
+    (pos, acc): PackState,
     zeros: u64,
     value: u64,
     k: u32,
 ) -> PackState {
-    let mut p = Packer { out, at, acc, fill };
+    let mut p = Packer { out, pos, acc };
     p.write_zeros_then_rice(zeros, value, k);
-    (p.at, p.acc, p.fill)
+    (p.pos, p.acc)
 }
 
 /// Makes the buffer at least `need` bytes long (and at least twice as long as it was).
@@ -619,6 +652,33 @@ mod tests {
                 }
             }
             r.finish().unwrap();
+        }
+
+        #[test]
+        fn append_bits_equals_writing_them(
+            prefix in 0u32..64,
+            parts in proptest::collection::vec(proptest::collection::vec(any::<bool>(), 0..200), 1..6),
+        ) {
+            // A reused writer (cleared between parts) codes each part; the parts are then
+            // appended after a prefix of `prefix` bits, as a flush copies coded periods.
+            let mut part_writer = BitWriter::new();
+            let mut joined = BitWriter::new();
+            let mut bit_by_bit = BitWriter::new();
+            joined.write(0, prefix.min(64));
+            bit_by_bit.write(0, prefix.min(64));
+            for part in &parts {
+                part_writer.clear();
+                for &bit in part {
+                    part_writer.write_bit(bit);
+                    bit_by_bit.write_bit(bit);
+                }
+                prop_assert_eq!(part_writer.bit_len(), part.len() as u64);
+                let bytes = part_writer.as_bytes().to_vec();
+                prop_assert_eq!(bytes.len(), part.len().div_ceil(8));
+                joined.packer(part.len() as u64, |p| p.append_bits(&bytes, part.len() as u32));
+            }
+            prop_assert_eq!(joined.bit_len(), bit_by_bit.bit_len());
+            prop_assert_eq!(joined.finish(), bit_by_bit.finish());
         }
 
         #[test]

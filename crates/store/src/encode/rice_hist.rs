@@ -73,6 +73,14 @@ pub trait Periods {
     fn for_each_bin(&self, i: usize, f: impl FnMut(u16, u64));
 }
 
+impl std::fmt::Debug for EncodeScratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EncodeScratch")
+            .field("bins_kept", &self.keys.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Periods for [(i64, Histogram)] {
     fn count(&self) -> usize {
         self.len()
@@ -132,9 +140,11 @@ pub struct EncodeScratch {
     ends: Vec<usize>,
 }
 
-/// The window of one chunk.
-struct Window {
-    /// Smallest key of the chunk; `slots` starts there.
+/// The window of one chunk; also kept by a head series to code its later periods as they
+/// close (`hist_head.rs`), so a flush only joins their bits.
+#[derive(Debug)]
+pub(crate) struct Window {
+    /// Smallest key `slots` covers.
     lo: usize,
     /// By `key − lo`: the slot entry (see `SLOT_K_SHIFT`), or `OUTSIDE`.
     slots: Vec<u32>,
@@ -149,8 +159,35 @@ impl Window {
     #[inline(always)]
     fn slot(&self, key: u16) -> u32 {
         let slot = self.slots.get(usize::from(key).wrapping_sub(self.lo));
-        debug_assert!(slot.is_some(), "key {key} of the chunk");
         slot.copied().unwrap_or(OUTSIDE)
+    }
+
+    /// The window a series' later periods are coded with: chosen from `periods` (its first
+    /// ones) as a chunk of them would choose it, with the slot table cut to the window's own
+    /// keys (a head keeps one per series). `None` where no bin qualifies or the periods'
+    /// slots pass `HIST_CHUNK_SLOTS_MAX`.
+    pub(crate) fn choose<P: Periods + ?Sized>(
+        periods: &P,
+        scratch: &mut EncodeScratch,
+    ) -> Option<Window> {
+        let chosen = choose_window(periods, scratch).ok()?;
+        let (&first, &last) = (chosen.keys.first()?, chosen.keys.last()?);
+        let (from, to) = (
+            usize::from(first) - chosen.lo,
+            usize::from(last) - chosen.lo,
+        );
+        let window = Window {
+            lo: usize::from(first),
+            slots: chosen.slots.get(from..=to)?.to_vec(),
+            ..chosen
+        };
+        assert_eq!(window.slot(first) >> SLOT_K_SHIFT, u32::from(window.ks[0]));
+        Some(window)
+    }
+
+    /// Window bins.
+    pub(crate) fn width(&self) -> usize {
+        self.keys.len()
     }
 }
 
@@ -177,18 +214,7 @@ pub fn encode<P: Periods + ?Sized>(
     put_varint(&mut out, width as u64);
 
     let mut w = BitWriter::with_capacity(width * count / 2 + 64);
-    let (mut next_ordinal, mut prev_k) = (0u16, 0u8);
-    for (p, (&key, &k)) in window.keys.iter().zip(&window.ks).enumerate() {
-        let ordinal = ordinal_of_key(key);
-        let k_ordinal = if p == 0 {
-            K_WINDOW_FIRST
-        } else {
-            K_WINDOW_STEP
-        };
-        w.write_rice(u64::from(ordinal - next_ordinal), k_ordinal);
-        w.write_rice(zigzag(i64::from(k) - i64::from(prev_k)), K_WINDOW_STEP);
-        (next_ordinal, prev_k) = (ordinal + 1, k);
-    }
+    write_window_header(&mut w, &window);
 
     let mut extras: Vec<(u16, u64)> = Vec::new();
     let mut prev_first_extra = 0u16;
@@ -229,6 +255,19 @@ fn write_period(
     extras: &mut Vec<(u16, u64)>,
     prev_first_extra: &mut u16,
 ) {
+    write_window_counts(p, window, keys, counts, extras);
+    write_extras(p, extras, prev_first_extra);
+}
+
+/// A period's window bin counts; its bins outside the window go to `extras`, in key order.
+#[inline(always)]
+fn write_window_counts(
+    p: &mut Packer<'_>,
+    window: &Window,
+    keys: &[u16],
+    counts: &[u64],
+    extras: &mut Vec<(u16, u64)>,
+) {
     let window_bins = keys.iter().zip(counts).filter_map(|(&key, &c)| {
         let slot = window.slot(key);
         if slot == OUTSIDE {
@@ -238,6 +277,12 @@ fn write_period(
         Some((u64::from(slot & SLOT_ZEROS_MASK), slot >> SLOT_K_SHIFT, c))
     });
     p.write_sparse_rice_run(window_bins, window.all_empty_bits);
+}
+
+/// A period's extras: their number, then each one's ordinal and count. The first ordinal is
+/// coded from the previous period's first (`prev_first_extra`, updated).
+#[inline(always)]
+fn write_extras(p: &mut Packer<'_>, extras: &[(u16, u64)], prev_first_extra: &mut u16) {
     p.write_rice(extras.len() as u64, K_EXTRAS);
     let mut prev: Option<u16> = None;
     for &(key, c) in extras.iter() {
@@ -254,6 +299,182 @@ fn write_period(
     }
     if let Some(&(key, _)) = extras.first() {
         *prev_first_extra = ordinal_of_key(key);
+    }
+}
+
+/// A period coded ahead by the head with a series' [`Window`]: its window bin counts, exactly
+/// as a chunk with that window holds them, and its extras apart (packed, `crate::packed`),
+/// because their first ordinal is coded from the chunk's previous period.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CodedPeriod<'a> {
+    /// The window counts' bits, zero-padded to whole bytes.
+    pub bits: &'a [u8],
+    pub bit_len: u32,
+    pub extras: &'a [u8],
+}
+
+/// One period of a chunk written with a series' window: packed bins, or coded ahead.
+#[derive(Clone, Debug)]
+pub(crate) enum WindowedPeriod<'a> {
+    Packed(std::borrow::Cow<'a, [u8]>),
+    Coded(CodedPeriod<'a>),
+}
+
+/// The bits one period's window counts take at most, given its bins.
+fn window_bits_max(window: &Window, bins: usize) -> u64 {
+    window.all_empty_bits + RICE_CODE_BITS_MAX * (bins as u64 + 1)
+}
+
+/// Codes a merged period's bins (keys ascending, counts above zero, at most `bins_max`) with
+/// `window`: its window counts into the scratch's `bits`, its other bins, packed, into its
+/// `extras`. What a head series stores for a period once it has a window: a flush then copies
+/// the bits.
+pub(crate) fn code_period(
+    window: &Window,
+    bins: impl Iterator<Item = (u16, u64)>,
+    bins_max: usize,
+    scratch: &mut CodeScratch,
+) {
+    assert!(window.width() > 0, "a head window has bins");
+    let CodeScratch {
+        bits,
+        extras,
+        extra_pairs,
+    } = scratch;
+    bits.clear();
+    // Extras written by index into room made ahead (grown, never cleared: every pair read is
+    // written first), so the coding loop makes no call: around a call (a push's growth) the
+    // writer's state was spilled and reloaded at every code.
+    if extra_pairs.len() < bins_max {
+        extra_pairs.resize(bins_max, (0, 0));
+    }
+    let mut n_extras = 0;
+    bits.packer(window_bits_max(window, bins_max), |p| {
+        let window_bins = bins.filter_map(|(key, c)| {
+            let slot = window.slot(key);
+            if slot == OUTSIDE {
+                if let Some(pair) = extra_pairs.get_mut(n_extras) {
+                    *pair = (key, c);
+                }
+                n_extras += 1;
+                return None;
+            }
+            Some((u64::from(slot & SLOT_ZEROS_MASK), slot >> SLOT_K_SHIFT, c))
+        });
+        p.write_sparse_rice_run(window_bins, window.all_empty_bits);
+    });
+    assert!(n_extras <= bins_max, "at most the period's bins are extras");
+    assert!(
+        bits.bit_len() >= window.width() as u64,
+        "each window bin takes a bit"
+    );
+    extras.clear();
+    packed::pack_pairs(&extra_pairs[..n_extras], extras);
+}
+
+/// What [`code_period`] codes into, kept between periods so coding allocates nothing.
+#[derive(Debug, Default)]
+pub(crate) struct CodeScratch {
+    /// The period's window counts.
+    pub bits: BitWriter,
+    /// The period's extras, packed.
+    pub extras: Vec<u8>,
+    extra_pairs: Vec<(u16, u64)>,
+}
+
+/// Calls `f(key, count)` for every bin of a period coded with `window` (`code_period`): the
+/// window bins in key order, then the extras.
+pub(crate) fn for_each_coded_bin(
+    window: &Window,
+    period: CodedPeriod<'_>,
+    mut f: impl FnMut(u16, u64),
+) -> Result<(), DecodeError> {
+    let ks: Vec<u32> = window.ks.iter().map(|&k| u32::from(k)).collect();
+    let mut counts = vec![0u64; ks.len()];
+    let mut r = BitReader::new(period.bits);
+    r.read_rice_each(&ks, &mut counts)?;
+    if r.remaining_bits() + u64::from(period.bit_len) != period.bits.len() as u64 * 8 {
+        return Err(r.invalid("a coded period's bits end where its length says"));
+    }
+    for (&key, &c) in window.keys.iter().zip(&counts) {
+        if c > 0 {
+            f(key, c);
+        }
+    }
+    packed::for_each_bin_trusted(period.extras, f);
+    Ok(())
+}
+
+/// Encodes one chunk with a window chosen before (a head series'), from periods packed or
+/// coded ahead with it: the coded ones' window bits are copied, not coded again. Decodes as
+/// [`encode`]'s chunks do. `TooManySlots` where the window times the periods, plus the
+/// extras, would pass `HIST_CHUNK_SLOTS_MAX` (split the periods then).
+pub(crate) fn encode_with_window(
+    window: &Window,
+    periods: &[(i64, WindowedPeriod<'_>)],
+    scratch: &mut EncodeScratch,
+) -> Result<Vec<u8>, EncodeError> {
+    let ts_ms: Vec<i64> = periods.iter().map(|p| p.0).collect();
+    let mut out = start_chunk_ts(ChunkKind::RiceHistogram, &ts_ms)?;
+    let width = window.width();
+    let mut slots = (width * periods.len()) as u64;
+    if slots > HIST_CHUNK_SLOTS_MAX {
+        return Err(EncodeError::TooManySlots { slots });
+    }
+    put_varint(&mut out, width as u64);
+    let mut w = BitWriter::with_capacity(width * periods.len() / 2 + 64);
+    write_window_header(&mut w, window);
+    let (keys, counts) = (&mut scratch.keys, &mut scratch.counts);
+    let mut extras: Vec<(u16, u64)> = Vec::new();
+    let mut prev_first_extra = 0u16;
+    for (_, period) in periods {
+        extras.clear();
+        match period {
+            WindowedPeriod::Coded(coded) => {
+                packed::for_each_bin_trusted(coded.extras, |k, c| extras.push((k, c)));
+                let bits_max =
+                    u64::from(coded.bit_len) + RICE_CODE_BITS_MAX * (2 * extras.len() as u64 + 1);
+                w.packer(bits_max, |p| {
+                    p.append_bits(coded.bits, coded.bit_len);
+                    write_extras(p, &extras, &mut prev_first_extra);
+                });
+            }
+            WindowedPeriod::Packed(bytes) => {
+                keys.clear();
+                counts.clear();
+                packed::for_each_bin_trusted(bytes, |k, c| {
+                    keys.push(k);
+                    counts.push(c);
+                });
+                let bits_max = window_bits_max(window, keys.len())
+                    + RICE_CODE_BITS_MAX * (2 * keys.len() as u64 + 1);
+                w.packer(bits_max, |p| {
+                    write_period(p, window, keys, counts, &mut extras, &mut prev_first_extra);
+                });
+            }
+        }
+        slots += extras.len() as u64;
+    }
+    if slots > HIST_CHUNK_SLOTS_MAX {
+        return Err(EncodeError::TooManySlots { slots });
+    }
+    out.extend_from_slice(&w.finish());
+    Ok(frame_finish(out))
+}
+
+/// The window's bins: each one's ordinal gap and Rice parameter change.
+fn write_window_header(w: &mut BitWriter, window: &Window) {
+    let (mut next_ordinal, mut prev_k) = (0u16, 0u8);
+    for (p, (&key, &k)) in window.keys.iter().zip(&window.ks).enumerate() {
+        let ordinal = ordinal_of_key(key);
+        let k_ordinal = if p == 0 {
+            K_WINDOW_FIRST
+        } else {
+            K_WINDOW_STEP
+        };
+        w.write_rice(u64::from(ordinal - next_ordinal), k_ordinal);
+        w.write_rice(zigzag(i64::from(k) - i64::from(prev_k)), K_WINDOW_STEP);
+        (next_ordinal, prev_k) = (ordinal + 1, k);
     }
 }
 
@@ -456,6 +677,7 @@ mod tests {
     use proptest::prelude::*;
     use rand::SeedableRng;
     use rand_distr::Distribution;
+    use std::borrow::Cow;
 
     fn encode_histograms(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {
         encode(periods, &mut EncodeScratch::default())
@@ -538,6 +760,22 @@ mod tests {
             Err(EncodeError::TooManySlots { .. })
         ));
         assert_round_trip(&periods[..100]);
+        // A window chosen before (a head series') asks for the split as well, and its halves
+        // encode.
+        let mut scratch = EncodeScratch::default();
+        let window = Window::choose(&periods[..1], &mut scratch).unwrap();
+        assert_eq!(window.width(), 20_000);
+        let mut packed_wide = Vec::new();
+        packed::pack_histogram(&wide, &mut packed_wide);
+        let windowed: Vec<(i64, WindowedPeriod<'_>)> = (0..300)
+            .map(|i| (i, WindowedPeriod::Packed(Cow::Borrowed(&packed_wide[..]))))
+            .collect();
+        assert!(matches!(
+            encode_with_window(&window, &windowed, &mut scratch),
+            Err(EncodeError::TooManySlots { .. })
+        ));
+        let bytes = encode_with_window(&window, &windowed[..100], &mut scratch).unwrap();
+        assert_eq!(decode(&bytes).unwrap(), periods[..100].to_vec());
     }
 
     #[test]
