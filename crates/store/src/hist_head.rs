@@ -349,6 +349,34 @@ impl HistSeries {
         }
     }
 
+    /// Adds a period's stored bins (if any) and packed samples into the scratch's dense array
+    /// without marking keys (a windowed series' fold: `rice_hist::code_dense_period` reads it)
+    /// and returns the range of keys added, `None` if there were no bins.
+    fn add_unmarked<'a>(
+        &self,
+        existing: Option<&Period>,
+        samples: impl Iterator<Item = &'a [u8]>,
+        scratch: &mut MergeScratch,
+    ) -> Option<(usize, usize)> {
+        let dense = &mut **scratch.dense.get_or_insert_with(packed::zeroed_dense);
+        let (mut lo, mut hi) = (usize::MAX, 0usize);
+        match existing.map(|p| self.stored(p)) {
+            Some(Stored::Packed(bytes)) => {
+                packed::add_to_dense_unmarked(bytes, dense, (&mut lo, &mut hi));
+            }
+            Some(Stored::Coded(coded)) => self.for_each_coded_bin(coded, |key, c| {
+                let k = usize::from(key);
+                dense[k] = dense[k].saturating_add(c);
+                (lo, hi) = (lo.min(k), hi.max(k));
+            }),
+            None => {}
+        }
+        for sample in samples {
+            packed::add_to_dense_unmarked(sample, dense, (&mut lo, &mut hi));
+        }
+        (lo <= hi).then_some((lo, hi))
+    }
+
     /// Chooses the series' window from its first periods once it has enough of them.
     fn choose_window(&mut self, scratch: &mut MergeScratch) {
         if !matches!(self.window, SeriesWindow::NotYet) || self.periods.len() < WINDOW_FROM_PERIODS
@@ -392,6 +420,26 @@ impl HistSeries {
                 let (segment, at) = self.arena.push(only);
                 ((segment, at, only.len() as u32), 0)
             }
+            None if windowed => {
+                let range = self.add_unmarked(existing.as_ref(), samples, scratch);
+                self.garbage_bytes += existing.map_or(0, |p| p.len as usize);
+                match (range, &self.window) {
+                    (Some(range), SeriesWindow::Chosen(window)) => {
+                        let dense = &mut **scratch.dense.get_or_insert_with(packed::zeroed_dense);
+                        rice_hist::code_dense_period(window, dense, range, &mut scratch.code);
+                        let code = &scratch.code;
+                        let bit_len = code.bits.bit_len();
+                        assert!(bit_len > 0 && bit_len <= u64::from(u32::MAX));
+                        let place = self.arena.push_coded(code.bits.as_bytes(), &code.extras);
+                        (place, bit_len as u32)
+                    }
+                    _ => {
+                        // No bins at all: an empty period.
+                        let (segment, at) = self.arena.push(&[]);
+                        ((segment, at, 0), 0)
+                    }
+                }
+            }
             None => {
                 let (mut lo, mut hi) = (usize::MAX, 0usize);
                 if let Some(p) = &existing {
@@ -399,16 +447,13 @@ impl HistSeries {
                 }
                 let range = add_to_dense(samples, scratch, (lo, hi));
                 self.garbage_bytes += existing.map_or(0, |p| p.len as usize);
-                match (range, &self.window) {
-                    (Some(range), SeriesWindow::Chosen(window)) => {
-                        code_dense(window, range, scratch, &mut self.arena)
-                    }
-                    (Some(range), _) => {
+                match range {
+                    Some(range) => {
                         let (dense, touched) = scratch.dense_arrays();
                         (self.arena.push_dense(dense, touched, range), 0)
                     }
                     // No bins at all: an empty period.
-                    (None, _) => {
+                    None => {
                         let (segment, at) = self.arena.push(&[]);
                         ((segment, at, 0), 0)
                     }
@@ -674,30 +719,6 @@ fn add_to_dense<'a>(
         packed::add_to_dense(sample, dense, touched, (&mut lo, &mut hi));
     }
     (lo <= hi).then_some((lo, hi))
-}
-
-/// Codes the merged period in the scratch's dense array (keys `range`, which it leaves zero)
-/// with `window` into the arena; returns where it is and its window bits.
-fn code_dense(
-    window: &Window,
-    range: (usize, usize),
-    scratch: &mut MergeScratch,
-    arena: &mut Arena,
-) -> ((u32, u32, u32), u32) {
-    let dense = &mut **scratch.dense.get_or_insert_with(packed::zeroed_dense);
-    let touched = &mut **scratch.touched.get_or_insert_with(packed::zeroed_dense);
-    let bins_max = packed::dense_bins(touched, range);
-    rice_hist::code_period(
-        window,
-        packed::drain_dense(dense, touched, range),
-        bins_max,
-        &mut scratch.code,
-    );
-    let code = &scratch.code;
-    let bit_len = code.bits.bit_len();
-    assert!(bit_len > 0 && bit_len <= u64::from(u32::MAX));
-    let place = arena.push_coded(code.bits.as_bytes(), &code.extras);
-    (place, bit_len as u32)
 }
 
 #[cfg(test)]

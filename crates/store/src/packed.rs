@@ -268,6 +268,83 @@ pub fn add_to_dense(
     bins
 }
 
+/// [`add_to_dense`] without marking keys: only `lo ..= hi` widens. For a merge whose reader
+/// walks keys it knows (a series' window) and then finds the rest by scanning the range
+/// (`take_nonzero`).
+pub fn add_to_dense_unmarked(
+    bytes: &[u8],
+    dense: &mut DenseCounts,
+    (lo, hi): (&mut usize, &mut usize),
+) -> usize {
+    let mut sink = DenseUnmarked {
+        dense,
+        lo: *lo,
+        hi: *hi,
+    };
+    let bins = walk_trusted(bytes, &mut sink);
+    (*lo, *hi) = (sink.lo, sink.hi);
+    bins
+}
+
+/// [`add_to_dense_unmarked`]'s sink.
+struct DenseUnmarked<'a> {
+    dense: &'a mut DenseCounts,
+    lo: usize,
+    hi: usize,
+}
+
+impl Sink for DenseUnmarked<'_> {
+    #[inline(always)]
+    fn bin(&mut self, key: u16, count: u64) {
+        let k = usize::from(key);
+        let slot = &mut self.dense[k % DENSE_KEYS];
+        *slot = slot.saturating_add(count);
+        self.lo = self.lo.min(k);
+        self.hi = self.hi.max(k);
+    }
+
+    #[inline(always)]
+    fn group_words(&mut self, mut next: usize, words: [u64; 2]) -> usize {
+        let first = next + pair_at(words, 0).0;
+        for j in 0..GROUP {
+            let (gap, count) = pair_at(words, j);
+            let k = next + gap;
+            let slot = &mut self.dense[k % DENSE_KEYS];
+            *slot = slot.saturating_add(count);
+            next = k + 1;
+        }
+        self.lo = self.lo.min(first);
+        self.hi = self.hi.max(next - 1);
+        next
+    }
+}
+
+/// Appends every non-zero count of `dense` in keys `lo ..= hi` to `out` as `(key, count)`, in
+/// key order, and zeroes it. Work in proportion to the range, checked eight keys at a time.
+pub fn take_nonzero(dense: &mut DenseCounts, (lo, hi): (usize, usize), out: &mut Vec<(u16, u64)>) {
+    let Some(span) = dense.get_mut(lo..=hi) else {
+        debug_assert!(lo > hi, "a range inside the dense array");
+        return;
+    };
+    let mut key = lo;
+    let mut chunks = span.chunks_exact_mut(8);
+    for chunk in &mut chunks {
+        if chunk.iter().fold(0, |a, &c| a | c) != 0 {
+            take_each(chunk, key, out);
+        }
+        key += 8;
+    }
+    take_each(chunks.into_remainder(), key, out);
+}
+
+fn take_each(counts: &mut [u64], first_key: usize, out: &mut Vec<(u16, u64)>) {
+    for (i, c) in counts.iter_mut().enumerate() {
+        if *c != 0 {
+            out.push(((first_key + i) as u16, std::mem::take(c)));
+        }
+    }
+}
+
 /// [`add_to_dense`]'s sink. Keys index its arrays cut to 16 bits: no bounds check, and a key
 /// past the last (damage, which the trusted walk does not look for) lands inside them.
 struct Dense<'a> {
@@ -400,52 +477,6 @@ pub fn pack_dense(
         }
     }
     out.truncate(at);
-}
-
-/// The bins marked in `touched` (keys `lo ..= hi`) with their counts from `dense`, in key
-/// order, each left zero in both as it is read (as [`pack_dense`] leaves them): a period's
-/// fold codes its merged bins straight off the set bits.
-pub fn drain_dense<'a>(
-    dense: &'a mut DenseCounts,
-    touched: &'a mut DenseBits,
-    (lo, hi): (usize, usize),
-) -> DrainDense<'a> {
-    let words = touched.get_mut(lo / 64..=hi / 64).unwrap_or_default();
-    DrainDense {
-        dense,
-        words: words.iter_mut(),
-        base: (lo / 64) * 64,
-        bits: 0,
-    }
-}
-
-/// [`drain_dense`]'s iterator.
-pub struct DrainDense<'a> {
-    dense: &'a mut DenseCounts,
-    words: std::slice::IterMut<'a, u64>,
-    /// Key of bit 0 of `bits`.
-    base: usize,
-    /// The current word's bits not yet read.
-    bits: u64,
-}
-
-impl Iterator for DrainDense<'_> {
-    type Item = (u16, u64);
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<(u16, u64)> {
-        // Bounded: each step takes a word; the words are finite.
-        while self.bits == 0 {
-            let word = self.words.next()?;
-            self.bits = std::mem::take(word);
-            self.base += 64;
-        }
-        let k = self.base - 64 + self.bits.trailing_zeros() as usize;
-        self.bits &= self.bits - 1;
-        let c = std::mem::take(&mut self.dense[k % DENSE_KEYS]);
-        debug_assert!(c > 0, "a touched key has a count");
-        Some((k as u16, c))
-    }
 }
 
 /// Appends bins given as `(key, count)` pairs (keys strictly ascending, counts > 0), packed.
@@ -661,6 +692,52 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
+        /// Adding packed samples without marks, then taking the range's non-zero counts, is
+        /// their merge (saturating), in key order, with the range the bins span; the array is
+        /// left zero. Then packing the pairs is packing the merge.
+        #[test]
+        fn unmarked_merge_then_take_nonzero_is_the_merge(
+            samples in proptest::collection::vec(
+                proptest::collection::btree_map(0u16..u16::MAX, 1u64..200, 0..120), 1..7),
+            huge in proptest::option::of(0u16..u16::MAX),
+        ) {
+            let mut dense: Box<DenseCounts> = zeroed_dense();
+            let mut merged: std::collections::BTreeMap<u16, u64> = Default::default();
+            let (mut lo, mut hi) = (usize::MAX, 0usize);
+            for (i, sample) in samples.iter().enumerate() {
+                let mut sample = sample.clone();
+                sample.retain(|&k, _| hist::key_is_valid(k));
+                if let (0, Some(k)) = (i, huge.filter(|&k| hist::key_is_valid(k))) {
+                    sample.insert(k, u64::MAX - 1);
+                }
+                let (keys, counts): (Vec<u16>, Vec<u64>) = sample.iter().map(|(&k, &c)| (k, c)).unzip();
+                let mut bytes = Vec::new();
+                pack(&keys, &counts, &mut bytes);
+                let added = add_to_dense_unmarked(&bytes, &mut dense, (&mut lo, &mut hi));
+                proptest::prop_assert_eq!(added, keys.len());
+                for (k, c) in sample {
+                    let m = merged.entry(k).or_default();
+                    *m = m.saturating_add(c);
+                }
+            }
+            let want: Vec<(u16, u64)> = merged.into_iter().collect();
+            match (want.first(), want.last()) {
+                (Some(first), Some(last)) => {
+                    proptest::prop_assert_eq!((lo, hi), (usize::from(first.0), usize::from(last.0)));
+                }
+                _ => proptest::prop_assert!(lo > hi),
+            }
+            let mut got = vec![(1, 1)];
+            take_nonzero(&mut dense, (lo, hi), &mut got);
+            proptest::prop_assert_eq!(&got[1..], &want[..]);
+            proptest::prop_assert!(dense.iter().all(|&c| c == 0));
+            let (keys, counts): (Vec<u16>, Vec<u64>) = want.iter().copied().unzip();
+            let (mut packed_pairs, mut packed_bins) = (Vec::new(), Vec::new());
+            pack_pairs(&want, &mut packed_pairs);
+            pack(&keys, &counts, &mut packed_bins);
+            proptest::prop_assert_eq!(packed_pairs, packed_bins);
+        }
+
         /// Packing off the dense array's set bits is the same as packing the sorted bins, for
         /// narrow and wide gaps and counts, and leaves the array and its bits zero.
         #[test]
