@@ -41,7 +41,7 @@ use hist::{Accumulator, Histogram};
 
 use crate::encode::rice_hist::Window;
 use crate::encode::rice_hist::WindowedPeriod;
-use crate::encode::rice_hist::{self, CodeScratch, CodedPeriod, EncodeScratch, PackedPeriods};
+use crate::encode::rice_hist::{self, CodeScratch, CodedPeriod, EncodeScratch};
 use crate::packed;
 
 /// Most packed bytes buffered for the open period before they are merged: bounds a series'
@@ -383,15 +383,15 @@ impl HistSeries {
         {
             return;
         }
-        let periods: Vec<(i64, &[u8])> = self
+        let periods: Vec<&[u8]> = self
             .periods
             .iter()
             .map(|p| match self.stored(p) {
-                Stored::Packed(bytes) => (p.start_ms, bytes),
+                Stored::Packed(bytes) => bytes,
                 Stored::Coded(_) => unreachable!("no period is coded before the window"),
             })
             .collect();
-        let chosen = Window::choose(&PackedPeriods(&periods), &mut scratch.encode);
+        let chosen = Window::choose(&periods, &mut scratch.encode);
         self.window = match chosen {
             Some(window) => SeriesWindow::Chosen(Box::new(window)),
             None => SeriesWindow::Unavailable,
@@ -730,6 +730,7 @@ mod tests {
     use rand_distr::Distribution;
 
     use super::*;
+    use crate::encode::rice_hist::PackedPeriods;
     use crate::test_util::histogram_of;
 
     /// A run of late samples for one period (a broker forwarding what it stored) is merged

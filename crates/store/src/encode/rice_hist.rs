@@ -163,24 +163,11 @@ impl Window {
     }
 
     /// The window a series' later periods are coded with: chosen from `periods` (its first
-    /// ones) as a chunk of them would choose it, with the slot table cut to the window's own
-    /// keys (a head keeps one per series). `None` where no bin qualifies or the periods'
-    /// slots pass `HIST_CHUNK_SLOTS_MAX`.
-    pub(crate) fn choose<P: Periods + ?Sized>(
-        periods: &P,
-        scratch: &mut EncodeScratch,
-    ) -> Option<Window> {
-        let chosen = choose_window(periods, scratch).ok()?;
-        let (&first, &last) = (chosen.keys.first()?, chosen.keys.last()?);
-        let (from, to) = (
-            usize::from(first) - chosen.lo,
-            usize::from(last) - chosen.lo,
-        );
-        let window = Window {
-            lo: usize::from(first),
-            slots: chosen.slots.get(from..=to)?.to_vec(),
-            ..chosen
-        };
+    /// ones, packed) as a chunk of them would choose it (a head keeps one per series). `None`
+    /// where no bin qualifies or the periods' slots pass `HIST_CHUNK_SLOTS_MAX`.
+    pub(crate) fn choose(periods: &[&[u8]], scratch: &mut EncodeScratch) -> Option<Window> {
+        let window = choose_packed_window(periods, scratch).ok()?;
+        let &first = window.keys.first()?;
         assert_eq!(window.slot(first) >> SLOT_K_SHIFT, u32::from(window.ks[0]));
         Some(window)
     }
@@ -456,17 +443,21 @@ pub(crate) fn encode_with_window(
 /// The window's bins: each one's ordinal gap and Rice parameter change.
 fn write_window_header(w: &mut BitWriter, window: &Window) {
     let (mut next_ordinal, mut prev_k) = (0u16, 0u8);
-    for (p, (&key, &k)) in window.keys.iter().zip(&window.ks).enumerate() {
-        let ordinal = ordinal_of_key(key);
-        let k_ordinal = if p == 0 {
-            K_WINDOW_FIRST
-        } else {
-            K_WINDOW_STEP
-        };
-        w.write_rice(u64::from(ordinal - next_ordinal), k_ordinal);
-        w.write_rice(zigzag(i64::from(k) - i64::from(prev_k)), K_WINDOW_STEP);
-        (next_ordinal, prev_k) = (ordinal + 1, k);
-    }
+    // Two codes a bin.
+    let bits_max = 2 * RICE_CODE_BITS_MAX * window.width() as u64;
+    w.packer(bits_max, |p| {
+        for (i, (&key, &k)) in window.keys.iter().zip(&window.ks).enumerate() {
+            let ordinal = ordinal_of_key(key);
+            let k_ordinal = if i == 0 {
+                K_WINDOW_FIRST
+            } else {
+                K_WINDOW_STEP
+            };
+            p.write_rice(u64::from(ordinal - next_ordinal), k_ordinal);
+            p.write_rice(zigzag(i64::from(k) - i64::from(prev_k)), K_WINDOW_STEP);
+            (next_ordinal, prev_k) = (ordinal + 1, k);
+        }
+    });
 }
 
 /// The chunk's window: every key's periods and count sum gathered in one pass (which also
@@ -503,6 +494,17 @@ fn choose_window<P: Periods + ?Sized>(
         n += at;
         ends.push(n);
     }
+    window_from_stats(stats, (lo, hi), periods.count() as u64)
+}
+
+/// The window of `n_periods` periods whose keys' stats (`OCCUPANCY_SHIFT`) are in `stats`,
+/// keys `lo ..= hi` (none where `lo > hi`), which it leaves zero. Its slot table covers the
+/// window's own keys only.
+fn window_from_stats(
+    stats: &mut DenseCounts,
+    (lo, hi): (usize, usize),
+    n_periods: u64,
+) -> Result<Window, EncodeError> {
     if lo > hi {
         // No bins at all: an empty window.
         return Ok(Window {
@@ -514,31 +516,67 @@ fn choose_window<P: Periods + ?Sized>(
         });
     }
     let span = &mut stats[lo..=hi];
-    let n_periods = periods.count() as u64;
     let chosen = window_threshold(span.iter().map(|&s| s >> OCCUPANCY_SHIFT), n_periods);
-    // On an error too the stats are read below, and so left zero for the next chunk.
+    // On an error too the stats are zeroed below, for the next chunk.
     let threshold = chosen
         .as_ref()
         .map_or(u64::MAX, |&(threshold, _)| threshold);
+    let in_window = |s: &u64| *s >> OCCUPANCY_SHIFT >= threshold;
+    let (first, last) = match (
+        span.iter().position(in_window),
+        span.iter().rposition(in_window),
+    ) {
+        (Some(first), Some(last)) => (first, last),
+        _ => (0, 0),
+    };
+    let (span_keys, width) = match chosen {
+        Ok(_) => (
+            last + 1 - first,
+            span.iter().filter(|s| in_window(s)).count(),
+        ),
+        Err(_) => (0, 0),
+    };
+    // Sized once: a head keeps one window per series.
     let mut window = Window {
-        lo,
-        slots: vec![OUTSIDE; span.len()],
-        keys: Vec::new(),
-        ks: Vec::new(),
+        lo: lo + first,
+        slots: vec![OUTSIDE; span_keys],
+        keys: Vec::with_capacity(width),
+        ks: Vec::with_capacity(width),
         all_empty_bits: 0,
     };
     for (i, s) in span.iter_mut().enumerate() {
         let stat = std::mem::take(s);
-        if stat >> OCCUPANCY_SHIFT >= threshold {
+        if in_window(&stat) {
             let k = rice_k(stat & SUM_MASK, n_periods);
             assert!(window.all_empty_bits <= u64::from(SLOT_ZEROS_MASK));
-            window.slots[i] = u32::from(k) << SLOT_K_SHIFT | window.all_empty_bits as u32;
+            if let Some(slot) = window.slots.get_mut(i - first) {
+                *slot = u32::from(k) << SLOT_K_SHIFT | window.all_empty_bits as u32;
+            }
             window.keys.push((lo + i) as u16);
             window.ks.push(k);
             window.all_empty_bits += u64::from(k) + 1;
         }
     }
     chosen.map(|_| window)
+}
+
+/// The window of packed periods (the head's), chosen as [`choose_window`] does, without
+/// keeping their bins for a writing pass.
+fn choose_packed_window(
+    periods: &[&[u8]],
+    scratch: &mut EncodeScratch,
+) -> Result<Window, EncodeError> {
+    let stats = &mut **scratch.stats.get_or_insert_with(packed::zeroed_dense);
+    let (mut lo, mut hi) = (usize::MAX, 0usize);
+    for bytes in periods {
+        packed::for_each_bin_trusted(bytes, |key, c| {
+            let k = usize::from(key);
+            stats[k % DENSE_KEYS] += (1 << OCCUPANCY_SHIFT) + c.min(MEAN_COUNT_MAX);
+            lo = lo.min(k);
+            hi = hi.max(k);
+        });
+    }
+    window_from_stats(stats, (lo, hi), periods.len() as u64)
 }
 
 /// Decodes one chunk; never panics; work and memory bounded by `HIST_CHUNK_PERIODS_MAX`,
@@ -754,10 +792,10 @@ mod tests {
         // A window chosen before (a head series') asks for the split as well, and its halves
         // encode.
         let mut scratch = EncodeScratch::default();
-        let window = Window::choose(&periods[..1], &mut scratch).unwrap();
-        assert_eq!(window.width(), 20_000);
         let mut packed_wide = Vec::new();
         packed::pack_histogram(&wide, &mut packed_wide);
+        let window = Window::choose(&[&packed_wide[..]], &mut scratch).unwrap();
+        assert_eq!(window.width(), 20_000);
         let windowed: Vec<(i64, WindowedPeriod<'_>)> = (0..300)
             .map(|i| (i, WindowedPeriod::Packed(Cow::Borrowed(&packed_wide[..]))))
             .collect();
