@@ -638,14 +638,7 @@ impl BlockWriter {
         series: SeriesId,
         periods: &[(i64, B)],
     ) -> Result<(), BlockError> {
-        assert!(
-            self.entries.last().is_none_or(|e| e.series < series),
-            "series added out of order"
-        );
-        assert!(
-            !self.packed_histograms,
-            "rollup blocks add histograms as values"
-        );
+        self.assert_next_histogram_series(series);
         for part in periods.chunks(HIST_CHUNK_PERIODS_MAX) {
             self.push_rice(series, part, |part, scratch| {
                 encode::rice_hist::encode(&encode::rice_hist::PackedPeriods(part), scratch)
@@ -674,6 +667,17 @@ impl BlockWriter {
                 .collect();
             return self.add_packed_histograms(series, &packed);
         };
+        self.assert_next_histogram_series(series);
+        for part in periods.chunks(HIST_CHUNK_PERIODS_MAX) {
+            self.push_rice(series, part, |part, scratch| {
+                encode::rice_hist::encode_with_window(window, part, scratch)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// A base block's histogram series come in ascending id order, each once.
+    fn assert_next_histogram_series(&self, series: SeriesId) {
         assert!(
             self.entries.last().is_none_or(|e| e.series < series),
             "series added out of order"
@@ -682,12 +686,6 @@ impl BlockWriter {
             !self.packed_histograms,
             "rollup blocks add histograms as values"
         );
-        for part in periods.chunks(HIST_CHUNK_PERIODS_MAX) {
-            self.push_rice(series, part, |part, scratch| {
-                encode::rice_hist::encode_with_window(window, part, scratch)
-            })?;
-        }
-        Ok(())
     }
 
     /// Rice-codes `part` as one chunk, or as halves, recursively, where its bins need more
