@@ -1,5 +1,6 @@
 //! A histogram series in the head: its merged base periods, packed or Rice-coded, and the
-//! newest period's samples (and those of one older period, for late data) kept as they came until merged.
+//! newest period's samples (and those of one older period, for late data) kept as they came
+//! until merged.
 //!
 //! Merging every sample into its period's sorted bin list as it arrives cost about 1 µs per
 //! 75-bin sample (a merge of two sorted lists is a chain of dependent compares, and a period
@@ -66,7 +67,7 @@ struct Period {
     at: u32,
     len: u32,
     /// 0: the bytes are packed bins. Otherwise the period is coded with the series' window
-    /// (`rice_hist::code_period`): its bytes are this many bits of window counts, zero-padded
+    /// (`rice_hist::code_dense_period`): its bytes are this many bits of window counts, zero-padded
     /// to whole bytes, then the extras, packed. (Coded window counts take at least a bit per
     /// window bin, and a window has bins.)
     coded_bits: u32,
