@@ -360,7 +360,7 @@ pub(crate) struct CodeScratch {
     extra_pairs: Vec<(u16, u64)>,
 }
 
-/// Calls `f(key, count)` for every bin of a period coded with `window` (`code_period`): the
+/// Calls `f(key, count)` for every bin of a period coded with `window` (`code_dense_period`): the
 /// window bins in key order, then the extras.
 pub(crate) fn for_each_coded_bin(
     window: &Window,
