@@ -96,15 +96,12 @@ impl BitWriter {
 
     /// Appends everything written to `other`.
     pub fn append(&mut self, other: &BitWriter) {
-        self.packer(other.bit_len(), |p| {
-            for &byte in &other.bytes[..other.at] {
-                p.put(u64::from(byte), 8);
-            }
-            p.put(
-                other.acc.checked_shr(64 - other.fill).unwrap_or(0),
-                other.fill,
-            );
-        });
+        let bits = other.bit_len();
+        assert!(
+            bits <= u64::from(u32::MAX),
+            "one append is at most 2^32 − 1 bits"
+        );
+        self.packer(bits, |p| p.append_bits(other.as_bytes(), bits as u32));
     }
 
     /// Rice code of `value` with parameter `k`; see [`rice_bits`] for the size.
