@@ -329,25 +329,19 @@ impl HistSeries {
         }
     }
 
-    /// Adds a stored period's bins into the scratch's dense array (see `add_to_dense`).
-    fn add_period_to_dense(
+    /// Adds a packed period's bins into the scratch's dense array (see `add_to_dense`): a
+    /// series without a window has no coded period.
+    fn add_packed_period_to_dense(
         &self,
         p: &Period,
         scratch: &mut MergeScratch,
         (lo, hi): (&mut usize, &mut usize),
     ) {
+        let Stored::Packed(bytes) = self.stored(p) else {
+            unreachable!("a coded period's series has a window");
+        };
         let (dense, touched) = scratch.dense_arrays();
-        match self.stored(p) {
-            Stored::Packed(bytes) => {
-                packed::add_to_dense(bytes, dense, touched, (lo, hi));
-            }
-            Stored::Coded(coded) => self.for_each_coded_bin(coded, |key, c| {
-                let k = usize::from(key);
-                dense[k] = dense[k].saturating_add(c);
-                touched[k / 64] |= 1 << (k % 64);
-                (*lo, *hi) = ((*lo).min(k), (*hi).max(k));
-            }),
-        }
+        packed::add_to_dense(bytes, dense, touched, (lo, hi));
     }
 
     /// Adds a period's stored bins (if any) and packed samples into the scratch's dense array
@@ -444,7 +438,7 @@ impl HistSeries {
             None => {
                 let (mut lo, mut hi) = (usize::MAX, 0usize);
                 if let Some(p) = &existing {
-                    self.add_period_to_dense(p, scratch, (&mut lo, &mut hi));
+                    self.add_packed_period_to_dense(p, scratch, (&mut lo, &mut hi));
                 }
                 let range = add_to_dense(samples, scratch, (lo, hi));
                 self.garbage_bytes += existing.map_or(0, |p| p.len as usize);
@@ -630,19 +624,16 @@ impl HistSeries {
                 continue;
             }
             let found = out.binary_search_by_key(&b.start_ms, |p| p.0);
-            let (mut lo, mut hi) = (usize::MAX, 0usize);
-            if let Ok(i) = found {
-                let p = self.periods_between(b.start_ms, b.start_ms + 1);
-                debug_assert_eq!(p.len(), 1);
-                debug_assert_eq!(p.first().map(|p| p.start_ms), Some(out[i].0));
-                if let Some(p) = p.first() {
-                    self.add_period_to_dense(p, scratch, (&mut lo, &mut hi));
-                }
-            }
+            let existing = self.periods_between(b.start_ms, b.start_ms + 1).first();
+            debug_assert_eq!(existing.map(|p| p.start_ms), found.ok().map(|i| out[i].0));
+            // The merge a fold would make, read off the range (`add_unmarked` takes coded
+            // periods too), packed.
             let mut folded = Vec::new();
-            if let Some(range) = add_to_dense(b.samples(), scratch, (lo, hi)) {
-                let (dense, touched) = scratch.dense_arrays();
-                packed::pack_dense(dense, touched, range, &mut folded);
+            if let Some(range) = self.add_unmarked(existing, b.samples(), scratch) {
+                let dense = &mut **scratch.dense.get_or_insert_with(packed::zeroed_dense);
+                let mut bins = Vec::new();
+                packed::take_nonzero(dense, range, &mut bins);
+                packed::pack_pairs(&bins, &mut folded);
             }
             let period = WindowedPeriod::Packed(Cow::Owned(folded));
             match found {
