@@ -377,8 +377,8 @@ impl Inner {
         if head.series.is_empty() {
             return Ok(());
         }
-        let base_period_ms = head.base_period_ms;
-        let frozen_head = std::mem::replace(&mut *head, Head::new(base_period_ms));
+        let next = head.successor();
+        let frozen_head = std::mem::replace(&mut *head, next);
         // No writer is between submit and apply (the gate): every record below this offset
         // is in the frozen head or an earlier block.
         let checkpoint = self.applied_end.load(Ordering::Acquire);

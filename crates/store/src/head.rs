@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use hist::Histogram;
 
 use crate::batch::Value;
-use crate::hist_head::{HistSeries, MergeScratch};
+use crate::hist_head::{CarriedWindow, HistSeries, MergeScratch};
 use crate::index::SeriesId;
 
 /// A sample with the sequence number (journal offset) that orders duplicates.
@@ -264,6 +264,10 @@ pub(crate) struct Head {
     pub samples: u64,
     /// Reused by every histogram merge into a period.
     merge_scratch: MergeScratch,
+    /// The windows histogram series ended the previous head with, taken by each series as it
+    /// starts in this one (`HistSeries::carried`); what is left when this head is frozen is
+    /// dropped (those series wrote nothing for a whole head).
+    carried_windows: HashMap<SeriesId, CarriedWindow>,
 }
 
 /// The points of a sorted run in `[start_ms, end_ms)`.
@@ -304,7 +308,23 @@ impl Head {
             series: SeriesMap::default(),
             samples: 0,
             merge_scratch: MergeScratch::default(),
+            carried_windows: HashMap::new(),
         }
+    }
+
+    /// The empty head that follows this one at a flush: each histogram series starts it with
+    /// the window it codes its periods with here, where that window still fits
+    /// (`HistSeries::window_to_carry`).
+    pub fn successor(&self) -> Head {
+        let mut next = Head::new(self.base_period_ms);
+        next.carried_windows = (&self.series)
+            .into_iter()
+            .filter_map(|(id, series)| match series {
+                SeriesHead::Histogram(h) => Some((*id, h.window_to_carry()?)),
+                _ => None,
+            })
+            .collect();
+        next
     }
 
     pub fn period_start_ms(&self, ts_ms: i64) -> i64 {
@@ -335,10 +355,14 @@ impl Head {
 
     fn insert_value(&mut self, id: SeriesId, seq: u64, ts_ms: i64, value: Incoming<'_>) -> bool {
         let period_start_ms = self.period_start_ms(ts_ms);
+        let carried_windows = &mut self.carried_windows;
         let entry = self.series.get_or_insert_with(id, || match value.get() {
             Value::Numeric(_) => SeriesHead::Numeric(Points::default()),
             Value::Text(_) => SeriesHead::Text(Points::default()),
-            _ => SeriesHead::Histogram(HistSeries::default()),
+            _ => SeriesHead::Histogram(match carried_windows.remove(&id) {
+                Some(carried) => HistSeries::carried(carried),
+                None => HistSeries::default(),
+            }),
         });
         match (entry, value) {
             (SeriesHead::Numeric(points), value) => {
@@ -576,6 +600,32 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The head after a flush starts each histogram series with the window it had (and no
+    /// other kind of series with anything); a series takes its window when it first writes.
+    #[test]
+    fn the_next_head_carries_histogram_windows() {
+        let mut head = Head::new(60_000);
+        let (hist_id, numeric_id) = (SeriesId(3), SeriesId(4));
+        for step in 0..60i64 {
+            let values: Vec<(f64, u64)> = (0..50).map(|i| (1.0 + f64::from(i), 1)).collect();
+            let h = crate::test_util::histogram_of(&values);
+            assert!(head.insert(hist_id, step as u64, step * 10_000, Value::Histogram(h)));
+            assert!(head.insert(numeric_id, step as u64, step * 10_000, Value::Numeric(1.0)));
+        }
+        let mut next = head.successor();
+        assert_eq!(
+            next.carried_windows.keys().collect::<Vec<_>>(),
+            vec![&hist_id]
+        );
+        let h = crate::test_util::histogram_of(&[(2.0, 1)]);
+        assert!(next.insert(hist_id, 0, 700_000, Value::Histogram(h.clone())));
+        assert!(next.carried_windows.is_empty());
+        let Some(SeriesHead::Histogram(series)) = next.series.get(&hist_id) else {
+            panic!("a histogram series");
+        };
+        assert_eq!(series.periods_in(0, i64::MAX), vec![(660_000, h)]);
     }
 
     #[test]

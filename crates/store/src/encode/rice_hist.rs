@@ -138,6 +138,12 @@ pub struct EncodeScratch {
     keys: Vec<u16>,
     counts: Vec<u64>,
     ends: Vec<usize>,
+    /// A chunk's bits ([`encode_with_window`]), kept so a flush of many series' chunks grows
+    /// (and zero-fills) its buffer once: a writer made per chunk and grown by each period's
+    /// worst-case reservation was a fifth of that encoder's instructions.
+    bits: BitWriter,
+    /// A coded period's extras, unpacked.
+    extras: Vec<(u16, u64)>,
 }
 
 /// The window of one chunk; also kept by a head series to code its later periods as they
@@ -360,6 +366,13 @@ pub(crate) struct CodeScratch {
     extra_pairs: Vec<(u16, u64)>,
 }
 
+impl CodeScratch {
+    /// Bins of the period just coded outside the window.
+    pub fn extras_bins(&self) -> usize {
+        self.extra_pairs.len()
+    }
+}
+
 /// Calls `f(key, count)` for every bin of a period coded with `window` (`code_dense_period`): the
 /// window bins in key order, then the extras.
 pub(crate) fn for_each_coded_bin(
@@ -400,10 +413,15 @@ pub(crate) fn encode_with_window(
         return Err(EncodeError::TooManySlots { slots });
     }
     put_varint(&mut out, width as u64);
-    let mut w = BitWriter::with_capacity(width * periods.len() / 2 + 64);
-    write_window_header(&mut w, window);
-    let (keys, counts) = (&mut scratch.keys, &mut scratch.counts);
-    let mut extras: Vec<(u16, u64)> = Vec::new();
+    let EncodeScratch {
+        keys,
+        counts,
+        bits: w,
+        extras,
+        ..
+    } = scratch;
+    w.clear();
+    write_window_header(w, window);
     let mut prev_first_extra = 0u16;
     for (_, period) in periods {
         extras.clear();
@@ -414,7 +432,7 @@ pub(crate) fn encode_with_window(
                     u64::from(coded.bit_len) + RICE_CODE_BITS_MAX * (2 * extras.len() as u64 + 1);
                 w.packer(bits_max, |p| {
                     p.append_bits(coded.bits, coded.bit_len);
-                    write_extras(p, &extras, &mut prev_first_extra);
+                    write_extras(p, extras, &mut prev_first_extra);
                 });
             }
             WindowedPeriod::Packed(bytes) => {
@@ -427,7 +445,7 @@ pub(crate) fn encode_with_window(
                 let bits_max = window_bits_max(window, keys.len())
                     + RICE_CODE_BITS_MAX * (2 * keys.len() as u64 + 1);
                 w.packer(bits_max, |p| {
-                    write_period(p, window, keys, counts, &mut extras, &mut prev_first_extra);
+                    write_period(p, window, keys, counts, extras, &mut prev_first_extra);
                 });
             }
         }
@@ -436,7 +454,7 @@ pub(crate) fn encode_with_window(
     if slots > HIST_CHUNK_SLOTS_MAX {
         return Err(EncodeError::TooManySlots { slots });
     }
-    out.extend_from_slice(&w.finish());
+    out.extend_from_slice(w.as_bytes());
     Ok(frame_finish(out))
 }
 
