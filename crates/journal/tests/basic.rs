@@ -81,6 +81,57 @@ fn lz4_round_trip_and_smaller() {
     }
 }
 
+/// Records a caller encodes straight into the journal's buffer (`submit_encoded`) are read back
+/// like appended ones, in offset order with them, in every mode and with LZ4; one over the
+/// size bound is refused and leaves nothing behind, and so does an encoder that panics.
+#[test]
+fn encoded_records_interleave_with_appended_ones() {
+    for (mode, lz4) in [
+        (Durability::Buffered, false),
+        (Durability::default(), false),
+        (Durability::Always, false),
+        (Durability::default(), true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = opts(mode, 64 << 10);
+        o.lz4 = lz4;
+        let size_max = o.record_size_bytes_max() as usize;
+        let j = Journal::open(dir.path(), o).unwrap();
+        let mut want = Vec::new();
+        for i in 0..300u64 {
+            let p = payload(i);
+            let offset = match i % 3 {
+                0 => j.append(&p).unwrap(),
+                // Hints too small and too large are both only hints.
+                _ => {
+                    let hint = if i % 2 == 0 { 1 } else { 4 * p.len() };
+                    let ticket = j
+                        .submit_encoded(hint, |out| out.extend_from_slice(&p))
+                        .unwrap();
+                    ticket.wait().unwrap().start
+                }
+            };
+            assert_eq!(offset, i);
+            want.push((i, p));
+            if i == 150 {
+                let refused = j.submit_encoded(16, |out| out.resize(out.len() + size_max + 1, 7));
+                assert!(matches!(refused, Err(Error::RecordTooLarge { .. })));
+                let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    j.submit_encoded(16, |out| {
+                        out.extend_from_slice(b"half a record");
+                        panic!("an encoder bug");
+                    })
+                }));
+                assert!(panicked.is_err());
+            }
+        }
+        assert_eq!(read_all(&j, 0), want, "{mode:?} lz4 {lz4}");
+        j.close().unwrap();
+        let j = Journal::open(dir.path(), opts(mode, 64 << 10)).unwrap();
+        assert_eq!(read_all(&j, 0), want, "{mode:?} lz4 {lz4} reopened");
+    }
+}
+
 #[test]
 fn second_writer_is_locked_out() {
     let dir = tempfile::tempdir().unwrap();

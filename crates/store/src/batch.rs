@@ -74,8 +74,9 @@ pub(crate) struct BatchSample {
     /// Index into `WriteBatch::entries`.
     pub(crate) entry: u32,
     pub(crate) ts_ms: i64,
-    /// The value; for a histogram given as bins (`packed` is set) an empty
-    /// `Value::Histogram`, which allocates nothing: its bins are in the batch's `packed`.
+    /// The value; for a plain histogram (`packed` is set, whether it was added as bins or as
+    /// a `Histogram`) an empty `Value::Histogram`, which allocates nothing: its bins are in
+    /// the batch's `packed`.
     pub(crate) value: Value,
     pub(crate) packed: Option<PackedBins>,
 }
@@ -347,18 +348,31 @@ impl WriteBatch {
 
     fn push_sample(&mut self, slot: usize, ts_ms: i64, value: Incoming<'_>) {
         debug_assert_eq!(self.entries[slot].kind, value.kind());
-        let (value, packed) = match value {
-            Incoming::Value(value) => (value, None),
+        // Plain histograms are packed as they come, so the write path copies their bins into
+        // the WAL record and the head takes them from here (`BatchSample::value` unpacks).
+        let start = self.packed.len();
+        let bins = match &value {
+            Incoming::Value(Value::Histogram(h)) => {
+                crate::packed::pack_histogram(h, &mut self.packed);
+                Some(h.bin_count())
+            }
             Incoming::Bins { keys, counts } => {
-                let start = self.packed.len();
                 crate::packed::pack(keys, counts, &mut self.packed);
+                Some(keys.len())
+            }
+            Incoming::Value(_) => None,
+        };
+        let (value, packed) = match (value, bins) {
+            (_, Some(bins)) => {
                 let packed = PackedBins {
-                    bins: keys.len() as u32,
+                    bins: bins as u32,
                     start: start as u32,
                     end: self.packed.len() as u32,
                 };
                 (Value::Histogram(Histogram::new()), Some(packed))
             }
+            (Incoming::Value(value), None) => (value, None),
+            (Incoming::Bins { .. }, None) => unreachable!("bins are packed"),
         };
         self.has_cumulative |= matches!(value, Value::CumulativeHistogram(_));
         // Group header, timestamp and value, generously: a histogram bin takes at most 10 bytes.
@@ -459,10 +473,13 @@ fn check(sample_count: usize, packed_bytes: usize, value: &Incoming<'_>) -> Resu
     if sample_count >= BATCH_SAMPLES_MAX {
         return Err(StoreError::BatchTooLarge);
     }
-    if let Incoming::Bins { keys, .. } = value {
-        if packed_bytes + keys.len() * PACKED_BIN_BYTES_MAX > BATCH_PACKED_BYTES_MAX {
-            return Err(StoreError::BatchTooLarge);
-        }
+    let bins = match value {
+        Incoming::Bins { keys, .. } => keys.len(),
+        Incoming::Value(Value::Histogram(h)) => h.bin_count(),
+        Incoming::Value(_) => 0,
+    };
+    if packed_bytes + bins * PACKED_BIN_BYTES_MAX > BATCH_PACKED_BYTES_MAX {
+        return Err(StoreError::BatchTooLarge);
     }
     match value {
         Incoming::Value(Value::Text(text)) if text.len() > TEXT_BYTES_MAX => {

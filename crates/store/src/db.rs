@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use journal::vfs::{RealFs, Vfs};
 use journal::{Durability, Journal, Start};
 
-use crate::batch::{BatchSample, KeyRef, Value, WriteBatch};
+use crate::batch::{KeyRef, Value, WriteBatch};
 use crate::block::BlockId;
 use crate::flush::{self, Blocks, Frozen};
 use crate::head::{CumulativeState, Head};
@@ -36,10 +36,6 @@ pub const PARTITION_MS_DEFAULT: i64 = 2 * 3600 * 1000;
 /// The journal subscriber that marks what the blocks hold: advanced to the manifest's
 /// checkpoint after each flush, so the journal can purge what is in blocks.
 pub const HEAD_SUBSCRIBER: &str = "head";
-/// WAL record buffers kept for reuse (one per concurrent writer is enough).
-const RECORD_BUFFERS_MAX: usize = 8;
-/// A record buffer larger than this is freed rather than kept.
-const RECORD_BUFFER_BYTES_MAX: usize = 64 << 20;
 /// How often the background flusher looks at the head.
 const FLUSH_TICK_MS: u64 = 1_000;
 /// How often the background flusher builds due rollups and applies retention.
@@ -183,9 +179,6 @@ pub(crate) struct Inner {
     pub series_durable_count: AtomicU32,
     pub sync_lock: Mutex<()>,
     pub flush_lock: Mutex<()>,
-    /// WAL record buffers kept between writes: a batch of histograms encodes to megabytes, and
-    /// a fresh buffer each time paid the kernel for zeroed pages on every write.
-    record_buffers: Mutex<Vec<Vec<u8>>>,
     /// Chunks found damaged by reads: (block, series), never read again.
     pub damaged: Mutex<HashSet<(BlockId, SeriesId)>>,
     /// Base partitions whose background rewrite failed (a damaged chunk in them): not retried
@@ -244,7 +237,6 @@ impl Store {
             head_since: Mutex::new(None),
             series_durable_count: AtomicU32::new(series_count),
             sync_lock: Mutex::new(()),
-            record_buffers: Mutex::new(Vec::new()),
             flush_lock: Mutex::new(()),
             damaged: Mutex::new(HashSet::new()),
             compact_failed: Mutex::new(HashSet::new()),
@@ -529,13 +521,6 @@ fn load_or_create_manifest(
     }
 }
 
-/// A batch's WAL record, and where each of its samples' packed histogram bins are in it.
-#[derive(Clone, Copy)]
-struct EncodedBatch<'a> {
-    record: &'a [u8],
-    bins_at: &'a [std::ops::Range<u32>],
-}
-
 impl Inner {
     /// Writes the batch's samples whose entry resolved to an id (`REJECTED` ones are left out).
     fn write_resolved(&self, batch: &WriteBatch, ids: &[SeriesId]) -> Result<(), StoreError> {
@@ -543,79 +528,48 @@ impl Inner {
             return Ok(());
         }
         assert_eq!(ids.len(), batch.entry_keys().len());
-        // The record is encoded straight from the batch: building WAL groups first would copy
-        // every value (histograms included) once more.
-        let mut record = self.record_buffer();
-        record.reserve(16 + batch.record_size_hint_bytes());
-        let mut bins_at = Vec::new();
-        wal::encode_batch(
-            batch.batch_samples(),
-            batch.packed_bytes(),
-            ids,
-            &mut record,
-            &mut bins_at,
-        );
-        let encoded = EncodedBatch {
-            record: &record,
-            bins_at: &bins_at,
-        };
-        let result = self.submit_and_apply(batch, ids, encoded);
-        self.return_record_buffer(record);
-        result
-    }
-
-    fn record_buffer(&self) -> Vec<u8> {
-        let pooled = self
-            .record_buffers
-            .lock()
-            .ok()
-            .and_then(|mut pool| pool.pop());
-        pooled.unwrap_or_default()
-    }
-
-    fn return_record_buffer(&self, mut record: Vec<u8>) {
-        if record.capacity() > RECORD_BUFFER_BYTES_MAX {
-            return;
-        }
-        record.clear();
-        if let Ok(mut pool) = self.record_buffers.lock() {
-            if pool.len() < RECORD_BUFFERS_MAX {
-                pool.push(record);
-            }
-        }
-    }
-
-    /// Appends the encoded record to the WAL, waits until it is durable, and applies the batch
-    /// to the head.
-    fn submit_and_apply(
-        &self,
-        batch: &WriteBatch,
-        ids: &[SeriesId],
-        encoded: EncodedBatch<'_>,
-    ) -> Result<(), StoreError> {
-        let record = encoded.record;
         // Held until the batch is in the head (see `gate`).
         let _gate = self.gate.read().map_err(|_| StoreError::Poisoned)?;
         if batch.has_cumulative() {
-            // Differences need owned groups, made in WAL order under the state lock.
-            let groups = wal::batch_groups(batch.batch_samples(), batch.packed_bytes(), ids);
-            let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
-            let ticket = self.journal.submit(&[record])?;
-            let groups = differences(&mut state, groups);
-            drop(state);
-            // The journal offset orders duplicates in the head exactly as replay will.
-            let range = ticket.range();
-            // If this fails the record may or may not be in the WAL (the journal is then
-            // poisoned and refuses further appends); the cumulative state already counts it, as
-            // replay would if the record survived. Nothing is acknowledged either way.
-            ticket.wait()?;
-            self.apply(range.start, range.end, groups)
-        } else {
-            let ticket = self.journal.submit(&[record])?;
-            let range = ticket.range();
-            ticket.wait()?;
-            self.apply_batch(range.start, range.end, batch.batch_samples(), ids, encoded)
+            return self.submit_and_apply_cumulative(batch, ids);
         }
+        // The record is encoded straight from the batch into the journal's buffer: building WAL
+        // groups first would copy every value (histograms included) once more, and a record
+        // of our own once more again.
+        let ticket = self
+            .journal
+            .submit_encoded(16 + batch.record_size_hint_bytes(), |out| {
+                wal::encode_batch(batch.batch_samples(), batch.packed_bytes(), ids, out)
+            })?;
+        let range = ticket.range();
+        ticket.wait()?;
+        self.apply_batch(range.start, range.end, batch, ids)
+    }
+
+    /// Appends a batch with cumulative histograms to the WAL, waits until it is durable, and
+    /// applies it to the head (the caller holds the gate).
+    fn submit_and_apply_cumulative(
+        &self,
+        batch: &WriteBatch,
+        ids: &[SeriesId],
+    ) -> Result<(), StoreError> {
+        // Differences need owned groups, made in WAL order under the state lock.
+        let groups = wal::batch_groups(batch.batch_samples(), batch.packed_bytes(), ids);
+        let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
+        let ticket = self
+            .journal
+            .submit_encoded(16 + batch.record_size_hint_bytes(), |out| {
+                wal::encode_batch(batch.batch_samples(), batch.packed_bytes(), ids, out)
+            })?;
+        let groups = differences(&mut state, groups);
+        drop(state);
+        // The journal offset orders duplicates in the head exactly as replay will.
+        let range = ticket.range();
+        // If this fails the record may or may not be in the WAL (the journal is then poisoned
+        // and refuses further appends); the cumulative state already counts it, as replay
+        // would if the record survived. Nothing is acknowledged either way.
+        ticket.wait()?;
+        self.apply(range.start, range.end, groups)
     }
 
     /// The series id of each of the batch's entries (by slot), durable in the index.
@@ -710,33 +664,39 @@ impl Inner {
     }
 
     /// [`Inner::apply`] for a batch without cumulative values, from the batch itself, in the
-    /// order its samples were added (the order replay applies them in).
+    /// order its samples were added (the order replay applies them in); histograms' bins from
+    /// the batch's packed bytes (every plain histogram of a batch is packed when added).
     fn apply_batch(
         &self,
         seq: u64,
         end: u64,
-        samples: &[BatchSample],
+        batch: &WriteBatch,
         ids: &[SeriesId],
-        encoded: EncodedBatch<'_>,
     ) -> Result<(), StoreError> {
-        assert_eq!(encoded.bins_at.len(), samples.len());
+        let (samples, packed) = (batch.batch_samples(), batch.packed_bytes());
         // Sized once (two entries per run at most): grown by doubling it took fresh pages
         // from the kernel on every write.
         let mut activity: Vec<(SeriesId, i64)> = Vec::with_capacity(2 * samples.len());
         {
             let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
-            let mut at = 0;
             for run in samples.chunk_by(|a, b| a.entry == b.entry) {
-                let bins_at = &encoded.bins_at[at..at + run.len()];
-                at += run.len();
                 let id = ids[run[0].entry as usize];
                 if id == wal::REJECTED {
                     continue;
                 }
                 let (mut first, mut last) = (i64::MAX, i64::MIN);
-                for (s, bins) in run.iter().zip(bins_at) {
-                    let packed = &encoded.record[bins.start as usize..bins.end as usize];
-                    let applied = head.insert_encoded(id, seq, s.ts_ms, &s.value, packed);
+                for s in run {
+                    let bins = match s.packed {
+                        Some(p) => &packed[p.start as usize..p.end as usize],
+                        None => {
+                            assert!(
+                                !matches!(s.value, Value::Histogram(_)),
+                                "a batch packs its plain histograms"
+                            );
+                            &[]
+                        }
+                    };
+                    let applied = head.insert_encoded(id, seq, s.ts_ms, &s.value, bins);
                     assert!(applied, "series {id:?} got a value of another kind");
                     first = first.min(s.ts_ms);
                     last = last.max(s.ts_ms);

@@ -1,8 +1,6 @@
 //! The WAL record: one write batch, with series already resolved to ids, as one journal record.
 //! `FORMAT.md` ("WAL record") describes every byte; the journal adds the CRC and framing.
 
-use std::ops::Range;
-
 use hist::Histogram;
 
 use crate::batch::{BatchSample, Value, BATCH_SAMPLES_MAX, TEXT_BYTES_MAX};
@@ -73,24 +71,17 @@ pub fn encode(groups: &[Group], out: &mut Vec<u8>) {
 
 /// Encodes a batch's samples, in the order they were added, into exactly the bytes [`encode`]
 /// gives for [`batch_groups`] — without building those groups, which would copy every value.
-/// `ids` holds the series id of each batch entry. `bins_at` gets, for every sample of the batch,
-/// where its packed histogram bins are in `out` (`0..0` for other values and left-out
-/// entries): the head takes a histogram's bins from there instead of packing them again.
+/// `ids` holds the series id of each batch entry. Appends to `out` (the journal's buffer).
 pub(crate) fn encode_batch(
     samples: &[BatchSample],
     packed: &[u8],
     ids: &[SeriesId],
     out: &mut Vec<u8>,
-    bins_at: &mut Vec<Range<u32>>,
 ) {
-    bins_at.clear();
-    bins_at.resize(samples.len(), 0..0);
+    let record_at = out.len();
     out.push(WAL_VERSION);
     put_varint(out, batch_runs(samples, ids).count() as u64);
-    let mut first = 0;
     for run in samples.chunk_by(same_run) {
-        let at = first;
-        first += run.len();
         let id = ids[run[0].entry as usize];
         if id == REJECTED {
             continue;
@@ -100,28 +91,26 @@ pub(crate) fn encode_batch(
         out.push(tag);
         put_varint(out, run.len() as u64);
         let mut prev_ts_ms = 0i64;
-        for (s, bins) in run.iter().zip(&mut bins_at[at..]) {
+        for s in run {
             debug_assert_eq!(tag_of(&s.value), tag);
             put_varint(out, zigzag(s.ts_ms.wrapping_sub(prev_ts_ms)));
             prev_ts_ms = s.ts_ms;
             if let Some(p) = s.packed {
                 // Bins the batch packed when they were added: copied, not packed again.
                 put_varint(out, u64::from(p.bins));
-                let start = out.len();
                 out.extend_from_slice(&packed[p.start as usize..p.end as usize]);
-                *bins = start as u32..out.len() as u32;
             } else if let Value::Histogram(h) | Value::CumulativeHistogram(h) = &s.value {
                 put_varint(out, h.bin_count() as u64);
-                let start = out.len();
                 crate::packed::pack_histogram(h, out);
-                // A record is far below 4 GiB (the journal's record size bound).
-                *bins = start as u32..out.len() as u32;
             } else {
                 encode_value(&s.value, out);
             }
         }
     }
-    assert!(out.len() <= u32::MAX as usize, "a WAL record is bounded");
+    assert!(
+        out.len() - record_at <= u32::MAX as usize,
+        "a WAL record is bounded"
+    );
 }
 
 fn same_run(a: &BatchSample, b: &BatchSample) -> bool {
@@ -432,7 +421,7 @@ mod tests {
             }
         }
         let mut from_batch = Vec::new();
-        encode_batch(&samples, &[], &ids, &mut from_batch, &mut Vec::new());
+        encode_batch(&samples, &[], &ids, &mut from_batch);
         let mut from_groups = Vec::new();
         encode(&groups, &mut from_groups);
         assert_eq!(from_batch, from_groups);
@@ -441,20 +430,13 @@ mod tests {
         // A rejected entry's samples are left out of the record.
         ids[0] = REJECTED;
         let mut without = Vec::new();
-        let mut bins_at = Vec::new();
-        encode_batch(&samples, &[], &ids, &mut without, &mut bins_at);
+        encode_batch(&samples, &[], &ids, &mut without);
         assert!(bits_equal(&decode(&without).unwrap(), &groups[1..]));
-        // Every histogram sample's packed bins are where `bins_at` says; nothing else has any.
-        assert_eq!(bins_at.len(), samples.len());
-        for (s, at) in samples.iter().zip(&bins_at) {
-            let bins = &without[at.start as usize..at.end as usize];
-            match &s.value {
-                Value::Histogram(h) | Value::CumulativeHistogram(h) => {
-                    assert_eq!(&crate::packed::unpack(bins).unwrap(), h)
-                }
-                _ => assert!(bins.is_empty()),
-            }
-        }
+        // Appended after what the buffer held.
+        let mut after = vec![7u8; 3];
+        encode_batch(&samples, &[], &ids, &mut after);
+        assert_eq!(after[..3], [7, 7, 7]);
+        assert_eq!(after[3..], without[..]);
     }
 
     #[test]

@@ -264,6 +264,40 @@ impl Packer<'_> {
         self.write_zeros(run_bits - written);
     }
 
+    /// Rice codes of `(value, k)` pairs one after another, the bits [`Packer::write_rice`]
+    /// writes for each. Made for a run of many short codes (a histogram window's counts): the
+    /// pending bits stay right-aligned in a word and leave 32 at a time, on a branch taken
+    /// about every tenth code, so a code is a shift, an or and an add. Placing every code in
+    /// the unfinished byte and storing the whole word each time (`put_at`, branch-free) cost a
+    /// dozen instructions more a code and ≈ 1.6× the time on a window of 305 bins.
+    #[inline(always)]
+    pub fn write_rice_run(&mut self, items: impl Iterator<Item = (u64, u32)>) {
+        let out = &mut *self.out;
+        let mut run = Run::from_state((self.pos, self.acc));
+        for (value, k) in items {
+            debug_assert!(k <= RICE_K_MAX);
+            let k = k.min(RICE_K_MAX);
+            let q = value >> k;
+            let bits = q + 1 + u64::from(k);
+            // Non-short-circuit: one branch. `bits` ≤ 32 keeps the word from overflowing
+            // (fewer than 32 pending bits, then at most 32 more).
+            if (q < RICE_ESCAPE_Q) & (bits <= u64::from(RUN_CODE_BITS_MAX)) {
+                let code = (((2u64 << q) - 2 - q) << k) + value;
+                run.acc = (run.acc << bits) | code;
+                run.pending += bits as u32;
+                if run.pending >= 32 {
+                    run.pending -= 32;
+                    let word = (run.acc >> run.pending) as u32;
+                    out[run.at..run.at + 4].copy_from_slice(&word.to_be_bytes());
+                    run.at += 4;
+                }
+            } else {
+                run = rice_run_slow(out, run, value, k);
+            }
+        }
+        (self.pos, self.acc) = run.into_state(out);
+    }
+
     /// Appends the first `bit_len` bits of `bytes` (most significant bit first; at least that
     /// many bits long), six bytes a store.
     #[inline]
@@ -323,6 +357,56 @@ fn zeros_then_rice_slow(
     let mut p = Packer { out, pos, acc };
     p.write_zeros_then_rice(zeros, value, k);
     (p.pos, p.acc)
+}
+
+/// Longest code [`Packer::write_rice_run`] writes on its fast path, in bits.
+const RUN_CODE_BITS_MAX: u32 = 32;
+
+/// [`Packer::write_rice_run`]'s state: the bits up to byte `at` are stored; the `pending` (< 32)
+/// after them are the low bits of `acc` (the bits above them are stale).
+#[derive(Clone, Copy)]
+struct Run {
+    at: usize,
+    pending: u32,
+    acc: u64,
+}
+
+impl Run {
+    /// From a packer's position: its unfinished byte's bits (high end of `acc`) become pending.
+    #[inline(always)]
+    fn from_state((pos, acc): PackState) -> Run {
+        let fill = (pos % 8) as u32;
+        Run {
+            at: pos / 8,
+            pending: fill,
+            acc: acc.checked_shr(64 - fill).unwrap_or(0),
+        }
+    }
+
+    /// Back to a packer's position, storing the pending bits (zero-padded) at `at` as `put_at`
+    /// keeps its unfinished byte stored.
+    #[inline(always)]
+    fn into_state(self, out: &mut [u8]) -> PackState {
+        debug_assert!(self.pending < 32);
+        let word = self.acc.checked_shl(64 - self.pending).unwrap_or(0);
+        out[self.at..self.at + 8].copy_from_slice(&word.to_be_bytes());
+        let whole_bytes = self.pending / 8;
+        (
+            self.at * 8 + self.pending as usize,
+            word << (whole_bytes * 8),
+        )
+    }
+}
+
+/// A code [`Packer::write_rice_run`]'s fast path does not take (an escape, or more than
+/// `RUN_CODE_BITS_MAX` bits), written through the packer.
+#[cold]
+#[inline(never)]
+fn rice_run_slow(out: &mut [u8], run: Run, value: u64, k: u32) -> Run {
+    let (pos, acc) = run.into_state(out);
+    let mut p = Packer { out, pos, acc };
+    p.write_rice_in_parts(value, k);
+    Run::from_state((p.pos, p.acc))
 }
 
 /// Makes the buffer at least `need` bytes long (and at least twice as long as it was).

@@ -341,10 +341,10 @@ pub(crate) fn code_dense_period(
     // branch on the count (a third of a window's bins are empty at random, and skipping them
     // mispredicted).
     bits.packer(window_bits_max(window, window.width()), |p| {
-        for (&key, &k) in window.keys.iter().zip(&window.ks) {
+        p.write_rice_run(window.keys.iter().zip(&window.ks).map(|(&key, &k)| {
             let c = std::mem::take(&mut dense[usize::from(key) % DENSE_KEYS]);
-            p.write_rice(c, u32::from(k));
-        }
+            (c, u32::from(k))
+        }));
     });
     assert!(
         bits.bit_len() >= window.width() as u64,
