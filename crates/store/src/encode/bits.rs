@@ -272,30 +272,39 @@ impl Packer<'_> {
     /// dozen instructions more a code and ≈ 1.6× the time on a window of 305 bins.
     #[inline(always)]
     pub fn write_rice_run(&mut self, items: impl Iterator<Item = (u64, u32)>) {
-        let out = &mut *self.out;
-        let mut run = Run::from_state((self.pos, self.acc));
+        // Plain locals, the output as the slice still to fill (two registers, where a buffer
+        // and an index took three and pushed the state into memory), the slow path taking and
+        // returning them by value.
+        let (at, fill) = (self.pos / 8, (self.pos % 8) as u32);
+        let out_len = self.out.len();
+        let mut rest = &mut self.out[at..];
+        let mut pending = fill;
+        let mut acc = self.acc.checked_shr(64 - fill).unwrap_or(0);
         for (value, k) in items {
             debug_assert!(k <= RICE_K_MAX);
-            let k = k.min(RICE_K_MAX);
-            let q = value >> k;
+            // Masked shifts: `k` ≤ `RICE_K_MAX` < 64, so no clamp.
+            let q = value.wrapping_shr(k);
             let bits = q + 1 + u64::from(k);
             // Non-short-circuit: one branch. `bits` ≤ 32 keeps the word from overflowing
             // (fewer than 32 pending bits, then at most 32 more).
             if (q < RICE_ESCAPE_Q) & (bits <= u64::from(RUN_CODE_BITS_MAX)) {
-                let code = (((2u64 << q) - 2 - q) << k) + value;
-                run.acc = (run.acc << bits) | code;
-                run.pending += bits as u32;
-                if run.pending >= 32 {
-                    run.pending -= 32;
-                    let word = (run.acc >> run.pending) as u32;
-                    out[run.at..run.at + 4].copy_from_slice(&word.to_be_bytes());
-                    run.at += 4;
+                let code = ((2u64 << q) - 2 - q).wrapping_shl(k) + value;
+                acc = (acc << bits) | code;
+                pending += bits as u32;
+                if pending >= 32 {
+                    pending -= 32;
+                    let word = (acc >> pending) as u32;
+                    let (done, tail) = std::mem::take(&mut rest).split_at_mut(4);
+                    done.copy_from_slice(&word.to_be_bytes());
+                    rest = tail;
                 }
             } else {
-                run = rice_run_slow(out, run, value, k);
+                (rest, pending, acc) = rice_run_slow(rest, pending, acc, value, k);
             }
         }
-        (self.pos, self.acc) = run.into_state(out);
+        let at = out_len - rest.len();
+        let (fill_bits, acc) = store_pending(rest, pending, acc);
+        (self.pos, self.acc) = (at * 8 + fill_bits, acc);
     }
 
     /// Appends the first `bit_len` bits of `bytes` (most significant bit first; at least that
@@ -362,51 +371,39 @@ fn zeros_then_rice_slow(
 /// Longest code [`Packer::write_rice_run`] writes on its fast path, in bits.
 const RUN_CODE_BITS_MAX: u32 = 32;
 
-/// [`Packer::write_rice_run`]'s state: the bits up to byte `at` are stored; the `pending` (< 32)
-/// after them are the low bits of `acc` (the bits above them are stale).
-#[derive(Clone, Copy)]
-struct Run {
-    at: usize,
-    pending: u32,
-    acc: u64,
-}
-
-impl Run {
-    /// From a packer's position: its unfinished byte's bits (high end of `acc`) become pending.
-    #[inline(always)]
-    fn from_state((pos, acc): PackState) -> Run {
-        let fill = (pos % 8) as u32;
-        Run {
-            at: pos / 8,
-            pending: fill,
-            acc: acc.checked_shr(64 - fill).unwrap_or(0),
-        }
-    }
-
-    /// Back to a packer's position, storing the pending bits (zero-padded) at `at` as `put_at`
-    /// keeps its unfinished byte stored.
-    #[inline(always)]
-    fn into_state(self, out: &mut [u8]) -> PackState {
-        debug_assert!(self.pending < 32);
-        let word = self.acc.checked_shl(64 - self.pending).unwrap_or(0);
-        out[self.at..self.at + 8].copy_from_slice(&word.to_be_bytes());
-        let whole_bytes = self.pending / 8;
-        (
-            self.at * 8 + self.pending as usize,
-            word << (whole_bytes * 8),
-        )
-    }
+/// Stores the `pending` (< 32) low bits of `acc` at the start of `rest`, zero-padded (as `put_at`
+/// keeps a packer's unfinished byte stored); returns them as a packer's position in `rest` and
+/// its `acc` (the unfinished byte's bits in the high end).
+#[inline(always)]
+fn store_pending(rest: &mut [u8], pending: u32, acc: u64) -> (usize, u64) {
+    debug_assert!(pending < 32);
+    let word = acc.checked_shl(64 - pending).unwrap_or(0);
+    rest[..8].copy_from_slice(&word.to_be_bytes());
+    (pending as usize, word << (pending / 8 * 8))
 }
 
 /// A code [`Packer::write_rice_run`]'s fast path does not take (an escape, or more than
-/// `RUN_CODE_BITS_MAX` bits), written through the packer.
+/// `RUN_CODE_BITS_MAX` bits), written through a packer over what is left of the output.
 #[cold]
 #[inline(never)]
-fn rice_run_slow(out: &mut [u8], run: Run, value: u64, k: u32) -> Run {
-    let (pos, acc) = run.into_state(out);
-    let mut p = Packer { out, pos, acc };
+fn rice_run_slow(
+    rest: &mut [u8],
+    pending: u32,
+    acc: u64,
+    value: u64,
+    k: u32,
+) -> (&mut [u8], u32, u64) {
+    let (pos, acc) = store_pending(rest, pending, acc);
+    let mut p = Packer {
+        out: rest,
+        pos,
+        acc,
+    };
     p.write_rice_in_parts(value, k);
-    Run::from_state((p.pos, p.acc))
+    let (pos, acc) = (p.pos, p.acc);
+    let fill = (pos % 8) as u32;
+    let acc = acc.checked_shr(64 - fill).unwrap_or(0);
+    (&mut rest[pos / 8..], fill, acc)
 }
 
 /// Makes the buffer at least `need` bytes long (and at least twice as long as it was).
