@@ -872,18 +872,7 @@ mod tests {
         let mut series = HistSeries::default();
         let mut scratch = MergeScratch::default();
         let mut model: BTreeMap<i64, Histogram> = BTreeMap::new();
-        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-        let lognormal = rand_distr::LogNormal::new(-4.0, 1.0).unwrap();
-        let periods = 12i64;
-        for step in 0..periods * 6 {
-            let values: Vec<(f64, u64)> =
-                (0..100).map(|_| (lognormal.sample(&mut rng), 1)).collect();
-            let h = histogram_of(&values);
-            let start = step / 6 * 60_000;
-            series.insert(start, &h, &mut scratch);
-            model.entry(start).or_default().merge(&h);
-        }
-        series.fold(&mut scratch);
+        add_lognormal_periods(&mut series, &mut model, (0, 12), -4.0, 11);
         assert!(matches!(series.window, SeriesWindow::Chosen(_)));
         let coded: Vec<bool> = series.periods.iter().map(|p| p.coded_bits > 0).collect();
         let first = WINDOW_FROM_PERIODS;
