@@ -351,29 +351,22 @@ impl WriteBatch {
         // Plain histograms are packed as they come, so the write path copies their bins into
         // the WAL record and the head takes them from here (`BatchSample::value` unpacks).
         let start = self.packed.len();
-        let bins = match &value {
+        let (value, bins) = match value {
             Incoming::Value(Value::Histogram(h)) => {
-                crate::packed::pack_histogram(h, &mut self.packed);
-                Some(h.bin_count())
+                crate::packed::pack_histogram(&h, &mut self.packed);
+                (Value::Histogram(Histogram::new()), Some(h.bin_count()))
             }
             Incoming::Bins { keys, counts } => {
                 crate::packed::pack(keys, counts, &mut self.packed);
-                Some(keys.len())
+                (Value::Histogram(Histogram::new()), Some(keys.len()))
             }
-            Incoming::Value(_) => None,
+            Incoming::Value(value) => (value, None),
         };
-        let (value, packed) = match (value, bins) {
-            (_, Some(bins)) => {
-                let packed = PackedBins {
-                    bins: bins as u32,
-                    start: start as u32,
-                    end: self.packed.len() as u32,
-                };
-                (Value::Histogram(Histogram::new()), Some(packed))
-            }
-            (Incoming::Value(value), None) => (value, None),
-            (Incoming::Bins { .. }, None) => unreachable!("bins are packed"),
-        };
+        let packed = bins.map(|bins| PackedBins {
+            bins: bins as u32,
+            start: start as u32,
+            end: self.packed.len() as u32,
+        });
         self.has_cumulative |= matches!(value, Value::CumulativeHistogram(_));
         // Group header, timestamp and value, generously: a histogram bin takes at most 10 bytes.
         self.record_size_hint_bytes += 16

@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use journal::vfs::{RealFs, Vfs};
-use journal::{Durability, Journal, Start};
+use journal::{Durability, Journal, Start, Ticket};
 
 use crate::batch::{KeyRef, Value, WriteBatch};
 use crate::block::BlockId;
@@ -533,17 +533,22 @@ impl Inner {
         if batch.has_cumulative() {
             return self.submit_and_apply_cumulative(batch, ids);
         }
-        // The record is encoded straight from the batch into the journal's buffer: building WAL
-        // groups first would copy every value (histograms included) once more, and a record
-        // of our own once more again.
+        let ticket = self.submit_record(batch, ids)?;
+        let range = ticket.range();
+        ticket.wait()?;
+        self.apply_batch(range.start, range.end, batch, ids)
+    }
+
+    /// Submits the batch's WAL record, encoded straight from the batch into the journal's
+    /// buffer: building WAL groups first would copy every value (histograms included) once
+    /// more, and a record of our own once more again.
+    fn submit_record(&self, batch: &WriteBatch, ids: &[SeriesId]) -> Result<Ticket, StoreError> {
         let ticket = self
             .journal
             .submit_encoded(16 + batch.record_size_hint_bytes(), |out| {
                 wal::encode_batch(batch.batch_samples(), batch.packed_bytes(), ids, out)
             })?;
-        let range = ticket.range();
-        ticket.wait()?;
-        self.apply_batch(range.start, range.end, batch, ids)
+        Ok(ticket)
     }
 
     /// Appends a batch with cumulative histograms to the WAL, waits until it is durable, and
@@ -556,11 +561,7 @@ impl Inner {
         // Differences need owned groups, made in WAL order under the state lock.
         let groups = wal::batch_groups(batch.batch_samples(), batch.packed_bytes(), ids);
         let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
-        let ticket = self
-            .journal
-            .submit_encoded(16 + batch.record_size_hint_bytes(), |out| {
-                wal::encode_batch(batch.batch_samples(), batch.packed_bytes(), ids, out)
-            })?;
+        let ticket = self.submit_record(batch, ids)?;
         let groups = differences(&mut state, groups);
         drop(state);
         // The journal offset orders duplicates in the head exactly as replay will.

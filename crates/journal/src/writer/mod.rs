@@ -459,7 +459,7 @@ impl Journal {
             f.seal(first);
             s.pending.raw.extend_from_slice(&f.bytes);
         } else {
-            raw_frame_room(&mut s);
+            raw_frame_room(&mut s.pending.raw);
             s.pending.raw.reserve(batch_bytes);
             for r in records {
                 let r = r.as_ref();
@@ -500,9 +500,7 @@ impl Journal {
             accepted: false,
         };
         let raw = &mut *appending.raw;
-        if raw.is_empty() {
-            raw.resize(FRAME_HEADER_SIZE_BYTES, 0);
-        }
+        raw_frame_room(raw);
         let prefix_at = raw.len();
         raw.reserve(room);
         raw.extend_from_slice(&[0; RECORD_PREFIX_SIZE_BYTES]);
@@ -727,9 +725,9 @@ fn start_records(s: &mut State) -> u64 {
 
 /// Room for the frame header at the start of an empty pending buffer of raw records, so a
 /// flush can usually write the buffer as one frame without copying it.
-fn raw_frame_room(s: &mut State) {
-    if s.pending.raw.is_empty() {
-        s.pending.raw.resize(FRAME_HEADER_SIZE_BYTES, 0);
+fn raw_frame_room(raw: &mut Vec<u8>) {
+    if raw.is_empty() {
+        raw.resize(FRAME_HEADER_SIZE_BYTES, 0);
     }
 }
 
