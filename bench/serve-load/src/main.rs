@@ -96,6 +96,8 @@ struct Args {
     connections: usize,
     runs: usize,
     seed: u64,
+    /// Where generated request plans are kept and read back (A/B rounds skip generating).
+    plan_cache: Option<PathBuf>,
 }
 
 const USAGE: &str =
@@ -104,7 +106,7 @@ const USAGE: &str =
   [--hosts 1000] [--interval-s 10] [--hours 4 | --steps N]
   [--hist-metrics 10] [--hist-steps 6] [--hist-per-request 1000]
   [--influx-lines-per-request 1000] [--rw-series-per-request 2000]
-  [--connections 4] [--runs 3] [--seed 1]";
+  [--connections 4] [--runs 3] [--seed 1] [--plan-cache DIR]";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -125,6 +127,7 @@ fn parse_args() -> Result<Args, String> {
         connections: 4,
         runs: 3,
         seed: 1,
+        plan_cache: None,
     };
     let mut it = std::env::args().skip(1);
     let mut workload_seen = false;
@@ -169,6 +172,7 @@ fn parse_args() -> Result<Args, String> {
             "--connections" => a.connections = num(&value)?,
             "--runs" => a.runs = num(&value)?,
             "--seed" => a.seed = num(&value)? as u64,
+            "--plan-cache" => a.plan_cache = Some(PathBuf::from(value)),
             _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
         }
     }
@@ -901,18 +905,114 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// Run `r`'s plan: generated, or read from `--plan-cache` where an earlier run with the same
+/// workload arguments left it.
+fn cached_plan(a: &Args, r: usize) -> Result<Plan, String> {
+    let generate = || match a.workload {
+        Workload::Influx => plan_influx(a, r),
+        Workload::RemoteWrite => plan_remote_write(a, r),
+        Workload::HttptrapHist => plan_httptrap_hist(a, r, HistForm::Strings),
+        Workload::HttptrapHistB64 => plan_httptrap_hist(a, r, HistForm::Base64),
+        Workload::HttptrapHistFlat => plan_httptrap_hist(a, r, HistForm::Flat),
+    };
+    let Some(dir) = &a.plan_cache else {
+        return generate();
+    };
+    // Every argument that shapes the plan names the file, and the hour: timestamps are
+    // relative to the time of generating, and a plan stays within an hour of it.
+    let hour = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| format!("clock before 1970: {e}"))?
+        .as_secs()
+        / 3600;
+    let name = format!(
+        "{:?}-h{}-i{}-s{}-hm{}-hs{}-hpr{}-ilpr{}-rwspr{}-seed{}-run{r}-hour{hour}.plan",
+        a.workload,
+        a.hosts,
+        a.interval_s,
+        a.steps,
+        a.hist_metrics,
+        a.hist_steps,
+        a.hist_per_request,
+        a.influx_lines_per_request,
+        a.rw_series_per_request,
+        a.seed
+    );
+    let path = dir.join(name);
+    if let Ok(bytes) = std::fs::read(&path) {
+        return read_plan(&bytes).ok_or_else(|| format!("{}: not a plan file", path.display()));
+    }
+    let plan = generate()?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::write(&path, write_plan(&plan)).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(plan)
+}
+
+/// A plan as bytes: each text and body as a little-endian u64 length then its bytes (bodies
+/// with their sample count first); the start time is part of the generated bodies.
+fn write_plan(plan: &Plan) -> Vec<u8> {
+    let mut out = Vec::new();
+    let put = |out: &mut Vec<u8>, bytes: &[u8]| {
+        out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        out.extend_from_slice(bytes);
+    };
+    put(&mut out, plan.path.as_bytes());
+    put(&mut out, plan.shape.as_bytes());
+    out.extend_from_slice(&(plan.headers.len() as u64).to_le_bytes());
+    for (name, value) in &plan.headers {
+        put(&mut out, name.as_bytes());
+        put(&mut out, value.as_bytes());
+    }
+    out.extend_from_slice(&(plan.bodies.len() as u64).to_le_bytes());
+    for body in &plan.bodies {
+        out.extend_from_slice(&body.samples.to_le_bytes());
+        put(&mut out, &body.bytes);
+    }
+    out
+}
+
+fn read_plan(mut bytes: &[u8]) -> Option<Plan> {
+    fn take<'b>(bytes: &mut &'b [u8]) -> Option<&'b [u8]> {
+        let (head, rest) = bytes.split_first_chunk::<8>()?;
+        let len = usize::try_from(u64::from_le_bytes(*head)).ok()?;
+        let taken = rest.get(..len)?;
+        *bytes = &rest[len..];
+        Some(taken)
+    }
+    fn count(bytes: &mut &[u8]) -> Option<u64> {
+        let (head, rest) = bytes.split_first_chunk::<8>()?;
+        *bytes = rest;
+        Some(u64::from_le_bytes(*head))
+    }
+    let text = |b: &[u8]| String::from_utf8(b.to_vec()).ok();
+    let path = text(take(&mut bytes)?)?;
+    let shape = text(take(&mut bytes)?)?;
+    let mut headers = Vec::new();
+    for _ in 0..count(&mut bytes)? {
+        headers.push((text(take(&mut bytes)?)?, text(take(&mut bytes)?)?));
+    }
+    let mut bodies = Vec::new();
+    for _ in 0..count(&mut bytes)? {
+        let samples = count(&mut bytes)?;
+        bodies.push(Body {
+            bytes: take(&mut bytes)?.to_vec(),
+            samples,
+        });
+    }
+    bytes.is_empty().then_some(Plan {
+        path,
+        headers,
+        bodies,
+        shape,
+    })
+}
+
 fn run(a: &Args) -> Result<(), String> {
     let mut per_cpu = Vec::new();
     let mut per_wall = Vec::new();
     for r in 0..a.runs {
         let gen0 = Instant::now();
-        let plan = match a.workload {
-            Workload::Influx => plan_influx(a, r)?,
-            Workload::RemoteWrite => plan_remote_write(a, r)?,
-            Workload::HttptrapHist => plan_httptrap_hist(a, r, HistForm::Strings)?,
-            Workload::HttptrapHistB64 => plan_httptrap_hist(a, r, HistForm::Base64)?,
-            Workload::HttptrapHistFlat => plan_httptrap_hist(a, r, HistForm::Flat)?,
-        };
+        let plan = cached_plan(a, r)?;
         let gen_s = gen0.elapsed().as_secs_f64();
         let spawned = match &a.spawn {
             Some(bin) => Some(spawn_server(a, bin, r)?),

@@ -275,6 +275,45 @@ mod tests {
         }
     }
 
+    /// Every one-byte change of bin strings of the fast shape (and the strings themselves):
+    /// the fast reader reads what the byte-by-byte one does, or declines.
+    #[test]
+    fn fast_bin_reads_what_bin_at_reads_or_declines() {
+        let texts: [&[u8]; 6] = [
+            b"\"H[1.2e+01]=3\",xx",
+            b"\"H[9.9e-99]=12\",x",
+            b"\"H[5.0e+00]=999\"",
+            b"\"H[1.0e-01]=0\",xx",
+            b"\"H[3.7e+42]=45\"]x",
+            b"\"H[2.5e-07]=100\"",
+        ];
+        let (mut read, mut declined) = (0, 0);
+        for text in texts {
+            let word: [u8; FAST_BYTES] = *text.first_chunk().unwrap();
+            assert_eq!(fast_bin(&word), bin_at(text, 0), "{}", text.escape_ascii());
+            assert!(fast_bin(&word).is_some(), "{}", text.escape_ascii());
+            for at in 0..FAST_BYTES {
+                for byte in 0..=u8::MAX {
+                    let mut changed = word;
+                    changed[at] = byte;
+                    match fast_bin(&changed) {
+                        Some(fast) => {
+                            read += 1;
+                            let slow = bin_at(&changed, 0);
+                            assert_eq!(Some(fast), slow, "{}", changed.escape_ascii());
+                        }
+                        None => declined += 1,
+                    }
+                }
+            }
+        }
+        // Both outcomes happen: digits change the bin, other bytes break the shape.
+        assert!(
+            read > 100 && declined > 10_000,
+            "{read} read, {declined} declined"
+        );
+    }
+
     #[test]
     fn unordered_bins_merge_like_from_bins() {
         let pairs = [
