@@ -98,6 +98,18 @@ struct Args {
     seed: u64,
     /// Where generated request plans are kept and read back (A/B rounds skip generating).
     plan_cache: Option<PathBuf>,
+    hist_shape: HistShape,
+}
+
+/// What each histogram of the httptrap workloads holds (both ≈ 75 bins).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum HistShape {
+    /// 1,500 draws, σ = 0.35, a median per stream from 2 to 200 ms: counts of one to three
+    /// digits.
+    Narrow,
+    /// The store benchmark's shape (issue 4's workload (b)): 100 draws from one lognormal with
+    /// μ = −3, σ = 1.6, so counts are mostly 1 or 2.
+    Store,
 }
 
 const USAGE: &str =
@@ -106,7 +118,7 @@ const USAGE: &str =
   [--hosts 1000] [--interval-s 10] [--hours 4 | --steps N]
   [--hist-metrics 10] [--hist-steps 6] [--hist-per-request 1000]
   [--influx-lines-per-request 1000] [--rw-series-per-request 2000]
-  [--connections 4] [--runs 3] [--seed 1] [--plan-cache DIR]";
+  [--connections 4] [--runs 3] [--seed 1] [--plan-cache DIR] [--hist-shape narrow|store]";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -128,6 +140,7 @@ fn parse_args() -> Result<Args, String> {
         runs: 3,
         seed: 1,
         plan_cache: None,
+        hist_shape: HistShape::Narrow,
     };
     let mut it = std::env::args().skip(1);
     let mut workload_seen = false;
@@ -173,6 +186,13 @@ fn parse_args() -> Result<Args, String> {
             "--runs" => a.runs = num(&value)?,
             "--seed" => a.seed = num(&value)? as u64,
             "--plan-cache" => a.plan_cache = Some(PathBuf::from(value)),
+            "--hist-shape" => {
+                a.hist_shape = match value.as_str() {
+                    "narrow" => HistShape::Narrow,
+                    "store" => HistShape::Store,
+                    other => return Err(format!("--hist-shape {other:?}: narrow or store")),
+                }
+            }
             _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
         }
     }
@@ -454,6 +474,10 @@ fn plan_remote_write(a: &Args, run: usize) -> Result<Plan, String> {
 /// Samples drawn per histogram: with σ = 0.35 (natural log) this populates ≈ 75 llhist bins.
 const HIST_DRAWS: usize = 1500;
 const HIST_SIGMA: f64 = 0.35;
+/// `--hist-shape store`: `storebench`'s histogram observations (its `HISTOGRAM_*`).
+const STORE_HIST_DRAWS: usize = 100;
+const STORE_HIST_MU: f64 = -3.0;
+const STORE_HIST_SIGMA: f64 = 1.6;
 
 /// How the httptrap histogram workload writes each histogram.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -479,11 +503,19 @@ fn plan_httptrap_hist(a: &Args, run: usize, form: HistForm) -> Result<Plan, Stri
         let ts = t0 + step as i64 * a.interval_s as i64 * 1000;
         for host in 0..a.hosts {
             for metric in 0..a.hist_metrics {
-                // Median latency differs per stream (2–200 ms) so streams are not identical.
-                let mu = (0.002f64).ln() + ((host * 7 + metric * 13) % 100) as f64 / 100.0 * 4.6;
+                let (mu, sigma, draws) = match a.hist_shape {
+                    // Median latency differs per stream (2–200 ms) so streams are not
+                    // identical.
+                    HistShape::Narrow => {
+                        let mu =
+                            (0.002f64).ln() + ((host * 7 + metric * 13) % 100) as f64 / 100.0 * 4.6;
+                        (mu, HIST_SIGMA, HIST_DRAWS)
+                    }
+                    HistShape::Store => (STORE_HIST_MU, STORE_HIST_SIGMA, STORE_HIST_DRAWS),
+                };
                 let mut h = hist::Histogram::with_capacity(96);
-                for _ in 0..HIST_DRAWS {
-                    h.insert((mu + HIST_SIGMA * rng.normal()).exp());
+                for _ in 0..draws {
+                    h.insert((mu + sigma * rng.normal()).exp());
                 }
                 bins_total += h.bin_count() as u64;
                 hist_total += 1;
@@ -540,7 +572,7 @@ fn plan_httptrap_hist(a: &Args, run: usize, form: HistForm) -> Result<Plan, Stri
         headers: vec![("Content-Type".to_owned(), content_type.to_owned())],
         bodies,
         shape: format!(
-            "{} hosts x {} metrics x {} steps, {} histograms per request, {:.1} bins each ({})",
+            "{} hosts x {} metrics x {} steps, {} histograms per request, {:.1} bins each ({}, {:?} shape)",
             a.hosts,
             a.hist_metrics,
             a.hist_steps,
@@ -550,7 +582,8 @@ fn plan_httptrap_hist(a: &Args, run: usize, form: HistForm) -> Result<Plan, Stri
                 HistForm::Strings => "JSON, H[..]=n strings",
                 HistForm::Base64 => "JSON, base64",
                 HistForm::Flat => "flatbuffers",
-            }
+            },
+            a.hist_shape
         ),
     })
 }
@@ -926,8 +959,9 @@ fn cached_plan(a: &Args, r: usize) -> Result<Plan, String> {
         .as_secs()
         / 3600;
     let name = format!(
-        "{:?}-h{}-i{}-s{}-hm{}-hs{}-hpr{}-ilpr{}-rwspr{}-seed{}-run{r}-hour{hour}.plan",
+        "{:?}-{:?}-h{}-i{}-s{}-hm{}-hs{}-hpr{}-ilpr{}-rwspr{}-seed{}-run{r}-hour{hour}.plan",
         a.workload,
+        a.hist_shape,
         a.hosts,
         a.interval_s,
         a.steps,
