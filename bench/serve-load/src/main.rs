@@ -78,6 +78,7 @@ impl Workload {
     }
 }
 
+#[derive(Clone)]
 struct Args {
     workload: Workload,
     spawn: Option<PathBuf>,
@@ -1132,6 +1133,42 @@ mod tests {
         assert!((65.0..=85.0).contains(&mean), "mean bins {mean}");
     }
 
+    /// A plan read back from its file is the plan written; a cut or extended file is refused.
+    #[test]
+    fn plans_round_trip_through_their_file_form() {
+        let plan = Plan {
+            path: "/write".to_owned(),
+            headers: vec![("Content-Type".to_owned(), "text/plain".to_owned())],
+            bodies: vec![
+                Body {
+                    bytes: b"a b".to_vec(),
+                    samples: 2,
+                },
+                Body {
+                    bytes: Vec::new(),
+                    samples: 0,
+                },
+            ],
+            shape: "two bodies".to_owned(),
+        };
+        let bytes = write_plan(&plan);
+        let read = read_plan(&bytes).unwrap();
+        assert_eq!(read.path, plan.path);
+        assert_eq!(read.headers, plan.headers);
+        assert_eq!(read.shape, plan.shape);
+        let bodies = |p: &Plan| -> Vec<(Vec<u8>, u64)> {
+            p.bodies
+                .iter()
+                .map(|b| (b.bytes.clone(), b.samples))
+                .collect()
+        };
+        assert_eq!(bodies(&read), bodies(&plan));
+        assert!(read_plan(&bytes[..bytes.len() - 1]).is_none());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(read_plan(&longer).is_none());
+    }
+
     #[test]
     fn influx_and_remote_write_bodies_parse_to_the_planned_sample_counts() {
         let a = Args {
@@ -1152,6 +1189,8 @@ mod tests {
             connections: 1,
             runs: 1,
             seed: 3,
+            plan_cache: None,
+            hist_shape: HistShape::Narrow,
         };
         let now = start_ms(1, 10, 0).unwrap() + 3_600_000;
         let opts = ingest::Options::at(now);
@@ -1170,8 +1209,17 @@ mod tests {
             assert_eq!(batch.rejected_total, 0, "{:?}", batch.rejected);
             assert_eq!(batch.samples.len() as u64, b.samples);
         }
-        for form in [HistForm::Strings, HistForm::Base64, HistForm::Flat] {
-            let p = plan_httptrap_hist(&a, 0, form).unwrap();
+        let store_shape = Args {
+            hist_shape: HistShape::Store,
+            ..a.clone()
+        };
+        for (a, form) in [
+            (&a, HistForm::Strings),
+            (&a, HistForm::Base64),
+            (&a, HistForm::Flat),
+            (&store_shape, HistForm::Strings),
+        ] {
+            let p = plan_httptrap_hist(a, 0, form).unwrap();
             assert_eq!(p.bodies.iter().map(|b| b.samples).sum::<u64>(), 7 * 2 * 2);
             for b in &p.bodies {
                 let batch = if form == HistForm::Flat {
