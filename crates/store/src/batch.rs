@@ -69,32 +69,66 @@ struct Entry {
     kind: Kind,
 }
 
-#[derive(Clone, Debug)]
+/// One sample of a batch: 32 bytes, so that a batch's samples stay in cache between the
+/// passes the write path makes over them (the WAL record, the head). A `Value` in each took
+/// 88, and a batch of 10,000 histograms then spilled the L2 cache on every pass.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct BatchSample {
+    pub(crate) ts_ms: i64,
+    pub(crate) value: SampleValue,
     /// Index into `WriteBatch::entries`.
     pub(crate) entry: u32,
-    pub(crate) ts_ms: i64,
-    /// The value; for a plain histogram (`packed` is set, whether it was added as bins or as
-    /// a `Histogram`) an empty `Value::Histogram`, which allocates nothing: its bins are in
-    /// the batch's `packed`.
-    pub(crate) value: Value,
-    pub(crate) packed: Option<PackedBins>,
 }
 
-impl BatchSample {
-    /// The sample's value, unpacked from the batch's `packed` bytes if it was added as bins.
-    pub(crate) fn value<'a>(&'a self, packed: &[u8]) -> Cow<'a, Value> {
-        match self.packed {
-            None => Cow::Borrowed(&self.value),
-            Some(p) => Cow::Owned(Value::Histogram(crate::packed::unpack_trusted(
-                &packed[p.start as usize..p.end as usize],
+const _: () = assert!(std::mem::size_of::<BatchSample>() == 32);
+
+/// A sample's value as the batch keeps it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum SampleValue {
+    Numeric(f64),
+    /// A plain histogram (added as bins or as a `Histogram`): its bins, packed in
+    /// `WriteBatch::packed`.
+    Packed(PackedBins),
+    /// Text or a cumulative histogram: `WriteBatch::others[i]`.
+    Other(u32),
+}
+
+/// Where a batch's values are: its packed bins and its other values.
+#[derive(Clone, Copy)]
+pub(crate) struct BatchValues<'a> {
+    pub(crate) packed: &'a [u8],
+    pub(crate) others: &'a [Value],
+}
+
+impl<'a> BatchValues<'a> {
+    /// The value of `sample`, unpacked from the packed bytes for a plain histogram.
+    pub(crate) fn value(self, sample: &BatchSample) -> Cow<'a, Value> {
+        match sample.value {
+            SampleValue::Numeric(v) => Cow::Owned(Value::Numeric(v)),
+            SampleValue::Packed(p) => Cow::Owned(Value::Histogram(crate::packed::unpack_trusted(
+                self.bins(p),
             ))),
+            SampleValue::Other(i) => Cow::Borrowed(&self.others[i as usize]),
+        }
+    }
+
+    /// The bytes of packed bins `p`.
+    pub(crate) fn bins(self, p: PackedBins) -> &'a [u8] {
+        &self.packed[p.start as usize..p.end as usize]
+    }
+
+    /// The value kind's WAL tag.
+    pub(crate) fn tag(self, sample: &BatchSample) -> u8 {
+        match sample.value {
+            SampleValue::Numeric(_) => crate::wal::TAG_NUMERIC,
+            SampleValue::Packed(_) => crate::wal::TAG_HISTOGRAM,
+            SampleValue::Other(i) => crate::wal::tag_of(&self.others[i as usize]),
         }
     }
 }
 
 /// A histogram sample's bins, packed (`packed.rs`) into `WriteBatch::packed` when added.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct PackedBins {
     pub(crate) bins: u32,
     pub(crate) start: u32,
@@ -127,8 +161,10 @@ pub struct WriteBatch {
     key_text: String,
     entries: Vec<Entry>,
     samples: Vec<BatchSample>,
-    /// Packed bins of the histograms added as bins, back to back.
+    /// Packed bins of the plain histograms, back to back.
     packed: Vec<u8>,
+    /// Values that are neither numbers nor plain histograms (`SampleValue::Other`).
+    others: Vec<Value>,
     has_cumulative: bool,
     /// About the WAL record's size, so the write path allocates it once.
     record_size_hint_bytes: usize,
@@ -351,39 +387,47 @@ impl WriteBatch {
         // Plain histograms are packed as they come, so the write path copies their bins into
         // the WAL record and the head takes them from here (`BatchSample::value` unpacks).
         let start = self.packed.len();
-        let (value, bins) = match value {
-            Incoming::Value(Value::Histogram(h)) => {
-                crate::packed::pack_histogram(&h, &mut self.packed);
-                (Value::Histogram(Histogram::new()), Some(h.bin_count()))
-            }
+        // Group header, timestamp and value, generously: a histogram bin takes at most 10 bytes.
+        let (value, value_bytes) = match value {
             Incoming::Bins { keys, counts } => {
                 crate::packed::pack(keys, counts, &mut self.packed);
-                (Value::Histogram(Histogram::new()), Some(keys.len()))
+                self.packed_sample(start, keys.len())
             }
-            Incoming::Value(value) => (value, None),
+            Incoming::Value(Value::Histogram(h)) => {
+                crate::packed::pack_histogram(&h, &mut self.packed);
+                self.packed_sample(start, h.bin_count())
+            }
+            Incoming::Value(Value::Numeric(v)) => (SampleValue::Numeric(v), 8),
+            Incoming::Value(other) => {
+                let bytes = match &other {
+                    Value::Text(t) => t.len(),
+                    Value::Histogram(h) | Value::CumulativeHistogram(h) => 4 + 10 * h.bin_count(),
+                    Value::Numeric(_) => 8,
+                };
+                self.has_cumulative |= matches!(other, Value::CumulativeHistogram(_));
+                // Bounded by the batch's samples (`BATCH_SAMPLES_MAX` < 2³²).
+                self.others.push(other);
+                (SampleValue::Other((self.others.len() - 1) as u32), bytes)
+            }
         };
-        let packed = bins.map(|bins| PackedBins {
-            bins: bins as u32,
-            start: start as u32,
-            end: self.packed.len() as u32,
-        });
-        self.has_cumulative |= matches!(value, Value::CumulativeHistogram(_));
-        // Group header, timestamp and value, generously: a histogram bin takes at most 10 bytes.
-        self.record_size_hint_bytes += 16
-            + match (&value, packed) {
-                (_, Some(p)) => 4 + (p.end - p.start) as usize,
-                (Value::Numeric(_), None) => 8,
-                (Value::Text(t), None) => t.len(),
-                (Value::Histogram(h) | Value::CumulativeHistogram(h), None) => {
-                    4 + 10 * h.bin_count()
-                }
-            };
+        self.record_size_hint_bytes += 16 + value_bytes;
         self.samples.push(BatchSample {
-            entry: slot as u32,
             ts_ms,
             value,
-            packed,
+            entry: slot as u32,
         });
+    }
+
+    /// A plain histogram's value, its `bins` packed from `start` to the end of `packed`, and
+    /// the bytes its WAL record takes at most.
+    fn packed_sample(&self, start: usize, bins: usize) -> (SampleValue, usize) {
+        let end = self.packed.len();
+        let p = PackedBins {
+            bins: bins as u32,
+            start: start as u32,
+            end: end as u32,
+        };
+        (SampleValue::Packed(p), 4 + end - start)
     }
 
     /// The key of entry `slot`, for messages.
@@ -412,9 +456,12 @@ impl WriteBatch {
         &self.samples
     }
 
-    /// The packed bins of every histogram added as bins (`BatchSample::packed` says where).
-    pub(crate) fn packed_bytes(&self) -> &[u8] {
-        &self.packed
+    /// Where the samples' values are.
+    pub(crate) fn values(&self) -> BatchValues<'_> {
+        BatchValues {
+            packed: &self.packed,
+            others: &self.others,
+        }
     }
 
     /// Every sample in the order added, with the key it names (a histogram added as bins
@@ -424,7 +471,7 @@ impl WriteBatch {
             (
                 self.key_ref(s.entry as usize),
                 s.ts_ms,
-                s.value(&self.packed),
+                self.values().value(s),
             )
         })
     }
@@ -453,6 +500,7 @@ impl WriteBatch {
         self.entries.clear();
         self.samples.clear();
         self.packed.clear();
+        self.others.clear();
         self.has_cumulative = false;
         self.record_size_hint_bytes = 0;
     }

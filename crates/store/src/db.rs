@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use journal::vfs::{RealFs, Vfs};
 use journal::{Durability, Journal, Start, Ticket};
 
-use crate::batch::{KeyRef, Value, WriteBatch};
+use crate::batch::{KeyRef, SampleValue, Value, WriteBatch};
 use crate::block::BlockId;
 use crate::flush::{self, Blocks, Frozen};
 use crate::head::{CumulativeState, Head};
@@ -546,7 +546,7 @@ impl Inner {
         let ticket = self
             .journal
             .submit_encoded(16 + batch.record_size_hint_bytes(), |out| {
-                wal::encode_batch(batch.batch_samples(), batch.packed_bytes(), ids, out)
+                wal::encode_batch(batch.batch_samples(), batch.values(), ids, out)
             })?;
         Ok(ticket)
     }
@@ -559,7 +559,7 @@ impl Inner {
         ids: &[SeriesId],
     ) -> Result<(), StoreError> {
         // Differences need owned groups, made in WAL order under the state lock.
-        let groups = wal::batch_groups(batch.batch_samples(), batch.packed_bytes(), ids);
+        let groups = wal::batch_groups(batch.batch_samples(), batch.values(), ids);
         let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
         let ticket = self.submit_record(batch, ids)?;
         let groups = differences(&mut state, groups);
@@ -674,7 +674,9 @@ impl Inner {
         batch: &WriteBatch,
         ids: &[SeriesId],
     ) -> Result<(), StoreError> {
-        let (samples, packed) = (batch.batch_samples(), batch.packed_bytes());
+        let (samples, values) = (batch.batch_samples(), batch.values());
+        // What a plain histogram's sample passes to the head beside its packed bins.
+        let plain_histogram = Value::Histogram(hist::Histogram::new());
         // Sized once (two entries per run at most): grown by doubling it took fresh pages
         // from the kernel on every write.
         let mut activity: Vec<(SeriesId, i64)> = Vec::with_capacity(2 * samples.len());
@@ -687,17 +689,23 @@ impl Inner {
                 }
                 let (mut first, mut last) = (i64::MAX, i64::MIN);
                 for s in run {
-                    let bins = match s.packed {
-                        Some(p) => &packed[p.start as usize..p.end as usize],
-                        None => {
+                    let numeric: Value;
+                    let (value, bins) = match s.value {
+                        SampleValue::Numeric(v) => {
+                            numeric = Value::Numeric(v);
+                            (&numeric, &[][..])
+                        }
+                        SampleValue::Packed(p) => (&plain_histogram, values.bins(p)),
+                        SampleValue::Other(i) => {
+                            let other = &values.others[i as usize];
                             assert!(
-                                !matches!(s.value, Value::Histogram(_)),
+                                !matches!(other, Value::Histogram(_)),
                                 "a batch packs its plain histograms"
                             );
-                            &[]
+                            (other, &[][..])
                         }
                     };
-                    let applied = head.insert_encoded(id, seq, s.ts_ms, &s.value, bins);
+                    let applied = head.insert_encoded(id, seq, s.ts_ms, value, bins);
                     assert!(applied, "series {id:?} got a value of another kind");
                     first = first.min(s.ts_ms);
                     last = last.max(s.ts_ms);

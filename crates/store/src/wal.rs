@@ -3,7 +3,9 @@
 
 use hist::Histogram;
 
-use crate::batch::{BatchSample, Value, BATCH_SAMPLES_MAX, TEXT_BYTES_MAX};
+use crate::batch::{
+    BatchSample, BatchValues, SampleValue, Value, BATCH_SAMPLES_MAX, TEXT_BYTES_MAX,
+};
 use crate::index::SeriesId;
 
 /// Marks a batch entry left out of the write (its key has another kind): never a real id, as
@@ -15,9 +17,9 @@ pub(crate) const REJECTED: SeriesId = SeriesId(u32::MAX);
 pub const WAL_VERSION: u8 = 2;
 const WAL_VERSION_CIRCLLHIST: u8 = 1;
 
-const TAG_NUMERIC: u8 = 1;
+pub(crate) const TAG_NUMERIC: u8 = 1;
 const TAG_TEXT: u8 = 2;
-const TAG_HISTOGRAM: u8 = 3;
+pub(crate) const TAG_HISTOGRAM: u8 = 3;
 const TAG_CUMULATIVE: u8 = 4;
 
 /// The samples of one series with one value tag, in submission order.
@@ -34,7 +36,7 @@ pub struct WalDecodeError {
     pub what: &'static str,
 }
 
-fn tag_of(value: &Value) -> u8 {
+pub(crate) fn tag_of(value: &Value) -> u8 {
     match value {
         Value::Numeric(_) => TAG_NUMERIC,
         Value::Text(_) => TAG_TEXT,
@@ -74,36 +76,35 @@ pub fn encode(groups: &[Group], out: &mut Vec<u8>) {
 /// `ids` holds the series id of each batch entry. Appends to `out` (the journal's buffer).
 pub(crate) fn encode_batch(
     samples: &[BatchSample],
-    packed: &[u8],
+    values: BatchValues<'_>,
     ids: &[SeriesId],
     out: &mut Vec<u8>,
 ) {
     let record_at = out.len();
     out.push(WAL_VERSION);
-    put_varint(out, batch_runs(samples, ids).count() as u64);
-    for run in samples.chunk_by(same_run) {
+    put_varint(out, batch_runs(samples, values, ids).count() as u64);
+    for run in samples.chunk_by(|a, b| same_run(values, a, b)) {
         let id = ids[run[0].entry as usize];
         if id == REJECTED {
             continue;
         }
-        let tag = tag_of(&run[0].value);
+        let tag = values.tag(&run[0]);
         out.extend_from_slice(&id.0.to_le_bytes());
         out.push(tag);
         put_varint(out, run.len() as u64);
         let mut prev_ts_ms = 0i64;
         for s in run {
-            debug_assert_eq!(tag_of(&s.value), tag);
+            debug_assert_eq!(values.tag(s), tag);
             put_varint(out, zigzag(s.ts_ms.wrapping_sub(prev_ts_ms)));
             prev_ts_ms = s.ts_ms;
-            if let Some(p) = s.packed {
-                // Bins the batch packed when they were added: copied, not packed again.
-                put_varint(out, u64::from(p.bins));
-                out.extend_from_slice(&packed[p.start as usize..p.end as usize]);
-            } else if let Value::Histogram(h) | Value::CumulativeHistogram(h) = &s.value {
-                put_varint(out, h.bin_count() as u64);
-                crate::packed::pack_histogram(h, out);
-            } else {
-                encode_value(&s.value, out);
+            match s.value {
+                SampleValue::Numeric(v) => encode_value(&Value::Numeric(v), out),
+                SampleValue::Packed(p) => {
+                    // Bins the batch packed when they were added: copied, not packed again.
+                    put_varint(out, u64::from(p.bins));
+                    out.extend_from_slice(values.bins(p));
+                }
+                SampleValue::Other(i) => encode_value(&values.others[i as usize], out),
             }
         }
     }
@@ -113,18 +114,22 @@ pub(crate) fn encode_batch(
     );
 }
 
-fn same_run(a: &BatchSample, b: &BatchSample) -> bool {
-    a.entry == b.entry && tag_of(&a.value) == tag_of(&b.value)
+fn same_run(values: BatchValues<'_>, a: &BatchSample, b: &BatchSample) -> bool {
+    a.entry == b.entry && values.tag(a) == values.tag(b)
 }
 
 /// The batch as WAL groups: maximal runs of samples of one entry with one value tag, in order.
-pub(crate) fn batch_groups(samples: &[BatchSample], packed: &[u8], ids: &[SeriesId]) -> Vec<Group> {
-    batch_runs(samples, ids)
+pub(crate) fn batch_groups(
+    samples: &[BatchSample],
+    values: BatchValues<'_>,
+    ids: &[SeriesId],
+) -> Vec<Group> {
+    batch_runs(samples, values, ids)
         .map(|run| Group {
             id: ids[run[0].entry as usize],
             samples: run
                 .iter()
-                .map(|s| (s.ts_ms, s.value(packed).into_owned()))
+                .map(|s| (s.ts_ms, values.value(s).into_owned()))
                 .collect(),
         })
         .collect()
@@ -133,10 +138,11 @@ pub(crate) fn batch_groups(samples: &[BatchSample], packed: &[u8], ids: &[Series
 /// Runs of samples of one entry with one value tag, without those of `REJECTED` entries.
 fn batch_runs<'a>(
     samples: &'a [BatchSample],
+    values: BatchValues<'a>,
     ids: &'a [SeriesId],
 ) -> impl Iterator<Item = &'a [BatchSample]> + 'a {
     samples
-        .chunk_by(same_run)
+        .chunk_by(move |a, b| same_run(values, a, b))
         .filter(|run| ids[run[0].entry as usize] != REJECTED)
 }
 
@@ -401,18 +407,43 @@ mod tests {
         let mut groups = sample_groups();
         // u32::MAX marks a rejected entry in a batch; the largest real id is below it.
         groups[1].id = SeriesId(u32::MAX - 2);
-        let mut samples = Vec::new();
-        let mut ids = Vec::new();
+        // As a batch holds them: numbers inline, plain histograms packed, the rest aside.
+        let (mut samples, mut ids, mut packed, mut others) = (vec![], vec![], vec![], vec![]);
         for (entry, g) in groups.iter().enumerate() {
             ids.push(g.id);
             for (ts_ms, value) in &g.samples {
+                let value = match value {
+                    Value::Numeric(v) => SampleValue::Numeric(*v),
+                    Value::Histogram(h) => {
+                        let start = packed.len() as u32;
+                        crate::packed::pack_histogram(h, &mut packed);
+                        SampleValue::Packed(crate::batch::PackedBins {
+                            bins: h.bin_count() as u32,
+                            start,
+                            end: packed.len() as u32,
+                        })
+                    }
+                    other => {
+                        others.push(other.clone());
+                        SampleValue::Other(others.len() as u32 - 1)
+                    }
+                };
                 samples.push(BatchSample {
                     entry: entry as u32,
                     ts_ms: *ts_ms,
-                    value: value.clone(),
-                    packed: None,
+                    value,
                 });
             }
+        }
+        let values = BatchValues {
+            packed: &packed,
+            others: &others,
+        };
+        for kind in [TAG_NUMERIC, TAG_HISTOGRAM, TAG_CUMULATIVE] {
+            assert!(
+                samples.iter().any(|s| values.tag(s) == kind),
+                "a sample of tag {kind}"
+            );
         }
         // Entries 2 and 3 as one entry: the value tag alone splits them.
         for s in &mut samples {
@@ -421,20 +452,20 @@ mod tests {
             }
         }
         let mut from_batch = Vec::new();
-        encode_batch(&samples, &[], &ids, &mut from_batch);
+        encode_batch(&samples, values, &ids, &mut from_batch);
         let mut from_groups = Vec::new();
         encode(&groups, &mut from_groups);
         assert_eq!(from_batch, from_groups);
         assert!(bits_equal(&decode(&from_batch).unwrap(), &groups));
-        assert!(bits_equal(&batch_groups(&samples, &[], &ids), &groups));
+        assert!(bits_equal(&batch_groups(&samples, values, &ids), &groups));
         // A rejected entry's samples are left out of the record.
         ids[0] = REJECTED;
         let mut without = Vec::new();
-        encode_batch(&samples, &[], &ids, &mut without);
+        encode_batch(&samples, values, &ids, &mut without);
         assert!(bits_equal(&decode(&without).unwrap(), &groups[1..]));
         // Appended after what the buffer held.
         let mut after = vec![7u8; 3];
-        encode_batch(&samples, &[], &ids, &mut after);
+        encode_batch(&samples, values, &ids, &mut after);
         assert_eq!(after[..3], [7, 7, 7]);
         assert_eq!(after[3..], without[..]);
     }
