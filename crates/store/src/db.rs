@@ -710,8 +710,12 @@ impl Inner {
                     first = first.min(s.ts_ms);
                     last = last.max(s.ts_ms);
                 }
+                // A run of one sample (one per series per step) is one entry, not two: the
+                // list is walked again by the index, and at two it outgrew the L2 cache.
                 activity.push((id, first));
-                activity.push((id, last));
+                if last != first {
+                    activity.push((id, last));
+                }
             }
             self.applied_end.fetch_max(end, Ordering::AcqRel);
         }

@@ -862,3 +862,49 @@ fn bins_that_are_not_a_histogram_are_refused_naming_why() {
     b.push_canonical_bins("h", 0, &[], &[]).unwrap();
     assert_eq!(b.sample_count(), 1);
 }
+
+/// A series' activity range (what `__activity:` finds it by) spans its first to its last
+/// sample, whether they came as one run of a batch, as runs of one sample each, or in two
+/// batches.
+#[test]
+fn activity_spans_every_sample_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    let (run, singles, later) = (key("run"), key("singles"), key("later"));
+    let mut b = WriteBatch::new();
+    // `run`: three samples in a row, one run. `singles`: interleaved with `later`, so every
+    // run is one sample.
+    for ts in [10_000, 20_000, 30_000] {
+        b.numeric(&run, ts, 1.0).unwrap();
+    }
+    for ts in [15_000, 25_000] {
+        b.numeric(&singles, ts, 1.0).unwrap();
+        b.numeric(&later, ts + 1, 1.0).unwrap();
+    }
+    store.write(&b).unwrap();
+    let mut b = WriteBatch::new();
+    b.numeric(&later, 90_000, 1.0).unwrap();
+    store.write(&b).unwrap();
+    let active = |start_ms: i64, end_ms: i64| -> Vec<SeriesId> {
+        let query = TagQuery::parse(&format!("__activity:{start_ms}-{end_ms}")).unwrap();
+        let mut found = store.find(&query, 1 << 20).unwrap();
+        found.sort();
+        found
+    };
+    let (run, singles, later) = (
+        id(&store, "run"),
+        id(&store, "singles"),
+        id(&store, "later"),
+    );
+    let mut all = vec![run, singles, later];
+    all.sort();
+    // Inside each series' range but between its samples.
+    assert_eq!(active(22_000, 23_000), all);
+    // `singles` ended at 25 s, `run` at 30 s; `later` goes on to 90 s.
+    let mut run_and_later = vec![run, later];
+    run_and_later.sort();
+    assert_eq!(active(30_000, 30_001), run_and_later);
+    assert_eq!(active(50_000, 50_001), vec![later]);
+    assert_eq!(active(5_000, 9_999), Vec::<SeriesId>::new());
+    assert_eq!(active(90_001, 100_000), Vec::<SeriesId>::new());
+}
