@@ -385,7 +385,7 @@ impl WriteBatch {
     fn push_sample(&mut self, slot: usize, ts_ms: i64, value: Incoming<'_>) {
         debug_assert_eq!(self.entries[slot].kind, value.kind());
         // Plain histograms are packed as they come, so the write path copies their bins into
-        // the WAL record and the head takes them from here (`BatchSample::value` unpacks).
+        // the WAL record and the head takes them from here (`BatchValues::value` unpacks).
         let start = self.packed.len();
         // Group header, timestamp and value, generously: a histogram bin takes at most 10 bytes.
         let (value, value_bytes) = match value {
@@ -467,13 +467,10 @@ impl WriteBatch {
     /// Every sample in the order added, with the key it names (a histogram added as bins
     /// unpacked into a `Value`).
     pub fn samples(&self) -> impl Iterator<Item = (KeyRef<'_>, i64, Cow<'_, Value>)> + '_ {
-        self.samples.iter().map(|s| {
-            (
-                self.key_ref(s.entry as usize),
-                s.ts_ms,
-                self.values().value(s),
-            )
-        })
+        let values = self.values();
+        self.samples
+            .iter()
+            .map(move |s| (self.key_ref(s.entry as usize), s.ts_ms, values.value(s)))
     }
 
     /// About the size of the batch's WAL record, in bytes.
