@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N]
-//!            [--hours H] [--seed S] [--batch N] [--run N]
+//!            [--hours H] [--seed S] [--batch N] [--gen-chunk N] [--run N]
 //!            [--flush-every B] [--api keys|ids]
 //!            [--generate inline|first] [--order time|backfill]
 //! storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-min MS]
@@ -15,12 +15,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use storebench::crash::{self, CrashOptions};
-use storebench::run::{self, RunOptions, BATCH_SAMPLES_DEFAULT};
+use storebench::run::{self, RunOptions, BATCH_SAMPLES_DEFAULT, GEN_SAMPLES_DEFAULT};
 use storebench::workload::{self, Config, Shape};
 
 const USAGE: &str = "usage:
   storebench --shape numeric-int|numeric-float|histogram|churn [--dir D] [--series N] [--hours H]
-             [--seed S] [--batch N] [--run N] [--flush-every B] [--api keys|ids]
+             [--seed S] [--batch N] [--gen-chunk N] [--run N] [--flush-every B] [--api keys|ids]
              [--generate inline|first] [--order time|backfill]
   storebench crash-loss [--iterations N] [--dir D] [--seed S] [--kill-ms-min MS] [--kill-ms-max MS]
              [--per-store N] [--threads N]";
@@ -73,6 +73,7 @@ fn bench(args: &[String]) -> Result<ExitCode, String> {
             "--generate",
             "--seed",
             "--batch",
+            "--gen-chunk",
             "--run",
             "--flush-every",
             "--api",
@@ -100,6 +101,7 @@ fn bench(args: &[String]) -> Result<ExitCode, String> {
         config,
         dir: args.get("--dir").map(PathBuf::from),
         batch_samples: args.number("--batch", BATCH_SAMPLES_DEFAULT)?,
+        gen_samples: args.number("--gen-chunk", GEN_SAMPLES_DEFAULT)?,
         flush_every_batches: args.number("--flush-every", 0)?,
         pregen: match args.get("--generate").unwrap_or("inline") {
             "inline" => false,

@@ -16,6 +16,11 @@ use crate::workload::{Config, GenValue, Sample, Shape, Workload, CHUNK_SAMPLES_M
 
 /// Issue 4: batches of 10,000 samples.
 pub const BATCH_SAMPLES_DEFAULT: usize = 10_000;
+/// Samples generated at a time (`--gen-chunk`), each chunk pushed into the batch before the next
+/// is made: about 75 KB of histograms, so they are still in the L2 cache when the store reads
+/// them, as a body's are when the server's parser hands them over one by one. A whole batch
+/// generated first (10,000) is 7.5 MB, read back from L3 or memory.
+pub const GEN_SAMPLES_DEFAULT: usize = 100;
 
 /// One benchmark run.
 #[derive(Clone, Debug)]
@@ -30,6 +35,10 @@ pub struct RunOptions {
     /// Name series by id (`Store::resolve` once per series, then `WriteBatch::push_id`), as a
     /// client that keeps its series ids does, instead of by key on every sample.
     pub by_id: bool,
+    /// Samples the generator makes at a time, pushed into the batch before it makes more (the
+    /// batch is still `batch_samples`): each sample is fresh when the store reads it, as a
+    /// parser's are in the server. `batch_samples` makes every batch at once, as before.
+    pub gen_samples: usize,
     /// Generate every chunk before the timed part (memory: the whole workload at once), so a
     /// profiler attached after generation sees only the store's work.
     pub pregen: bool,
@@ -42,6 +51,9 @@ pub struct RunOptions {
 /// Runs the benchmark and returns its one-line JSON report, and whether the reopened store
 /// held everything written (the report's `check` field says what is missing if not).
 pub fn run(opts: &RunOptions) -> Result<(String, bool), String> {
+    if opts.gen_samples == 0 {
+        return Err("--gen-chunk must be at least 1".into());
+    }
     if opts.batch_samples == 0 || opts.batch_samples > CHUNK_SAMPLES_MAX {
         return Err(format!(
             "--batch must be 1..={CHUNK_SAMPLES_MAX}, got {}",
@@ -111,77 +123,34 @@ pub fn run(opts: &RunOptions) -> Result<(String, bool), String> {
         true => ts_ms - half_ms,
     };
     loop {
-        let (g_cpu, g_wall) = (clock::thread_cpu_ns(), Instant::now());
-        let n = match opts.pregen {
-            true => {
-                chunk = pregenerated.pop_front().unwrap_or_default();
-                chunk.len()
-            }
-            false => workload.next_chunk(opts.batch_samples, &mut chunk)?,
-        };
-        gen_cpu_ns += clock::thread_cpu_ns() - g_cpu;
-        gen_wall += g_wall.elapsed();
-        if n == 0 {
-            break;
-        }
         batch.clear();
-        if opts.by_id {
-            // Series first seen in this chunk are resolved together, as a client registering
-            // its series would; resolving is the store's work and counts, the cache is the
-            // client's.
-            let unknown: Vec<u64> = chunk
-                .iter()
-                .map(|s| s.series)
-                .filter(|&s| ids.get(s as usize).copied().flatten().is_none())
-                .collect::<std::collections::BTreeSet<u64>>()
-                .into_iter()
-                .collect();
-            if !unknown.is_empty() {
-                let kind = match chunk[0].value {
-                    GenValue::Numeric(_) => store::index::Kind::Numeric,
-                    GenValue::Histogram(_) => store::index::Kind::Histogram,
-                };
-                let keys: Vec<_> = unknown.iter().map(|&s| (workload.key(s), kind)).collect();
-                let resolved = store
-                    .resolve_all(&keys)
-                    .map_err(|e| format!("resolving series before batch {batches}: {e}"))?;
-                for (&s, id) in unknown.iter().zip(resolved) {
-                    if ids.len() <= s as usize {
-                        ids.resize(s as usize + 1, None);
-                    }
-                    ids[s as usize] = Some(id);
+        let mut in_batch = 0usize;
+        // Bounded: every pass adds a chunk to the batch or ends it.
+        while in_batch < opts.batch_samples {
+            let want = opts.gen_samples.min(opts.batch_samples - in_batch);
+            let (g_cpu, g_wall) = (clock::thread_cpu_ns(), Instant::now());
+            let n = match opts.pregen {
+                true => {
+                    chunk = pregenerated.pop_front().unwrap_or_default();
+                    chunk.len()
                 }
-            }
-        }
-        // Histograms are lent as bins, as the server lends a body's: the generator keeps its
-        // histograms (and frees them when it makes the next chunk, on its own time).
-        for sample in &chunk {
-            let id = ids
-                .get(sample.series as usize)
-                .copied()
-                .flatten()
-                .filter(|_| opts.by_id);
-            let ts_ms = order(sample.ts_ms);
-            let pushed = match (&sample.value, id) {
-                (GenValue::Numeric(v), Some(id)) => {
-                    batch.push_id(id, ts_ms, Value::Numeric(*v)).map(|_| ())
-                }
-                (GenValue::Numeric(v), None) => {
-                    batch.push(workload.key(sample.series), ts_ms, Value::Numeric(*v))
-                }
-                (GenValue::Histogram(h), Some(id)) => batch
-                    .push_id_bins(id, ts_ms, h.keys(), h.counts())
-                    .map(|_| ()),
-                (GenValue::Histogram(h), None) => batch
-                    .push_canonical_bins(
-                        workload.key(sample.series).canonical_str(),
-                        ts_ms,
-                        h.keys(),
-                        h.counts(),
-                    )
-                    .map(|_| ()),
+                false => workload.next_chunk(want, &mut chunk)?,
             };
-            pushed.map_err(|e| format!("building batch {batches}: {e}"))?;
+            gen_cpu_ns += clock::thread_cpu_ns() - g_cpu;
+            gen_wall += g_wall.elapsed();
+            if n == 0 {
+                break;
+            }
+            in_batch += n;
+            if opts.by_id {
+                resolve_new_series(&store, &workload, &chunk, &mut ids)
+                    .map_err(|e| format!("resolving series before batch {batches}: {e}"))?;
+            }
+            push_chunk(&mut batch, &workload, &chunk, &ids, opts, &order)
+                .map_err(|e| format!("building batch {batches}: {e}"))?;
+        }
+        if in_batch == 0 {
+            break;
         }
         store
             .write(&batch)
@@ -301,6 +270,7 @@ pub fn run(opts: &RunOptions) -> Result<(String, bool), String> {
         .int("samples", samples_total)
         .int("batches", batches)
         .int("batch_samples", opts.batch_samples as u64)
+        .int("gen_samples", opts.gen_samples as u64)
         .int("flush_every_batches", opts.flush_every_batches)
         .int("seed", opts.config.seed)
         .int("run_samples", opts.config.run_samples)
@@ -368,4 +338,82 @@ fn check_empty_dir(dir: &Path) -> Result<(), String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(format!("--dir {}: {e}", dir.display())),
     }
+}
+
+/// Resolves the series first seen in `chunk` together, as a client registering its series
+/// would: resolving is the store's work and counts, the cache (`ids`) is the client's.
+fn resolve_new_series(
+    store: &Store,
+    workload: &Workload,
+    chunk: &[Sample],
+    ids: &mut Vec<Option<store::index::SeriesId>>,
+) -> Result<(), String> {
+    let unknown: Vec<u64> = chunk
+        .iter()
+        .map(|s| s.series)
+        .filter(|&s| ids.get(s as usize).copied().flatten().is_none())
+        .collect::<std::collections::BTreeSet<u64>>()
+        .into_iter()
+        .collect();
+    let Some(first) = chunk.first() else {
+        return Ok(());
+    };
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let kind = match first.value {
+        GenValue::Numeric(_) => store::index::Kind::Numeric,
+        GenValue::Histogram(_) => store::index::Kind::Histogram,
+    };
+    let keys: Vec<_> = unknown.iter().map(|&s| (workload.key(s), kind)).collect();
+    let resolved = store.resolve_all(&keys).map_err(|e| e.to_string())?;
+    for (&s, id) in unknown.iter().zip(resolved) {
+        if ids.len() <= s as usize {
+            ids.resize(s as usize + 1, None);
+        }
+        ids[s as usize] = Some(id);
+    }
+    Ok(())
+}
+
+/// Adds a chunk's samples to the batch, by id or by key. Histograms are lent as bins, as the
+/// server lends a body's: the generator keeps its histograms (and frees them when it makes the
+/// next chunk, on its own time).
+fn push_chunk(
+    batch: &mut WriteBatch,
+    workload: &Workload,
+    chunk: &[Sample],
+    ids: &[Option<store::index::SeriesId>],
+    opts: &RunOptions,
+    order: &impl Fn(i64) -> i64,
+) -> Result<(), String> {
+    for sample in chunk {
+        let id = ids
+            .get(sample.series as usize)
+            .copied()
+            .flatten()
+            .filter(|_| opts.by_id);
+        let ts_ms = order(sample.ts_ms);
+        let pushed = match (&sample.value, id) {
+            (GenValue::Numeric(v), Some(id)) => {
+                batch.push_id(id, ts_ms, Value::Numeric(*v)).map(|_| ())
+            }
+            (GenValue::Numeric(v), None) => {
+                batch.push(workload.key(sample.series), ts_ms, Value::Numeric(*v))
+            }
+            (GenValue::Histogram(h), Some(id)) => batch
+                .push_id_bins(id, ts_ms, h.keys(), h.counts())
+                .map(|_| ()),
+            (GenValue::Histogram(h), None) => batch
+                .push_canonical_bins(
+                    workload.key(sample.series).canonical_str(),
+                    ts_ms,
+                    h.keys(),
+                    h.counts(),
+                )
+                .map(|_| ()),
+        };
+        pushed.map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }

@@ -96,6 +96,45 @@ fn runs_and_batches_are_options() {
     assert_eq!(field(&json, "samples"), 1800.0);
 }
 
+/// How many samples the generator makes at a time changes nothing the store is given: the same
+/// batches, and chunks of the same bytes.
+#[test]
+fn the_generator_chunk_leaves_the_batches_alone() {
+    let run = |chunk: &str| {
+        let out = storebench(&[
+            "--shape",
+            "histogram",
+            "--series",
+            "20",
+            "--hours",
+            "0.2",
+            "--api",
+            "ids",
+            "--batch",
+            "300",
+            "--gen-chunk",
+            chunk,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (small, whole) = (run("7"), run("300"));
+    assert_eq!(field(&small, "gen_samples"), 7.0);
+    assert_eq!(field(&whole, "gen_samples"), 300.0);
+    for name in ["samples", "batches", "chunk_bytes_histogram"] {
+        assert_eq!(field(&small, name), field(&whole, name), "{name}");
+    }
+    // 20 series × 72 steps in batches of 300.
+    assert_eq!(field(&small, "batches"), (20.0f64 * 72.0 / 300.0).ceil());
+    let out = storebench(&["--shape", "histogram", "--gen-chunk", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--gen-chunk"));
+}
+
 /// A backfill writes the second half of the range first: the same samples, all kept.
 #[test]
 fn backfill_order_writes_every_sample() {
