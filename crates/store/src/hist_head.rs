@@ -927,6 +927,35 @@ mod tests {
         series.fold(&mut scratch);
     }
 
+    /// Counts in the millions give the window Rice parameters past `RUN_K_SMALL_MAX`: those
+    /// periods are coded on the run coder's checked path, and read back and flush exactly.
+    #[test]
+    fn periods_with_huge_counts_code_and_read_back() {
+        let mut series = HistSeries::default();
+        let mut scratch = MergeScratch::default();
+        let mut model: BTreeMap<i64, Histogram> = BTreeMap::new();
+        for step in 0..60i64 {
+            let n = 3_000_000 + (step as u64 % 7) * 1_000_003;
+            let h = histogram_of(&[(1e-3, n), (2e-3, n / 3), (5e-3, 17), (0.1, n * 5)]);
+            let start = step / 6 * 60_000;
+            series.insert(start, &h, &mut scratch);
+            model.entry(start).or_default().merge(&h);
+        }
+        series.fold(&mut scratch);
+        let SeriesWindow::Chosen(window) = &series.window else {
+            panic!("a window is chosen");
+        };
+        assert!(u32::from(window.k_max()) > crate::encode::bits::RUN_K_SMALL_MAX);
+        assert!(series
+            .periods
+            .iter()
+            .skip(WINDOW_FROM_PERIODS)
+            .all(|p| p.coded_bits > 0));
+        let want: Vec<(i64, Histogram)> = model.into_iter().collect();
+        assert_eq!(series.periods_in(i64::MIN, i64::MAX), want);
+        assert_eq!(flushed_chunk(&series, &mut scratch), want);
+    }
+
     /// A series that starts a head with the window it ended the last one with codes every
     /// period from the first, and reads and flushes them exactly; the window is carried at
     /// most `WINDOW_HEADS_MAX` heads in all.

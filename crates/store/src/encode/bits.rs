@@ -270,8 +270,11 @@ impl Packer<'_> {
     /// about every tenth code, so a code is a shift, an or and an add. Placing every code in
     /// the unfinished byte and storing the whole word each time (`put_at`, branch-free) cost a
     /// dozen instructions more a code and ≈ 1.6× the time on a window of 305 bins.
+    ///
+    /// `K_SMALL`: every `k` is at most `RUN_K_SMALL_MAX`, so a quotient below the escape makes a
+    /// code that fits the fast path with no check of its length.
     #[inline(always)]
-    pub fn write_rice_run(&mut self, items: impl Iterator<Item = (u64, u32)>) {
+    pub fn write_rice_run<const K_SMALL: bool>(&mut self, items: impl Iterator<Item = (u64, u32)>) {
         // Plain locals, the output as the slice still to fill (two registers, where a buffer
         // and an index took three and pushed the state into memory), the slow path taking and
         // returning them by value.
@@ -287,8 +290,9 @@ impl Packer<'_> {
             let bits = q + 1 + u64::from(k);
             // Non-short-circuit: one branch. `bits` ≤ 32 keeps the word from overflowing
             // (fewer than 32 pending bits, then at most 32 more).
-            if (q < RICE_ESCAPE_Q) & (bits <= u64::from(RUN_CODE_BITS_MAX)) {
-                let code = ((2u64 << q) - 2 - q).wrapping_shl(k) + value;
+            debug_assert!(!K_SMALL || k <= RUN_K_SMALL_MAX);
+            if (q < RICE_ESCAPE_Q) & (K_SMALL | (bits <= u64::from(RUN_CODE_BITS_MAX))) {
+                let code = RUN_UNARY[(q % RICE_ESCAPE_Q) as usize].wrapping_shl(k) + value;
                 acc = (acc << bits) | code;
                 pending += bits as u32;
                 if pending >= 32 {
@@ -370,6 +374,21 @@ fn zeros_then_rice_slow(
 
 /// Longest code [`Packer::write_rice_run`] writes on its fast path, in bits.
 const RUN_CODE_BITS_MAX: u32 = 32;
+/// Largest `k` whose codes with a quotient below the escape all fit `RUN_CODE_BITS_MAX`.
+pub const RUN_K_SMALL_MAX: u32 = RUN_CODE_BITS_MAX - RICE_ESCAPE_Q as u32 - 1;
+const _: () = assert!(RICE_ESCAPE_Q as u32 + RUN_K_SMALL_MAX < RUN_CODE_BITS_MAX);
+/// By quotient `q` below the escape: the code's unary part, `q` ones and a zero (`2^(q+1) − 2`
+/// as the top bits of `q + 1 + k`), less the `q << k` that adding the value puts back — so a
+/// code is `RUN_UNARY[q] << k + value`, one load instead of four operations.
+const RUN_UNARY: [u64; RICE_ESCAPE_Q as usize] = {
+    let mut table = [0u64; RICE_ESCAPE_Q as usize];
+    let mut q = 0;
+    while q < RICE_ESCAPE_Q {
+        table[q as usize] = (2u64 << q) - 2 - q;
+        q += 1;
+    }
+    table
+};
 
 /// Stores the `pending` (< 32) low bits of `acc` at the start of `rest`, zero-padded (as `put_at`
 /// keeps a packer's unfinished byte stored); returns them as a packer's position in `rest` and

@@ -22,7 +22,7 @@
 use hist::{Accumulator, Histogram, BIN_COUNT_MAX};
 
 use super::bits::{get_varint, put_varint, unzigzag, zigzag, BitReader, BitWriter, Packer};
-use super::bits::{RICE_CODE_BITS_MAX, RICE_K_MAX};
+use super::bits::{RICE_CODE_BITS_MAX, RICE_K_MAX, RUN_K_SMALL_MAX};
 use super::histogram::{accumulate_periods, collect_periods, read_extras, window_threshold};
 use super::histogram::{key_of_ordinal, open_window_chunk, ordinal_of_key, start_chunk_ts};
 use super::histogram::{ChunkSummary, ExtraSource, ExtraValue, Period};
@@ -159,9 +159,17 @@ pub(crate) struct Window {
     ks: Vec<u8>,
     /// Bits of a period whose window bins are all empty: Σ (k + 1).
     all_empty_bits: u64,
+    /// The largest of `ks` (0 for no bins).
+    k_max: u8,
 }
 
 impl Window {
+    /// The largest Rice parameter of its bins.
+    #[cfg(test)]
+    pub(crate) fn k_max(&self) -> u8 {
+        self.k_max
+    }
+
     #[inline(always)]
     fn slot(&self, key: u16) -> u32 {
         let slot = self.slots.get(usize::from(key).wrapping_sub(self.lo));
@@ -340,11 +348,16 @@ pub(crate) fn code_dense_period(
     // Every window bin's code written, an empty one's `k + 1` zeros too: one store each and no
     // branch on the count (a third of a window's bins are empty at random, and skipping them
     // mispredicted).
-    bits.packer(window_bits_max(window, window.width()), |p| {
-        p.write_rice_run(window.keys.iter().zip(&window.ks).map(|(&key, &k)| {
-            let c = std::mem::take(&mut dense[usize::from(key) % DENSE_KEYS]);
-            (c, u32::from(k))
-        }));
+    let counts = window.keys.iter().zip(&window.ks).map(|(&key, &k)| {
+        let c = std::mem::take(&mut dense[usize::from(key) % DENSE_KEYS]);
+        (c, u32::from(k))
+    });
+    // Nearly every window's parameters are small (a bin's mean count below 2^15): its codes
+    // then need no length check.
+    let k_small = u32::from(window.k_max) <= RUN_K_SMALL_MAX;
+    bits.packer(window_bits_max(window, window.width()), |p| match k_small {
+        true => p.write_rice_run::<true>(counts),
+        false => p.write_rice_run::<false>(counts),
     });
     assert!(
         bits.bit_len() >= window.width() as u64,
@@ -531,6 +544,7 @@ fn window_from_stats(
             keys: Vec::new(),
             ks: Vec::new(),
             all_empty_bits: 0,
+            k_max: 0,
         });
     }
     let span = &mut stats[lo..=hi];
@@ -561,6 +575,7 @@ fn window_from_stats(
         keys: Vec::with_capacity(width),
         ks: Vec::with_capacity(width),
         all_empty_bits: 0,
+        k_max: 0,
     };
     for (i, s) in span.iter_mut().enumerate() {
         let stat = std::mem::take(s);
@@ -572,6 +587,7 @@ fn window_from_stats(
             }
             window.keys.push((lo + i) as u16);
             window.ks.push(k);
+            window.k_max = window.k_max.max(k);
             window.all_empty_bits += u64::from(k) + 1;
         }
     }
