@@ -287,14 +287,19 @@ impl WriteBatch {
     ) -> Result<usize, StoreError> {
         check(self.samples.len(), self.packed.len(), &value)?;
         let kind = value.kind();
-        let slot = match self.entries.last() {
+        let (slot, created) = match self.entries.last() {
             Some(Entry {
                 target: Target::Id(last),
                 kind: last_kind,
-            }) if *last == id && *last_kind == kind => self.entries.len() - 1,
-            _ => self.new_entry(Target::Id(id), kind)?,
+            }) if *last == id && *last_kind == kind => (self.entries.len() - 1, false),
+            _ => (self.new_entry(Target::Id(id), kind)?, true),
         };
-        self.push_sample(slot, ts_ms, value);
+        if let Err(e) = self.push_sample(slot, ts_ms, value) {
+            if created {
+                self.entries.pop();
+            }
+            return Err(e);
+        }
         Ok(slot)
     }
 
@@ -330,8 +335,7 @@ impl WriteBatch {
                 key: self.describe(slot),
             });
         }
-        self.push_sample(slot, ts_ms, value);
-        Ok(())
+        self.push_sample(slot, ts_ms, value)
     }
 
     fn push_key_with(
@@ -371,7 +375,11 @@ impl WriteBatch {
                 return Err(e);
             }
         };
-        self.push_sample(slot, ts_ms, value);
+        if let Err(e) = self.push_sample(slot, ts_ms, value) {
+            self.entries.pop();
+            self.key_text.truncate(start);
+            return Err(e);
+        }
         Ok(slot)
     }
 
@@ -382,7 +390,14 @@ impl WriteBatch {
         Ok(self.entries.len() - 1)
     }
 
-    fn push_sample(&mut self, slot: usize, ts_ms: i64, value: Incoming<'_>) {
+    /// Adds a sample `check` passed. Lent bins' counts are checked as they are packed; a zero
+    /// count leaves the batch as it was (the caller takes back an entry it made for it).
+    fn push_sample(
+        &mut self,
+        slot: usize,
+        ts_ms: i64,
+        value: Incoming<'_>,
+    ) -> Result<(), StoreError> {
         debug_assert_eq!(self.entries[slot].kind, value.kind());
         // Plain histograms are packed as they come, so the write path copies their bins into
         // the WAL record and the head takes them from here (`BatchValues::value` unpacks).
@@ -390,7 +405,12 @@ impl WriteBatch {
         // Group header, timestamp and value, generously: a histogram bin takes at most 10 bytes.
         let (value, value_bytes) = match value {
             Incoming::Bins { keys, counts } => {
-                crate::packed::pack(keys, counts, &mut self.packed);
+                if !crate::packed::pack(keys, counts, &mut self.packed) {
+                    self.packed.truncate(start);
+                    return Err(StoreError::InvalidBins {
+                        expected: "counts above zero",
+                    });
+                }
                 self.packed_sample(start, keys.len())
             }
             Incoming::Value(Value::Histogram(h)) => {
@@ -416,6 +436,7 @@ impl WriteBatch {
             value,
             entry: slot as u32,
         });
+        Ok(())
     }
 
     /// A plain histogram's value, its `bins` packed from `start` to the end of `packed`, and
@@ -531,24 +552,23 @@ fn check(sample_count: usize, packed_bytes: usize, value: &Incoming<'_>) -> Resu
 }
 
 fn check_bins(keys: &[u16], counts: &[u64]) -> Result<(), StoreError> {
-    if keys.len() == counts.len() && keys.len() <= hist::BIN_COUNT_MAX && bins_fit(keys, counts) {
+    if keys.len() == counts.len() && keys.len() <= hist::BIN_COUNT_MAX && keys_fit(keys) {
         return Ok(());
     }
     bins_error(keys, counts)
 }
 
-/// Whether every key is valid and above the one before and every count above zero: one pass
-/// with no branch per bin (the checks in turn, each stopping at its first failure, were three
-/// passes and a branch per bin).
-fn bins_fit(keys: &[u16], counts: &[u64]) -> bool {
+/// Whether every key is valid and above the one before: one pass with no branch per bin (the
+/// checks in turn, each stopping at its first failure, were passes with a branch per bin).
+/// Counts are checked as they are packed (`packed::pack`), the last check in turn.
+fn keys_fit(keys: &[u16]) -> bool {
     let ascending = keys
         .iter()
         .skip(1)
         .zip(keys)
         .fold(true, |ok, (&k, &before)| ok & (before < k));
     let valid = keys.iter().fold(true, |ok, &k| ok & hist::key_is_valid(k));
-    let positive = counts.iter().fold(true, |ok, &c| ok & (c != 0));
-    ascending & valid & positive
+    ascending & valid
 }
 
 /// Why bins do not fit, naming the first check they fail.
@@ -594,8 +614,9 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The one-pass check accepts exactly the bins that pass each check in turn, and
-        /// names the first one they fail.
+        /// Lent bins are accepted exactly when they pass each check in turn (the keys before
+        /// packing, the counts as they are packed), refused naming the first check they fail,
+        /// and a refused sample leaves the batch as it was, by id or by key.
         #[test]
         fn bins_check_is_each_check_in_turn(
             keys in proptest::collection::vec(
@@ -604,21 +625,52 @@ mod tests {
             ),
             counts in proptest::collection::vec(0u64..4, 0..40),
             sorted in proptest::bool::ANY,
+            by_key in proptest::bool::ANY,
         ) {
             let mut keys = keys;
             if sorted {
                 keys.sort_unstable();
             }
             let counts = &counts[..counts.len().min(keys.len() + usize::from(keys.len() % 3 == 0))];
-            let name = |r: Result<(), StoreError>| {
-                r.map_err(|e| match e {
-                    StoreError::InvalidBins { expected } => expected,
-                    other => panic!("{other:?}"),
-                })
+            let model = match bins_error(&keys, counts) {
+                Ok(()) => None,
+                Err(StoreError::InvalidBins { expected }) => Some(expected),
+                Err(other) => panic!("{other:?}"),
             };
-            let got = name(check_bins(&keys, counts));
-            let model = name(bins_error(&keys, counts));
-            proptest::prop_assert_eq!(got, model);
+            let fits = keys.len() == counts.len()
+                && keys.windows(2).all(|w| w[0] < w[1])
+                && keys.iter().all(|&k| hist::key_is_valid(k))
+                && !counts.contains(&0);
+            let mut batch = WriteBatch::new();
+            // Key 129: decade 1, slot 1, a valid bin.
+            batch.push_id_bins(SeriesId(1), 0, &[129], &[3]).unwrap();
+            batch.push_canonical_bins("m|ST[a:b]", 0, &[129], &[3]).unwrap();
+            let before = batch.clone();
+            let got = match by_key {
+                true => batch.push_canonical_bins("n|ST[c:d]", 1, &keys, counts),
+                false => batch.push_id_bins(SeriesId(2), 1, &keys, counts),
+            };
+            match got {
+                Ok(_) => {
+                    proptest::prop_assert!(fits && model.is_none());
+                    let last = batch.samples.last().unwrap();
+                    let value = batch.values().value(last).into_owned();
+                    let Value::Histogram(h) = value else {
+                        panic!("{value:?}");
+                    };
+                    proptest::prop_assert_eq!(h.keys(), &keys[..]);
+                    proptest::prop_assert_eq!(h.counts(), counts);
+                }
+                Err(StoreError::InvalidBins { expected }) => {
+                    proptest::prop_assert!(!fits);
+                    proptest::prop_assert_eq!(Some(expected), model);
+                    proptest::prop_assert_eq!(&batch.key_text, &before.key_text);
+                    proptest::prop_assert_eq!(&batch.packed, &before.packed);
+                    proptest::prop_assert_eq!(batch.entries.len(), before.entries.len());
+                    proptest::prop_assert_eq!(batch.samples.len(), before.samples.len());
+                }
+                Err(other) => panic!("{other:?}"),
+            }
         }
     }
 

@@ -12,13 +12,16 @@ use hist::{Accumulator, Histogram};
 /// Most bytes one bin takes: two 10-byte varints.
 pub const BIN_BYTES_MAX: usize = 20;
 
-/// Appends bins (strictly ascending keys, counts > 0), packed, to `out`.
-pub fn pack(keys: &[u16], counts: &[u64], out: &mut Vec<u8>) {
-    pack_groups::<true>(keys, counts, out);
+/// Appends bins (strictly ascending keys), packed, to `out`; returns whether every count is
+/// above zero, found as they are packed (the batch checks the keys beforehand, and takes the
+/// bytes back if this is `false`).
+#[must_use]
+pub fn pack(keys: &[u16], counts: &[u64], out: &mut Vec<u8>) -> bool {
+    pack_groups::<true>(keys, counts, out)
 }
 
 /// [`pack`], with the group fast path or (tests: the reference) bin by bin only.
-fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u8>) {
+fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u8>) -> bool {
     debug_assert_eq!(keys.len(), counts.len());
     // Written through a slice grown ahead (2 bytes a bin, and room for one widest bin), not
     // by pushes: a push's capacity check and length update per byte cost more than the rest.
@@ -26,6 +29,8 @@ fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u
     out.resize(at + keys.len() * 2 + BIN_BYTES_MAX, 0);
     let mut next = 0u16;
     let mut from = 0;
+    // A group holds no zero count (`pack_group`), so only bins packed one by one can.
+    let mut zero = false;
     // Bounded: every step packs at least one bin.
     while from < keys.len() {
         // Groups of bins whose gaps and counts all fit one byte each (nearly all of a latency
@@ -53,7 +58,8 @@ fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u
         }
         let (k, c) = (keys[from], counts[from]);
         from += 1;
-        debug_assert!(k >= next && c > 0, "ascending keys, counts > 0");
+        debug_assert!(k >= next, "ascending keys");
+        zero |= c == 0;
         let gap = k.wrapping_sub(next);
         next = k.wrapping_add(1);
         if gap < 0x80 && c < 0x80 {
@@ -70,12 +76,14 @@ fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u
         }
     }
     out.truncate(at);
+    !zero
 }
 
 /// Bins packed or unpacked at once on the fast paths.
 const GROUP: usize = 8;
 
-/// `GROUP` bins after key `next`, packed, if every gap and count fits one byte.
+/// `GROUP` bins after key `next`, packed, if every gap and count fits one byte and no count is
+/// zero.
 ///
 /// Written lane by lane with no dependency between lanes (each gap from the previous key as
 /// loaded, each bin's two bytes as one `u16`), so it compiles to vector code: a running
@@ -90,7 +98,8 @@ fn pack_group(next: u16, keys: &[u16; GROUP], counts: &[u64; GROUP]) -> Option<[
     let mut pairs = [0u16; GROUP];
     for j in 0..GROUP {
         let gap = keys[j].wrapping_sub(prevs[j]);
-        wide |= u64::from(gap) | counts[j];
+        // A zero count does not fit either (`0 − 1` wraps), so a group never holds one.
+        wide |= u64::from(gap) | counts[j] | counts[j].wrapping_sub(1);
         pairs[j] = (gap & 0xff) | ((counts[j] as u16) << 8);
     }
     let mut bytes = [0u8; 2 * GROUP];
@@ -512,7 +521,8 @@ fn put_varint_at(out: &mut [u8], mut at: usize, mut v: u64) -> usize {
 
 /// Appends a histogram's bins, packed.
 pub fn pack_histogram(h: &Histogram, out: &mut Vec<u8>) {
-    pack(h.keys(), h.counts(), out);
+    let positive = pack(h.keys(), h.counts(), out);
+    debug_assert!(positive, "a histogram's counts are above zero");
 }
 
 /// Why packed bytes are not a histogram: what, and at which byte.
@@ -717,7 +727,7 @@ mod tests {
                 }
                 let (keys, counts): (Vec<u16>, Vec<u64>) = sample.iter().map(|(&k, &c)| (k, c)).unzip();
                 let mut bytes = Vec::new();
-                pack(&keys, &counts, &mut bytes);
+                proptest::prop_assert!(pack(&keys, &counts, &mut bytes));
                 let added = add_to_dense_unmarked(&bytes, &mut dense, (&mut lo, &mut hi));
                 proptest::prop_assert_eq!(added, keys.len());
                 for (k, c) in sample {
@@ -739,7 +749,7 @@ mod tests {
             let (keys, counts): (Vec<u16>, Vec<u64>) = want.iter().copied().unzip();
             let (mut packed_pairs, mut packed_bins) = (Vec::new(), Vec::new());
             pack_pairs(&want, &mut packed_pairs);
-            pack(&keys, &counts, &mut packed_bins);
+            proptest::prop_assert!(pack(&keys, &counts, &mut packed_bins));
             proptest::prop_assert_eq!(packed_pairs, packed_bins);
         }
 
@@ -767,7 +777,7 @@ mod tests {
                 (lo, hi) = (lo.min(k), hi.max(k));
             }
             let (mut want, mut got) = (vec![7], vec![7]);
-            pack(&keys, &counts, &mut want);
+            proptest::prop_assert!(pack(&keys, &counts, &mut want));
             pack_dense(&mut dense, &mut touched, (lo, hi), &mut got);
             proptest::prop_assert_eq!(got, want);
             proptest::prop_assert!(dense.iter().all(|&c| c == 0));
@@ -816,7 +826,7 @@ mod tests {
             let mut grouped = Vec::new();
             pack_histogram(&h, &mut grouped);
             let mut single = Vec::new();
-            pack_groups::<false>(h.keys(), h.counts(), &mut single);
+            proptest::prop_assert!(pack_groups::<false>(h.keys(), h.counts(), &mut single));
             proptest::prop_assert_eq!(&grouped, &single);
             proptest::prop_assert_eq!(unpack(&grouped).unwrap(), h.clone());
             // The trusted walks read the store's own bins the same way.
