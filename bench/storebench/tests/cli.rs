@@ -14,6 +14,17 @@ fn storebench(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Runs the benchmark, which must succeed, and returns its JSON line.
+fn storebench_json(args: &[&str]) -> String {
+    let out = storebench(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// The value of a top-level numeric field of the JSON line (the benchmark's own fields only).
 fn field(json: &str, name: &str) -> f64 {
     let start = json
@@ -72,7 +83,7 @@ fn each_shape_runs_and_reports_what_it_wrote() {
 
 #[test]
 fn runs_and_batches_are_options() {
-    let out = storebench(&[
+    let json = storebench_json(&[
         "--shape",
         "numeric-float",
         "--series",
@@ -84,12 +95,6 @@ fn runs_and_batches_are_options() {
         "--batch",
         "700",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json = String::from_utf8(out.stdout).unwrap();
     assert_eq!(field(&json, "run_samples"), 6.0);
     // 50 × 36 samples in batches of at most 700.
     assert_eq!(field(&json, "batches"), (50.0f64 * 36.0 / 700.0).ceil());
@@ -101,7 +106,7 @@ fn runs_and_batches_are_options() {
 #[test]
 fn the_generator_chunk_leaves_the_batches_alone() {
     let run = |chunk: &str| {
-        let out = storebench(&[
+        storebench_json(&[
             "--shape",
             "histogram",
             "--series",
@@ -114,13 +119,7 @@ fn the_generator_chunk_leaves_the_batches_alone() {
             "300",
             "--gen-chunk",
             chunk,
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        ])
     };
     let (small, whole) = (run("7"), run("300"));
     assert_eq!(field(&small, "gen_samples"), 7.0);
@@ -138,7 +137,7 @@ fn the_generator_chunk_leaves_the_batches_alone() {
 /// A backfill writes the second half of the range first: the same samples, all kept.
 #[test]
 fn backfill_order_writes_every_sample() {
-    let out = storebench(&[
+    let json = storebench_json(&[
         "--shape",
         "histogram",
         "--series",
@@ -148,12 +147,6 @@ fn backfill_order_writes_every_sample() {
         "--order",
         "backfill",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json = String::from_utf8(out.stdout).unwrap();
     assert!(json.contains("\"order\":\"backfill\""), "{json}");
     assert!(json.contains("\"check\":\"ok\""), "{json}");
     assert_eq!(field(&json, "samples"), 20.0 * 180.0);
