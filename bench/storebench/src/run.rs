@@ -378,7 +378,8 @@ fn resolve_new_series(
 
 /// Adds a chunk's samples to the batch, by id or by key. Histograms are lent as bins, as the
 /// server lends a body's: the generator keeps its histograms (and frees them when it makes the
-/// next chunk, on its own time).
+/// next chunk, on its own time). Never inlined: `instructions.sh` counts from here down.
+#[inline(never)]
 fn push_chunk(
     batch: &mut WriteBatch,
     workload: &Workload,
