@@ -83,11 +83,8 @@ pub(crate) fn encode_batch(
     let record_at = out.len();
     out.push(WAL_VERSION);
     put_varint(out, batch_runs(samples, values, ids).count() as u64);
-    for run in samples.chunk_by(|a, b| same_run(values, a, b)) {
+    for run in batch_runs(samples, values, ids) {
         let id = ids[run[0].entry as usize];
-        if id == REJECTED {
-            continue;
-        }
         let tag = values.tag(&run[0]);
         out.extend_from_slice(&id.0.to_le_bytes());
         out.push(tag);
