@@ -407,9 +407,10 @@ impl WriteBatch {
             Incoming::Bins { keys, counts } => {
                 if !crate::packed::pack(keys, counts, &mut self.packed) {
                     self.packed.truncate(start);
-                    return Err(StoreError::InvalidBins {
-                        expected: "counts above zero",
-                    });
+                    // The keys passed `check`, so this names the zero count.
+                    let refused = bins_error(keys, counts);
+                    debug_assert!(refused.is_err(), "pack refuses only a zero count");
+                    return refused;
                 }
                 self.packed_sample(start, keys.len())
             }
