@@ -755,10 +755,13 @@ fn clock_ticks_per_s() -> f64 {
         .unwrap_or(100.0)
 }
 
-/// A server this program started; killed (SIGTERM, then wait) on drop.
+/// A server this program started; killed (SIGTERM, then wait) on drop, and its data
+/// directory removed: a run's WAL and blocks are hundreds of MB, and runs left behind filled
+/// the page cache (and the disk), which made later runs pay the kernel's reclaim.
 struct Spawned {
     child: Child,
     host: String,
+    data_dir: PathBuf,
 }
 
 impl Drop for Spawned {
@@ -768,14 +771,20 @@ impl Drop for Spawned {
             .arg(self.child.id().to_string())
             .status();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+        let mut exited = false;
+        while !exited && Instant::now() < deadline {
+            exited = matches!(self.child.try_wait(), Ok(Some(_)));
+            if !exited {
+                std::thread::sleep(Duration::from_millis(50));
             }
-            std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if !exited {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if let Err(e) = std::fs::remove_dir_all(&self.data_dir) {
+            eprintln!("serve-load: {}: {e}", self.data_dir.display());
+        }
     }
 }
 
@@ -845,7 +854,12 @@ fn spawn_server(a: &Args, bin: &Path, run: usize) -> Result<Spawned, String> {
         match rx.recv_timeout(left) {
             Ok(line) => {
                 if let Some(host) = http_addr_in(&line) {
-                    return Ok(Spawned { child, host });
+                    let data_dir = dir;
+                    return Ok(Spawned {
+                        child,
+                        host,
+                        data_dir,
+                    });
                 }
                 if seen.len() < 20 {
                     seen.push(line);
@@ -854,6 +868,7 @@ fn spawn_server(a: &Args, bin: &Path, run: usize) -> Result<Spawned, String> {
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
+                let _ = std::fs::remove_dir_all(&dir);
                 return Err(format!(
                     "server printed no HTTP address within {STARTUP_TIMEOUT_MS} ms; output:\n{}",
                     seen.join("\n")

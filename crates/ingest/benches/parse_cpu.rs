@@ -345,12 +345,20 @@ mod into_batch {
                     store::Value::CumulativeHistogram(h.into_histogram())
                 }
             };
-            let at = self.slot(metric.tags_id);
-            let extra = self.extra;
-            let set = self.sets[at].get_or_insert_with(|| tag_set(metric.tags.iter(), extra));
             self.key.clear();
-            let set = set.as_ref().unwrap();
-            set.write_key(metric.name, &mut self.key).unwrap();
+            let extra = self.extra;
+            if let Some(text) = metric.suffix {
+                // As the server: a stream's own tag list printed straight into its key.
+                let pairs = ingest::visit::suffix_tags(text)
+                    .map(|(c, v)| (c.as_bytes(), v.as_bytes()))
+                    .chain(extra.iter().map(|t| (t.category(), t.value())));
+                store::key::write_key_with_tags(metric.name, pairs, &mut self.key).unwrap();
+            } else {
+                let at = self.slot(metric.tags_id);
+                let set = self.sets[at].get_or_insert_with(|| tag_set(metric.tags.iter(), extra));
+                let set = set.as_ref().unwrap();
+                set.write_key(metric.name, &mut self.key).unwrap();
+            }
             let ts_ms = metric.ts_ms.unwrap_or(NOW_MS);
             self.batch.push_canonical(&self.key, ts_ms, value).unwrap();
             true

@@ -34,7 +34,7 @@ use crate::batch::{
     check_name, check_tag_count, excerpt, Batch, Mode, Options, Reason, Sample, TagList, Tags,
     Value, SAMPLES_PER_BATCH_MAX,
 };
-use crate::tags::{parse_tag, split_stream_tags};
+use crate::tags::{parse_tag, plain_suffix, split_stream_tags, suffix_tags_owned, PlainSuffix};
 use crate::visit::BatchBuilder;
 /// The borrowed metric a [`visit`] hands over (shared with `httptrap::visit`).
 pub use crate::visit::{HistogramRef, Metric, ValueRef, Visitor};
@@ -297,7 +297,21 @@ struct Shared<'o> {
 /// suffix's tags.
 struct NameEntry<'a> {
     name: &'a str,
+    /// The suffix's tags, split (empty when `plain` holds them).
     suffix_tags: Tags,
+    /// A plain suffix lent unsplit (`Metric::suffix`) while no tag set joins it.
+    plain: Option<PlainSuffix<'a>>,
+}
+
+impl NameEntry<'_> {
+    fn suffix_empty(&self) -> bool {
+        self.suffix_tags.is_empty() && self.plain.is_none()
+    }
+
+    fn suffix_count(&self) -> usize {
+        self.plain
+            .map_or(self.suffix_tags.len(), |plain| plain.count)
+    }
 }
 
 type Strings<'a> = Vector<'a, flatbuffers::ForwardsUOffset<&'a str>>;
@@ -432,6 +446,7 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
     #[inline]
     fn lend<'r>(&'r self, prepared: Prepared<'a>) -> Metric<'r> {
         let no_tags = &self.shared.no_tags;
+        let mut suffix = None;
         let (tags_id, tags) = match prepared.tags {
             TagsAt::None => (0, no_tags),
             TagsAt::Set(set) => match self.tag_sets.get(set) {
@@ -442,7 +457,10 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
                 }
             },
             TagsAt::Suffix(slot) => match self.names.get(slot) {
-                Some(Ok(entry)) => (TAGS_ID_SUFFIX + slot as u64, &entry.suffix_tags),
+                Some(Ok(entry)) => {
+                    suffix = entry.plain.map(|plain| plain.text);
+                    (TAGS_ID_SUFFIX + slot as u64, &entry.suffix_tags)
+                }
                 _ => {
                     debug_assert!(false, "name {slot} read");
                     (0, no_tags)
@@ -474,6 +492,7 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
             name: prepared.name,
             tags_id,
             tags,
+            suffix,
             ts_ms: prepared.ts_ms,
             value,
             mode: prepared.mode,
@@ -551,7 +570,7 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
     fn name_and_tags(&mut self, name_at: u16, tag_set: u16) -> Result<(&'a str, TagsAt), Stop> {
         let slot = self.name(name_at)?;
         let (name, suffix_empty) = match &self.names[slot] {
-            Ok(entry) => (entry.name, entry.suffix_tags.is_empty()),
+            Ok(entry) => (entry.name, entry.suffix_empty()),
             Err(reason) => return Err(reason.clone().into()),
         };
         let suffix = if suffix_empty {
@@ -580,10 +599,13 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
             debug_assert!(false, "name and tag set read");
             return Err(Reason::bad_value("a tag set inside `tag_set_ends`", "").into());
         };
-        let count = entry.suffix_tags.len() + set_tags.len();
+        let count = entry.suffix_count() + set_tags.len();
         check_tag_count(count)?;
         let mut combined = Vec::with_capacity(count);
-        combined.extend(entry.suffix_tags.iter().cloned());
+        match entry.plain {
+            Some(plain) => combined.extend(suffix_tags_owned(plain.text)),
+            None => combined.extend(entry.suffix_tags.iter().cloned()),
+        }
         combined.extend(set_tags.iter().cloned());
         self.charge(tag_bytes(&combined))?;
         let tags: Tags = combined.into();
@@ -611,6 +633,14 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
 
     fn read_name(&mut self, index: usize) -> Result<NameEntry<'a>, Reason> {
         let full = item(self.strings, index).unwrap_or("");
+        if let Some(plain) = plain_suffix(full) {
+            check_name(plain.name)?;
+            return Ok(NameEntry {
+                name: plain.name,
+                suffix_tags: Arc::clone(&self.shared.no_tags),
+                plain: Some(plain),
+            });
+        }
         let tags = &mut self.shared.tags;
         tags.clear();
         let name = split_stream_tags(full, tags)?;
@@ -620,7 +650,11 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         } else {
             Arc::from(std::mem::take(tags))
         };
-        Ok(NameEntry { name, suffix_tags })
+        Ok(NameEntry {
+            name,
+            suffix_tags,
+            plain: None,
+        })
     }
 
     /// Reads tag set `set` on first use (kept in `tag_sets`); whether it is empty.
@@ -1159,8 +1193,9 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
-    /// One metric as handed over: (document, tags_id, tags, name).
-    type Seen = (usize, u64, TagList, String);
+    /// One metric as handed over: (document, tags_id, tags, name, whether its suffix was
+    /// lent unsplit).
+    type Seen = (usize, u64, TagList, String, bool);
 
     /// Records what a visit hands over.
     #[derive(Default)]
@@ -1176,9 +1211,14 @@ mod tests {
         }
 
         fn metric(&mut self, metric: Metric<'_>) -> bool {
-            let tags = metric.tags.to_vec();
+            let mut tags: TagList = metric
+                .suffix
+                .map_or_else(Vec::new, |text| suffix_tags_owned(text).collect());
+            assert!(metric.suffix.is_none() || metric.tags.is_empty());
+            tags.extend(metric.tags.iter().cloned());
+            let (name, lent) = (metric.name.to_owned(), metric.suffix.is_some());
             self.seen
-                .push((self.document, metric.tags_id, tags, metric.name.to_owned()));
+                .push((self.document, metric.tags_id, tags, name, lent));
             true
         }
 
@@ -1222,16 +1262,18 @@ mod tests {
         assert_eq!(recorder.rejected, 0);
         let parsed = parse(&body, &Options::at(1_795_305_600_000));
         assert_eq!(recorder.seen.len(), parsed.samples.len());
-        for ((_, _, tags, name), sample) in recorder.seen.iter().zip(&parsed.samples) {
+        for ((_, _, tags, name, _), sample) in recorder.seen.iter().zip(&parsed.samples) {
             assert_eq!((name, &tags[..]), (&sample.name, &sample.tags[..]));
         }
         let mut by_id: HashMap<(usize, u64), &TagList> = HashMap::new();
-        for (document, id, tags, _) in &recorder.seen {
+        for (document, id, tags, _, _) in &recorder.seen {
             let first = by_id.entry((*document, *id)).or_insert(tags);
             assert_eq!(*first, tags, "tags_id {id}");
         }
-        // Suffix tags and their combinations were handed over (not only plain sets).
+        // Suffix tags and their combinations were handed over (not only plain sets), a
+        // suffix alone lent unsplit.
         assert!(recorder.seen.iter().any(|s| s.1 >= TAGS_ID_COMBINED));
+        assert!(recorder.seen.iter().any(|s| s.4));
         assert!(recorder
             .seen
             .iter()

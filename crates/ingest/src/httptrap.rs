@@ -12,7 +12,7 @@ use crate::batch::{
 };
 use crate::bins::{bin_key, KeyedBins};
 use crate::json::{self, DocumentError, Kind, Token, Tokenizer};
-use crate::tags::{parse_tag, split_stream_tags};
+use crate::tags::{parse_tag, plain_suffix, split_stream_tags, suffix_tags_owned, PlainSuffix};
 use crate::visit::{BatchBuilder, HistogramRef, Metric, ValueRef, Visitor};
 
 /// Tokens reserved up front for one body (16 bytes each); larger tapes grow as needed.
@@ -109,6 +109,7 @@ pub fn visit_with<V: Visitor>(
                     accepted,
                     path: String::new(),
                     key_tags: KeyTags::default(),
+                    suffix: None,
                     bins: &bins,
                     read_bins: &tokenizer.bins,
                 };
@@ -162,6 +163,10 @@ struct Walker<'a, 'b, V> {
     path: String,
     /// The stream tags of the keys on the way to the value being visited.
     key_tags: KeyTags,
+    /// The plain `|ST[…]` suffix of the value's own key while no key above it has tags: lent
+    /// to the visitor as it is, or moved into `key_tags` when the value turns out to hold
+    /// other values or carries `_tags`.
+    suffix: Option<PlainSuffix<'a>>,
     /// The bins of the histogram being read, kept between histograms (and documents) so that
     /// each `_value` array does not allocate its own; a `Cell` as the walk borrows `self` shared.
     bins: &'b Cell<KeyedBins>,
@@ -262,6 +267,7 @@ struct Explicit {
 impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
     /// Visits each member of the object at `index`; false once the batch is full.
     fn members(&mut self, index: usize) -> bool {
+        self.suffix_into_key_tags();
         let mut child = index + 1;
         while child < self.tape[index].next() {
             let key = child;
@@ -277,18 +283,18 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
             }
             // A `|ST[…]` suffix may end any key; its tags apply to everything under it.
             self.key_tags.restore();
-            let go_on = match split_stream_tags(&key, &mut self.key_tags.list) {
-                Ok(name) => {
-                    if self.key_tags.list.len() != keep_tags {
-                        self.key_tags.generation += 1;
-                    }
-                    self.path.push_str(name);
-                    self.value(value)
-                }
-                Err(reason) => {
-                    self.path.push_str(&key);
-                    self.reject_here(reason)
-                }
+            let plain = match &key {
+                Cow::Borrowed(key) if self.key_tags.list.is_empty() => plain_suffix(key),
+                _ => None,
+            };
+            let go_on = if let Some(plain) = plain {
+                self.path.push_str(plain.name);
+                self.suffix = Some(plain);
+                let go_on = self.value(value);
+                self.suffix = None;
+                go_on
+            } else {
+                self.key_tags_split(&key, value)
             };
             self.path.truncate(keep);
             if self.key_tags.list.len() != keep_tags {
@@ -300,6 +306,35 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
             }
         }
         true
+    }
+
+    /// The member `key` (its suffix's tags split into `key_tags`) and its value at `value`.
+    fn key_tags_split(&mut self, key: &str, value: usize) -> bool {
+        let keep_tags = self.key_tags.list.len();
+        match split_stream_tags(key, &mut self.key_tags.list) {
+            Ok(name) => {
+                if self.key_tags.list.len() != keep_tags {
+                    self.key_tags.generation += 1;
+                }
+                self.path.push_str(name);
+                self.value(value)
+            }
+            Err(reason) => {
+                self.path.push_str(key);
+                self.reject_here(reason)
+            }
+        }
+    }
+
+    /// Moves a lent suffix's tags into `key_tags`: the value under that key holds other values
+    /// (which carry them as the list), or has `_tags` to join them. The member's walk truncates
+    /// the list again.
+    fn suffix_into_key_tags(&mut self) {
+        if let Some(plain) = self.suffix.take() {
+            self.key_tags.restore();
+            self.key_tags.list.extend(suffix_tags_owned(plain.text));
+            self.key_tags.generation += 1;
+        }
     }
 
     fn value(&mut self, index: usize) -> bool {
@@ -322,6 +357,7 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
     }
 
     fn elements(&mut self, index: usize) -> bool {
+        self.suffix_into_key_tags();
         let mut child = index + 1;
         let mut position = 0usize;
         while child < self.tape[index].next() {
@@ -628,7 +664,11 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
         own_tags: Option<TagList>,
     ) -> bool {
         let own_tags = own_tags.unwrap_or_default();
-        let count = self.key_tags.list.len() + own_tags.len();
+        if !own_tags.is_empty() {
+            self.suffix_into_key_tags();
+        }
+        let suffix_count = self.suffix.map_or(0, |plain| plain.count);
+        let count = self.key_tags.list.len() + suffix_count + own_tags.len();
         if let Err(reason) = check_name(&self.path).and_then(|()| check_tag_count(count)) {
             return self.reject_here(reason);
         }
@@ -655,10 +695,15 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
             Found::Histogram(h) => ValueRef::Histogram(h),
             Found::CumulativeHistogram(h) => ValueRef::CumulativeHistogram(h),
         };
+        debug_assert!(
+            self.suffix.is_none() || tags.is_empty(),
+            "a suffix is lent alone"
+        );
         self.visitor.metric(Metric {
             name: &self.path,
             tags_id,
             tags,
+            suffix: self.suffix.map(|plain| plain.text),
             ts_ms,
             value,
             mode,

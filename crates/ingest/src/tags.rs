@@ -12,7 +12,7 @@ pub(crate) fn split_stream_tags<'a>(
     full: &'a str,
     tags: &mut Vec<(String, String)>,
 ) -> Result<&'a str, Reason> {
-    let Some(open) = full.find(SUFFIX_OPEN) else {
+    let Some(open) = suffix_open(full) else {
         return Ok(full);
     };
     let inner = full[open + SUFFIX_OPEN.len()..]
@@ -31,6 +31,78 @@ pub(crate) fn split_stream_tags<'a>(
         }
     }
     Ok(&full[..open])
+}
+
+/// Where the first `|ST[` of `full` starts: a scan for its `|`, where `str::find` would set up
+/// a substring searcher for every key.
+fn suffix_open(full: &str) -> Option<usize> {
+    let bytes = full.as_bytes();
+    (0..bytes.len()).find(|&i| bytes[i] == b'|' && bytes[i..].starts_with(SUFFIX_OPEN.as_bytes()))
+}
+
+/// A name's `|ST[…]` suffix that needs no decoding: the name before it, and the `cat:val,…`
+/// text inside it with its tag count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PlainSuffix<'a> {
+    pub name: &'a str,
+    pub text: &'a str,
+    pub count: usize,
+}
+
+/// `full` split as `split_stream_tags` splits it, when that would succeed with at least one
+/// tag and none of its parts written as `b"…"`: its tags are then exactly
+/// [`suffix_tags`]`(text)`, and nothing needs to be copied. `None` otherwise (no suffix, or one
+/// `split_stream_tags` decodes or rejects).
+pub(crate) fn plain_suffix(full: &str) -> Option<PlainSuffix<'_>> {
+    let open = suffix_open(full)?;
+    let text = full[open + SUFFIX_OPEN.len()..].strip_suffix(']')?;
+    // `[` and `]` are refused, and a `"` may be part of a `b"…"` to decode: the split takes
+    // those.
+    if text.is_empty() || text.bytes().any(|b| matches!(b, b'[' | b']' | b'"')) {
+        return None;
+    }
+    let mut count = 0;
+    for (category, value) in suffix_tags(text) {
+        count += 1;
+        if check_tag(category, value).is_err() || check_tag_count(count).is_err() {
+            return None;
+        }
+    }
+    Some(PlainSuffix {
+        name: &full[..open],
+        text,
+        count,
+    })
+}
+
+/// The tags of a plain suffix's text (see [`plain_suffix`]), as `parse_tag` reads them: the
+/// category up to the first `:`, the value the rest (which may hold `:`), empty without a `:`.
+pub fn suffix_tags(text: &str) -> impl Iterator<Item = (&str, &str)> {
+    // `split(',')` and `split_once(':')`, as byte scans: a key's parts are a few bytes each,
+    // shorter than a searcher takes to set up. Bounded: each step consumes a part.
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let part = match text.bytes().position(|b| b == b',') {
+            Some(comma) => {
+                rest = Some(&text[comma + 1..]);
+                &text[..comma]
+            }
+            None => {
+                rest = None;
+                text
+            }
+        };
+        Some(match part.bytes().position(|b| b == b':') {
+            Some(colon) => (&part[..colon], &part[colon + 1..]),
+            None => (part, ""),
+        })
+    })
+}
+
+/// [`suffix_tags`] as the owned pairs a tag list holds.
+pub(crate) fn suffix_tags_owned(text: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    suffix_tags(text).map(|(c, v)| (c.to_owned(), v.to_owned()))
 }
 
 /// Parses one `cat:val` tag (value optional, either part may be `b"<base64>"`), checked against
@@ -80,6 +152,7 @@ fn decode_base64_part(encoded: &str, whole: &str) -> Result<String, Reason> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::TAGS_PER_SAMPLE_MAX;
 
     fn pair(c: &str, v: &str) -> (String, String) {
         (c.to_owned(), v.to_owned())
@@ -98,6 +171,64 @@ mod tests {
         assert!(tags.is_empty());
         assert!(split_stream_tags("x|ST[a:b]y", &mut tags).is_err());
         assert!(split_stream_tags("x|ST[a:b]|ST[c:d]", &mut tags).is_err());
+    }
+
+    #[test]
+    fn suffix_tags_split_as_split_and_split_once() {
+        for text in [
+            "",
+            "a",
+            "a:b",
+            "a:b:c,d",
+            ",",
+            "a,,b:",
+            ":x,y:",
+            "a:b,c:d,e:f",
+        ] {
+            let expected: Vec<(&str, &str)> = text
+                .split(',')
+                .map(|part| part.split_once(':').unwrap_or((part, "")))
+                .collect();
+            assert_eq!(suffix_tags(text).collect::<Vec<_>>(), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn plain_suffixes_are_what_the_split_makes() {
+        for full in [
+            "db`latency|ST[db:orders,host:a:b]",
+            "x|ST[b:2,a:1,a:1]",
+            "x|ST[flag,c:]",
+            "x|ST[a:z,a0:c]",
+            "plain",
+            "x|ST[]",
+            "x|ST[a:b]y",
+            "x|ST[a:b]|ST[c:d]",
+            "x|ST[b\"YSBi\":v]",
+            "x|ST[c:b\"YSBi\"]",
+            "x|ST[:v]",
+        ] {
+            let mut tags = Vec::new();
+            let split = split_stream_tags(full, &mut tags);
+            match plain_suffix(full) {
+                Some(plain) => {
+                    assert_eq!(split, Ok(plain.name), "{full}");
+                    let pairs: Vec<(String, String)> = suffix_tags(plain.text)
+                        .map(|(c, v)| (c.to_owned(), v.to_owned()))
+                        .collect();
+                    assert_eq!(pairs, tags, "{full}");
+                    assert_eq!(plain.count, tags.len(), "{full}");
+                }
+                // Only what the split refuses, decodes or finds no tags in is left to it.
+                None => assert!(
+                    split.is_err() || tags.is_empty() || full.contains("b\""),
+                    "{full}"
+                ),
+            }
+        }
+        let many = format!("x|ST[{}]", vec!["a:b"; TAGS_PER_SAMPLE_MAX + 1].join(","));
+        assert!(plain_suffix(&many).is_none());
+        assert!(split_stream_tags(&many, &mut Vec::new()).is_err());
     }
 
     #[test]

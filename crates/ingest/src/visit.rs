@@ -9,6 +9,8 @@ use std::sync::Arc;
 use hist::Histogram;
 
 use crate::batch::{Batch, Mode, Reason, Sample, Tags, Value, SAMPLES_PER_BATCH_MAX};
+pub use crate::tags::suffix_tags;
+use crate::tags::suffix_tags_owned;
 
 /// Receives a parse one metric at a time, borrowing from the body and the parser:
 /// `flat::visit` and `httptrap::visit` call it, and their `parse` builds a [`Batch`] with one.
@@ -34,7 +36,7 @@ pub trait Visitor {
 /// One accepted metric, borrowed: every check of the parser passed.
 #[derive(Debug)]
 pub struct Metric<'m> {
-    /// The name without its `|ST[…]` suffix (the suffix's tags are in `tags`).
+    /// The name without its `|ST[…]` suffix (the suffix's tags are in `tags`, or in `suffix`).
     pub name: &'m str,
     /// Equal ids within one document mean equal `tags`: a visitor checks and prints a tag list
     /// once per id, not per metric. Flatbuffers: the same tag set, or the same name's suffix
@@ -43,6 +45,12 @@ pub struct Metric<'m> {
     pub tags_id: u64,
     /// The stream tags: the name suffix's, then the tag set's, as in the sample `parse` makes.
     pub tags: &'m Tags,
+    /// The `cat:val,…` text of the name's `|ST[…]` suffix, when the parser lent it instead of
+    /// putting its tags in `tags` (then empty): every check of the parser passed, no part is
+    /// written as `b"…"`, and its tags are [`suffix_tags`]`(text)`. JSON leaves a value's own
+    /// key suffix so when no key above it and no `_tags` carry tags (the common case: a tag
+    /// list per stream is then neither copied nor kept).
+    pub suffix: Option<&'m str>,
     pub ts_ms: Option<i64>,
     pub value: ValueRef<'m>,
     pub mode: Mode,
@@ -89,9 +97,15 @@ impl Metric<'_> {
             ValueRef::Histogram(h) => Value::Histogram(h.into_histogram()),
             ValueRef::CumulativeHistogram(h) => Value::CumulativeHistogram(h.into_histogram()),
         };
+        let tags = match self.suffix {
+            None => Arc::clone(self.tags),
+            Some(text) => suffix_tags_owned(text)
+                .chain(self.tags.iter().cloned())
+                .collect(),
+        };
         Sample {
             name: self.name.to_owned(),
-            tags: Arc::clone(self.tags),
+            tags,
             ts_ms: self.ts_ms,
             value,
             mode: self.mode,

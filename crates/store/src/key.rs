@@ -286,32 +286,12 @@ impl TagSet {
     pub fn new<'a>(
         tags: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     ) -> Result<TagSet, KeyError> {
-        let mut sorted: Vec<(&[u8], &[u8])> = Vec::new();
-        for (category, value) in tags {
-            check_part(category, KeyError::CategoryEmpty)?;
-            check_part(value, KeyError::ValueEmpty)?;
-            // Counted before duplicates collapse, as `StreamKey::new` counts.
-            if sorted.len() >= TAGS_MAX {
-                return Err(KeyError::TooManyTags {
-                    count: sorted.len() + 1,
-                });
-            }
-            sorted.push((category, value));
-        }
-        sorted.sort_unstable();
-        sorted.dedup();
+        let sorted = sorted_tags(tags)?;
         // Sized once for literal parts (nearly all): growing it byte by byte reallocated it
         // several times per key.
         let literal_bytes: usize = sorted.iter().map(|(c, v)| c.len() + v.len() + 2).sum();
         let mut body = String::with_capacity(literal_bytes);
-        for (i, (category, value)) in sorted.iter().enumerate() {
-            if i > 0 {
-                body.push(',');
-            }
-            write_part(&mut body, category, Part::Category);
-            body.push(':');
-            write_part(&mut body, value, Part::Value);
-        }
+        write_sorted_tags(&sorted, &mut body);
         Ok(TagSet { body })
     }
 
@@ -378,6 +358,94 @@ impl TagSet {
     }
 }
 
+/// Appends the canonical key of `name` with `tags` (any order; duplicates collapse into one)
+/// to `out`: exactly `TagSet::new(tags)?.write_key(name, out)`, without keeping the tag set —
+/// for a tag list that one key uses. Parts come as text (`&str`, pushed as they are when
+/// literal) or as bytes. `out` is unchanged on an error.
+pub fn write_key_with_tags<T: TagPart>(
+    name: &str,
+    tags: impl IntoIterator<Item = (T, T)>,
+    out: &mut String,
+) -> Result<(), KeyError> {
+    // The tags first, as `TagSet::new` then `write_key` find the problems.
+    let sorted = sorted_tags(tags)?;
+    check_name(name)?;
+    out.push_str(name);
+    if !sorted.is_empty() {
+        out.push_str(TAG_MARKER);
+        write_sorted_tags(&sorted, out);
+        out.push(']');
+    }
+    Ok(())
+}
+
+/// A tag's category or value as a caller holds it: bytes, or text, whose literal form is the
+/// text itself (so printing it needs no second UTF-8 check). Both order as their bytes do.
+pub trait TagPart: Copy + Ord {
+    fn as_bytes(&self) -> &[u8];
+
+    /// Appends the part's text form (see [`write_part`]).
+    fn write(&self, out: &mut String, part: Part);
+}
+
+impl TagPart for &[u8] {
+    fn as_bytes(&self) -> &[u8] {
+        self
+    }
+
+    fn write(&self, out: &mut String, part: Part) {
+        write_part(out, self, part);
+    }
+}
+
+impl TagPart for &str {
+    fn as_bytes(&self) -> &[u8] {
+        str::as_bytes(self)
+    }
+
+    fn write(&self, out: &mut String, part: Part) {
+        if is_literal(str::as_bytes(self), part) {
+            out.push_str(self);
+        } else {
+            write_part(out, str::as_bytes(self), part);
+        }
+    }
+}
+
+/// `tags` checked (each part non-empty and within `TAG_PART_SIZE_MAX`, at most `TAGS_MAX`
+/// counted before duplicates collapse, as `StreamKey::new` counts), sorted and deduplicated.
+fn sorted_tags<T: TagPart>(
+    tags: impl IntoIterator<Item = (T, T)>,
+) -> Result<Vec<(T, T)>, KeyError> {
+    let mut sorted: Vec<(T, T)> = Vec::new();
+    for (category, value) in tags {
+        check_part(category.as_bytes(), KeyError::CategoryEmpty)?;
+        check_part(value.as_bytes(), KeyError::ValueEmpty)?;
+        if sorted.len() >= TAGS_MAX {
+            return Err(KeyError::TooManyTags {
+                count: sorted.len() + 1,
+            });
+        }
+        sorted.push((category, value));
+    }
+    sorted.sort_unstable();
+    sorted.dedup();
+    Ok(sorted)
+}
+
+/// `cat:val,…` of sorted, unique tags (the text between `|ST[` and `]`).
+fn write_sorted_tags<T: TagPart>(sorted: &[(T, T)], out: &mut String) {
+    debug_assert!(sorted.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
+    for (i, (category, value)) in sorted.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        category.write(out, Part::Category);
+        out.push(':');
+        value.write(out, Part::Value);
+    }
+}
+
 /// `name` or `name|ST[cat:val,…]` for sorted, unique tags.
 fn print_canonical(name: &str, tags: &[Tag]) -> String {
     let mut out = String::with_capacity(name.len() + 16 * tags.len());
@@ -420,10 +488,17 @@ fn check_name(name: &str) -> Result<(), KeyError> {
             size_bytes: name.len(),
         });
     }
-    if let Some(position) = name.find(TAG_MARKER) {
+    if let Some(position) = find_tag_marker(name) {
         return Err(KeyError::NameHasTagMarker { position });
     }
     Ok(())
+}
+
+/// Where `TAG_MARKER` first occurs in `text`: a scan for its `|`, where `str::find` would set
+/// up a substring searcher for every key written.
+fn find_tag_marker(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    (0..bytes.len()).find(|&i| bytes[i] == b'|' && bytes[i..].starts_with(TAG_MARKER.as_bytes()))
 }
 
 /// Which side of a tag a byte string is on: values may also hold `:` and `=`.
@@ -479,11 +554,9 @@ pub fn is_literal(bytes: &[u8], part: Part) -> bool {
 /// Appends `bytes` in its text form: literal when possible, `b"<base64>"` otherwise.
 pub fn write_part(out: &mut String, bytes: &[u8], part: Part) {
     if is_literal(bytes, part) {
-        // Literal bytes are ASCII, so they are UTF-8 as they are.
-        match std::str::from_utf8(bytes) {
-            Ok(text) => out.push_str(text),
-            Err(_) => out.extend(bytes.iter().map(|&b| char::from(b))),
-        }
+        // Literal bytes are ASCII: pushed as they are, without checking them again as UTF-8
+        // (which cost more than the rest of printing a key).
+        out.extend(bytes.iter().map(|&b| char::from(b)));
     } else {
         out.push_str("b\"");
         out.push_str(&base64_simd::STANDARD.encode_to_string(bytes));
@@ -716,6 +789,29 @@ mod tests {
                 .collect::<Result<Vec<Tag>, KeyError>>()
                 .and_then(|tags| StreamKey::new(name.clone(), tags))
                 .map(|k| k.canonical());
+            // Printing straight into the key: the same text, or the same first problem, and
+            // nothing written then.
+            let mut direct = String::from("kept");
+            let written = write_key_with_tags(&name, pairs.iter().copied(), &mut direct);
+            match (&from_set, written) {
+                (Ok(key), Ok(())) => proptest::prop_assert_eq!(&direct, &format!("kept{key}")),
+                (Err(a), Err(b)) => {
+                    proptest::prop_assert_eq!(a, &b);
+                    proptest::prop_assert_eq!(&direct, "kept");
+                }
+                (a, b) => proptest::prop_assert!(false, "{:?} against {:?}", a, b),
+            }
+            // Parts given as text print the same as their bytes.
+            let text: Option<Vec<(&str, &str)>> = pairs
+                .iter()
+                .map(|(c, v)| Some((std::str::from_utf8(c).ok()?, std::str::from_utf8(v).ok()?)))
+                .collect();
+            if let Some(text) = text {
+                let mut from_text = String::from("kept");
+                let written = write_key_with_tags(&name, text.iter().copied(), &mut from_text);
+                proptest::prop_assert_eq!(written.is_ok(), from_set.is_ok());
+                proptest::prop_assert_eq!(&from_text, &direct);
+            }
             // Both refuse the same inputs (possibly naming different first problems).
             proptest::prop_assert_eq!(from_set.is_ok(), from_key.is_ok());
             if let (Ok(a), Ok(b)) = (from_set, from_key) {

@@ -70,6 +70,10 @@ impl ingest::visit::Visitor for VisitChecker {
 
     fn metric(&mut self, metric: ingest::visit::Metric<'_>) -> bool {
         assert!(!self.stopped, "no metric after a stopping rejection");
+        assert!(
+            metric.suffix.is_none() || metric.tags.is_empty(),
+            "a lent suffix comes alone"
+        );
         let tags = metric.tags.to_vec();
         match self.ids.iter().position(|(id, _)| *id == metric.tags_id) {
             Some(at) => {

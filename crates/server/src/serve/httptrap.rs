@@ -142,6 +142,9 @@ fn map_body_with(
 struct BatchWriter<'t> {
     now_ms: i64,
     extra_tags: &'t [Tag],
+    /// `extra_tags` as text (the check name comes from the URL, so they are): lent suffixes'
+    /// keys are printed with them without checking their bytes as UTF-8 per key.
+    extra_text: Option<Vec<(&'t str, &'t str)>>,
     /// `tags_id`s below this are kept in `sets`, the others in `other_set`.
     set_ids_max: u64,
     mapped: Mapped,
@@ -165,9 +168,14 @@ struct BatchWriter<'t> {
 
 impl<'t> BatchWriter<'t> {
     fn new(now_ms: i64, extra_tags: &'t [Tag], set_ids_max: u64) -> BatchWriter<'t> {
+        let as_text = |t: &'t Tag| {
+            let category = std::str::from_utf8(t.category()).ok()?;
+            Some((category, std::str::from_utf8(t.value()).ok()?))
+        };
         BatchWriter {
             now_ms,
             extra_tags,
+            extra_text: extra_tags.iter().map(as_text).collect(),
             set_ids_max,
             mapped: Mapped::default(),
             parse_rejected: Vec::new(),
@@ -255,6 +263,7 @@ impl Visitor for BatchWriter<'_> {
             name,
             tags_id,
             tags,
+            suffix,
             ts_ms,
             value,
             mode,
@@ -282,9 +291,29 @@ impl Visitor for BatchWriter<'_> {
         };
         let mut key = std::mem::take(&mut self.key);
         key.clear();
-        let written = match self.tag_set(tags_id, tags) {
-            Ok(set) => set.write_key(name, &mut key).map_err(|e| e.to_string()),
-            Err(e) => Err(e.clone()),
+        let written = match suffix {
+            // A stream's own tag list, used once: printed straight into its key.
+            Some(text) => {
+                debug_assert!(tags.is_empty());
+                let suffix = ingest::visit::suffix_tags(text);
+                let written = match &self.extra_text {
+                    Some(extra) => {
+                        let pairs = suffix.chain(extra.iter().copied());
+                        store::key::write_key_with_tags(name, pairs, &mut key)
+                    }
+                    None => {
+                        let pairs = suffix
+                            .map(|(c, v)| (c.as_bytes(), v.as_bytes()))
+                            .chain(self.extra_tags.iter().map(|t| (t.category(), t.value())));
+                        store::key::write_key_with_tags(name, pairs, &mut key)
+                    }
+                };
+                written.map_err(|e| e.to_string())
+            }
+            None => match self.tag_set(tags_id, tags) {
+                Ok(set) => set.write_key(name, &mut key).map_err(|e| e.to_string()),
+                Err(e) => Err(e.clone()),
+            },
         };
         match written {
             Err(e) => self.map_reject(|| format!("metric `{name}`: {e}")),
@@ -541,7 +570,7 @@ mod tests {
     #[test]
     fn generated_lists_match_the_owned_path() {
         let mut next = below(0x9e37_79b9_7f4a_7c15);
-        for round in 0..40 {
+        for round in 0..100 {
             let count = 1 + next(300) as usize;
             let samples: Vec<Sample> = (0..count)
                 .map(|_| {
@@ -553,8 +582,10 @@ mod tests {
                         3 => Value::Numeric(f64::NAN),
                         _ => Value::Numeric(next(1_000) as f64),
                     };
-                    let name = match next(4) {
+                    let name = match next(6) {
                         0 => format!("m{}|ST[app:x{}]", next(3), next(2)),
+                        1 => format!("m{}|ST[zone:z{},app:x,app:x]", next(3), next(2)),
+                        2 => format!("m{}|ST[a0:c,a:z]", next(3)),
                         _ => format!("m{}", next(20)),
                     };
                     let tags: &[(&str, &str)] = match next(4) {
@@ -563,8 +594,11 @@ mod tests {
                         _ => &[("dc", "x")],
                     };
                     let mut s = sample(&name, tags, value, Mode::Set);
+                    // Half without the host: a name's suffix is then its only tags.
                     let mut all = s.tags.to_vec();
-                    all.push(("host".to_owned(), host));
+                    if next(2) == 0 {
+                        all.push(("host".to_owned(), host));
+                    }
                     s.tags = all.into();
                     s
                 })
@@ -609,6 +643,7 @@ mod tests {
               "bad": {{"_type": "x", "_value": 1}},
               "inf": 1e999,
               "empty_value|ST[flag:]": 1,
+              "solo|ST[rack:r2,az:b]": {{"_type": "n", "_value": 3}},
               "h_fl": {{"_type": "h", "_value": ["H[1.0e+00]=1"], "_fl": "+"}},
               "bad_tag|ST[a:b": 1}}
             {{"second|ST[host:b]": {{"load": 0.7}}, "cpu": 2.5}}"#,
@@ -634,6 +669,7 @@ mod tests {
                 "host`inner`b|ST[__check:web-1,app:api,host:a]",
                 "host`after|ST[__check:web-1,host:a]",
                 "second`load|ST[__check:web-1,host:b]",
+                "solo|ST[__check:web-1,az:b,rack:r2]",
             ] {
                 assert!(keys.iter().any(|k| k == key), "{key} in {keys:?}");
             }
@@ -670,7 +706,7 @@ mod tests {
     #[test]
     fn generated_json_matches_the_owned_path() {
         let mut next = below(0x2545_f491_4f6c_dd1d);
-        for round in 0..40 {
+        for round in 0..200 {
             let mut body = String::new();
             for _ in 0..1 + next(3) {
                 body.push('{');
@@ -678,12 +714,22 @@ mod tests {
                     if member > 0 {
                         body.push(',');
                     }
-                    let key = match next(4) {
+                    // Suffixes lent as they are (sorted or not, repeated tags, `:` in a
+                    // value, a tag without a value, a text order unlike the tag order) and
+                    // ones the parser splits (`b"…"` parts, escapes in the key).
+                    let key = match next(13) {
                         0 => format!("k{}|ST[host:h{}]", next(4), next(3)),
                         1 => format!("k{}|ST[flag:]", next(4)),
+                        2 => format!("k{}|ST[host:h{},app:a{}]", next(4), next(3), next(2)),
+                        3 => format!("k{}|ST[a:z,a0:c]", next(4)),
+                        4 => format!("k{}|ST[app:x,app:x]", next(4)),
+                        5 => format!("k{}|ST[url:http://x:80,flag]", next(4)),
+                        6 => format!("k{}|ST[b\\\"YSBi\\\":v,app:x]", next(4)),
+                        7 => format!("k{}|ST[__check:other]", next(4)),
+                        8 => "k\\u0031|ST[host:h1]".to_owned(),
                         _ => format!("k{}", next(6)),
                     };
-                    let value = match next(9) {
+                    let value = match next(10) {
                         0 => "null".to_owned(),
                         1 => format!("\"t{}\"", next(3)),
                         2 => format!(
@@ -697,6 +743,7 @@ mod tests {
                             next(9),
                             next(2)
                         ),
+                        9 => format!("[{}, {{\"_type\": \"n\", \"_value\": 1}}]", next(9)),
                         _ => next(1_000).to_string(),
                     };
                     body.push_str(&format!("\"{key}\": {value}"));
