@@ -83,7 +83,7 @@ pub fn visit_with<V: Visitor>(
     let (mut document, mut accepted) = (0, 0);
     // Validating the whole body once (the common case: it is all UTF-8) lets token texts be
     // plain slices instead of a UTF-8 check per token.
-    let text = std::str::from_utf8(input).ok();
+    let text = simdutf8::basic::from_utf8(input).ok();
     while let Some(result) = tokenizer.next_document(&mut tape) {
         visitor.document(document, 0);
         document += 1;
