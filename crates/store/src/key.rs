@@ -291,7 +291,7 @@ impl TagSet {
         // several times per key.
         let literal_bytes: usize = sorted.iter().map(|(c, v)| c.len() + v.len() + 2).sum();
         let mut body = String::with_capacity(literal_bytes);
-        write_sorted_tags(&sorted, &mut body);
+        write_sorted_tags(sorted.iter().copied(), &mut body);
         Ok(TagSet { body })
     }
 
@@ -370,12 +370,7 @@ pub fn write_key_with_tags<T: TagPart>(
     // The tags first, as `TagSet::new` then `write_key` find the problems.
     let sorted = sorted_tags(tags)?;
     check_name(name)?;
-    out.push_str(name);
-    if !sorted.is_empty() {
-        out.push_str(TAG_MARKER);
-        write_sorted_tags(&sorted, out);
-        out.push(']');
-    }
+    write_sorted_key(name, sorted.iter().copied(), out);
     Ok(())
 }
 
@@ -430,13 +425,27 @@ fn sorted_tags<T: TagPart>(
     }
     sorted.sort_unstable();
     sorted.dedup();
+    debug_assert!(sorted.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
     Ok(sorted)
 }
 
+/// `name` or `name|ST[cat:val,…]` for sorted, unique tags, appended to `out`.
+fn write_sorted_key<T: TagPart>(
+    name: &str,
+    sorted: impl ExactSizeIterator<Item = (T, T)>,
+    out: &mut String,
+) {
+    out.push_str(name);
+    if sorted.len() > 0 {
+        out.push_str(TAG_MARKER);
+        write_sorted_tags(sorted, out);
+        out.push(']');
+    }
+}
+
 /// `cat:val,…` of sorted, unique tags (the text between `|ST[` and `]`).
-fn write_sorted_tags<T: TagPart>(sorted: &[(T, T)], out: &mut String) {
-    debug_assert!(sorted.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
-    for (i, (category, value)) in sorted.iter().enumerate() {
+fn write_sorted_tags<T: TagPart>(sorted: impl IntoIterator<Item = (T, T)>, out: &mut String) {
+    for (i, (category, value)) in sorted.into_iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
@@ -449,20 +458,10 @@ fn write_sorted_tags<T: TagPart>(sorted: &[(T, T)], out: &mut String) {
 /// `name` or `name|ST[cat:val,…]` for sorted, unique tags.
 fn print_canonical(name: &str, tags: &[Tag]) -> String {
     let mut out = String::with_capacity(name.len() + 16 * tags.len());
-    out.push_str(name);
-    if tags.is_empty() {
-        return out;
-    }
-    out.push_str(TAG_MARKER);
-    for (i, tag) in tags.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        write_part(&mut out, &tag.category, Part::Category);
-        out.push(':');
-        write_part(&mut out, &tag.value, Part::Value);
-    }
-    out.push(']');
+    let pairs = tags
+        .iter()
+        .map(|t| (t.category.as_slice(), t.value.as_slice()));
+    write_sorted_key(name, pairs, &mut out);
     out
 }
 
