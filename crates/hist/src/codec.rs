@@ -64,61 +64,35 @@ impl Histogram {
     /// Bins may come in any order and repeat (they are merged); zero counts and invalid bins are
     /// dropped, as the C reader does. Allocation is bounded by the input length, not the header.
     pub fn decode_prefix(bytes: &[u8]) -> Result<(Histogram, usize), DecodeError> {
-        let Some(header) = bytes.get(..2) else {
-            return Err(DecodeError::Truncated {
-                offset: 0,
-                needed: 2,
-                available: bytes.len(),
-            });
-        };
-        let nbins = usize::from(u16::from_be_bytes([header[0], header[1]]));
-        // Every bin takes at least 4 bytes: a header claiming more bins than that is truncated,
-        // and the capacity (allocation) is bounded by the input, not by the header.
-        let cap = nbins.min((bytes.len() - 2) / 4);
-        let mut h = Histogram::with_capacity(cap);
-        h.keys.resize(cap, 0);
-        h.counts.resize(cap, 0);
-        let mut pos = 2;
-        let mut all_kept = true;
-        for (key_slot, count_slot) in h.keys.iter_mut().zip(h.counts.iter_mut()) {
-            let (val, exp, count, next) = match bytes.get(pos..pos + BIN_SIZE_BYTES_MAX) {
-                // Fast path: a full 8-byte count window is readable; mask it to the bin's width.
-                Some(window) => read_bin_window(window, pos)?,
-                None => read_bin_tail(bytes, pos)?,
-            };
-            pos = next;
-            let (key, valid) = raw_key(val, exp);
-            // Invalid bins are dropped like empty ones: their count is masked to zero here and
-            // the rare compaction below removes them.
-            let count = count & 0u64.wrapping_sub(u64::from(valid));
-            *key_slot = key;
-            *count_slot = count;
-            all_kept &= count != 0;
-        }
-        if cap < nbins {
-            // The input cannot hold the declared bins: this read reports where it ends.
-            read_bin_tail(bytes, pos)?;
-            return Err(DecodeError::Truncated {
-                offset: pos,
-                needed: 4,
-                available: 0,
-            });
-        }
-        // Rare: dropped bins, or bins out of order or repeated (which readers must merge).
-        if !all_kept || !h.keys.windows(2).all(|w| w[0] < w[1]) {
-            let mut pairs: Vec<(u16, u64)> = h
-                .keys
-                .iter()
-                .copied()
-                .zip(h.counts)
-                .filter(|&(_, c)| c != 0)
-                .collect();
-            h = Histogram::from_unsorted_keys(&mut pairs);
-        }
+        let mut h = Histogram::new();
+        let used = decode_bins(bytes, &mut h.keys, &mut h.counts)?;
         if cfg!(debug_assertions) {
             h.assert_invariants();
         }
-        Ok((h, pos))
+        Ok((h, used))
+    }
+
+    /// [`Histogram::from_base64`] into the caller's buffers, for a reader of many histograms
+    /// that keeps them (no allocation once they have grown): `bytes` receives the binary form,
+    /// `keys` and `counts` the histogram's bins as [`Histogram::from_sorted_keys`] takes them
+    /// (valid keys strictly ascending, counts above zero). On an error their contents are
+    /// unspecified.
+    pub fn decode_base64_into(
+        text: &[u8],
+        bytes: &mut Vec<u8>,
+        keys: &mut Vec<u16>,
+        counts: &mut Vec<u64>,
+    ) -> Result<(), DecodeError> {
+        bytes.clear();
+        decode_base64_append(text, bytes)?;
+        let used = decode_bins(bytes, keys, counts)?;
+        if used != bytes.len() {
+            return Err(DecodeError::TrailingBytes {
+                offset: used,
+                len: bytes.len(),
+            });
+        }
+        Ok(())
     }
 
     /// The standard padded base64 of the binary form.
@@ -193,6 +167,70 @@ const COUNT_MASKS: [u64; 8] = {
     t
 };
 
+/// Reads the bins of one binary-form histogram at the start of `bytes` into `keys` and
+/// `counts` (replacing what they held) as a histogram holds them, returning the bytes used.
+/// Bins may come in any order and repeat (they are merged); zero counts and invalid bins are
+/// dropped, as the C reader does. Growth is bounded by the input length, not the header.
+fn decode_bins(
+    bytes: &[u8],
+    keys: &mut Vec<u16>,
+    counts: &mut Vec<u64>,
+) -> Result<usize, DecodeError> {
+    let Some(header) = bytes.get(..2) else {
+        return Err(DecodeError::Truncated {
+            offset: 0,
+            needed: 2,
+            available: bytes.len(),
+        });
+    };
+    let nbins = usize::from(u16::from_be_bytes([header[0], header[1]]));
+    // Every bin takes at least 4 bytes: a header claiming more bins than that is truncated,
+    // and the capacity (allocation) is bounded by the input, not by the header.
+    let cap = nbins.min((bytes.len() - 2) / 4);
+    keys.clear();
+    counts.clear();
+    keys.resize(cap, 0);
+    counts.resize(cap, 0);
+    let mut pos = 2;
+    let mut all_kept = true;
+    for (key_slot, count_slot) in keys.iter_mut().zip(counts.iter_mut()) {
+        let (val, exp, count, next) = match bytes.get(pos..pos + BIN_SIZE_BYTES_MAX) {
+            // Fast path: a full 8-byte count window is readable; mask it to the bin's width.
+            Some(window) => read_bin_window(window, pos)?,
+            None => read_bin_tail(bytes, pos)?,
+        };
+        pos = next;
+        let (key, valid) = raw_key(val, exp);
+        // Invalid bins are dropped like empty ones: their count is masked to zero here and
+        // the rare compaction below removes them.
+        let count = count & 0u64.wrapping_sub(u64::from(valid));
+        *key_slot = key;
+        *count_slot = count;
+        all_kept &= count != 0;
+    }
+    if cap < nbins {
+        // The input cannot hold the declared bins: this read reports where it ends.
+        read_bin_tail(bytes, pos)?;
+        return Err(DecodeError::Truncated {
+            offset: pos,
+            needed: 4,
+            available: 0,
+        });
+    }
+    // Rare: dropped bins, or bins out of order or repeated (which readers must merge).
+    if !all_kept || !keys.windows(2).all(|w| w[0] < w[1]) {
+        let mut pairs: Vec<(u16, u64)> = keys
+            .iter()
+            .copied()
+            .zip(counts.iter().copied())
+            .filter(|&(_, c)| c != 0)
+            .collect();
+        let merged = Histogram::from_unsorted_keys(&mut pairs);
+        (*keys, *counts) = merged.into_key_vecs();
+    }
+    Ok(pos)
+}
+
 /// Reads the bin at `pos` from an 11-byte window: (val, exp, count, next position).
 #[inline(always)]
 fn read_bin_window(window: &[u8], pos: usize) -> Result<(i8, i8, u64, usize), DecodeError> {
@@ -240,27 +278,36 @@ fn read_bin_tail(bytes: &[u8], pos: usize) -> Result<(i8, i8, u64, usize), Decod
 
 /// Decodes standard-alphabet base64, padded or unpadded, skipping ASCII whitespace.
 pub(crate) fn decode_base64(text: &[u8]) -> Result<Vec<u8>, DecodeError> {
-    if let Ok(bytes) = decode_base64_strict(text) {
-        return Ok(bytes);
+    let mut bytes = Vec::new();
+    decode_base64_append(text, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`decode_base64`], appending to `out`.
+fn decode_base64_append(text: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
+    let len = out.len();
+    if decode_base64_strict(text, out).is_ok() {
+        return Ok(());
     }
+    out.truncate(len);
     // Rare path: whitespace (which C skips) or an error to locate.
     let cleaned: Vec<u8> = text
         .iter()
         .copied()
         .filter(|c| !c.is_ascii_whitespace())
         .collect();
-    decode_base64_strict(&cleaned).map_err(|_| DecodeError::Base64 {
+    decode_base64_strict(&cleaned, out).map_err(|_| DecodeError::Base64 {
         position: bad_base64_at(text),
     })
 }
 
-fn decode_base64_strict(input: &[u8]) -> Result<Vec<u8>, base64_simd::Error> {
+fn decode_base64_strict(input: &[u8], out: &mut Vec<u8>) -> Result<(), base64_simd::Error> {
     let engine = if input.len().is_multiple_of(4) {
         base64_simd::STANDARD
     } else {
         base64_simd::STANDARD_NO_PAD
     };
-    engine.decode_to_vec(input)
+    engine.decode_append(input, out)
 }
 
 /// Position of the first character that makes `input` invalid base64 (for the error message).

@@ -33,6 +33,8 @@ pub(crate) struct KeyedBins {
     pairs: Vec<(u16, u64)>,
     /// Bin string prefixes read before (allocated at the first string).
     prefixes: Option<Box<Prefixes>>,
+    /// A base64 histogram's binary form, decoded before its bins are read.
+    pub bytes: Vec<u8>,
 }
 
 impl KeyedBins {
@@ -55,6 +57,7 @@ impl KeyedBins {
         self.keys.capacity() * std::mem::size_of::<u16>()
             + self.counts.capacity() * std::mem::size_of::<u64>()
             + self.pairs.capacity() * std::mem::size_of::<(u16, u64)>()
+            + self.bytes.capacity()
             + self
                 .prefixes
                 .as_ref()

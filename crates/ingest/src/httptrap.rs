@@ -45,6 +45,7 @@ pub struct Scratch {
     tape: Vec<Token>,
     bins: KeyedBins,
     walk_bins: KeyedBins,
+    decoded_bins: KeyedBins,
 }
 
 impl Scratch {
@@ -53,6 +54,7 @@ impl Scratch {
         self.tape.capacity() * std::mem::size_of::<Token>()
             + self.bins.capacity_bytes()
             + self.walk_bins.capacity_bytes()
+            + self.decoded_bins.capacity_bytes()
     }
 }
 
@@ -80,6 +82,7 @@ pub fn visit_with<V: Visitor>(
     tape.clear();
     tape.reserve((input.len() / 32).min(TAPE_RESERVE_TOKENS_MAX));
     let bins = Cell::new(std::mem::take(&mut scratch.walk_bins));
+    let decoded = Cell::new(std::mem::take(&mut scratch.decoded_bins));
     let (mut document, mut accepted) = (0, 0);
     // Validating the whole body once (the common case: it is all UTF-8) lets token texts be
     // plain slices instead of a UTF-8 check per token.
@@ -111,6 +114,7 @@ pub fn visit_with<V: Visitor>(
                     key_tags: KeyTags::default(),
                     suffix: None,
                     bins: &bins,
+                    decoded: &decoded,
                     read_bins: &tokenizer.bins,
                 };
                 let go_on = walker.members(0);
@@ -125,6 +129,7 @@ pub fn visit_with<V: Visitor>(
     scratch.tape = tape;
     scratch.bins = tokenizer.into_bins();
     scratch.walk_bins = bins.take();
+    scratch.decoded_bins = decoded.take();
 }
 
 fn reject_document(visitor: &mut impl Visitor, input: &[u8], document: usize, e: DocumentError) {
@@ -170,6 +175,9 @@ struct Walker<'a, 'b, V> {
     /// The bins of the histogram being read, kept between histograms (and documents) so that
     /// each `_value` array does not allocate its own; a `Cell` as the walk borrows `self` shared.
     bins: &'b Cell<KeyedBins>,
+    /// The bins of a base64 `_value` decoded in place, lent to the visitor as they are; kept
+    /// between histograms like `bins`.
+    decoded: &'b Cell<KeyedBins>,
     /// The bins the tokenizer read for this document's `Bins` arrays.
     read_bins: &'b KeyedBins,
 }
@@ -408,16 +416,25 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
     }
 
     fn explicit(&mut self, explicit: Explicit) -> bool {
-        match self.explicit_sample(&explicit) {
+        // Taken out of its cell for the sample's life: the value may borrow it (a base64
+        // histogram decoded into it) while `emit` borrows `self`.
+        let mut decoded = self.decoded.take();
+        let go_on = match self.explicit_sample(&explicit, &mut decoded) {
             Ok((value, ts_ms, mode, tags)) => self.emit(value, ts_ms, mode, Some(tags)),
             Err(reason) => self.reject_here(reason),
-        }
+        };
+        self.decoded.set(decoded);
+        go_on
     }
 
-    fn explicit_sample(
+    fn explicit_sample<'s>(
         &self,
         e: &Explicit,
-    ) -> Result<(Found<'b>, Option<i64>, Mode, TagList), Reason> {
+        decoded: &'s mut KeyedBins,
+    ) -> Result<(Found<'s>, Option<i64>, Mode, TagList), Reason>
+    where
+        'b: 's,
+    {
         let (Some(kind), Some(value)) = (e.kind, e.value) else {
             return Err(Reason::Syntax {
                 expected: "both `_type` and `_value`, and no other keys but `_ts` `_fl` `_tags`",
@@ -426,22 +443,32 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
         let kind = self
             .string(kind)
             .ok_or(Reason::bad_value("a `_type` string", ""))?;
-        let value = self.typed_value(&kind, value)?;
+        let value = self.typed_value(&kind, value, decoded)?;
         let ts_ms = e.ts.map(|i| self.timestamp(i)).transpose()?;
         let mode = e.fl.map_or(Ok(Mode::Set), |i| self.mode(i))?;
         let tags = e.tags.map_or(Ok(Vec::new()), |i| self.tag_list(i))?;
         Ok((value, ts_ms, mode, tags))
     }
 
-    fn typed_value(&self, kind: &str, index: usize) -> Result<Found<'b>, Reason> {
+    fn typed_value<'s>(
+        &self,
+        kind: &str,
+        index: usize,
+        decoded: &'s mut KeyedBins,
+    ) -> Result<Found<'s>, Reason>
+    where
+        'b: 's,
+    {
         if self.tape[index].kind == Kind::Null {
             return Ok(Found::Null);
         }
         match kind {
             "i" | "I" | "l" | "L" | "n" => self.numeric_mean(kind, index).map(Found::Numeric),
             "s" => self.text_value(index),
-            "h" => self.histogram(index).map(Found::Histogram),
-            "H" => self.histogram(index).map(Found::CumulativeHistogram),
+            "h" => self.histogram(index, decoded).map(Found::Histogram),
+            "H" => self
+                .histogram(index, decoded)
+                .map(Found::CumulativeHistogram),
             other => Err(Reason::BadType {
                 found: crate::batch::excerpt(other),
             }),
@@ -499,8 +526,24 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
     /// strings the tokenizer read is lent from its bins when in storage order. Other single
     /// bins are collected and sorted once (uploads list them in order, so the sort is a scan);
     /// base64 parts merge.
-    fn histogram(&self, index: usize) -> Result<HistogramRef<'b>, Reason> {
+    fn histogram<'s>(
+        &self,
+        index: usize,
+        decoded: &'s mut KeyedBins,
+    ) -> Result<HistogramRef<'s>, Reason>
+    where
+        'b: 's,
+    {
         let token = self.tape[index];
+        if token.kind == (Kind::String { escaped: false })
+            && self.is_base64_histogram(index, decoded)
+        {
+            // One base64 histogram (Circonus' form for `h` with `_ts`): its bins, lent.
+            return Ok(HistogramRef::Sorted {
+                keys: &decoded.keys,
+                counts: &decoded.counts,
+            });
+        }
         if token.kind == Kind::Bins {
             // Read by the tokenizer; the range is in the next token.
             let (range, in_order) = match self.tape.get(index + 1) {
@@ -535,6 +578,23 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
         let histogram = parts.finish();
         self.bins.set(parts.bins);
         Ok(HistogramRef::Built(histogram))
+    }
+
+    /// Whether the unescaped string `index` is a base64 histogram, decoded into `decoded`'s
+    /// keys and counts: what `histogram_element` makes of a lone string that is no bin entry
+    /// and no number, without a histogram allocated per value.
+    fn is_base64_histogram(&self, index: usize, decoded: &mut KeyedBins) -> bool {
+        let text = self.raw(index);
+        if text.starts_with("H[") || json::whole_number(text.as_bytes()).is_some() {
+            return false;
+        }
+        let KeyedBins {
+            keys,
+            counts,
+            bytes,
+            ..
+        } = decoded;
+        Histogram::decode_base64_into(text.as_bytes(), bytes, keys, counts).is_ok()
     }
 
     /// Adds one element: a number (one sample), `H[<float>]=<count>` (or the C text form), or a

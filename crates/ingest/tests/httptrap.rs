@@ -592,3 +592,70 @@ proptest! {
         fuzz_checks::httptrap(body.as_bytes());
     }
 }
+
+/// A `_value` that is one base64 string (read in place into kept buffers, then lent): every
+/// form the binary reader merges or drops, whitespace, escapes, and the strings that are no
+/// base64 histogram, each as one value would be read on its own.
+#[test]
+fn lone_base64_values_read_as_histograms() {
+    use base64_simd::STANDARD;
+    let b64 = |bytes: &[u8]| STANDARD.encode_to_string(bytes);
+    // Bins as `val, exp, width, count…`: 1.2e+00 ×3, then 1.1e+00 ×2 and 1.2e+00 ×4 again
+    // (out of order, repeated), a zero count, and an invalid bin (val 5).
+    let unsorted = b64(&[
+        0, 5, 12, 0, 0, 3, 11, 0, 0, 2, 12, 0, 0, 4, 13, 0, 0, 0, 5, 0, 0, 9,
+    ]);
+    let trailing = b64(&[0, 1, 12, 0, 0, 3, 7]);
+    let canonical = {
+        let mut h = Histogram::new();
+        h.insert_n(0.25, 7);
+        h.insert_n(3.0e-6, 2);
+        h.to_base64()
+    };
+    let spaced = format!("{} {}", &canonical[..4], &canonical[4..]);
+    let escaped = canonical.replace('/', "\\/");
+    let body = format!(
+        r#"{{"a":{{"_type":"h","_value":"{canonical}"}},"b":{{"_type":"h","_value":"{unsorted}"}},
+        "c":{{"_type":"H","_value":"{spaced}","_ts":1795305600000}},"d":{{"_type":"h","_value":"{escaped}"}},
+        "e":{{"_type":"h","_value":"12"}},"f":{{"_type":"h","_value":"AA!A"}},
+        "g":{{"_type":"h","_value":"{trailing}"}},"h":{{"_type":"h","_value":"AAA="}},
+        "i":{{"_type":"h","_value":"{canonical}"}}}}"#
+    );
+    let batch = parse(&body);
+    let hist_of = |name: &str| {
+        let sample = batch.samples.iter().find(|s| s.name == name).unwrap();
+        match &sample.value {
+            Value::Histogram(h) | Value::CumulativeHistogram(h) => h.clone(),
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    let expected = Histogram::from_base64(&canonical).unwrap();
+    assert_eq!(expected.sample_count(), 9);
+    assert_eq!(hist_of("a"), expected);
+    assert_eq!(
+        hist_of("i"),
+        expected,
+        "the same text after others: buffers reused"
+    );
+    assert_eq!(hist_of("c"), expected, "whitespace is skipped");
+    assert_eq!(hist_of("d"), expected, "an escaped string reads the same");
+    let mut merged = Histogram::new();
+    merged.insert_n(1.2, 7);
+    merged.insert_n(1.1, 2);
+    assert_eq!(
+        hist_of("b"),
+        merged,
+        "repeats merged, zero and invalid bins dropped"
+    );
+    let mut twelve = Histogram::new();
+    twelve.insert(12.0);
+    assert_eq!(hist_of("e"), twelve, "a whole number is one sample");
+    assert_eq!(hist_of("h"), Histogram::new(), "no bins");
+    let rejected: Vec<&str> = batch.rejected.iter().map(|r| r.location.as_str()).collect();
+    assert_eq!(batch.rejected.len(), 2, "{rejected:?}");
+    assert!(
+        rejected[0].contains('f') && rejected[1].contains('g'),
+        "{rejected:?}"
+    );
+    assert_eq!(batch.samples.len(), 7);
+}

@@ -119,6 +119,16 @@ pub fn decode_base64(data: &[u8]) {
         return;
     };
     let result = Histogram::from_base64(text);
+    // The decoder into kept buffers, whose buffers hold another histogram before: the same
+    // bins or the same error.
+    let (mut bytes, mut keys, mut counts) = (vec![7u8; 9], vec![3u16, 1, 2], vec![0u64, 5]);
+    let into = Histogram::decode_base64_into(text.as_bytes(), &mut bytes, &mut keys, &mut counts)
+        .map(|()| Histogram::from_sorted_keys(&keys, &counts));
+    assert_eq!(into, result, "decode_base64_into against from_base64");
+    if let Ok(h) = &into {
+        assert_eq!(h.keys(), keys.as_slice());
+        check_histogram(h);
+    }
     match (&result, model_base64(text)) {
         (Ok(h), Some(bytes)) => {
             assert_eq!(Histogram::decode(&bytes).as_ref(), Ok(h));
