@@ -257,6 +257,11 @@ fn remembered_bin(word: &[u8], prefixes: &mut Prefixes) -> Option<(u16, u64, usi
     let slot = prefixes.0.get_mut(prefix_slot(lo, hi as u32))?;
     if slot.lo == lo && slot.hi == hi as u32 {
         let (count, len) = fast_count(hi)?;
+        debug_assert_eq!(
+            fast_bin(word),
+            Some((slot.key, count, len)),
+            "a remembered prefix"
+        );
         return Some((slot.key, count, len));
     }
     let (key, count, len) = fast_bin(word)?;
