@@ -74,8 +74,28 @@ fn histogram(rng: &mut Rng) -> Histogram {
     h
 }
 
+/// A histogram with about 75 bins anywhere from 1e-60 to 1e60: across a body, thousands of
+/// distinct bins (the text reader's remembered prefixes mostly miss; its worst case).
+fn wide_histogram(rng: &mut Rng) -> Histogram {
+    let mut h = Histogram::new();
+    while h.bin_count() < 75 {
+        let v = (1.0 + rng.next(900) as f64 / 100.0) * 10f64.powi(rng.next(121) as i32 - 60);
+        h.insert_n(v, 1 + rng.next(50));
+    }
+    h
+}
+
 /// One httptrap document of `HISTOGRAM_METRICS` histograms, each as `H[..]=n` strings or base64.
 pub fn httptrap_histograms(base64: bool) -> Vec<u8> {
+    httptrap_histograms_of(base64, histogram)
+}
+
+/// [`httptrap_histograms`] of `wide_histogram`s, as `H[..]=n` strings.
+pub fn httptrap_wide_histograms() -> Vec<u8> {
+    httptrap_histograms_of(false, wide_histogram)
+}
+
+fn httptrap_histograms_of(base64: bool, histogram: fn(&mut Rng) -> Histogram) -> Vec<u8> {
     let mut rng = Rng(11);
     let mut out = String::from("{");
     for i in 0..HISTOGRAM_METRICS {
@@ -372,6 +392,11 @@ pub fn cases() -> Vec<Case> {
         Case {
             name: "httptrap_hist75_text",
             body: httptrap_histograms(false),
+            parse: |b| httptrap::parse(b, &options()),
+        },
+        Case {
+            name: "httptrap_hist75_text_wide",
+            body: httptrap_wide_histograms(),
             parse: |b| httptrap::parse(b, &options()),
         },
         Case {
