@@ -157,62 +157,108 @@ pub(crate) fn fixed_text_bins(s: &[u8], bins: &mut KeyedBins) -> Option<usize> {
 /// [`fixed_text_bins`], also telling whether the bins it read are in storage order with every
 /// count above zero (what a histogram lent as it is needs), found as they are read.
 pub(crate) fn fixed_text_bins_in_order(s: &[u8], bins: &mut KeyedBins) -> Option<(usize, bool)> {
-    let mut i = 0;
-    let (mut previous, mut in_order) = (-1i32, true);
+    let mut at = 0;
+    // The last key read, and whether every bin so far is in order with a count above zero.
+    let mut order = (-1i32, true);
     // Bins are gathered in a chunk on the stack so that the fast loop makes no call (a call
     // spills its registers) and checks no vector capacity; the chunk is moved in one copy.
-    let mut keys = [0u16; CHUNK_BINS];
-    let mut counts = [0u64; CHUNK_BINS];
+    let mut chunk = Chunk {
+        keys: [0u16; CHUNK_BINS],
+        counts: [0u64; CHUNK_BINS],
+    };
     let prefixes = bins
         .prefixes
         .get_or_insert_with(|| Box::new(Prefixes::default()));
     // Bounded: every step reads at least one bin string.
     loop {
-        let mut n = 0;
-        let mut more = true;
-        while n < CHUNK_BINS {
-            let Some((key, count, len)) = s
-                .get(i..)
-                .and_then(|rest| rest.first_chunk::<FAST_BYTES>())
-                .and_then(|word| remembered_bin(word, prefixes))
-            else {
-                break;
-            };
-            keys[n] = key;
-            counts[n] = count;
-            n += 1;
-            in_order &= (i32::from(key) > previous) & (count != 0);
-            previous = i32::from(key);
-            i += len;
-            if s.get(i) != Some(&b',') {
-                more = false;
-                break;
+        // After a full chunk that mostly missed, a few chunks skip the table: bins spread over
+        // more decades than it holds would pay for the lookups and gain nothing.
+        let (n, more) = if prefixes.skip_chunks == 0 {
+            let mut misses = 0;
+            let slots = &mut prefixes.slots;
+            let (n, more) = read_chunk(s, &mut at, &mut chunk, &mut order, |word| {
+                remembered_bin(word, slots, &mut misses)
+            });
+            if n == CHUNK_BINS && 2 * misses > n {
+                prefixes.skip_chunks = SKIPPED_CHUNKS_AFTER_MISSES;
             }
-            i += 1;
-        }
-        bins.keys.extend_from_slice(&keys[..n]);
-        bins.counts.extend_from_slice(&counts[..n]);
+            (n, more)
+        } else {
+            prefixes.skip_chunks -= 1;
+            read_chunk(s, &mut at, &mut chunk, &mut order, fast_bin)
+        };
+        bins.keys.extend_from_slice(&chunk.keys[..n]);
+        bins.counts.extend_from_slice(&chunk.counts[..n]);
         if !more {
-            return Some((i, in_order));
+            return Some((at, order.1));
         }
         if n < CHUNK_BINS {
             // A string the fast reader declines: read it byte by byte (or stop at it).
-            let (key, count, end) = bin_at(s, i)?;
+            let (key, count, end) = bin_at(s, at)?;
             bins.keys.push(key);
             bins.counts.push(count);
-            in_order &= (i32::from(key) > previous) & (count != 0);
-            previous = i32::from(key);
-            i = end;
-            if s.get(i) != Some(&b',') {
-                return Some((i, in_order));
+            order = (
+                i32::from(key),
+                order.1 & (i32::from(key) > order.0) & (count != 0),
+            );
+            at = end;
+            if s.get(at) != Some(&b',') {
+                return Some((at, order.1));
             }
-            i += 1;
+            at += 1;
         }
     }
 }
 
+/// Bins read into the stack between copies into the vectors.
+struct Chunk {
+    keys: [u16; CHUNK_BINS],
+    counts: [u64; CHUNK_BINS],
+}
+
+/// Reads fast-shaped bin strings at `s[*at..]` with `read` into `chunk` until it is full, a
+/// string is not fast-shaped (`*at` stays at it) or the list ends (`*at` after its last string):
+/// how many it read, and whether a `,` follows the last.
+#[inline(always)]
+fn read_chunk(
+    s: &[u8],
+    at: &mut usize,
+    chunk: &mut Chunk,
+    (previous, in_order): &mut (i32, bool),
+    mut read: impl FnMut(&[u8]) -> Option<(u16, u64, usize)>,
+) -> (usize, bool) {
+    let mut i = *at;
+    let mut n = 0;
+    let mut more = true;
+    while n < CHUNK_BINS {
+        let Some((key, count, len)) = s
+            .get(i..)
+            .and_then(|rest| rest.first_chunk::<FAST_BYTES>())
+            .and_then(|word| read(word))
+        else {
+            break;
+        };
+        chunk.keys[n] = key;
+        chunk.counts[n] = count;
+        n += 1;
+        *in_order &= (i32::from(key) > *previous) & (count != 0);
+        *previous = i32::from(key);
+        i += len;
+        if s.get(i) != Some(&b',') {
+            more = false;
+            break;
+        }
+        i += 1;
+    }
+    *at = i;
+    (n, more)
+}
+
 /// Bins gathered on the stack between copies into the vectors.
 const CHUNK_BINS: usize = 32;
+
+/// Chunks read without the remembered prefixes after one in which most lookups missed.
+const SKIPPED_CHUNKS_AFTER_MISSES: u32 = 8;
 
 /// Slots of the remembered prefixes: the bins a server sees are few (a latency spans a few
 /// decades of 90 bins), and 16 KiB stays in the processor's nearest cache.
@@ -230,11 +276,18 @@ struct Prefix {
 
 /// Prefixes already checked by `fast_bin`, by a hash of their bytes. A string whose 12 first
 /// bytes equal a remembered prefix has that prefix's key: only its count is left to read.
-pub(crate) struct Prefixes([Prefix; PREFIX_SLOTS]);
+pub(crate) struct Prefixes {
+    slots: [Prefix; PREFIX_SLOTS],
+    /// Chunks still to read without the table (see `SKIPPED_CHUNKS_AFTER_MISSES`).
+    skip_chunks: u32,
+}
 
 impl Default for Prefixes {
     fn default() -> Self {
-        Prefixes([Prefix::default(); PREFIX_SLOTS])
+        Prefixes {
+            slots: [Prefix::default(); PREFIX_SLOTS],
+            skip_chunks: 0,
+        }
     }
 }
 
@@ -250,11 +303,15 @@ fn prefix_slot(lo: u64, hi: u32) -> usize {
 /// [`fast_bin`] through the remembered prefixes: a known prefix costs a compare, not its
 /// checks and arithmetic; an unknown one is read by `fast_bin` and remembered.
 #[inline(always)]
-fn remembered_bin(word: &[u8], prefixes: &mut Prefixes) -> Option<(u16, u64, usize)> {
+fn remembered_bin(
+    word: &[u8],
+    slots: &mut [Prefix; PREFIX_SLOTS],
+    misses: &mut usize,
+) -> Option<(u16, u64, usize)> {
     let (lo, hi) = word.get(..FAST_BYTES)?.split_at(8);
     let lo = u64::from_le_bytes(lo.try_into().ok()?);
     let hi = u64::from_le_bytes(hi.try_into().ok()?);
-    let slot = prefixes.0.get_mut(prefix_slot(lo, hi as u32))?;
+    let slot = slots.get_mut(prefix_slot(lo, hi as u32))?;
     if slot.lo == lo && slot.hi == hi as u32 {
         let (count, len) = fast_count(hi)?;
         debug_assert_eq!(
@@ -264,6 +321,7 @@ fn remembered_bin(word: &[u8], prefixes: &mut Prefixes) -> Option<(u16, u64, usi
         );
         return Some((slot.key, count, len));
     }
+    *misses += 1;
     let (key, count, len) = fast_bin(word)?;
     *slot = Prefix {
         lo,
@@ -471,9 +529,10 @@ mod tests {
         assert!(read > 1_000, "{read} read");
     }
 
-    /// Strings read one after another through one set of remembered prefixes (so that most
-    /// prefixes are known, some slots are shared, and a known prefix comes back with a broken
-    /// count, a fourth count digit or one changed byte): each is read as `bin_at` reads it.
+    /// Strings read one after another through one set of remembered prefixes, first from a few
+    /// hundred prefixes (so that most are known and a known one comes back with a broken count,
+    /// a fourth count digit or one changed byte), then from all 17,820 (so that most miss, slots
+    /// are shared and the table is skipped for a while): each is read as `bin_at` reads it.
     #[test]
     fn remembered_prefixes_read_what_bin_at_reads() {
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
@@ -485,8 +544,14 @@ mod tests {
         };
         let mut bins = KeyedBins::default();
         let mut read = 0;
-        for _ in 0..200_000 {
-            let (m0, m1, exp) = (1 + next(9), next(10), next(199) as i64 - 99);
+        for round in 0..200_000 {
+            let narrow = round < 100_000;
+            let (m0, m1) = (1 + next(if narrow { 2 } else { 9 }), next(10));
+            let exp = if narrow {
+                next(7) as i64 - 3
+            } else {
+                next(199) as i64 - 99
+            };
             let count = match next(4) {
                 0 => next(10),
                 1 => next(100),
@@ -506,21 +571,62 @@ mod tests {
             let slow = bin_at(&text, 0);
             assert_eq!(fast, slow, "{}", text.escape_ascii());
             read += usize::from(fast.is_some());
+            if round == 99_999 {
+                let remembered = bins.prefixes.as_ref().unwrap().slots.iter();
+                let remembered = remembered.filter(|p| p.lo != 0).count();
+                // The 140 prefixes of the first half (fewer where two share a slot), and the
+                // valid ones a changed digit makes.
+                assert!((100..=600).contains(&remembered), "{remembered} remembered");
+            }
         }
-        let remembered = bins
-            .prefixes
-            .as_ref()
-            .unwrap()
-            .0
-            .iter()
-            .filter(|p| p.lo != 0)
-            .count();
-        // Most strings are read; nearly every slot has held a prefix (17,820 prefixes, 1,024
-        // slots).
+        let remembered = bins.prefixes.as_ref().unwrap().slots.iter();
+        let remembered = remembered.filter(|p| p.lo != 0).count();
         assert!(
-            read > 150_000 && remembered > 1_000,
+            read > 150_000 && remembered > 900,
             "{read} read, {remembered} remembered"
         );
+    }
+
+    /// Lists of 100 strings with bins from 17,820 prefixes, read one after another: most
+    /// lookups miss, so chunks are read without the table for a while and then with it again.
+    /// Each list reads as `bin_at` reads it string by string.
+    #[test]
+    fn lists_of_scattered_bins_read_what_bin_at_reads() {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |below: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        };
+        let mut bins = KeyedBins::default();
+        let mut skipped = false;
+        for _ in 0..300 {
+            let strings: Vec<String> = (0..100)
+                .map(|_| {
+                    let (m0, m1, exp) = (1 + next(9), next(10), next(199) as i64 - 99);
+                    format!("\"H[{m0}.{m1}e{exp:+03}]={}\"", next(1000))
+                })
+                .collect();
+            let text = format!("{}]}}}}}}", strings.join(","));
+            bins.clear();
+            let end = fixed_text_bins(text.as_bytes(), &mut bins);
+            let (mut expected, mut at) = (Vec::new(), 0);
+            while let Some((key, count, next_at)) = bin_at(text.as_bytes(), at) {
+                expected.push((key, count));
+                at = next_at + 1;
+            }
+            let read: Vec<(u16, u64)> = bins
+                .keys
+                .iter()
+                .copied()
+                .zip(bins.counts.iter().copied())
+                .collect();
+            assert_eq!(end, Some(at - 1), "{text}");
+            assert_eq!(read, expected, "{text}");
+            skipped |= bins.prefixes.as_ref().unwrap().skip_chunks > 0;
+        }
+        assert!(skipped, "no chunk was read without the table");
     }
 
     #[test]
