@@ -529,19 +529,23 @@ mod tests {
         assert!(read > 1_000, "{read} read");
     }
 
-    /// Strings read one after another through one set of remembered prefixes, first from a few
-    /// hundred prefixes (so that most are known and a known one comes back with a broken count,
-    /// a fourth count digit or one changed byte), then from all 17,820 (so that most miss, slots
-    /// are shared and the table is skipped for a while): each is read as `bin_at` reads it.
-    #[test]
-    fn remembered_prefixes_read_what_bin_at_reads() {
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move |below: u64| {
+    /// A seeded xorshift: each call, a number below its argument.
+    fn numbers_below(mut state: u64) -> impl FnMut(u64) -> u64 {
+        move |below| {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             state % below
-        };
+        }
+    }
+
+    /// Strings read one after another through one set of remembered prefixes, first from a few
+    /// hundred prefixes (so that most are known and a known one comes back with a broken count,
+    /// a fourth count digit or one changed byte), then from all 17,820 (so that most miss and
+    /// slots are shared): each is read as `bin_at` reads it.
+    #[test]
+    fn remembered_prefixes_read_what_bin_at_reads() {
+        let mut next = numbers_below(0x2545_f491_4f6c_dd1d);
         let mut bins = KeyedBins::default();
         let mut read = 0;
         for round in 0..200_000 {
@@ -592,13 +596,7 @@ mod tests {
     /// Each list reads as `bin_at` reads it string by string.
     #[test]
     fn lists_of_scattered_bins_read_what_bin_at_reads() {
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move |below: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % below
-        };
+        let mut next = numbers_below(0x9e37_79b9_7f4a_7c15);
         let mut bins = KeyedBins::default();
         let mut skipped = false;
         for _ in 0..300 {
