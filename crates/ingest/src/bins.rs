@@ -313,7 +313,7 @@ fn remembered_bin(
     let hi = u64::from_le_bytes(hi.try_into().ok()?);
     let slot = slots.get_mut(prefix_slot(lo, hi as u32))?;
     if slot.lo == lo && slot.hi == hi as u32 {
-        let (count, len) = fast_count(hi)?;
+        let (count, len) = fast_count(*hi.to_le_bytes().last_chunk()?)?;
         debug_assert_eq!(
             fast_bin(word),
             Some((slot.key, count, len)),
@@ -331,24 +331,22 @@ fn remembered_bin(
     Some((key, count, len))
 }
 
-/// The count of one to three digits and the closing `"` in the second word of a fast bin
-/// string (bytes 12 on): the count and the string's length.
+/// The count of one to three digits and the closing `"` in bytes 12 to 15 of a fast bin
+/// string: the count and the string's length (`fast_bin` and a remembered
+/// prefix both read the count with it).
 #[inline(always)]
-fn fast_count(hi: u64) -> Option<(u64, usize)> {
-    let [_, _, _, _, c0, c1, c2, c3] = hi.to_le_bytes();
+fn fast_count([c0, c1, c2, c3]: [u8; 4]) -> Option<(u64, usize)> {
     let digit = |c: u8| c.wrapping_sub(b'0');
     let (d0, d1, d2) = (digit(c0), digit(c1), digit(c2));
-    if d0 >= 10 {
-        return None;
-    }
-    if d1 >= 10 {
-        return (c1 == b'"').then_some((u64::from(d0), 14));
-    }
-    if d2 >= 10 {
-        return (c2 == b'"').then_some((u64::from(d0) * 10 + u64::from(d1), 15));
-    }
-    let count = u64::from(d0) * 100 + u64::from(d1) * 10 + u64::from(d2);
-    (c3 == b'"').then_some((count, 16))
+    let (count, len) = match (d0 < 10, d1 < 10, d2 < 10) {
+        (true, false, _) if c1 == b'"' => (u64::from(d0), 14),
+        (true, true, false) if c2 == b'"' => (u64::from(d0) * 10 + u64::from(d1), 15),
+        (true, true, true) if c3 == b'"' => {
+            (u64::from(d0) * 100 + u64::from(d1) * 10 + u64::from(d2), 16)
+        }
+        _ => return None,
+    };
+    Some((count, len))
 }
 
 /// Bytes `fast_bin` looks at: a positive bin's string with a count of up to three digits.
@@ -382,16 +380,8 @@ fn fast_bin(word: &[u8]) -> Option<(u16, u64, usize)> {
         _ => return None,
     };
     let key = bin_key((m0 * 10 + m1) as i8, exp)?;
-    let (c0, c1, c2) = (digit(12), digit(13), digit(14));
-    let (count, len) = match (c0 < 10, c1 < 10, c2 < 10) {
-        (true, false, _) if bytes[13] == b'"' => (u64::from(c0), 14),
-        (true, true, false) if bytes[14] == b'"' => (u64::from(c0) * 10 + u64::from(c1), 15),
-        (true, true, true) if bytes[15] == b'"' => {
-            let count = u64::from(c0) * 100 + u64::from(c1) * 10 + u64::from(c2);
-            (count, 16)
-        }
-        _ => return None,
-    };
+    let [.., c0, c1, c2, c3] = bytes;
+    let (count, len) = fast_count([c0, c1, c2, c3])?;
     Some((key, count, len))
 }
 

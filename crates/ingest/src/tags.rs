@@ -213,9 +213,7 @@ mod tests {
             match plain_suffix(full) {
                 Some(plain) => {
                     assert_eq!(split, Ok(plain.name), "{full}");
-                    let pairs: Vec<(String, String)> = suffix_tags(plain.text)
-                        .map(|(c, v)| (c.to_owned(), v.to_owned()))
-                        .collect();
+                    let pairs: Vec<(String, String)> = suffix_tags_owned(plain.text).collect();
                     assert_eq!(pairs, tags, "{full}");
                     assert_eq!(plain.count, tags.len(), "{full}");
                 }
