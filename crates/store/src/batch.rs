@@ -390,8 +390,9 @@ impl WriteBatch {
         Ok(self.entries.len() - 1)
     }
 
-    /// Adds a sample `check` passed. Lent bins' counts are checked as they are packed; a zero
-    /// count leaves the batch as it was (the caller takes back an entry it made for it).
+    /// Adds a sample `check` passed. Lent bins' keys and counts are checked as they are packed;
+    /// bins that do not fit leave the batch as it was (the caller takes back an entry it made
+    /// for it).
     fn push_sample(
         &mut self,
         slot: usize,
@@ -407,9 +408,8 @@ impl WriteBatch {
             Incoming::Bins { keys, counts } => {
                 if !crate::packed::pack(keys, counts, &mut self.packed) {
                     self.packed.truncate(start);
-                    // The keys passed `check`, so this names the zero count.
                     let refused = bins_error(keys, counts);
-                    debug_assert!(refused.is_err(), "pack refuses only a zero count");
+                    debug_assert!(refused.is_err(), "pack refuses only bins that do not fit");
                     return refused;
                 }
                 self.packed_sample(start, keys.len())
@@ -552,24 +552,13 @@ fn check(sample_count: usize, packed_bytes: usize, value: &Incoming<'_>) -> Resu
     }
 }
 
+/// The checks of lent bins that come before packing them; their keys and counts are checked
+/// as they are packed (`packed::pack`, one pass instead of two).
 fn check_bins(keys: &[u16], counts: &[u64]) -> Result<(), StoreError> {
-    if keys.len() == counts.len() && keys.len() <= hist::BIN_COUNT_MAX && keys_fit(keys) {
+    if keys.len() == counts.len() && keys.len() <= hist::BIN_COUNT_MAX {
         return Ok(());
     }
     bins_error(keys, counts)
-}
-
-/// Whether every key is valid and above the one before: one pass with no branch per bin (the
-/// checks in turn, each stopping at its first failure, were passes with a branch per bin).
-/// Counts are checked as they are packed (`packed::pack`), the last check in turn.
-fn keys_fit(keys: &[u16]) -> bool {
-    let ascending = keys
-        .iter()
-        .skip(1)
-        .zip(keys)
-        .fold(true, |ok, (&k, &before)| ok & (before < k));
-    let valid = keys.iter().fold(true, |ok, &k| ok & hist::key_is_valid(k));
-    ascending & valid
 }
 
 /// Why bins do not fit, naming the first check they fail.

@@ -12,9 +12,10 @@ use hist::{Accumulator, Histogram};
 /// Most bytes one bin takes: two 10-byte varints.
 pub const BIN_BYTES_MAX: usize = 20;
 
-/// Appends bins (strictly ascending keys), packed, to `out`; returns whether every count is
-/// above zero, found as they are packed (the batch checks the keys beforehand, and takes the
-/// bytes back if this is `false`).
+/// Appends bins, packed, to `out`; returns whether they fit — every key valid and above the
+/// one before, every count above zero — found as they are packed, so the batch checks lent
+/// bins in the same pass (it takes the bytes back if this is `false`; they are then partly
+/// written and meaningless).
 #[must_use]
 pub fn pack(keys: &[u16], counts: &[u64], out: &mut Vec<u8>) -> bool {
     pack_groups::<true>(keys, counts, out)
@@ -29,8 +30,8 @@ fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u
     out.resize(at + keys.len() * 2 + BIN_BYTES_MAX, 0);
     let mut next = 0u16;
     let mut from = 0;
-    // A group holds no zero count (`pack_group`), so only bins packed one by one can.
-    let mut zero = false;
+    // A group holds only bins that fit (`pack_group`), so only bins packed one by one can
+    // fail: the first that does ends the packing.
     // Bounded: every step packs at least one bin.
     while from < keys.len() {
         // Groups of bins whose gaps and counts all fit one byte each (nearly all of a latency
@@ -57,9 +58,13 @@ fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u
             }
         }
         let (k, c) = (keys[from], counts[from]);
+        // `next` wraps to 0 only after key `u16::MAX`, which is not valid and ended the
+        // packing, so `k >= next` is "above the key before".
+        if c == 0 || k < next || !hist::key_is_valid(k) {
+            out.truncate(at);
+            return false;
+        }
         from += 1;
-        debug_assert!(k >= next, "ascending keys");
-        zero |= c == 0;
         let gap = k.wrapping_sub(next);
         next = k.wrapping_add(1);
         if gap < 0x80 && c < 0x80 {
@@ -76,14 +81,15 @@ fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u
         }
     }
     out.truncate(at);
-    !zero
+    true
 }
 
 /// Bins packed or unpacked at once on the fast paths.
 const GROUP: usize = 8;
 
-/// `GROUP` bins after key `next`, packed, if every gap and count fits one byte and no count is
-/// zero.
+/// `GROUP` bins after key `next`, packed, if every gap and count fits one byte, no count is
+/// zero and every key is valid. A key not above the one before does not fit: its gap wraps
+/// to 2¹⁶ − 1 or near it.
 ///
 /// Written lane by lane with no dependency between lanes (each gap from the previous key as
 /// loaded, each bin's two bytes as one `u16`), so it compiles to vector code: a running
@@ -102,6 +108,11 @@ fn pack_group(next: u16, keys: &[u16; GROUP], counts: &[u64; GROUP]) -> Option<[
         wide |= u64::from(gap) | counts[j] | counts[j].wrapping_sub(1);
         pairs[j] = (gap & 0xff) | ((counts[j] as u16) << 8);
     }
+    // Keys checked in a loop of their own, on 16-bit lanes (one vector for the group).
+    let invalid = keys
+        .iter()
+        .fold(false, |invalid, &k| invalid | !hist::key_is_valid(k));
+    wide |= u64::from(invalid) << 7;
     let mut bytes = [0u8; 2 * GROUP];
     for (out, pair) in bytes.chunks_exact_mut(2).zip(pairs) {
         out.copy_from_slice(&pair.to_le_bytes());
@@ -521,8 +532,8 @@ fn put_varint_at(out: &mut [u8], mut at: usize, mut v: u64) -> usize {
 
 /// Appends a histogram's bins, packed.
 pub fn pack_histogram(h: &Histogram, out: &mut Vec<u8>) {
-    let positive = pack(h.keys(), h.counts(), out);
-    debug_assert!(positive, "a histogram's counts are above zero");
+    let fit = pack(h.keys(), h.counts(), out);
+    debug_assert!(fit, "a histogram's bins fit");
 }
 
 /// Why packed bytes are not a histogram: what, and at which byte.
@@ -762,10 +773,11 @@ mod tests {
         ) {
             let mut dense: Box<DenseCounts> = zeroed_dense();
             let mut touched: Box<DenseBits> = zeroed_dense();
-            let keys: Vec<u16> = bins.keys().copied().collect();
+            let keys: Vec<u16> = bins.keys().copied().filter(|&k| hist::key_is_valid(k)).collect();
             // Mostly one-byte counts, as in a merged period, with the wide ones kept.
-            let counts: Vec<u64> = bins
-                .values()
+            let counts: Vec<u64> = keys
+                .iter()
+                .map(|k| &bins[k])
                 .zip(narrow.iter().chain(std::iter::repeat(&0)))
                 .map(|(&wide, &n)| if n > 0 { n } else { wide })
                 .collect();

@@ -857,7 +857,61 @@ fn bins_that_are_not_a_histogram_are_refused_naming_why() {
             other => panic!("{keys:?} {counts:?}: {other:?}"),
         }
     }
+    // Long lists are checked eight bins at a time as they are packed: a fault anywhere in a
+    // group, or after one, is named the same.
+    // The first and the last bin of 21 decades (five groups of eight and two bins after): between a decade's last and the next one's
+    // first lie invalid keys, and every gap fits the group path's byte.
+    let keys: Vec<u16> = (300u16..320)
+        .flat_map(|d| [d << 7 | 1, d << 7 | 90])
+        .collect();
+    let counts: Vec<u64> = (1..=keys.len() as u64).collect();
+    assert!(keys.iter().all(|&k| hist::key_is_valid(k)));
+    let faults: [(usize, &str); 4] = [
+        (0, "strictly ascending keys"),
+        (1, "strictly ascending keys"),
+        (2, "valid bin keys"),
+        (3, "counts above zero"),
+    ];
+    for at in [2, 8, 14, keys.len() - 2] {
+        for (fault, why) in faults {
+            let (mut k, mut c) = (keys.clone(), counts.clone());
+            match fault {
+                0 => k.swap(at - 1, at),
+                1 => k[at] = k[at - 1],
+                // `at` is even: a decade's first bin, after the last of the one before.
+                2 => k[at] = k[at - 1] + 10,
+                _ => c[at] = 0,
+            }
+            match b.push_canonical_bins("h", 0, &k, &c) {
+                Err(store::StoreError::InvalidBins { expected }) => {
+                    assert_eq!(expected, why, "fault {fault} at bin {at}")
+                }
+                other => panic!("fault {fault} at bin {at}: {other:?}"),
+            }
+        }
+    }
     assert_eq!(b.sample_count(), 0);
+    // Nothing of the refused bins stays in the batch: the next histogram reads back whole.
+    b.push_canonical_bins("long", 0, &keys, &counts).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    store.write(&b).unwrap();
+    let got = store
+        .view()
+        .unwrap()
+        .raw_histograms(id(&store, "long"), 0, i64::MAX)
+        .unwrap();
+    let want: Vec<(u16, u64)> = keys.iter().copied().zip(counts.iter().copied()).collect();
+    assert_eq!(got.len(), 1);
+    let bins: Vec<(u16, u64)> = got[0]
+        .1
+        .keys()
+        .iter()
+        .copied()
+        .zip(got[0].1.counts().iter().copied())
+        .collect();
+    assert_eq!(bins, want);
+    let mut b = WriteBatch::new();
     // An empty histogram is one.
     b.push_canonical_bins("h", 0, &[], &[]).unwrap();
     assert_eq!(b.sample_count(), 1);
