@@ -17,7 +17,7 @@ use std::sync::Arc;
 use ingest::httptrap::Scratch;
 use ingest::visit::{HistogramRef, Metric, ValueRef, Visitor};
 use ingest::{Mode, Options, Reason, Rejection};
-use store::key::{Tag, TagSet};
+use store::key::{CanonicalTags, Tag, TagSet};
 use store::WriteBatch;
 
 use super::mapping::{self, Mapped, REJECTIONS_LISTED_MAX};
@@ -145,6 +145,9 @@ struct BatchWriter<'t> {
     /// `extra_tags` as text (the check name comes from the URL, so they are): lent suffixes'
     /// keys are printed with them without checking their bytes as UTF-8 per key.
     extra_text: Option<Vec<(&'t str, &'t str)>>,
+    /// `extra_tags` sorted, when every part is literal: a lent suffix already in canonical
+    /// order is merged with them in one pass (`store::key::write_key_with_canonical_tags`).
+    extra_canonical: Option<CanonicalTags<'t>>,
     /// `tags_id`s below this are kept in `sets`, the others in `other_set`.
     set_ids_max: u64,
     mapped: Mapped,
@@ -172,10 +175,14 @@ impl<'t> BatchWriter<'t> {
             let category = std::str::from_utf8(t.category()).ok()?;
             Some((category, std::str::from_utf8(t.value()).ok()?))
         };
+        let extra_text: Option<Vec<(&str, &str)>> = extra_tags.iter().map(as_text).collect();
         BatchWriter {
             now_ms,
             extra_tags,
-            extra_text: extra_tags.iter().map(as_text).collect(),
+            extra_canonical: extra_text
+                .as_ref()
+                .and_then(|tags| CanonicalTags::new(tags.iter().copied())),
+            extra_text,
             set_ids_max,
             mapped: Mapped::default(),
             parse_rejected: Vec::new(),
@@ -291,8 +298,16 @@ impl Visitor for BatchWriter<'_> {
         };
         let mut key = std::mem::take(&mut self.key);
         key.clear();
+        let canonical = match (suffix, &self.extra_canonical) {
+            (Some(text), Some(extra)) => {
+                store::key::write_key_with_canonical_tags(name, text, extra, &mut key)
+            }
+            _ => false,
+        };
         let written = match suffix {
             // A stream's own tag list, used once: printed straight into its key.
+            // Tags already in canonical order: merged with the extra tags in one pass.
+            Some(_) if canonical => Ok(()),
             Some(text) => {
                 debug_assert!(tags.is_empty());
                 let suffix = ingest::visit::suffix_tags(text);
