@@ -1,7 +1,7 @@
 //! Stream tags written in the Circonus forms: the `name|ST[cat:val,cat2:val2]` name suffix and
 //! `"cat:val"` strings (httptrap `_tags`), where either part may be `b"<base64>"`.
 
-use crate::batch::{check_tag, check_tag_count, Reason};
+use crate::batch::{check_tag, check_tag_count, Reason, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX};
 
 /// Where a `name|ST[…]` suffix starts.
 pub(crate) const SUFFIX_OPEN: &str = "|ST[";
@@ -56,23 +56,50 @@ pub(crate) struct PlainSuffix<'a> {
 pub(crate) fn plain_suffix(full: &str) -> Option<PlainSuffix<'_>> {
     let open = suffix_open(full)?;
     let text = full[open + SUFFIX_OPEN.len()..].strip_suffix(']')?;
-    // `[` and `]` are refused, and a `"` may be part of a `b"…"` to decode: the split takes
-    // those.
-    if text.is_empty() || text.bytes().any(|b| matches!(b, b'[' | b']' | b'"')) {
-        return None;
-    }
-    let mut count = 0;
-    for (category, value) in suffix_tags(text) {
-        count += 1;
-        if check_tag(category, value).is_err() || check_tag_count(count).is_err() {
-            return None;
-        }
-    }
+    let count = plain_tag_count(text)?;
     Some(PlainSuffix {
         name: &full[..open],
         text,
         count,
     })
+}
+
+/// The number of tags in a suffix's text if every one passes `check_tag` and
+/// `check_tag_count` as [`suffix_tags`] splits them, with no `[`, `]` or `"` (the split refuses
+/// brackets, and a `"` may be part of a `b"…"` to decode); `None` otherwise. One pass over the
+/// bytes: the split and the checks in turn took three (a key is read for every sample).
+fn plain_tag_count(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    if bytes.is_empty() {
+        return None;
+    }
+    // The tag being read: where it starts and where its first `:` is.
+    let (mut start, mut colon) = (0, None);
+    let mut count = 0;
+    // A tag ending at `end` (exclusive) fits: a category, and parts within the bound.
+    let fits = |start: usize, colon: Option<usize>, end: usize| {
+        let (category, value) = match colon {
+            Some(c) => (c - start, end - c - 1),
+            None => (end - start, 0),
+        };
+        category > 0 && category.max(value) <= TAG_BYTES_MAX
+    };
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'[' | b']' | b'"' => return None,
+            b',' => {
+                count += 1;
+                if !fits(start, colon, i) || count > TAGS_PER_SAMPLE_MAX {
+                    return None;
+                }
+                (start, colon) = (i + 1, None);
+            }
+            b':' if colon.is_none() => colon = Some(i),
+            _ => {}
+        }
+    }
+    count += 1;
+    (fits(start, colon, bytes.len()) && count <= TAGS_PER_SAMPLE_MAX).then_some(count)
 }
 
 /// The tags of a plain suffix's text (see [`plain_suffix`]), as `parse_tag` reads them: the
@@ -152,7 +179,6 @@ fn decode_base64_part(encoded: &str, whole: &str) -> Result<String, Reason> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::TAGS_PER_SAMPLE_MAX;
 
     fn pair(c: &str, v: &str) -> (String, String) {
         (c.to_owned(), v.to_owned())
@@ -193,40 +219,86 @@ mod tests {
         }
     }
 
+    /// [`plain_suffixes_are_what_the_split_makes`] for any name: what `plain_suffix` lends is
+    /// what `split_stream_tags` makes, and it leaves to the split only what the split refuses,
+    /// decodes or finds no tags in.
+    fn check_plain_against_split(full: &str) -> Result<(), String> {
+        let mut tags = Vec::new();
+        let split = split_stream_tags(full, &mut tags);
+        match plain_suffix(full) {
+            Some(plain) => {
+                let pairs: Vec<(String, String)> = suffix_tags_owned(plain.text).collect();
+                if split != Ok(plain.name) || pairs != tags || plain.count != tags.len() {
+                    return Err(format!(
+                        "{full:?}: lent {plain:?}, split {split:?} {tags:?}"
+                    ));
+                }
+            }
+            None if split.is_err() || tags.is_empty() || full.contains('"') => {}
+            None => return Err(format!("{full:?}: declined, split {split:?} {tags:?}")),
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plain_suffixes_of_any_name_are_what_the_split_makes(
+            name in "[ab|]{0,3}",
+            parts in proptest::collection::vec("[ab:,\\[\\]\"]{0,4}", 0..4),
+            long in proptest::option::of((0usize..3, 1020usize..1030)),
+            many in proptest::option::of(60usize..70),
+        ) {
+            let mut inner = parts.concat();
+            if let Some((at, len)) = long {
+                // A part near `TAG_BYTES_MAX`, as a category or a value.
+                inner = match at {
+                    0 => format!("{}:v,{inner}", "c".repeat(len)),
+                    1 => format!("c:{},{inner}", "v".repeat(len)),
+                    _ => format!("{inner}{}", "x".repeat(len)),
+                };
+            }
+            if let Some(n) = many {
+                // Near `TAGS_PER_SAMPLE_MAX` tags.
+                inner = format!("{inner}{}", ",t:v".repeat(n));
+            }
+            let full = format!("{name}|ST[{inner}]");
+            proptest::prop_assert_eq!(check_plain_against_split(&full), Ok(()));
+        }
+    }
+
     #[test]
     fn plain_suffixes_are_what_the_split_makes() {
+        let bound = |n: usize| format!("x|ST[{}]", vec!["a:b"; n].join(","));
+        let (long, max) = ("c".repeat(TAG_BYTES_MAX + 1), TAG_BYTES_MAX);
         for full in [
-            "db`latency|ST[db:orders,host:a:b]",
-            "x|ST[b:2,a:1,a:1]",
-            "x|ST[flag,c:]",
-            "x|ST[a:z,a0:c]",
-            "plain",
-            "x|ST[]",
-            "x|ST[a:b]y",
-            "x|ST[a:b]|ST[c:d]",
-            "x|ST[b\"YSBi\":v]",
-            "x|ST[c:b\"YSBi\"]",
-            "x|ST[:v]",
+            "db`latency|ST[db:orders,host:a:b]".to_owned(),
+            "x|ST[b:2,a:1,a:1]".to_owned(),
+            "x|ST[flag,c:]".to_owned(),
+            "x|ST[a:z,a0:c]".to_owned(),
+            "plain".to_owned(),
+            "x|ST[]".to_owned(),
+            "x|ST[a:b]y".to_owned(),
+            "x|ST[a:b]|ST[c:d]".to_owned(),
+            "x|ST[b\"YSBi\":v]".to_owned(),
+            "x|ST[c:b\"YSBi\"]".to_owned(),
+            "x|ST[:v]".to_owned(),
+            "x|ST[:a:b]".to_owned(),
+            "x|ST[a::b,c:d:]".to_owned(),
+            // The bounds, at and one past.
+            bound(TAGS_PER_SAMPLE_MAX),
+            bound(TAGS_PER_SAMPLE_MAX + 1),
+            format!("x|ST[{}:v]", &long[..max]),
+            format!("x|ST[{long}:v]"),
+            format!("x|ST[c:{}]", &long[..max]),
+            format!("x|ST[c:{long}]"),
+            format!("x|ST[c:a:{}]", &long[..max - 2]),
+            format!("x|ST[c:a:{}]", &long[..max - 1]),
         ] {
-            let mut tags = Vec::new();
-            let split = split_stream_tags(full, &mut tags);
-            match plain_suffix(full) {
-                Some(plain) => {
-                    assert_eq!(split, Ok(plain.name), "{full}");
-                    let pairs: Vec<(String, String)> = suffix_tags_owned(plain.text).collect();
-                    assert_eq!(pairs, tags, "{full}");
-                    assert_eq!(plain.count, tags.len(), "{full}");
-                }
-                // Only what the split refuses, decodes or finds no tags in is left to it.
-                None => assert!(
-                    split.is_err() || tags.is_empty() || full.contains("b\""),
-                    "{full}"
-                ),
-            }
+            assert_eq!(check_plain_against_split(&full), Ok(()));
         }
-        let many = format!("x|ST[{}]", vec!["a:b"; TAGS_PER_SAMPLE_MAX + 1].join(","));
-        assert!(plain_suffix(&many).is_none());
-        assert!(split_stream_tags(&many, &mut Vec::new()).is_err());
+        assert!(plain_suffix(&bound(TAGS_PER_SAMPLE_MAX)).is_some());
+        assert!(plain_suffix(&bound(TAGS_PER_SAMPLE_MAX + 1)).is_none());
+        assert!(split_stream_tags(&bound(TAGS_PER_SAMPLE_MAX + 1), &mut Vec::new()).is_err());
     }
 
     #[test]
