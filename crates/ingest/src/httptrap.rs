@@ -442,7 +442,7 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
         };
         let kind = self
             .string(kind)
-            .ok_or(Reason::bad_value("a `_type` string", ""))?;
+            .ok_or_else(|| Reason::bad_value("a `_type` string", ""))?;
         let value = self.typed_value(&kind, value, decoded)?;
         let ts_ms = e.ts.map(|i| self.timestamp(i)).transpose()?;
         let mode = e.fl.map_or(Ok(Mode::Set), |i| self.mode(i))?;

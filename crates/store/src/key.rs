@@ -435,34 +435,26 @@ pub fn write_key_with_canonical_tags(
 }
 
 /// The tags of [`write_key_with_canonical_tags`] merged in order into `out`, `,`-separated;
-/// `false` (with `out` partly written) where the text is not canonical.
+/// `false` (with `out` partly written) where the text is not canonical. The text is copied in
+/// runs, split only where an extra tag goes in (a copy per part cost more than the checks).
 fn write_canonical_tags(text: &str, extra: &CanonicalTags<'_>, out: &mut String) -> bool {
     let bytes = text.as_bytes();
     // Every pair is above ("", ""): parts are not empty.
     let mut previous = ("", "");
     let (mut extra_at, mut count) = (0, extra.given);
     let extra = &extra.sorted;
-    let mut i = 0;
-    let mut first = true;
-    let mut put = |out: &mut String, (c, v): (&str, &str)| {
-        if !first {
-            out.push(',');
-        }
-        first = false;
-        out.push_str(c);
-        out.push(':');
-        out.push_str(v);
-    };
+    // The text before `written` is in `out`.
+    let (mut i, mut written) = (0, 0);
     // Bounded: each step consumes a pair of the text.
     loop {
-        let category_start = i;
+        let pair_start = i;
         while i < bytes.len() && is_literal_byte(bytes[i], Part::Category) {
             i += 1;
         }
         if bytes.get(i) != Some(&b':') {
             return false;
         }
-        let category = &text[category_start..i];
+        let category = &text[pair_start..i];
         i += 1;
         let value_start = i;
         while i < bytes.len() && is_literal_byte(bytes[i], Part::Value) {
@@ -480,24 +472,36 @@ fn write_canonical_tags(text: &str, extra: &CanonicalTags<'_>, out: &mut String)
             return false;
         }
         previous = pair;
+        // Extra tags below this pair go in before it (one equal to it is the same tag).
         // Bounded by `extra`'s length.
         while let Some(&tag) = extra.get(extra_at).filter(|&&tag| tag <= pair) {
             extra_at += 1;
             if tag != pair {
-                put(out, tag);
+                out.push_str(&text[written..pair_start]);
+                written = pair_start;
+                push_tag(out, tag);
+                out.push(',');
             }
         }
-        put(out, pair);
         match bytes.get(i) {
             None => break,
             Some(b',') => i += 1,
             Some(_) => return false,
         }
     }
+    out.push_str(&text[written..]);
     for &tag in &extra[extra_at..] {
-        put(out, tag);
+        out.push(',');
+        push_tag(out, tag);
     }
     true
+}
+
+/// `cat:val` of a literal tag.
+fn push_tag(out: &mut String, (category, value): (&str, &str)) {
+    out.push_str(category);
+    out.push(':');
+    out.push_str(value);
 }
 
 /// A tag's category or value as a caller holds it: bytes, or text, whose literal form is the
