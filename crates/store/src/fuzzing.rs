@@ -158,6 +158,40 @@ pub fn key_and_query(data: &[u8]) {
         let reparsed = TagQuery::parse(&printed).map(|q| q.to_string());
         assert_eq!(reparsed.as_deref(), Ok(printed.as_str()));
     }
+    canonical_tags_agree(text);
+}
+
+/// `name\ntags\nextra tags`: the one-pass key writer appends what the general one appends
+/// for the same tags, or declines and appends nothing.
+fn canonical_tags_agree(text: &str) {
+    let mut lines = text.splitn(3, '\n');
+    let (name, tags) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+    let extra_pairs: Vec<(&str, &str)> = lines
+        .next()
+        .unwrap_or("")
+        .split(',')
+        .filter(|part| !part.is_empty())
+        .map(|part| part.split_once(':').unwrap_or((part, "")))
+        .collect();
+    let Some(extra) = crate::key::CanonicalTags::new(extra_pairs.iter().copied()) else {
+        return;
+    };
+    let mut fast = String::from("kept");
+    let took = crate::key::write_key_with_canonical_tags(name, tags, &extra, &mut fast);
+    if !took {
+        assert_eq!(fast, "kept");
+        return;
+    }
+    let pairs = tags
+        .split(',')
+        .map(|part| part.split_once(':').unwrap_or((part, "")))
+        .chain(extra_pairs.iter().copied());
+    let mut general = String::from("kept");
+    assert_eq!(
+        crate::key::write_key_with_tags(name, pairs, &mut general),
+        Ok(())
+    );
+    assert_eq!(fast, general);
 }
 
 /// WAL record decoder: never panics; an accepted record re-encodes to bytes that decode and
