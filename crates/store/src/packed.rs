@@ -24,10 +24,10 @@ pub fn pack(keys: &[u16], counts: &[u64], out: &mut Vec<u8>) -> bool {
 /// [`pack`], with the group fast path or (tests: the reference) bin by bin only.
 fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u8>) -> bool {
     debug_assert_eq!(keys.len(), counts.len());
-    // Written through a slice grown ahead (2 bytes a bin, and room for one widest bin), not
-    // by pushes: a push's capacity check and length update per byte cost more than the rest.
-    let mut at = out.len();
-    out.resize(at + keys.len() * 2 + BIN_BYTES_MAX, 0);
+    // Room for 2 bytes a bin and one widest bin, reserved once: appends of a group's 16
+    // bytes or a bin's 2 then find the room, without the zero-filling a resize did.
+    let start = out.len();
+    out.reserve(keys.len() * 2 + BIN_BYTES_MAX);
     let mut next = 0u16;
     let mut from = 0;
     // A group holds only bins that fit (`pack_group`), so only bins packed one by one can
@@ -46,13 +46,9 @@ fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u
         ) {
             if let (Ok(k), Ok(c)) = (<&[u16; GROUP]>::try_from(k), <&[u64; GROUP]>::try_from(c)) {
                 if let Some(bytes) = pack_group(next, k, c) {
-                    out[at..at + 2 * GROUP].copy_from_slice(&bytes);
-                    at += 2 * GROUP;
+                    out.extend_from_slice(&bytes);
                     next = k[GROUP - 1].wrapping_add(1);
                     from += GROUP;
-                    if at + BIN_BYTES_MAX > out.len() {
-                        out.resize(at + BIN_BYTES_MAX + keys.len(), 0);
-                    }
                     continue;
                 }
             }
@@ -61,7 +57,7 @@ fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u
         // `next` wraps to 0 only after key `u16::MAX`, which is not valid and ended the
         // packing, so `k >= next` is "above the key before".
         if c == 0 || k < next || !hist::key_is_valid(k) {
-            out.truncate(at);
+            out.truncate(start);
             return false;
         }
         from += 1;
@@ -69,18 +65,12 @@ fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u
         next = k.wrapping_add(1);
         if gap < 0x80 && c < 0x80 {
             // The common case: one byte each.
-            out[at] = gap as u8;
-            out[at + 1] = c as u8;
-            at += 2;
+            out.extend_from_slice(&[gap as u8, c as u8]);
         } else {
-            at = put_varint_at(out, at, u64::from(gap));
-            at = put_varint_at(out, at, c);
-        }
-        if at + BIN_BYTES_MAX > out.len() {
-            out.resize(at + BIN_BYTES_MAX + keys.len(), 0);
+            crate::encode::bits::put_varint(out, u64::from(gap));
+            crate::encode::bits::put_varint(out, c);
         }
     }
-    out.truncate(at);
     true
 }
 
