@@ -88,10 +88,10 @@ fn plain_tag_count(text: &str) -> Option<usize> {
         match b {
             b'[' | b']' | b'"' => return None,
             b',' => {
-                count += 1;
-                if !fits(start, colon, i) || count > TAGS_PER_SAMPLE_MAX {
+                if !fits(start, colon, i) {
                     return None;
                 }
+                count += 1;
                 (start, colon) = (i + 1, None);
             }
             b':' if colon.is_none() => colon = Some(i),

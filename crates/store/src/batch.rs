@@ -407,7 +407,7 @@ impl WriteBatch {
         let (value, value_bytes) = match value {
             Incoming::Bins { keys, counts } => {
                 if !crate::packed::pack(keys, counts, &mut self.packed) {
-                    self.packed.truncate(start);
+                    debug_assert_eq!(self.packed.len(), start, "pack takes its bytes back");
                     let refused = bins_error(keys, counts);
                     debug_assert!(refused.is_err(), "pack refuses only bins that do not fit");
                     return refused;

@@ -464,8 +464,8 @@ fn write_canonical_tags(text: &str, extra: &CanonicalTags<'_>, out: &mut String)
         let value = &text[value_start..i];
         let pair = (category, value);
         count += 1;
-        let literal = |part: &str| !part.is_empty() && !part.starts_with("b\"");
-        if !(literal(category) && literal(value))
+        // Every byte was checked by the scans above.
+        if !(literal_shape(category.as_bytes()) && literal_shape(value.as_bytes()))
             || category.len().max(value.len()) > TAG_PART_SIZE_MAX
             || tag_order(pair, previous) != Ordering::Greater
             || count > TAGS_MAX
@@ -694,9 +694,12 @@ pub fn is_literal_byte(byte: u8, part: Part) -> bool {
 
 /// Whether `bytes` is written literally (else `b"<base64>"`).
 pub fn is_literal(bytes: &[u8], part: Part) -> bool {
-    !bytes.is_empty()
-        && !bytes.starts_with(b"b\"")
-        && bytes.iter().all(|&b| is_literal_byte(b, part))
+    literal_shape(bytes) && bytes.iter().all(|&b| is_literal_byte(b, part))
+}
+
+/// What [`is_literal`] asks of a part besides its bytes: not empty, and not read as `b"…"`.
+fn literal_shape(bytes: &[u8]) -> bool {
+    !bytes.is_empty() && !bytes.starts_with(b"b\"")
 }
 
 /// Appends `bytes` in its text form: literal when possible, `b"<base64>"` otherwise.

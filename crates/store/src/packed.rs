@@ -14,8 +14,7 @@ pub const BIN_BYTES_MAX: usize = 20;
 
 /// Appends bins, packed, to `out`; returns whether they fit — every key valid and above the
 /// one before, every count above zero — found as they are packed, so the batch checks lent
-/// bins in the same pass (it takes the bytes back if this is `false`; they are then partly
-/// written and meaningless).
+/// bins in the same pass. If they do not, `out` is left as it was.
 #[must_use]
 pub fn pack(keys: &[u16], counts: &[u64], out: &mut Vec<u8>) -> bool {
     pack_groups::<true>(keys, counts, out)

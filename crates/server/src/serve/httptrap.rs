@@ -305,9 +305,9 @@ impl Visitor for BatchWriter<'_> {
             _ => false,
         };
         let written = match suffix {
-            // A stream's own tag list, used once: printed straight into its key.
-            // Tags already in canonical order: merged with the extra tags in one pass.
+            // Tags already in canonical order: merged with the extra tags in one pass above.
             Some(_) if canonical => Ok(()),
+            // A stream's own tag list, used once: printed straight into its key.
             Some(text) => {
                 debug_assert!(tags.is_empty());
                 let suffix = ingest::visit::suffix_tags(text);
