@@ -379,6 +379,43 @@ pub fn key_is_valid(key: u16) -> bool {
         | ((key <= KEY_MAX) & (slot.wrapping_sub(1) < DECADE_BINS as u16))
 }
 
+/// A storage-order bin key known to be valid (what [`Bin::key`] gives, and [`key_is_valid`]
+/// holds for): made only here, so that a packer takes it without checking it again. The
+/// default is the NaN bin's key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ValidKey(u16);
+
+impl ValidKey {
+    /// `key`, if it is valid.
+    #[inline]
+    pub fn new(key: u16) -> Option<ValidKey> {
+        key_is_valid(key).then_some(ValidKey(key))
+    }
+
+    /// The key of bin `(val, exp)`: `Bin::new(val, exp).map(Bin::key)`, written out so that
+    /// the per-bin loops of other crates inline it whole (`Bin::new` is not inlined across
+    /// crates); a test compares the two for every pair.
+    #[inline(always)]
+    pub fn of(val: i8, exp: i8) -> Option<ValidKey> {
+        let (v, e) = (i32::from(val), i32::from(exp));
+        let key = match v {
+            10..=99 => ((384 + e) << DECADE_SHIFT | (v - 9)) as u16,
+            -99..=-10 => ((127 - e) << DECADE_SHIFT | (100 + v)) as u16,
+            0 => KEY_ZERO,
+            -1 if e == 0 => KEY_NAN,
+            _ => return None,
+        };
+        debug_assert!(key_is_valid(key));
+        Some(ValidKey(key))
+    }
+
+    /// The key.
+    #[inline(always)]
+    pub fn get(self) -> u16 {
+        self.0
+    }
+}
+
 /// The key of the bin after `key` in storage order, if any.
 pub(crate) fn next_key(key: u16) -> Option<u16> {
     debug_assert!(key_is_valid(key));
@@ -597,14 +634,21 @@ mod tests {
         let mut of_bins = vec![false; 1 << 16];
         for val in i8::MIN..=i8::MAX {
             for exp in i8::MIN..=i8::MAX {
-                if let Some(bin) = Bin::new(val, exp) {
+                let bin = Bin::new(val, exp);
+                // The written-out key of a pair is the bin's.
+                let of = ValidKey::of(val, exp).map(ValidKey::get);
+                assert_eq!(of, bin.map(Bin::key), "({val}, {exp})");
+                if let Some(bin) = bin {
                     of_bins[usize::from(bin.key())] = true;
                 }
             }
         }
         for key in 0..=u16::MAX {
             assert_eq!(key_is_valid(key), of_bins[usize::from(key)], "key {key}");
+            let valid = ValidKey::new(key).map(ValidKey::get);
+            assert_eq!(valid, of_bins[usize::from(key)].then_some(key), "key {key}");
         }
+        assert_eq!(ValidKey::default().get(), KEY_NAN);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! - [`Histogram`]: the sorted form — merge, subtract, quantiles, counts, binary/base64/text.
 //! - [`Accumulator`]: the dense form for merging many histograms into one.
 //! - [`Recorder`]: the hot-path form for inserting measurements, convertible to a `Histogram`.
+//! - [`packed`]: bins as gap and count varints, the store's in-memory and WAL form.
 #![forbid(unsafe_code)]
 
 mod accumulate;
@@ -17,12 +18,13 @@ mod codec;
 pub mod convert;
 mod error;
 mod histogram;
+pub mod packed;
 mod pow10;
 mod recorder;
 mod text;
 
 pub use accumulate::{Accumulator, ACCUMULATOR_SPAN_MAX};
-pub use bin::{key_is_valid, Bin, BIN_COUNT_MAX};
+pub use bin::{key_is_valid, Bin, ValidKey, BIN_COUNT_MAX};
 pub use error::{DecodeError, QuantileError, TextError};
 pub use histogram::{Histogram, QuantileType, ThresholdCounts};
 pub use recorder::Recorder;

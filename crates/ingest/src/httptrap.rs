@@ -354,7 +354,7 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
             },
             Kind::Array => self.elements(index),
             // Only an explicit-form object holds a `Bins` array, and `explicit` reads it.
-            Kind::Bins | Kind::BinRange { .. } => {
+            Kind::Bins | Kind::PackedBins | Kind::BinRange => {
                 self.reject_here(Reason::bad_value("a value", self.raw(index)))
             }
             _ => match self.plain(index) {
@@ -523,7 +523,7 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
     }
 
     /// A histogram `_value`: one element or an array of them, merged. An array of `"H[…]=n"`
-    /// strings the tokenizer read is lent from its bins when in storage order. Other single
+    /// strings the tokenizer read is lent as it packed them when in storage order. Other single
     /// bins are collected and sorted once (uploads list them in order, so the sort is a scan);
     /// base64 parts merge.
     fn histogram<'s>(
@@ -545,19 +545,22 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
             });
         }
         if token.kind == Kind::Bins {
-            // Read by the tokenizer; the range is in the next token.
-            let (range, in_order) = match self.tape.get(index + 1) {
-                Some(r) => (
-                    r.start()..r.end(),
-                    r.kind == Kind::BinRange { in_order: true },
-                ),
-                None => (0..0, true),
+            // Read by the tokenizer: packed, or out of order in the range the next token holds.
+            let Some(&read) = self.tape.get(index + 1) else {
+                debug_assert!(false, "a `Bins` token is followed by its bins'");
+                return Ok(HistogramRef::Built(Histogram::new()));
             };
+            if read.kind == Kind::PackedBins {
+                if let Some(packed) = self.read_bins.packed.get(read.start()) {
+                    return Ok(HistogramRef::Packed(packed));
+                }
+                debug_assert!(false, "a histogram the tokenizer packed");
+            }
             let mut scratch = self.bins.take();
-            let histogram =
-                crate::bins::histogram_of(self.read_bins, range, in_order, &mut scratch);
+            let range = read.start()..read.end();
+            let histogram = crate::bins::histogram_of(self.read_bins, range, &mut scratch);
             self.bins.set(scratch);
-            return Ok(histogram);
+            return Ok(HistogramRef::Built(histogram));
         }
         // The array's token count bounds its element count: one allocation for the bins.
         let elements_max = token.next() - index;
@@ -708,7 +711,7 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
             Kind::True => Ok(Found::Numeric(1.0)),
             Kind::False => Ok(Found::Numeric(0.0)),
             Kind::Null => Ok(Found::Null),
-            Kind::Object | Kind::Array | Kind::Bins | Kind::BinRange { .. } => {
+            Kind::Object | Kind::Array | Kind::Bins | Kind::PackedBins | Kind::BinRange => {
                 Err(Reason::bad_value("a scalar", self.raw(index)))
             }
         }
@@ -892,11 +895,16 @@ fn fixed_entry(text: &[u8]) -> Option<(u16, u64)> {
     Some((key, decimal_bytes_u64(count)?))
 }
 
-/// True when all of `inside` (an array's contents) is `"H[d.de±dd]=n"` strings separated by a
-/// bare `,`, read into `bins` (`bins::fixed_text_bins`; for the tests).
+/// The bins of `inside` (an array's contents) in the order read, when all of it is
+/// `"H[d.de±dd]=n"` strings separated by a bare `,` (`bins::fixed_text_bins`; for the tests).
 #[cfg(test)]
-fn fixed_entries(inside: &[u8], bins: &mut KeyedBins) -> bool {
-    crate::bins::fixed_text_bins(inside, bins) == Some(inside.len())
+fn fixed_entries(inside: &[u8]) -> Option<Vec<(u16, u64)>> {
+    use crate::bins::ReadBins;
+    let (read, pairs) = crate::bins::read_pairs(inside, &mut KeyedBins::default());
+    let end = match read? {
+        ReadBins::Packed(end) | ReadBins::Keyed(end) => end,
+    };
+    (end == inside.len()).then_some(pairs)
 }
 
 /// A plain decimal u64 (digits only), without `str::parse`'s generality.
@@ -972,6 +980,7 @@ fn json_number(text: &str) -> Result<f64, Reason> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bins::ReadBins;
     use proptest::prelude::*;
 
     #[test]
@@ -1012,21 +1021,15 @@ mod tests {
 
     /// What `fixed_entries` reads for one quoted element, or `None` when it declines.
     fn fixed_entries_one(text: &str) -> Option<(u16, u64)> {
-        let mut bins = KeyedBins::default();
         let quoted = format!("\"{text}\"");
-        fixed_entries(quoted.as_bytes(), &mut bins).then(|| (bins.keys[0], bins.counts[0]))
+        fixed_entries(quoted.as_bytes()).map(|pairs| pairs[0])
     }
 
     #[test]
     fn fixed_entries_lists() {
-        let mut bins = KeyedBins::default();
-        assert!(fixed_entries(
-            br#""H[1.2e-03]=5","H[-5.0e+00]=17""#,
-            &mut bins
-        ));
+        let read = fixed_entries(br#""H[1.2e-03]=5","H[-5.0e+00]=17""#);
         let key = |v, e| Bin::new(v, e).unwrap().key();
-        assert_eq!(bins.keys, [key(12, -3), key(-50, 0)]);
-        assert_eq!(bins.counts, [5, 17]);
+        assert_eq!(read, Some(vec![(key(12, -3), 5), (key(-50, 0), 17)]));
         for declined in [
             &br#""H[1.2e-03]=5", "H[1.2e-03]=5""#[..],
             br#""H[1.2e-03]=5",1"#,
@@ -1038,9 +1041,8 @@ mod tests {
             br#""H[1.2e-03]=1\u0030""#,
             b"",
         ] {
-            let mut bins = KeyedBins::default();
             let text = String::from_utf8_lossy(declined);
-            assert!(!fixed_entries(declined, &mut bins), "{text}");
+            assert!(fixed_entries(declined).is_none(), "{text}");
         }
     }
 
@@ -1078,16 +1080,14 @@ mod tests {
             let want: Vec<(u16, u64)> =
                 texts.iter().map_while(|t| fixed_entry(t.as_bytes())).collect();
             let mut bins = KeyedBins::default();
-            let read_in_order = crate::bins::fixed_text_bins_in_order(body.as_bytes(), &mut bins);
-            let got = read_in_order.map(|(end, _)| end);
-            let read: Vec<(u16, u64)> =
-                bins.keys.iter().copied().zip(bins.counts.iter().copied()).collect();
+            let (got, read) = crate::bins::read_pairs(body.as_bytes(), &mut bins);
             if want.len() == texts.len() && !tail.starts_with(',') {
-                prop_assert_eq!(got, Some(list.len()), "{}", body);
-                // The order flag: storage order and every count above zero.
+                // Packed when in storage order with every count above zero; else keyed.
                 let in_order = want.windows(2).all(|w| w[0].0 < w[1].0)
                     && want.iter().all(|&(_, c)| c != 0);
-                prop_assert_eq!(read_in_order.map(|(_, o)| o), Some(in_order), "{}", body);
+                let end = list.len();
+                let want_read = if in_order { ReadBins::Packed(end) } else { ReadBins::Keyed(end) };
+                prop_assert_eq!(got, Some(want_read), "{}", body);
                 prop_assert_eq!(read, want, "{}", body);
             } else {
                 prop_assert_eq!(got, None, "{}", body);

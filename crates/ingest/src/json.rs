@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 use crate::batch::JSON_DEPTH_MAX;
-use crate::bins::{fixed_text_bins_in_order, KeyedBins};
+use crate::bins::{fixed_text_bins, KeyedBins, ReadBins};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -29,13 +29,14 @@ pub(crate) enum Kind {
     /// An array of `"H[d.de±dd]=n"` strings that is the value of a `_value` key (below the
     /// document's top level, so always a histogram upload's or an explicit form's value): its
     /// bins were read by the tokenizer (`Tokenizer::bins`), and it has no element tokens.
-    /// `start..end` is the array's text; the next token is its `BinRange`.
+    /// `start..end` is the array's text; the next token is its `PackedBins` or `BinRange`.
     Bins,
-    /// After a `Bins` token: `start..end` is its range in `Tokenizer::bins`; `in_order` when
-    /// those bins are in storage order with every count above zero.
-    BinRange {
-        in_order: bool,
-    },
+    /// After a `Bins` token whose bins are in storage order with every count above zero: `start`
+    /// is their histogram's index in `Tokenizer::bins.packed`.
+    PackedBins,
+    /// After a `Bins` token whose bins are not: `start..end` is their range in
+    /// `Tokenizer::bins`'s keys and counts.
+    BinRange,
 }
 
 /// One token, 16 bytes: the tape is written once and read once per body byte or so, so its
@@ -260,8 +261,8 @@ impl<'a> Tokenizer<'a> {
 
     /// At the first `"` of an array just opened: if the array is the value of a `_value` key
     /// below the top level and holds only `"H[d.de±dd]=n"` strings separated by a bare `,`,
-    /// reads its bins into `bins`, records it as `Bins` + `BinRange` (no element tokens) and
-    /// closes it. Otherwise changes nothing and returns false.
+    /// reads its bins into `bins`, records it as `Bins` + `PackedBins` or `BinRange` (no element
+    /// tokens) and closes it. Otherwise changes nothing and returns false.
     fn bins_array(&mut self, tape: &mut Vec<Token>) -> bool {
         // The array, its key and the key's object, which is not the document itself: only an
         // explicit-form object holds `_value` there (the walker reads such an array as a
@@ -278,32 +279,40 @@ impl<'a> Tokenizer<'a> {
         if !is_value_key {
             return false;
         }
-        if self.bins.is_empty() {
-            // Sized once per body for the bins its text can hold (a no-op on the kept buffers
-            // of a caller reading many bodies): a body of histograms grew the vectors a dozen
-            // times, copying and faulting them in each time.
+        if self.bins.packed.is_empty() {
+            // Sized once per body for the bins its text can hold, at two bytes a bin (a no-op
+            // on the kept buffers of a caller reading many bodies): a body of histograms grew
+            // the buffer a dozen times, copying and faulting it in each time.
             let bins = self.s.len().min(BINS_RESERVE_BODY_BYTES_MAX) / BIN_TEXT_BYTES_MIN;
-            self.bins.reserve(bins);
+            self.bins.packed.reserve(2 * bins);
         }
         let first = self.bins.len();
         let read = self
             .s
             .get(self.pos..)
-            .and_then(|rest| fixed_text_bins_in_order(rest, &mut self.bins));
-        let Some((len, in_order)) =
-            read.filter(|&(len, _)| self.s.get(self.pos + len) == Some(&b']'))
-        else {
-            self.bins.truncate(first);
-            return false;
+            .and_then(|rest| fixed_text_bins(rest, &mut self.bins));
+        let closed = |len: usize| self.s.get(self.pos + len) == Some(&b']');
+        let (len, token) = match read {
+            Some(ReadBins::Packed(len)) if closed(len) => {
+                let index = self.bins.packed.finish();
+                (
+                    len,
+                    Token::new(Kind::PackedBins, index, index, tape.len() + 1),
+                )
+            }
+            Some(ReadBins::Keyed(len)) if closed(len) => {
+                let range = Token::new(Kind::BinRange, first, self.bins.len(), tape.len() + 1);
+                (len, range)
+            }
+            _ => {
+                self.bins.packed.abandon();
+                self.bins.truncate(first);
+                return false;
+            }
         };
         let array = tape.len() - 1;
         tape[array].kind = Kind::Bins;
-        tape.push(Token::new(
-            Kind::BinRange { in_order },
-            first,
-            self.bins.len(),
-            array + 2,
-        ));
+        tape.push(token);
         self.pos += len;
         self.close(tape);
         debug_assert_eq!(tape[array].next(), array + 2);

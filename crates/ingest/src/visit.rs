@@ -67,11 +67,13 @@ pub enum ValueRef<'m> {
 }
 
 /// A histogram value: storage-order keys and counts (strictly ascending valid keys, counts
-/// above zero, as `Histogram::from_sorted_keys` takes them), or one the reader had to build
-/// (bins out of order or repeated, or an llhist part).
+/// above zero, as `Histogram::from_sorted_keys` takes them), bins the reader packed as it read
+/// them (checked as they were: the store copies them as they are), or one the reader had to
+/// build (bins out of order or repeated, or an llhist part).
 #[derive(Debug)]
 pub enum HistogramRef<'m> {
     Sorted { keys: &'m [u16], counts: &'m [u64] },
+    Packed(hist::packed::PackedRef<'m>),
     Built(Histogram),
 }
 
@@ -81,6 +83,7 @@ impl HistogramRef<'_> {
     pub fn into_histogram(self) -> Histogram {
         match self {
             HistogramRef::Sorted { keys, counts } => Histogram::from_sorted_keys(keys, counts),
+            HistogramRef::Packed(bins) => bins.to_histogram(),
             HistogramRef::Built(histogram) => histogram,
         }
     }

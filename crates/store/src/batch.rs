@@ -142,14 +142,19 @@ pub const BATCH_PACKED_BYTES_MAX: usize = 1 << 30;
 /// A sample's value as added: owned, or a histogram's sorted bins lent by the caller.
 enum Incoming<'a> {
     Value(Value),
-    Bins { keys: &'a [u16], counts: &'a [u64] },
+    Bins {
+        keys: &'a [u16],
+        counts: &'a [u64],
+    },
+    /// Bins already packed, and checked as they were (`hist::packed::PackedList`).
+    Packed(hist::packed::PackedRef<'a>),
 }
 
 impl Incoming<'_> {
     fn kind(&self) -> Kind {
         match self {
             Incoming::Value(v) => v.kind(),
-            Incoming::Bins { .. } => Kind::Histogram,
+            Incoming::Bins { .. } | Incoming::Packed(_) => Kind::Histogram,
         }
     }
 }
@@ -246,6 +251,17 @@ impl WriteBatch {
     ) -> Result<usize, StoreError> {
         let bins = Incoming::Bins { keys, counts };
         self.push_key_with(|out| out.push_str(key_text), ts_ms, bins)
+    }
+
+    /// [`WriteBatch::push_canonical_bins`] for bins a parser packed as it read them: they are
+    /// copied as they are, the checks done when they were packed.
+    pub fn push_canonical_packed(
+        &mut self,
+        key_text: &str,
+        ts_ms: i64,
+        bins: hist::packed::PackedRef<'_>,
+    ) -> Result<usize, StoreError> {
+        self.push_key_with(|out| out.push_str(key_text), ts_ms, Incoming::Packed(bins))
     }
 
     /// [`WriteBatch::push_at`] for a histogram given as its bins (see
@@ -414,6 +430,10 @@ impl WriteBatch {
                 }
                 self.packed_sample(start, keys.len())
             }
+            Incoming::Packed(bins) => {
+                self.packed.extend_from_slice(bins.bytes());
+                self.packed_sample(start, bins.bins())
+            }
             Incoming::Value(Value::Histogram(h)) => {
                 crate::packed::pack_histogram(&h, &mut self.packed);
                 self.packed_sample(start, h.bin_count())
@@ -533,12 +553,13 @@ fn check(sample_count: usize, packed_bytes: usize, value: &Incoming<'_>) -> Resu
     if sample_count >= BATCH_SAMPLES_MAX {
         return Err(StoreError::BatchTooLarge);
     }
-    let bins = match value {
-        Incoming::Bins { keys, .. } => keys.len(),
-        Incoming::Value(Value::Histogram(h)) => h.bin_count(),
+    let bytes_max = match value {
+        Incoming::Bins { keys, .. } => keys.len() * PACKED_BIN_BYTES_MAX,
+        Incoming::Packed(bins) => bins.bytes().len(),
+        Incoming::Value(Value::Histogram(h)) => h.bin_count() * PACKED_BIN_BYTES_MAX,
         Incoming::Value(_) => 0,
     };
-    if packed_bytes + bins * PACKED_BIN_BYTES_MAX > BATCH_PACKED_BYTES_MAX {
+    if packed_bytes + bytes_max > BATCH_PACKED_BYTES_MAX {
         return Err(StoreError::BatchTooLarge);
     }
     match value {
@@ -548,7 +569,7 @@ fn check(sample_count: usize, packed_bytes: usize, value: &Incoming<'_>) -> Resu
             })
         }
         Incoming::Bins { keys, counts } => check_bins(keys, counts),
-        Incoming::Value(_) => Ok(()),
+        Incoming::Packed(_) | Incoming::Value(_) => Ok(()),
     }
 }
 

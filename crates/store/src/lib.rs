@@ -24,7 +24,8 @@ pub mod index;
 pub mod inspect;
 pub mod key;
 pub mod manifest;
-pub mod packed;
+/// Packed bins live in `hist` so that parsers can write them; the store keeps its paths.
+pub use hist::packed;
 pub mod read;
 pub mod rollup;
 pub mod tagquery;

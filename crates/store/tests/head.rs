@@ -750,7 +750,7 @@ fn wal_power_loss_keeps_every_acknowledged_batch() {
 }
 
 /// Histograms added as sorted bins (`push_canonical_bins` / `push_at_bins` / `push_id_bins`: packed into the
-/// batch, copied into the WAL record) read back exactly as the same histograms added as values,
+/// batch, copied into the WAL record) or packed by the caller (`push_canonical_packed`) read back exactly as the same histograms added as values,
 /// from the head and after a reopen replays the WAL, in batches that also hold numerics and
 /// cumulative histograms (which send the whole batch through the cumulative path).
 #[test]
@@ -793,6 +793,17 @@ fn histograms_added_as_bins_equal_histograms_added_as_values() {
                 b.push_id_bins(by_id[s as usize], t, h.keys(), h.counts())
                     .unwrap();
             }
+            // Packed by a parser in two pieces, then lent.
+            let mut list = hist::packed::PackedList::default();
+            let half = h.bin_count() / 2;
+            assert!(list.extend(&h.keys()[..half], &h.counts()[..half]));
+            assert!(list.extend(&h.keys()[half..], &h.counts()[half..]));
+            let index = list.finish();
+            let packed = list.get(index).unwrap();
+            for t in [ts_ms, ts_ms + 1] {
+                b.push_canonical_packed(&format!("as_packed|ST[s:{s}]"), t, packed)
+                    .unwrap();
+            }
             written.push(h);
         }
         b.numeric(&key("n"), round, round as f64).unwrap();
@@ -828,8 +839,12 @@ fn histograms_added_as_bins_equal_histograms_added_as_values() {
             let by_id_bins = view
                 .raw_histograms(id(store, &format!("as_id_bins|ST[s:{s}]")), 0, i64::MAX)
                 .unwrap();
+            let by_packed = view
+                .raw_histograms(id(store, &format!("as_packed|ST[s:{s}]")), 0, i64::MAX)
+                .unwrap();
             assert!(!by_value.is_empty());
             assert_eq!(by_bins, by_value, "series {s}");
+            assert_eq!(by_packed, by_value, "series {s} packed");
             assert_eq!(by_id_bins, by_value, "series {s} by id");
         }
     };

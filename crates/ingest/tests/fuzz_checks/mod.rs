@@ -90,10 +90,20 @@ impl ingest::visit::Visitor for VisitChecker {
         if let ingest::visit::ValueRef::Histogram(h)
         | ingest::visit::ValueRef::CumulativeHistogram(h) = &metric.value
         {
-            if let ingest::visit::HistogramRef::Sorted { keys, counts } = h {
-                assert_eq!(keys.len(), counts.len());
-                assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted keys");
-                assert!(counts.iter().all(|&c| c > 0), "counts above zero");
+            match h {
+                ingest::visit::HistogramRef::Sorted { keys, counts } => {
+                    assert_eq!(keys.len(), counts.len());
+                    assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted keys");
+                    assert!(counts.iter().all(|&c| c > 0), "counts above zero");
+                }
+                // Packed bins the store copies unchecked: they must unpack under every check.
+                ingest::visit::HistogramRef::Packed(bins) => {
+                    let (h, used) = hist::packed::unpack_prefix(bins.bytes(), bins.bins())
+                        .expect("packed bins unpack");
+                    assert_eq!(used, bins.bytes().len(), "no byte after the bins");
+                    assert_eq!(h.bin_count(), bins.bins());
+                }
+                ingest::visit::HistogramRef::Built(_) => {}
             }
         }
         self.samples.push(metric.into_sample());

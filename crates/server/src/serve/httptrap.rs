@@ -256,6 +256,7 @@ impl<'t> BatchWriter<'t> {
 enum Pushed<'m> {
     Value(store::Value),
     Bins(&'m [u16], &'m [u64]),
+    Packed(hist::packed::PackedRef<'m>),
 }
 
 impl Visitor for BatchWriter<'_> {
@@ -291,6 +292,8 @@ impl Visitor for BatchWriter<'_> {
             ValueRef::Histogram(HistogramRef::Sorted { keys, counts }) => {
                 Pushed::Bins(keys, counts)
             }
+            // Bins the parser packed as it read them are copied as they are.
+            ValueRef::Histogram(HistogramRef::Packed(bins)) => Pushed::Packed(bins),
             ValueRef::Histogram(h) => Pushed::Value(store::Value::Histogram(h.into_histogram())),
             ValueRef::CumulativeHistogram(h) => {
                 Pushed::Value(store::Value::CumulativeHistogram(h.into_histogram()))
@@ -339,6 +342,7 @@ impl Visitor for BatchWriter<'_> {
                     Pushed::Bins(keys, counts) => {
                         batch.push_canonical_bins(&key, ts_ms, keys, counts)
                     }
+                    Pushed::Packed(bins) => batch.push_canonical_packed(&key, ts_ms, bins),
                 };
                 match pushed {
                     Ok(_) => self.mapped.accepted += 1,

@@ -1,4 +1,5 @@
-//! Packed bins: a histogram's bins as bytes, for the head's memory and the WAL.
+//! Packed bins: a histogram's bins as bytes, for the store's head, its WAL and the parsers
+//! that read bins straight into this form.
 //!
 //! Layout (`FORMAT.md`, "Packed bins"): for each bin in ascending key order, the gap to the
 //! previous key (the first bin: its key; then `key − previous − 1`) as an unsigned LEB128
@@ -7,7 +8,7 @@
 //! per-period counts are below 128, so a bin usually takes 2 bytes — against 10 in a
 //! `Histogram`'s vectors and 4 in the circllhist binary form.
 
-use hist::{Accumulator, Histogram};
+use crate::{Accumulator, Histogram};
 
 /// Most bytes one bin takes: two 10-byte varints.
 pub const BIN_BYTES_MAX: usize = 20;
@@ -17,17 +18,23 @@ pub const BIN_BYTES_MAX: usize = 20;
 /// bins in the same pass. If they do not, `out` is left as it was.
 #[must_use]
 pub fn pack(keys: &[u16], counts: &[u64], out: &mut Vec<u8>) -> bool {
-    pack_groups::<true>(keys, counts, out)
+    pack_groups::<true>(0, keys, counts, out).is_some()
 }
 
-/// [`pack`], with the group fast path or (tests: the reference) bin by bin only.
-fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u8>) -> bool {
+/// [`pack`] for bins that continue a packing whose next key is `next` (0: none yet; else the
+/// last key packed + 1), with the group fast path or (tests: the reference) bin by bin only.
+/// Returns the next key after them, or `None` (with `out` as it was) if they do not fit.
+fn pack_groups<const GROUPS: bool>(
+    mut next: u16,
+    keys: &[u16],
+    counts: &[u64],
+    out: &mut Vec<u8>,
+) -> Option<u16> {
     debug_assert_eq!(keys.len(), counts.len());
     // Room for 2 bytes a bin and one widest bin, reserved once: appends of a group's 16
     // bytes or a bin's 2 then find the room, without the zero-filling a resize did.
     let start = out.len();
     out.reserve(keys.len() * 2 + BIN_BYTES_MAX);
-    let mut next = 0u16;
     let mut from = 0;
     // A group holds only bins that fit (`pack_group`), so only bins packed one by one can
     // fail: the first that does ends the packing.
@@ -55,9 +62,9 @@ fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u
         let (k, c) = (keys[from], counts[from]);
         // `next` wraps to 0 only after key `u16::MAX`, which is not valid and ended the
         // packing, so `k >= next` is "above the key before".
-        if c == 0 || k < next || !hist::key_is_valid(k) {
+        if c == 0 || k < next || !crate::key_is_valid(k) {
             out.truncate(start);
-            return false;
+            return None;
         }
         from += 1;
         let gap = k.wrapping_sub(next);
@@ -66,11 +73,240 @@ fn pack_groups<const GROUPS: bool>(keys: &[u16], counts: &[u64], out: &mut Vec<u
             // The common case: one byte each.
             out.extend_from_slice(&[gap as u8, c as u8]);
         } else {
-            crate::encode::bits::put_varint(out, u64::from(gap));
-            crate::encode::bits::put_varint(out, c);
+            put_varint(out, u64::from(gap));
+            put_varint(out, c);
         }
     }
-    true
+    Some(next)
+}
+
+/// Packed bins known to fit — every key valid and above the one before, every count above
+/// zero — because this module checked them as it packed them ([`PackedList`]): a writer may
+/// copy them as they are, without walking them again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PackedRef<'a> {
+    bytes: &'a [u8],
+    bins: usize,
+}
+
+impl<'a> PackedRef<'a> {
+    /// The packed bytes.
+    pub fn bytes(self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// How many bins they hold.
+    pub fn bins(self) -> usize {
+        self.bins
+    }
+
+    /// The histogram they hold.
+    pub fn to_histogram(self) -> Histogram {
+        let h = unpack_trusted(self.bytes);
+        debug_assert_eq!(h.bin_count(), self.bins);
+        h
+    }
+}
+
+/// A [`PackedChunk`]'s room: 64 bins of two bytes, and one more of the widest.
+const CHUNK_BYTES: usize = 64 * 2 + BIN_BYTES_MAX;
+
+/// Bins packed one at a time into a buffer on the stack and checked as they come — every key
+/// (valid by its type) above the one before, every count above zero — for a parser's per-bin
+/// loop: a
+/// push is inlined, with no call and no vector capacity check, and a bin whose gap and count
+/// fit a byte each (nearly every bin of a latency distribution) takes one compare.
+/// [`PackedList::extend_chunk`] moves the chunk into a list whole.
+#[derive(Clone, Debug)]
+pub struct PackedChunk {
+    bytes: [u8; CHUNK_BYTES],
+    len: usize,
+    bins: usize,
+    /// The key after the last bin pushed (0: none yet).
+    next: u16,
+    /// `next` when the chunk's first bin was pushed: the list must be at the same key.
+    start_next: u16,
+    /// Every bin pushed so far fits.
+    fits: bool,
+}
+
+impl Default for PackedChunk {
+    fn default() -> Self {
+        PackedChunk {
+            bytes: [0; CHUNK_BYTES],
+            len: 0,
+            bins: 0,
+            next: 0,
+            start_next: 0,
+            fits: true,
+        }
+    }
+}
+
+impl PackedChunk {
+    /// Whether another bin surely fits (push only then).
+    #[inline(always)]
+    pub fn has_room(&self) -> bool {
+        self.len + BIN_BYTES_MAX <= CHUNK_BYTES
+    }
+
+    /// Bins pushed since the chunk was last moved into a list.
+    #[inline(always)]
+    pub fn bins(&self) -> usize {
+        self.bins
+    }
+
+    /// Packs a bin after the ones pushed before. A bin that does not fit (or a push without
+    /// room) is remembered: the list refuses the chunk.
+    #[inline(always)]
+    pub fn push(&mut self, key: crate::ValidKey, count: u64) {
+        let key = key.get();
+        let gap = key.wrapping_sub(self.next);
+        // A key below the one before wraps its gap past 0x80, and a zero count its `c − 1`.
+        if (u64::from(gap) | count | count.wrapping_sub(1)) < 0x80 {
+            match self.bytes.get_mut(self.len..self.len + 2) {
+                Some(pair) => pair.copy_from_slice(&[gap as u8, count as u8]),
+                None => self.fits = false,
+            }
+            self.len += 2;
+        } else {
+            self.push_wide(key, gap, count);
+        }
+        self.next = key.wrapping_add(1);
+        self.bins += 1;
+    }
+
+    /// A bin whose gap or count takes more than a byte (the first of each histogram), or that
+    /// does not fit.
+    #[inline(never)]
+    fn push_wide(&mut self, key: u16, gap: u16, count: u64) {
+        // `next` is 0 before the first bin, and wraps only after key `u16::MAX`, which is not
+        // valid.
+        if count == 0 || key < self.next {
+            self.fits = false;
+            return;
+        }
+        let mut wide = Vec::with_capacity(BIN_BYTES_MAX);
+        put_varint(&mut wide, u64::from(gap));
+        put_varint(&mut wide, count);
+        match self.bytes.get_mut(self.len..self.len + wide.len()) {
+            Some(at) => at.copy_from_slice(&wide),
+            None => self.fits = false,
+        }
+        self.len += wide.len();
+    }
+}
+
+/// Histograms packed one after another into one buffer — a parser's bins for a whole body —
+/// each checked as its bins are appended, and lent as [`PackedRef`]s.
+#[derive(Clone, Debug, Default)]
+pub struct PackedList {
+    bytes: Vec<u8>,
+    /// Each finished histogram's end in `bytes` and bin count; the next starts where it ends.
+    ends: Vec<(usize, usize)>,
+    /// The histogram being written: the key after its last bin (0: none yet) and its bins.
+    open_next: u16,
+    open_bins: usize,
+}
+
+impl PackedList {
+    /// Empties the list, keeping its buffers.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+        self.abandon();
+    }
+
+    /// Room for `bytes` more bytes of bins.
+    pub fn reserve(&mut self, bytes: usize) {
+        self.bytes.reserve(bytes);
+    }
+
+    /// The memory the list holds.
+    pub fn capacity_bytes(&self) -> usize {
+        self.bytes.capacity() + self.ends.capacity() * std::mem::size_of::<(usize, usize)>()
+    }
+
+    /// Finished histograms.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Where the histogram being written starts.
+    fn open_start(&self) -> usize {
+        self.ends.last().map_or(0, |&(end, _)| end)
+    }
+
+    /// Appends bins to the histogram being written (a new one after [`PackedList::finish`],
+    /// [`PackedList::abandon`] or [`PackedList::clear`]). `false` when they do not fit after
+    /// its bins so far — a key not valid or not above the one before, a zero count — leaving
+    /// it as it was.
+    #[must_use]
+    #[inline]
+    pub fn extend(&mut self, keys: &[u16], counts: &[u64]) -> bool {
+        match pack_groups::<true>(self.open_next, keys, counts, &mut self.bytes) {
+            Some(next) => {
+                self.open_next = next;
+                self.open_bins += keys.len();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`PackedList::extend`] for bins packed into `chunk`, which it empties for the bins
+    /// after them. `false` when they do not fit — a bin that did not, or a chunk started at
+    /// another key than the histogram being written is at — leaving both as they were.
+    #[must_use]
+    #[inline]
+    pub fn extend_chunk(&mut self, chunk: &mut PackedChunk) -> bool {
+        if !chunk.fits || chunk.start_next != self.open_next {
+            return false;
+        }
+        let Some(bytes) = chunk.bytes.get(..chunk.len) else {
+            return false;
+        };
+        self.bytes.extend_from_slice(bytes);
+        self.open_next = chunk.next;
+        self.open_bins += chunk.bins;
+        (chunk.len, chunk.bins, chunk.start_next) = (0, 0, chunk.next);
+        true
+    }
+
+    /// Ends the histogram being written and returns its index for [`PackedList::get`].
+    pub fn finish(&mut self) -> usize {
+        assert!(self.bytes.len() >= self.open_start() + 2 * self.open_bins);
+        self.ends.push((self.bytes.len(), self.open_bins));
+        (self.open_next, self.open_bins) = (0, 0);
+        self.ends.len() - 1
+    }
+
+    /// Drops the histogram being written.
+    pub fn abandon(&mut self) {
+        let start = self.open_start();
+        self.bytes.truncate(start);
+        (self.open_next, self.open_bins) = (0, 0);
+    }
+
+    /// Finished histogram `index`.
+    pub fn get(&self, index: usize) -> Option<PackedRef<'_>> {
+        let &(end, bins) = self.ends.get(index)?;
+        let start = index
+            .checked_sub(1)
+            .and_then(|i| self.ends.get(i))
+            .map_or(0, |&(end, _)| end);
+        let bytes = self.bytes.get(start..end)?;
+        debug_assert_eq!(
+            for_each_bin(bytes, |_, _| {}),
+            Ok(bins),
+            "bins the list checked"
+        );
+        Some(PackedRef { bytes, bins })
+    }
 }
 
 /// Bins packed or unpacked at once on the fast paths.
@@ -100,7 +336,7 @@ fn pack_group(next: u16, keys: &[u16; GROUP], counts: &[u64; GROUP]) -> Option<[
     // Keys checked in a loop of their own, on 16-bit lanes (one vector for the group).
     let invalid = keys
         .iter()
-        .fold(false, |invalid, &k| invalid | !hist::key_is_valid(k));
+        .fold(false, |invalid, &k| invalid | !crate::key_is_valid(k));
     wide |= u64::from(invalid) << 7;
     let mut bytes = [0u8; 2 * GROUP];
     for (out, pair) in bytes.chunks_exact_mut(2).zip(pairs) {
@@ -125,7 +361,7 @@ fn unpack_group(next: u32, bytes: &[u8; 2 * GROUP]) -> Option<([u16; GROUP], [u8
         keys[j] = key as u16;
         counts[j] = count;
         // Non-short-circuit: one flag for the group, no branch per bin.
-        let valid = key <= u32::from(u16::MAX) && hist::key_is_valid(key as u16);
+        let valid = key <= u32::from(u16::MAX) && crate::key_is_valid(key as u16);
         bad |= (count == 0) | !valid;
         key += 1;
     }
@@ -461,8 +697,9 @@ pub fn pack_dense(
         debug_assert!(lo > hi, "touched keys inside the dense array");
         return;
     };
-    let mut at = out.len();
-    out.resize(at + bins * 2 + BIN_BYTES_MAX, 0);
+    // Room for 2 bytes a bin and one widest bin, reserved once; the bins are appended, not
+    // written into a zero-filled resize (whose fill was 1.6 % of httptrap ingest CPU).
+    out.reserve(bins * 2 + BIN_BYTES_MAX);
     let mut next = 0usize;
     // Bounded: one step per set bit, each cleared as it is read.
     for (w, word) in words.iter_mut().enumerate() {
@@ -476,47 +713,25 @@ pub fn pack_dense(
             let gap = k - next;
             next = k + 1;
             if gap < 0x80 && c < 0x80 {
-                out[at] = gap as u8;
-                out[at + 1] = c as u8;
-                at += 2;
+                out.extend_from_slice(&[gap as u8, c as u8]);
             } else {
-                // A wide bin takes up to `BIN_BYTES_MAX`: afterwards, room again for one more
-                // and two bytes for each of the (at most `bins`) bins left.
-                at = put_varint_at(out, at, gap as u64);
-                at = put_varint_at(out, at, c);
-                if at + BIN_BYTES_MAX + bins * 2 > out.len() {
-                    out.resize(at + BIN_BYTES_MAX + bins * 2, 0);
-                }
+                put_varint(out, gap as u64);
+                put_varint(out, c);
             }
         }
     }
-    out.truncate(at);
 }
 
 /// Appends bins given as `(key, count)` pairs (keys strictly ascending, counts > 0), packed.
 pub fn pack_pairs(bins: &[(u16, u64)], out: &mut Vec<u8>) {
-    let mut at = out.len();
-    out.resize(at + bins.len() * BIN_BYTES_MAX, 0);
+    out.reserve(bins.len() * 2 + BIN_BYTES_MAX);
     let mut next = 0u16;
     for &(k, c) in bins {
         debug_assert!(k >= next && c > 0, "ascending keys, counts > 0");
-        at = put_varint_at(out, at, u64::from(k - next));
-        at = put_varint_at(out, at, c);
+        put_varint(out, u64::from(k - next));
+        put_varint(out, c);
         next = k.wrapping_add(1);
     }
-    out.truncate(at);
-}
-
-/// Writes a varint at `at` (room for 10 bytes must be there) and returns where it ends.
-#[inline]
-fn put_varint_at(out: &mut [u8], mut at: usize, mut v: u64) -> usize {
-    while v >= 0x80 {
-        out[at] = v as u8 | 0x80;
-        at += 1;
-        v >>= 7;
-    }
-    out[at] = v as u8;
-    at + 1
 }
 
 /// Appends a histogram's bins, packed.
@@ -530,6 +745,17 @@ pub fn pack_histogram(h: &Histogram, out: &mut Vec<u8>) {
 pub struct UnpackError {
     pub offset: usize,
     pub what: &'static str,
+}
+
+/// Appends `v` as an unsigned LEB128 varint (1 to 10 bytes).
+#[inline]
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    // Bounded: at most 10 bytes.
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
 }
 
 /// Reads a varint at `*at`; `None` if the bytes end inside it or it overflows 64 bits.
@@ -618,7 +844,7 @@ fn walk_groups<const GROUPS: bool>(
                 .map(<&[u8; 2 * GROUP]>::try_from);
             if let Some(Ok(group)) = group {
                 if let Some((keys, counts)) = unpack_group(next, group) {
-                    debug_assert!(keys.iter().all(|&k| hist::key_is_valid(k)));
+                    debug_assert!(keys.iter().all(|&k| crate::key_is_valid(k)));
                     sink.group(&keys, &counts);
                     next = u32::from(keys[GROUP - 1]) + 1;
                     bins += GROUP;
@@ -631,7 +857,7 @@ fn walk_groups<const GROUPS: bool>(
         if let Some(&[gap, count]) = bytes.get(at..at + 2) {
             let key = next + u32::from(gap);
             if gap < 0x80 && count < 0x80 && count > 0 && key <= u32::from(u16::MAX) {
-                if !hist::key_is_valid(key as u16) {
+                if !crate::key_is_valid(key as u16) {
                     return Err(UnpackError {
                         offset: at,
                         what: "not a valid bin key",
@@ -652,7 +878,7 @@ fn walk_groups<const GROUPS: bool>(
             .checked_add(gap)
             .and_then(|k| u16::try_from(k).ok());
         let key = key.ok_or(err("bin key past the last key"))?;
-        if !hist::key_is_valid(key) {
+        if !crate::key_is_valid(key) {
             return Err(err("not a valid bin key"));
         }
         let count = get_varint(bytes, &mut at).ok_or(err("bin count: truncated or too long"))?;
@@ -721,8 +947,8 @@ mod tests {
             let (mut lo, mut hi) = (usize::MAX, 0usize);
             for (i, sample) in samples.iter().enumerate() {
                 let mut sample = sample.clone();
-                sample.retain(|&k, _| hist::key_is_valid(k));
-                if let (0, Some(k)) = (i, huge.filter(|&k| hist::key_is_valid(k))) {
+                sample.retain(|&k, _| crate::key_is_valid(k));
+                if let (0, Some(k)) = (i, huge.filter(|&k| crate::key_is_valid(k))) {
                     sample.insert(k, u64::MAX - 1);
                 }
                 let (keys, counts): (Vec<u16>, Vec<u64>) = sample.iter().map(|(&k, &c)| (k, c)).unzip();
@@ -762,7 +988,7 @@ mod tests {
         ) {
             let mut dense: Box<DenseCounts> = zeroed_dense();
             let mut touched: Box<DenseBits> = zeroed_dense();
-            let keys: Vec<u16> = bins.keys().copied().filter(|&k| hist::key_is_valid(k)).collect();
+            let keys: Vec<u16> = bins.keys().copied().filter(|&k| crate::key_is_valid(k)).collect();
             // Mostly one-byte counts, as in a merged period, with the wide ones kept.
             let counts: Vec<u64> = keys
                 .iter()
@@ -827,7 +1053,7 @@ mod tests {
             let mut grouped = Vec::new();
             pack_histogram(&h, &mut grouped);
             let mut single = Vec::new();
-            proptest::prop_assert!(pack_groups::<false>(h.keys(), h.counts(), &mut single));
+            proptest::prop_assert!(pack_groups::<false>(0, h.keys(), h.counts(), &mut single).is_some());
             proptest::prop_assert_eq!(&grouped, &single);
             proptest::prop_assert_eq!(unpack(&grouped).unwrap(), h.clone());
             // The trusted walks read the store's own bins the same way.
@@ -862,7 +1088,7 @@ mod tests {
                 .collect();
             // The same after a first bin at the first key of a decade (slot 1).
             let mut based = Vec::new();
-            put_varint_at_end(&mut based, 1 << 7 | 1);
+            put_varint(&mut based, 1 << 7 | 1);
             based.push(1);
             based.extend_from_slice(&noise);
             for bytes in [&grouped[..], &mutated[..], &noise[..], &based[..]] {
@@ -895,11 +1121,125 @@ mod tests {
         }
     }
 
-    fn put_varint_at_end(out: &mut Vec<u8>, v: u64) {
-        let at = out.len();
-        out.resize(at + 10, 0);
-        let end = put_varint_at(out, at, v);
-        out.truncate(end);
+    proptest::proptest! {
+        #[test]
+        fn a_list_packs_pieces_as_pack_packs_the_whole(
+            values in proptest::collection::vec((1e-6f64..1e6, 1u64..300), 0..120),
+            cuts in proptest::collection::vec(0usize..130, 0..4),
+            swap in 0usize..130,
+        ) {
+            let mut h = Histogram::new();
+            for &(v, n) in &values {
+                h.insert_n(v, if n > 250 { n * 1000 } else { n });
+            }
+            let (keys, counts) = (h.keys(), h.counts());
+            let mut whole = Vec::new();
+            proptest::prop_assert!(pack(keys, counts, &mut whole));
+            let mut list = PackedList::default();
+            // A histogram before, so that offsets start past zero.
+            proptest::prop_assert!(list.extend(&[1 << 7 | 5], &[3]));
+            let first = list.finish();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(keys.len())).collect();
+            cuts.push(0);
+            cuts.push(keys.len());
+            cuts.sort_unstable();
+            for w in cuts.windows(2) {
+                proptest::prop_assert!(list.extend(&keys[w[0]..w[1]], &counts[w[0]..w[1]]));
+            }
+            let at = list.finish();
+            let got = list.get(at).unwrap();
+            proptest::prop_assert_eq!(got.bytes(), whole.as_slice());
+            proptest::prop_assert_eq!(got.bins(), keys.len());
+            proptest::prop_assert_eq!(got.to_histogram(), h.clone());
+            let first = list.get(first).unwrap().to_histogram();
+            proptest::prop_assert_eq!(first.keys(), &[1 << 7 | 5]);
+            proptest::prop_assert!(list.get(at + 1).is_none());
+            // Bins out of order are refused and leave the open histogram as it was.
+            if keys.len() >= 2 {
+                let i = swap % (keys.len() - 1);
+                let half = keys.len() / 2;
+                proptest::prop_assert!(list.extend(&keys[..half], &counts[..half]));
+                let before = list.bytes.len();
+                let rest = [keys[i + 1], keys[i]];
+                let refused = !list.extend(&rest, &counts[..2]);
+                // The second key is below the first.
+                proptest::prop_assert!(refused);
+                proptest::prop_assert_eq!(list.bytes.len(), before);
+                list.abandon();
+                proptest::prop_assert_eq!(list.len(), 2);
+                proptest::prop_assert_eq!(list.get(at).unwrap().bytes(), whole.as_slice());
+                // A zero count is refused too.
+                proptest::prop_assert!(!list.extend(&keys[..1], &[0]));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn chunks_pushed_bin_by_bin_pack_as_pack_packs(
+            values in proptest::collection::vec((1e-6f64..1e6, 1u64..300), 0..300),
+            specials in 0u8..4,
+            bad_at in 0usize..400,
+            bad in 0u8..4,
+        ) {
+            let mut h = Histogram::new();
+            for &(v, n) in &values {
+                h.insert_n(v, if n > 250 { n * 100_000 } else { n });
+            }
+            if specials & 1 == 1 { h.insert_n(f64::NAN, 2); }
+            if specials & 2 == 2 { h.insert_n(0.0, 200); }
+            let (keys, counts) = (h.keys(), h.counts());
+            let mut whole = Vec::new();
+            proptest::prop_assert!(pack(keys, counts, &mut whole));
+            // Bins in order, moved into the list whenever the chunk is out of room.
+            let mut list = PackedList::default();
+            let mut chunk = PackedChunk::default();
+            for (&k, &c) in keys.iter().zip(counts) {
+                if !chunk.has_room() {
+                    proptest::prop_assert!(list.extend_chunk(&mut chunk));
+                    proptest::prop_assert_eq!(chunk.bins(), 0);
+                }
+                chunk.push(crate::ValidKey::new(k).unwrap(), c);
+            }
+            proptest::prop_assert!(list.extend_chunk(&mut chunk));
+            let at = list.finish();
+            proptest::prop_assert_eq!(list.get(at).unwrap().bytes(), whole.as_slice());
+            proptest::prop_assert_eq!(list.get(at).unwrap().to_histogram(), h.clone());
+            // One bin that does not fit — out of order, repeated, a zero count, an invalid
+            // key — and the list refuses the chunk, as it was.
+            if !keys.is_empty() {
+                let i = bad_at % keys.len();
+                // (An invalid key has no `ValidKey`.)
+                let (key, count) = match bad {
+                    0 | 2 if i > 0 => (keys[i - 1], counts[i]),
+                    0..=2 => (keys[i], 0),
+                    _ => (keys[i], counts[i]),
+                };
+                let mut chunk = PackedChunk::default();
+                let before = list.bytes.len();
+                for j in 0..keys.len() {
+                    let (k, c) = if j == i { (key, count) } else { (keys[j], counts[j]) };
+                    if !chunk.has_room() && !list.extend_chunk(&mut chunk) {
+                        break;
+                    }
+                    chunk.push(crate::ValidKey::new(k).unwrap(), c);
+                }
+                let fits = list.extend_chunk(&mut chunk);
+                proptest::prop_assert_eq!(fits, bad == 3, "bad {} at {}", bad, i);
+                list.abandon();
+                proptest::prop_assert_eq!(list.bytes.len(), before);
+            }
+            // A chunk started at another key than the list's open histogram is refused.
+            if keys.len() >= 2 {
+                let mut chunk = PackedChunk::default();
+                chunk.push(crate::ValidKey::new(keys[0]).unwrap(), counts[0]);
+                proptest::prop_assert!(list.extend_chunk(&mut chunk));
+                let mut other = PackedChunk::default();
+                other.push(crate::ValidKey::new(keys[1]).unwrap(), counts[1]);
+                proptest::prop_assert!(!list.extend_chunk(&mut other));
+                list.abandon();
+            }
+        }
     }
 
     #[test]
