@@ -425,6 +425,19 @@ impl<F: FnMut(u16, u64)> Sink for Each<F> {
     fn bin(&mut self, key: u16, count: u64) {
         (self.0)(key, count);
     }
+
+    /// Each bin straight from the words, without the default's key and count arrays (a
+    /// window's statistics over a series' first periods took 40 instructions a bin with them).
+    #[inline(always)]
+    fn group_words(&mut self, mut next: usize, words: [u64; 2]) -> usize {
+        for j in 0..GROUP {
+            let (gap, count) = pair_at(words, j);
+            let key = next + gap;
+            (self.0)(key as u16, count);
+            next = key + 1;
+        }
+        next
+    }
 }
 
 /// An accumulator: a group is added with one span check.
