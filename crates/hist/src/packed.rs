@@ -493,12 +493,10 @@ fn walk_trusted(bytes: &[u8], sink: &mut impl Sink) -> usize {
 /// Entries of a dense count array: one per 16-bit key, so that a key (cut to 16 bits) indexes
 /// it with no bounds check.
 pub const DENSE_KEYS: usize = 1 << 16;
-/// A count per key, for [`add_to_dense`] and [`pack_dense`].
+/// A count per key, for [`add_to_dense_unmarked`] and [`pack_nonzero`].
 pub type DenseCounts = [u64; DENSE_KEYS];
-/// A bit per key of a [`DenseCounts`].
-pub type DenseBits = [u64; DENSE_KEYS / 64];
 
-/// A zeroed dense array (of counts or bits), on the heap.
+/// A zeroed dense array, on the heap.
 pub fn zeroed_dense<const N: usize>() -> Box<[u64; N]> {
     match vec![0u64; N].into_boxed_slice().try_into() {
         Ok(array) => array,
@@ -507,28 +505,10 @@ pub fn zeroed_dense<const N: usize>() -> Box<[u64; N]> {
 }
 
 /// Adds every bin of packed bins the store wrote itself (see [`walk_trusted`]) into
-/// `dense[key]` (saturating), sets bit `key` of `touched` and widens `lo ..= hi` to the keys
-/// seen; returns the bins added.
-pub fn add_to_dense(
-    bytes: &[u8],
-    dense: &mut DenseCounts,
-    touched: &mut DenseBits,
-    (lo, hi): (&mut usize, &mut usize),
-) -> usize {
-    let mut sink = Dense {
-        dense,
-        touched,
-        lo: *lo,
-        hi: *hi,
-    };
-    let bins = walk_trusted(bytes, &mut sink);
-    (*lo, *hi) = (sink.lo, sink.hi);
-    bins
-}
-
-/// [`add_to_dense`] without marking keys: only `lo ..= hi` widens. For a merge whose reader
-/// walks keys it knows (a series' window) and then finds the rest by scanning the range
-/// (`take_nonzero`).
+/// `dense[key]` (saturating) and widens `lo ..= hi` to the keys seen; returns the bins added.
+/// A fold then reads the merge off a scan of the range ([`pack_nonzero`], [`take_nonzero`]):
+/// a period's bins sit close together, so the scan costs less than marking each bin as it
+/// is added did.
 pub fn add_to_dense_unmarked(
     bytes: &[u8],
     dense: &mut DenseCounts,
@@ -600,70 +580,56 @@ pub fn take_nonzero(dense: &mut DenseCounts, (lo, hi): (usize, usize), out: &mut
     take_each(chunks.into_remainder(), key, out);
 }
 
+/// Appends every non-zero count of `dense` in keys `lo ..= hi`, packed in key order, and
+/// zeroes it: [`take_nonzero`] straight into packed bins. For a fold that added its samples
+/// unmarked ([`add_to_dense_unmarked`]): a period's merged bins sit close together, so a scan
+/// of their range, eight keys a step, costs less than marking every bin as it is added.
+pub fn pack_nonzero(dense: &mut DenseCounts, (lo, hi): (usize, usize), out: &mut Vec<u8>) {
+    let Some(span) = dense.get_mut(lo..=hi) else {
+        debug_assert!(lo > hi, "a range inside the dense array");
+        return;
+    };
+    let (mut key, mut next) = (lo, 0usize);
+    // Arrays, not slices: no bounds check in the scan.
+    let (chunks, rest) = span.as_chunks_mut::<8>();
+    for chunk in chunks {
+        let any = (chunk[0] | chunk[4])
+            | (chunk[1] | chunk[5])
+            | (chunk[2] | chunk[6])
+            | (chunk[3] | chunk[7]);
+        if any != 0 {
+            pack_each(chunk, key, &mut next, out);
+        }
+        key += 8;
+    }
+    pack_each(rest, key, &mut next, out);
+}
+
+/// Packs the non-zero counts of `counts` (keys from `first_key`, after key `*next - 1`) and
+/// zeroes them.
+#[inline(always)]
+fn pack_each(counts: &mut [u64], first_key: usize, next: &mut usize, out: &mut Vec<u8>) {
+    for (i, c) in counts.iter_mut().enumerate() {
+        if *c == 0 {
+            continue;
+        }
+        let (k, c) = (first_key + i, std::mem::take(c));
+        let gap = k - *next;
+        *next = k + 1;
+        if gap < 0x80 && c < 0x80 {
+            out.extend_from_slice(&[gap as u8, c as u8]);
+        } else {
+            put_varint(out, gap as u64);
+            put_varint(out, c);
+        }
+    }
+}
+
 fn take_each(counts: &mut [u64], first_key: usize, out: &mut Vec<(u16, u64)>) {
     for (i, c) in counts.iter_mut().enumerate() {
         if *c != 0 {
             out.push(((first_key + i) as u16, std::mem::take(c)));
         }
-    }
-}
-
-/// [`add_to_dense`]'s sink. Keys index its arrays cut to 16 bits: no bounds check, and a key
-/// past the last (damage, which the trusted walk does not look for) lands inside them.
-struct Dense<'a> {
-    dense: &'a mut DenseCounts,
-    touched: &'a mut DenseBits,
-    lo: usize,
-    hi: usize,
-}
-
-impl Dense<'_> {
-    #[inline(always)]
-    fn count(&mut self, k: usize, c: u64) {
-        let slot = &mut self.dense[k % DENSE_KEYS];
-        *slot = slot.saturating_add(c);
-    }
-
-    #[inline(always)]
-    fn touch(&mut self, k: usize, bits: u64) {
-        self.touched[(k % DENSE_KEYS) / 64] |= bits;
-    }
-}
-
-impl Sink for Dense<'_> {
-    #[inline(always)]
-    fn bin(&mut self, key: u16, count: u64) {
-        let k = usize::from(key);
-        self.count(k, count);
-        self.touch(k, 1 << (k % 64));
-        self.lo = self.lo.min(k);
-        self.hi = self.hi.max(k);
-    }
-
-    /// A group's `touched` bits are gathered in a register while its keys stay in one word
-    /// (neighbouring keys, the usual case): setting them in memory one by one chained each
-    /// bin's update of that word on the previous one's. (A branch-free variant gathering two
-    /// words in a `u128` was measured slower: 3.25 against 2.80 ns per bin.) Keys are computed
-    /// as the counts are added, with no array in between.
-    #[inline(always)]
-    fn group_words(&mut self, mut next: usize, words: [u64; 2]) -> usize {
-        let first = next + pair_at(words, 0).0;
-        let mut bits = 0u64;
-        for j in 0..GROUP {
-            let (gap, count) = pair_at(words, j);
-            let k = next + gap;
-            self.count(k, count);
-            if k / 64 == first / 64 {
-                bits |= 1 << (k % 64);
-            } else {
-                self.touch(k, 1 << (k % 64));
-            }
-            next = k + 1;
-        }
-        self.touch(first, bits);
-        self.lo = self.lo.min(first);
-        self.hi = self.hi.max(next - 1);
-        next
     }
 }
 
@@ -687,52 +653,6 @@ pub fn unpack_trusted(bytes: &[u8]) -> Histogram {
         }),
     );
     Histogram::from_sorted_key_vecs(keys, counts)
-}
-
-/// The number of bins marked in `touched` (keys `lo ..= hi`).
-pub fn dense_bins(touched: &DenseBits, (lo, hi): (usize, usize)) -> usize {
-    touched.get(lo / 64..=hi / 64).map_or(0, |words| {
-        words.iter().map(|w| w.count_ones() as usize).sum()
-    })
-}
-
-/// Appends the bins marked in `touched` (keys `lo ..= hi`), packed in key order, with their
-/// counts from `dense`; leaves both zero where it read them. A period's fold packs its merged
-/// bins this way, straight off the set bits, without gathering keys and counts first.
-pub fn pack_dense(
-    dense: &mut DenseCounts,
-    touched: &mut DenseBits,
-    (lo, hi): (usize, usize),
-    out: &mut Vec<u8>,
-) {
-    let bins = dense_bins(touched, (lo, hi));
-    let Some(words) = touched.get_mut(lo / 64..=hi / 64) else {
-        debug_assert!(lo > hi, "touched keys inside the dense array");
-        return;
-    };
-    // Room for 2 bytes a bin and one widest bin, reserved once; the bins are appended, not
-    // written into a zero-filled resize (whose fill was 1.6 % of httptrap ingest CPU).
-    out.reserve(bins * 2 + BIN_BYTES_MAX);
-    let mut next = 0usize;
-    // Bounded: one step per set bit, each cleared as it is read.
-    for (w, word) in words.iter_mut().enumerate() {
-        let mut bits = std::mem::take(word);
-        let base = (lo / 64 + w) * 64;
-        while bits != 0 {
-            let k = base + bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            let c = dense.get_mut(k).map(std::mem::take).unwrap_or(0);
-            debug_assert!(c > 0 && k >= next, "a touched key has a count");
-            let gap = k - next;
-            next = k + 1;
-            if gap < 0x80 && c < 0x80 {
-                out.extend_from_slice(&[gap as u8, c as u8]);
-            } else {
-                put_varint(out, gap as u64);
-                put_varint(out, c);
-            }
-        }
-    }
 }
 
 /// Appends bins given as `(key, count)` pairs (keys strictly ascending, counts > 0), packed.
@@ -992,15 +912,14 @@ mod tests {
             proptest::prop_assert_eq!(packed_pairs, packed_bins);
         }
 
-        /// Packing off the dense array's set bits is the same as packing the sorted bins, for
-        /// narrow and wide gaps and counts, and leaves the array and its bits zero.
+        /// Packing off a scan of the dense array is the same as packing the sorted bins, for
+        /// narrow and wide gaps and counts, and leaves the array zero.
         #[test]
-        fn pack_dense_equals_pack(
+        fn pack_nonzero_equals_pack(
             bins in proptest::collection::btree_map(0u16..u16::MAX, 1u64..u64::MAX, 0..300),
             narrow in proptest::collection::vec(1u64..0x80, 0..300),
         ) {
             let mut dense: Box<DenseCounts> = zeroed_dense();
-            let mut touched: Box<DenseBits> = zeroed_dense();
             let keys: Vec<u16> = bins.keys().copied().filter(|&k| crate::key_is_valid(k)).collect();
             // Mostly one-byte counts, as in a merged period, with the wide ones kept.
             let counts: Vec<u64> = keys
@@ -1013,15 +932,13 @@ mod tests {
             for (&k, &c) in keys.iter().zip(&counts) {
                 let k = usize::from(k);
                 dense[k] = c;
-                touched[k / 64] |= 1 << (k % 64);
                 (lo, hi) = (lo.min(k), hi.max(k));
             }
             let (mut want, mut got) = (vec![7], vec![7]);
             proptest::prop_assert!(pack(&keys, &counts, &mut want));
-            pack_dense(&mut dense, &mut touched, (lo, hi), &mut got);
-            proptest::prop_assert_eq!(got, want);
+            pack_nonzero(&mut dense, (lo, hi), &mut got);
+            proptest::prop_assert_eq!(&got, &want);
             proptest::prop_assert!(dense.iter().all(|&c| c == 0));
-            proptest::prop_assert!(touched.iter().all(|&w| w == 0));
         }
 
         #[test]
@@ -1072,19 +989,14 @@ mod tests {
             // The trusted walks read the store's own bins the same way.
             proptest::prop_assert_eq!(unpack_trusted(&grouped), h.clone());
             let mut dense: Box<DenseCounts> = zeroed_dense();
-            let mut touched: Box<DenseBits> = zeroed_dense();
             let (mut lo, mut hi) = (usize::MAX, 0usize);
             let twice = [grouped.as_slice(), grouped.as_slice()];
             for bytes in twice {
-                add_to_dense(bytes, &mut dense, &mut touched, (&mut lo, &mut hi));
+                add_to_dense_unmarked(bytes, &mut dense, (&mut lo, &mut hi));
             }
             for (&k, &c) in h.keys().iter().zip(h.counts()) {
-                let k = usize::from(k);
-                proptest::prop_assert_eq!(dense[k], c.saturating_mul(2));
-                proptest::prop_assert!(touched[k / 64] >> (k % 64) & 1 == 1);
+                proptest::prop_assert_eq!(dense[usize::from(k)], c.saturating_mul(2));
             }
-            let set: u32 = touched.iter().map(|w| w.count_ones()).sum();
-            proptest::prop_assert_eq!(set as usize, h.bin_count());
             proptest::prop_assert_eq!(dense.iter().filter(|&&c| c != 0).count(), h.bin_count());
             if let (Some(&first), Some(&last)) = (h.keys().first(), h.keys().last()) {
                 proptest::prop_assert_eq!((lo, hi), (usize::from(first), usize::from(last)));

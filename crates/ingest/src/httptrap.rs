@@ -44,8 +44,10 @@ pub fn visit<V: Visitor>(input: &[u8], options: &Options, visitor: &mut V) {
 pub struct Scratch {
     tape: Vec<Token>,
     bins: KeyedBins,
-    walk_bins: KeyedBins,
-    decoded_bins: KeyedBins,
+    /// Boxed: the walk takes them out of their cells and puts them back for every sample, a
+    /// pointer moved instead of the whole struct.
+    walk_bins: Option<Box<KeyedBins>>,
+    decoded_bins: Option<Box<KeyedBins>>,
 }
 
 impl Scratch {
@@ -53,8 +55,8 @@ impl Scratch {
     pub fn capacity_bytes(&self) -> usize {
         self.tape.capacity() * std::mem::size_of::<Token>()
             + self.bins.capacity_bytes()
-            + self.walk_bins.capacity_bytes()
-            + self.decoded_bins.capacity_bytes()
+            + self.walk_bins.as_ref().map_or(0, |b| b.capacity_bytes())
+            + self.decoded_bins.as_ref().map_or(0, |b| b.capacity_bytes())
     }
 }
 
@@ -81,8 +83,8 @@ pub fn visit_with<V: Visitor>(
     let mut tape = std::mem::take(&mut scratch.tape);
     tape.clear();
     tape.reserve((input.len() / 32).min(TAPE_RESERVE_TOKENS_MAX));
-    let bins = Cell::new(std::mem::take(&mut scratch.walk_bins));
-    let decoded = Cell::new(std::mem::take(&mut scratch.decoded_bins));
+    let bins = Cell::new(scratch.walk_bins.take());
+    let decoded = Cell::new(scratch.decoded_bins.take());
     let (mut document, mut accepted) = (0, 0);
     // Validating the whole body once (the common case: it is all UTF-8) lets token texts be
     // plain slices instead of a UTF-8 check per token.
@@ -174,10 +176,10 @@ struct Walker<'a, 'b, V> {
     suffix: Option<PlainSuffix<'a>>,
     /// The bins of the histogram being read, kept between histograms (and documents) so that
     /// each `_value` array does not allocate its own; a `Cell` as the walk borrows `self` shared.
-    bins: &'b Cell<KeyedBins>,
+    bins: &'b Cell<Option<Box<KeyedBins>>>,
     /// The bins of a base64 `_value` decoded in place, lent to the visitor as they are; kept
     /// between histograms like `bins`.
-    decoded: &'b Cell<KeyedBins>,
+    decoded: &'b Cell<Option<Box<KeyedBins>>>,
     /// The bins the tokenizer read for this document's `Bins` arrays.
     read_bins: &'b KeyedBins,
 }
@@ -418,12 +420,12 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
     fn explicit(&mut self, explicit: Explicit) -> bool {
         // Taken out of its cell for the sample's life: the value may borrow it (a base64
         // histogram decoded into it) while `emit` borrows `self`.
-        let mut decoded = self.decoded.take();
+        let mut decoded = self.decoded.take().unwrap_or_default();
         let go_on = match self.explicit_sample(&explicit, &mut decoded) {
             Ok((value, ts_ms, mode, tags)) => self.emit(value, ts_ms, mode, Some(tags)),
             Err(reason) => self.reject_here(reason),
         };
-        self.decoded.set(decoded);
+        self.decoded.set(Some(decoded));
         go_on
     }
 
@@ -556,15 +558,15 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
                 }
                 debug_assert!(false, "a histogram the tokenizer packed");
             }
-            let mut scratch = self.bins.take();
+            let mut scratch = self.bins.take().unwrap_or_default();
             let range = read.start()..read.end();
             let histogram = crate::bins::histogram_of(self.read_bins, range, &mut scratch);
-            self.bins.set(scratch);
+            self.bins.set(Some(scratch));
             return Ok(HistogramRef::Built(histogram));
         }
         // The array's token count bounds its element count: one allocation for the bins.
         let elements_max = token.next() - index;
-        let mut bins = self.bins.take();
+        let mut bins = self.bins.take().unwrap_or_default();
         bins.clear();
         bins.keys.reserve(elements_max);
         bins.counts.reserve(elements_max);
@@ -579,7 +581,7 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
             }
         }
         let histogram = parts.finish();
-        self.bins.set(parts.bins);
+        self.bins.set(Some(parts.bins));
         Ok(HistogramRef::Built(histogram))
     }
 
@@ -817,7 +819,7 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
 /// A histogram `_value` being assembled.
 #[derive(Default)]
 struct HistogramParts {
-    bins: KeyedBins,
+    bins: Box<KeyedBins>,
     merged: Option<Histogram>,
 }
 

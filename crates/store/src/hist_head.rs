@@ -168,28 +168,6 @@ impl Arena {
         (index as u32, at as u32)
     }
 
-    /// Appends the bins marked in a fold's dense arrays, packed (`packed::pack_dense`, which
-    /// leaves the arrays zero), straight into the arena — no copy through a buffer — and
-    /// returns where they are (segment, offset, length).
-    fn push_dense(
-        &mut self,
-        dense: &mut packed::DenseCounts,
-        touched: &mut packed::DenseBits,
-        range: (usize, usize),
-    ) -> (u32, u32, u32) {
-        // What `pack_dense` makes room for: two bytes a bin and one widest bin. Wider bins are
-        // rare; the segment then grows (a copy, nothing else: periods name segments by index).
-        let bytes_max = packed::dense_bins(touched, range) * 2 + packed::BIN_BYTES_MAX;
-        let index = self.reserve(bytes_max);
-        let segment = &mut self.segments[index];
-        let at = segment.len();
-        packed::pack_dense(dense, touched, range, segment);
-        let len = segment.len() - at;
-        assert!(segment.len() <= u32::MAX as usize, "segments are bounded");
-        self.len_bytes += len;
-        (index as u32, at as u32, len as u32)
-    }
-
     /// Appends a coded period's window bits and extras, one after the other, and returns where
     /// they are (segment, offset, length).
     fn push_coded(&mut self, bits: &[u8], extras: &[u8]) -> (u32, u32, u32) {
@@ -274,10 +252,10 @@ pub(crate) struct MergeScratch {
     /// Counts by key, all zero between folds (a fold zeroes what it touched); made on first
     /// use.
     dense: Option<Box<packed::DenseCounts>>,
-    /// A bit per key of `dense` with a count (cleared with it).
-    touched: Option<Box<packed::DenseBits>>,
     /// One sample packed, for a late sample's merge.
     packed: Vec<u8>,
+    /// A fold's merged bins, packed, before they go into the arena.
+    merged: Vec<u8>,
     /// Choosing a series' window.
     encode: EncodeScratch,
     /// A period being coded.
@@ -393,21 +371,6 @@ impl HistSeries {
         }
     }
 
-    /// Adds a packed period's bins into the scratch's dense array (see `add_to_dense`): a
-    /// series without a window has no coded period.
-    fn add_packed_period_to_dense(
-        &self,
-        p: &Period,
-        scratch: &mut MergeScratch,
-        (lo, hi): (&mut usize, &mut usize),
-    ) {
-        let Stored::Packed(bytes) = self.stored(p) else {
-            unreachable!("a coded period's series has a window");
-        };
-        let (dense, touched) = scratch.dense_arrays();
-        packed::add_to_dense(bytes, dense, touched, (lo, hi));
-    }
-
     /// Adds a period's stored bins (if any) and packed samples into the scratch's dense array
     /// without marking keys (a windowed series' fold: `rice_hist::code_dense_period` reads it)
     /// and returns the range of keys added, `None` if there were no bins.
@@ -502,23 +465,22 @@ impl HistSeries {
                 }
             }
             None => {
-                let (mut lo, mut hi) = (usize::MAX, 0usize);
-                if let Some(p) = &existing {
-                    self.add_packed_period_to_dense(p, scratch, (&mut lo, &mut hi));
-                }
-                let range = add_to_dense(samples, scratch, (lo, hi));
+                // Added unmarked and packed off a scan of their range, as a windowed series'
+                // fold finds its extras: marking every bin as it was added cost more than the
+                // scan of a period's few hundred keys.
+                let range = self.add_unmarked(existing.as_ref(), samples, scratch);
                 self.garbage_bytes += existing.map_or(0, |p| p.len as usize);
-                match range {
-                    Some(range) => {
-                        let (dense, touched) = scratch.dense_arrays();
-                        (self.arena.push_dense(dense, touched, range), 0)
-                    }
-                    // No bins at all: an empty period.
-                    None => {
-                        let (segment, at) = self.arena.push(&[]);
-                        ((segment, at, 0), 0)
-                    }
+                let mut merged = std::mem::take(&mut scratch.merged);
+                merged.clear();
+                if let Some(range) = range {
+                    let dense = &mut **scratch.dense.get_or_insert_with(packed::zeroed_dense);
+                    packed::pack_nonzero(dense, range, &mut merged);
                 }
+                // No bins at all: an empty period.
+                let (segment, at) = self.arena.push(&merged);
+                let len = merged.len() as u32;
+                scratch.merged = merged;
+                ((segment, at, len), 0)
             }
         };
         let period = Period {
@@ -751,32 +713,6 @@ impl HistSeries {
 /// Unpacks bins the store packed itself (checked in debug builds: damage would be a bug).
 fn unpack_own(bytes: &[u8]) -> Histogram {
     packed::unpack_trusted(bytes)
-}
-
-impl MergeScratch {
-    /// The dense count and touched-bit arrays, made (zero) on first use.
-    fn dense_arrays(&mut self) -> (&mut packed::DenseCounts, &mut packed::DenseBits) {
-        let dense = &mut **self.dense.get_or_insert_with(packed::zeroed_dense);
-        let touched = &mut **self.touched.get_or_insert_with(packed::zeroed_dense);
-        (dense, touched)
-    }
-}
-
-/// Adds packed samples into the scratch's dense array — one add per bin, a bit per touched key
-/// — over what is there already (keys `lo ..= hi`, none where `lo > hi`), and returns the range
-/// of keys touched, `None` if there are no bins. `packed::pack_dense` then reads the merge off
-/// the set bits in key order (work in proportion to the distinct bins, not to the key span
-/// they cover) and zeroes them.
-fn add_to_dense<'a>(
-    samples: impl Iterator<Item = &'a [u8]>,
-    scratch: &mut MergeScratch,
-    (mut lo, mut hi): (usize, usize),
-) -> Option<(usize, usize)> {
-    let (dense, touched) = scratch.dense_arrays();
-    for sample in samples {
-        packed::add_to_dense(sample, dense, touched, (&mut lo, &mut hi));
-    }
-    (lo <= hi).then_some((lo, hi))
 }
 
 #[cfg(test)]
@@ -1068,7 +1004,6 @@ mod tests {
             proptest::prop_assert_eq!(series.periods_in(i64::MIN, i64::MAX), want);
             // A fold leaves the dense array zeroed.
             proptest::prop_assert!(scratch.dense.iter().flat_map(|d| d.iter()).all(|&c| c == 0));
-            proptest::prop_assert!(scratch.touched.iter().flat_map(|t| t.iter()).all(|&w| w == 0));
         }
     }
 }

@@ -73,6 +73,15 @@ pub(super) fn window_threshold(
     occupancy: impl Iterator<Item = u64> + Clone,
     n_periods: u64,
 ) -> Result<(u64, u64), EncodeError> {
+    window_threshold_width(occupancy, n_periods).map(|(threshold, extras, _)| (threshold, extras))
+}
+
+/// [`window_threshold`], also returning the window's width (the keys at or above the bar),
+/// counted in the same pass.
+pub(super) fn window_threshold_width(
+    occupancy: impl Iterator<Item = u64> + Clone,
+    n_periods: u64,
+) -> Result<(u64, u64, u64), EncodeError> {
     let mut threshold = n_periods.div_ceil(WINDOW_OCCUPANCY_DIV).max(1);
     // Doubling the threshold past `periods` empties the window: at most 18 rounds.
     loop {
@@ -86,7 +95,7 @@ pub(super) fn window_threshold(
         }
         let slots = width * n_periods + extras;
         if slots <= HIST_CHUNK_SLOTS_MAX {
-            return Ok((threshold, extras));
+            return Ok((threshold, extras, width));
         }
         if width == 0 {
             return Err(EncodeError::TooManySlots { slots });

@@ -23,7 +23,7 @@ use hist::{Accumulator, Histogram, BIN_COUNT_MAX};
 
 use super::bits::{get_varint, put_varint, unzigzag, zigzag, BitReader, BitWriter, Packer};
 use super::bits::{RICE_CODE_BITS_MAX, RICE_K_MAX, RUN_K_SMALL_MAX};
-use super::histogram::{accumulate_periods, collect_periods, read_extras, window_threshold};
+use super::histogram::{accumulate_periods, collect_periods, read_extras, window_threshold_width};
 use super::histogram::{key_of_ordinal, open_window_chunk, ordinal_of_key, start_chunk_ts};
 use super::histogram::{ChunkSummary, ExtraSource, ExtraValue, Period};
 use super::histogram::{HIST_CHUNK_PERIODS_MAX, HIST_CHUNK_SLOTS_MAX, MEAN_COUNT_MAX};
@@ -548,11 +548,11 @@ fn window_from_stats(
         });
     }
     let span = &mut stats[lo..=hi];
-    let chosen = window_threshold(span.iter().map(|&s| s >> OCCUPANCY_SHIFT), n_periods);
+    let chosen = window_threshold_width(span.iter().map(|&s| s >> OCCUPANCY_SHIFT), n_periods);
     // On an error too the stats are zeroed below, for the next chunk.
     let threshold = chosen
         .as_ref()
-        .map_or(u64::MAX, |&(threshold, _)| threshold);
+        .map_or(u64::MAX, |&(threshold, _, _)| threshold);
     let in_window = |s: &u64| *s >> OCCUPANCY_SHIFT >= threshold;
     let (first, last) = match (
         span.iter().position(in_window),
@@ -561,13 +561,12 @@ fn window_from_stats(
         (Some(first), Some(last)) => (first, last),
         _ => (0, 0),
     };
+    // The width was counted with the bar, in the same pass.
     let (span_keys, width) = match chosen {
-        Ok(_) => (
-            last + 1 - first,
-            span.iter().filter(|s| in_window(s)).count(),
-        ),
+        Ok((_, _, width)) => (last + 1 - first, width as usize),
         Err(_) => (0, 0),
     };
+    debug_assert!(chosen.is_err() || width == span.iter().filter(|s| in_window(s)).count());
     // Sized once: a head keeps one window per series.
     let mut window = Window {
         lo: lo + first,
