@@ -186,14 +186,14 @@ impl PackedChunk {
             self.fits = false;
             return;
         }
-        let mut wide = Vec::with_capacity(BIN_BYTES_MAX);
-        put_varint(&mut wide, u64::from(gap));
-        put_varint(&mut wide, count);
-        match self.bytes.get_mut(self.len..self.len + wide.len()) {
-            Some(at) => at.copy_from_slice(&wide),
-            None => self.fits = false,
-        }
-        self.len += wide.len();
+        // Written in place (a vector here was an allocation per histogram).
+        let Some(room) = self.bytes.get_mut(self.len..self.len + BIN_BYTES_MAX) else {
+            self.fits = false;
+            return;
+        };
+        let at = put_varint_at(room, 0, u64::from(gap));
+        let at = put_varint_at(room, at, count);
+        self.len += at;
     }
 }
 
@@ -678,6 +678,24 @@ pub fn pack_histogram(h: &Histogram, out: &mut Vec<u8>) {
 pub struct UnpackError {
     pub offset: usize,
     pub what: &'static str,
+}
+
+/// Writes `v` as an unsigned LEB128 varint at `out[at..]` (room for 10 bytes must be there)
+/// and returns where it ends.
+#[inline]
+fn put_varint_at(out: &mut [u8], mut at: usize, mut v: u64) -> usize {
+    // Bounded: at most 10 bytes.
+    while v >= 0x80 {
+        if let Some(b) = out.get_mut(at) {
+            *b = v as u8 | 0x80;
+        }
+        at += 1;
+        v >>= 7;
+    }
+    if let Some(b) = out.get_mut(at) {
+        *b = v as u8;
+    }
+    at + 1
 }
 
 /// Appends `v` as an unsigned LEB128 varint (1 to 10 bytes).
