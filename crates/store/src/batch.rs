@@ -295,6 +295,17 @@ impl WriteBatch {
         self.push_id_incoming(id, ts_ms, Incoming::Bins { keys, counts })
     }
 
+    /// [`WriteBatch::push_id`] for bins a parser packed as it read them (see
+    /// [`WriteBatch::push_canonical_packed`]).
+    pub fn push_id_packed(
+        &mut self,
+        id: SeriesId,
+        ts_ms: i64,
+        bins: hist::packed::PackedRef<'_>,
+    ) -> Result<usize, StoreError> {
+        self.push_id_incoming(id, ts_ms, Incoming::Packed(bins))
+    }
+
     fn push_id_incoming(
         &mut self,
         id: SeriesId,

@@ -771,6 +771,12 @@ fn histograms_added_as_bins_equal_histograms_added_as_values() {
             store.resolve(&k, store::index::Kind::Histogram).unwrap()
         })
         .collect();
+    let by_id_packed: Vec<_> = (0..5)
+        .map(|s| {
+            let k = key(&format!("as_id_packed|ST[s:{s}]"));
+            store.resolve(&k, store::index::Kind::Histogram).unwrap()
+        })
+        .collect();
     for round in 0..12i64 {
         let mut b = WriteBatch::new();
         for s in 0..5 {
@@ -802,6 +808,8 @@ fn histograms_added_as_bins_equal_histograms_added_as_values() {
             let packed = list.get(index).unwrap();
             for t in [ts_ms, ts_ms + 1] {
                 b.push_canonical_packed(&format!("as_packed|ST[s:{s}]"), t, packed)
+                    .unwrap();
+                b.push_id_packed(by_id_packed[s as usize], t, packed)
                     .unwrap();
             }
             written.push(h);
@@ -845,6 +853,10 @@ fn histograms_added_as_bins_equal_histograms_added_as_values() {
             assert!(!by_value.is_empty());
             assert_eq!(by_bins, by_value, "series {s}");
             assert_eq!(by_packed, by_value, "series {s} packed");
+            let by_id_packed = view
+                .raw_histograms(id(store, &format!("as_id_packed|ST[s:{s}]")), 0, i64::MAX)
+                .unwrap();
+            assert_eq!(by_id_packed, by_value, "series {s} packed by id");
             assert_eq!(by_id_bins, by_value, "series {s} by id");
         }
     };

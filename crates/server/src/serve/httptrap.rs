@@ -20,6 +20,7 @@ use ingest::{Mode, Options, Reason, Rejection};
 use store::key::{CanonicalTags, Tag, TagSet};
 use store::WriteBatch;
 
+use super::idcache::{Misses, Reader, SeriesCache};
 use super::mapping::{self, Mapped, REJECTIONS_LISTED_MAX};
 use super::{now_ms, unzipped, App, Endpoint, WriteError};
 
@@ -76,7 +77,7 @@ thread_local! {
     /// A blocking-pool thread's batch and JSON reading buffers, kept between bodies: a
     /// histogram body's bin vectors and batch are about its size, and allocating them afresh
     /// per body faulted their pages in every time.
-    static BUFFERS: RefCell<(WriteBatch, Scratch)> = RefCell::new(Default::default());
+    static BUFFERS: RefCell<(WriteBatch, Scratch, Misses)> = RefCell::new(Default::default());
 }
 
 fn write_body(
@@ -87,14 +88,25 @@ fn write_body(
     extra_tags: &[Tag],
 ) -> Result<Mapped, WriteError> {
     let bytes = unzipped(body, gzip, app.config.limits.body_size_bytes_max)?;
-    let (batch, mut scratch) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
-    let mut mapped = map_body_with(encoding, &bytes, now_ms(), extra_tags, batch, &mut scratch);
+    let (batch, mut scratch, mut misses) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    let cache = &app.series_ids.httptrap;
+    let reading = Reading {
+        scratch: &mut scratch,
+        cache,
+        misses: &mut misses,
+    };
+    let mut mapped = map_body_with(encoding, &bytes, now_ms(), extra_tags, batch, reading);
     let result = app.store_mapped(Endpoint::Httptrap, &mut mapped);
+    if result.is_ok() && !mapped.stopped {
+        // The series pushed by key exist now: their ids are learned for the next bodies.
+        misses.learn(&app.store, cache);
+    }
+    misses.clear();
     let batch = mapped.take_batch_to_keep();
     if scratch.capacity_bytes() > RETAINED_SCRATCH_BYTES_MAX {
         scratch = Scratch::default();
     }
-    BUFFERS.with(|b| *b.borrow_mut() = (batch, scratch));
+    BUFFERS.with(|b| *b.borrow_mut() = (batch, scratch, misses));
     result.map(|()| mapped)
 }
 
@@ -103,35 +115,49 @@ fn write_body(
 #[cfg(test)]
 fn map_body(encoding: Encoding, body: &[u8], now_ms: i64, extra_tags: &[Tag]) -> Mapped {
     let batch = WriteBatch::new();
-    map_body_with(
-        encoding,
-        body,
-        now_ms,
-        extra_tags,
-        batch,
-        &mut Scratch::default(),
-    )
+    let cache = SeriesCache::new(1 << 10, 1 << 20);
+    let reading = Reading {
+        scratch: &mut Scratch::default(),
+        cache: &cache,
+        misses: &mut Misses::default(),
+    };
+    map_body_with(encoding, body, now_ms, extra_tags, batch, reading)
 }
 
-/// [`map_body`] into `batch` (empty on entry), reading with the caller's buffers.
+/// What reading a body borrows from its caller: the reading buffers, the series id cache and
+/// the list of series pushed by key (to learn once the batch is written).
+struct Reading<'r> {
+    scratch: &'r mut Scratch,
+    cache: &'r SeriesCache,
+    misses: &'r mut Misses,
+}
+
+/// [`map_body`] into `batch` (empty on entry), reading with the caller's buffers and cache.
 fn map_body_with(
     encoding: Encoding,
     body: &[u8],
     now_ms: i64,
     extra_tags: &[Tag],
     batch: WriteBatch,
-    scratch: &mut Scratch,
+    reading: Reading<'_>,
 ) -> Mapped {
     debug_assert_eq!(batch.sample_count(), 0, "an empty batch");
     let options = Options::at(now_ms);
-    let mut writer = BatchWriter::new(now_ms, extra_tags, encoding.set_ids_max());
+    let Reading {
+        scratch,
+        cache,
+        misses,
+    } = reading;
+    let mut writer = BatchWriter::new(now_ms, extra_tags, encoding.set_ids_max(), cache, misses);
     writer.mapped.batch = batch;
     match encoding {
         Encoding::Json => ingest::httptrap::visit_with(body, &options, &mut writer, scratch),
         Encoding::Flat => ingest::flat::visit(body, &options, &mut writer),
     }
     if writer.combining {
-        // Rare (statsd-like counters, `_fl` in JSON): the owned path combines modes.
+        // Rare (statsd-like counters, `_fl` in JSON): the owned path combines modes, and
+        // nothing this visit pushed is written.
+        writer.misses.clear();
         return mapping::map_batch(encoding.parse(body, &options), now_ms, extra_tags);
     }
     writer.finish()
@@ -141,6 +167,16 @@ fn map_body_with(
 /// sets; rejections kept in two lists so they come out in `map_batch`'s order.
 struct BatchWriter<'t> {
     now_ms: i64,
+    /// Series ids by the check's tags and a metric's name, then its lent `|ST[…]` text: a
+    /// series seen before is pushed by id, its key neither printed nor looked up. Read for
+    /// the whole body.
+    cache: Reader<'t>,
+    /// The series pushed by key, learned into the cache once the batch is written.
+    misses: &'t mut Misses,
+    /// The cache key's first part: the check's tags (length-prefixed, so no two lists read
+    /// alike) and then the metric's name, rewritten per metric after `cache_prefix_len`.
+    cache_first: Vec<u8>,
+    cache_prefix_len: usize,
     extra_tags: &'t [Tag],
     /// `extra_tags` as text (the check name comes from the URL, so they are): lent suffixes'
     /// keys are printed with them without checking their bytes as UTF-8 per key.
@@ -170,14 +206,31 @@ struct BatchWriter<'t> {
 }
 
 impl<'t> BatchWriter<'t> {
-    fn new(now_ms: i64, extra_tags: &'t [Tag], set_ids_max: u64) -> BatchWriter<'t> {
+    fn new(
+        now_ms: i64,
+        extra_tags: &'t [Tag],
+        set_ids_max: u64,
+        cache: &'t SeriesCache,
+        misses: &'t mut Misses,
+    ) -> BatchWriter<'t> {
         let as_text = |t: &'t Tag| {
             let category = std::str::from_utf8(t.category()).ok()?;
             Some((category, std::str::from_utf8(t.value()).ok()?))
         };
         let extra_text: Option<Vec<(&str, &str)>> = extra_tags.iter().map(as_text).collect();
+        let mut cache_first = Vec::new();
+        let parts = extra_tags.iter().flat_map(|t| [t.category(), t.value()]);
+        cache_first.extend_from_slice(&(extra_tags.len() as u64).to_le_bytes());
+        for part in parts {
+            cache_first.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            cache_first.extend_from_slice(part);
+        }
         BatchWriter {
             now_ms,
+            cache: cache.reader(),
+            misses,
+            cache_prefix_len: cache_first.len(),
+            cache_first,
             extra_tags,
             extra_canonical: extra_text
                 .as_ref()
@@ -299,6 +352,40 @@ impl Visitor for BatchWriter<'_> {
                 Pushed::Value(store::Value::CumulativeHistogram(h.into_histogram()))
             }
         };
+        let ts = ts_ms.unwrap_or(self.now_ms);
+        // A metric whose tags are all its own `|ST[…]` text: its series, once seen, is pushed
+        // by id. A push by id that fails goes the key's way below, which names the key.
+        let cacheable = match suffix {
+            Some(text) if tags.is_empty() => Some(text),
+            _ => None,
+        };
+        if let Some(text) = cacheable {
+            self.cache_first.truncate(self.cache_prefix_len);
+            self.cache_first.extend_from_slice(name.as_bytes());
+            let first = &self.cache_first;
+            let id = self
+                .cache
+                .get(first, text.as_bytes(), |cache| cache.prefix_hash(first));
+            if let Some(id) = id {
+                let batch = &mut self.mapped.batch;
+                let pushed = match &value {
+                    Pushed::Packed(bins) => Some(batch.push_id_packed(id, ts, *bins)),
+                    Pushed::Bins(keys, counts) => Some(batch.push_id_bins(id, ts, keys, counts)),
+                    Pushed::Value(store::Value::Numeric(v)) => {
+                        Some(batch.push_id(id, ts, store::Value::Numeric(*v)))
+                    }
+                    Pushed::Value(_) => None,
+                };
+                if let Some(Ok(_)) = pushed {
+                    self.mapped.accepted += 1;
+                    return true;
+                }
+            }
+        }
+        let kind = match &value {
+            Pushed::Value(v) => v.kind(),
+            Pushed::Bins(..) | Pushed::Packed(_) => store::index::Kind::Histogram,
+        };
         let mut key = std::mem::take(&mut self.key);
         key.clear();
         let canonical = match (suffix, &self.extra_canonical) {
@@ -336,16 +423,22 @@ impl Visitor for BatchWriter<'_> {
         match written {
             Err(e) => self.map_reject(|| format!("metric `{name}`: {e}")),
             Ok(()) => {
-                let (batch, ts_ms) = (&mut self.mapped.batch, ts_ms.unwrap_or(self.now_ms));
+                let batch = &mut self.mapped.batch;
                 let pushed = match value {
-                    Pushed::Value(value) => batch.push_canonical(&key, ts_ms, value),
-                    Pushed::Bins(keys, counts) => {
-                        batch.push_canonical_bins(&key, ts_ms, keys, counts)
-                    }
-                    Pushed::Packed(bins) => batch.push_canonical_packed(&key, ts_ms, bins),
+                    Pushed::Value(value) => batch.push_canonical(&key, ts, value),
+                    Pushed::Bins(keys, counts) => batch.push_canonical_bins(&key, ts, keys, counts),
+                    Pushed::Packed(bins) => batch.push_canonical_packed(&key, ts, bins),
                 };
                 match pushed {
-                    Ok(_) => self.mapped.accepted += 1,
+                    Ok(_) => {
+                        self.mapped.accepted += 1;
+                        if let Some(text) = cacheable {
+                            let first = &self.cache_first;
+                            let hash = self.cache.prefix_hash(first);
+                            let cache_key = self.cache.key(hash, first, text.as_bytes());
+                            self.misses.add(&cache_key, &key, kind);
+                        }
+                    }
                     Err(e) => self.map_reject(|| format!("metric `{key}`: {e}")),
                 }
             }
@@ -398,6 +491,85 @@ mod tests {
                 (key.to_owned(), ts_ms, value.into_owned())
             })
             .collect()
+    }
+
+    /// A series written once is pushed by id from the next body on, for its own check only:
+    /// the same metric key under another check is another series (the check's tags are part
+    /// of the cache key), and a metric with tags from a key above it goes by key.
+    #[test]
+    fn series_written_once_are_pushed_by_id_per_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store::Store::open(dir.path(), store::StoreOptions::default()).unwrap();
+        let cache = SeriesCache::new(1000, 1 << 20);
+        let mut misses = Misses::default();
+        let mut scratch = Scratch::default();
+        let body = br#"{"lat|ST[host:a]":{"_type":"h","_value":["H[1.2e-03]=5","H[2.0e-03]=1"]},
+            "n|ST[host:a]":{"_type":"n","_value":3},
+            "outer|ST[dc:x]":{"inner|ST[host:b]":{"_type":"n","_value":1}}}"#;
+        let mut map = |check: &str, misses: &mut Misses| {
+            let tags = [Tag::new("__check", check).unwrap()];
+            let reading = Reading {
+                scratch: &mut scratch,
+                cache: &cache,
+                misses,
+            };
+            map_body_with(
+                Encoding::Json,
+                body,
+                NOW_MS,
+                &tags,
+                WriteBatch::new(),
+                reading,
+            )
+        };
+        let keys = |mapped: &Mapped| -> Vec<String> {
+            let samples = mapped.batch.samples();
+            samples
+                .map(|(key, _, _)| match key {
+                    store::KeyRef::Text(text) => text.to_owned(),
+                    store::KeyRef::Id(id) => format!("#{}", id.0),
+                })
+                .collect()
+        };
+        let first = map("web-1", &mut misses);
+        assert_eq!(
+            keys(&first),
+            [
+                "lat|ST[__check:web-1,host:a]",
+                "n|ST[__check:web-1,host:a]",
+                "outer`inner|ST[__check:web-1,dc:x,host:b]"
+            ]
+        );
+        store.write_partial(&first.batch).unwrap();
+        misses.learn(&store, &cache);
+        assert_eq!(cache.len(), 2, "the two metrics with their own tags only");
+        let again = map("web-1", &mut misses);
+        let got = keys(&again);
+        let id = |key: &str| {
+            let parsed = store::key::StreamKey::parse(key).unwrap();
+            store.index().lookup(&parsed).unwrap().unwrap().0 .0
+        };
+        assert_eq!(got[0], format!("#{}", id("lat|ST[__check:web-1,host:a]")));
+        assert_eq!(got[1], format!("#{}", id("n|ST[__check:web-1,host:a]")));
+        assert_eq!(got[2], "outer`inner|ST[__check:web-1,dc:x,host:b]");
+        assert_eq!(again.accepted, 3);
+        assert_eq!(rows_of_values(&again), rows_of_values(&first));
+        misses.clear();
+        // Another check: the same body is other series, pushed by key.
+        let other = map("web-2", &mut misses);
+        assert_eq!(
+            keys(&other),
+            [
+                "lat|ST[__check:web-2,host:a]",
+                "n|ST[__check:web-2,host:a]",
+                "outer`inner|ST[__check:web-2,dc:x,host:b]"
+            ]
+        );
+    }
+
+    fn rows_of_values(mapped: &Mapped) -> Vec<(i64, store::Value)> {
+        let samples = mapped.batch.samples();
+        samples.map(|(_, ts, v)| (ts, v.into_owned())).collect()
     }
 
     /// The direct path against the owned one (`flat::parse` then `map_batch`, what the server

@@ -2,7 +2,8 @@
 //! of those bytes and one compare instead of printing, hashing and comparing its canonical key.
 //!
 //! Clients resend the same series every scrape or flush byte for byte (remote write: a
-//! `TimeSeries`' labels; Influx: a line's measurement and tag section, then the field key). The
+//! `TimeSeries`' labels; Influx: a line's measurement and tag section, then the field key;
+//! httptrap: the check's tags and a metric's name, then its `|ST[…]` text). The
 //! bytes determine the canonical key, and a store never removes a series nor reuses an id, so
 //! an id learned from one successful write stays right for as long as the `Store` lives: each
 //! [`super::App`] (one store) has its own caches. A kind clash needs no care here: a sample
@@ -472,6 +473,9 @@ impl Misses {
 pub struct SeriesIds {
     pub influx: SeriesCache,
     pub remote_write: SeriesCache,
+    /// httptrap, JSON and flatbuffers alike: a metric's name (after its check's tags) and its
+    /// own `|ST[…]` text determine its key the same way in both.
+    pub httptrap: SeriesCache,
 }
 
 impl SeriesIds {
@@ -484,6 +488,7 @@ impl SeriesIds {
         SeriesIds {
             influx: SeriesCache::new(entries_max, KEY_BYTES_MAX_DEFAULT),
             remote_write: SeriesCache::new(entries_max, KEY_BYTES_MAX_DEFAULT),
+            httptrap: SeriesCache::new(entries_max, KEY_BYTES_MAX_DEFAULT),
         }
     }
 }
