@@ -514,29 +514,43 @@ pub fn add_to_dense_unmarked(
     dense: &mut DenseCounts,
     (lo, hi): (&mut usize, &mut usize),
 ) -> usize {
-    let mut sink = DenseUnmarked {
+    fold_into_dense(bytes, dense, (lo, hi), u64::saturating_add)
+}
+
+/// [`add_to_dense_unmarked`] with `fold(entry, count)` as each bin's new entry instead of the
+/// sum (a window's statistics fold occupancy and capped counts into one word per key).
+#[inline]
+pub fn fold_into_dense(
+    bytes: &[u8],
+    dense: &mut DenseCounts,
+    (lo, hi): (&mut usize, &mut usize),
+    fold: impl Fn(u64, u64) -> u64,
+) -> usize {
+    let mut sink = DenseFold {
         dense,
         lo: *lo,
         hi: *hi,
+        fold,
     };
     let bins = walk_trusted(bytes, &mut sink);
     (*lo, *hi) = (sink.lo, sink.hi);
     bins
 }
 
-/// [`add_to_dense_unmarked`]'s sink.
-struct DenseUnmarked<'a> {
+/// [`fold_into_dense`]'s sink: the key range is widened once per group of eight.
+struct DenseFold<'a, F> {
     dense: &'a mut DenseCounts,
     lo: usize,
     hi: usize,
+    fold: F,
 }
 
-impl Sink for DenseUnmarked<'_> {
+impl<F: Fn(u64, u64) -> u64> Sink for DenseFold<'_, F> {
     #[inline(always)]
     fn bin(&mut self, key: u16, count: u64) {
         let k = usize::from(key);
         let slot = &mut self.dense[k % DENSE_KEYS];
-        *slot = slot.saturating_add(count);
+        *slot = (self.fold)(*slot, count);
         self.lo = self.lo.min(k);
         self.hi = self.hi.max(k);
     }
@@ -548,7 +562,7 @@ impl Sink for DenseUnmarked<'_> {
             let (gap, count) = pair_at(words, j);
             let k = next + gap;
             let slot = &mut self.dense[k % DENSE_KEYS];
-            *slot = slot.saturating_add(count);
+            *slot = (self.fold)(*slot, count);
             next = k + 1;
         }
         self.lo = self.lo.min(first);

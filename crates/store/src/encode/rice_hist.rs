@@ -602,11 +602,9 @@ fn choose_packed_window(
     let stats = &mut **scratch.stats.get_or_insert_with(packed::zeroed_dense);
     let (mut lo, mut hi) = (usize::MAX, 0usize);
     for bytes in periods {
-        packed::for_each_bin_trusted(bytes, |key, c| {
-            let k = usize::from(key);
-            stats[k % DENSE_KEYS] += (1 << OCCUPANCY_SHIFT) + c.min(MEAN_COUNT_MAX);
-            lo = lo.min(k);
-            hi = hi.max(k);
+        // The range widened once per group of eight bins, not per bin.
+        packed::fold_into_dense(bytes, stats, (&mut lo, &mut hi), |stat, c| {
+            stat + (1 << OCCUPANCY_SHIFT) + c.min(MEAN_COUNT_MAX)
         });
     }
     window_from_stats(stats, (lo, hi), periods.len() as u64)
