@@ -5,11 +5,12 @@
 //! Merging every sample into its period's sorted bin list as it arrives cost about 1 µs per
 //! 75-bin sample (a merge of two sorted lists is a chain of dependent compares, and a period
 //! of six 10 s samples merges six times), and a period's `Histogram` took ≈ 10 bytes per bin
-//! in two allocations. Here a sample of the open period is appended, packed (`packed.rs`,
+//! in two allocations. Here a sample of the open period is appended, packed (`hist::packed`,
 //! ≈ 2 bytes per bin), to the open buffer; when the period closes — the series' first sample
 //! of a later period, or the buffer's bound — all of its samples are added at once into a
 //! dense array indexed by bin key (one add per bin, no compares) and the merged period is
-//! packed from it into the series' arena. Samples for an older period (late data) are buffered
+//! packed off a scan of the keys they spanned (eight a step: a period's bins sit close
+//! together) into the series' arena. Samples for an older period (late data) are buffered
 //! the same way, one late period at a time, and merge into that period when a sample for
 //! another late period comes (a flush reads the buffered samples as they are); its new packing
 //! is appended to the arena (the old bytes are garbage until the arena is compacted). A broker
