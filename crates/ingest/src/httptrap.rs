@@ -12,7 +12,7 @@ use crate::batch::{
 };
 use crate::bins::{bin_key, KeyedBins};
 use crate::json::{self, DocumentError, Kind, Token, Tokenizer};
-use crate::tags::{parse_tag, plain_suffix, split_stream_tags, suffix_tags_owned, PlainSuffix};
+use crate::tags::{parse_tag, split_stream_tags, suffix_tags_owned, PlainSuffix, SuffixMemo};
 use crate::visit::{BatchBuilder, HistogramRef, Metric, ValueRef, Visitor};
 
 /// Tokens reserved up front for one body (16 bytes each); larger tapes grow as needed.
@@ -48,6 +48,8 @@ pub struct Scratch {
     /// pointer moved instead of the whole struct.
     walk_bins: Option<Box<KeyedBins>>,
     decoded_bins: Option<Box<KeyedBins>>,
+    /// Member keys' suffix splits, remembered from body to body.
+    suffixes: SuffixMemo,
 }
 
 impl Scratch {
@@ -57,6 +59,7 @@ impl Scratch {
             + self.bins.capacity_bytes()
             + self.walk_bins.as_ref().map_or(0, |b| b.capacity_bytes())
             + self.decoded_bins.as_ref().map_or(0, |b| b.capacity_bytes())
+            + self.suffixes.capacity_bytes()
     }
 }
 
@@ -118,6 +121,7 @@ pub fn visit_with<V: Visitor>(
                     bins: &bins,
                     decoded: &decoded,
                     read_bins: &tokenizer.bins,
+                    suffixes: &mut scratch.suffixes,
                 };
                 let go_on = walker.members(0);
                 accepted = walker.accepted;
@@ -182,6 +186,8 @@ struct Walker<'a, 'b, V> {
     decoded: &'b Cell<Option<Box<KeyedBins>>>,
     /// The bins the tokenizer read for this document's `Bins` arrays.
     read_bins: &'b KeyedBins,
+    /// Member keys' suffix splits, remembered (the caller's, kept between bodies).
+    suffixes: &'b mut SuffixMemo,
 }
 
 /// The `|ST[…]` tags of the keys above the value being visited, and the shared list that
@@ -294,7 +300,9 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
             // A `|ST[…]` suffix may end any key; its tags apply to everything under it.
             self.key_tags.restore();
             let plain = match &key {
-                Cow::Borrowed(key) if self.key_tags.list.is_empty() => plain_suffix(key),
+                Cow::Borrowed(key) if self.key_tags.list.is_empty() => {
+                    self.suffixes.plain_suffix(key)
+                }
                 _ => None,
             };
             let go_on = if let Some(plain) = plain {

@@ -64,6 +64,80 @@ pub(crate) fn plain_suffix(full: &str) -> Option<PlainSuffix<'_>> {
     })
 }
 
+/// [`plain_suffix`] remembered by key text, for a reader that sees the same keys body after
+/// body (clients resend their series in the same order): the key after the one found last is
+/// compared first, then looked up by hash, so a key seen before costs a compare, not the scan
+/// of its suffix. Bounded in keys and bytes; emptied when full.
+#[derive(Default)]
+pub(crate) struct SuffixMemo {
+    /// Key text → its entry in `entries`.
+    index: std::collections::HashMap<Box<str>, u32, foldhash::fast::RandomState>,
+    /// In the order first seen: key text, the name's length and the tag count (0: no plain
+    /// suffix).
+    entries: Vec<(Box<str>, u32, u32)>,
+    /// The entry after the one found last.
+    next: usize,
+    key_bytes: usize,
+}
+
+/// Keys a [`SuffixMemo`] holds at most, and their bytes.
+const MEMO_KEYS_MAX: usize = 1 << 16;
+const MEMO_KEY_BYTES_MAX: usize = 4 << 20;
+
+impl SuffixMemo {
+    /// [`plain_suffix`]`(full)`, remembered.
+    pub(crate) fn plain_suffix<'k>(&mut self, full: &'k str) -> Option<PlainSuffix<'k>> {
+        let (name_len, count) = self.split(full);
+        if count == 0 {
+            return None;
+        }
+        let plain = PlainSuffix {
+            name: full.get(..name_len)?,
+            text: full.get(name_len + SUFFIX_OPEN.len()..full.len().checked_sub(1)?)?,
+            count,
+        };
+        debug_assert_eq!(Some(plain), plain_suffix(full), "a remembered split");
+        Some(plain)
+    }
+
+    /// The name's length and tag count of `full` (a count of 0: no plain suffix).
+    fn split(&mut self, full: &str) -> (usize, usize) {
+        let found = match self.entries.get(self.next) {
+            Some((key, ..)) if **key == *full => Some(self.next),
+            _ => self.index.get(full).map(|&at| at as usize),
+        };
+        if let Some((_, name_len, count)) = found.and_then(|at| self.entries.get(at)) {
+            self.next = found.map_or(0, |at| at + 1);
+            return (*name_len as usize, *count as usize);
+        }
+        let split = plain_suffix(full).map_or((0, 0), |plain| (plain.name.len(), plain.count));
+        self.remember(full, split);
+        split
+    }
+
+    fn remember(&mut self, full: &str, (name_len, count): (usize, usize)) {
+        let (Ok(name_len), Ok(count)) = (u32::try_from(name_len), u32::try_from(count)) else {
+            return;
+        };
+        if self.entries.len() >= MEMO_KEYS_MAX || self.key_bytes + full.len() > MEMO_KEY_BYTES_MAX {
+            self.index.clear();
+            self.entries.clear();
+            self.key_bytes = 0;
+        }
+        self.key_bytes += full.len();
+        self.index.insert(full.into(), self.entries.len() as u32);
+        self.entries.push((full.into(), name_len, count));
+        self.next = self.entries.len();
+    }
+
+    /// Memory held, for a caller bounding what it keeps between bodies.
+    pub(crate) fn capacity_bytes(&self) -> usize {
+        2 * self.key_bytes
+            + self.index.capacity() * std::mem::size_of::<(Box<str>, u32)>()
+            + self.entries.capacity() * std::mem::size_of::<(Box<str>, u32, u32)>()
+    }
+}
+
 /// The number of tags in a suffix's text if every one passes `check_tag` and
 /// `check_tag_count` as [`suffix_tags`] splits them, with no `[`, `]` or `"` (the split refuses
 /// brackets, and a `"` may be part of a `b"…"` to decode); `None` otherwise. One pass over the
@@ -182,6 +256,40 @@ mod tests {
 
     fn pair(c: &str, v: &str) -> (String, String) {
         (c.to_owned(), v.to_owned())
+    }
+
+    proptest::proptest! {
+        /// Keys seen again in the same order, in another order and for the first time: the
+        /// memo's split is `plain_suffix`'s every time.
+        #[test]
+        fn remembered_splits_are_plain_suffix(
+            keys in proptest::collection::vec(
+                "[a-z|]{0,4}(\\|ST\\[[a-z:,\\[\"]{0,12}\\])?[a-z\\]]{0,2}", 1..20),
+            order in proptest::collection::vec(0usize..40, 0..60),
+        ) {
+            let mut memo = SuffixMemo::default();
+            let sequence = keys.iter().chain(keys.iter()).chain(order.iter().map(|&i| &keys[i % keys.len()]));
+            for key in sequence {
+                proptest::prop_assert_eq!(memo.plain_suffix(key), plain_suffix(key), "{}", key);
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_memo_starts_again() {
+        let mut memo = SuffixMemo::default();
+        for round in 0..2 {
+            for i in 0..MEMO_KEYS_MAX + 10 {
+                let key = format!("m{i}|ST[host:h{round}]");
+                let plain = memo.plain_suffix(&key).unwrap();
+                assert_eq!(
+                    (plain.name, plain.count),
+                    (&key[..key.find('|').unwrap()], 1)
+                );
+            }
+        }
+        assert!(memo.entries.len() <= MEMO_KEYS_MAX);
+        assert!(memo.key_bytes <= MEMO_KEY_BYTES_MAX);
     }
 
     #[test]
