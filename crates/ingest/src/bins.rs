@@ -1,4 +1,5 @@
-//! Histogram bins as storage-order keys (`hist::Bin::key`), for the parsers' per-bin loops.
+//! Histogram bins as storage-order keys (`hist::Bin::key`) for the parsers' per-bin loops, and
+//! the httptrap `"H[..]=n"` list reader, which packs a list as it reads it.
 
 use hist::packed::{PackedChunk, PackedList};
 use hist::{Histogram, ValidKey};
@@ -327,10 +328,10 @@ fn read_chunk(
     more
 }
 
-/// Bins gathered on the stack between copies into the vectors: 64, so that a histogram of
-/// ≈ 75 bins is moved in two copies, not three (`parse_cpu`: +2 % with 32-bin chunks as the
-/// base; 128 left the table's miss count with no full chunk to judge, and lost 7 % on bins
-/// spread over many decades).
+/// Bins a `KeyedChunk` gathers on the stack between copies into the vectors: 64, as many as a
+/// `PackedChunk` holds at two bytes a bin, so that both fill after the same number of strings
+/// (32 was 2 % slower in `parse_cpu` when bins were moved out in copies; 128 left the table's
+/// miss count with no full chunk to judge, and lost 7 % on bins spread over many decades).
 const CHUNK_BINS: usize = 64;
 
 /// Chunks read without the remembered prefixes after one in which most lookups missed.
