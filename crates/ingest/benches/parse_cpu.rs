@@ -186,7 +186,7 @@ mod into_batch {
     use std::collections::HashMap;
     use std::sync::Arc;
 
-    use ingest::flat::{Metric, ValueRef, Visitor};
+    use ingest::flat::{HistogramRef, Metric, ValueRef, Visitor};
     use ingest::{httptrap, Options, Reason};
     use store::key::{Tag, TagSet};
     use store::WriteBatch;
@@ -336,10 +336,20 @@ mod into_batch {
         }
 
         fn metric(&mut self, metric: Metric<'_>) -> bool {
+            // As the server: bins lent sorted or packed go into the batch as they are.
+            let mut lent = None;
             let value = match metric.value {
                 ValueRef::Null => return true,
                 ValueRef::Numeric(v) => store::Value::Numeric(v),
                 ValueRef::Text(t) => store::Value::Text(t.to_owned()),
+                ValueRef::Histogram(HistogramRef::Packed(bins)) => {
+                    lent = Some(HistogramRef::Packed(bins));
+                    store::Value::Numeric(0.0)
+                }
+                ValueRef::Histogram(HistogramRef::Sorted { keys, counts }) => {
+                    lent = Some(HistogramRef::Sorted { keys, counts });
+                    store::Value::Numeric(0.0)
+                }
                 ValueRef::Histogram(h) => store::Value::Histogram(h.into_histogram()),
                 ValueRef::CumulativeHistogram(h) => {
                     store::Value::CumulativeHistogram(h.into_histogram())
@@ -360,7 +370,17 @@ mod into_batch {
                 set.write_key(metric.name, &mut self.key).unwrap();
             }
             let ts_ms = metric.ts_ms.unwrap_or(NOW_MS);
-            self.batch.push_canonical(&self.key, ts_ms, value).unwrap();
+            let batch = &mut self.batch;
+            match lent {
+                Some(HistogramRef::Packed(bins)) => {
+                    batch.push_canonical_packed(&self.key, ts_ms, bins)
+                }
+                Some(HistogramRef::Sorted { keys, counts }) => {
+                    batch.push_canonical_bins(&self.key, ts_ms, keys, counts)
+                }
+                _ => batch.push_canonical(&self.key, ts_ms, value),
+            }
+            .unwrap();
             true
         }
 

@@ -4,6 +4,8 @@
 use hist::packed::{PackedChunk, PackedList};
 use hist::{Histogram, ValidKey};
 
+use crate::visit::HistogramRef;
+
 /// The key of bin `(val, exp)` (`hist::ValidKey::of`, inlined into the per-bin loops).
 #[inline(always)]
 pub(crate) fn bin_key(val: i8, exp: i8) -> Option<u16> {
@@ -11,7 +13,6 @@ pub(crate) fn bin_key(val: i8, exp: i8) -> Option<u16> {
 }
 
 /// Keys and counts of one histogram being collected, reused between histograms.
-#[derive(Default)]
 pub(crate) struct KeyedBins {
     pub keys: Vec<u16>,
     pub counts: Vec<u64>,
@@ -23,6 +24,23 @@ pub(crate) struct KeyedBins {
     pub bytes: Vec<u8>,
     /// Bins in storage order, packed as they are read (the tokenizer's).
     pub packed: PackedList,
+    /// Whether bin lists are packed as they are read (else read as keys and counts, for a
+    /// reader that builds histograms anyway). Kept across `clear`.
+    pub pack: bool,
+}
+
+impl Default for KeyedBins {
+    fn default() -> Self {
+        KeyedBins {
+            keys: Vec::new(),
+            counts: Vec::new(),
+            pairs: Vec::new(),
+            prefixes: None,
+            bytes: Vec::new(),
+            packed: PackedList::default(),
+            pack: true,
+        }
+    }
 }
 
 impl KeyedBins {
@@ -101,21 +119,27 @@ impl KeyedBins {
     }
 }
 
-/// The histogram of bins `range` of `from`: bins the tokenizer read that were not in
-/// storage order (the in-order ones it packed), merged and sorted through `scratch`.
-pub(crate) fn histogram_of(
-    from: &KeyedBins,
+/// The histogram of bins `range` of `from` (bins the tokenizer read as keys and counts): lent
+/// as they are when in storage order with every count above zero (a reader that does not
+/// pack), merged and sorted through `scratch` otherwise.
+pub(crate) fn histogram_of<'f>(
+    from: &'f KeyedBins,
     range: std::ops::Range<usize>,
     scratch: &mut KeyedBins,
-) -> Histogram {
+) -> HistogramRef<'f> {
     let (Some(keys), Some(counts)) = (from.keys.get(range.clone()), from.counts.get(range)) else {
         debug_assert!(false, "a bin range of the tokenizer's");
-        return Histogram::new();
+        return HistogramRef::Built(Histogram::new());
     };
+    // Non-short-circuit folds: one pass each, vector code.
+    let ascending = keys.windows(2).fold(true, |ok, w| ok & (w[0] < w[1]));
+    if ascending & counts.iter().fold(true, |ok, &c| ok & (c != 0)) {
+        return HistogramRef::Sorted { keys, counts };
+    }
     scratch.clear();
     scratch.keys.extend_from_slice(keys);
     scratch.counts.extend_from_slice(counts);
-    scratch.take_histogram()
+    HistogramRef::Built(scratch.take_histogram())
 }
 
 /// Where [`fixed_text_bins`] put the bins of a list it read; either way the offset just past
@@ -143,17 +167,20 @@ pub(crate) fn fixed_text_bins(s: &[u8], bins: &mut KeyedBins) -> Option<ReadBins
         counts,
         prefixes,
         packed,
+        pack,
         ..
     } = bins;
     let prefixes = prefixes.get_or_insert_with(|| Box::new(Prefixes::default()));
-    let mut chunk = PackedChunk::default();
-    match read_list(s, prefixes, &mut chunk, |chunk| packed.extend_chunk(chunk)) {
-        Ok(end) => return Some(ReadBins::Packed(end)),
-        Err(Stop::Declined) => return None,
-        Err(Stop::Refused) => packed.abandon(),
+    if *pack {
+        let mut chunk = PackedChunk::default();
+        match read_list(s, prefixes, &mut chunk, |chunk| packed.extend_chunk(chunk)) {
+            Ok(end) => return Some(ReadBins::Packed(end)),
+            Err(Stop::Declined) => return None,
+            Err(Stop::Refused) => packed.abandon(),
+        }
     }
-    // Out of storage order (rare: uploads list bins as they are stored): read again, kept in
-    // the order read, and sorted when the walk lends them.
+    // Out of storage order (rare: uploads list bins as they are stored), or not packing: read
+    // (again) into keys and counts, merged and sorted when the walk lends them.
     let mut chunk = KeyedChunk {
         keys: [0u16; CHUNK_BINS],
         counts: [0u64; CHUNK_BINS],

@@ -25,7 +25,11 @@ pub const FLATTEN_DELIMITER: char = '`';
 /// rest of their document is kept; a JSON syntax error rejects the rest of the body.
 pub fn parse(input: &[u8], options: &Options) -> Batch {
     let mut builder = BatchBuilder::default();
-    visit(input, options, &mut builder);
+    // Histograms are built for the batch anyway: bin lists are read as keys and counts, not
+    // packed first (packing pays where bins are lent to a store).
+    let mut scratch = Scratch::one_body();
+    scratch.bins.pack = false;
+    visit_with(input, options, &mut builder, &mut scratch);
     builder.batch
 }
 
@@ -35,7 +39,7 @@ pub fn parse(input: &[u8], options: &Options) -> Batch {
 /// `"H[…]=n"` bin arrays in storage order as the tokenizer's keys and counts. At most
 /// `SAMPLES_PER_BATCH_MAX` metrics are handed over; the one after rejects the rest of the body.
 pub fn visit<V: Visitor>(input: &[u8], options: &Options, visitor: &mut V) {
-    visit_with(input, options, visitor, &mut Scratch::default());
+    visit_with(input, options, visitor, &mut Scratch::one_body());
 }
 
 /// The buffers reading a body needs (the token tape, the bin vectors), for a caller that reads
@@ -53,6 +57,14 @@ pub struct Scratch {
 }
 
 impl Scratch {
+    /// Buffers for one body: no key is seen again, so none is remembered.
+    fn one_body() -> Scratch {
+        Scratch {
+            suffixes: SuffixMemo::off(),
+            ..Scratch::default()
+        }
+    }
+
     /// Bytes the buffers have allocated, for a caller bounding what it keeps between bodies.
     pub fn capacity_bytes(&self) -> usize {
         self.tape.capacity() * std::mem::size_of::<Token>()
@@ -570,7 +582,7 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
             let range = read.start()..read.end();
             let histogram = crate::bins::histogram_of(self.read_bins, range, &mut scratch);
             self.bins.set(Some(scratch));
-            return Ok(HistogramRef::Built(histogram));
+            return Ok(histogram);
         }
         // The array's token count bounds its element count: one allocation for the bins.
         let elements_max = token.next() - index;
