@@ -69,13 +69,7 @@ fn pack_groups<const GROUPS: bool>(
         from += 1;
         let gap = k.wrapping_sub(next);
         next = k.wrapping_add(1);
-        if gap < 0x80 && c < 0x80 {
-            // The common case: one byte each.
-            out.extend_from_slice(&[gap as u8, c as u8]);
-        } else {
-            put_varint(out, u64::from(gap));
-            put_varint(out, c);
-        }
+        put_bin(out, u64::from(gap), c);
     }
     Some(next)
 }
@@ -577,77 +571,68 @@ impl<F: Fn(u64, u64) -> u64> Sink for DenseFold<'_, F> {
 
 /// Appends every non-zero count of `dense` in keys `lo ..= hi` to `out` as `(key, count)`, in
 /// key order, and zeroes it. Work in proportion to the range, checked eight keys at a time.
-pub fn take_nonzero(dense: &mut DenseCounts, (lo, hi): (usize, usize), out: &mut Vec<(u16, u64)>) {
-    let Some(span) = dense.get_mut(lo..=hi) else {
-        debug_assert!(lo > hi, "a range inside the dense array");
-        return;
-    };
-    let mut key = lo;
-    let mut chunks = span.chunks_exact_mut(8);
-    for chunk in &mut chunks {
-        // Two 4-wide ors and a test, where the compiler can (a fold over the slice was not).
-        let any = (chunk[0] | chunk[4])
-            | (chunk[1] | chunk[5])
-            | (chunk[2] | chunk[6])
-            | (chunk[3] | chunk[7]);
-        if any != 0 {
-            take_each(chunk, key, out);
-        }
-        key += 8;
-    }
-    take_each(chunks.into_remainder(), key, out);
+pub fn take_nonzero(dense: &mut DenseCounts, range: (usize, usize), out: &mut Vec<(u16, u64)>) {
+    take_each_nonzero(dense, range, |k, c| out.push((k as u16, c)));
 }
 
 /// Appends every non-zero count of `dense` in keys `lo ..= hi`, packed in key order, and
 /// zeroes it: [`take_nonzero`] straight into packed bins. For a fold that added its samples
 /// unmarked ([`add_to_dense_unmarked`]): a period's merged bins sit close together, so a scan
 /// of their range, eight keys a step, costs less than marking every bin as it is added.
-pub fn pack_nonzero(dense: &mut DenseCounts, (lo, hi): (usize, usize), out: &mut Vec<u8>) {
+pub fn pack_nonzero(dense: &mut DenseCounts, range: (usize, usize), out: &mut Vec<u8>) {
+    let mut next = 0usize;
+    take_each_nonzero(dense, range, |k, c| {
+        put_bin(out, (k - next) as u64, c);
+        next = k + 1;
+    });
+}
+
+/// Calls `f(key, count)` for every non-zero count of `dense` in keys `lo ..= hi`, in key
+/// order, and zeroes it. Work in proportion to the range, checked eight keys at a time.
+#[inline(always)]
+fn take_each_nonzero(
+    dense: &mut DenseCounts,
+    (lo, hi): (usize, usize),
+    mut f: impl FnMut(usize, u64),
+) {
     let Some(span) = dense.get_mut(lo..=hi) else {
         debug_assert!(lo > hi, "a range inside the dense array");
         return;
     };
-    let (mut key, mut next) = (lo, 0usize);
+    let mut key = lo;
     // Arrays, not slices: no bounds check in the scan.
     let (chunks, rest) = span.as_chunks_mut::<8>();
     for chunk in chunks {
+        // Two 4-wide ors and a test, where the compiler can (a fold over the slice was not).
         let any = (chunk[0] | chunk[4])
             | (chunk[1] | chunk[5])
             | (chunk[2] | chunk[6])
             | (chunk[3] | chunk[7]);
         if any != 0 {
-            pack_each(chunk, key, &mut next, out);
+            take_each(chunk, key, &mut f);
         }
         key += 8;
     }
-    pack_each(rest, key, &mut next, out);
+    take_each(rest, key, &mut f);
 }
 
-/// Packs the non-zero counts of `counts` (keys from `first_key`, after key `*next - 1`) and
-/// zeroes them.
 #[inline(always)]
-fn pack_each(counts: &mut [u64], first_key: usize, next: &mut usize, out: &mut Vec<u8>) {
+fn take_each(counts: &mut [u64], first_key: usize, f: &mut impl FnMut(usize, u64)) {
     for (i, c) in counts.iter_mut().enumerate() {
-        if *c == 0 {
-            continue;
-        }
-        let (k, c) = (first_key + i, std::mem::take(c));
-        let gap = k - *next;
-        *next = k + 1;
-        if gap < 0x80 && c < 0x80 {
-            out.extend_from_slice(&[gap as u8, c as u8]);
-        } else {
-            put_varint(out, gap as u64);
-            put_varint(out, c);
+        if *c != 0 {
+            f(first_key + i, std::mem::take(c));
         }
     }
 }
 
-fn take_each(counts: &mut [u64], first_key: usize, out: &mut Vec<(u16, u64)>) {
-    for (i, c) in counts.iter_mut().enumerate() {
-        if *c != 0 {
-            out.push(((first_key + i) as u16, std::mem::take(c)));
-        }
+/// Appends one bin, its gap and count (> 0): two bytes in the common case, varints otherwise.
+#[inline(always)]
+fn put_bin(out: &mut Vec<u8>, gap: u64, count: u64) {
+    if gap < 0x80 && count < 0x80 {
+        out.extend_from_slice(&[gap as u8, count as u8]);
+    } else {
+        put_varint(out, gap);
+        put_varint(out, count);
     }
 }
 
@@ -679,8 +664,7 @@ pub fn pack_pairs(bins: &[(u16, u64)], out: &mut Vec<u8>) {
     let mut next = 0u16;
     for &(k, c) in bins {
         debug_assert!(k >= next && c > 0, "ascending keys, counts > 0");
-        put_varint(out, u64::from(k - next));
-        put_varint(out, c);
+        put_bin(out, u64::from(k - next), c);
         next = k.wrapping_add(1);
     }
 }

@@ -86,9 +86,7 @@ impl KeyedBins {
     /// libraries print), so when the keys are strictly ascending with non-zero counts they are
     /// copied as they are: no sort, no intermediate vector.
     pub fn take_histogram(&mut self) -> Histogram {
-        let in_order =
-            self.counts.iter().all(|&c| c != 0) && self.keys.windows(2).all(|w| w[0] < w[1]);
-        if !in_order {
+        if !in_storage_order(&self.keys, &self.counts) {
             let pairs = &mut self.pairs;
             pairs.clear();
             pairs.extend(
@@ -131,15 +129,20 @@ pub(crate) fn histogram_of<'f>(
         debug_assert!(false, "a bin range of the tokenizer's");
         return HistogramRef::Built(Histogram::new());
     };
-    // Non-short-circuit folds: one pass each, vector code.
-    let ascending = keys.windows(2).fold(true, |ok, w| ok & (w[0] < w[1]));
-    if ascending & counts.iter().fold(true, |ok, &c| ok & (c != 0)) {
+    if in_storage_order(keys, counts) {
         return HistogramRef::Sorted { keys, counts };
     }
     scratch.clear();
     scratch.keys.extend_from_slice(keys);
     scratch.counts.extend_from_slice(counts);
     HistogramRef::Built(scratch.take_histogram())
+}
+
+/// Whether bins are strictly ascending with every count above zero (a histogram's bins as
+/// they are). Non-short-circuit folds: one pass each, vector code.
+fn in_storage_order(keys: &[u16], counts: &[u64]) -> bool {
+    let ascending = keys.windows(2).fold(true, |ok, w| ok & (w[0] < w[1]));
+    ascending & counts.iter().fold(true, |ok, &c| ok & (c != 0))
 }
 
 /// Where [`fixed_text_bins`] put the bins of a list it read; either way the offset just past
