@@ -334,21 +334,28 @@ fn read_chunk(
     s: &[u8],
     at: &mut usize,
     chunk: &mut impl Chunk,
-    mut read: impl FnMut(&[u8]) -> Option<(ValidKey, u64, usize)>,
+    mut read: impl FnMut(&[u8; FAST_BYTES]) -> Option<(ValidKey, u64, usize)>,
 ) -> bool {
     let mut i = *at;
     let mut more = true;
     while chunk.has_room() {
-        let Some((key, count, len)) = s
+        // A string and the byte after it in one bounds check (a list's last string, too near
+        // the end of the text, is left to `bin_at`).
+        let Some(window) = s
             .get(i..)
-            .and_then(|rest| rest.first_chunk::<FAST_BYTES>())
-            .and_then(|word| read(word))
+            .and_then(|rest| rest.first_chunk::<WINDOW_BYTES>())
         else {
+            break;
+        };
+        let Some((word, _)) = window.split_first_chunk::<FAST_BYTES>() else {
+            break;
+        };
+        let Some((key, count, len)) = read(word) else {
             break;
         };
         chunk.push(key, count);
         i += len;
-        if s.get(i) != Some(&b',') {
+        if window.get(len) != Some(&b',') {
             more = false;
             break;
         }
@@ -411,13 +418,13 @@ fn prefix_slot(lo: u64, hi: u32) -> usize {
 /// checks and arithmetic; an unknown one is read by `fast_bin` and remembered.
 #[inline(always)]
 fn remembered_bin(
-    word: &[u8],
+    word: &[u8; FAST_BYTES],
     slots: &mut [Prefix; PREFIX_SLOTS],
     misses: &mut usize,
 ) -> Option<(ValidKey, u64, usize)> {
-    let (lo, hi) = word.get(..FAST_BYTES)?.split_at(8);
-    let lo = u64::from_le_bytes(lo.try_into().ok()?);
-    let hi = u64::from_le_bytes(hi.try_into().ok()?);
+    let (lo, hi) = word.split_first_chunk::<8>()?;
+    let lo = u64::from_le_bytes(*lo);
+    let hi = u64::from_le_bytes(*hi.first_chunk::<8>()?);
     let slot = slots.get_mut(prefix_slot(lo, hi as u32))?;
     if slot.lo == lo && slot.hi == hi as u32 {
         let (count, len) = fast_count(*hi.to_le_bytes().last_chunk()?)?;
@@ -459,6 +466,9 @@ fn fast_count([c0, c1, c2, c3]: [u8; 4]) -> Option<(u64, usize)> {
 /// Bytes `fast_bin` looks at: a positive bin's string with a count of up to three digits.
 const FAST_BYTES: usize = 16;
 
+/// Bytes the fast readers' loop takes at a time: a fast string and the byte after it.
+const WINDOW_BYTES: usize = FAST_BYTES + 1;
+
 /// The template of a positive bin's string up to its count: `"H[d.de±dd]=` with the digits and
 /// the sign masked out.
 const FAST_MASK: u128 = 0xffff_0000_00ff_00ff_00ff_ffff;
@@ -468,9 +478,8 @@ const FAST_TEMPLATE: u128 = u128::from_le_bytes(*b"\"H[\0.\0e\0\0\0]=\0\0\0\0");
 /// as a whole against its template (the common shape; `bin_at` reads every other): its key,
 /// its count and the bytes it took (through the closing `"`).
 #[inline(always)]
-fn fast_bin(word: &[u8]) -> Option<(ValidKey, u64, usize)> {
-    let mut bytes = [0u8; FAST_BYTES];
-    bytes.copy_from_slice(word.get(..FAST_BYTES)?);
+fn fast_bin(word: &[u8; FAST_BYTES]) -> Option<(ValidKey, u64, usize)> {
+    let bytes = *word;
     if u128::from_le_bytes(bytes) & FAST_MASK != FAST_TEMPLATE & FAST_MASK {
         return None;
     }
