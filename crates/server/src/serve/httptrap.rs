@@ -21,6 +21,7 @@ use store::key::{CanonicalTags, Tag, TagSet};
 use store::WriteBatch;
 
 use super::idcache::{Misses, Reader, SeriesCache};
+use super::kept::Kept;
 use super::mapping::{self, Mapped, REJECTIONS_LISTED_MAX};
 use super::{now_ms, unzipped, App, Endpoint, WriteError};
 
@@ -68,17 +69,19 @@ pub async fn ingest(
         .await
 }
 
-/// Bytes of reading buffers a blocking-pool thread keeps for its next body (larger ones are
-/// dropped after use, so one huge body does not pin its memory; the batch's bound is
-/// `Mapped::take_batch_to_keep`'s).
+/// Bytes of reading buffers kept for a next body (larger ones are dropped after use, so one huge
+/// body does not pin its memory; the batch's bound is `Mapped::take_batch_to_keep`'s).
 const RETAINED_SCRATCH_BYTES_MAX: usize = 32 << 20;
 
 thread_local! {
-    /// A blocking-pool thread's batch and JSON reading buffers, kept between bodies: a
-    /// histogram body's bin vectors and batch are about its size, and allocating them afresh
-    /// per body faulted their pages in every time.
-    static BUFFERS: RefCell<(WriteBatch, Scratch, Misses)> = RefCell::new(Default::default());
+    /// A blocking-pool thread's batch, kept between bodies: a histogram body's batch is about
+    /// its size, and allocating it afresh per body faulted its pages in every time.
+    static BUFFERS: RefCell<(WriteBatch, Misses)> = RefCell::new(Default::default());
 }
+
+/// The JSON reading buffers (bin vectors, tape, remembered bin prefixes and key splits), taken
+/// only while a body is read.
+static SCRATCH: Kept<Scratch> = Kept::new();
 
 fn write_body(
     app: &App,
@@ -88,7 +91,8 @@ fn write_body(
     extra_tags: &[Tag],
 ) -> Result<Mapped, WriteError> {
     let bytes = unzipped(body, gzip, app.config.limits.body_size_bytes_max)?;
-    let (batch, mut scratch, mut misses) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    let (batch, mut misses) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    let mut scratch = SCRATCH.take();
     let cache = &app.series_ids.httptrap;
     let reading = Reading {
         scratch: &mut scratch,
@@ -96,6 +100,9 @@ fn write_body(
         misses: &mut misses,
     };
     let mut mapped = map_body_with(encoding, &bytes, now_ms(), extra_tags, batch, reading);
+    if scratch.capacity_bytes() <= RETAINED_SCRATCH_BYTES_MAX {
+        SCRATCH.give(scratch);
+    }
     let result = app.store_mapped(Endpoint::Httptrap, &mut mapped);
     if result.is_ok() && !mapped.stopped {
         // The series pushed by key exist now: their ids are learned for the next bodies.
@@ -103,10 +110,7 @@ fn write_body(
     }
     misses.clear();
     let batch = mapped.take_batch_to_keep();
-    if scratch.capacity_bytes() > RETAINED_SCRATCH_BYTES_MAX {
-        scratch = Scratch::default();
-    }
-    BUFFERS.with(|b| *b.borrow_mut() = (batch, scratch, misses));
+    BUFFERS.with(|b| *b.borrow_mut() = (batch, misses));
     result.map(|()| mapped)
 }
 

@@ -11,6 +11,7 @@ mod http;
 mod httptrap;
 mod idcache;
 mod influx;
+mod kept;
 mod mapping;
 mod metrics;
 mod read;
