@@ -246,14 +246,20 @@ impl<'a> Tokenizer<'a> {
 
     /// Reads `"key"` then `:`, leaving the position at the value.
     fn key(&mut self, tape: &mut Vec<Token>) -> Result<(), SyntaxError> {
-        self.skip_blank()?;
+        // Compact bodies have no blanks around keys: a skip is needed only when the byte that
+        // should be there is not (and then skipping finds the same byte the plain check would).
         if self.s.get(self.pos) != Some(&b'"') {
-            return Err(self.error("'\"' starting an object key"));
+            self.skip_blank()?;
+            if self.s.get(self.pos) != Some(&b'"') {
+                return Err(self.error("'\"' starting an object key"));
+            }
         }
         self.string(tape)?;
-        self.skip_blank()?;
         if self.s.get(self.pos) != Some(&b':') {
-            return Err(self.error("':' after an object key"));
+            self.skip_blank()?;
+            if self.s.get(self.pos) != Some(&b':') {
+                return Err(self.error("':' after an object key"));
+            }
         }
         self.pos += 1;
         Ok(())
@@ -331,9 +337,31 @@ impl<'a> Tokenizer<'a> {
         }
     }
 
+    /// Reads the string whose opening `"` is at the position. Inlined into its few callers so
+    /// that the fast path returns no `Result` through memory.
+    #[inline(always)]
     fn string(&mut self, tape: &mut Vec<Token>) -> Result<bool, SyntaxError> {
         let start = self.pos + 1;
-        let mut i = start;
+        // Most strings (keys, names, `"h"`) are plain ASCII: one run reaches the closing quote,
+        // and the general loop below is for the rest.
+        let end = start + plain_run(self.s.get(start..).unwrap_or_default());
+        if self.s.get(end) == Some(&b'"') {
+            self.pos = end + 1;
+            self.record(tape, Kind::String { escaped: false }, start, end);
+            return Ok(false);
+        }
+        self.string_rest(tape, start, end)
+    }
+
+    /// `string` past its first plain run, which ended at `i`: the end of the input or a byte
+    /// that needs a look and is not the closing `"`.
+    #[inline(never)]
+    fn string_rest(
+        &mut self,
+        tape: &mut Vec<Token>,
+        start: usize,
+        mut i: usize,
+    ) -> Result<bool, SyntaxError> {
         let mut escaped = false;
         let mut high = false;
         loop {
@@ -374,6 +402,7 @@ impl<'a> Tokenizer<'a> {
         Ok(false)
     }
 
+    #[inline]
     fn open_container(&mut self, tape: &mut Vec<Token>, object: bool) -> bool {
         let start = self.pos;
         self.pos += 1;
@@ -433,7 +462,19 @@ impl<'a> Tokenizer<'a> {
     }
 
     /// Skips whitespace and comments.
+    #[inline]
     fn skip_blank(&mut self) -> Result<(), SyntaxError> {
+        // Compact bodies have no blanks: one look at the next byte settles most calls (ASCII
+        // whitespace is all at or below b' '), and the loop below stays out of line.
+        match self.s.get(self.pos) {
+            Some(&c) if c > b' ' && c != b'/' => Ok(()),
+            _ => self.skip_blank_run(),
+        }
+    }
+
+    /// `skip_blank` past its first byte's look.
+    #[inline(never)]
+    fn skip_blank_run(&mut self) -> Result<(), SyntaxError> {
         loop {
             while self
                 .s
@@ -509,29 +550,54 @@ fn escape_len(s: &[u8]) -> Option<usize> {
     }
 }
 
+/// The number of ASCII digits at the start of `s`, 8 at a time: a millisecond `_ts` has 13.
+/// A byte's high bit is set below `0` (the borrow), above `9` (the carry past 0x7f) and for
+/// non-ASCII; digits neither borrow nor carry, so the lowest set bit is exact.
+fn digit_run(s: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut i = 0;
+    while let Some(chunk) = s.get(i..i + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        let below = x.wrapping_sub(ONES * u64::from(b'0'));
+        let above = x.wrapping_add(ONES * u64::from(0x80 - b'9' - 1));
+        let other = (below | above | x) & HIGHS;
+        if other != 0 {
+            return i + (other.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    let rest = &s[i..];
+    i + rest.iter().take_while(|c| c.is_ascii_digit()).count()
+}
+
 /// The length of the JSON number at the start of `s` and whether it is an integer, or `None`
 /// if `s` does not start with one (`01`, `1.`, `-`, `.5` are not numbers).
+#[inline]
 pub(crate) fn number_len(s: &[u8]) -> Option<(usize, bool)> {
-    let digits = |from: usize| {
-        s[from.min(s.len())..]
-            .iter()
-            .take_while(|c| c.is_ascii_digit())
-            .count()
-    };
-    let mut i = usize::from(s.first() == Some(&b'-'));
-    let whole = digits(i);
-    if whole == 0 || (whole > 1 && s[i] == b'0') {
+    let sign = usize::from(s.first() == Some(&b'-'));
+    let whole = digit_run(&s[sign..]);
+    if whole == 0 || (whole > 1 && s[sign] == b'0') {
         return None;
     }
-    i += whole;
-    let mut integer = true;
+    let i = sign + whole;
+    // Integers (timestamps, counts) end here; the rest of the grammar stays out of line.
+    match s.get(i) {
+        Some(b'.' | b'e' | b'E') => fraction_and_exponent(s, i),
+        _ => Some((i, true)),
+    }
+}
+
+/// `number_len` past the integer part, which ends at `i`, before a `.`, `e` or `E`.
+#[inline(never)]
+fn fraction_and_exponent(s: &[u8], mut i: usize) -> Option<(usize, bool)> {
+    let digits = |from: usize| digit_run(&s[from.min(s.len())..]);
     if s.get(i) == Some(&b'.') {
         let frac = digits(i + 1);
         if frac == 0 {
             return None;
         }
         i += 1 + frac;
-        integer = false;
     }
     if matches!(s.get(i), Some(b'e' | b'E')) {
         i += 1;
@@ -543,9 +609,8 @@ pub(crate) fn number_len(s: &[u8]) -> Option<(usize, bool)> {
             return None;
         }
         i += exp;
-        integer = false;
     }
-    Some((i, integer))
+    Some((i, false))
 }
 
 /// True if all of `s` is one JSON number; `Some(integer)` then.
@@ -672,6 +737,18 @@ mod tests {
         ) {
             let expected = s.iter().position(|&c| needs_look(c)).unwrap_or(s.len());
             proptest::prop_assert_eq!(plain_run(&s), expected);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn digit_run_counts_the_leading_digits(
+            s in proptest::collection::vec(proptest::prop_oneof![
+                b'0'..=b'9', b'0'..=b'9', b'0'..=b'9', proptest::prelude::any::<u8>()
+            ], 0..40)
+        ) {
+            let expected = s.iter().take_while(|c| c.is_ascii_digit()).count();
+            proptest::prop_assert_eq!(digit_run(&s), expected);
         }
     }
 
