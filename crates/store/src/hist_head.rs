@@ -406,15 +406,12 @@ impl HistSeries {
         {
             return;
         }
-        let periods: Vec<&[u8]> = self
-            .periods
-            .iter()
-            .map(|p| match self.stored(p) {
-                Stored::Packed(bytes) => bytes,
-                Stored::Coded(_) => unreachable!("no period is coded before the window"),
-            })
-            .collect();
-        let chosen = Window::choose(&periods, &mut scratch.encode);
+        // Borrowed as they are walked: no vector of them allocated per choice.
+        let periods = self.periods.iter().map(|p| match self.stored(p) {
+            Stored::Packed(bytes) => bytes,
+            Stored::Coded(_) => unreachable!("no period is coded before the window"),
+        });
+        let chosen = Window::choose(periods, &mut scratch.encode);
         self.window = match chosen {
             Some(window) => SeriesWindow::Chosen(Arc::new(window)),
             None => SeriesWindow::Unavailable,

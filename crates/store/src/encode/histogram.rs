@@ -76,13 +76,19 @@ pub(super) fn window_threshold(
     window_threshold_width(occupancy, n_periods).map(|(threshold, extras, _)| (threshold, extras))
 }
 
+/// The window's first bar ([`window_threshold`]): the one it keeps wherever the chunk's slots
+/// fit under it.
+pub(super) fn window_first_threshold(n_periods: u64) -> u64 {
+    n_periods.div_ceil(WINDOW_OCCUPANCY_DIV).max(1)
+}
+
 /// [`window_threshold`], also returning the window's width (the keys at or above the bar),
 /// counted in the same pass.
 pub(super) fn window_threshold_width(
     occupancy: impl Iterator<Item = u64> + Clone,
     n_periods: u64,
 ) -> Result<(u64, u64, u64), EncodeError> {
-    let mut threshold = n_periods.div_ceil(WINDOW_OCCUPANCY_DIV).max(1);
+    let mut threshold = window_first_threshold(n_periods);
     // Doubling the threshold past `periods` empties the window: at most 18 rounds.
     loop {
         let (mut width, mut extras) = (0u64, 0u64);

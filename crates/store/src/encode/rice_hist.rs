@@ -23,6 +23,7 @@ use hist::{Accumulator, Histogram, BIN_COUNT_MAX};
 
 use super::bits::{get_varint, put_varint, unzigzag, zigzag, BitReader, BitWriter, Packer};
 use super::bits::{RICE_CODE_BITS_MAX, RICE_K_MAX, RUN_K_SMALL_MAX};
+use super::histogram::window_first_threshold;
 use super::histogram::{accumulate_periods, collect_periods, read_extras, window_threshold_width};
 use super::histogram::{key_of_ordinal, open_window_chunk, ordinal_of_key, start_chunk_ts};
 use super::histogram::{ChunkSummary, ExtraSource, ExtraValue, Period};
@@ -61,6 +62,8 @@ const OUTSIDE: u32 = u32::MAX;
 const K_MAX: u8 = 40;
 const _: () = assert!((BIN_COUNT_MAX as u64) * (K_MAX as u64 + 1) <= SLOT_ZEROS_MASK as u64);
 const _: () = assert!((K_MAX as u32) < (OUTSIDE >> SLOT_K_SHIFT));
+// Nor does a window of every dense key, whatever its keys (`window_from_stats`).
+const _: () = assert!((DENSE_KEYS as u64) * (K_MAX as u64 + 1) <= SLOT_ZEROS_MASK as u64);
 
 /// A chunk's periods as the encoder reads them: each one's start and its bins.
 pub trait Periods {
@@ -144,6 +147,8 @@ pub struct EncodeScratch {
     bits: BitWriter,
     /// A coded period's extras, unpacked.
     extras: Vec<(u16, u64)>,
+    /// A window choice's.
+    window: WindowScratch,
 }
 
 /// The window of one chunk; also kept by a head series to code its later periods as they
@@ -164,6 +169,18 @@ pub(crate) struct Window {
 }
 
 impl Window {
+    /// A window of no bins, its slot table `slots_len` keys from `lo`, all outside.
+    fn empty(lo: usize, slots_len: usize) -> Window {
+        Window {
+            lo,
+            slots: vec![OUTSIDE; slots_len],
+            keys: Vec::new(),
+            ks: Vec::new(),
+            all_empty_bits: 0,
+            k_max: 0,
+        }
+    }
+
     /// The largest Rice parameter of its bins.
     #[cfg(test)]
     pub(crate) fn k_max(&self) -> u8 {
@@ -179,7 +196,10 @@ impl Window {
     /// The window a series' later periods are coded with: chosen from `periods` (its first
     /// ones, packed) as a chunk of them would choose it (a head keeps one per series). `None`
     /// where no bin qualifies or the periods' slots pass `HIST_CHUNK_SLOTS_MAX`.
-    pub(crate) fn choose(periods: &[&[u8]], scratch: &mut EncodeScratch) -> Option<Window> {
+    pub(crate) fn choose<'a>(
+        periods: impl ExactSizeIterator<Item = &'a [u8]>,
+        scratch: &mut EncodeScratch,
+    ) -> Option<Window> {
         let window = choose_packed_window(periods, scratch).ok()?;
         let &first = window.keys.first()?;
         assert_eq!(window.slot(first) >> SLOT_K_SHIFT, u32::from(window.ks[0]));
@@ -196,7 +216,17 @@ impl Window {
 /// ⌊log2(mean × 2^0.3)⌋ (simulated on the lognormal shape: within 0.1 % of the best parameter
 /// per bin; plain ⌊log2 mean⌋ costs 0.5 % more bits).
 fn rice_k(sum: u64, periods: u64) -> u8 {
-    let scaled = sum.saturating_mul(315) / (256 * periods.max(1));
+    rice_k_by(sum, rice_divisor(periods))
+}
+
+/// [`rice_k`]'s divisor for `periods` periods, for [`rice_k_by`]: worked out once a window.
+fn rice_divisor(periods: u64) -> u64 {
+    256 * periods.max(1)
+}
+
+#[inline(always)]
+fn rice_k_by(sum: u64, divisor: u64) -> u8 {
+    let scaled = sum.saturating_mul(315) / divisor;
     ((63 - scaled.max(1).leading_zeros()) as u8).min(K_MAX)
 }
 
@@ -500,6 +530,7 @@ fn choose_window<P: Periods + ?Sized>(
 ) -> Result<Window, EncodeError> {
     let stats = &mut **scratch.stats.get_or_insert_with(packed::zeroed_dense);
     let (keys, counts, ends) = (&mut scratch.keys, &mut scratch.counts, &mut scratch.ends);
+    let window_scratch = &mut scratch.window;
     ends.clear();
     let (mut lo, mut hi) = (usize::MAX, 0usize);
     let mut n = 0usize;
@@ -525,13 +556,129 @@ fn choose_window<P: Periods + ?Sized>(
         n += at;
         ends.push(n);
     }
-    window_from_stats(stats, (lo, hi), periods.count() as u64)
+    window_from_stats(stats, (lo, hi), periods.count() as u64, window_scratch)
 }
 
 /// The window of `n_periods` periods whose keys' stats (`OCCUPANCY_SHIFT`) are in `stats`,
 /// keys `lo ..= hi` (none where `lo > hi`), which it leaves zero. Its slot table covers the
 /// window's own keys only.
 fn window_from_stats(
+    stats: &mut DenseCounts,
+    (lo, hi): (usize, usize),
+    n_periods: u64,
+    scratch: &mut WindowScratch,
+) -> Result<Window, EncodeError> {
+    if lo > hi {
+        // No bins at all: an empty window.
+        return Ok(Window::empty(0, 0));
+    }
+    // Under the first bar every key takes at most `n_periods` slots (its window bin's, or
+    // fewer extras), so where the range's keys times the periods fit, so does the chunk and
+    // the bar stays (`window_threshold`): a head series' four periods always.
+    let keys_n = (hi - lo + 1) as u64;
+    if keys_n.saturating_mul(n_periods) <= HIST_CHUNK_SLOTS_MAX {
+        return Ok(window_under_bar(stats, (lo, hi), n_periods, scratch));
+    }
+    window_from_stats_any_bar(stats, (lo, hi), n_periods)
+}
+
+/// Scratch for [`window_under_bar`]: the window's keys, grown to the widest range seen and
+/// kept (what it holds is written over before it is read).
+#[derive(Debug, Default)]
+struct WindowScratch {
+    keys: Vec<u16>,
+}
+
+/// [`window_from_stats`] where the first bar is known to be the bar: one scan of the range,
+/// eight keys a step (most of a range's keys are empty), for the window's keys, then one pass
+/// over those for their Rice parameters and slots, their stats read (and zeroed) by key. The
+/// passes for the bar, the window's ends and its bins over the whole range, with a push per
+/// bin, were most of a head series' window choice.
+fn window_under_bar(
+    stats: &mut DenseCounts,
+    (lo, hi): (usize, usize),
+    n_periods: u64,
+    scratch: &mut WindowScratch,
+) -> Window {
+    let keys_n = hi - lo + 1;
+    if scratch.keys.len() < keys_n {
+        scratch.keys.resize(keys_n, 0);
+    }
+    let threshold = window_first_threshold(n_periods) << OCCUPANCY_SHIFT;
+    let width = take_window_keys(&mut stats[lo..=hi], lo, threshold, &mut scratch.keys);
+    if width == 0 {
+        // Bins, none over the bar: a window of no bins whose slot table still covers `lo`.
+        return Window::empty(lo, 1);
+    }
+    let keys = &scratch.keys[..width];
+    let key_lo = usize::from(keys[0]);
+    let mut slots = vec![OUTSIDE; usize::from(keys[width - 1]) + 1 - key_lo];
+    let mut ks = vec![0u8; width];
+    let divisor = rice_divisor(n_periods);
+    let mut all_empty_bits = 0u64;
+    for (&key, k_out) in keys.iter().zip(&mut ks) {
+        let stat = std::mem::take(&mut stats[usize::from(key) % DENSE_KEYS]);
+        let k = rice_k_by(stat & SUM_MASK, divisor);
+        *k_out = k;
+        slots[usize::from(key) - key_lo] = u32::from(k) << SLOT_K_SHIFT | all_empty_bits as u32;
+        all_empty_bits += u64::from(k) + 1;
+    }
+    // One check for every bin's: the sum only grows, and cannot pass the mask (see
+    // `SLOT_ZEROS_MASK`'s assertions).
+    assert!(all_empty_bits <= u64::from(SLOT_ZEROS_MASK));
+    Window {
+        lo: key_lo,
+        slots,
+        keys: keys.to_vec(),
+        k_max: ks.iter().copied().max().unwrap_or(0),
+        ks,
+        all_empty_bits,
+    }
+}
+
+/// Writes the keys of `span` (keys from `lo`) whose stats reach `threshold` (the bar, shifted
+/// to the occupancy's bits) to `keys`, in order, and zeroes the others' stats; returns how
+/// many.
+fn take_window_keys(span: &mut [u64], lo: usize, threshold: u64, keys: &mut [u16]) -> usize {
+    let mut width = 0usize;
+    let (chunks, rest) = span.as_chunks_mut::<8>();
+    for (c, chunk) in chunks.iter_mut().enumerate() {
+        let any = (chunk[0] | chunk[4])
+            | (chunk[1] | chunk[5])
+            | (chunk[2] | chunk[6])
+            | (chunk[3] | chunk[7]);
+        if any != 0 {
+            width = take_run_keys(chunk, lo + 8 * c, threshold, keys, width);
+        }
+    }
+    take_run_keys(rest, lo + 8 * chunks.len(), threshold, keys, width)
+}
+
+/// [`take_window_keys`] for one run of keys from `first_key`, the window's keys written from
+/// `keys[width]`; returns the new width.
+#[inline(always)]
+fn take_run_keys(
+    stats: &mut [u64],
+    first_key: usize,
+    threshold: u64,
+    keys: &mut [u16],
+    mut width: usize,
+) -> usize {
+    for (i, s) in stats.iter_mut().enumerate() {
+        if *s >= threshold {
+            keys[width] = (first_key + i) as u16;
+            width += 1;
+        } else {
+            *s = 0;
+        }
+    }
+    width
+}
+
+/// The window before the one-pass build, for any bar: the bar found over the whole range, its
+/// ends, then its bins. Where the first bar may not fit ([`window_from_stats`]); the tests'
+/// reference for the other.
+fn window_from_stats_any_bar(
     stats: &mut DenseCounts,
     (lo, hi): (usize, usize),
     n_periods: u64,
@@ -595,19 +742,20 @@ fn window_from_stats(
 
 /// The window of packed periods (the head's), chosen as [`choose_window`] does, without
 /// keeping their bins for a writing pass.
-fn choose_packed_window(
-    periods: &[&[u8]],
+fn choose_packed_window<'a>(
+    periods: impl ExactSizeIterator<Item = &'a [u8]>,
     scratch: &mut EncodeScratch,
 ) -> Result<Window, EncodeError> {
     let stats = &mut **scratch.stats.get_or_insert_with(packed::zeroed_dense);
     let (mut lo, mut hi) = (usize::MAX, 0usize);
+    let n_periods = periods.len() as u64;
     for bytes in periods {
         // The range widened once per group of eight bins, not per bin.
         packed::fold_into_dense(bytes, stats, (&mut lo, &mut hi), |stat, c| {
             stat + (1 << OCCUPANCY_SHIFT) + c.min(MEAN_COUNT_MAX)
         });
     }
-    window_from_stats(stats, (lo, hi), periods.len() as u64)
+    window_from_stats(stats, (lo, hi), n_periods, &mut scratch.window)
 }
 
 /// Decodes one chunk; never panics; work and memory bounded by `HIST_CHUNK_PERIODS_MAX`,
@@ -825,7 +973,7 @@ mod tests {
         let mut scratch = EncodeScratch::default();
         let mut packed_wide = Vec::new();
         packed::pack_histogram(&wide, &mut packed_wide);
-        let window = Window::choose(&[&packed_wide[..]], &mut scratch).unwrap();
+        let window = Window::choose([&packed_wide[..]].into_iter(), &mut scratch).unwrap();
         assert_eq!(window.width(), 20_000);
         let windowed: Vec<(i64, WindowedPeriod<'_>)> = (0..300)
             .map(|i| (i, WindowedPeriod::Packed(Cow::Borrowed(&packed_wide[..]))))
@@ -886,6 +1034,132 @@ mod tests {
         );
     }
 
+    /// The window [`window_from_stats_any_bar`] chooses from `periods`' bins, its stats
+    /// gathered from the plain histograms.
+    fn reference_window(periods: &[Histogram]) -> Result<Window, EncodeError> {
+        let mut stats = packed::zeroed_dense::<DENSE_KEYS>();
+        let (mut lo, mut hi) = (usize::MAX, 0usize);
+        for h in periods {
+            for (&key, &c) in h.keys().iter().zip(h.counts()) {
+                let key = usize::from(key);
+                stats[key] += (1 << OCCUPANCY_SHIFT) + c.min(MEAN_COUNT_MAX);
+                (lo, hi) = (lo.min(key), hi.max(key));
+            }
+        }
+        let window = window_from_stats_any_bar(&mut stats, (lo, hi), periods.len() as u64);
+        assert!(stats.iter().all(|&s| s == 0), "the stats left zero");
+        window
+    }
+
+    /// Every way of choosing a window gives the reference's, field for field, and leaves the
+    /// scratch's stats zero. Returns the window's width (`Err` where none fits).
+    fn assert_windows_match_reference(
+        periods: &[Histogram],
+        scratch: &mut EncodeScratch,
+    ) -> Result<usize, EncodeError> {
+        let reference = reference_window(periods);
+        let want = format!("{reference:?}");
+        let timed: Vec<(i64, Histogram)> = periods
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, h)| (i as i64, h))
+            .collect();
+        let from_histograms = choose_window(timed.as_slice(), scratch);
+        assert_eq!(format!("{from_histograms:?}"), want);
+        let packed_periods: Vec<Vec<u8>> = periods
+            .iter()
+            .map(|h| {
+                let mut bytes = Vec::new();
+                packed::pack_histogram(h, &mut bytes);
+                bytes
+            })
+            .collect();
+        let from_packed = choose_packed_window(packed_periods.iter().map(Vec::as_slice), scratch);
+        assert_eq!(format!("{from_packed:?}"), want);
+        let stats = scratch.stats.as_deref().unwrap();
+        assert!(stats.iter().all(|&s| s == 0), "the stats left zero");
+        reference.map(|w| w.width())
+    }
+
+    /// Periods of `keys_n` keys (all valid, spread over the bins) where key `i` is in the
+    /// periods `p` with `p % (i % 7 + 1) == 0`: occupancies from all the periods to a
+    /// seventh of them.
+    fn periods_of_occupancies(periods_n: usize, keys_n: usize, count: u64) -> Vec<Histogram> {
+        let keys: Vec<u16> = (0..=u16::MAX)
+            .filter(|&k| hist::key_is_valid(k))
+            .take(keys_n)
+            .collect();
+        assert_eq!(keys.len(), keys_n);
+        (0..periods_n)
+            .map(|p| {
+                let mine: Vec<u16> = keys
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| p % (i % 7 + 1) == 0)
+                    .map(|(_, &k)| k)
+                    .collect();
+                Histogram::from_sorted_keys(&mine, &vec![count; mine.len()])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn windows_past_the_first_bar_match_the_reference() {
+        let mut scratch = EncodeScratch::default();
+        let mut matches =
+            |periods: &[Histogram]| assert_windows_match_reference(periods, &mut scratch);
+        // The first bar's window passes the slots, the doubled one fits: its bins are the keys
+        // in every period or every other one (`i % 7` of 0 or 1).
+        assert_eq!(
+            matches(&periods_of_occupancies(400, 20_000, 3)),
+            Ok(2_858 + 2_857)
+        );
+        // No bar fits: an error, the stats zeroed all the same.
+        assert!(matches(&periods_of_occupancies(600, 40_000, 1)).is_err());
+        // Bins, none over the bar; none at all; one period of one bin; huge counts (9
+        // periods: a bar of 3, met by `i % 7` below 4).
+        let one = |x: f64| histogram_of(&[(x, 1)]);
+        let scattered: Vec<Histogram> = (0..8).map(|i| one(f64::from(i) + 1.5)).collect();
+        assert_eq!(matches(&scattered), Ok(0));
+        assert_eq!(matches(&[Histogram::new(), Histogram::new()]), Ok(0));
+        assert_eq!(matches(&[one(2.0)]), Ok(1));
+        assert_eq!(
+            matches(&periods_of_occupancies(9, 300, u64::MAX)),
+            Ok(4 * 43)
+        );
+        // A chunk's 120 periods, their range's slots under the cap: the one-pass build with a
+        // bar of 30, met by `i % 7` below 4.
+        assert_eq!(matches(&periods_of_occupancies(120, 2_000, 5)), Ok(4 * 286));
+    }
+
+    /// Periods whose keys come from a few (so occupancies vary), with counts small and huge.
+    fn pooled_periods() -> impl Strategy<Value = Vec<Histogram>> {
+        let pool = proptest::collection::btree_set(any::<u16>(), 1..80).prop_map(|keys| {
+            keys.into_iter()
+                .filter(|&k| hist::key_is_valid(k))
+                .collect::<Vec<u16>>()
+        });
+        let count = prop_oneof![4 => 1u64..300, 1 => 1u64..u64::MAX];
+        let picks = proptest::collection::vec((any::<prop::sample::Index>(), count), 0..60);
+        (pool, proptest::collection::vec(picks, 1..14)).prop_map(|(pool, periods)| {
+            periods
+                .into_iter()
+                .map(|picks| {
+                    let mut bins = std::collections::BTreeMap::new();
+                    for (index, c) in picks {
+                        if !pool.is_empty() {
+                            bins.insert(pool[index.index(pool.len())], c);
+                        }
+                    }
+                    let keys: Vec<u16> = bins.keys().copied().collect();
+                    let counts: Vec<u64> = bins.values().copied().collect();
+                    Histogram::from_sorted_keys(&keys, &counts)
+                })
+                .collect()
+        })
+    }
+
     fn histogram() -> impl Strategy<Value = Histogram> {
         proptest::collection::vec((-1e12f64..1e12, 1u64..1000), 0..60).prop_map(|v| {
             let mut h = Histogram::new();
@@ -910,6 +1184,11 @@ mod tests {
                 }
             }
             assert_round_trip(&periods);
+        }
+
+        #[test]
+        fn windows_match_the_reference(periods in pooled_periods()) {
+            let _width = assert_windows_match_reference(&periods, &mut EncodeScratch::default());
         }
 
         #[test]
