@@ -332,8 +332,15 @@ fn start_ms(steps: usize, interval_s: u64, run: usize) -> Result<i64, String> {
     // Each run writes its own earlier window, so runs against one server never overwrite
     // each other's points (the store would count those as updates, not new samples).
     let end = now_ms - (run as i64) * (span_ms + 3_600_000) - 60_000;
-    Ok((end - span_ms) / 1000 * 1000)
+    // Starting half-way through a minute: where a run starts within the store's one-minute
+    // periods decides how many periods each series closes, and so whether a histogram run
+    // ever chooses its series' windows (a plan made in a minute's first seconds closed four
+    // and chose none: 7 % fewer server instructions per histogram than one made later).
+    Ok((end - span_ms) / 60_000 * 60_000 + START_IN_MINUTE_MS)
 }
+
+/// Where in a minute a run's first timestamp falls (see `start_ms`).
+const START_IN_MINUTE_MS: i64 = 30_000;
 
 fn plan_influx(a: &Args, run: usize) -> Result<Plan, String> {
     let mut rng = Rng(a.seed);
@@ -975,7 +982,7 @@ fn cached_plan(a: &Args, r: usize) -> Result<Plan, String> {
         .as_secs()
         / 3600;
     let name = format!(
-        "{:?}-{:?}-h{}-i{}-s{}-hm{}-hs{}-hpr{}-ilpr{}-rwspr{}-seed{}-run{r}-hour{hour}.plan",
+        "{:?}-{:?}-h{}-i{}-s{}-hm{}-hs{}-hpr{}-ilpr{}-rwspr{}-seed{}-run{r}-hour{hour}-m30.plan",
         a.workload,
         a.hist_shape,
         a.hosts,
