@@ -633,25 +633,30 @@ impl<F: Fn(u64, u64) -> u64> Sink for DenseFold<'_, F> {
     }
 
     #[inline(always)]
-    fn group_words(&mut self, mut next: usize, words: [u64; 2]) -> usize {
-        let first = next + pair_at(words, 0).0;
-        for j in 0..GROUP {
-            let (gap, count) = pair_at(words, j);
-            let k = next + gap;
-            let slot = &mut self.dense[k % DENSE_KEYS];
-            *slot = (self.fold)(*slot, count);
-            next = k + 1;
-        }
-        self.lo = self.lo.min(first);
-        self.hi = self.hi.max(next - 1);
-        next
+    fn group_words(&mut self, next: usize, words: [u64; 2]) -> usize {
+        self.fold_words::<GROUP>(next, words, pair_at)
     }
 
     #[inline(always)]
-    fn wide_quad(&mut self, mut next: usize, words: [u64; 2]) -> usize {
-        let first = next + wide_pair_at(words, 0).0;
-        for j in 0..WIDE_QUAD {
-            let (gap, count) = wide_pair_at(words, j);
+    fn wide_quad(&mut self, next: usize, words: [u64; 2]) -> usize {
+        self.fold_words::<WIDE_QUAD>(next, words, wide_pair_at)
+    }
+}
+
+impl<F: Fn(u64, u64) -> u64> DenseFold<'_, F> {
+    /// Folds in the `N` bins after key `next` that `pair(words, j)` reads off two loaded words
+    /// (a group's or a wide quad's), widening the key range once for all of them; returns the
+    /// key after the last.
+    #[inline(always)]
+    fn fold_words<const N: usize>(
+        &mut self,
+        mut next: usize,
+        words: [u64; 2],
+        pair: fn([u64; 2], usize) -> (usize, u64),
+    ) -> usize {
+        let first = next + pair(words, 0).0;
+        for j in 0..N {
+            let (gap, count) = pair(words, j);
             let k = next + gap;
             let slot = &mut self.dense[k % DENSE_KEYS];
             *slot = (self.fold)(*slot, count);
