@@ -689,7 +689,7 @@ pub fn pack_nonzero(dense: &mut DenseCounts, range: (usize, usize), out: &mut Ve
 /// Calls `f(key, count)` for every non-zero count of `dense` in keys `lo ..= hi`, in key
 /// order, and zeroes it. Work in proportion to the range, checked eight keys at a time.
 #[inline(always)]
-fn take_each_nonzero(
+pub fn take_each_nonzero(
     dense: &mut DenseCounts,
     (lo, hi): (usize, usize),
     mut f: impl FnMut(usize, u64),

@@ -582,44 +582,43 @@ fn window_from_stats(
     window_from_stats_any_bar(stats, (lo, hi), n_periods)
 }
 
-/// Scratch for [`window_under_bar`]: the window's keys, grown to the widest range seen and
-/// kept (what it holds is written over before it is read).
+/// Scratch for [`window_under_bar`]: the window's keys and stats, kept between choices.
 #[derive(Debug, Default)]
 struct WindowScratch {
-    keys: Vec<u16>,
+    bins: Vec<(u16, u64)>,
 }
 
 /// [`window_from_stats`] where the first bar is known to be the bar: one scan of the range,
-/// eight keys a step (most of a range's keys are empty), for the window's keys, then one pass
-/// over those for their Rice parameters and slots, their stats read (and zeroed) by key. The
-/// passes for the bar, the window's ends and its bins over the whole range, with a push per
-/// bin, were most of a head series' window choice.
+/// eight keys a step (most of a range's keys are empty), takes the stats and keeps the
+/// window's, then one pass over those makes their Rice parameters and slots. The passes for
+/// the bar, the window's ends and its bins over the whole range, with a push per bin, were most
+/// of a head series' window choice.
 fn window_under_bar(
     stats: &mut DenseCounts,
-    (lo, hi): (usize, usize),
+    range: (usize, usize),
     n_periods: u64,
     scratch: &mut WindowScratch,
 ) -> Window {
-    let keys_n = hi - lo + 1;
-    if scratch.keys.len() < keys_n {
-        scratch.keys.resize(keys_n, 0);
-    }
     let threshold = window_first_threshold(n_periods) << OCCUPANCY_SHIFT;
-    let width = take_window_keys(&mut stats[lo..=hi], lo, threshold, &mut scratch.keys);
-    if width == 0 {
+    let bins = &mut scratch.bins;
+    bins.clear();
+    packed::take_each_nonzero(stats, range, |key, stat| {
+        if stat >= threshold {
+            bins.push((key as u16, stat));
+        }
+    });
+    let (Some(&(first, _)), Some(&(last, _))) = (bins.first(), bins.last()) else {
         // Bins, none over the bar: a window of no bins whose slot table still covers `lo`.
-        return Window::empty(lo, 1);
-    }
-    let keys = &scratch.keys[..width];
-    let key_lo = usize::from(keys[0]);
-    let mut slots = vec![OUTSIDE; usize::from(keys[width - 1]) + 1 - key_lo];
-    let mut ks = vec![0u8; width];
+        return Window::empty(range.0, 1);
+    };
+    let key_lo = usize::from(first);
+    let mut slots = vec![OUTSIDE; usize::from(last) + 1 - key_lo];
+    let mut ks = Vec::with_capacity(bins.len());
     let divisor = rice_divisor(n_periods);
     let mut all_empty_bits = 0u64;
-    for (&key, k_out) in keys.iter().zip(&mut ks) {
-        let stat = std::mem::take(&mut stats[usize::from(key) % DENSE_KEYS]);
+    for &(key, stat) in bins.iter() {
         let k = rice_k_by(stat & SUM_MASK, divisor);
-        *k_out = k;
+        ks.push(k);
         slots[usize::from(key) - key_lo] = u32::from(k) << SLOT_K_SHIFT | all_empty_bits as u32;
         all_empty_bits += u64::from(k) + 1;
     }
@@ -629,50 +628,11 @@ fn window_under_bar(
     Window {
         lo: key_lo,
         slots,
-        keys: keys.to_vec(),
+        keys: bins.iter().map(|&(key, _)| key).collect(),
         k_max: ks.iter().copied().max().unwrap_or(0),
         ks,
         all_empty_bits,
     }
-}
-
-/// Writes the keys of `span` (keys from `lo`) whose stats reach `threshold` (the bar, shifted
-/// to the occupancy's bits) to `keys`, in order, and zeroes the others' stats; returns how
-/// many.
-fn take_window_keys(span: &mut [u64], lo: usize, threshold: u64, keys: &mut [u16]) -> usize {
-    let mut width = 0usize;
-    let (chunks, rest) = span.as_chunks_mut::<8>();
-    for (c, chunk) in chunks.iter_mut().enumerate() {
-        let any = (chunk[0] | chunk[4])
-            | (chunk[1] | chunk[5])
-            | (chunk[2] | chunk[6])
-            | (chunk[3] | chunk[7]);
-        if any != 0 {
-            width = take_run_keys(chunk, lo + 8 * c, threshold, keys, width);
-        }
-    }
-    take_run_keys(rest, lo + 8 * chunks.len(), threshold, keys, width)
-}
-
-/// [`take_window_keys`] for one run of keys from `first_key`, the window's keys written from
-/// `keys[width]`; returns the new width.
-#[inline(always)]
-fn take_run_keys(
-    stats: &mut [u64],
-    first_key: usize,
-    threshold: u64,
-    keys: &mut [u16],
-    mut width: usize,
-) -> usize {
-    for (i, s) in stats.iter_mut().enumerate() {
-        if *s >= threshold {
-            keys[width] = (first_key + i) as u16;
-            width += 1;
-        } else {
-            *s = 0;
-        }
-    }
-    width
 }
 
 /// The window before the one-pass build, for any bar: the bar found over the whole range, its
@@ -685,14 +645,7 @@ fn window_from_stats_any_bar(
 ) -> Result<Window, EncodeError> {
     if lo > hi {
         // No bins at all: an empty window.
-        return Ok(Window {
-            lo: 0,
-            slots: Vec::new(),
-            keys: Vec::new(),
-            ks: Vec::new(),
-            all_empty_bits: 0,
-            k_max: 0,
-        });
+        return Ok(Window::empty(0, 0));
     }
     let span = &mut stats[lo..=hi];
     let chosen = window_threshold_width(span.iter().map(|&s| s >> OCCUPANCY_SHIFT), n_periods);
