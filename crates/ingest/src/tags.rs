@@ -1,6 +1,8 @@
 //! Stream tags written in the Circonus forms: the `name|ST[cat:val,cat2:val2]` name suffix and
 //! `"cat:val"` strings (httptrap `_tags`), where either part may be `b"<base64>"`.
 
+use std::sync::Arc;
+
 use crate::batch::{check_tag, check_tag_count, Reason, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX};
 
 /// Where a `name|ST[…]` suffix starts.
@@ -71,10 +73,10 @@ pub(crate) fn plain_suffix(full: &str) -> Option<PlainSuffix<'_>> {
 #[derive(Default)]
 pub(crate) struct SuffixMemo {
     /// Key text → its entry in `entries`.
-    index: std::collections::HashMap<Box<str>, u32, foldhash::fast::RandomState>,
-    /// In the order first seen: key text, the name's length and the tag count (0: no plain
-    /// suffix).
-    entries: Vec<(Box<str>, u32, u32)>,
+    index: std::collections::HashMap<Arc<str>, u32, foldhash::fast::RandomState>,
+    /// In the order first seen: key text (the index's, shared), the name's length and the tag
+    /// count (0: no plain suffix).
+    entries: Vec<(Arc<str>, u32, u32)>,
     /// The entry after the one found last.
     next: usize,
     key_bytes: usize,
@@ -138,16 +140,20 @@ impl SuffixMemo {
             self.key_bytes = 0;
         }
         self.key_bytes += full.len();
-        self.index.insert(full.into(), self.entries.len() as u32);
-        self.entries.push((full.into(), name_len, count));
+        let text: Arc<str> = full.into();
+        self.index
+            .insert(Arc::clone(&text), self.entries.len() as u32);
+        self.entries.push((text, name_len, count));
         self.next = self.entries.len();
     }
 
     /// Memory held, for a caller bounding what it keeps between bodies.
     pub(crate) fn capacity_bytes(&self) -> usize {
-        2 * self.key_bytes
-            + self.index.capacity() * std::mem::size_of::<(Box<str>, u32)>()
-            + self.entries.capacity() * std::mem::size_of::<(Box<str>, u32, u32)>()
+        // Each text once, after its two reference counts.
+        self.key_bytes
+            + self.entries.len() * 2 * std::mem::size_of::<usize>()
+            + self.index.capacity() * std::mem::size_of::<(Arc<str>, u32)>()
+            + self.entries.capacity() * std::mem::size_of::<(Arc<str>, u32, u32)>()
     }
 }
 
