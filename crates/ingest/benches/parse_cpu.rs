@@ -247,7 +247,9 @@ mod into_batch {
                 ingest::Value::Numeric(v) => store::Value::Numeric(v),
                 ingest::Value::Text(t) => store::Value::Text(t),
                 ingest::Value::Histogram(h) => store::Value::Histogram(h),
-                ingest::Value::CumulativeHistogram(h) => store::Value::CumulativeHistogram(h),
+                ingest::Value::CumulativeHistogram(h) => {
+                    store::Value::CumulativeHistogram(hist::convert::Cumulative::Bins(h))
+                }
             };
             let at = match &last {
                 Some((tags, at)) if Arc::ptr_eq(tags, &sample.tags) => *at,
@@ -351,9 +353,9 @@ mod into_batch {
                     store::Value::Numeric(0.0)
                 }
                 ValueRef::Histogram(h) => store::Value::Histogram(h.into_histogram()),
-                ValueRef::CumulativeHistogram(h) => {
-                    store::Value::CumulativeHistogram(h.into_histogram())
-                }
+                ValueRef::CumulativeHistogram(h) => store::Value::CumulativeHistogram(
+                    hist::convert::Cumulative::Bins(h.into_histogram()),
+                ),
             };
             self.key.clear();
             let extra = self.extra;
