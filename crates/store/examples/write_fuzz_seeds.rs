@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use hist::Histogram;
-use store::encode::{histogram, numeric, packed_hist, rice_hist, text};
+use store::encode::{numeric, packed_hist, rice_hist, text};
 use store::index::{Kind, SeriesId, SeriesIndex, INDEX_HEADER_SIZE_BYTES};
 use store::key::StreamKey;
 use store::wal::{self, Group};
@@ -151,22 +151,6 @@ fn main() {
     ];
     let repeated: Vec<(i64, Histogram)> =
         (0..6).map(|i| (i * 60_000, h(&[1.0, 2.0, 3.0]))).collect();
-    let histogram_seeds = [
-        ("periods", histogram::encode(&periods).unwrap()),
-        ("one", histogram::encode(&periods[..1]).unwrap()),
-        ("repeated", histogram::encode(&repeated).unwrap()),
-        (
-            "empty_period",
-            histogram::encode(&[(7, Histogram::new())]).unwrap(),
-        ),
-        (
-            "garbage",
-            b"\x01\x03\x02\x00\xff\xff\xff\xff\xff\xff".to_vec(),
-        ),
-    ];
-    for (name, bytes) in &histogram_seeds {
-        write(corpus, "histogram_chunk", name, bytes);
-    }
     let rice = |periods: &[(i64, Histogram)]| {
         rice_hist::encode(periods, &mut rice_hist::EncodeScratch::default()).unwrap()
     };

@@ -16,8 +16,9 @@ use crate::block::BlockId;
 use crate::index::SeriesId;
 
 pub const MANIFEST_MAGIC: &[u8; 8] = b"STRATAMF";
-/// Version 2 added content generations, rollup levels and tombstones; version 1 is still read.
+/// The manifest's format version, the only one written or read.
 pub const MANIFEST_VERSION: u32 = 2;
+/// The cumulative state's format version, the only one written or read.
 pub const CUMULATIVE_VERSION: u32 = 2;
 pub const MANIFEST_FILE: &str = "MANIFEST";
 pub const CUMULATIVE_MAGIC: &[u8; 8] = b"STRATACU";
@@ -174,8 +175,8 @@ fn read_file(vfs: &dyn Vfs, path: &Path) -> Result<Vec<u8>, ManifestError> {
 fn checked_body<'a>(
     bytes: &'a [u8],
     magic: &[u8; 8],
-    versions: &[u32],
-) -> Result<(u32, &'a [u8]), ManifestError> {
+    version: u32,
+) -> Result<&'a [u8], ManifestError> {
     if bytes.len() < 16 {
         return Err(damaged(0, "shorter than magic, version and checksum"));
     }
@@ -186,11 +187,10 @@ fn checked_body<'a>(
     if u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]) != crc32c::crc32c(content) {
         return Err(damaged(content.len(), "checksum mismatch"));
     }
-    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-    if !versions.contains(&version) {
+    if u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) != version {
         return Err(damaged(8, "unknown version"));
     }
-    Ok((version, &content[12..]))
+    Ok(&content[12..])
 }
 
 fn seal(mut out: Vec<u8>) -> Vec<u8> {
@@ -223,11 +223,9 @@ fn encode_refs(out: &mut Vec<u8>, refs: &[BlockRef]) {
     }
 }
 
-/// Version 1 refs are 24 bytes (no content generation: it is the block's own generation).
-fn decode_refs(c: &mut Cursor<'_>, version: u32) -> Result<Vec<BlockRef>, ManifestError> {
+fn decode_refs(c: &mut Cursor<'_>) -> Result<Vec<BlockRef>, ManifestError> {
     let count = c.u32()?;
-    let size = if version == 1 { 24 } else { 32 };
-    if count > MANIFEST_BLOCKS_MAX || count as usize * size > c.bytes.len() - c.pos {
+    if count > MANIFEST_BLOCKS_MAX || count as usize * 32 > c.bytes.len() - c.pos {
         return Err(damaged(c.pos - 4, "block count beyond the file"));
     }
     let mut refs = Vec::with_capacity(count as usize);
@@ -236,16 +234,10 @@ fn decode_refs(c: &mut Cursor<'_>, version: u32) -> Result<Vec<BlockRef>, Manife
             partition_start_ms: c.i64()?,
             generation: c.u64()?,
         };
-        let size_bytes = c.u64()?;
-        let content_generation = if version == 1 {
-            id.generation
-        } else {
-            c.u64()?
-        };
         refs.push(BlockRef {
             id,
-            size_bytes,
-            content_generation,
+            size_bytes: c.u64()?,
+            content_generation: c.u64()?,
         });
     }
     Ok(refs)
@@ -270,7 +262,7 @@ fn decode_levels(c: &mut Cursor<'_>) -> Result<Vec<LevelManifest>, ManifestError
         levels.push(LevelManifest {
             period_ms: c.i64()?,
             partition_ms: c.i64()?,
-            rollups: decode_refs(c, MANIFEST_VERSION)?,
+            rollups: decode_refs(c)?,
         });
     }
     Ok(levels)
@@ -336,26 +328,22 @@ impl Manifest {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Manifest, ManifestError> {
-        let (version, body) = checked_body(bytes, MANIFEST_MAGIC, &[1, MANIFEST_VERSION])?;
+        let body = checked_body(bytes, MANIFEST_MAGIC, MANIFEST_VERSION)?;
         let mut c = Cursor {
             bytes: body,
             pos: 0,
         };
-        let mut m = Manifest {
+        let m = Manifest {
             base_period_ms: c.i64()?,
             partition_ms: c.i64()?,
             checkpoint: c.u64()?,
             next_generation: c.u64()?,
             cumulative_generation: c.u64()?,
-            blocks: decode_refs(&mut c, version)?,
-            quarantined: decode_refs(&mut c, version)?,
-            levels: Vec::new(),
-            tombstones: Vec::new(),
+            blocks: decode_refs(&mut c)?,
+            quarantined: decode_refs(&mut c)?,
+            levels: decode_levels(&mut c)?,
+            tombstones: decode_tombstones(&mut c)?,
         };
-        if version >= 2 {
-            m.levels = decode_levels(&mut c)?;
-            m.tombstones = decode_tombstones(&mut c)?;
-        }
         if c.pos != body.len() {
             return Err(damaged(12 + c.pos, "bytes after the last field"));
         }
@@ -443,7 +431,7 @@ pub fn cumulative_file_name(generation: u64) -> String {
 }
 
 /// The cumulative state file: `magic | version | count | (series u32, ts i64, size u32,
-/// histogram)* | crc` (version 1 had no time: read as `i64::MIN`, older than any).
+/// histogram)* | crc`.
 pub fn encode_cumulative(state: &[(SeriesId, i64, &Histogram)]) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(CUMULATIVE_MAGIC);
@@ -462,7 +450,7 @@ pub fn encode_cumulative(state: &[(SeriesId, i64, &Histogram)]) -> Vec<u8> {
 pub type CumulativeEntries = Vec<(SeriesId, i64, Histogram)>;
 
 pub fn decode_cumulative(bytes: &[u8]) -> Result<CumulativeEntries, ManifestError> {
-    let (version, body) = checked_body(bytes, CUMULATIVE_MAGIC, &[1, CUMULATIVE_VERSION])?;
+    let body = checked_body(bytes, CUMULATIVE_MAGIC, CUMULATIVE_VERSION)?;
     let mut c = Cursor {
         bytes: body,
         pos: 0,
@@ -474,10 +462,7 @@ pub fn decode_cumulative(bytes: &[u8]) -> Result<CumulativeEntries, ManifestErro
     let mut out = Vec::with_capacity(count as usize);
     for _ in 0..count {
         let id = SeriesId(c.u32()?);
-        let ts_ms = match version {
-            1 => i64::MIN,
-            _ => c.u64()? as i64,
-        };
+        let ts_ms = c.i64()?;
         let size = c.u32()? as usize;
         let at = c.pos;
         let h = Histogram::decode(c.take(size)?).map_err(|_| damaged(12 + at, "bad histogram"))?;
@@ -518,24 +503,5 @@ mod tests {
         let mut damaged = bytes.clone();
         damaged[14] ^= 1;
         assert!(decode_cumulative(&damaged).is_err());
-    }
-
-    /// A state file written before times were kept (version 1) still opens: its values are
-    /// older than any submission.
-    #[test]
-    fn a_version_1_cumulative_state_reads_with_no_time() {
-        let h = histogram(11);
-        let mut v1 = Vec::new();
-        v1.extend_from_slice(CUMULATIVE_MAGIC);
-        v1.extend_from_slice(&1u32.to_le_bytes());
-        v1.extend_from_slice(&1u32.to_le_bytes());
-        v1.extend_from_slice(&4u32.to_le_bytes());
-        v1.extend_from_slice(&(h.encoded_len() as u32).to_le_bytes());
-        h.encode_into(&mut v1);
-        let v1 = seal(v1);
-        assert_eq!(
-            decode_cumulative(&v1).unwrap(),
-            vec![(SeriesId(4), i64::MIN, h)]
-        );
     }
 }

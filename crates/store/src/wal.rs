@@ -12,10 +12,9 @@ use crate::index::SeriesId;
 /// ids stay below `index::SERIES_MAX`.
 pub(crate) const REJECTED: SeriesId = SeriesId(u32::MAX);
 
-/// WAL record format version: 2 packs histograms (`packed.rs`: bin count, then ≈ 2 bytes per
-/// bin); 1 (read, never written) held them in the circllhist binary form.
+/// WAL record format version, the only one written or read: histograms as packed bins
+/// (`hist::packed`: bin count, then ≈ 2 bytes per bin).
 pub const WAL_VERSION: u8 = 2;
-const WAL_VERSION_CIRCLLHIST: u8 = 1;
 
 pub(crate) const TAG_NUMERIC: u8 = 1;
 const TAG_TEXT: u8 = 2;
@@ -230,7 +229,7 @@ impl Cursor<'_> {
 pub fn decode(bytes: &[u8]) -> Result<Vec<Group>, WalDecodeError> {
     let mut c = Cursor { bytes, pos: 0 };
     let version = c.byte("version")?;
-    if version != WAL_VERSION && version != WAL_VERSION_CIRCLLHIST {
+    if version != WAL_VERSION {
         return Err(WalDecodeError {
             offset: 0,
             what: "unknown version",
@@ -259,7 +258,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Group>, WalDecodeError> {
         for _ in 0..sample_count {
             let ts_ms = prev_ts_ms.wrapping_add(unzigzag(c.varint("timestamp")?));
             prev_ts_ms = ts_ms;
-            samples.push((ts_ms, decode_value(&mut c, tag, version)?));
+            samples.push((ts_ms, decode_value(&mut c, tag)?));
         }
         groups.push(Group { id, samples });
     }
@@ -269,7 +268,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Group>, WalDecodeError> {
     Ok(groups)
 }
 
-fn decode_value(c: &mut Cursor<'_>, tag: u8, version: u8) -> Result<Value, WalDecodeError> {
+fn decode_value(c: &mut Cursor<'_>, tag: u8) -> Result<Value, WalDecodeError> {
     match tag {
         TAG_NUMERIC => {
             let b = c.take(8, "numeric value")?;
@@ -286,12 +285,6 @@ fn decode_value(c: &mut Cursor<'_>, tag: u8, version: u8) -> Result<Value, WalDe
                 what: "text is not UTF-8",
             })?;
             Ok(Value::Text(text.to_owned()))
-        }
-        _ if version == WAL_VERSION_CIRCLLHIST => {
-            let rest = c.bytes.get(c.pos..).unwrap_or_default();
-            let (h, used) = Histogram::decode_prefix(rest).map_err(|_| c.fail("histogram"))?;
-            c.pos += used;
-            Ok(histogram_value(tag, h))
         }
         _ => {
             let bins = c.count(hist::BIN_COUNT_MAX, "histogram bin count")?;
@@ -368,30 +361,12 @@ mod tests {
         }
     }
 
-    /// Version 1 records (histograms in the `hist` binary form) written before packed bins
-    /// still replay, byte for byte as written then.
+    /// A packed histogram that claims more bins than it holds is named.
     #[test]
-    fn version_1_records_still_decode() {
+    fn a_histogram_short_of_its_bin_count_is_named() {
         let mut h = Histogram::new();
         h.insert(1.5);
         h.insert_n(300.0, 7);
-        let mut v1 = vec![WAL_VERSION_CIRCLLHIST, 1, 9, 0, 0, 0, TAG_CUMULATIVE, 1];
-        put_varint(&mut v1, zigzag(120_000));
-        h.encode_into(&mut v1);
-        let groups = decode(&v1).unwrap();
-        assert_eq!(groups.len(), 1);
-        assert_eq!(groups[0].id, SeriesId(9));
-        assert_eq!(
-            groups[0].samples,
-            vec![(120_000, Value::CumulativeHistogram(h.clone()))]
-        );
-        // The same group written today is packed, and smaller.
-        let mut v2 = Vec::new();
-        encode(&groups, &mut v2);
-        assert_eq!(v2[0], WAL_VERSION);
-        assert!(v2.len() < v1.len(), "{} vs {} bytes", v2.len(), v1.len());
-        assert!(bits_equal(&decode(&v2).unwrap(), &groups));
-        // A packed histogram that claims more bins than it holds is named.
         let mut short = vec![WAL_VERSION, 1, 9, 0, 0, 0, TAG_HISTOGRAM, 1, 0, 3];
         crate::packed::pack_histogram(&h, &mut short);
         let err = decode(&short).unwrap_err();

@@ -444,66 +444,6 @@ fn flushing_lets_the_journal_purge_what_blocks_hold() {
     assert!(store.stats().unwrap().checkpoint > 0);
 }
 
-/// A block written by the session-8 build (histograms range-coded, chunk kind 3, before the
-/// Rice-coded kind 6 replaced it for writing): today's reader decodes it, by histogram and
-/// straight into accumulators, to what was sent. Written by `strata serve` at 1da1fe5e from
-/// three httptrap documents, one a minute from 1,600,000,000 s: `lat` = `H[0.1]=i+1`, `H[2.5]=3`,
-/// `H[1000]=1` and `cpu` = 40 + i (`testdata/store/README.md`).
-#[test]
-fn a_session_8_block_with_range_coded_histograms_still_reads() {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/store/session8-kind3-block.blk");
-    let block = store::block::Block::open(&journal::vfs::RealFs, &path).unwrap();
-    let start_ms = 1_600_000_000_000i64;
-    // Histograms are kept per 60 s base period (`ts − ts mod 60 s`).
-    let period = |t: i64| t - t.rem_euclid(60_000);
-    let mut histograms = 0;
-    for entry in block.entries() {
-        let (_, bytes) = block
-            .read_span(std::slice::from_ref(entry))
-            .unwrap()
-            .unwrap();
-        match block.read_chunk(entry).unwrap() {
-            store::block::ChunkData::Histogram(periods) => {
-                assert_eq!(bytes[1], 3, "the fixture's histogram chunk is range-coded");
-                let want: Vec<(i64, hist::Histogram)> = (0..3)
-                    .map(|i| {
-                        let mut h = hist::Histogram::new();
-                        h.insert_n(0.1, i as u64 + 1);
-                        h.insert_n(2.5, 3);
-                        h.insert_n(1000.0, 1);
-                        (period(start_ms + i * 60_000), h)
-                    })
-                    .collect();
-                assert_eq!(periods, want);
-                let mut acc = vec![hist::Accumulator::new()];
-                block
-                    .accumulate_histogram_chunk(entry, |_| Some(0), &mut acc)
-                    .unwrap();
-                let mut all = hist::Histogram::new();
-                for (_, h) in &want {
-                    all.merge(h);
-                }
-                assert_eq!(acc[0].to_histogram(), all);
-                histograms += 1;
-            }
-            store::block::ChunkData::Numeric(points) => {
-                assert_eq!(
-                    points,
-                    vec![
-                        (start_ms, 40.0),
-                        (start_ms + 60_000, 41.0),
-                        (start_ms + 120_000, 42.0)
-                    ]
-                );
-            }
-            _ => panic!("only a histogram and a numeric series were written"),
-        }
-    }
-    assert_eq!(histograms, 1);
-    assert!(store::block::verify(&journal::vfs::RealFs, &path).is_ok());
-}
-
 /// A flush writes histogram series as Rice-coded chunks (kind 6), encoded from the head's
 /// packed periods, and they read back as written.
 #[test]
