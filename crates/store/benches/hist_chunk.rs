@@ -17,7 +17,7 @@ use criterion::{Criterion, Throughput};
 use hist::{Accumulator, Histogram};
 use rand::SeedableRng;
 use rand_distr::{Distribution, LogNormal};
-use store::encode::{packed_hist, rice_hist};
+use store::internals::{packed_hist, rice_hist};
 
 /// Chunks (series) measured; each is `PERIODS` periods.
 const CHUNKS: usize = 100;
@@ -118,7 +118,7 @@ fn cpu_report(chunks: &[Vec<(i64, Histogram)>]) {
             c.iter()
                 .map(|(t, h)| {
                     let mut b = Vec::new();
-                    store::packed::pack_histogram(h, &mut b);
+                    hist::packed::pack_histogram(h, &mut b);
                     (*t, b)
                 })
                 .collect()

@@ -13,9 +13,9 @@ use hist::Histogram;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, LogNormal, StandardNormal};
-use store::encode::{numeric, rice_hist};
-use store::index::{Kind, SeriesIndex};
+use store::internals::{numeric, rice_hist};
 use store::key::StreamKey;
+use store::{Kind, SeriesIndex};
 
 /// The write path end to end: batches of 10,000 numeric samples (1,000 series × 10 timestamps,
 /// TSBS-like integer walk) through `Store::write` with group commit, one writer thread. Process

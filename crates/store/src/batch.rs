@@ -9,8 +9,8 @@ use std::borrow::Cow;
 
 use hist::Histogram;
 
-use crate::index::{Kind, SeriesId};
 use crate::key::StreamKey;
+use crate::series::{Kind, SeriesId};
 use crate::StoreError;
 
 /// Samples in one batch, bounded so one batch fits one journal record comfortably.
@@ -105,9 +105,9 @@ impl<'a> BatchValues<'a> {
     pub(crate) fn value(self, sample: &BatchSample) -> Cow<'a, Value> {
         match sample.value {
             SampleValue::Numeric(v) => Cow::Owned(Value::Numeric(v)),
-            SampleValue::Packed(p) => Cow::Owned(Value::Histogram(crate::packed::unpack_trusted(
-                self.bins(p),
-            ))),
+            SampleValue::Packed(p) => {
+                Cow::Owned(Value::Histogram(hist::packed::unpack_trusted(self.bins(p))))
+            }
             SampleValue::Other(i) => Cow::Borrowed(&self.others[i as usize]),
         }
     }
@@ -433,7 +433,7 @@ impl WriteBatch {
         // Group header, timestamp and value, generously: a histogram bin takes at most 10 bytes.
         let (value, value_bytes) = match value {
             Incoming::Bins { keys, counts } => {
-                if !crate::packed::pack(keys, counts, &mut self.packed) {
+                if !hist::packed::pack(keys, counts, &mut self.packed) {
                     debug_assert_eq!(self.packed.len(), start, "pack takes its bytes back");
                     let refused = bins_error(keys, counts);
                     debug_assert!(refused.is_err(), "pack refuses only bins that do not fit");
@@ -446,7 +446,7 @@ impl WriteBatch {
                 self.packed_sample(start, bins.bins())
             }
             Incoming::Value(Value::Histogram(h)) => {
-                crate::packed::pack_histogram(&h, &mut self.packed);
+                hist::packed::pack_histogram(&h, &mut self.packed);
                 self.packed_sample(start, h.bin_count())
             }
             Incoming::Value(Value::Numeric(v)) => (SampleValue::Numeric(v), 8),

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use hist::Histogram;
 use journal::vfs::{write_all_at, Mapped, OpenMode, VFile, Vfs};
 
+use crate::aggregate::SliceAggregate;
 use crate::encode::{self, histogram::HIST_CHUNK_PERIODS_MAX, CHUNK_SAMPLES_MAX};
-use crate::index::{Kind, SeriesId};
-use crate::read::SliceAggregate;
+use crate::series::{Kind, SeriesId};
 
 pub const BLOCK_MAGIC: &[u8; 8] = b"STRATABK";
 pub const BLOCK_VERSION: u32 = 1;

@@ -59,7 +59,7 @@ pub fn rice_histogram_chunk(data: &[u8]) {
             .iter()
             .map(|(t, h)| {
                 let mut b = Vec::new();
-                crate::packed::pack_histogram(h, &mut b);
+                hist::packed::pack_histogram(h, &mut b);
                 (*t, b)
             })
             .collect();

@@ -22,7 +22,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use crate::batch::KeyRef;
-use crate::key::{KeyError, StreamKey, KEY_TEXT_SIZE_MAX};
+use crate::error::IndexError;
+use crate::key::{StreamKey, KEY_TEXT_SIZE_MAX};
+use crate::series::{Kind, SeriesId};
 
 /// Most series one index holds (ids are `u32`).
 pub const SERIES_MAX: u32 = u32::MAX - 1;
@@ -47,84 +49,6 @@ const GROUP_ENTRY_HEADER_BYTES: usize = 1 + 4 + 4;
 pub const RECORD_SIZE_MAX: usize = 1 + 1 + 4 + KEY_TEXT_SIZE_MAX;
 /// Read buffer for replaying the index file on open.
 const REPLAY_BUFFER_SIZE_BYTES: usize = 256 * 1024;
-
-/// A dense series id, assigned in order from 0.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SeriesId(pub u32);
-
-/// What a series holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Kind {
-    Numeric = 1,
-    Text = 2,
-    Histogram = 3,
-}
-
-impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Numeric, Kind::Text, Kind::Histogram];
-
-    pub fn from_u8(byte: u8) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| *k as u8 == byte)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Numeric => "numeric",
-            Kind::Text => "text",
-            Kind::Histogram => "histogram",
-        }
-    }
-
-    fn slot(self) -> usize {
-        self as usize - 1
-    }
-}
-
-#[derive(Debug)]
-pub enum IndexError {
-    Io {
-        path: PathBuf,
-        error: std::io::Error,
-    },
-    /// The file does not start with a valid index header.
-    BadHeader {
-        path: PathBuf,
-    },
-    /// A record before the file's tail is damaged: not a torn write, so not truncated.
-    Corrupt {
-        path: PathBuf,
-        offset: u64,
-        what: &'static str,
-    },
-    /// The key exists with another kind.
-    KindMismatch {
-        id: SeriesId,
-        existing: Kind,
-        requested: Kind,
-    },
-    Full,
-    /// A new series' key text is not in canonical form (`StreamKey::canonical`).
-    NotCanonical {
-        text: String,
-    },
-    /// A batch names a series id the index does not have.
-    UnknownSeries {
-        id: SeriesId,
-    },
-    /// A writer panicked while holding the lock, or an earlier append failed and could not be
-    /// undone; the index refuses further work.
-    Failed,
-    Key(KeyError),
-}
-
-impl std::fmt::Display for IndexError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "series index: {self:?}")
-    }
-}
-
-impl std::error::Error for IndexError {}
 
 /// The stored facts of one series.
 #[derive(Debug)]
@@ -1172,43 +1096,6 @@ mod tests {
             SeriesIndex::open(&path),
             Err(IndexError::BadHeader { .. })
         ));
-    }
-
-    #[test]
-    fn concurrent_writers_and_readers_agree() {
-        let index = Arc::new(SeriesIndex::in_memory());
-        let threads: Vec<_> = (0..4)
-            .map(|t| {
-                let index = index.clone();
-                std::thread::spawn(move || {
-                    for i in 0..300 {
-                        // Writers overlap on half the keys; each key gets one id.
-                        let k = key(&format!("m|ST[i:{}]", (i + t * 150) % 600));
-                        let id = index.get_or_create(&k, Kind::Numeric).unwrap();
-                        assert_eq!(index.lookup(&k).unwrap(), Some((id, Kind::Numeric)));
-                        let snap = index.snapshot().unwrap();
-                        let n = snap.series_count();
-                        assert_eq!(snap.cardinality().total, u64::from(n));
-                        let listed: u64 = snap
-                            .values(b"i", usize::MAX)
-                            .unwrap()
-                            .iter()
-                            .map(|v| v.1)
-                            .sum();
-                        assert_eq!(listed, u64::from(n));
-                        // Queries see exactly the snapshot's series, even as writers add more.
-                        let all = crate::tagquery::TagQuery::parse("or(i:*,not(m:x))").unwrap();
-                        let found = snap.find(&all, u64::MAX).unwrap();
-                        assert_eq!(found.len(), n as usize);
-                        assert!(found.iter().all(|id| id.0 < n));
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert_eq!(index.snapshot().unwrap().series_count(), 600);
     }
 
     proptest! {

@@ -13,7 +13,7 @@ use hist::Histogram;
 use journal::vfs::{write_all_at, OpenMode, Vfs};
 
 use crate::block::BlockId;
-use crate::index::SeriesId;
+use crate::series::SeriesId;
 
 pub const MANIFEST_MAGIC: &[u8; 8] = b"STRATAMF";
 /// The manifest's format version, the only one written or read.

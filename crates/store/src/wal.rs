@@ -6,7 +6,7 @@ use hist::Histogram;
 use crate::batch::{
     BatchSample, BatchValues, SampleValue, Value, BATCH_SAMPLES_MAX, TEXT_BYTES_MAX,
 };
-use crate::index::SeriesId;
+use crate::series::SeriesId;
 
 /// Marks a batch entry left out of the write (its key has another kind): never a real id, as
 /// ids stay below `index::SERIES_MAX`.
@@ -151,7 +151,7 @@ fn encode_value(value: &Value, out: &mut Vec<u8>) {
         }
         Value::Histogram(h) | Value::CumulativeHistogram(h) => {
             put_varint(out, h.bin_count() as u64);
-            crate::packed::pack_histogram(h, out);
+            hist::packed::pack_histogram(h, out);
         }
     }
 }
@@ -290,7 +290,7 @@ fn decode_value(c: &mut Cursor<'_>, tag: u8) -> Result<Value, WalDecodeError> {
             let bins = c.count(hist::BIN_COUNT_MAX, "histogram bin count")?;
             let rest = c.bytes.get(c.pos..).unwrap_or_default();
             let (h, used) =
-                crate::packed::unpack_prefix(rest, bins).map_err(|e| WalDecodeError {
+                hist::packed::unpack_prefix(rest, bins).map_err(|e| WalDecodeError {
                     offset: c.pos + e.offset,
                     what: e.what,
                 })?;
@@ -368,7 +368,7 @@ mod tests {
         h.insert(1.5);
         h.insert_n(300.0, 7);
         let mut short = vec![WAL_VERSION, 1, 9, 0, 0, 0, TAG_HISTOGRAM, 1, 0, 3];
-        crate::packed::pack_histogram(&h, &mut short);
+        hist::packed::pack_histogram(&h, &mut short);
         let err = decode(&short).unwrap_err();
         assert_eq!(err.what, "fewer bins than their count");
     }
@@ -388,7 +388,7 @@ mod tests {
                     Value::Numeric(v) => SampleValue::Numeric(*v),
                     Value::Histogram(h) => {
                         let start = packed.len() as u32;
-                        crate::packed::pack_histogram(h, &mut packed);
+                        hist::packed::pack_histogram(h, &mut packed);
                         SampleValue::Packed(crate::batch::PackedBins {
                             bins: h.bin_count() as u32,
                             start,

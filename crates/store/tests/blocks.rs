@@ -9,8 +9,7 @@ use std::sync::Arc;
 
 use hist::Histogram;
 use rand::{Rng, SeedableRng};
-use store::index::SeriesId;
-use store::{Latest, Slicing, Store, StoreError, StoreOptions, WriteBatch};
+use store::{Latest, SeriesId, Slicing, Store, StoreError, StoreOptions, WriteBatch};
 
 fn key(text: &str) -> store::key::StreamKey {
     store::key::StreamKey::parse(text).unwrap()
@@ -236,7 +235,7 @@ fn a_damaged_chunk_is_reported_with_its_series_and_range() {
     let n = id(&store, "n");
     store.close().unwrap();
     let path = only_block(tmp.path());
-    let block = store::block::Block::open(&journal::vfs::RealFs, &path).unwrap();
+    let block = store::internals::block::Block::open(&journal::vfs::RealFs, &path).unwrap();
     let entry = block.entries_of(n)[0];
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[entry.offset as usize + 3] ^= 0x10;
@@ -265,7 +264,7 @@ fn a_damaged_chunk_is_reported_with_its_series_and_range() {
     let other = view.raw_numeric(id(&store, "other"), 0, i64::MAX).unwrap();
     assert_eq!(other.len(), 100);
     assert_eq!(other[5], (500, -5.0));
-    let verified = store::block::verify(&journal::vfs::RealFs, &path).unwrap_err();
+    let verified = store::internals::block::verify(&journal::vfs::RealFs, &path).unwrap_err();
     assert_eq!(verified.len(), 1, "{verified:?}");
 }
 
@@ -276,7 +275,7 @@ fn damaged_and_torn_blocks_are_quarantined() {
     type Damage = fn(&mut Vec<u8>);
     let cases: [(&str, Damage); 3] = [
         ("directory bit flip", |b| {
-            let at = b.len() - store::block::FOOTER_SIZE_BYTES - 5;
+            let at = b.len() - store::internals::block::FOOTER_SIZE_BYTES - 5;
             b[at] ^= 1;
         }),
         ("footer bit flip", |b| {
@@ -454,7 +453,7 @@ fn a_flush_writes_rice_coded_histogram_chunks() {
     let h = id(&store, "h");
     store.close().unwrap();
     let path = only_block(tmp.path());
-    let block = store::block::Block::open(&journal::vfs::RealFs, &path).unwrap();
+    let block = store::internals::block::Block::open(&journal::vfs::RealFs, &path).unwrap();
     let entries = block.entries_of(h);
     assert!(!entries.is_empty());
     for entry in entries {
@@ -465,7 +464,7 @@ fn a_flush_writes_rice_coded_histogram_chunks() {
         assert_eq!(bytes[1], 6, "a Rice-coded histogram chunk");
         assert!(matches!(
             block.read_chunk(entry).unwrap(),
-            store::block::ChunkData::Histogram(p) if !p.is_empty()
+            store::internals::block::ChunkData::Histogram(p) if !p.is_empty()
         ));
     }
 }

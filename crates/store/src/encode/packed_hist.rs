@@ -1,4 +1,4 @@
-//! Packed histogram chunks (kind 5): each period's bins packed (`crate::packed`, ≈ 2 bytes per
+//! Packed histogram chunks (kind 5): each period's bins packed (`hist::packed`, ≈ 2 bytes per
 //! bin), no entropy coder. Rollups use them.
 //!
 //! Why a second histogram chunk: rollup chunks hold a few slices each (so a short read decodes
@@ -13,7 +13,7 @@ use super::bits::{get_varint, put_varint};
 use super::histogram::{read_period_starts, start_chunk, ChunkSummary, HIST_CHUNK_PERIODS_MAX};
 use super::{frame_body, frame_finish};
 use super::{ChunkKind, DecodeError, EncodeError};
-use crate::packed;
+use hist::packed;
 
 /// Encodes one chunk of per-period histograms. Period starts must strictly increase.
 pub fn encode(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {

@@ -28,7 +28,7 @@ use super::histogram::{key_of_ordinal, open_window_chunk, ordinal_of_key, start_
 use super::histogram::{ChunkSummary, ExtraSource, ExtraValue, Period};
 use super::histogram::{HIST_CHUNK_PERIODS_MAX, HIST_CHUNK_SLOTS_MAX, MEAN_COUNT_MAX};
 use super::{frame_finish, ChunkKind, DecodeError, EncodeError};
-use crate::packed::{self, DenseCounts, DENSE_KEYS};
+use hist::packed::{self, DenseCounts, DENSE_KEYS};
 
 /// Rice parameter of the first window bin's ordinal (positive latencies sit near 2^15).
 const K_WINDOW_FIRST: u32 = 14;
@@ -105,7 +105,7 @@ impl Periods for [(i64, Histogram)] {
     }
 }
 
-/// Periods whose bins the store packed itself (`crate::packed`): the head's, at a flush, read
+/// Periods whose bins the store packed itself (`hist::packed`): the head's, at a flush, read
 /// without unpacking them first.
 pub struct PackedPeriods<'a, B>(pub &'a [(i64, B)]);
 
@@ -333,7 +333,7 @@ fn write_extras(p: &mut Packer<'_>, extras: &[(u16, u64)], prev_first_extra: &mu
 }
 
 /// A period coded ahead by the head with a series' [`Window`]: its window bin counts, exactly
-/// as a chunk with that window holds them, and its extras apart (packed, `crate::packed`),
+/// as a chunk with that window holds them, and its extras apart (packed, `hist::packed`),
 /// because their first ordinal is coded from the chunk's previous period.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CodedPeriod<'a> {
