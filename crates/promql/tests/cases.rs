@@ -15,7 +15,10 @@
 //!   metric{a="b"} 0 10 _ 30            #   one value per step, _ for none
 //! eval_fail instant at 0 <query>       # must fail; an optional indented line
 //!   error <substring>                  #   is a substring of the message
+//! eval_warn … / eval_info …            # as eval, and the query must give a warning / info
+//! experimental on                      # the experimental functions from here on (off first)
 //! ```
+//! In `load`, `stale` is a Prometheus stale marker (the NaN with bits 0x7ff0000000000002).
 //! Floats compare with a relative tolerance of 1e-9 (NaN equals NaN).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -101,6 +104,8 @@ fn parse_values(tokens: &[&str]) -> Vec<Expected> {
     for &tok in tokens {
         if tok == "_" {
             out.push(Expected::Missing);
+        } else if tok == "stale" {
+            out.push(Expected::Float(f64::from_bits(promql::eval::STALE_NAN_BITS)));
         } else if tok.starts_with("h(") {
             let (h, s) = parse_hist(tok);
             out.push(Expected::Hist(h, s));
@@ -150,6 +155,7 @@ struct Runner {
     _dir: tempfile::TempDir,
     failures: Vec<String>,
     evals: usize,
+    limits: Limits,
 }
 
 impl Runner {
@@ -181,13 +187,18 @@ impl Runner {
         self.evals += 1;
         let (must_fail, rest) = match header.strip_prefix("eval_fail ") {
             Some(r) => (true, r),
-            None => (false, header.strip_prefix("eval ").unwrap()),
+            None => (false, header.strip_prefix("eval ").unwrap_or(header)),
+        };
+        let (note, rest) = match (rest.strip_prefix("eval_warn "), rest.strip_prefix("eval_info ")) {
+            (Some(r), _) => (Some("warning"), r),
+            (_, Some(r)) => (Some("info"), r),
+            _ => (None, rest),
         };
         let (result, steps) = if let Some(r) = rest.strip_prefix("instant at ") {
             let (t, query) = r.split_once(' ').unwrap();
             let t = parse_duration_ms(t);
             (
-                eval::instant(&self.store, query, t, Limits::default()),
+                eval::instant_annotated(&self.store, query, t, self.limits),
                 vec![t],
             )
         } else if let Some(r) = rest.strip_prefix("range from ") {
@@ -206,7 +217,7 @@ impl Runner {
                 .take_while(|&t| t <= end)
                 .collect();
             (
-                eval::range(&self.store, parts[5], start, end, step, Limits::default()),
+                eval::range_annotated(&self.store, parts[5], start, end, step, self.limits),
                 steps,
             )
         } else {
@@ -226,10 +237,18 @@ impl Runner {
             }
             return;
         }
-        let out = match result {
+        let (out, notes) = match result {
             Ok(out) => out,
             Err(e) => return self.fail(at, format!("query failed: {e}")),
         };
+        let noted = match note {
+            Some("warning") => !notes.warnings.is_empty(),
+            Some(_) => !notes.infos.is_empty(),
+            None => true,
+        };
+        if !noted {
+            self.fail(at, format!("expected a {note:?} annotation, got {notes:?}"));
+        }
         let instant = rest.starts_with("instant");
         self.compare(at, out, &steps, instant, expect);
     }
@@ -399,6 +418,7 @@ fn run_file(path: &Path) -> (usize, Vec<String>) {
         _dir: dir,
         failures: Vec::new(),
         evals: 0,
+        limits: Limits::default(),
     };
     let mut i = 0;
     while i < lines.len() {
@@ -418,6 +438,8 @@ fn run_file(path: &Path) -> (usize, Vec<String>) {
         let at = format!("{name}:{line_no}");
         if let Some(interval) = header.strip_prefix("load ") {
             runner.load(parse_duration_ms(interval.trim()), &body);
+        } else if let Some(flag) = header.strip_prefix("experimental ") {
+            runner.limits.experimental_functions = flag.trim() == "on";
         } else if header.starts_with("eval") {
             runner.eval(&at, &header, &body);
         } else {
