@@ -308,6 +308,9 @@ impl Ctx<'_> {
             ),
             _ => (Vec::new(), &args[0]),
         };
+        if func == Func::DoubleExponentialSmoothing {
+            check_factors(&params)?;
+        }
         let (data, times, range_ms) = self.matrix_arg(matrix)?;
         if matches!(func, Func::AbsentOverTime) {
             let present = self.range_apply(Func::PresentOverTime, data, &times, range_ms, &params)?;
@@ -489,6 +492,19 @@ impl Ctx<'_> {
         }
         Ok(Value::Vector(out))
     }
+}
+
+/// `double_exponential_smoothing`'s factors must lie strictly between 0 and 1.
+fn check_factors(params: &[Vec<f64>]) -> Result<(), EvalError> {
+    for (name, values) in ["smoothing", "trend"].iter().zip(params) {
+        if let Some(bad) = values.iter().find(|v| !(**v > 0.0 && **v < 1.0)) {
+            return Err(EvalError::Execution(format!(
+                "invalid {name} factor. Expected: 0 < {} < 1, got: {bad}",
+                if *name == "smoothing" { "sf" } else { "tf" }
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn llhist_quantile(h: &HistSample, q: f64) -> f64 {
