@@ -22,6 +22,7 @@ use crate::ast::{AggOp, At, BinOp, Card, Expr, Func, MatchOp, Matcher, Matching,
 use crate::parser::{anchored_regex, matcher_matches_empty};
 
 mod aggregate;
+mod float;
 mod funcs;
 
 /// Prometheus's default global evaluation interval: the step of `x[5m:]`.
@@ -1626,18 +1627,14 @@ fn go_min(a: f64, b: f64) -> f64 {
     }
 }
 
-fn mean_and_variance(values: &[f64]) -> (f64, f64) {
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-    (mean, var)
-}
 
 /// One numeric range function over the window's samples (ascending by time).
+/// `t` is the window's end; `step_ms` the evaluation step's time (which `predict_linear`
+/// extrapolates from, offset or not, as Prometheus does).
 fn range_value(
     func: Func,
     w: &[(i64, f64)],
-    t: i64,
+    (t, step_ms): (i64, i64),
     range_ms: i64,
     params: &[f64],
 ) -> Option<f64> {
@@ -1662,7 +1659,7 @@ fn range_value(
             let delta = if v1 < v0 { v1 } else { v1 - v0 };
             Some(delta / ((t1 - t0) as f64 / 1000.0))
         }
-        Func::AvgOverTime => Some(values().sum::<f64>() / w.len() as f64),
+        Func::AvgOverTime => float::mean(values()),
         Func::MinOverTime => values().fold(None, |acc: Option<f64>, v| {
             Some(match acc {
                 None => v,
@@ -1677,18 +1674,11 @@ fn range_value(
                 Some(a) => a,
             })
         }),
-        Func::SumOverTime => Some(values().sum()),
+        Func::SumOverTime => Some(float::sum(values())),
         Func::CountOverTime => Some(w.len() as f64),
         Func::LastOverTime => Some(w[w.len() - 1].1),
-        Func::StddevOverTime | Func::StdvarOverTime => {
-            let v: Vec<f64> = values().collect();
-            let (_, var) = mean_and_variance(&v);
-            Some(if func == Func::StddevOverTime {
-                var.sqrt()
-            } else {
-                var
-            })
-        }
+        Func::StddevOverTime => float::window_variance(values()).map(f64::sqrt),
+        Func::StdvarOverTime => float::window_variance(values()),
         Func::QuantileOverTime => {
             let mut v: Vec<f64> = values().collect();
             Some(float_quantile(q, &mut v))
@@ -1735,7 +1725,7 @@ fn range_value(
             if w.len() < 2 {
                 return None;
             }
-            let (slope, intercept) = linear_regression(w, t);
+            let (slope, intercept) = linear_regression(w, step_ms);
             Some(intercept + slope * q)
         }
         _ => None,
@@ -1763,20 +1753,25 @@ fn double_exponential_smoothing(w: &[(i64, f64)], sf: f64, tf: f64) -> Option<f6
 }
 
 /// Least-squares line through the samples, time in seconds from `intercept_ms`: (slope per
-/// second, value at `intercept_ms`). Constant values give slope 0 exactly (as Prometheus).
+/// second, value at `intercept_ms`), with Prometheus's compensated sums. Constant values give
+/// slope 0 exactly (NaN for a constant infinity), as Prometheus.
 fn linear_regression(w: &[(i64, f64)], intercept_ms: i64) -> (f64, f64) {
+    let first = w[0].1;
+    if w.iter().all(|&(_, v)| v == first) {
+        if first.is_infinite() {
+            return (f64::NAN, f64::NAN);
+        }
+        return (0.0, first);
+    }
     let n = w.len() as f64;
-    if w.iter().all(|&(_, v)| v == w[0].1) {
-        return (0.0, w[0].1);
-    }
-    let (mut sx, mut sy, mut sxy, mut sxx) = (0.0, 0.0, 0.0, 0.0);
+    let mut sums = [(0.0, 0.0); 4];
     for &(ts, v) in w {
-        let x = (ts - intercept_ms) as f64 / 1000.0;
-        sx += x;
-        sy += v;
-        sxy += x * v;
-        sxx += x * x;
+        let x = (ts - intercept_ms) as f64 / 1e3;
+        for (slot, inc) in sums.iter_mut().zip([x, v, x * v, x * x]) {
+            *slot = float::kahan_inc(inc, slot.0, slot.1);
+        }
     }
+    let [sx, sy, sxy, sxx] = sums.map(|(s, c)| s + c);
     let cov = sxy - sx * sy / n;
     let var = sxx - sx * sx / n;
     let slope = cov / var;
@@ -1806,27 +1801,24 @@ fn extrapolated_rate(
         }
     }
     let mut duration_to_start = (first_t - range_start) as f64 / 1000.0;
-    let duration_to_end = (t - last_t) as f64 / 1000.0;
+    let mut duration_to_end = (t - last_t) as f64 / 1000.0;
     let sampled = (last_t - first_t) as f64 / 1000.0;
     let average = sampled / (w.len() - 1) as f64;
+    let threshold = average * 1.1;
+    // Prometheus 3's order: cap the gap to the start, then stop at zero for counters.
+    if duration_to_start >= threshold {
+        duration_to_start = average / 2.0;
+    }
     if is_counter && result > 0.0 && first_v >= 0.0 {
         let duration_to_zero = sampled * (first_v / result);
         if duration_to_zero < duration_to_start {
             duration_to_start = duration_to_zero;
         }
     }
-    let threshold = average * 1.1;
-    let mut interval = sampled;
-    interval += if duration_to_start < threshold {
-        duration_to_start
-    } else {
-        average / 2.0
-    };
-    interval += if duration_to_end < threshold {
-        duration_to_end
-    } else {
-        average / 2.0
-    };
+    if duration_to_end >= threshold {
+        duration_to_end = average / 2.0;
+    }
+    let interval = sampled + duration_to_start + duration_to_end;
     let mut factor = interval / sampled;
     if is_rate {
         factor /= range_ms as f64 / 1000.0;
@@ -1880,8 +1872,8 @@ fn aggregate_step(op: AggOp, samples: &[&Sample], q: f64) -> Result<Option<Sampl
     }
     let mut floats = floats;
     let v = match op {
-        AggOp::Sum => floats.iter().sum(),
-        AggOp::Avg => floats.iter().sum::<f64>() / floats.len() as f64,
+        AggOp::Sum => float::sum(floats.iter().copied()),
+        AggOp::Avg => float::mean(floats.iter().copied()).unwrap_or(f64::NAN),
         AggOp::Min => floats
             .iter()
             .copied()
@@ -1894,8 +1886,10 @@ fn aggregate_step(op: AggOp, samples: &[&Sample], q: f64) -> Result<Option<Sampl
             .filter(|v| !v.is_nan())
             .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))))
             .unwrap_or(f64::NAN),
-        AggOp::Stddev => mean_and_variance(&floats).1.sqrt(),
-        AggOp::Stdvar => mean_and_variance(&floats).1,
+        AggOp::Stddev => float::group_variance(floats.iter().copied())
+            .unwrap_or(f64::NAN)
+            .sqrt(),
+        AggOp::Stdvar => float::group_variance(floats.iter().copied()).unwrap_or(f64::NAN),
         AggOp::Quantile => float_quantile(q, &mut floats),
         AggOp::Count
         | AggOp::Group

@@ -187,7 +187,7 @@ impl Runner {
         let mut batch = WriteBatch::new();
         for (_, line) in lines {
             let (series, rest) = split_series(line);
-            let mut tokens = rest.split_whitespace();
+            let tokens = rest.split_whitespace();
             let labels = parse_labels(series);
             // Each label but the name is a tag of its own text (UTF-8 names included), as
             // remote write stores them.
@@ -356,7 +356,7 @@ impl Runner {
         let mut unmatched: Vec<bool> = vec![true; got.len()];
         for (line_no, line) in expect {
             let (series, rest) = split_series(line);
-            let mut tokens = rest.split_whitespace();
+            let tokens = rest.split_whitespace();
             let labels = parse_labels(series);
             let rest: Vec<&str> = tokens.collect();
             if rest.iter().any(|t| t.contains('@')) {

@@ -355,7 +355,8 @@ impl Ctx<'_> {
                         let to = raw.partition_point(|&(ts, _)| ts <= t);
                         let window = &raw[from..to.max(from)];
                         let p: Vec<f64> = params.iter().map(|p| p[i]).collect();
-                        points[i] = range_value(func, window, t, range_ms, &p).map(Sample::Float);
+                        let at = (t, self.time(i));
+                        points[i] = range_value(func, window, at, range_ms, &p).map(Sample::Float);
                     }
                 }
                 Raw::Hist(entries) => {
