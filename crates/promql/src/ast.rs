@@ -526,8 +526,8 @@ impl Func {
             PredictLinear => (&[M, S], 0, false),
             DoubleExponentialSmoothing => (&[M, S, S], 0, false),
             QuantileOverTime => (&[S, M], 0, false),
-            Abs | Ceil | Floor | Scalar | Sgn | Exp | Sqrt | Ln | Log2 | Log10 | Sin | Cos | Tan
-            | Asin | Acos | Atan | Sinh | Cosh | Tanh | Asinh | Acosh | Atanh | Deg | Rad
+            Abs | Ceil | Floor | Scalar | Sgn | Exp | Sqrt | Ln | Log2 | Log10 | Sin | Cos
+            | Tan | Asin | Acos | Atan | Sinh | Cosh | Tanh | Asinh | Acosh | Atanh | Deg | Rad
             | Timestamp | Sort | SortDesc | Absent | HistogramCount | HistogramSum
             | HistogramAvg | HistogramStddev | HistogramStdvar => (&[V], 0, false),
             Round => (&[V, S], 1, false),

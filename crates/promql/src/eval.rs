@@ -401,7 +401,10 @@ fn dedupe(series: Vec<Series>, sort: bool) -> Result<Vec<Series>, EvalError> {
 /// value) may share a label set, whatever their steps.
 fn check_unique(series: &[Series]) -> Result<(), EvalError> {
     let mut seen: std::collections::HashSet<&Labels> = std::collections::HashSet::new();
-    for s in series.iter().filter(|s| s.points.iter().any(Option::is_some)) {
+    for s in series
+        .iter()
+        .filter(|s| s.points.iter().any(Option::is_some))
+    {
         if !seen.insert(&s.labels) {
             return Err(same_labelset());
         }
@@ -486,6 +489,9 @@ struct Planned<'e> {
     times: Vec<i64>,
     step_ms: i64,
 }
+
+/// A range-vector argument: each series' data, the times its windows end at, the range.
+type MatrixArg = (Vec<(Labels, Raw)>, Vec<i64>, i64);
 
 /// What `Ctx::read` got for one series.
 enum Raw {
@@ -855,8 +861,10 @@ impl<'a> Ctx<'a> {
     }
 
     /// Every selector of `e` with its range and the times it reads at on `grid` (subqueries
-    /// bring their own grids), in evaluation order.
-    fn plan<'e>(&self, e: &'e Expr, grid: &Grid, out: &mut Vec<Planned<'e>>) {
+    /// bring their own grids), in evaluation order. Subquery grids are planned while their
+    /// steps fit in `budget` (what is left of the samples limit); the others are not read
+    /// ahead: evaluating them fails on the limit before anything is allocated.
+    fn plan<'e>(&self, e: &'e Expr, grid: &Grid, budget: &mut u64, out: &mut Vec<Planned<'e>>) {
         let lookback = self.limits.lookback_ms;
         match e {
             Expr::Number(_) | Expr::String(_) => {}
@@ -883,23 +891,23 @@ impl<'a> Ctx<'a> {
             } => {
                 let outer = self.times_on(grid, *at, *offset_ms);
                 let inner = subquery_grid(&outer, *range_ms, self.subquery_step(*step_ms));
-                // A grid too large to evaluate fails at evaluation, before it is allocated.
-                if (inner.steps as u64) < self.limits.samples_per_query_max {
-                    self.plan(expr, &inner, out);
+                if let Some(left) = budget.checked_sub(inner.steps as u64) {
+                    *budget = left;
+                    self.plan(expr, &inner, budget, out);
                 }
             }
-            Expr::Call { args, .. } => args.iter().for_each(|a| self.plan(a, grid, out)),
+            Expr::Call { args, .. } => args.iter().for_each(|a| self.plan(a, grid, budget, out)),
             Expr::Aggregate { param, expr, .. } => {
                 if let Some(p) = param {
-                    self.plan(p, grid, out);
+                    self.plan(p, grid, budget, out);
                 }
-                self.plan(expr, grid, out);
+                self.plan(expr, grid, budget, out);
             }
             Expr::Binary { lhs, rhs, .. } => {
-                self.plan(lhs, grid, out);
-                self.plan(rhs, grid, out);
+                self.plan(lhs, grid, budget, out);
+                self.plan(rhs, grid, budget, out);
             }
-            Expr::Neg(inner) => self.plan(inner, grid, out),
+            Expr::Neg(inner) => self.plan(inner, grid, budget, out),
         }
     }
 
@@ -916,7 +924,11 @@ impl<'a> Ctx<'a> {
     fn prefetch(&mut self, e: &Expr) -> Result<(), EvalError> {
         let mut plans: Vec<Planned<'_>> = Vec::new();
         let grid = self.grid;
-        self.plan(e, &grid, &mut plans);
+        let mut budget = self
+            .limits
+            .samples_per_query_max
+            .saturating_sub(self.samples);
+        self.plan(e, &grid, &mut budget, &mut plans);
         let mut founds = Vec::with_capacity(plans.len());
         for plan in &plans {
             let (lo, hi) = Self::span(&plan.times);
@@ -998,14 +1010,18 @@ impl<'a> Ctx<'a> {
     }
 
     /// Raw samples of a range selector at the single evaluation time (instant queries).
-    fn range_matrix(&mut self, sel: &Selector, range_ms: i64) -> Result<Vec<RangeSeries>, EvalError> {
+    fn range_matrix(
+        &mut self,
+        sel: &Selector,
+        range_ms: i64,
+    ) -> Result<Vec<RangeSeries>, EvalError> {
         let (found, raws) = self.selector_data(sel, range_ms, false, false)?;
         let data = found.into_iter().map(|f| f.labels).zip(raws).collect();
         Ok(matrix_of(data))
     }
 
     /// A range-vector argument: each series' data, the times its windows end at, the range.
-    fn matrix_arg(&mut self, e: &Expr) -> Result<(Vec<(Labels, Raw)>, Vec<i64>, i64), EvalError> {
+    fn matrix_arg(&mut self, e: &Expr) -> Result<MatrixArg, EvalError> {
         match e {
             Expr::Range { selector, range_ms } => {
                 let times = self.eval_times(selector);
@@ -1626,7 +1642,6 @@ fn go_min(a: f64, b: f64) -> f64 {
         a.min(b)
     }
 }
-
 
 /// One numeric range function over the window's samples (ascending by time).
 /// `t` is the window's end; `step_ms` the evaluation step's time (which `predict_linear`

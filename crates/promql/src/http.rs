@@ -454,7 +454,9 @@ fn wants_self(params: &Params, selectors: &[Selector]) -> bool {
 }
 
 fn is_self(labels: &Labels) -> bool {
-    labels.iter().any(|(k, v)| k == SELF_TAG.0 && v == SELF_TAG.1)
+    labels
+        .iter()
+        .any(|(k, v)| k == SELF_TAG.0 && v == SELF_TAG.1)
 }
 
 async fn blocking<T: Send + 'static>(
@@ -515,10 +517,9 @@ async fn query_range(
             let limits = limits_for(&api, &params)?;
             let limit = query_limit(&params)?;
             let store = Arc::clone(&api.store);
-            let (mut out, mut notes) = blocking(move || {
-                eval::range_annotated(&store, &q, start, end, step, limits)
-            })
-            .await?;
+            let (mut out, mut notes) =
+                blocking(move || eval::range_annotated(&store, &q, start, end, step, limits))
+                    .await?;
             limit_output(&mut out, limit, &mut notes);
             Ok((output_json(&out), notes))
         }
@@ -672,7 +673,10 @@ fn self_tag_query() -> TagQuery {
 /// Whether a series other than the self-monitoring ones matches `q`.
 fn others_have(store: &Store, q: TagQuery) -> Result<bool, EvalError> {
     let q = TagQuery::And(vec![q, TagQuery::Not(Box::new(self_tag_query()))]);
-    Ok(!store.find(&q, eval::FIND_WORK_MAX).map_err(search_err)?.is_empty())
+    Ok(!store
+        .find(&q, eval::FIND_WORK_MAX)
+        .map_err(search_err)?
+        .is_empty())
 }
 
 fn self_only(store: &Store) -> Result<SelfOnly, EvalError> {
@@ -708,7 +712,9 @@ fn self_only(store: &Store) -> Result<SelfOnly, EvalError> {
                 value: v,
             })
         };
-        if !out.categories.contains(&category) && !others_have(store, tag(Pattern::Glob(b"*".to_vec())))? {
+        if !out.categories.contains(&category)
+            && !others_have(store, tag(Pattern::Glob(b"*".to_vec())))?
+        {
             out.categories.push(category.clone());
         }
         if !others_have(store, tag(Pattern::Exact(value.clone())))? {
@@ -862,7 +868,8 @@ async fn metadata(
             let only = param(&params, "metric").map(str::to_string);
             let with_self = wants_self(&params, &[]);
             let store = Arc::clone(&api.store);
-            let entries = blocking(move || metadata_entries(&store, only, limit, with_self)).await?;
+            let entries =
+                blocking(move || metadata_entries(&store, only, limit, with_self)).await?;
             let mut data = String::from("{");
             for (i, (name, ty)) in entries.iter().enumerate() {
                 if i > 0 {
@@ -913,7 +920,10 @@ fn metadata_entries(
                 TagQuery::Term(Term::Name(Pattern::Exact(name.as_bytes().to_vec()))),
                 TagQuery::Term(Term::Type(kind)),
             ]);
-            Ok(!store.find(&q, eval::FIND_WORK_MAX).map_err(search_err)?.is_empty())
+            Ok(!store
+                .find(&q, eval::FIND_WORK_MAX)
+                .map_err(search_err)?
+                .is_empty())
         };
         let ty = if of_kind(Kind::Histogram)? {
             "histogram"

@@ -791,7 +791,9 @@ impl Parser {
                     let label = match tok {
                         Tok::Ident(l) if is_label_name(&l) => l,
                         Tok::Str(l) => l,
-                        _ => return Err(err(pos, format!("invalid label name {}", tok.describe()))),
+                        _ => {
+                            return Err(err(pos, format!("invalid label name {}", tok.describe())))
+                        }
                     };
                     let (op_pos, op_tok) = self.next();
                     let op = match op_tok {
@@ -1040,7 +1042,10 @@ fn check_call_literals(func: Func, args: &[Expr], pos: usize) -> Result<(), Pars
                 ));
             }
             anchored_regex(re).map_err(|e| {
-                err(pos, format!("invalid regular expression in {name}(): {re}: {e}"))
+                err(
+                    pos,
+                    format!("invalid regular expression in {name}(): {re}: {e}"),
+                )
             })?;
         }
         Func::LabelJoin => {

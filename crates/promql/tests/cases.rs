@@ -129,7 +129,9 @@ fn parse_values(tokens: &[&str]) -> Vec<Expected> {
         if tok == "_" {
             out.push(Expected::Missing);
         } else if tok == "stale" {
-            out.push(Expected::Float(f64::from_bits(promql::eval::STALE_NAN_BITS)));
+            out.push(Expected::Float(f64::from_bits(
+                promql::eval::STALE_NAN_BITS,
+            )));
         } else if tok.starts_with("h(") {
             let (h, s) = parse_hist(tok);
             out.push(Expected::Hist(h, s));
@@ -191,7 +193,12 @@ impl Runner {
             let labels = parse_labels(series);
             // Each label but the name is a tag of its own text (UTF-8 names included), as
             // remote write stores them.
-            let name = labels.iter().find(|(k, _)| k == "__name__").unwrap().1.clone();
+            let name = labels
+                .iter()
+                .find(|(k, _)| k == "__name__")
+                .unwrap()
+                .1
+                .clone();
             let tags = labels
                 .iter()
                 .filter(|(k, v)| k != "__name__" && !v.is_empty())
@@ -224,7 +231,10 @@ impl Runner {
             Some(r) => (true, r),
             None => (false, rest),
         };
-        let (note, rest) = match (rest.strip_prefix("eval_warn "), rest.strip_prefix("eval_info ")) {
+        let (note, rest) = match (
+            rest.strip_prefix("eval_warn "),
+            rest.strip_prefix("eval_info "),
+        ) {
             (Some(r), _) => (Some("warning"), r),
             (_, Some(r)) => (Some("info"), r),
             _ => (None, rest),

@@ -506,7 +506,10 @@ fn series_labels_and_values() {
     let r = get(s.addr, "/api/v1/series?match[]=up&limit=1");
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["data"].as_array().unwrap().len(), 1);
-    assert_eq!(r.json()["warnings"], json!(["results truncated due to limit"]));
+    assert_eq!(
+        r.json()["warnings"],
+        json!(["results truncated due to limit"])
+    );
     let r = get(s.addr, "/api/v1/series?match[]=up&limit=2");
     assert_eq!(r.json()["data"].as_array().unwrap().len(), 2);
     assert!(r.json().get("warnings").is_none(), "{}", r.body);
@@ -550,10 +553,16 @@ fn series_labels_and_values() {
     assert_eq!(r.json()["data"], json!(["a"]));
     let r = get(s.addr, "/api/v1/label/job/values?limit=1");
     assert_eq!(r.json()["data"], json!(["api"]));
-    assert_eq!(r.json()["warnings"], json!(["results truncated due to limit"]));
+    assert_eq!(
+        r.json()["warnings"],
+        json!(["results truncated due to limit"])
+    );
     let r = get(s.addr, "/api/v1/labels?limit=2");
     assert_eq!(r.json()["data"], json!(["__name__", "host.name"]));
-    assert_eq!(r.json()["warnings"], json!(["results truncated due to limit"]));
+    assert_eq!(
+        r.json()["warnings"],
+        json!(["results truncated due to limit"])
+    );
     let r = post(
         s.addr,
         "/api/v1/label/job/values",
@@ -599,7 +608,10 @@ fn series_labels_and_values() {
         &format!("/api/v1/query?query=up&time={}&limit=1", t(60)),
     );
     assert_eq!(r.json()["data"]["result"].as_array().unwrap().len(), 1);
-    assert_eq!(r.json()["warnings"], json!(["results truncated due to limit"]));
+    assert_eq!(
+        r.json()["warnings"],
+        json!(["results truncated due to limit"])
+    );
 }
 
 #[test]
@@ -693,7 +705,8 @@ fn queries_during_writes_see_whole_batches() {
 #[test]
 fn self_monitoring_streams_stay_out_of_listings() {
     let s = server(Limits::default());
-    let own = StreamKey::parse("strata.http.request_latency|ST[endpoint:query,strata:self]").unwrap();
+    let own =
+        StreamKey::parse("strata.http.request_latency|ST[endpoint:query,strata:self]").unwrap();
     let mut h = Histogram::new();
     h.insert_n(0.001, 2);
     let mut batch = WriteBatch::new();
@@ -709,13 +722,21 @@ fn self_monitoring_streams_stay_out_of_listings() {
     assert_eq!(r.json()["data"], json!(["disk.used", "lat", "up"]));
     let r = get(s.addr, "/api/v1/label/strata/values");
     assert_eq!(r.json()["data"], json!([]));
-    let r = get(s.addr, &format!("/api/v1/series?match[]={}", enc("{__name__=~\".+\"}")));
+    let r = get(
+        s.addr,
+        &format!("/api/v1/series?match[]={}", enc("{__name__=~\".+\"}")),
+    );
     assert_eq!(r.json()["data"].as_array().unwrap().len(), 4, "{}", r.body);
     let r = get(s.addr, "/api/v1/metadata");
-    assert!(r.json()["data"].get("strata.http.request_latency").is_none());
+    assert!(r.json()["data"]
+        .get("strata.http.request_latency")
+        .is_none());
 
     // Asked for: by the `strata` label, by exact name, or with include_self=true.
-    let r = get(s.addr, &format!("/api/v1/series?match[]={}", enc("{strata=\"self\"}")));
+    let r = get(
+        s.addr,
+        &format!("/api/v1/series?match[]={}", enc("{strata=\"self\"}")),
+    );
     assert_eq!(
         r.json()["data"],
         json!([{"__name__": "strata.http.request_latency", "endpoint": "query", "strata": "self"}])
@@ -736,9 +757,20 @@ fn self_monitoring_streams_stay_out_of_listings() {
     let r = get(s.addr, "/api/v1/labels?include_self=true");
     assert_eq!(
         r.json()["data"],
-        json!(["__name__", "endpoint", "host.name", "instance", "job", "strata", "svc"])
+        json!([
+            "__name__",
+            "endpoint",
+            "host.name",
+            "instance",
+            "job",
+            "strata",
+            "svc"
+        ])
     );
-    let r = get(s.addr, "/api/v1/metadata?metric=strata.http.request_latency");
+    let r = get(
+        s.addr,
+        "/api/v1/metadata?metric=strata.http.request_latency",
+    );
     assert_eq!(
         r.json()["data"]["strata.http.request_latency"][0]["type"],
         "histogram"
@@ -750,7 +782,13 @@ fn rules_and_alerts_answer_prometheus_empty_lists() {
     let s = server(Limits::default());
     let r = get(s.addr, "/api/v1/rules");
     assert_eq!(r.status, 200);
-    assert_eq!(r.json(), json!({"status": "success", "data": {"groups": []}}));
+    assert_eq!(
+        r.json(),
+        json!({"status": "success", "data": {"groups": []}})
+    );
     let r = get(s.addr, "/api/v1/alerts");
-    assert_eq!(r.json(), json!({"status": "success", "data": {"alerts": []}}));
+    assert_eq!(
+        r.json(),
+        json!({"status": "success", "data": {"alerts": []}})
+    );
 }

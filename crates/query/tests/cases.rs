@@ -38,7 +38,11 @@ fn load(store: &Store, lines: &[String], file: &str) {
             match kind {
                 // `stale`: Prometheus's stale marker, as remote write stores it.
                 "num" if v == "stale" => batch
-                    .numeric(&key, ts_ms, f64::from_bits(query::eval::stale::STALE_NAN_BITS))
+                    .numeric(
+                        &key,
+                        ts_ms,
+                        f64::from_bits(query::eval::stale::STALE_NAN_BITS),
+                    )
                     .unwrap(),
                 "num" => batch.numeric(&key, ts_ms, v.parse().unwrap()).unwrap(),
                 "hist" => {

@@ -71,7 +71,11 @@ impl Ctx<'_> {
             for (i, &p) in param.iter().enumerate() {
                 let present = members.iter().filter(|&&m| series[m].points[i].is_some());
                 if op == AggOp::Limitk {
-                    let k = if p.is_nan() || p < 1.0 { 0 } else { p.min(1e9) as usize };
+                    let k = if p.is_nan() || p < 1.0 {
+                        0
+                    } else {
+                        p.min(1e9) as usize
+                    };
                     present.take(k).for_each(|&m| keep[m][i] = true);
                     continue;
                 }

@@ -34,9 +34,11 @@ impl Ctx<'_> {
             Abs | Ceil | Floor | Sgn | Exp | Sqrt | Ln | Log2 | Log10 | Sin | Cos | Tan | Asin
             | Acos | Atan | Sinh | Cosh | Tanh | Asinh | Acosh | Atanh | Deg | Rad => {
                 let f = math_fn(func);
-                Ok(Value::Vector(map_floats(self.vector(&args[0])?, true, |_, v| {
-                    Some(f(v))
-                })))
+                Ok(Value::Vector(map_floats(
+                    self.vector(&args[0])?,
+                    true,
+                    |_, v| Some(f(v)),
+                )))
             }
             Round => {
                 let series = self.vector(&args[0])?;
@@ -313,7 +315,8 @@ impl Ctx<'_> {
         }
         let (data, times, range_ms) = self.matrix_arg(matrix)?;
         if matches!(func, Func::AbsentOverTime) {
-            let present = self.range_apply(Func::PresentOverTime, data, &times, range_ms, &params)?;
+            let present =
+                self.range_apply(Func::PresentOverTime, data, &times, range_ms, &params)?;
             let labels = match matrix {
                 Expr::Range { selector, .. } => absent_labels(&Expr::Selector(selector.clone())),
                 _ => Vec::new(),
@@ -429,7 +432,7 @@ impl Ctx<'_> {
         }
         let mut out = Vec::new();
         // Classic `le` buckets: float series grouped by their labels without `le`.
-        let mut groups: Vec<(Labels, String, Vec<(f64, usize)>)> = Vec::new();
+        let mut groups: Vec<BucketGroup> = Vec::new();
         let mut group_of: HashMap<Labels, usize> = HashMap::new();
         for (index, s) in series.iter().enumerate() {
             if s.points.iter().any(|p| matches!(p, Some(Sample::Hist(_)))) {
@@ -507,6 +510,10 @@ fn check_factors(params: &[Vec<f64>]) -> Result<(), EvalError> {
     }
     Ok(())
 }
+
+/// Classic buckets of one `histogram_quantile` group: its labels, metric name (for the
+/// annotations) and each member's upper bound and series index.
+type BucketGroup = (Labels, String, Vec<(f64, usize)>);
 
 fn llhist_quantile(h: &HistSample, q: f64) -> f64 {
     if q.is_nan() {
@@ -736,6 +743,9 @@ pub(super) fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 fn trim_zeros(digits: &[u8]) -> &[u8] {
-    let start = digits.iter().position(|&d| d != b'0').unwrap_or(digits.len());
+    let start = digits
+        .iter()
+        .position(|&d| d != b'0')
+        .unwrap_or(digits.len());
     &digits[start..]
 }
