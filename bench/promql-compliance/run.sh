@@ -9,6 +9,7 @@
 #   build  Prometheus, the tester, the demo service and Strata (cached builds are kept)
 #   start  start the demo services, Strata and Prometheus, and leave them running
 #   test   run the tester against the running pair; prints the score
+#   test-extra  the same with extra-queries.yml (what Strata added beyond the suite)
 #   stop   stop what `start` started
 #   restart-strata  rebuild Strata and restart it on the same data (Prometheus queues
 #          its remote writes meanwhile and resends them)
@@ -189,7 +190,9 @@ stop() {
 # Prometheus 3.5 answers), and listed.
 prepare_queries() {
     local src=$CACHE/src/compliance
-    sed 's/demo\.promlabs\.com/localhost/g' "$src/promql-test-queries.yml" >"$RUN/queries.src.yml"
+    local queries=$src/promql-test-queries.yml
+    [ -n "${EXTRA:-}" ] && queries=$(dirname "$0")/extra-queries.yml
+    sed 's/demo\.promlabs\.com/localhost/g' "$queries" >"$RUN/queries.src.yml"
     local end=${QUERY_END:-$(($(date +%s) - 720))}
     python3 - "$RUN/queries.src.yml" "$RUN/queries.yml" "http://127.0.0.1:$PROM_PORT" "$end" \
         "${QUERY_RANGE_S:-600}" <<'PY'
@@ -262,6 +265,11 @@ restart-strata)
 test)
     shift
     run_tester "$@"
+    ;;
+test-extra)
+    # Strata's own extra queries (extra-queries.yml) instead of the suite's, same comparison.
+    shift
+    EXTRA=1 run_tester "$@"
     ;;
 all)
     build
