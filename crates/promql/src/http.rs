@@ -986,9 +986,15 @@ fn write_labels(out: &mut String, labels: &Labels) {
     out.push('}');
 }
 
-/// Unix seconds as Prometheus writes them: a JSON number with at most millisecond digits.
+/// Unix seconds as Prometheus writes them: whole seconds, then `.` and three digits of
+/// milliseconds when there are any (`1700000000.200`).
 pub fn format_time(ms: i64) -> String {
-    format!("{}", ms as f64 / 1000.0)
+    let sign = if ms < 0 { "-" } else { "" };
+    let abs = ms.unsigned_abs();
+    match abs % 1000 {
+        0 => format!("{sign}{}", abs / 1000),
+        frac => format!("{sign}{}.{frac:03}", abs / 1000),
+    }
 }
 
 /// A sample value as Prometheus writes it (Go's `'f'` format, `+Inf`, `-Inf`, `NaN`).

@@ -633,8 +633,8 @@ impl Parser {
                 return Err(err(
                     bracket,
                     format!(
-                        "subquery is only allowed on instant vector, got {}",
-                        e.value_type().name()
+                        "subquery is only allowed on instant vector, got {} instead",
+                        prom_type_name(e.value_type())
                     ),
                 ));
             }
@@ -735,7 +735,7 @@ impl Parser {
                 }
                 if *self.peek() == Tok::LParen {
                     let Some(func) = Func::from_name(&word) else {
-                        return Err(err(pos, format!("unknown function \"{word}\"")));
+                        return Err(err(pos, format!("unknown function with name \"{word}\"")));
                     };
                     return self.call(func, pos);
                 }
@@ -1067,6 +1067,15 @@ fn check_call_literals(func: Func, args: &[Expr], pos: usize) -> Result<(), Pars
     Ok(())
 }
 
+/// A type as Prometheus's parser names it in some messages (`matrix` for a range vector).
+fn prom_type_name(t: ValueType) -> &'static str {
+    match t {
+        ValueType::Matrix => "matrix",
+        ValueType::Vector => "vector",
+        t => t.name(),
+    }
+}
+
 /// The `offset` and `@` slots of a selector, range selector or subquery.
 fn modifiers_mut(e: &mut Expr) -> Option<(&mut i64, &mut Option<At>)> {
     match e {
@@ -1124,7 +1133,7 @@ fn check_binary(
     if op.is_comparison() && lt == ValueType::Scalar && rt == ValueType::Scalar && !return_bool {
         return Err(err(
             op_pos,
-            "comparisons between scalars must use bool modifier",
+            "comparisons between scalars must use BOOL modifier",
         ));
     }
     if matching.is_some() && (lt != ValueType::Vector || rt != ValueType::Vector) {

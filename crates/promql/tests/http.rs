@@ -208,7 +208,8 @@ fn instant_query_get_and_post_give_prometheus_vectors() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json(), expected);
 
-    // Fractional times keep their milliseconds; RFC 3339 is accepted too.
+    // Fractional times keep their milliseconds, written as Prometheus does (three digits);
+    // RFC 3339 is accepted too.
     let r = get(
         s.addr,
         &format!("/api/v1/query?query={}&time={}.5", enc("sum(up)"), t(120)),
@@ -216,7 +217,7 @@ fn instant_query_get_and_post_give_prometheus_vectors() {
     assert_eq!(
         r.body,
         format!(
-            "{{\"status\":\"success\",\"data\":{{\"resultType\":\"vector\",\"result\":[{{\"metric\":{{}},\"value\":[{}.5,\"1\"]}}]}}}}",
+            "{{\"status\":\"success\",\"data\":{{\"resultType\":\"vector\",\"result\":[{{\"metric\":{{}},\"value\":[{}.500,\"1\"]}}]}}}}",
             t(120)
         )
     );
