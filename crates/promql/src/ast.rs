@@ -706,6 +706,14 @@ pub fn write_string(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
     out.write_char('"')
 }
 
+/// `text` as a double-quoted PromQL string (for messages: Go's `%q` look, not Rust's).
+pub fn quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    // Writing into a String cannot fail.
+    let _ = write_string(&mut out, text);
+    out
+}
+
 /// A duration in milliseconds as PromQL writes it (`1h30m`, `250ms`); `0s` for zero.
 pub fn format_duration(ms: i64) -> String {
     if ms == 0 {

@@ -413,7 +413,10 @@ fn check_unique(series: &[Series]) -> Result<(), EvalError> {
 }
 
 pub fn format_labels(labels: &Labels) -> String {
-    let inner: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    let inner: Vec<String> = labels
+        .iter()
+        .map(|(k, v)| format!("{k}={}", crate::ast::quote(v)))
+        .collect();
     format!("{{{}}}", inner.join(", "))
 }
 

@@ -20,7 +20,7 @@ use store::index::Kind;
 use store::tagquery::{Pattern, TagQuery, Term};
 use store::Store;
 
-use crate::ast::{Expr, Selector};
+use crate::ast::{quote, Expr, Selector};
 use crate::eval::{
     self, Annotations, EvalError, HistSample, Labels, Limits, Output, RangeSeries, Sample,
 };
@@ -296,11 +296,11 @@ fn now_ms() -> i64 {
 pub fn parse_time(text: &str) -> Result<i64, String> {
     if let Ok(s) = text.parse::<f64>() {
         if !s.is_finite() || s.abs() > TIME_S_MAX {
-            return Err(format!("cannot parse {text:?} to a valid timestamp"));
+            return Err(format!("cannot parse {} to a valid timestamp", quote(text)));
         }
         return Ok((s * 1000.0).round() as i64);
     }
-    parse_rfc3339(text).ok_or_else(|| format!("cannot parse {text:?} to a valid timestamp"))
+    parse_rfc3339(text).ok_or_else(|| format!("cannot parse {} to a valid timestamp", quote(text)))
 }
 
 fn digits(text: &str, from: usize, len: usize) -> Option<i64> {
@@ -379,12 +379,12 @@ pub fn parse_duration_param(text: &str) -> Result<i64, String> {
     if let Ok(s) = text.parse::<f64>() {
         let ms = (s * 1000.0).round();
         if !ms.is_finite() || ms.abs() > crate::parser::DURATION_MS_MAX as f64 {
-            return Err(format!("cannot parse {text:?} to a valid duration"));
+            return Err(format!("cannot parse {} to a valid duration", quote(text)));
         }
         return Ok(ms as i64);
     }
     crate::parser::parse_duration(text)
-        .ok_or_else(|| format!("cannot parse {text:?} to a valid duration"))
+        .ok_or_else(|| format!("cannot parse {} to a valid duration", quote(text)))
 }
 
 fn time_param(params: &Params, name: &str, default: i64) -> Result<i64, EvalError> {
@@ -413,7 +413,7 @@ fn limit_param(params: &Params) -> Result<usize, EvalError> {
         Some(l) => l
             .parse::<usize>()
             .map(|l| l.min(LISTING_MAX))
-            .map_err(|_| bad(format!("invalid parameter \"limit\": {l:?}"))),
+            .map_err(|_| bad(format!("invalid parameter \"limit\": {}", quote(l)))),
     }
 }
 
@@ -424,7 +424,7 @@ fn query_limit(params: &Params) -> Result<Option<usize>, EvalError> {
         Some(l) => l
             .parse::<usize>()
             .map(Some)
-            .map_err(|_| bad(format!("invalid parameter \"limit\": {l:?}"))),
+            .map_err(|_| bad(format!("invalid parameter \"limit\": {}", quote(l)))),
     }
 }
 
@@ -538,7 +538,8 @@ fn matchers(params: &Params) -> Result<Vec<Selector>, EvalError> {
             Ok(Expr::Selector(s)) => out.push(s),
             Ok(_) => {
                 return Err(bad(format!(
-                    "invalid parameter \"{k}\": {v:?} is not a selector"
+                    "invalid parameter \"{k}\": {} is not a selector",
+                    quote(v)
                 )))
             }
             Err(e) => return Err(bad(format!("invalid parameter \"{k}\": {e}"))),
@@ -802,7 +803,7 @@ async fn label_values(
 /// is or in the `U__` value-escaping form (`U__host_2e_name` for `host.name`).
 fn label_path_name(name: &str) -> Result<String, EvalError> {
     if name.is_empty() {
-        return Err(bad(format!("invalid label name: {name:?}")));
+        return Err(bad(format!("invalid label name: {}", quote(name))));
     }
     Ok(name.to_string())
 }

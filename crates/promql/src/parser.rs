@@ -168,7 +168,10 @@ impl Lexer<'_> {
                 c if c.is_ascii_alphabetic() || c == b'_' || c == b':' => self.ident(),
                 _ => {
                     let c = self.text[start..].chars().next().unwrap_or('?');
-                    return Err(err(start, format!("unexpected character {c:?}")));
+                    return Err(err(
+                        start,
+                        format!("unexpected character {}", crate::ast::quote(&c.to_string())),
+                    ));
                 }
             };
             out.push((start, tok));
@@ -251,9 +254,12 @@ impl Lexer<'_> {
             }
         }
         let text = &self.text[start..self.pos];
-        text.parse::<f64>()
-            .map(Tok::Number)
-            .map_err(|_| err(start, format!("expected a number, found {text:?}")))
+        text.parse::<f64>().map(Tok::Number).map_err(|_| {
+            err(
+                start,
+                format!("expected a number, found {}", crate::ast::quote(text)),
+            )
+        })
     }
 
     /// Reads `<digits><unit>…` if the text is a duration; `None` (position unchanged) if not.

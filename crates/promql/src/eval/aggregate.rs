@@ -17,7 +17,8 @@ impl Ctx<'_> {
     ) -> Result<Value, EvalError> {
         if label.is_empty() {
             return Err(EvalError::Execution(format!(
-                "invalid label name {label:?}"
+                "invalid label name {}",
+                crate::ast::quote(label)
             )));
         }
         let mut out: Vec<Series> = Vec::new();
