@@ -939,8 +939,10 @@ impl<'a> Ctx<'a> {
         }
         let store = self.store;
         let view = store.view().map_err(store_err)?;
+        // A range selector as the whole query returns its raw periods, never slice merges.
+        let pushdown = !matches!(e, Expr::Range { .. });
         for (plan, found) in plans.iter().zip(founds) {
-            let raws = self.read(&view, &found, plan, true)?;
+            let raws = self.read(&view, &found, plan, pushdown)?;
             self.prefetched
                 .insert(plan.sel as *const Selector as usize, (found, raws));
         }

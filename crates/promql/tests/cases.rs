@@ -435,7 +435,12 @@ impl Runner {
             let want: Vec<String> = tokens
                 .map(|t| {
                     let (v, d) = t.split_once('@').unwrap();
-                    format!("{}@{}", parse_float(v), parse_duration_ms(d))
+                    let v = if v == "hist" {
+                        v.to_string()
+                    } else {
+                        parse_float(v).to_string()
+                    };
+                    format!("{v}@{}", parse_duration_ms(d))
                 })
                 .collect();
             if want.join(" ") != got {
