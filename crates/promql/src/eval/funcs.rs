@@ -549,28 +549,23 @@ fn set_label(labels: &mut Labels, name: &str, value: String) {
     }
 }
 
-/// The labels `absent()` gives: the selector's equality matchers (not the name).
+/// The labels `absent()` gives, by Prometheus's rule: in matcher order, an equality matcher
+/// sets its label unless an earlier equality matcher did; any other matcher on a label removes
+/// it (so `{job="a", job="b"}` and `{job="a", job=~"x"}` give no `job`).
 fn absent_labels(arg: &Expr) -> Labels {
-    let mut labels: Labels = match arg {
-        Expr::Selector(sel) => sel
-            .matchers
-            .iter()
-            .filter(|m| m.op == MatchOp::Equal && m.label != "__name__")
-            .map(|m| (m.label.clone(), m.value.clone()))
-            .collect(),
-        _ => Vec::new(),
+    let Expr::Selector(sel) = arg else {
+        return Vec::new();
     };
-    labels.sort();
-    // A label matched twice for equality gives no value (Prometheus drops it).
-    let mut out: Labels = Vec::with_capacity(labels.len());
-    for (k, v) in labels {
-        match out.last() {
-            Some((pk, _)) if *pk == k => {
-                out.pop();
-            }
-            _ => out.push((k, v)),
+    let mut out: Labels = Vec::new();
+    let mut set: Vec<&str> = Vec::new();
+    for m in sel.matchers.iter().filter(|m| m.label != "__name__") {
+        out.retain(|(k, _)| *k != m.label);
+        if m.op == MatchOp::Equal && !set.contains(&m.label.as_str()) {
+            out.push((m.label.clone(), m.value.clone()));
+            set.push(&m.label);
         }
     }
+    out.sort();
     out
 }
 
