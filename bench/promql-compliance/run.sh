@@ -10,6 +10,7 @@
 #   start  start the demo services, Strata and Prometheus, and leave them running
 #   test   run the tester against the running pair; prints the score
 #   test-extra  the same with extra-queries.yml (what Strata added beyond the suite)
+#   test-instant  instant queries (instant-queries.txt) asked of both, answers compared
 #   stop   stop what `start` started
 #   restart-strata  rebuild Strata and restart it on the same data (Prometheus queues
 #          its remote writes meanwhile and resends them)
@@ -265,6 +266,11 @@ restart-strata)
 test)
     shift
     run_tester "$@"
+    ;;
+test-instant)
+    # Instant queries (instant-queries.txt), which the tester does not ask.
+    python3 "$(dirname "$0")/instant-compare.py" "$(dirname "$0")/instant-queries.txt" \
+        "http://127.0.0.1:$PROM_PORT" "http://127.0.0.1:$STRATA_PORT"
     ;;
 test-extra)
     # Strata's own extra queries (extra-queries.yml) instead of the suite's, same comparison.
