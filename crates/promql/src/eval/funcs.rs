@@ -386,6 +386,7 @@ impl Ctx<'_> {
                 }
                 Raw::None => continue,
             }
+            self.note_non_counter(func, &labels, &points);
             out.push(Series {
                 labels: if keeps_name {
                     labels
@@ -396,6 +397,25 @@ impl Ctx<'_> {
             });
         }
         Ok(out)
+    }
+
+    /// Prometheus's info when `rate` or `increase` gives values for a float series whose name
+    /// does not look like a counter's.
+    fn note_non_counter(&mut self, func: Func, labels: &Labels, points: &[Option<Sample>]) {
+        if !matches!(func, Func::Rate | Func::Increase) {
+            return;
+        }
+        let name = label_value(labels, "__name__");
+        let counter_like = ["_total", "_sum", "_count", "_bucket"]
+            .iter()
+            .any(|s| name.ends_with(s));
+        let floats = points.iter().any(|p| matches!(p, Some(Sample::Float(_))));
+        if !name.is_empty() && !counter_like && floats {
+            self.notes.info(format!(
+                "PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: {}",
+                crate::ast::quote(name)
+            ));
+        }
     }
 
     /// `present_over_time` of histogram periods: 1 where a window holds one.
