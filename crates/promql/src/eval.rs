@@ -493,6 +493,17 @@ struct Planned<'e> {
     step_ms: i64,
 }
 
+/// `target_info`, the info series `info(v)` joins by default (one selector for every query).
+fn target_info_selector() -> &'static Selector {
+    static SELECTOR: std::sync::OnceLock<Selector> = std::sync::OnceLock::new();
+    SELECTOR.get_or_init(|| Selector {
+        name: Some("target_info".into()),
+        matchers: Vec::new(),
+        offset_ms: 0,
+        at: None,
+    })
+}
+
 /// A range-vector argument: each series' data, the times its windows end at, the range.
 type MatrixArg = (Vec<(Labels, Raw)>, Vec<i64>, i64);
 
@@ -899,7 +910,20 @@ impl<'a> Ctx<'a> {
                     self.plan(expr, &inner, budget, out);
                 }
             }
-            Expr::Call { args, .. } => args.iter().for_each(|a| self.plan(a, grid, budget, out)),
+            Expr::Call { func, args } => {
+                args.iter().for_each(|a| self.plan(a, grid, budget, out));
+                // `info(v)` reads `target_info` too: under the same view.
+                if *func == Func::Info && args.len() == 1 {
+                    let sel = target_info_selector();
+                    out.push(Planned {
+                        sel,
+                        range_ms: lookback,
+                        bare: true,
+                        times: self.times_on(grid, sel.at, sel.offset_ms),
+                        step_ms: grid.step_ms,
+                    });
+                }
+            }
             Expr::Aggregate { param, expr, .. } => {
                 if let Some(p) = param {
                     self.plan(p, grid, budget, out);

@@ -10,7 +10,7 @@ use super::{
     parse_le, range_value, slide_merge, Ctx, EvalError, HistSample, Labels, Raw, Sample, Series,
     Value, DEADLINE_CHECK_STEPS,
 };
-use crate::ast::{Expr, Func, MatchOp, Selector};
+use crate::ast::{Expr, Func, MatchOp};
 use crate::parser::anchored_regex;
 
 impl Ctx<'_> {
@@ -263,12 +263,7 @@ impl Ctx<'_> {
         let series = self.vector(&args[0])?;
         let infos = match args.get(1) {
             Some(e) => self.vector(e)?,
-            None => self.instant_selector(&Selector {
-                name: Some("target_info".into()),
-                matchers: Vec::new(),
-                offset_ms: 0,
-                at: None,
-            })?,
+            None => self.instant_selector(super::target_info_selector())?,
         };
         const IDENTIFYING: [&str; 2] = ["instance", "job"];
         let key = |l: &Labels| -> Vec<String> {
