@@ -793,3 +793,49 @@ fn rules_and_alerts_answer_prometheus_empty_lists() {
         json!({"status": "success", "data": {"alerts": []}})
     );
 }
+
+#[test]
+fn warnings_and_infos_come_in_their_arrays() {
+    let s = server(Limits::default());
+    let r = get(
+        s.addr,
+        &format!(
+            "/api/v1/query?query={}&time={}",
+            enc("rate(up[5m])"),
+            t(600)
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.json()["infos"],
+        json!(["PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: \"up\""])
+    );
+    assert!(r.json().get("warnings").is_none(), "{}", r.body);
+    let r = get(
+        s.addr,
+        &format!(
+            "/api/v1/query_range?query={}&start={}&end={}&step=60",
+            enc("quantile(2, up)"),
+            t(0),
+            t(120)
+        ),
+    );
+    assert_eq!(
+        r.json()["warnings"],
+        json!(["PromQL warning: quantile value should be between 0 and 1, got 2"])
+    );
+    // An error carries no annotations, only Prometheus's error shape.
+    let r = get(
+        s.addr,
+        &format!(
+            "/api/v1/query?query={}&time={}",
+            enc("label_replace(label_replace(up, \"job\", \"\", \"\", \"\"), \"instance\", \"\", \"\", \"\")"),
+            t(60)
+        ),
+    );
+    assert_eq!(r.status, 422);
+    assert_eq!(
+        r.json(),
+        json!({"status": "error", "errorType": "execution", "error": "vector cannot contain metrics with the same labelset"})
+    );
+}
