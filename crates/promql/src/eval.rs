@@ -1120,31 +1120,7 @@ impl<'a> Ctx<'a> {
             Some(Value::String(s)) => (None, Some(s)),
             _ => (None, None),
         };
-        let key_of = |labels: &Labels| -> Labels {
-            match grouping {
-                None => Vec::new(),
-                Some(g) if g.without => labels
-                    .iter()
-                    .filter(|(k, _)| k != "__name__" && !g.labels.contains(k))
-                    .cloned()
-                    .collect(),
-                Some(g) => labels
-                    .iter()
-                    .filter(|(k, _)| g.labels.contains(k))
-                    .cloned()
-                    .collect(),
-            }
-        };
-        let mut groups: Vec<(Labels, Vec<usize>)> = Vec::new();
-        let mut index: HashMap<Labels, usize> = HashMap::new();
-        for (i, s) in series.iter().enumerate() {
-            let key = key_of(&s.labels);
-            let g = *index.entry(key.clone()).or_insert_with(|| {
-                groups.push((key, Vec::new()));
-                groups.len() - 1
-            });
-            groups[g].1.push(i);
-        }
+        let groups = aggregate::groups_of(grouping, &series);
         match op {
             AggOp::CountValues => {
                 let label = label.unwrap_or_default();
@@ -1158,50 +1134,7 @@ impl<'a> Ctx<'a> {
         }
         if matches!(op, AggOp::Topk | AggOp::Bottomk) {
             let k = param.unwrap_or_default();
-            let mut out: Vec<Series> = Vec::new();
-            let mut selected: Vec<Vec<bool>> = vec![vec![false; self.grid.steps]; series.len()];
-            for (_, members) in &groups {
-                for (i, &kf) in k.iter().enumerate() {
-                    if kf.is_nan() || kf < 1.0 {
-                        continue;
-                    }
-                    let mut present: Vec<(f64, usize)> = members
-                        .iter()
-                        .filter_map(|&m| match &series[m].points[i] {
-                            Some(Sample::Float(v)) => Some((*v, m)),
-                            _ => None,
-                        })
-                        .collect();
-                    // NaN sorts last in both directions.
-                    present.sort_by(|a, b| {
-                        let ord = if op == AggOp::Topk {
-                            b.0.partial_cmp(&a.0)
-                        } else {
-                            a.0.partial_cmp(&b.0)
-                        };
-                        ord.unwrap_or_else(|| a.0.is_nan().cmp(&b.0.is_nan()))
-                    });
-                    for &(_, m) in present.iter().take(kf.min(usize::MAX as f64) as usize) {
-                        selected[m][i] = true;
-                    }
-                }
-            }
-            for (m, s) in series.into_iter().enumerate() {
-                if !selected[m].iter().any(|&b| b) {
-                    continue;
-                }
-                let points = s
-                    .points
-                    .into_iter()
-                    .zip(&selected[m])
-                    .map(|(p, &keep)| if keep { p } else { None })
-                    .collect();
-                out.push(Series {
-                    labels: s.labels,
-                    points,
-                });
-            }
-            return Ok(Value::Vector(out));
+            return Ok(Value::Vector(self.top(op, &k, &groups, series)));
         }
         let mut out = Vec::with_capacity(groups.len());
         for (labels, members) in groups {

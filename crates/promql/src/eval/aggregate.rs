@@ -56,6 +56,61 @@ impl Ctx<'_> {
         Ok(Value::Vector(out))
     }
 
+    /// `topk(k, v)` / `bottomk(k, v)`: per group and step the `k` greatest (least) values,
+    /// each kept in its own series with all its labels. NaN sorts last either way.
+    pub(super) fn top(
+        &mut self,
+        op: AggOp,
+        k: &[f64],
+        groups: &[(Labels, Vec<usize>)],
+        series: Vec<Series>,
+    ) -> Vec<Series> {
+        let mut out: Vec<Series> = Vec::new();
+        let mut selected: Vec<Vec<bool>> = vec![vec![false; self.grid.steps]; series.len()];
+        for (_, members) in groups {
+            for (i, &kf) in k.iter().enumerate() {
+                if kf.is_nan() || kf < 1.0 {
+                    continue;
+                }
+                let mut present: Vec<(f64, usize)> = members
+                    .iter()
+                    .filter_map(|&m| match &series[m].points[i] {
+                        Some(Sample::Float(v)) => Some((*v, m)),
+                        _ => None,
+                    })
+                    .collect();
+                // NaN sorts last in both directions.
+                present.sort_by(|a, b| {
+                    let ord = if op == AggOp::Topk {
+                        b.0.partial_cmp(&a.0)
+                    } else {
+                        a.0.partial_cmp(&b.0)
+                    };
+                    ord.unwrap_or_else(|| a.0.is_nan().cmp(&b.0.is_nan()))
+                });
+                for &(_, m) in present.iter().take(kf.min(usize::MAX as f64) as usize) {
+                    selected[m][i] = true;
+                }
+            }
+        }
+        for (m, s) in series.into_iter().enumerate() {
+            if !selected[m].iter().any(|&b| b) {
+                continue;
+            }
+            let points = s
+                .points
+                .into_iter()
+                .zip(&selected[m])
+                .map(|(p, &keep)| if keep { p } else { None })
+                .collect();
+            out.push(Series {
+                labels: s.labels,
+                points,
+            });
+        }
+        out
+    }
+
     /// `limitk(k, v)`: per group and step the first `k` series with a value (in label order);
     /// `limit_ratio(r, v)`: the series whose label hash falls in the first `r` of the hash
     /// space (the last `−r` for a negative `r`), so a ratio keeps the same series every step.
@@ -114,6 +169,40 @@ impl Ctx<'_> {
         ));
         to
     }
+}
+
+/// The groups of an aggregation: each group's labels and its members' indexes, in the order
+/// first seen.
+pub(super) fn groups_of(
+    grouping: Option<&crate::ast::Grouping>,
+    series: &[Series],
+) -> Vec<(Labels, Vec<usize>)> {
+    let key_of = |labels: &Labels| -> Labels {
+        match grouping {
+            None => Vec::new(),
+            Some(g) if g.without => labels
+                .iter()
+                .filter(|(k, _)| k != "__name__" && !g.labels.contains(k))
+                .cloned()
+                .collect(),
+            Some(g) => labels
+                .iter()
+                .filter(|(k, _)| g.labels.contains(k))
+                .cloned()
+                .collect(),
+        }
+    };
+    let mut groups: Vec<(Labels, Vec<usize>)> = Vec::new();
+    let mut index: HashMap<Labels, usize> = HashMap::new();
+    for (i, s) in series.iter().enumerate() {
+        let key = key_of(&s.labels);
+        let g = *index.entry(key.clone()).or_insert_with(|| {
+            groups.push((key, Vec::new()));
+            groups.len() - 1
+        });
+        groups[g].1.push(i);
+    }
+    groups
 }
 
 /// FNV-1a over the label pairs: stable across steps and runs.

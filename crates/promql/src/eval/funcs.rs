@@ -71,6 +71,21 @@ impl Ctx<'_> {
                 sort_by_labels(&mut series, &labels, func == SortByLabelDesc);
                 Ok(Value::Vector(series))
             }
+            HistogramQuantile | HistogramFraction | HistogramCount | HistogramSum
+            | HistogramAvg | HistogramStddev | HistogramStdvar => self.histogram_call(func, args),
+            Absent => self.absent(&args[0]),
+            Info => self.info(args),
+            _ => Err(EvalError::BadData(format!(
+                "function {} has no evaluation",
+                func.name()
+            ))),
+        }
+    }
+
+    /// The histogram functions (`histogram_quantile` also reads classic `le` buckets).
+    fn histogram_call(&mut self, func: Func, args: &[Expr]) -> Result<Value, EvalError> {
+        use Func::*;
+        match func {
             HistogramQuantile => {
                 let q = self.scalar(&args[0])?;
                 let series = self.vector(&args[1])?;
@@ -107,10 +122,8 @@ impl Ctx<'_> {
             HistogramStdvar => Ok(Value::Vector(map_hists(self.vector(&args[0])?, |_, h| {
                 h.hist.stddev().powi(2)
             }))),
-            Absent => self.absent(&args[0]),
-            Info => self.info(args),
             _ => Err(EvalError::BadData(format!(
-                "function {} has no evaluation",
+                "{} is not a histogram function",
                 func.name()
             ))),
         }
