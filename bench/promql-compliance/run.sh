@@ -279,6 +279,12 @@ test-extra)
     ;;
 all)
     build
+    # A fresh pair: no data from an earlier run on either side.
+    if alive prometheus || alive strata; then
+        echo "a run is still going (run.sh stop first)" >&2
+        exit 1
+    fi
+    rm -rf "$RUN/strata-data" "$RUN/prometheus-data" "$RUN/started"
     start
     log "collecting data for $WAIT_S s"
     sleep "$WAIT_S"
