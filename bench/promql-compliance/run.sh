@@ -106,7 +106,13 @@ build() {
         (cd "$src" && go build -o "$BIN/prometheus_demo_service" .)
     fi
     build_strata
-    cp "$CARGO_TARGET_DIR/release/strata" "$BIN/strata"
+    install_strata
+}
+
+# Replaced by a rename, so a running Strata keeps its binary.
+install_strata() {
+    cp "$CARGO_TARGET_DIR/release/strata" "$BIN/strata.new"
+    mv -f "$BIN/strata.new" "$BIN/strata"
 }
 
 build_strata() {
@@ -260,7 +266,7 @@ status)
 restart-strata)
     build_strata
     stop_one strata
-    cp "$CARGO_TARGET_DIR/release/strata" "$BIN/strata"
+    install_strata
     start_strata
     ;;
 test)
