@@ -61,7 +61,7 @@ pub use sources::{
 };
 
 // Read.
-pub use aggregate::{NumericAggregate, SliceAggregate};
+pub use aggregate::{counter_step, NumericAggregate, SliceAggregate};
 pub use read::{Latest, Slicing, View, SLICES_MAX};
 
 // Fetch: many series by tag query, merged per slice and group.
