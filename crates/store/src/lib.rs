@@ -33,6 +33,8 @@ mod index;
 mod inspect;
 pub mod key;
 mod manifest;
+mod num_head;
+mod points;
 mod read;
 mod rollup;
 mod series;
