@@ -68,10 +68,13 @@ pub struct StoreOptions {
     /// The file layer of the WAL, blocks and manifest: `RealFs` unless a test injects faults
     /// (the series index uses `std::fs`).
     pub vfs: Arc<dyn Vfs>,
-    /// The background flusher writes the head to blocks once it holds this many samples…
-    pub head_samples_max: u64,
-    /// …or once its oldest sample was written this long ago.
+    /// The background flusher writes the head to blocks once its oldest sample was written
+    /// `flush_interval_ms` ago (flushes are sized by time: a block then holds a partition's
+    /// worth of each series, its chunks long)…
     pub flush_interval_ms: u64,
+    /// …or, as a backstop for memory, once it holds this many samples (numeric points take
+    /// about a byte each in the head, `STATUS.md` has the budget).
+    pub head_samples_max: u64,
     /// Run the background flusher (tests that drive `flush` themselves turn it off).
     pub background_flush: bool,
     /// Rollup levels, finest first: each period a multiple of the one before (the first of the
@@ -96,8 +99,8 @@ impl Default for StoreOptions {
             durability: Durability::default(),
             wal_segment_size_bytes: 64 << 20,
             vfs: Arc::new(RealFs),
-            head_samples_max: 16 << 20,
-            flush_interval_ms: 15 * 60 * 1000,
+            flush_interval_ms: PARTITION_MS_DEFAULT as u64,
+            head_samples_max: 1 << 30,
             background_flush: true,
             levels: default_levels(),
             base_retention_ms: 30 * DAY_MS,

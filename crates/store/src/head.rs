@@ -348,8 +348,18 @@ mod tests {
         for step in 0..60i64 {
             let values: Vec<(f64, u64)> = (0..50).map(|i| (1.0 + f64::from(i), 1)).collect();
             let h = crate::test_util::histogram_of(&values);
-            assert!(head.insert(hist_id, Offsets::in_order(step as u64), step * 10_000, Value::Histogram(h)));
-            assert!(head.insert(numeric_id, Offsets::in_order(step as u64), step * 10_000, Value::Numeric(1.0)));
+            assert!(head.insert(
+                hist_id,
+                Offsets::in_order(step as u64),
+                step * 10_000,
+                Value::Histogram(h)
+            ));
+            assert!(head.insert(
+                numeric_id,
+                Offsets::in_order(step as u64),
+                step * 10_000,
+                Value::Numeric(1.0)
+            ));
         }
         let mut next = head.successor();
         assert_eq!(
@@ -357,7 +367,12 @@ mod tests {
             vec![&hist_id]
         );
         let h = crate::test_util::histogram_of(&[(2.0, 1)]);
-        assert!(next.insert(hist_id, Offsets::in_order(0), 700_000, Value::Histogram(h.clone())));
+        assert!(next.insert(
+            hist_id,
+            Offsets::in_order(0),
+            700_000,
+            Value::Histogram(h.clone())
+        ));
         assert!(next.carried_windows.is_empty());
         let Some(SeriesHead::Histogram(series)) = next.series.get(&hist_id) else {
             panic!("a histogram series");

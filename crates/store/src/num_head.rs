@@ -108,7 +108,10 @@ impl NumericSeries {
         let open = crate::points::in_range(&self.open, start_ms, end_ms);
         out.extend(open.iter().map(|p| (p.ts_ms, p.value)));
         match &self.late {
-            Some(late) => overlay(out, late.map_in_range(start_ms, end_ms, |p| (p.ts_ms, p.value))),
+            Some(late) => overlay(
+                out,
+                late.map_in_range(start_ms, end_ms, |p| (p.ts_ms, p.value)),
+            ),
             None => out,
         }
     }
@@ -137,22 +140,18 @@ impl NumericSeries {
 
     /// The first point's timestamp at or after `ts_ms`.
     pub fn first_at_or_after(&self, ts_ms: i64) -> Option<i64> {
-        let stream = self
-            .streams
-            .iter()
-            .find(|s| s.last_ts() >= ts_ms)
-            .map(|s| {
-                if s.first_ts() >= ts_ms {
-                    return s.first_ts();
+        let stream = self.streams.iter().find(|s| s.last_ts() >= ts_ms).map(|s| {
+            if s.first_ts() >= ts_ms {
+                return s.first_ts();
+            }
+            let mut first = s.last_ts();
+            s.for_each(|t, _| {
+                if t >= ts_ms && t < first {
+                    first = t;
                 }
-                let mut first = s.last_ts();
-                s.for_each(|t, _| {
-                    if t >= ts_ms && t < first {
-                        first = t;
-                    }
-                });
-                first
             });
+            first
+        });
         let open = self.open.iter().find(|p| p.ts_ms >= ts_ms).map(|p| p.ts_ms);
         let late = self.late.as_ref().and_then(|l| l.first_at_or_after(ts_ms));
         [stream, open, late].into_iter().flatten().min()
@@ -306,6 +305,10 @@ mod tests {
         }
         assert_eq!(series.counts(), (720, 720));
         assert!(!series.xor_mode());
-        assert!(series.size_bytes() < 720 + 2 * 128, "{}", series.size_bytes());
+        assert!(
+            series.size_bytes() < 720 + 2 * 128,
+            "{}",
+            series.size_bytes()
+        );
     }
 }

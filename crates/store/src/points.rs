@@ -116,7 +116,9 @@ impl<T> Points<T> {
     pub fn size_bytes(&self) -> usize {
         let point = std::mem::size_of::<Point<T>>();
         let older: usize = self.older.iter().map(|r| r.capacity() * point).sum();
-        older + self.older.capacity() * std::mem::size_of::<Vec<Point<T>>>() + self.tail.capacity() * point
+        older
+            + self.older.capacity() * std::mem::size_of::<Vec<Point<T>>>()
+            + self.tail.capacity() * point
     }
 
     pub fn last(&self) -> Option<&Point<T>> {

@@ -78,16 +78,20 @@ impl AdaptiveK {
     pub fn starting_at(k: u32) -> AdaptiveK {
         let k = k.min(ADAPTIVE_K_MAX);
         // n · 2^(k−1) < sum ≤ n · 2^k with n = 2.
-        AdaptiveK { sum: 2u64 << k, n: 2 }
+        AdaptiveK {
+            sum: 2u64 << k,
+            n: 2,
+        }
     }
 
     #[inline]
     pub fn k(&self) -> u32 {
-        let mut k = 0;
-        while k < ADAPTIVE_K_MAX && (u64::from(self.n) << k) < self.sum {
-            k += 1;
-        }
-        k
+        // `n << k0` has the bit length of `sum`: it is at least `sum` (k0 is the least such k,
+        // as `n << (k0 − 1)` is shorter than `sum`), or the next k is.
+        let bits = |x: u64| 64 - x.leading_zeros();
+        let k0 = bits(self.sum).saturating_sub(bits(u64::from(self.n)));
+        let k = k0 + u32::from((u64::from(self.n) << k0) < self.sum);
+        k.min(ADAPTIVE_K_MAX)
     }
 
     #[inline]
@@ -133,6 +137,22 @@ mod tests {
         assert_eq!(a.k(), 2);
         assert_eq!(AdaptiveK::starting_at(7).k(), 7);
         assert_eq!(AdaptiveK::starting_at(99).k(), ADAPTIVE_K_MAX);
+    }
+
+    proptest! {
+        /// The constant-time parameter is the least `k` with `n · 2^k ≥ sum` (capped).
+        #[test]
+        fn adaptive_k_is_the_least_fitting(residuals in proptest::collection::vec(any::<u64>().prop_map(|v| v >> (v % 64)), 0..100), k0 in 0u32..60) {
+            let mut a = AdaptiveK::starting_at(k0);
+            for r in residuals {
+                let mut k = 0;
+                while k < ADAPTIVE_K_MAX && (u64::from(a.n) << k) < a.sum {
+                    k += 1;
+                }
+                prop_assert_eq!(a.k(), k);
+                a.update(r);
+            }
+        }
     }
 
     proptest! {
