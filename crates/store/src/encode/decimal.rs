@@ -31,8 +31,8 @@ pub fn value_of(m: i64, decimals: u8) -> f64 {
 pub fn mantissa(v: f64, decimals: u8) -> Option<i64> {
     let scale = *POW10.get(usize::from(decimals))?;
     let m = (v * scale).round();
-    // Also false for NaN and ±inf.
-    if !(m.abs() <= INT_EXACT_MAX as f64) {
+    // ±inf are beyond the bound too.
+    if m.is_nan() || m.abs() > INT_EXACT_MAX as f64 {
         return None;
     }
     let m = m as i64;
