@@ -10,7 +10,8 @@
 //! the mapping is lossless by construction; anything else (full-precision floats, NaN, ±inf,
 //! −0.0) stays with XOR coding.
 
-use super::numeric::INT_EXACT_MAX;
+/// Integers of at most this magnitude are exact in an f64.
+pub const INT_EXACT_MAX: i64 = 1 << 53;
 
 /// Most decimals a decimal value may have (10^15 · 2^53 is still below f64's range, and
 /// `10^d` is exact in an f64 up to 10^22).

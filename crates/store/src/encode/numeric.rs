@@ -10,7 +10,7 @@
 
 use super::bits::{best_rice_k, get_varint, put_varint, rice_bits, unzigzag, zigzag};
 use super::bits::{BitReader, BitWriter};
-use super::decimal::{self, AdaptiveK, ADAPTIVE_K_MAX, DECIMALS_MAX};
+use super::decimal::{self, AdaptiveK, ADAPTIVE_K_MAX, DECIMALS_MAX, INT_EXACT_MAX};
 use super::timestamps;
 use super::{check_timestamps, frame_body, frame_finish, frame_start, read_count};
 use super::{ChunkKind, DecodeError, EncodeError};
@@ -28,8 +28,6 @@ pub const PREDICT_DELTA_OF_DELTA: u8 = 1;
 pub const FIXED_K: u8 = 2;
 /// Residuals the starting Rice parameter is fit to.
 const K0_FIT_RESIDUALS: usize = 16;
-/// Integers of at most this magnitude are exact in an f64.
-pub const INT_EXACT_MAX: i64 = 1 << 53;
 /// The XOR code's leading-zero field is 5 bits.
 const XOR_LEADING_MAX: u32 = 31;
 
