@@ -14,11 +14,12 @@ mod influx;
 mod kept;
 mod mapping;
 mod metrics;
+mod overview;
 mod read;
 mod remote_write;
+mod saved;
 mod statsd;
 mod ui;
-mod worksheets;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -53,6 +54,17 @@ pub struct App {
     pub body_budget_kib_max: u32,
     /// Series ids by the bytes clients send for a series (Influx, remote write): this store's.
     pub series_ids: idcache::SeriesIds,
+    /// The addresses actually bound (port 0 resolved), for the landing page's examples.
+    pub listening: Listening,
+}
+
+/// Where the server listens: `None` for a listener that is off.
+#[derive(Clone, Debug, Default)]
+pub struct Listening {
+    pub http: Option<String>,
+    pub statsd: Option<String>,
+    pub graphite: Option<String>,
+    pub tls: bool,
 }
 
 /// How many maximum-size bodies may be held at once.
@@ -344,6 +356,14 @@ async fn serve(config: Config) -> Result<(), String> {
         (Some(cert), Some(key)) => Some(conn::acceptor(cert, key)?),
         _ => None,
     };
+    let bound =
+        |r: Option<std::io::Result<SocketAddr>>| r.and_then(Result::ok).map(|a| a.to_string());
+    let listening = Listening {
+        http: bound(http_listener.as_ref().map(|l| l.local_addr())),
+        statsd: bound(statsd_socket.as_ref().map(|s| s.local_addr())),
+        graphite: bound(graphite_listener.as_ref().map(|l| l.local_addr())),
+        tls: tls.is_some(),
+    };
     let line = format!(
         "strata serve: listening http={} statsd={} graphite={} tls={} data_dir={}",
         local(http_local),
@@ -372,6 +392,7 @@ async fn serve(config: Config) -> Result<(), String> {
         body_budget_kib: Semaphore::new(body_budget_kib as usize),
         body_budget_kib_max: body_budget_kib,
         series_ids: idcache::SeriesIds::from_env(),
+        listening,
     });
     drop(store);
 
