@@ -46,7 +46,7 @@ pub async fn run(spec: &CheckSpec) -> Result<Vec<Measurement>, CheckError> {
     let kind = spec::check(spec)?;
     let mut out = Out::default();
     let limit = Duration::from_millis(spec.timeout_ms);
-    let result = tokio::time::timeout(limit, run_kind(&kind, spec, &mut out)).await;
+    let result = tokio::time::timeout(limit, run_kind(&kind, &mut out)).await;
     match result {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(e),
@@ -55,12 +55,12 @@ pub async fn run(spec: &CheckSpec) -> Result<Vec<Measurement>, CheckError> {
     Ok(out.finish(&spec.tags))
 }
 
-async fn run_kind(kind: &Kind, spec: &CheckSpec, out: &mut Out) -> Result<(), CheckError> {
+async fn run_kind(kind: &Kind, out: &mut Out) -> Result<(), CheckError> {
     match kind {
         Kind::Http(c) => http::run(c, out).await,
         Kind::Tcp(c) => tcp::run(c, out).await,
         Kind::Dns(c) => dns::run(c, out).await,
-        Kind::Ping(c) => ping::run(c, spec.timeout_ms, out).await,
+        Kind::Ping(c) => ping::run(c, out).await,
         Kind::Json(c) => json::run(c, out).await,
         Kind::Prometheus(c) => prometheus::run(c, out).await,
         Kind::Postgres(c) => postgres::run(c, out).await,

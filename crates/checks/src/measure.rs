@@ -89,6 +89,12 @@ impl Out {
         self.status = Some(status.into());
     }
 
+    /// The service answered, but not wholly (some pings lost): up, with `status` saying what.
+    pub(crate) fn partly(&mut self, status: impl Into<String>) {
+        self.up = Some(true);
+        self.status = Some(status.into());
+    }
+
     /// The deadline stopped the check: what it measured so far stays.
     pub(crate) fn timed_out(&mut self) {
         self.fail("timeout");
