@@ -14,7 +14,7 @@ use store::{Store, StoreOptions, Value, WriteBatch};
 use crate::measure::{self, JsonObject};
 use crate::workload::{Config, GenValue, Sample, Shape, Workload, CHUNK_SAMPLES_MAX, INTERVAL_MS};
 
-/// Issue 4: batches of 10,000 samples.
+/// The benchmark's batches: 10,000 samples.
 pub const BATCH_SAMPLES_DEFAULT: usize = 10_000;
 /// Samples generated at a time (`--gen-chunk`), each chunk pushed into the batch before the next
 /// is made: about 75 KB of histograms, so they are still in the L2 cache when the store reads

@@ -5,7 +5,7 @@
 //! Two parts: first thread CPU time (`CLOCK_THREAD_CPUTIME_ID`, so time spent waiting for the
 //! shared CPU is not counted) per period for encode, decode and decode_into, the median of
 //! `ROUNDS` rounds over every chunk, with the bytes per period, for the range-coded chunk
-//! (kind 3, written up to session 8) and the Rice-coded one (kind 6, written since; also encoded
+//! (kind 3, written until 2026-11-26) and the Rice-coded one (kind 6, written since; also encoded
 //! from packed periods, as a flush does); then the same operations under criterion (wall
 //! time). `cargo bench -p store --bench hist_chunk -- --cpu-only` skips the criterion part;
 //! `-- --encode-loop` only encodes, for a profiler.
@@ -71,7 +71,7 @@ struct Coder {
     decode_into: fn(&[u8], &mut [Accumulator]),
 }
 
-/// The range-coded chunk (kind 3, what blocks held up to session 8) and the Rice-coded one
+/// The range-coded chunk (kind 3, what blocks held until 2026-11-26) and the Rice-coded one
 /// (kind 6, written since), measured side by side in one run.
 const CODERS: [Coder; 2] = [
     Coder {

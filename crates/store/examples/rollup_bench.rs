@@ -1,4 +1,4 @@
-//! Read benchmarks over rollups (issue 5), on the histogram workload of `bench/storebench`
+//! Read benchmarks over rollups, on the histogram workload of `bench/storebench`
 //! (lognormal μ = −3, σ = 1.6, 100 observations per series every 10 s) extended to 7 days.
 //!
 //! `cargo run --release -p store --example rollup_bench [-- --series N --hours H --runs R

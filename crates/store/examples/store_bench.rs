@@ -205,7 +205,7 @@ fn lognormal_periods(
         .collect()
 }
 
-/// The histogram shape (100 lognormal observations per 10 s step): one day of 60 s
+/// The target histogram shape (100 lognormal observations per 10 s step): one day of 60 s
 /// periods with six steps merged into each (≈211 bins per period), then 4 hours of 10 s periods
 /// (one step each, ≈75 bins).
 fn bench_histogram() {

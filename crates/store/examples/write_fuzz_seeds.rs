@@ -39,12 +39,19 @@ fn wal_seeds() -> Vec<(&'static str, Vec<u8>)> {
         },
         Group {
             id: SeriesId(2),
-            samples: vec![(2_000, Value::CumulativeHistogram(h))],
+            samples: vec![(
+                2_000,
+                Value::CumulativeHistogram(hist::convert::Cumulative::Bins(h)),
+            )],
         },
     ];
     let encoded = |groups: &[Group]| {
         let mut out = Vec::new();
-        wal::encode(groups, &mut out);
+        let record = wal::Record {
+            origin: None,
+            groups: groups.to_vec(),
+        };
+        wal::encode(&record, &mut out);
         out
     };
     let all = encoded(&groups);

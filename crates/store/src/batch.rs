@@ -7,10 +7,12 @@
 
 use std::borrow::Cow;
 
+use hist::convert::Cumulative;
 use hist::Histogram;
 
 use crate::index::{Kind, SeriesId};
 use crate::key::StreamKey;
+use crate::sources::Origin;
 use crate::StoreError;
 
 /// Samples in one batch, bounded so one batch fits one journal record comfortably.
@@ -28,9 +30,10 @@ pub enum Value {
     Text(String),
     /// Observations made at this sample's time; merged into the sample's base period.
     Histogram(Histogram),
-    /// A running total since the source started: the store keeps the difference from the
-    /// series' previous cumulative submission (or the whole value after a counter reset).
-    CumulativeHistogram(Histogram),
+    /// A running total since the source started, in the source's own buckets: the store keeps
+    /// the increase since the series' previous cumulative submission, taken in those buckets
+    /// and then converted (or the whole value after a counter reset).
+    CumulativeHistogram(Cumulative),
 }
 
 impl Value {
@@ -173,6 +176,9 @@ pub struct WriteBatch {
     has_cumulative: bool,
     /// About the WAL record's size, so the write path allocates it once.
     record_size_hint_bytes: usize,
+    /// Who sent the batch and which of its batches it is, when the sender said: the store
+    /// applies a batch of one origin once (`sources.rs`).
+    origin: Option<Origin>,
 }
 
 impl WriteBatch {
@@ -197,13 +203,15 @@ impl WriteBatch {
         self.push(key, ts_ms, Value::Histogram(value.clone()))
     }
 
+    /// A running total kept as llhist bins (httptrap `_type: "H"`).
     pub fn cumulative_histogram(
         &mut self,
         key: &StreamKey,
         ts_ms: i64,
         value: &Histogram,
     ) -> Result<(), StoreError> {
-        self.push(key, ts_ms, Value::CumulativeHistogram(value.clone()))
+        let value = Value::CumulativeHistogram(Cumulative::Bins(value.clone()));
+        self.push(key, ts_ms, value)
     }
 
     /// Adds one sample. A key keeps one kind (for life, in the index).
@@ -453,7 +461,8 @@ impl WriteBatch {
             Incoming::Value(other) => {
                 let bytes = match &other {
                     Value::Text(t) => t.len(),
-                    Value::Histogram(h) | Value::CumulativeHistogram(h) => 4 + 10 * h.bin_count(),
+                    Value::Histogram(h) => 4 + 10 * h.bin_count(),
+                    Value::CumulativeHistogram(c) => 64 + cumulative_size_hint(c),
                     Value::Numeric(_) => 8,
                 };
                 self.has_cumulative |= matches!(other, Value::CumulativeHistogram(_));
@@ -553,6 +562,26 @@ impl WriteBatch {
         self.others.clear();
         self.has_cumulative = false;
         self.record_size_hint_bytes = 0;
+        self.origin = None;
+    }
+
+    /// Names the batch's sender and sequence: a batch of an origin the store applied before is
+    /// acknowledged again without being applied ([`crate::Written::Duplicate`]).
+    pub fn set_origin(&mut self, origin: Option<Origin>) {
+        self.origin = origin;
+    }
+
+    pub fn origin(&self) -> Option<&Origin> {
+        self.origin.as_ref()
+    }
+}
+
+/// About the bytes of a cumulative value's binary form.
+fn cumulative_size_hint(c: &Cumulative) -> usize {
+    match c {
+        Cumulative::Bins(h) => 10 * h.bin_count(),
+        Cumulative::Exponential(e) => 12 * (e.positive.len() + e.negative.len()),
+        Cumulative::Bounded(b) => 18 * b.counts.len(),
     }
 }
 

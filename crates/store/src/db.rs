@@ -24,6 +24,7 @@ use crate::index::{Kind, SeriesId, SeriesIndex};
 use crate::key::StreamKey;
 use crate::manifest::Manifest;
 use crate::read::View;
+use crate::sources::{Admission, Origin, Sources};
 use crate::tagquery::TagQuery;
 use crate::wal::{self, Group};
 use crate::StoreError;
@@ -36,6 +37,8 @@ pub const PARTITION_MS_DEFAULT: i64 = 2 * 3600 * 1000;
 /// The journal subscriber that marks what the blocks hold: advanced to the manifest's
 /// checkpoint after each flush, so the journal can purge what is in blocks.
 pub const HEAD_SUBSCRIBER: &str = "head";
+/// Longest a write waits for another request writing the same batch (same origin) to finish.
+const SAME_BATCH_WAIT_MS_MAX: u64 = 60_000;
 /// How often the background flusher looks at the head.
 const FLUSH_TICK_MS: u64 = 1_000;
 /// How often the background flusher builds due rollups and applies retention.
@@ -133,7 +136,15 @@ impl Default for StoreOptions {
     }
 }
 
-/// What recovery did on open.
+/// What a write did with its batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Applied (durable at the configured level and visible to reads).
+    Applied,
+    /// The batch's origin was applied before: acknowledged again, nothing applied.
+    Duplicate,
+}
+
 /// Samples [`Store::write_partial`] left out: their key exists with another kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KindRejection {
@@ -145,6 +156,7 @@ pub struct KindRejection {
     pub samples: usize,
 }
 
+/// What recovery did on open.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReplayReport {
     pub records: u64,
@@ -171,6 +183,10 @@ pub(crate) struct Inner {
     /// Held from computing cumulative differences until the record is submitted, so the
     /// differences follow WAL order (which replay reproduces).
     pub cumulative: Mutex<CumulativeState>,
+    /// Which batches each sender had applied (exactly-once effect); writers of a batch whose
+    /// origin another request is writing wait on `sources_changed`.
+    pub sources: Mutex<Sources>,
+    pub sources_changed: Condvar,
     /// End offset of the newest record applied to the head.
     pub applied_end: AtomicU64,
     /// When the oldest sample now in the head was applied (for the flush interval).
@@ -224,7 +240,7 @@ impl Store {
             journal.add_subscriber(HEAD_SUBSCRIBER, Start::Begin)?;
         }
         let (state, quarantined) = flush::open_blocks(&*vfs, &dir, manifest)?;
-        let cumulative = flush::load_cumulative_state(&*vfs, &dir, &state.manifest)?;
+        let (cumulative, sources) = flush::load_checkpoint_state(&*vfs, &dir, &state.manifest)?;
         let inner = Inner {
             dir,
             journal,
@@ -233,6 +249,8 @@ impl Store {
             head: RwLock::new(Head::new(opts.base_period_ms)),
             state: RwLock::new(state),
             cumulative: Mutex::new(cumulative),
+            sources: Mutex::new(sources),
+            sources_changed: Condvar::new(),
             applied_end: AtomicU64::new(0),
             head_since: Mutex::new(None),
             series_durable_count: AtomicU32::new(series_count),
@@ -326,21 +344,40 @@ impl Store {
     }
 
     /// Writes a batch; returns once it is durable at the configured level and visible to reads.
-    /// A key that exists with another kind fails the whole batch (nothing written).
-    pub fn write(&self, batch: &WriteBatch) -> Result<(), StoreError> {
+    /// A key that exists with another kind fails the whole batch (nothing written). A batch
+    /// whose origin (`WriteBatch::set_origin`) was applied before is not applied again.
+    pub fn write(&self, batch: &WriteBatch) -> Result<Written, StoreError> {
+        let Some(admitted) = self.inner.admit(batch.origin())? else {
+            return Ok(Written::Duplicate);
+        };
         let ids = self.inner.resolve(batch)?;
-        self.inner.write_resolved(batch, &ids)
+        self.inner.write_resolved(batch, &ids, admitted)?;
+        Ok(Written::Applied)
     }
 
     /// As [`Store::write`], except that the samples of a key that exists with another kind are
     /// left out (and listed in the result) while the rest of the batch is written — what an
-    /// ingest endpoint that reports partial acceptance needs.
-    pub fn write_partial(&self, batch: &WriteBatch) -> Result<Vec<KindRejection>, StoreError> {
+    /// ingest endpoint that reports partial acceptance needs. A duplicate lists nothing.
+    pub fn write_partial(
+        &self,
+        batch: &WriteBatch,
+    ) -> Result<(Written, Vec<KindRejection>), StoreError> {
+        let Some(admitted) = self.inner.admit(batch.origin())? else {
+            return Ok((Written::Duplicate, Vec::new()));
+        };
         let (ids, rejected) = self.inner.resolve_partial(batch)?;
-        if rejected.iter().map(|r| r.samples).sum::<usize>() < batch.sample_count() {
-            self.inner.write_resolved(batch, &ids)?;
-        }
-        Ok(rejected)
+        self.inner.write_resolved(batch, &ids, admitted)?;
+        Ok((Written::Applied, rejected))
+    }
+
+    /// Sources whose applied batches the store keeps (exactly-once state).
+    pub fn source_count(&self) -> Result<usize, StoreError> {
+        Ok(self
+            .inner
+            .sources
+            .lock()
+            .map_err(|_| StoreError::Poisoned)?
+            .len())
     }
 
     /// The id of `key` (created, with `kind`, if new), for [`WriteBatch::push_id`]: a caller
@@ -521,22 +558,115 @@ fn load_or_create_manifest(
     }
 }
 
+/// A batch admitted for writing: its origin (if any) is marked as being written until it is
+/// marked applied, or (dropped on any other path) freed for a resend to try again.
+pub(crate) struct Admitted<'a> {
+    inner: &'a Inner,
+    origin: Option<&'a Origin>,
+}
+
+impl Admitted<'_> {
+    /// The batch is in the WAL and the head: its origin counts as applied. Called with the
+    /// gate held, so a flush's snapshot of the sources matches the records below its checkpoint.
+    fn applied(mut self) {
+        if let Some(origin) = self.origin.take() {
+            self.inner.finish_origin(origin, true);
+        }
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if let Some(origin) = self.origin.take() {
+            self.inner.finish_origin(origin, false);
+        }
+    }
+}
+
 impl Inner {
+    /// Decides whether a batch of `origin` is to be written: `None` for a duplicate (applied
+    /// before); waits while another request writes the same batch.
+    fn admit<'a>(&'a self, origin: Option<&'a Origin>) -> Result<Option<Admitted<'a>>, StoreError> {
+        let Some(o) = origin else {
+            return Ok(Some(Admitted {
+                inner: self,
+                origin: None,
+            }));
+        };
+        let deadline = Instant::now() + Duration::from_millis(SAME_BATCH_WAIT_MS_MAX);
+        let mut sources = self.sources.lock().map_err(|_| StoreError::Poisoned)?;
+        loop {
+            match sources.admit(o) {
+                Admission::Proceed => {
+                    return Ok(Some(Admitted {
+                        inner: self,
+                        origin: Some(o),
+                    }))
+                }
+                Admission::Duplicate => return Ok(None),
+                Admission::StaleEpoch { newest } => {
+                    return Err(StoreError::StaleEpoch {
+                        source: o.source.to_string(),
+                        epoch: o.epoch,
+                        newest,
+                    })
+                }
+                Admission::TooManySources => {
+                    return Err(StoreError::TooManySources {
+                        max: crate::sources::SOURCES_MAX,
+                    })
+                }
+                Admission::Wait => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(StoreError::SameBatchBusy {
+                            source: o.source.to_string(),
+                            seq: o.seq,
+                        });
+                    }
+                    sources = self
+                        .sources_changed
+                        .wait_timeout(sources, left)
+                        .map_err(|_| StoreError::Poisoned)?
+                        .0;
+                }
+            }
+        }
+    }
+
+    fn finish_origin(&self, origin: &Origin, applied: bool) {
+        if let Ok(mut sources) = self.sources.lock() {
+            sources.finish(origin, applied);
+        }
+        self.sources_changed.notify_all();
+    }
+
     /// Writes the batch's samples whose entry resolved to an id (`REJECTED` ones are left out).
-    fn write_resolved(&self, batch: &WriteBatch, ids: &[SeriesId]) -> Result<(), StoreError> {
-        if batch.is_empty() {
+    fn write_resolved(
+        &self,
+        batch: &WriteBatch,
+        ids: &[SeriesId],
+        admitted: Admitted<'_>,
+    ) -> Result<(), StoreError> {
+        assert_eq!(ids.len(), batch.entry_keys().len());
+        // Held until the batch is in the head (see `gate`) and its origin marked applied.
+        let _gate = self.gate.read().map_err(|_| StoreError::Poisoned)?;
+        let writes_anything = ids.iter().any(|id| *id != wal::REJECTED);
+        if batch.is_empty() || !writes_anything {
+            // Nothing to make durable: resending it has no effect either.
+            admitted.applied();
             return Ok(());
         }
-        assert_eq!(ids.len(), batch.entry_keys().len());
-        // Held until the batch is in the head (see `gate`).
-        let _gate = self.gate.read().map_err(|_| StoreError::Poisoned)?;
         if batch.has_cumulative() {
-            return self.submit_and_apply_cumulative(batch, ids);
+            self.submit_and_apply_cumulative(batch, ids)?;
+        } else {
+            let ticket = self.submit_record(batch, ids)?;
+            let range = ticket.range();
+            ticket.wait()?;
+            self.apply_batch(range.start, range.end, batch, ids)?;
         }
-        let ticket = self.submit_record(batch, ids)?;
-        let range = ticket.range();
-        ticket.wait()?;
-        self.apply_batch(range.start, range.end, batch, ids)
+        admitted.applied();
+        Ok(())
     }
 
     /// Submits the batch's WAL record, encoded straight from the batch into the journal's
@@ -546,7 +676,13 @@ impl Inner {
         let ticket = self
             .journal
             .submit_encoded(16 + batch.record_size_hint_bytes(), |out| {
-                wal::encode_batch(batch.batch_samples(), batch.values(), ids, out)
+                wal::encode_batch(
+                    batch.origin(),
+                    batch.batch_samples(),
+                    batch.values(),
+                    ids,
+                    out,
+                )
             })?;
         Ok(ticket)
     }
@@ -782,16 +918,20 @@ impl Inner {
         let mut reader = self.journal.reader(checkpoint)?;
         let mut batch = journal::Batch::new();
         let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
+        let mut sources = self.sources.lock().map_err(|_| StoreError::Poisoned)?;
         let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
         let mut activity = Vec::new();
         while reader.next_batch(&mut batch)? > 0 {
             for (offset, payload) in batch.iter() {
-                let groups = wal::decode(payload).map_err(|e| StoreError::WalCorrupt {
+                let record = wal::decode(payload).map_err(|e| StoreError::WalCorrupt {
                     journal_offset: offset,
                     byte: e.offset,
                     what: e.what,
                 })?;
-                for group in differences(&mut state, groups) {
+                if let Some(origin) = &record.origin {
+                    sources.record(origin);
+                }
+                for group in differences(&mut state, record.groups) {
                     let kind = group.samples[0].1.kind();
                     if self.index.kind_of(group.id)? != Some(kind) {
                         return Err(StoreError::WalUnknownSeries {
@@ -821,6 +961,7 @@ impl Inner {
             }
         }
         drop(head);
+        drop(sources);
         report.blocks = self
             .state
             .read()

@@ -71,6 +71,22 @@ pub enum StoreError {
         checkpoint: u64,
         earliest: u64,
     },
+    /// A batch of an epoch older than the newest its source used: refused, never applied.
+    StaleEpoch {
+        source: String,
+        epoch: u64,
+        newest: u64,
+    },
+    /// The store keeps the applied batches of at most `max` sources, none idle long enough to
+    /// be forgotten.
+    TooManySources {
+        max: usize,
+    },
+    /// Another request kept writing the same batch (same source and sequence) for too long.
+    SameBatchBusy {
+        source: String,
+        seq: u64,
+    },
 }
 
 impl std::fmt::Display for StoreError {

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use hist::Histogram;
+use hist::convert::Cumulative;
 use journal::vfs::Vfs;
 
 use crate::block::{Block, BlockId, BlockStats, BlockWriter, SeriesData};
@@ -26,6 +26,7 @@ use crate::head::{CumulativeState, Head, SeriesHead};
 use crate::hist_head::MergeScratch;
 use crate::index::SeriesId;
 use crate::manifest::{self, BlockRef, Manifest, Tombstone};
+use crate::sources::{SourceId, SourceState, Sources};
 use crate::StoreError;
 
 pub const BLOCKS_DIR: &str = "blocks";
@@ -35,7 +36,9 @@ pub const QUARANTINE_DIR: &str = "quarantine";
 pub(crate) struct Frozen {
     pub head: Head,
     pub checkpoint: u64,
-    pub cumulative: Vec<(SeriesId, i64, Histogram)>,
+    pub cumulative: Vec<(SeriesId, i64, Cumulative)>,
+    /// Every sender's applied batches as of the checkpoint.
+    pub sources: Vec<(SourceId, SourceState)>,
 }
 
 /// The blocks readers see, by partition start; within a partition, oldest generation first.
@@ -331,16 +334,20 @@ fn quarantine(vfs: &dyn Vfs, dir: &Path, id: &BlockId) -> Result<(), StoreError>
     Ok(())
 }
 
-pub(crate) fn load_cumulative_state(
+/// The cumulative-histogram state and the senders' applied batches as of the checkpoint.
+pub(crate) fn load_checkpoint_state(
     vfs: &dyn Vfs,
     dir: &Path,
     m: &Manifest,
-) -> Result<CumulativeState, StoreError> {
-    if m.cumulative_generation == 0 {
-        return Ok(CumulativeState::default());
+) -> Result<(CumulativeState, Sources), StoreError> {
+    if m.state_generation == 0 {
+        return Ok((CumulativeState::default(), Sources::default()));
     }
-    let entries = manifest::load_cumulative(vfs, dir, m.cumulative_generation)?;
-    Ok(CumulativeState::from_entries(entries))
+    let state = manifest::load_state(vfs, dir, m.state_generation)?;
+    Ok((
+        CumulativeState::from_entries(state.cumulative),
+        Sources::from_entries(state.sources),
+    ))
 }
 
 impl Inner {
@@ -388,6 +395,11 @@ impl Inner {
             .into_iter()
             .map(|(id, ts_ms, h)| (id, ts_ms, h.clone()))
             .collect();
+        let sources = {
+            let mut sources = self.sources.lock().map_err(|_| StoreError::Poisoned)?;
+            sources.expire();
+            sources.entries()
+        };
         assert!(state
             .frozen
             .last()
@@ -396,6 +408,7 @@ impl Inner {
             head: frozen_head,
             checkpoint,
             cumulative,
+            sources,
         }));
         if let Ok(mut since) = self.head_since.lock() {
             *since = None;
@@ -435,16 +448,16 @@ impl Inner {
                 content_generation: generation,
             });
         }
-        let cumulative_generation = if frozen.cumulative.is_empty() {
+        let state_generation = if frozen.cumulative.is_empty() && frozen.sources.is_empty() {
             0
         } else {
-            let refs: Vec<(SeriesId, i64, &Histogram)> = frozen
+            let refs: Vec<(SeriesId, i64, &Cumulative)> = frozen
                 .cumulative
                 .iter()
                 .map(|(id, ts_ms, h)| (*id, *ts_ms, h))
                 .collect();
-            let bytes = manifest::encode_cumulative(&refs);
-            let name = manifest::cumulative_file_name(generation);
+            let bytes = manifest::encode_state(&refs, &frozen.sources);
+            let name = manifest::state_file_name(generation);
             manifest::write_atomic(vfs, &self.dir, &name, &bytes).map_err(StoreError::Io)?;
             generation
         };
@@ -460,21 +473,17 @@ impl Inner {
             assert_eq!(block.size_bytes, r.size_bytes);
             opened.push(Arc::new(block));
         }
-        let old_cumulative = manifest.cumulative_generation;
+        let old_state = manifest.state_generation;
         manifest.blocks.extend(written);
         manifest.checkpoint = frozen.checkpoint;
         manifest.next_generation = generation + 1;
-        manifest.cumulative_generation = cumulative_generation;
+        manifest.state_generation = state_generation;
         manifest.store(vfs, &self.dir).map_err(StoreError::Io)?;
         self.publish(manifest, opened, frozen)?;
         // Housekeeping: failures here lose nothing (the WAL is kept longer; a stale state file
         // is deleted by a later flush).
-        if old_cumulative != 0 && old_cumulative != cumulative_generation {
-            let _ = vfs.remove_file(
-                &self
-                    .dir
-                    .join(manifest::cumulative_file_name(old_cumulative)),
-            );
+        if old_state != 0 && old_state != state_generation {
+            let _ = vfs.remove_file(&self.dir.join(manifest::state_file_name(old_state)));
         }
         self.journal
             .rewind_subscriber(HEAD_SUBSCRIBER, frozen.checkpoint)?;

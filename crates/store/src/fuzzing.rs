@@ -197,11 +197,11 @@ fn canonical_tags_agree(text: &str) {
 /// WAL record decoder: never panics; an accepted record re-encodes to bytes that decode and
 /// re-encode to themselves (bit for bit, so NaN payloads and −0.0 survive).
 pub fn wal_record(data: &[u8]) {
-    let Ok(groups) = wal::decode(data) else {
+    let Ok(record) = wal::decode(data) else {
         return;
     };
     let mut once = Vec::new();
-    wal::encode(&groups, &mut once);
+    wal::encode(&record, &mut once);
     let mut twice = Vec::new();
     wal::encode(&wal::decode(&once).unwrap_or_default(), &mut twice);
     assert_eq!(once, twice);
@@ -274,14 +274,15 @@ pub fn manifest_file(data: &[u8]) {
                 assert_eq!(crate::manifest::Manifest::decode(&again).ok(), Some(m));
             }
         }
-        if let Ok(state) = crate::manifest::decode_cumulative(bytes) {
+        if let Ok(state) = crate::manifest::decode_state(bytes) {
             let refs: Vec<_> = state
+                .cumulative
                 .iter()
                 .map(|(id, ts_ms, h)| (*id, *ts_ms, h))
                 .collect();
-            let again = crate::manifest::encode_cumulative(&refs);
-            let back = crate::manifest::decode_cumulative(&again).map(|v| v.len());
-            assert_eq!(back.ok(), Some(state.len()));
+            let again = crate::manifest::encode_state(&refs, &state.sources);
+            let back = crate::manifest::decode_state(&again);
+            assert_eq!(back.ok(), Some(state));
         }
     }
 }

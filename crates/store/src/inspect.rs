@@ -184,9 +184,9 @@ pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
             return Ok((problems, 0, 0));
         }
     };
-    if m.cumulative_generation != 0 {
-        if let Err(e) = manifest::load_cumulative(&RealFs, dir, m.cumulative_generation) {
-            let name = manifest::cumulative_file_name(m.cumulative_generation);
+    if m.state_generation != 0 {
+        if let Err(e) = manifest::load_state(&RealFs, dir, m.state_generation) {
+            let name = manifest::state_file_name(m.state_generation);
             problems.push(problem(&name, format!("{e:?}")));
         }
     }

@@ -28,6 +28,7 @@ pub mod manifest;
 pub use hist::packed;
 pub mod read;
 pub mod rollup;
+mod sources;
 pub mod tagquery;
 #[cfg(test)]
 mod test_util;
@@ -35,10 +36,14 @@ pub mod wal;
 
 pub use batch::{KeyRef, Value, WriteBatch};
 pub use db::{
-    default_levels, KindRejection, LevelOptions, ReplayReport, Store, StoreOptions,
+    default_levels, KindRejection, LevelOptions, ReplayReport, Store, StoreOptions, Written,
     BASE_PERIOD_MS_DEFAULT, BASE_PERIOD_MS_MIN, DAY_MS, HOUR_MS, MINUTE_MS, PARTITION_MS_DEFAULT,
 };
 pub use error::StoreError;
 pub use flush::{BlockInfo, FlushReport, StoreStats};
 pub use journal::Durability;
 pub use read::{Latest, NumericAggregate, SliceAggregate, Slicing, View};
+pub use sources::{
+    Origin, SourceId, SourceIdError, IN_FLIGHT_MAX, SEQ_WINDOW, SOURCES_MAX, SOURCE_EVICT_IDLE_MS,
+    SOURCE_IDLE_MS, SOURCE_ID_BYTES_MAX,
+};

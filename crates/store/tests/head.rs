@@ -343,7 +343,7 @@ fn partial_writes_leave_out_only_keys_of_another_kind() {
                 .is_empty()
         }
     );
-    let rejected = store.write_partial(&b).unwrap();
+    let (_, rejected) = store.write_partial(&b).unwrap();
     let summary: Vec<(&str, usize)> = rejected
         .iter()
         .map(|r| (r.key.as_str(), r.samples))
@@ -370,7 +370,7 @@ fn partial_writes_leave_out_only_keys_of_another_kind() {
     // A batch made only of refused samples writes nothing and says so.
     let mut b = WriteBatch::new();
     b.text(&x, 9, "z").unwrap();
-    assert_eq!(store.write_partial(&b).unwrap().len(), 1);
+    assert_eq!(store.write_partial(&b).unwrap().1.len(), 1);
     // Key text that is new and not canonical is refused rather than made a second series.
     let mut b = WriteBatch::new();
     b.push_canonical("z|ST[h:b,a:c]", 1, store::Value::Numeric(1.0))
@@ -562,10 +562,13 @@ fn bad_wal_records_are_reported_on_open() {
                 let mut out = Vec::new();
                 let samples = vec![(0, Value::Numeric(1.0))];
                 wal::encode(
-                    &[Group {
-                        id: SeriesId(9),
-                        samples,
-                    }],
+                    &wal::Record {
+                        origin: None,
+                        groups: vec![Group {
+                            id: SeriesId(9),
+                            samples,
+                        }],
+                    },
                     &mut out,
                 );
                 out
@@ -577,10 +580,13 @@ fn bad_wal_records_are_reported_on_open() {
                 let mut out = Vec::new();
                 let samples = vec![(0, Value::Text("x".into()))];
                 wal::encode(
-                    &[Group {
-                        id: SeriesId(0),
-                        samples,
-                    }],
+                    &wal::Record {
+                        origin: None,
+                        groups: vec![Group {
+                            id: SeriesId(0),
+                            samples,
+                        }],
+                    },
                     &mut out,
                 );
                 out
@@ -642,7 +648,7 @@ fn wal_enospc_loses_nothing_acknowledged() {
     let mut acked = 0;
     loop {
         match write(&store, acked) {
-            Ok(()) => acked += 1,
+            Ok(_) => acked += 1,
             Err(store::StoreError::Journal(journal::Error::NoSpace)) => break,
             Err(e) => panic!("unexpected {e:?}"),
         }

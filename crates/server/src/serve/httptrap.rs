@@ -352,9 +352,9 @@ impl Visitor for BatchWriter<'_> {
             // Bins the parser packed as it read them are copied as they are.
             ValueRef::Histogram(HistogramRef::Packed(bins)) => Pushed::Packed(bins),
             ValueRef::Histogram(h) => Pushed::Value(store::Value::Histogram(h.into_histogram())),
-            ValueRef::CumulativeHistogram(h) => {
-                Pushed::Value(store::Value::CumulativeHistogram(h.into_histogram()))
-            }
+            ValueRef::CumulativeHistogram(h) => Pushed::Value(store::Value::CumulativeHistogram(
+                hist::convert::Cumulative::Bins(h.into_histogram()),
+            )),
         };
         let ts = ts_ms.unwrap_or(self.now_ms);
         // A metric whose tags are all its own `|ST[…]` text: its series, once seen, is pushed

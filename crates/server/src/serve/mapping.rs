@@ -148,7 +148,9 @@ pub fn map_batch(batch: ingest::Batch, now_ms: i64, extra_tags: &[Tag]) -> Mappe
             ingest::Value::Numeric(v) => store::Value::Numeric(v),
             ingest::Value::Text(t) => store::Value::Text(t),
             ingest::Value::Histogram(h) => store::Value::Histogram(h),
-            ingest::Value::CumulativeHistogram(h) => store::Value::CumulativeHistogram(h),
+            ingest::Value::CumulativeHistogram(h) => {
+                store::Value::CumulativeHistogram(hist::convert::Cumulative::Bins(h))
+            }
         };
         key.clear();
         let written = tag_sets.get(&sample.tags, extra_tags).and_then(|set| {

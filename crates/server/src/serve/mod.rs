@@ -151,7 +151,7 @@ impl App {
         })
         .await;
         match joined {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "store write failed");
                 Err(classify(&e))
@@ -176,7 +176,7 @@ impl App {
             self.metrics
                 .store_write(stopwatch.elapsed_ns(), result.is_ok());
             match result {
-                Ok(rejected) => mapping::apply_kind_rejections(mapped, &rejected),
+                Ok((_, rejected)) => mapping::apply_kind_rejections(mapped, &rejected),
                 Err(e) => {
                     tracing::warn!(error = %e, endpoint = endpoint.name(), "store write failed");
                     return Err(classify(&e));

@@ -270,7 +270,11 @@ impl Visitor for BatchWriter<'_> {
                 .push_canonical(&self.key, ts_ms, store::Value::Histogram(h))
                 .map(drop),
             (ingest::Value::CumulativeHistogram(h), _) => batch
-                .push_canonical(&self.key, ts_ms, store::Value::CumulativeHistogram(h))
+                .push_canonical(
+                    &self.key,
+                    ts_ms,
+                    store::Value::CumulativeHistogram(hist::convert::Cumulative::Bins(h)),
+                )
                 .map(drop),
             // The decoder makes only numerics and histograms.
             (ingest::Value::Null | ingest::Value::Text(_), _) => {
@@ -331,7 +335,11 @@ impl BatchWriter<'_> {
                 .push_id(id, ts_ms, store::Value::Histogram(h))
                 .map(drop),
             (ingest::Value::CumulativeHistogram(h), _) => batch
-                .push_id(id, ts_ms, store::Value::CumulativeHistogram(h))
+                .push_id(
+                    id,
+                    ts_ms,
+                    store::Value::CumulativeHistogram(hist::convert::Cumulative::Bins(h)),
+                )
                 .map(drop),
             (ingest::Value::Null | ingest::Value::Text(_), _) => {
                 debug_assert!(false, "remote write point of another kind");
