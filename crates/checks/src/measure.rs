@@ -21,7 +21,7 @@ pub enum Value {
     Histogram(hist::Histogram),
     /// A running total since the sender started (Prometheus native histograms), kept in the
     /// sender's buckets and differenced by the store.
-    Cumulative(Cumulative),
+    Cumulative(hist::convert::Cumulative),
 }
 
 /// Collects a run's measurements as the phases complete. `up` and `status` are kept aside and
@@ -110,20 +110,5 @@ impl Out {
             m.tags.extend(tags.iter().cloned());
         }
         self.list
-    }
-}
-
-/// A running-total histogram in the sender's buckets.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Cumulative {
-    pub native: hist::convert::NativeHistogram,
-}
-
-impl Cumulative {
-    pub fn from_native(
-        h: &hist::convert::NativeHistogram,
-    ) -> Result<Cumulative, hist::convert::ConvertError> {
-        hist::convert::from_native(h)?;
-        Ok(Cumulative { native: h.clone() })
     }
 }

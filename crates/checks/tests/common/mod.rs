@@ -237,3 +237,45 @@ pub fn wait_for_port(port: u16, what: &str) {
     }
     panic!("{what} did not listen on port {port} within 15 s");
 }
+
+/// Builds the Go program in `tests/<dir>` with the Go module proxy, caching the binary (and
+/// Go's module and build caches) under ~/.cache/strata-tests, keyed by the sources' hash.
+pub fn go_build(dir: &str) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(dir);
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for file in ["main.go", "go.mod", "go.sum"] {
+        std::fs::read(src.join(file)).unwrap().hash(&mut hasher);
+    }
+    let cache = cache_dir();
+    let bin = cache.join(format!("{dir}-{:016x}", hasher.finish()));
+    static BUILD: OnceLock<Mutex<()>> = OnceLock::new();
+    let _one_at_a_time = BUILD
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if bin.exists() {
+        return bin;
+    }
+    let status = Command::new("go")
+        .args(["build", "-mod=readonly", "-o"])
+        .arg(&bin)
+        .arg(".")
+        .current_dir(&src)
+        .env("GOMODCACHE", cache.join("gomod"))
+        .env("GOCACHE", cache.join("gocache"))
+        .env("GOFLAGS", "-buildvcs=false")
+        .status()
+        .expect("the go command (tests build Go programs with the Go module proxy)");
+    assert!(status.success(), "go build of tests/{dir} failed");
+    bin
+}
+
+pub fn cache_dir() -> PathBuf {
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+    let dir = home.join(".cache/strata-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
