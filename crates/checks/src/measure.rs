@@ -73,10 +73,6 @@ impl Out {
         self.list.push(measurement);
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.list.len()
-    }
-
     /// The service answered as expected.
     pub(crate) fn ok(&mut self) {
         self.up = Some(true);

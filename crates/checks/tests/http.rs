@@ -21,6 +21,18 @@ use tokio_rustls::rustls::{self, pki_types::PrivateKeyDer};
 
 const BODY: &str = "hello from strata";
 
+/// An httptrap document: a number, text, a histogram, a cumulative histogram, a nested object
+/// and a stream-tagged name.
+const TRAP: &str = r#"{
+  "requests": 12,
+  "version": "1.2.3",
+  "latency": { "_type": "h", "_value": ["H[1.2e-01]=40", "H[3.0e-01]=2"] },
+  "served": { "_type": "H", "_value": ["H[1.0e+00]=5"] },
+  "db": { "queries": 3 },
+  "errors|ST[dc:east]": 1,
+  "empty": null
+}"#;
+
 async fn route(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
     let path = req.uri().path().to_owned();
     let mut res = Response::builder();
@@ -38,6 +50,7 @@ async fn route(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallib
             tokio::time::sleep(Duration::from_secs(3)).await;
             BODY.to_owned()
         }
+        "/trap" => TRAP.to_owned(),
         "/echo" => format!(
             "{} {}",
             req.method(),
@@ -328,4 +341,29 @@ async fn tcp_with_tls() {
     assert_eq!(text(&ms, "banner"), "+OK tls");
     assert_eq!(samples(&ms, "tls_time"), 1);
     assert!((numeric(&ms, "cert_expiry_days") - days_to_not_after()).abs() < 0.01);
+}
+
+#[tokio::test]
+async fn json_reads_an_httptrap_document_with_the_ingest_parser() {
+    let addr = serve(None).await;
+    let ms = run_ok(&spec("json", &format!("http://{addr}/trap"), json!({}))).await;
+    assert_eq!(text(&ms, "status"), "ok");
+    assert_eq!(numeric(&ms, "requests"), 12.0);
+    assert_eq!(text(&ms, "version"), "1.2.3");
+    assert_eq!(samples(&ms, "latency"), 42);
+    match &find(&ms, "served", &[]).unwrap().value {
+        checks::Value::Cumulative(hist::convert::Cumulative::Bins(h)) => {
+            assert_eq!(h.sample_count(), 5)
+        }
+        other => panic!("served: {other:?}"),
+    }
+    assert_eq!(numeric(&ms, "db`queries"), 3.0);
+    assert_eq!(numeric_tagged(&ms, "errors", &[("dc", "east")]), 1.0);
+    assert_eq!(numeric(&ms, "metrics"), 6.0);
+    assert_eq!(numeric(&ms, "rejected"), 0.0);
+    assert!(!has(&ms, "empty"));
+    assert_spec_tags(&ms);
+    let ms = run_ok(&spec("json", &format!("http://{addr}/ok"), json!({}))).await;
+    let status = text(&ms, "status");
+    assert!(status.starts_with("not httptrap JSON: "), "{status}");
 }
