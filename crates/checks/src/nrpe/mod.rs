@@ -125,7 +125,7 @@ pub(crate) async fn run(c: &Config, out: &mut Out) -> Result<(), CheckError> {
     for (i, &version) in c.versions.iter().enumerate() {
         let last = i + 1 == c.versions.len();
         match attempt(c, version, connector.as_ref(), out).await {
-            Attempt::Answered(r, took) => return Ok(record(&r, took, out)),
+            Attempt::Answered(r, took) => record(&r, took, out),
             // A daemon that does not speak this version closes without a word: try the next.
             Attempt::Closed if !last => continue,
             Attempt::Closed => out.fail(

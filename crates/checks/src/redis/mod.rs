@@ -18,7 +18,7 @@ use crate::spec::{self, CheckSpec};
 use resp::Reply;
 
 /// Most bytes one reply may take (a bulk string plus framing).
-pub const REPLY_BYTES_MAX: usize = resp::BULK_BYTES_MAX + 64 << 10;
+pub const REPLY_BYTES_MAX: usize = resp::BULK_BYTES_MAX + (64 << 10);
 /// Most INFO fields kept.
 pub const INFO_FIELDS_MAX: usize = 2_000;
 /// Most commands whose latency histograms are kept.
