@@ -22,8 +22,14 @@ use tokio::net::TcpListener;
 use tokio_rustls::rustls;
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     match args.first().map(String::as_str) {
         Some("serve") => rt.block_on(serve(&args[1..])),
         Some("probe") => rt.block_on(probe(&args[1..])),
@@ -51,12 +57,18 @@ async fn probe(args: &[String]) {
     let mut up = 0;
     for _ in 0..n {
         let ms = checks::run(&spec).await.unwrap();
-        if ms.iter().any(|m| m.name == "up" && m.value == checks::Value::Numeric(1.0)) {
+        if ms
+            .iter()
+            .any(|m| m.name == "up" && m.value == checks::Value::Numeric(1.0))
+        {
             up += 1;
         }
     }
     let cpu_ns = clock::process_cpu_ns() - cpu;
-    println!("cpu_ns={cpu_ns} wall_ns={} n={n} up={up}", wall.elapsed().as_nanos());
+    println!(
+        "cpu_ns={cpu_ns} wall_ns={} n={n} up={up}",
+        wall.elapsed().as_nanos()
+    );
 }
 
 async fn blackbox(args: &[String]) {
@@ -64,7 +76,9 @@ async fn blackbox(args: &[String]) {
     let n: u64 = args[1].parse().unwrap();
     let authority = uri.authority().unwrap().as_str().to_owned();
     let tcp = tokio::net::TcpStream::connect(&authority).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
     tokio::spawn(conn);
     let mut ok = 0;
     for _ in 0..n {
@@ -92,20 +106,27 @@ fn parse(file: &str, n: u64) {
         std::hint::black_box(families);
     }
     let cpu_ns = clock::process_cpu_ns() - cpu;
-    println!("cpu_ns={cpu_ns} n={n} bytes={} samples={samples}", body.len());
+    println!(
+        "cpu_ns={cpu_ns} n={n} bytes={} samples={samples}",
+        body.len()
+    );
 }
 
 fn smoke() {
     let dir = std::env::temp_dir().join("checks-bench-smoke.prom");
     let mut body = String::new();
     for i in 0..1000 {
-        body.push_str(&format!("http_requests_total{{code=\"200\",path=\"/api/{i}\"}} {i}\n"));
+        body.push_str(&format!(
+            "http_requests_total{{code=\"200\",path=\"/api/{i}\"}} {i}\n"
+        ));
     }
     std::fs::write(&dir, body).unwrap();
     parse(dir.to_str().unwrap(), 100);
 }
 
-async fn route(_req: hyper::Request<hyper::body::Incoming>) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
+async fn route(
+    _req: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
     Ok(hyper::Response::new(Full::new(Bytes::from_static(b"ok\n"))))
 }
 
@@ -125,7 +146,9 @@ async fn serve(args: &[String]) {
 async fn http_server(addr: String, tls: Option<tokio_rustls::TlsAcceptor>) {
     let listener = TcpListener::bind(addr).await.unwrap();
     loop {
-        let Ok((tcp, _)) = listener.accept().await else { continue };
+        let Ok((tcp, _)) = listener.accept().await else {
+            continue;
+        };
         let tls = tls.clone();
         tokio::spawn(async move {
             let http = hyper::server::conn::http1::Builder::new();
@@ -152,7 +175,8 @@ fn tls_acceptor(dir: &std::path::Path) -> tokio_rustls::TlsAcceptor {
     let ca_key = KeyPair::generate().unwrap();
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let mut p = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
-    p.subject_alt_names.push(SanType::IpAddress([127, 0, 0, 1].into()));
+    p.subject_alt_names
+        .push(SanType::IpAddress([127, 0, 0, 1].into()));
     let key = KeyPair::generate().unwrap();
     let cert = p.signed_by(&key, &ca, &ca_key).unwrap();
     std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();

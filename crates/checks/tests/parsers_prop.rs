@@ -19,17 +19,31 @@ fn label_value() -> impl Strategy<Value = String> {
 }
 
 fn finite() -> impl Strategy<Value = f64> {
-    prop_oneof![-1e12f64..1e12, Just(0.0), Just(1.5), (0u64..1_000_000).prop_map(|n| n as f64)]
+    prop_oneof![
+        -1e12f64..1e12,
+        Just(0.0),
+        Just(1.5),
+        (0u64..1_000_000).prop_map(|n| n as f64)
+    ]
 }
 
 fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 type Series = (String, Vec<(String, String)>, f64);
 
 fn series() -> impl Strategy<Value = Vec<Series>> {
-    prop::collection::vec((name(), prop::collection::vec((name(), label_value()), 0..4), finite()), 1..20)
+    prop::collection::vec(
+        (
+            name(),
+            prop::collection::vec((name(), label_value()), 0..4),
+            finite(),
+        ),
+        1..20,
+    )
 }
 
 fn render(series: &[Series], openmetrics: bool) -> String {
@@ -38,7 +52,10 @@ fn render(series: &[Series], openmetrics: bool) -> String {
         // Each series its own gauge family, so grouping cannot merge two.
         body.push_str(&format!("# TYPE {n} gauge\n{n}"));
         if !labels.is_empty() {
-            let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape(v))).collect();
+            let l: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+                .collect();
             body.push_str(&format!("{{{}}}", l.join(",")));
         }
         body.push_str(&format!(" {v:?}\n"));
@@ -155,7 +172,11 @@ fn crc32(bytes: &[u8]) -> u32 {
     for &b in bytes {
         crc ^= u32::from(b);
         for _ in 0..8 {
-            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xedb8_8320 } else { crc >> 1 };
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xedb8_8320
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc
@@ -229,7 +250,15 @@ fn perf_item() -> impl Strategy<Value = perfdata::Perf> {
     (
         label,
         prop::option::of(number.clone()),
-        prop_oneof![Just(""), Just("s"), Just("ms"), Just("%"), Just("B"), Just("KB"), Just("c")],
+        prop_oneof![
+            Just(""),
+            Just("s"),
+            Just("ms"),
+            Just("%"),
+            Just("B"),
+            Just("KB"),
+            Just("c")
+        ],
         prop::option::of(prop_oneof![Just("10"), Just("~:5"), Just("@1:2")]),
         prop::option::of(prop_oneof![Just("20"), Just("0:30")]),
         prop::option::of(number.clone()),
@@ -238,7 +267,11 @@ fn perf_item() -> impl Strategy<Value = perfdata::Perf> {
         .prop_map(|(label, value, uom, warn, crit, min, max)| perfdata::Perf {
             label,
             value,
-            uom: if value.is_none() { String::new() } else { uom.to_owned() },
+            uom: if value.is_none() {
+                String::new()
+            } else {
+                uom.to_owned()
+            },
             warn: warn.map(str::to_owned),
             crit: crit.map(str::to_owned),
             min,
@@ -254,5 +287,12 @@ fn render_perf(p: &perfdata::Perf) -> String {
     let value = p.value.map_or("U".to_owned(), |v| format!("{v}"));
     let opt = |o: &Option<String>| o.clone().unwrap_or_default();
     let num = |o: Option<f64>| o.map(|v| format!("{v}")).unwrap_or_default();
-    format!("{label}={value}{};{};{};{};{}", p.uom, opt(&p.warn), opt(&p.crit), num(p.min), num(p.max))
+    format!(
+        "{label}={value}{};{};{};{};{}",
+        p.uom,
+        opt(&p.warn),
+        opt(&p.crit),
+        num(p.min),
+        num(p.max)
+    )
 }
