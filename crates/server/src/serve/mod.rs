@@ -411,9 +411,11 @@ async fn serve(config: Config) -> Result<(), String> {
     }
     tasks.spawn(self_monitor(app.clone(), stop_rx.clone()));
 
+    // The handlers are in place before the start line: whoever reads it may signal at once.
+    let signalled = shutdown_signal();
     println!("{line}");
     tracing::info!("{line}");
-    shutdown_signal().await;
+    signalled.await;
     tracing::info!("shutting down: no new connections; finishing requests and flushing buffers");
     let _ = stop_tx.send(true);
     while let Some(joined) = tasks.join_next().await {
@@ -477,19 +479,22 @@ pub async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
-async fn shutdown_signal() {
+/// SIGTERM or SIGINT; the handlers are registered when this is called, not when awaited.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let term = signal(SignalKind::terminate());
     let int = signal(SignalKind::interrupt());
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
             }
-        }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
 }
