@@ -74,12 +74,20 @@ function timeAxis(host: HTMLElement): uPlot.Axis {
 /** A value axis with SI-prefixed ticks and the unit in its label (labels kept for tests). */
 function valueAxis(unit: Unit, host: HTMLElement, label?: string): uPlot.Axis {
   const stroke = css('--fg');
-  const grid = { stroke: css('--grid'), width: 1 };
+  const ticks = { stroke: css('--grid'), width: 1 };
+  // Grid lines only at labelled ticks: on a log axis the unlabelled 2..9 × 10^k lines crowd
+  // together below each power of ten and read as stripes across a heatmap.
+  const grid = {
+    ...ticks,
+    // The axis's own filter (uPlot's default, resolved at init) says which ticks get labels.
+    filter: (u: uPlot, splits: number[], axisIdx: number, space: number, incr: number) =>
+      u.axes[axisIdx].filter?.(u, splits, axisIdx, space, incr) ?? splits,
+  };
   const sym = unitSymbol(unit);
   return {
     stroke,
     grid,
-    ticks: grid,
+    ticks,
     size: 62,
     label: label ?? (sym ? `value (${sym})` : 'value'),
     labelSize: 18,
