@@ -17,6 +17,7 @@ mod metrics;
 mod overview;
 mod read;
 mod remote_write;
+mod reply;
 mod saved;
 mod statsd;
 mod ui;

@@ -13,10 +13,11 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{json, Value};
-use store::{SeriesId, SeriesInfo};
+use store::SeriesId;
 
-use super::http::{error, json_response};
 use super::metrics::STATUS_CLASS_NAMES;
+use super::read::{is_self, order_recent};
+use super::reply::{error, json_response};
 use super::{now_ms, Shared};
 
 /// Most series whose activity is looked at for one answer.
@@ -24,28 +25,6 @@ pub const SCAN_SERIES_MAX: u32 = 200_000;
 /// Most streams listed per group (`limit`); the default is `LIMIT_DEFAULT`.
 pub const LIMIT_MAX: usize = 200;
 const LIMIT_DEFAULT: usize = 20;
-
-/// Self-monitoring streams carry the tag `strata:self`.
-pub fn is_self(info: &SeriesInfo) -> bool {
-    info.key
-        .tags()
-        .iter()
-        .any(|t| t.category() == b"strata" && t.value() == b"self")
-}
-
-/// Orders streams for people: the user's own before self-monitoring, then the most recently
-/// written first, then by key.
-pub fn order_recent(list: &mut [SeriesInfo]) {
-    list.sort_by(|a, b| {
-        is_self(a)
-            .cmp(&is_self(b))
-            .then_with(|| {
-                let last = |s: &SeriesInfo| s.activity_ms.map_or(i64::MIN, |(_, l)| l);
-                last(b).cmp(&last(a))
-            })
-            .then_with(|| a.key.canonical().cmp(&b.key.canonical()))
-    });
-}
 
 pub async fn overview(
     State(app): State<Shared>,

@@ -21,7 +21,7 @@ use store::key::{write_part, Part, StreamKey};
 use store::{Kind, SeriesInfo};
 use store::{Slicing, TagQuery, SLICES_MAX, WORK_MAX_DEFAULT};
 
-use super::http::{error, json_response};
+use super::reply::{error, json_response};
 use super::Shared;
 
 /// Default span of a fetch without `start`.
@@ -175,6 +175,28 @@ fn key_tags(key: &StreamKey) -> Vec<String> {
         .collect()
 }
 
+/// Self-monitoring streams carry the tag `strata:self`.
+pub fn is_self(info: &SeriesInfo) -> bool {
+    info.key
+        .tags()
+        .iter()
+        .any(|t| t.category() == b"strata" && t.value() == b"self")
+}
+
+/// Orders streams for people: the user's own before self-monitoring, then the most recently
+/// written first, then by key.
+pub fn order_recent(list: &mut [SeriesInfo]) {
+    list.sort_by(|a, b| {
+        is_self(a)
+            .cmp(&is_self(b))
+            .then_with(|| {
+                let last = |s: &SeriesInfo| s.activity_ms.map_or(i64::MIN, |(_, l)| l);
+                last(b).cmp(&last(a))
+            })
+            .then_with(|| a.key.canonical().cmp(&b.key.canonical()))
+    });
+}
+
 pub(super) fn series_json(info: &SeriesInfo) -> Value {
     json!({
         "key": info.key.canonical(),
@@ -241,7 +263,7 @@ fn find_series(
         }
     }
     if recent {
-        super::overview::order_recent(&mut out);
+        order_recent(&mut out);
         out.truncate(limit);
     }
     Ok((out, truncated))
