@@ -44,7 +44,6 @@ pub fn visit<V: Visitor>(input: &[u8], options: &Options, visitor: &mut V) {
 
 /// The buffers reading a body needs (the token tape, the bin vectors), for a caller that reads
 /// many bodies and keeps them from one to the next: grown and faulted in once, not per body.
-#[derive(Default)]
 pub struct Scratch {
     tape: Vec<Token>,
     bins: KeyedBins,
@@ -56,11 +55,23 @@ pub struct Scratch {
     suffixes: SuffixMemo,
 }
 
+impl Default for Scratch {
+    fn default() -> Scratch {
+        Scratch {
+            tape: Vec::new(),
+            bins: KeyedBins::default(),
+            walk_bins: None,
+            decoded_bins: None,
+            suffixes: crate::tags::suffix_memo(),
+        }
+    }
+}
+
 impl Scratch {
     /// Buffers for one body: no key is seen again, so none is remembered.
     fn one_body() -> Scratch {
         Scratch {
-            suffixes: SuffixMemo::off(),
+            suffixes: SuffixMemo::off(crate::tags::LIMITS),
             ..Scratch::default()
         }
     }

@@ -22,7 +22,8 @@ mod head;
 mod hist_head;
 pub mod index;
 pub mod inspect;
-pub mod key;
+/// Stream keys live in their own crate, which the parsers share; the store keeps its path.
+pub use key;
 pub mod manifest;
 /// Packed bins live in `hist` so that parsers can write them; the store keeps its paths.
 pub use hist::packed;
