@@ -75,7 +75,123 @@ pub enum StoreError {
 
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "store: {self:?}")
+        use crate::batch::{BATCH_SAMPLES_MAX, TEXT_BYTES_MAX};
+        match self {
+            // What an operator must act on, first: the data was not taken and can be sent again.
+            StoreError::Journal(journal::Error::NoSpace) => write!(
+                f,
+                "disk full: no space left for the write-ahead log; nothing of this write was \
+                 stored (free space, then send it again)"
+            ),
+            StoreError::Journal(e) => write!(f, "write-ahead log: {e}"),
+            StoreError::Index(e) => write!(f, "{e}"),
+            StoreError::Query(e) => write!(f, "{e}"),
+            StoreError::Io(e) => write!(f, "store I/O error: {e}"),
+            StoreError::InvalidOptions(why) => write!(f, "invalid store options: {why}"),
+            StoreError::KindMismatchInBatch { key } => {
+                write!(f, "`{key}` is given values of two kinds in one batch")
+            }
+            StoreError::BatchTooLarge => write!(
+                f,
+                "batch too large: over {BATCH_SAMPLES_MAX} samples, or over its key or \
+                 histogram bytes"
+            ),
+            StoreError::TextTooLong { len_bytes } => write!(
+                f,
+                "text value is {len_bytes} bytes, over the max {TEXT_BYTES_MAX}"
+            ),
+            StoreError::InvalidBins { expected } => {
+                write!(f, "invalid histogram bins: expected {expected}")
+            }
+            StoreError::WalCorrupt {
+                journal_offset,
+                byte,
+                what,
+            } => write!(
+                f,
+                "write-ahead log record at offset {journal_offset} is damaged at byte {byte}: \
+                 {what}"
+            ),
+            StoreError::WalUnknownSeries { journal_offset, id } => write!(
+                f,
+                "write-ahead log record at offset {journal_offset} names series {id}, which the \
+                 index does not have with that kind"
+            ),
+            StoreError::BadRange(what) => write!(f, "bad range: {what}"),
+            StoreError::Poisoned => write!(
+                f,
+                "a writer failed while holding the in-memory data; reopen the store"
+            ),
+            StoreError::LayoutMismatch {
+                stored_base_period_ms,
+                stored_partition_ms,
+            } => write!(
+                f,
+                "the store was created with a base period of {stored_base_period_ms} ms and \
+                 partitions of {stored_partition_ms} ms; open it with those"
+            ),
+            StoreError::Manifest(e) => write!(f, "manifest: {e}"),
+            StoreError::Block { block, error } => write!(f, "block {block}: {error}"),
+            StoreError::BlockDamaged {
+                block,
+                series,
+                start_ms,
+                end_ms,
+                what,
+            } => write!(
+                f,
+                "block {block}: series {series} from {start_ms} to {end_ms} ms is damaged \
+                 ({what}); nothing of it is served"
+            ),
+            StoreError::Quarantined {
+                block,
+                start_ms,
+                end_ms,
+            } => write!(
+                f,
+                "the read needs block {block} ({start_ms} to {end_ms} ms), quarantined as damaged"
+            ),
+            StoreError::WalGap {
+                checkpoint,
+                earliest,
+            } => write!(
+                f,
+                "write-ahead log gap: the manifest's checkpoint is at offset {checkpoint}, the \
+                 log starts at {earliest}"
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for crate::manifest::ManifestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            crate::manifest::ManifestError::Io(e) => write!(f, "I/O error: {e}"),
+            crate::manifest::ManifestError::Damaged { offset, what } => {
+                write!(f, "damaged at byte {offset}: {what}")
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for crate::block::BlockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            crate::block::BlockError::Io(e) => write!(f, "I/O error: {e}"),
+            crate::block::BlockError::Damaged { offset, what } => {
+                write!(f, "damaged at byte {offset}: {what}")
+            }
+            crate::block::BlockError::Chunk {
+                series,
+                first_ts_ms,
+                last_ts_ms,
+                what,
+            } => write!(
+                f,
+                "the chunk of series {} from {first_ts_ms} to {last_ts_ms} ms is damaged: {what}",
+                series.0
+            ),
+        }
     }
 }
 

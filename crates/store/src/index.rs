@@ -123,7 +123,42 @@ pub enum IndexError {
 
 impl std::fmt::Display for IndexError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "series index: {self:?}")
+        f.write_str("series index: ")?;
+        match self {
+            IndexError::Io { path, error } => write!(f, "{}: {error}", path.display()),
+            IndexError::BadHeader { path } => write!(
+                f,
+                "{} does not start with a valid index header",
+                path.display()
+            ),
+            IndexError::Corrupt { path, offset, what } => write!(
+                f,
+                "{} is damaged at byte {offset} (before its tail, so not truncated): {what}",
+                path.display()
+            ),
+            IndexError::KindMismatch {
+                id,
+                existing,
+                requested,
+            } => write!(
+                f,
+                "series {} is {} and cannot take a {} value",
+                id.0,
+                existing.name(),
+                requested.name()
+            ),
+            IndexError::Full => write!(f, "full: no series id is left"),
+            IndexError::NotCanonical { text } => {
+                write!(f, "the key `{text}` is not in canonical form")
+            }
+            IndexError::UnknownSeries { id } => write!(f, "no series has the id {}", id.0),
+            IndexError::Failed => write!(
+                f,
+                "refused after an earlier failure (a writer panicked, or an append could not \
+                 be undone); reopen the store"
+            ),
+            IndexError::Key(e) => write!(f, "{e}"),
+        }
     }
 }
 

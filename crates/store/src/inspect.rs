@@ -114,7 +114,7 @@ pub fn inspect(dir: &Path) -> Result<Inspection, StoreError> {
             }
             Err(e) => out
                 .unreadable_blocks
-                .push((r.id.file_name(), format!("{e:?}"))),
+                .push((r.id.file_name(), format!("{e}"))),
         }
     }
     let defaults = crate::StoreOptions::default();
@@ -147,7 +147,7 @@ pub fn inspect(dir: &Path) -> Result<Inspection, StoreError> {
                         });
                     }
                 }
-                Err(e) => info.unreadable.push((r.id.file_name(), format!("{e:?}"))),
+                Err(e) => info.unreadable.push((r.id.file_name(), format!("{e}"))),
             }
         }
         out.levels.push(info);
@@ -180,14 +180,14 @@ pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
         Ok(Some(m)) => m,
         Ok(None) => return Err(NOT_A_STORE),
         Err(e) => {
-            problems.push(problem(manifest::MANIFEST_FILE, format!("{e:?}")));
+            problems.push(problem(manifest::MANIFEST_FILE, format!("{e}")));
             return Ok((problems, 0, 0));
         }
     };
     if m.cumulative_generation != 0 {
         if let Err(e) = manifest::load_cumulative(&RealFs, dir, m.cumulative_generation) {
             let name = manifest::cumulative_file_name(m.cumulative_generation);
-            problems.push(problem(&name, format!("{e:?}")));
+            problems.push(problem(&name, format!("{e}")));
         }
     }
     match SeriesIndex::open_read_only(&dir.join("index")) {
@@ -196,7 +196,7 @@ pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
             "index",
             format!("torn tail of {torn} bytes (an unacknowledged series; cut on next open)"),
         )),
-        Err(e) => problems.push(problem("index", format!("{e:?}"))),
+        Err(e) => problems.push(problem("index", format!("{e}"))),
     }
     let (mut blocks, mut chunks) = (0u64, 0u64);
     for r in &m.blocks {
@@ -206,7 +206,7 @@ pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
             Ok(stats) => chunks += stats.chunks,
             Err(errors) => {
                 for e in errors {
-                    problems.push(problem(&name, format!("{e:?}")));
+                    problems.push(problem(&name, format!("{e}")));
                 }
             }
         }
@@ -224,7 +224,7 @@ pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
                 Ok(stats) => chunks += stats.chunks,
                 Err(errors) => {
                     for e in errors {
-                        problems.push(problem(&name, format!("{e:?}")));
+                        problems.push(problem(&name, format!("{e}")));
                     }
                 }
             }
@@ -240,10 +240,13 @@ pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
     match journal::tools::inspect(&RealFs, &dir.join("wal")) {
         Ok(j) => {
             for d in j.damage.iter().filter(|d| !d.torn_tail) {
-                problems.push(problem("wal", format!("{d:?}")));
+                problems.push(problem(
+                    "wal",
+                    format!("segment {} byte {}: {}", d.segment, d.byte_offset, d.reason),
+                ));
             }
         }
-        Err(e) => problems.push(problem("wal", format!("{e:?}"))),
+        Err(e) => problems.push(problem("wal", format!("{e}"))),
     }
     Ok((problems, blocks, chunks))
 }

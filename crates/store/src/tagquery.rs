@@ -87,7 +87,25 @@ impl fmt::Display for QueryError {
                 f,
                 "tag query: needs more than {work_max} units of work; narrow it with exact terms"
             ),
-            other => write!(f, "tag query: {other:?}"),
+            QueryError::Base64 { position } => {
+                write!(f, "tag query: invalid base64 literal at byte {position}")
+            }
+            QueryError::Regex { position, message } => {
+                write!(f, "tag query: bad regex at byte {position}: {message}")
+            }
+            QueryError::TooLong { size_bytes } => write!(
+                f,
+                "tag query: {size_bytes} bytes, over the max {QUERY_SIZE_MAX}"
+            ),
+            QueryError::TooDeep { position } => write!(
+                f,
+                "tag query: nested deeper than {QUERY_DEPTH_MAX} at byte {position}"
+            ),
+            QueryError::TooManyNodes { position } => write!(
+                f,
+                "tag query: more than {QUERY_NODES_MAX} terms and operators, at byte {position}"
+            ),
+            QueryError::Index { message } => write!(f, "tag query: {message}"),
         }
     }
 }
