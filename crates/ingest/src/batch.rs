@@ -241,7 +241,7 @@ impl Batch {
 
     /// Rejects one sample, line, key or document. The location is only built for listed
     /// rejections: a body of a million bad lines must not cost a million strings.
-    pub(crate) fn reject(&mut self, location: impl FnOnce() -> String, reason: Reason) {
+    pub(crate) fn reject_one(&mut self, location: impl FnOnce() -> String, reason: Reason) {
         self.push_rejection(location, reason, false);
     }
 

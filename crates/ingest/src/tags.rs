@@ -3,7 +3,7 @@
 //! `key::suffix`'s (the one reader of it, shared with the store's canonical form); this module
 //! applies the parsers' bounds and turns its errors into rejection reasons.
 
-pub use key::suffix::{suffix_tags, suffix_tags_owned, PlainSuffix};
+pub(crate) use key::suffix::{suffix_tags_owned, PlainSuffix};
 use key::suffix::{InputError, Limits};
 
 use crate::batch::{check_tag, check_tag_count, Reason, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX};
