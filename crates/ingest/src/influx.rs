@@ -70,7 +70,7 @@ pub fn parse_into<S: Sink>(input: &[u8], options: &Options, precision: Precision
 
 /// One field of a well-formed line.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Field<'a> {
+pub(crate) struct Field<'a> {
     /// The key exactly as sent (escapes kept).
     pub raw_key: &'a str,
     /// The key with its escapes removed.
@@ -83,7 +83,7 @@ pub struct Field<'a> {
 /// Its tags are read only when asked for ([`Line::tags`]): a caller that already knows the
 /// series by its bytes (`series`) does not pay for them.
 #[derive(Debug)]
-pub struct Line<'a, 'f> {
+pub(crate) struct Line<'a, 'f> {
     /// 1-based, as in rejections.
     pub line_no: usize,
     /// The measurement and tag section exactly as sent (escapes kept): equal sections always

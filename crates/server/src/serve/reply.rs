@@ -141,7 +141,7 @@ impl Outcome {
     }
 
     /// The rejections as an error (`None` when there were none).
-    fn error(&self) -> Option<ServeError> {
+    fn as_error(&self) -> Option<ServeError> {
         let message = self.error.clone()?;
         Some(ServeError::new(self.rejected_status(), message))
     }
@@ -169,7 +169,7 @@ pub fn httptrap(outcome: &Outcome) -> Response {
 
 /// Influx: 204, or the rejections as an error (`partial write: …` when some were stored).
 pub fn influx(outcome: &Outcome) -> Response {
-    match outcome.error() {
+    match outcome.as_error() {
         None => StatusCode::NO_CONTENT.into_response(),
         Some(mut e) => {
             if !outcome.stopped && outcome.accepted > 0 {
@@ -183,7 +183,7 @@ pub fn influx(outcome: &Outcome) -> Response {
 /// Remote write: 204, or the rejections as a 4xx (Prometheus drops a batch on a 4xx other than
 /// 429 and retries on 5xx: permanently bad data is a 400 naming it, the good series stored).
 pub fn remote_write(outcome: &Outcome) -> Response {
-    match outcome.error() {
+    match outcome.as_error() {
         None => StatusCode::NO_CONTENT.into_response(),
         Some(e) => e.response(Shape::Json),
     }
