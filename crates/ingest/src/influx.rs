@@ -62,7 +62,6 @@ pub fn parse_into<S: Sink>(input: &[u8], options: &Options, precision: Precision
     let mut feeder = Feeder {
         sink,
         tag_sets: TagSets::default(),
-        lookups: Vec::new(),
         handed: 0,
     };
     visit(input, options, precision, &mut feeder);
@@ -180,8 +179,6 @@ fn visit<'a>(
 struct Feeder<'a, 's, S> {
     sink: &'s mut S,
     tag_sets: TagSets<'a>,
-    /// The current line's fields' answers from [`Sink::known_series`].
-    lookups: Vec<Lookup>,
     /// Samples handed over, against `SAMPLES_PER_BATCH_MAX`.
     handed: usize,
 }
@@ -216,53 +213,49 @@ impl<'a, S: Sink> Visitor<'a> for Feeder<'a, '_, S> {
             return false;
         }
         self.handed += fields.len();
-        let series = line.series.as_bytes();
-        self.lookups.clear();
-        for field in fields {
+        let section = line.series.as_bytes();
+        // Read at the first field the sink does not know. A known field's section read
+        // without error before, so reading it cannot fail once a field was handed over: the
+        // line is never half handed over. (A cell, so that the series below, made once per
+        // line, can borrow the tags once they are read.)
+        let tags: std::cell::OnceCell<(u64, Tags)> = std::cell::OnceCell::new();
+        let mut series = Series {
+            name: Name::joined(&line.measurement, FIELD_SEPARATOR, ""),
+            tags: TagsRef::Unread,
+            lookup: Lookup::Unknown,
+            raw: None,
+            index: None,
+        };
+        for (i, field) in fields.iter().enumerate() {
             let raw = RawSeries {
-                first: series,
+                first: section,
                 second: field.raw_key.as_bytes(),
             };
-            let lookup = self
-                .sink
-                .known_series(raw)
-                .map_or(Lookup::Unknown, Lookup::Known);
-            self.lookups.push(lookup);
-        }
-        // Tags are read only for a line with a field the sink does not know. A known field's
-        // section read without error before, so the line is never half handed over.
-        let all_known = self.lookups.iter().all(|l| matches!(l, Lookup::Known(_)));
-        let tags = if all_known {
-            None
-        } else {
-            match self.tags(line) {
-                Ok(tags) => Some(tags),
-                Err((offset, reason)) => {
-                    self.reject(line_no, offset, reason);
-                    return true;
+            series.lookup = match self.sink.known_series(raw) {
+                Some(known) => Lookup::Known(known),
+                None => Lookup::Unknown,
+            };
+            if series.lookup == Lookup::Unknown && tags.get().is_none() {
+                match self.tags(line) {
+                    Ok(read) => {
+                        let (id, tags) = tags.get_or_init(|| read);
+                        series.tags = TagsRef::List { id: *id, tags };
+                    }
+                    Err((offset, reason)) => {
+                        debug_assert_eq!(i, 0, "a known section reads without error");
+                        self.reject(line_no, offset, reason);
+                        return true;
+                    }
                 }
             }
-        };
-        for (field, &lookup) in fields.iter().zip(&self.lookups) {
             let value = match &field.value {
                 Value::Numeric(v) => ValueRef::Numeric(*v),
                 Value::Text(text) => ValueRef::Text(text),
                 // The line protocol has no other kinds.
                 _ => continue,
             };
-            let series = Series {
-                name: Name::joined(&line.measurement, FIELD_SEPARATOR, &field.key),
-                tags: match &tags {
-                    Some((id, tags)) => TagsRef::List { id: *id, tags },
-                    None => TagsRef::Unread,
-                },
-                lookup,
-                raw: Some(RawSeries {
-                    first: series,
-                    second: field.raw_key.as_bytes(),
-                }),
-                index: None,
-            };
+            series.name.tail = Some((FIELD_SEPARATOR, &field.key));
+            series.raw = Some(raw);
             let point = Point {
                 ts_ms: line.ts_ms,
                 value,
@@ -333,7 +326,9 @@ fn line_len(s: &[u8]) -> (usize, usize) {
 }
 
 /// Tag sections already read in this batch, by their text.
-type TagSets<'a> = HashMap<&'a str, (u64, Tags)>;
+/// foldhash: the std hasher (SipHash) cost 450 instructions a section, 6 a sample of a body whose
+/// series a sink does not know yet.
+type TagSets<'a> = HashMap<&'a str, (u64, Tags), foldhash::fast::RandomState>;
 
 /// The length of the tag section at the start of `s`: up to the first unescaped space.
 fn section_len(s: &[u8]) -> usize {

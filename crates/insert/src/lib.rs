@@ -226,22 +226,6 @@ struct Current {
     miss_pending: bool,
 }
 
-/// A value as the batch takes it: owned, or bins lent sorted or packed.
-enum Value<'v> {
-    Owned(store::Value),
-    Bins(&'v [u16], &'v [u64]),
-    Packed(hist::packed::PackedRef<'v>),
-}
-
-impl Value<'_> {
-    fn kind(&self) -> Kind {
-        match self {
-            Value::Owned(v) => v.kind(),
-            Value::Bins(..) | Value::Packed(_) => Kind::Histogram,
-        }
-    }
-}
-
 /// Where a sample goes: a series id, a canonical key, or a slot of this batch.
 #[derive(Clone, Copy)]
 enum To<'k> {
@@ -250,46 +234,54 @@ enum To<'k> {
     Slot(usize),
 }
 
-/// Pushes one value; the batch slot it went to.
+/// The kind of series a value makes (`None` for a `null`).
+fn kind_of(value: &ValueRef<'_>) -> Option<Kind> {
+    match value {
+        ValueRef::Null => None,
+        ValueRef::Numeric(_) => Some(Kind::Numeric),
+        ValueRef::Text(_) => Some(Kind::Text),
+        ValueRef::Histogram(_) | ValueRef::CumulativeHistogram(_) => Some(Kind::Histogram),
+    }
+}
+
+/// Pushes one value with the batch's method for its form (bins lent sorted or packed go in
+/// as they are); the batch slot it went to, `None` for a `null` (present without a value:
+/// nothing stored). Inlined where `to` and the value are known, so that their matches fold.
+#[inline(always)]
 fn push(
     batch: &mut WriteBatch,
     to: To<'_>,
     ts_ms: i64,
-    value: Value<'_>,
-) -> Result<usize, StoreError> {
-    match (value, to) {
-        (Value::Packed(bins), To::Id(id)) => batch.push_id_packed(id, ts_ms, bins),
-        (Value::Packed(bins), To::Key(key)) => batch.push_canonical_packed(key, ts_ms, bins),
-        (Value::Packed(bins), To::Slot(slot)) => {
-            let value = store::Value::Histogram(bins.to_histogram());
-            batch.push_at(slot, ts_ms, value).map(|()| slot)
-        }
-        (Value::Bins(keys, counts), To::Id(id)) => batch.push_id_bins(id, ts_ms, keys, counts),
-        (Value::Bins(keys, counts), To::Key(key)) => {
-            batch.push_canonical_bins(key, ts_ms, keys, counts)
-        }
-        (Value::Bins(keys, counts), To::Slot(slot)) => {
-            batch.push_at_bins(slot, ts_ms, keys, counts).map(|()| slot)
-        }
-        (Value::Owned(value), To::Id(id)) => batch.push_id(id, ts_ms, value),
-        (Value::Owned(value), To::Key(key)) => batch.push_canonical(key, ts_ms, value),
-        (Value::Owned(value), To::Slot(slot)) => batch.push_at(slot, ts_ms, value).map(|()| slot),
-    }
-}
-
-/// The value of a point the batch takes (`None` for a `null`: present, nothing stored).
-#[inline]
-fn batch_value(value: ValueRef<'_>) -> Option<Value<'_>> {
-    Some(match value {
+    value: ValueRef<'_>,
+) -> Option<Result<usize, StoreError>> {
+    let owned = match value {
         ValueRef::Null => return None,
-        ValueRef::Numeric(v) => Value::Owned(store::Value::Numeric(v)),
-        ValueRef::Text(text) => Value::Owned(store::Value::Text(text.to_owned())),
-        ValueRef::Histogram(HistogramRef::Packed(bins)) => Value::Packed(bins),
-        ValueRef::Histogram(HistogramRef::Sorted { keys, counts }) => Value::Bins(keys, counts),
-        ValueRef::Histogram(HistogramRef::Built(h)) => Value::Owned(store::Value::Histogram(h)),
-        ValueRef::CumulativeHistogram(h) => {
-            Value::Owned(store::Value::CumulativeHistogram(h.into_histogram()))
+        ValueRef::Histogram(HistogramRef::Packed(bins)) => {
+            return Some(match to {
+                To::Id(id) => batch.push_id_packed(id, ts_ms, bins),
+                To::Key(key) => batch.push_canonical_packed(key, ts_ms, bins),
+                To::Slot(slot) => {
+                    let value = store::Value::Histogram(bins.to_histogram());
+                    batch.push_at(slot, ts_ms, value).map(|()| slot)
+                }
+            })
         }
+        ValueRef::Histogram(HistogramRef::Sorted { keys, counts }) => {
+            return Some(match to {
+                To::Id(id) => batch.push_id_bins(id, ts_ms, keys, counts),
+                To::Key(key) => batch.push_canonical_bins(key, ts_ms, keys, counts),
+                To::Slot(slot) => batch.push_at_bins(slot, ts_ms, keys, counts).map(|()| slot),
+            })
+        }
+        ValueRef::Numeric(v) => store::Value::Numeric(v),
+        ValueRef::Text(text) => store::Value::Text(text.to_owned()),
+        ValueRef::Histogram(HistogramRef::Built(h)) => store::Value::Histogram(h),
+        ValueRef::CumulativeHistogram(h) => store::Value::CumulativeHistogram(h.into_histogram()),
+    };
+    Some(match to {
+        To::Id(id) => batch.push_id(id, ts_ms, owned),
+        To::Key(key) => batch.push_canonical(key, ts_ms, owned),
+        To::Slot(slot) => batch.push_at(slot, ts_ms, owned).map(|()| slot),
     })
 }
 
@@ -365,10 +357,11 @@ impl<'a> Insert<'a> {
     }
 
     /// The id of a series the cache knows, asked by the parser or looked up here.
-    #[inline]
+    #[inline(always)]
     fn id_of(&mut self, series: &Series<'_>) -> Option<SeriesId> {
         match series.lookup {
-            Lookup::Known(known) => u32::try_from(known.0).ok().map(SeriesId),
+            // The token is this sink's own, made from a series id.
+            Lookup::Known(known) => Some(SeriesId(known.0 as u32)),
             Lookup::Unknown => None,
             Lookup::NotAsked => self.cache.as_mut()?.get(series.raw?),
         }
@@ -390,71 +383,85 @@ impl<'a> Insert<'a> {
         }
     }
 
+    /// A sample the batch refused, of a series pushed by id or of the announced series.
+    #[cold]
+    fn reject_pushed(&mut self, id: Option<SeriesId>, e: StoreError) {
+        let key = match id {
+            Some(id) => self.key_of(id),
+            None => self.current.key.clone(),
+        };
+        self.reject_own(|| format!("metric `{key}`: {e}"));
+    }
+
     /// Remembers that `raw` was pushed as the key `text`, to cache its id after the write.
-    fn miss(&mut self, raw: Option<RawSeries<'_>>, text: &str, kind: Kind) {
-        if let (Some(raw), Some(cache)) = (raw, &self.cache) {
+    fn miss(&mut self, raw: Option<RawSeries<'_>>, text: &str, kind: Option<Kind>) {
+        if let (Some(raw), Some(cache), Some(kind)) = (raw, &self.cache, kind) {
             self.out.misses.add(&cache.key(raw), text, kind);
         }
     }
 
-    /// A sample of a series the parser did not announce.
-    fn sample_alone(&mut self, series: &Series<'_>, ts_ms: i64, value: Value<'_>) {
-        if let Some(id) = self.id_of(series) {
-            match push(&mut self.out.batch, To::Id(id), ts_ms, value) {
-                Ok(_) => self.out.accepted += 1,
-                Err(e) => {
-                    let key = self.key_of(id);
-                    self.reject_own(|| format!("metric `{key}`: {e}"));
-                }
-            }
-            return;
-        }
-        let mut key = std::mem::take(&mut self.key);
-        key.clear();
-        match self.keys.write(series, &mut key) {
-            Err(e) => self.reject_key(series, e),
-            Ok(()) => {
-                let kind = value.kind();
-                match push(&mut self.out.batch, To::Key(&key), ts_ms, value) {
-                    Ok(_) => {
-                        self.out.accepted += 1;
-                        self.miss(series.raw, &key, kind);
-                    }
-                    Err(e) => self.reject_own(|| format!("metric `{key}`: {e}")),
-                }
-            }
-        }
-        self.key = key;
-    }
-
-    /// A sample of the series announced last.
-    fn sample_of_current(&mut self, series: &Series<'_>, ts_ms: i64, value: Value<'_>) {
-        let numeric = matches!(value, Value::Owned(store::Value::Numeric(_)));
-        let to = match (self.current.slot, self.current.id) {
-            (Some(slot), _) if numeric => To::Slot(slot),
-            (_, Some(id)) => To::Id(id),
-            (_, None) => To::Key(&self.current.key),
-        };
-        let kind = value.kind();
+    /// A sample of a series known by id, or of the announced series (`announced`: its numeric
+    /// samples after the first go to the first's batch slot).
+    #[inline(always)]
+    fn push_known(&mut self, to: To<'_>, announced: bool, ts_ms: i64, value: ValueRef<'_>) {
+        let numeric = matches!(value, ValueRef::Numeric(_));
         match push(&mut self.out.batch, to, ts_ms, value) {
-            Ok(slot) => {
+            None => self.out.accepted += 1,
+            Some(Ok(slot)) => {
                 self.out.accepted += 1;
-                if numeric {
+                if announced && numeric {
                     self.current.slot = Some(slot);
                 }
-                if std::mem::take(&mut self.current.miss_pending) {
-                    let key = std::mem::take(&mut self.current.key);
+            }
+            Some(Err(e)) => {
+                let id = match to {
+                    To::Id(id) => Some(id),
+                    _ => self.current.id,
+                };
+                self.reject_pushed(id, e);
+            }
+        }
+    }
+
+    /// A sample pushed by its canonical key: printed here, or the announced series'.
+    fn push_by_key(
+        &mut self,
+        series: &Series<'_>,
+        announced: bool,
+        ts_ms: i64,
+        value: ValueRef<'_>,
+    ) {
+        let kind = kind_of(&value);
+        let numeric = matches!(value, ValueRef::Numeric(_));
+        let mut key = match announced {
+            true => std::mem::take(&mut self.current.key),
+            false => {
+                let mut key = std::mem::take(&mut self.key);
+                key.clear();
+                if let Err(e) = self.keys.write(series, &mut key) {
+                    self.reject_key(series, e);
+                    self.key = key;
+                    return;
+                }
+                key
+            }
+        };
+        match push(&mut self.out.batch, To::Key(&key), ts_ms, value) {
+            None => self.out.accepted += 1,
+            Some(Ok(slot)) => {
+                self.out.accepted += 1;
+                if announced && numeric {
+                    self.current.slot = Some(slot);
+                }
+                if !announced || std::mem::take(&mut self.current.miss_pending) {
                     self.miss(series.raw, &key, kind);
-                    self.current.key = key;
                 }
             }
-            Err(e) => {
-                let key = match self.current.id {
-                    Some(id) => self.key_of(id),
-                    None => self.current.key.clone(),
-                };
-                self.reject_own(|| format!("metric `{key}`: {e}"));
-            }
+            Some(Err(e)) => self.reject_own(|| format!("metric `{key}`: {e}")),
+        }
+        match announced {
+            true => self.current.key = std::mem::take(&mut key),
+            false => self.key = key,
         }
     }
 
@@ -494,7 +501,7 @@ impl Sink for Insert<'_> {
         self.keys.document();
     }
 
-    #[inline]
+    #[inline(always)]
     fn known_series(&mut self, raw: RawSeries<'_>) -> Option<Known> {
         let id = self.cache.as_mut()?.get(raw)?;
         Some(Known(u64::from(id.0)))
@@ -531,24 +538,35 @@ impl Sink for Insert<'_> {
         ok
     }
 
-    #[inline]
+    // Always inlined into the parser's loop: there the parser's own match has already told which
+    // value it is, and most of this folds away (called, it cost Influx 100 instructions a
+    // sample in moves and matches).
+    #[inline(always)]
     fn sample(&mut self, series: &Series<'_>, point: Point<'_>) -> bool {
         let Point { ts_ms, value, mode } = point;
         let ts_ms = ts_ms.unwrap_or(self.now_ms);
-        if let ValueRef::Numeric(v) = value {
-            if mode != Mode::Set || self.slots.is_some() {
+        match value {
+            // Present without a value: counted, nothing stored (whatever its key).
+            ValueRef::Null => {
+                self.out.accepted += 1;
+                return true;
+            }
+            ValueRef::Numeric(v) if mode != Mode::Set || self.slots.is_some() => {
                 return self.combine(series, ts_ms, v, mode);
             }
+            _ => {}
         }
-        let Some(value) = batch_value(value) else {
-            // Present without a value: counted, nothing stored.
-            self.out.accepted += 1;
-            return true;
+        let announced = series.index.is_some() && series.index == self.current.index;
+        let to = match announced {
+            true => match (self.current.slot, self.current.id) {
+                (Some(slot), _) if matches!(value, ValueRef::Numeric(_)) => Some(To::Slot(slot)),
+                (_, id) => id.map(To::Id),
+            },
+            false => self.id_of(series).map(To::Id),
         };
-        if series.index.is_some() && series.index == self.current.index {
-            self.sample_of_current(series, ts_ms, value);
-        } else {
-            self.sample_alone(series, ts_ms, value);
+        match to {
+            Some(to) => self.push_known(to, announced, ts_ms, value),
+            None => self.push_by_key(series, announced, ts_ms, value),
         }
         true
     }
