@@ -314,7 +314,7 @@ impl<'a> Insert<'a> {
     }
 
     /// What the body became (the cache's lock released).
-    pub fn finish(mut self) -> Inserted {
+    fn finish(mut self) -> Inserted {
         self.cache = None;
         if self.out.stopped {
             // Nothing of a body whose parse stopped is stored, and only the parser's

@@ -27,9 +27,10 @@ pub fn json_response(status: StatusCode, body: serde_json::Value) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-/// `{"error": message}` with a status.
+/// `{"error": message}` with a status: a [`ServeError`] in the plain shape (the read API, the
+/// request frame).
 pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    json_response(status, json!({ "error": message.into() }))
+    ServeError::new(status, message).response(Shape::Json)
 }
 
 pub fn router(app: Shared) -> Router {
