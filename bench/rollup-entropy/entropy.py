@@ -1,6 +1,6 @@
 """How many bits a 1-minute numeric rollup slice of the TSBS-shaped random walk carries.
 
-Issue 5 asks for <= 2,000 bytes per stream-day at the 1-minute rollup level (1,440 slices: 11.1
+The target is <= 2,000 bytes per stream-day at the 1-minute rollup level (1,440 slices: 11.1
 bits per slice, file overhead included). This estimates the information in one slice of the
 workload `numeric_bench` writes (a float walk with N(0, 1) steps clamped to 0..100, stored
 truncated to integers, one sample per 10 s, so 6 samples per slice) by the plug-in entropy of

@@ -5,7 +5,7 @@
 # compares two builds where this shared VM's CPU-time runs spread ±8 %; memory-bound changes
 # still need timing. The names are exact and never nest: callgrind's --toggle-collect flips at
 # every match, so `WriteBatch::push*` (push_id_bins → push_id_incoming → push_sample) had left
-# the bin check uncounted before session 14.
+# the bin check uncounted before 2026-11-26.
 #   bench/storebench/instructions.sh [STOREBENCH_BINARY] [HOURS]
 set -euo pipefail
 bin=${1:-target/release/storebench}

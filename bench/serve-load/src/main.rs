@@ -1,4 +1,4 @@
-//! `serve-load`: drives a running (or spawned) `strata serve` with the issue 6 ingest workloads
+//! `serve-load`: drives a running (or spawned) `strata serve` with the ingest benchmark workloads
 //! and reports samples per **server** CPU-second, measured from `/proc/<pid>/stat`
 //! (utime + stime) before and after the send phase, plus the wall-clock rate.
 //!
@@ -108,7 +108,7 @@ enum HistShape {
     /// 1,500 draws, σ = 0.35, a median per stream from 2 to 200 ms: counts of one to three
     /// digits.
     Narrow,
-    /// The store benchmark's shape (issue 4's workload (b)): 100 draws from one lognormal with
+    /// The store benchmark's histogram shape (`storebench`): 100 draws from one lognormal with
     /// μ = −3, σ = 1.6, so counts are mostly 1 or 2.
     Store,
 }

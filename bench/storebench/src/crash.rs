@@ -1,4 +1,4 @@
-//! Acknowledged samples lost after `kill -9` of a writer at full speed (issue 4's last row).
+//! Acknowledged samples lost after `kill -9` of a writer at full speed (the target: none).
 //!
 //! The parent re-executes this binary as a child (`storebench crash-child`) that writes batches
 //! of 10,000 numeric samples as fast as it can from several threads with the store's default

@@ -1,4 +1,4 @@
-//! `storebench`: issue 4's workload generator and the in-process store benchmark.
+//! `storebench`: the store's workload generator and the in-process store benchmark.
 //!
 //! - [`workload`]: deterministic, seeded TSBS-like numeric (integer and float gauges), lognormal
 //!   histogram and series-churn workloads, streamed in time order.

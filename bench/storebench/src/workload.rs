@@ -1,4 +1,4 @@
-//! Deterministic, seeded workloads for the store benchmark (issue 4's shapes).
+//! Deterministic, seeded workloads for the store benchmark (the shapes of its targets).
 //!
 //! - [`Shape::NumericInt`] / [`Shape::NumericFloat`]: the TSBS `cpu-only` shape — hosts with 10
 //!   `cpu` metrics each (`usage_user`, …) and the TSBS host tags, one sample per series every
@@ -104,7 +104,7 @@ impl Shape {
         Shape::ALL.into_iter().find(|s| s.name() == text)
     }
 
-    /// Issue 4's series count: 1,000 hosts × 10 metrics; 1,000 histograms; 1 M churned series.
+    /// Series per shape: 1,000 hosts × 10 metrics; 1,000 histograms; 1 M churned series.
     pub fn default_series(self) -> u64 {
         match self {
             Shape::NumericInt | Shape::NumericFloat => 10_000,
@@ -132,7 +132,7 @@ pub struct Config {
 }
 
 impl Config {
-    /// The issue's workload for `shape`: 4 hours at 10 s (1,440 steps), or 6 samples for churn.
+    /// The benchmark's workload for `shape`: 4 hours at 10 s (1,440 steps), or 6 samples for churn.
     pub fn issue(shape: Shape) -> Config {
         Config {
             shape,

@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! The workload generator: deterministic per seed, the shapes (counts, time order,
+//! The workload generator: deterministic per seed, the benchmark's shapes (counts, time order,
 //! value ranges, bins per histogram, series lifetimes in churn) and the TSBS key layout.
 
 use std::collections::{HashMap, HashSet};

@@ -1,4 +1,4 @@
-//! Criterion benchmarks for `hist` on the workload: 1,000,000 lognormal latencies
+//! Criterion benchmarks for `hist` on the target workload: 1,000,000 lognormal latencies
 //! (μ = −3, σ = 1.5, in seconds; ≈488 bins), beside the Rust peers `hdrhistogram` and
 //! `sketches-ddsketch` measured in the same run. Results and anchors: `bench/RESULTS.md`.
 //!

@@ -2,7 +2,7 @@
 //! noisy machine: each figure is the median over many batches of *thread CPU time* per operation
 //! (time the thread was not running does not count), all peers measured in the same run.
 //!
-//! Workload (issue 2): 1,000,000 lognormal latencies, μ = −3, σ = 1.5 seconds (≈488 bins).
+//! Workload: 1,000,000 lognormal latencies, μ = −3, σ = 1.5 seconds (≈488 bins).
 //! Run: `cargo run --release -p hist --example cpu_bench` (pin: `taskset -c 1 …`).
 //! Prints a markdown table; `bench/RESULTS.md` records it with the anchors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -30,6 +30,9 @@
 
 use std::fmt;
 
+mod cumulative;
+pub use cumulative::{Bounded, Cumulative, CumulativeDecodeError, Exponential, Increase};
+
 use crate::bin::{Bin, Parts, BIN_COUNT_MAX};
 use crate::histogram::Histogram;
 
@@ -799,14 +802,14 @@ impl Sink {
 
 /// Hands out a bucket's integer count piece by piece: a piece ending at cumulative share `F`
 /// gets `round(c·F) − round(c·F_before)`, and the last piece gets exactly what is left.
-struct Cumulative {
+struct Pieces {
     count: u64,
     given: u64,
 }
 
-impl Cumulative {
-    fn new(count: u64) -> Cumulative {
-        Cumulative { count, given: 0 }
+impl Pieces {
+    fn new(count: u64) -> Pieces {
+        Pieces { count, given: 0 }
     }
 
     /// The piece ending at share `share_after` of the bucket (≥ 1 means the rest).
@@ -866,7 +869,7 @@ fn split_magnitudes(
     if hi <= MAGNITUDE_MIN {
         return sink.add(Bin::ZERO, count);
     }
-    let mut pieces = Cumulative::new(count);
+    let mut pieces = Pieces::new(count);
     let first_regular = Parts {
         negative: false,
         exp: -128,
@@ -1006,7 +1009,7 @@ mod tests {
 
     #[test]
     fn cumulative_pieces_add_up_and_never_go_negative() {
-        let mut c = Cumulative::new(10);
+        let mut c = Pieces::new(10);
         let pieces: Vec<u64> = [0.04, 0.06, 0.5, 0.49, 0.99, 1.0]
             .iter()
             .map(|&s| c.take(s))

@@ -1,5 +1,5 @@
 //! Samples parsed per CPU-second of the parsing thread, for each payload in `payloads` — the
-//! unit of issue 6's targets, and steadier than wall time on a shared machine (time spent
+//! unit of the ingest targets, and steadier than wall time on a shared machine (time spent
 //! waiting for the CPU is not counted). CPU time: `clock::thread_cpu_ns` (CLOCK_THREAD_CPUTIME_ID).
 //!
 //! Run: `taskset -c 1 cargo bench -p ingest --bench parse_cpu` (`ROUNDS`, `CPU_SECONDS` tune it;
@@ -76,7 +76,7 @@ fn median_rate(rounds: usize, cpu_seconds: f64, samples: f64, parse: &dyn Fn()) 
     (rates[rates.len() / 2], all.join(", "))
 }
 
-/// Issue 6's row "the flatbuffers encoding vs the JSON httptrap encoding of the same metrics":
+/// The target "the flatbuffers encoding vs the JSON httptrap encoding of the same metrics":
 /// per pair of payloads holding the same metrics, decode ns per metric both ways, bytes, and the
 /// ratios — for `flat::parse` (bytes to the same `Batch` as the JSON path), for reading the
 /// flatbuffer in place without building samples, and (the row's honest definition) for both
@@ -249,7 +249,9 @@ mod into_batch {
                 ingest::Value::Numeric(v) => store::Value::Numeric(v),
                 ingest::Value::Text(t) => store::Value::Text(t),
                 ingest::Value::Histogram(h) => store::Value::Histogram(h),
-                ingest::Value::CumulativeHistogram(h) => store::Value::CumulativeHistogram(h),
+                ingest::Value::CumulativeHistogram(h) => {
+                    store::Value::CumulativeHistogram(hist::convert::Cumulative::Bins(h))
+                }
             };
             let at = match &last {
                 Some((tags, at)) if Arc::ptr_eq(tags, &sample.tags) => *at,
@@ -353,9 +355,9 @@ mod into_batch {
                     store::Value::Numeric(0.0)
                 }
                 ValueRef::Histogram(h) => store::Value::Histogram(h.into_histogram()),
-                ValueRef::CumulativeHistogram(h) => {
-                    store::Value::CumulativeHistogram(h.into_histogram())
-                }
+                ValueRef::CumulativeHistogram(h) => store::Value::CumulativeHistogram(
+                    hist::convert::Cumulative::Bins(h.into_histogram()),
+                ),
             };
             self.key.clear();
             let extra = self.extra;

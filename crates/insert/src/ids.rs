@@ -26,10 +26,8 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 use ingest::RawSeries;
-use store::batch::KeyRef;
-use store::index::{Kind, SeriesId};
 use store::key::Tag;
-use store::Store;
+use store::{KeyRef, Kind, SeriesId, Store};
 
 /// Series the cache holds by default (Influx: one per series and field).
 pub const ENTRIES_MAX_DEFAULT: usize = 1 << 20;

@@ -22,8 +22,8 @@ use ingest::{
     HistogramRef, Known, Lookup, Mode, Point, PointAt, RawSeries, Reason, Rejection, Scope, Series,
     Sink, ValueRef,
 };
-use store::index::{Kind, SeriesId};
 use store::key::{KeyError, StreamKey, Tag};
+use store::{Kind, SeriesId};
 use store::{Store, StoreError, WriteBatch};
 
 pub use ids::{Misses, Namespace, Reader, SeriesCache, ENTRIES_MAX_DEFAULT, KEY_BYTES_MAX_DEFAULT};
@@ -276,7 +276,9 @@ fn push(
         ValueRef::Numeric(v) => store::Value::Numeric(v),
         ValueRef::Text(text) => store::Value::Text(text.to_owned()),
         ValueRef::Histogram(HistogramRef::Built(h)) => store::Value::Histogram(h),
-        ValueRef::CumulativeHistogram(h) => store::Value::CumulativeHistogram(h.into_histogram()),
+        ValueRef::CumulativeHistogram(h) => {
+            store::Value::CumulativeHistogram(hist::convert::Cumulative::Bins(h.into_histogram()))
+        }
     };
     Some(match to {
         To::Id(id) => batch.push_id(id, ts_ms, owned),

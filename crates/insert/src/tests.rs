@@ -8,8 +8,8 @@ use ingest::influx::Precision;
 use ingest::remote_write::proto;
 use ingest::{Mode, Name, Options, Sample, Value};
 use prost::Message;
-use store::index::SeriesId;
 use store::key::{StreamKey, Tag};
+use store::SeriesId;
 use store::{KeyRef, Store, StoreOptions};
 
 use super::*;
@@ -635,7 +635,7 @@ fn open_store() -> (tempfile::TempDir, Store) {
 
 /// Writes an inserted body as the server does, and learns its new series.
 fn write(store: &Store, cache: &SeriesCache, inserted: &mut Inserted) {
-    let refused = store.write_partial(&inserted.batch).unwrap();
+    let (_, refused) = store.write_partial(&inserted.batch).unwrap();
     inserted.apply_kind_rejections(&refused);
     inserted.learn(store, cache);
 }

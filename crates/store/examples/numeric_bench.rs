@@ -1,4 +1,4 @@
-//! Issue 5's numeric rows: a scan counting every sample of the numeric workload, and the bytes
+//! The numeric read targets: a scan counting every sample of the numeric workload, and the bytes
 //! on disk per stream-day of a numeric rollup level.
 //!
 //! `cargo run --release -p store --example numeric_bench [-- --hosts N --hours H --runs R
@@ -8,8 +8,8 @@
 //! × 10 metrics, one sample every 10 s for `--hours` (default 4): 14.4 M samples; each series a
 //! random walk with N(0, 1) steps clamped to 0–100, submitted truncated to an integer. Written
 //! through `Store::write` and flushed to blocks; then rollups are built as of a year later with
-//! the levels 1 m, 5 m, 1 h, 1 d (a 1 m level added to the defaults, so the issue's "1-min
-//! rollup" row has a level of its own; the base period is 10 s so that a 1 m level is allowed). With `--dir`, a later run with the same arguments reads
+//! the levels 1 m, 5 m, 1 h, 1 d (a 1 m level added to the defaults, so the "1-min
+//! rollup" target has a level of its own; the base period is 10 s so that a 1 m level is allowed). With `--dir`, a later run with the same arguments reads
 //! the data written there before.
 //!
 //! Reads, each the median of `--runs` (default 7) of thread CPU time on a fresh `View`:
@@ -27,9 +27,10 @@ use std::time::Instant;
 
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
-use store::index::SeriesId;
 use store::key::StreamKey;
-use store::{LevelOptions, Slicing, Store, StoreOptions, WriteBatch, DAY_MS, HOUR_MS, MINUTE_MS};
+use store::{
+    LevelOptions, SeriesId, Slicing, Store, StoreOptions, WriteBatch, DAY_MS, HOUR_MS, MINUTE_MS,
+};
 
 const STEP_MS: i64 = 10_000;
 const METRICS: [&str; 10] = [
@@ -207,7 +208,7 @@ fn main() {
     let days = (end_ms - START_MS) as f64 / DAY_MS as f64;
     let view = store.view().unwrap();
     for (period_ms, partition_ms, files) in view.levels() {
-        let bytes = dir_bytes(&store::rollup::level_dir(&dir, period_ms));
+        let bytes = dir_bytes(&store::internals::rollup::level_dir(&dir, period_ms));
         // A level's partition may extend past the data: count the days its files cover.
         let covered_days = days.max(0.0);
         println!(

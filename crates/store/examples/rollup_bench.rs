@@ -1,4 +1,4 @@
-//! Read benchmarks over rollups (issue 5), on the histogram workload of `bench/storebench`
+//! Read benchmarks over rollups, on the histogram workload of `bench/storebench`
 //! (lognormal μ = −3, σ = 1.6, 100 observations per series every 10 s) extended to 7 days.
 //!
 //! `cargo run --release -p store --example rollup_bench [-- --series N --hours H --runs R
@@ -26,10 +26,11 @@ use std::time::Instant;
 use hist::{Histogram, QuantileType};
 use rand::SeedableRng;
 use rand_distr::{Distribution, LogNormal};
-use store::fetch::merged_histograms;
-use store::index::SeriesId;
 use store::key::StreamKey;
-use store::{Slicing, Store, StoreOptions, WriteBatch, DAY_MS, HOUR_MS, MINUTE_MS};
+use store::{
+    merged_histograms, SeriesId, Slicing, Store, StoreOptions, WriteBatch, DAY_MS, HOUR_MS,
+    MINUTE_MS,
+};
 
 const STEP_MS: i64 = 10_000;
 const OBSERVATIONS: usize = 100;
@@ -124,7 +125,7 @@ fn main() {
     let written_s = t0.elapsed().as_secs_f64();
     let t0 = Instant::now();
     let report = if reuse {
-        store::rollup::RollupReport::default()
+        store::RollupReport::default()
     } else {
         store.build_rollups(end_ms + 400 * DAY_MS).unwrap()
     };

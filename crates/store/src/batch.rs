@@ -7,10 +7,12 @@
 
 use std::borrow::Cow;
 
+use hist::convert::Cumulative;
 use hist::Histogram;
 
-use crate::index::{Kind, SeriesId};
 use crate::key::StreamKey;
+use crate::series::{Kind, SeriesId};
+use crate::sources::Origin;
 use crate::StoreError;
 
 /// Samples in one batch, bounded so one batch fits one journal record comfortably.
@@ -28,9 +30,10 @@ pub enum Value {
     Text(String),
     /// Observations made at this sample's time; merged into the sample's base period.
     Histogram(Histogram),
-    /// A running total since the source started: the store keeps the difference from the
-    /// series' previous cumulative submission (or the whole value after a counter reset).
-    CumulativeHistogram(Histogram),
+    /// A running total since the source started, in the source's own buckets: the store keeps
+    /// the increase since the series' previous cumulative submission, taken in those buckets
+    /// and then converted (or the whole value after a counter reset).
+    CumulativeHistogram(Cumulative),
 }
 
 impl Value {
@@ -40,6 +43,22 @@ impl Value {
             Value::Text(_) => Kind::Text,
             Value::Histogram(_) | Value::CumulativeHistogram(_) => Kind::Histogram,
         }
+    }
+}
+
+/// A value's kind as the WAL record names it (`FORMAT.md`, "WAL record"): the batch decides its
+/// samples' runs by it, the WAL writes and reads it.
+pub(crate) const TAG_NUMERIC: u8 = 1;
+pub(crate) const TAG_TEXT: u8 = 2;
+pub(crate) const TAG_HISTOGRAM: u8 = 3;
+pub(crate) const TAG_CUMULATIVE: u8 = 4;
+
+pub(crate) fn tag_of(value: &Value) -> u8 {
+    match value {
+        Value::Numeric(_) => TAG_NUMERIC,
+        Value::Text(_) => TAG_TEXT,
+        Value::Histogram(_) => TAG_HISTOGRAM,
+        Value::CumulativeHistogram(_) => TAG_CUMULATIVE,
     }
 }
 
@@ -105,9 +124,9 @@ impl<'a> BatchValues<'a> {
     pub(crate) fn value(self, sample: &BatchSample) -> Cow<'a, Value> {
         match sample.value {
             SampleValue::Numeric(v) => Cow::Owned(Value::Numeric(v)),
-            SampleValue::Packed(p) => Cow::Owned(Value::Histogram(crate::packed::unpack_trusted(
-                self.bins(p),
-            ))),
+            SampleValue::Packed(p) => {
+                Cow::Owned(Value::Histogram(hist::packed::unpack_trusted(self.bins(p))))
+            }
             SampleValue::Other(i) => Cow::Borrowed(&self.others[i as usize]),
         }
     }
@@ -120,9 +139,9 @@ impl<'a> BatchValues<'a> {
     /// The value kind's WAL tag.
     pub(crate) fn tag(self, sample: &BatchSample) -> u8 {
         match sample.value {
-            SampleValue::Numeric(_) => crate::wal::TAG_NUMERIC,
-            SampleValue::Packed(_) => crate::wal::TAG_HISTOGRAM,
-            SampleValue::Other(i) => crate::wal::tag_of(&self.others[i as usize]),
+            SampleValue::Numeric(_) => TAG_NUMERIC,
+            SampleValue::Packed(_) => TAG_HISTOGRAM,
+            SampleValue::Other(i) => tag_of(&self.others[i as usize]),
         }
     }
 }
@@ -173,6 +192,9 @@ pub struct WriteBatch {
     has_cumulative: bool,
     /// About the WAL record's size, so the write path allocates it once.
     record_size_hint_bytes: usize,
+    /// Who sent the batch and which of its batches it is, when the sender said: the store
+    /// applies a batch of one origin once (`sources.rs`).
+    origin: Option<Origin>,
 }
 
 impl WriteBatch {
@@ -197,13 +219,15 @@ impl WriteBatch {
         self.push(key, ts_ms, Value::Histogram(value.clone()))
     }
 
+    /// A running total kept as llhist bins (httptrap `_type: "H"`).
     pub fn cumulative_histogram(
         &mut self,
         key: &StreamKey,
         ts_ms: i64,
         value: &Histogram,
     ) -> Result<(), StoreError> {
-        self.push(key, ts_ms, Value::CumulativeHistogram(value.clone()))
+        let value = Value::CumulativeHistogram(Cumulative::Bins(value.clone()));
+        self.push(key, ts_ms, value)
     }
 
     /// Adds one sample. A key keeps one kind (for life, in the index).
@@ -433,7 +457,7 @@ impl WriteBatch {
         // Group header, timestamp and value, generously: a histogram bin takes at most 10 bytes.
         let (value, value_bytes) = match value {
             Incoming::Bins { keys, counts } => {
-                if !crate::packed::pack(keys, counts, &mut self.packed) {
+                if !hist::packed::pack(keys, counts, &mut self.packed) {
                     debug_assert_eq!(self.packed.len(), start, "pack takes its bytes back");
                     let refused = bins_error(keys, counts);
                     debug_assert!(refused.is_err(), "pack refuses only bins that do not fit");
@@ -446,14 +470,15 @@ impl WriteBatch {
                 self.packed_sample(start, bins.bins())
             }
             Incoming::Value(Value::Histogram(h)) => {
-                crate::packed::pack_histogram(&h, &mut self.packed);
+                hist::packed::pack_histogram(&h, &mut self.packed);
                 self.packed_sample(start, h.bin_count())
             }
             Incoming::Value(Value::Numeric(v)) => (SampleValue::Numeric(v), 8),
             Incoming::Value(other) => {
                 let bytes = match &other {
                     Value::Text(t) => t.len(),
-                    Value::Histogram(h) | Value::CumulativeHistogram(h) => 4 + 10 * h.bin_count(),
+                    Value::Histogram(h) => 4 + 10 * h.bin_count(),
+                    Value::CumulativeHistogram(c) => 64 + cumulative_size_hint(c),
                     Value::Numeric(_) => 8,
                 };
                 self.has_cumulative |= matches!(other, Value::CumulativeHistogram(_));
@@ -553,6 +578,26 @@ impl WriteBatch {
         self.others.clear();
         self.has_cumulative = false;
         self.record_size_hint_bytes = 0;
+        self.origin = None;
+    }
+
+    /// Names the batch's sender and sequence: a batch of an origin the store applied before is
+    /// acknowledged again without being applied ([`crate::Written::Duplicate`]).
+    pub fn set_origin(&mut self, origin: Option<Origin>) {
+        self.origin = origin;
+    }
+
+    pub fn origin(&self) -> Option<&Origin> {
+        self.origin.as_ref()
+    }
+}
+
+/// About the bytes of a cumulative value's binary form.
+fn cumulative_size_hint(c: &Cumulative) -> usize {
+    match c {
+        Cumulative::Bins(h) => 10 * h.bin_count(),
+        Cumulative::Exponential(e) => 12 * (e.positive.len() + e.negative.len()),
+        Cumulative::Bounded(b) => 18 * b.counts.len(),
     }
 }
 
@@ -577,6 +622,7 @@ fn check(sample_count: usize, packed_bytes: usize, value: &Incoming<'_>) -> Resu
         Incoming::Value(Value::Text(text)) if text.len() > TEXT_BYTES_MAX => {
             Err(StoreError::TextTooLong {
                 len_bytes: text.len(),
+                max_bytes: TEXT_BYTES_MAX,
             })
         }
         Incoming::Bins { keys, counts } => check_bins(keys, counts),

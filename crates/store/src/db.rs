@@ -7,35 +7,32 @@
 //! commit: each waits for its own ticket, one fsync covers them all.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use journal::vfs::{RealFs, Vfs};
-use journal::{Durability, Journal, Start, Ticket};
+use journal::vfs::Vfs;
+use journal::{Journal, Start, Ticket};
 
 use crate::batch::{KeyRef, SampleValue, Value, WriteBatch};
-use crate::block::BlockId;
-use crate::flush::{self, Blocks, Frozen};
+use crate::blockset::{self, Blocks, Frozen};
+use crate::engine::{Inner, ReplayReport, StoreOptions, BASE_PERIOD_MS_MIN, HEAD_SUBSCRIBER};
+use crate::flush;
 use crate::head::{CumulativeState, Head};
-use crate::index::{Kind, SeriesId, SeriesIndex};
+use crate::index::SeriesIndex;
 use crate::key::StreamKey;
 use crate::manifest::Manifest;
 use crate::read::View;
+use crate::series::{Kind, SeriesId};
+use crate::sources::{Admission, Origin};
 use crate::tagquery::TagQuery;
 use crate::wal::{self, Group};
 use crate::StoreError;
 
-/// Smallest and default base period: histograms are merged per base period.
-pub const BASE_PERIOD_MS_MIN: i64 = 1_000;
-pub const BASE_PERIOD_MS_DEFAULT: i64 = 60_000;
-/// Default time partition of a block: two hours.
-pub const PARTITION_MS_DEFAULT: i64 = 2 * 3600 * 1000;
-/// The journal subscriber that marks what the blocks hold: advanced to the manifest's
-/// checkpoint after each flush, so the journal can purge what is in blocks.
-pub const HEAD_SUBSCRIBER: &str = "head";
+/// Longest a write waits for another request writing the same batch (same origin) to finish.
+const SAME_BATCH_WAIT_MS_MAX: u64 = 60_000;
 /// How often the background flusher looks at the head.
 const FLUSH_TICK_MS: u64 = 1_000;
 /// How often the background flusher builds due rollups and applies retention.
@@ -50,90 +47,15 @@ const BACKGROUND_ROLLUP_PARTITIONS_MAX: usize = 8;
 /// the bytes of one block of the whole partition (15-minute flushes: 23.8 against 15.8 bytes
 /// per histogram sample), and reads open each.
 const BACKGROUND_COMPACT_PARTITIONS_MAX: usize = 2;
-pub const MINUTE_MS: i64 = 60_000;
-pub const HOUR_MS: i64 = 60 * MINUTE_MS;
-pub const DAY_MS: i64 = 24 * HOUR_MS;
-
-/// One rollup level: slices of `period_ms`, kept for `retention_ms`.
+/// What a write did with its batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LevelOptions {
-    pub period_ms: i64,
-    pub retention_ms: i64,
+pub enum Written {
+    /// Applied (durable at the configured level and visible to reads).
+    Applied,
+    /// The batch's origin was applied before: acknowledged again, nothing applied.
+    Duplicate,
 }
 
-/// The default levels: 5 m kept 1 year, 1 h and 1 d kept 5 years.
-pub fn default_levels() -> Vec<LevelOptions> {
-    vec![
-        LevelOptions {
-            period_ms: 5 * MINUTE_MS,
-            retention_ms: 365 * DAY_MS,
-        },
-        LevelOptions {
-            period_ms: HOUR_MS,
-            retention_ms: 5 * 365 * DAY_MS,
-        },
-        LevelOptions {
-            period_ms: DAY_MS,
-            retention_ms: 5 * 365 * DAY_MS,
-        },
-    ]
-}
-
-#[derive(Clone)]
-pub struct StoreOptions {
-    /// Histograms are merged per period of this length; ≥ `BASE_PERIOD_MS_MIN`. Fixed when the
-    /// store is created (kept in the manifest).
-    pub base_period_ms: i64,
-    /// Time partition of a block; a multiple of the base period. Fixed at creation too.
-    pub partition_ms: i64,
-    /// When `write` returns (the journal's modes; group commit by default).
-    pub durability: Durability,
-    /// Size of each preallocated WAL segment file.
-    pub wal_segment_size_bytes: u64,
-    /// The file layer of the WAL, blocks and manifest: `RealFs` unless a test injects faults
-    /// (the series index uses `std::fs`).
-    pub vfs: Arc<dyn Vfs>,
-    /// The background flusher writes the head to blocks once it holds this many samples…
-    pub head_samples_max: u64,
-    /// …or once its oldest sample was written this long ago.
-    pub flush_interval_ms: u64,
-    /// Run the background flusher (tests that drive `flush` themselves turn it off).
-    pub background_flush: bool,
-    /// Rollup levels, finest first: each period a multiple of the one before (the first of the
-    /// base period). Fixed at creation (kept in the manifest); retentions may change.
-    pub levels: Vec<LevelOptions>,
-    /// Base blocks (histograms at the base period, text) are dropped after this long.
-    pub base_retention_ms: i64,
-    /// Raw numeric samples are dropped after this long (their rollups stay).
-    pub raw_numeric_retention_ms: i64,
-    /// A rollup partition is built once its end is this much older than now.
-    pub rollup_grace_ms: i64,
-    /// The background flusher also builds rollups and applies retention (wall clock), every
-    /// `MAINTENANCE_TICK_MS`.
-    pub background_maintenance: bool,
-}
-
-impl Default for StoreOptions {
-    fn default() -> StoreOptions {
-        StoreOptions {
-            base_period_ms: BASE_PERIOD_MS_DEFAULT,
-            partition_ms: PARTITION_MS_DEFAULT,
-            durability: Durability::default(),
-            wal_segment_size_bytes: 64 << 20,
-            vfs: Arc::new(RealFs),
-            head_samples_max: 16 << 20,
-            flush_interval_ms: 15 * 60 * 1000,
-            background_flush: true,
-            levels: default_levels(),
-            base_retention_ms: 30 * DAY_MS,
-            raw_numeric_retention_ms: 7 * DAY_MS,
-            rollup_grace_ms: 30 * MINUTE_MS,
-            background_maintenance: true,
-        }
-    }
-}
-
-/// What recovery did on open.
 /// Samples [`Store::write_partial`] left out: their key exists with another kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KindRejection {
@@ -143,51 +65,6 @@ pub struct KindRejection {
     pub requested: Kind,
     /// How many of the batch's samples named it.
     pub samples: usize,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ReplayReport {
-    pub records: u64,
-    pub samples: u64,
-    /// The WAL offset replay started from (the manifest's checkpoint).
-    pub from_offset: u64,
-    pub blocks: u64,
-    /// Blocks found damaged on open and moved to `quarantine/`, with why.
-    pub quarantined: Vec<(String, String)>,
-}
-
-/// The store's shared state; `Store` owns it with the background flusher.
-pub(crate) struct Inner {
-    pub dir: PathBuf,
-    pub opts: StoreOptions,
-    pub journal: Journal,
-    pub index: SeriesIndex,
-    /// Writers hold it shared from submitting a record until it is in the head; a flush takes
-    /// it exclusively to freeze the head at a point where every record below the checkpoint
-    /// is in it. Lock order: gate, then `state`, then `head`.
-    pub gate: RwLock<()>,
-    pub state: RwLock<flush::State>,
-    pub head: RwLock<Head>,
-    /// Held from computing cumulative differences until the record is submitted, so the
-    /// differences follow WAL order (which replay reproduces).
-    pub cumulative: Mutex<CumulativeState>,
-    /// End offset of the newest record applied to the head.
-    pub applied_end: AtomicU64,
-    /// When the oldest sample now in the head was applied (for the flush interval).
-    pub head_since: Mutex<Option<Instant>>,
-    /// Series ids below this are durable in the index file.
-    pub series_durable_count: AtomicU32,
-    pub sync_lock: Mutex<()>,
-    pub flush_lock: Mutex<()>,
-    /// Chunks found damaged by reads: (block, series), never read again.
-    pub damaged: Mutex<HashSet<(BlockId, SeriesId)>>,
-    /// Base partitions whose background rewrite failed (a damaged chunk in them): not retried
-    /// by the background pass in this process (`Store::compact` still tries, and reports).
-    pub compact_failed: Mutex<HashSet<i64>>,
-    pub replay: ReplayReport,
-    stop: (Mutex<bool>, Condvar),
-    /// The last background flush failed (it is retried every tick).
-    pub flush_failing: AtomicBool,
 }
 
 pub struct Store {
@@ -223,8 +100,8 @@ impl Store {
         {
             journal.add_subscriber(HEAD_SUBSCRIBER, Start::Begin)?;
         }
-        let (state, quarantined) = flush::open_blocks(&*vfs, &dir, manifest)?;
-        let cumulative = flush::load_cumulative_state(&*vfs, &dir, &state.manifest)?;
+        let (state, quarantined) = blockset::open_blocks(&*vfs, &dir, manifest)?;
+        let (cumulative, sources) = blockset::load_checkpoint_state(&*vfs, &dir, &state.manifest)?;
         let inner = Inner {
             dir,
             journal,
@@ -233,6 +110,8 @@ impl Store {
             head: RwLock::new(Head::new(opts.base_period_ms)),
             state: RwLock::new(state),
             cumulative: Mutex::new(cumulative),
+            sources: Mutex::new(sources),
+            sources_changed: Condvar::new(),
             applied_end: AtomicU64::new(0),
             head_since: Mutex::new(None),
             series_durable_count: AtomicU32::new(series_count),
@@ -326,21 +205,40 @@ impl Store {
     }
 
     /// Writes a batch; returns once it is durable at the configured level and visible to reads.
-    /// A key that exists with another kind fails the whole batch (nothing written).
-    pub fn write(&self, batch: &WriteBatch) -> Result<(), StoreError> {
+    /// A key that exists with another kind fails the whole batch (nothing written). A batch
+    /// whose origin (`WriteBatch::set_origin`) was applied before is not applied again.
+    pub fn write(&self, batch: &WriteBatch) -> Result<Written, StoreError> {
+        let Some(admitted) = self.inner.admit(batch.origin())? else {
+            return Ok(Written::Duplicate);
+        };
         let ids = self.inner.resolve(batch)?;
-        self.inner.write_resolved(batch, &ids)
+        self.inner.write_resolved(batch, &ids, admitted)?;
+        Ok(Written::Applied)
     }
 
     /// As [`Store::write`], except that the samples of a key that exists with another kind are
     /// left out (and listed in the result) while the rest of the batch is written — what an
-    /// ingest endpoint that reports partial acceptance needs.
-    pub fn write_partial(&self, batch: &WriteBatch) -> Result<Vec<KindRejection>, StoreError> {
+    /// ingest endpoint that reports partial acceptance needs. A duplicate lists nothing.
+    pub fn write_partial(
+        &self,
+        batch: &WriteBatch,
+    ) -> Result<(Written, Vec<KindRejection>), StoreError> {
+        let Some(admitted) = self.inner.admit(batch.origin())? else {
+            return Ok((Written::Duplicate, Vec::new()));
+        };
         let (ids, rejected) = self.inner.resolve_partial(batch)?;
-        if rejected.iter().map(|r| r.samples).sum::<usize>() < batch.sample_count() {
-            self.inner.write_resolved(batch, &ids)?;
-        }
-        Ok(rejected)
+        self.inner.write_resolved(batch, &ids, admitted)?;
+        Ok((Written::Applied, rejected))
+    }
+
+    /// Sources whose applied batches the store keeps (exactly-once state).
+    pub fn source_count(&self) -> Result<usize, StoreError> {
+        Ok(self
+            .inner
+            .sources
+            .lock()
+            .map_err(|_| StoreError::Poisoned)?
+            .len())
     }
 
     /// The id of `key` (created, with `kind`, if new), for [`WriteBatch::push_id`]: a caller
@@ -521,22 +419,115 @@ fn load_or_create_manifest(
     }
 }
 
+/// A batch admitted for writing: its origin (if any) is marked as being written until it is
+/// marked applied, or (dropped on any other path) freed for a resend to try again.
+pub(crate) struct Admitted<'a> {
+    inner: &'a Inner,
+    origin: Option<&'a Origin>,
+}
+
+impl Admitted<'_> {
+    /// The batch is in the WAL and the head: its origin counts as applied. Called with the
+    /// gate held, so a flush's snapshot of the sources matches the records below its checkpoint.
+    fn applied(mut self) {
+        if let Some(origin) = self.origin.take() {
+            self.inner.finish_origin(origin, true);
+        }
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if let Some(origin) = self.origin.take() {
+            self.inner.finish_origin(origin, false);
+        }
+    }
+}
+
 impl Inner {
+    /// Decides whether a batch of `origin` is to be written: `None` for a duplicate (applied
+    /// before); waits while another request writes the same batch.
+    fn admit<'a>(&'a self, origin: Option<&'a Origin>) -> Result<Option<Admitted<'a>>, StoreError> {
+        let Some(o) = origin else {
+            return Ok(Some(Admitted {
+                inner: self,
+                origin: None,
+            }));
+        };
+        let deadline = Instant::now() + Duration::from_millis(SAME_BATCH_WAIT_MS_MAX);
+        let mut sources = self.sources.lock().map_err(|_| StoreError::Poisoned)?;
+        loop {
+            match sources.admit(o) {
+                Admission::Proceed => {
+                    return Ok(Some(Admitted {
+                        inner: self,
+                        origin: Some(o),
+                    }))
+                }
+                Admission::Duplicate => return Ok(None),
+                Admission::StaleEpoch { newest } => {
+                    return Err(StoreError::StaleEpoch {
+                        source: o.source.to_string(),
+                        epoch: o.epoch,
+                        newest,
+                    })
+                }
+                Admission::TooManySources => {
+                    return Err(StoreError::TooManySources {
+                        max: crate::sources::SOURCES_MAX,
+                    })
+                }
+                Admission::Wait => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(StoreError::SameBatchBusy {
+                            source: o.source.to_string(),
+                            seq: o.seq,
+                        });
+                    }
+                    sources = self
+                        .sources_changed
+                        .wait_timeout(sources, left)
+                        .map_err(|_| StoreError::Poisoned)?
+                        .0;
+                }
+            }
+        }
+    }
+
+    fn finish_origin(&self, origin: &Origin, applied: bool) {
+        if let Ok(mut sources) = self.sources.lock() {
+            sources.finish(origin, applied);
+        }
+        self.sources_changed.notify_all();
+    }
+
     /// Writes the batch's samples whose entry resolved to an id (`REJECTED` ones are left out).
-    fn write_resolved(&self, batch: &WriteBatch, ids: &[SeriesId]) -> Result<(), StoreError> {
-        if batch.is_empty() {
+    fn write_resolved(
+        &self,
+        batch: &WriteBatch,
+        ids: &[SeriesId],
+        admitted: Admitted<'_>,
+    ) -> Result<(), StoreError> {
+        assert_eq!(ids.len(), batch.entry_keys().len());
+        // Held until the batch is in the head (see `gate`) and its origin marked applied.
+        let _gate = self.gate.read().map_err(|_| StoreError::Poisoned)?;
+        let writes_anything = ids.iter().any(|id| *id != wal::REJECTED);
+        if batch.is_empty() || !writes_anything {
+            // Nothing to make durable: resending it has no effect either.
+            admitted.applied();
             return Ok(());
         }
-        assert_eq!(ids.len(), batch.entry_keys().len());
-        // Held until the batch is in the head (see `gate`).
-        let _gate = self.gate.read().map_err(|_| StoreError::Poisoned)?;
         if batch.has_cumulative() {
-            return self.submit_and_apply_cumulative(batch, ids);
+            self.submit_and_apply_cumulative(batch, ids)?;
+        } else {
+            let ticket = self.submit_record(batch, ids)?;
+            let range = ticket.range();
+            ticket.wait()?;
+            self.apply_batch(range.start, range.end, batch, ids)?;
         }
-        let ticket = self.submit_record(batch, ids)?;
-        let range = ticket.range();
-        ticket.wait()?;
-        self.apply_batch(range.start, range.end, batch, ids)
+        admitted.applied();
+        Ok(())
     }
 
     /// Submits the batch's WAL record, encoded straight from the batch into the journal's
@@ -546,7 +537,13 @@ impl Inner {
         let ticket = self
             .journal
             .submit_encoded(16 + batch.record_size_hint_bytes(), |out| {
-                wal::encode_batch(batch.batch_samples(), batch.values(), ids, out)
+                wal::encode_batch(
+                    batch.origin(),
+                    batch.batch_samples(),
+                    batch.values(),
+                    ids,
+                    out,
+                )
             })?;
         Ok(ticket)
     }
@@ -782,16 +779,20 @@ impl Inner {
         let mut reader = self.journal.reader(checkpoint)?;
         let mut batch = journal::Batch::new();
         let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
+        let mut sources = self.sources.lock().map_err(|_| StoreError::Poisoned)?;
         let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
         let mut activity = Vec::new();
         while reader.next_batch(&mut batch)? > 0 {
             for (offset, payload) in batch.iter() {
-                let groups = wal::decode(payload).map_err(|e| StoreError::WalCorrupt {
+                let record = wal::decode(payload).map_err(|e| StoreError::WalCorrupt {
                     journal_offset: offset,
                     byte: e.offset,
                     what: e.what,
                 })?;
-                for group in differences(&mut state, groups) {
+                if let Some(origin) = &record.origin {
+                    sources.record(origin);
+                }
+                for group in differences(&mut state, record.groups) {
                     let kind = group.samples[0].1.kind();
                     if self.index.kind_of(group.id)? != Some(kind) {
                         return Err(StoreError::WalUnknownSeries {
@@ -821,6 +822,7 @@ impl Inner {
             }
         }
         drop(head);
+        drop(sources);
         report.blocks = self
             .state
             .read()

@@ -1,7 +1,176 @@
-//! The store's typed errors.
+//! The store's typed errors: [`StoreError`], and the errors of the series index and of tag
+//! queries it wraps, kept here (below the index and the query evaluator) so that every layer
+//! can name them.
 
-use crate::index::IndexError;
-use crate::tagquery::QueryError;
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::key::KeyError;
+use crate::series::{Kind, SeriesId};
+
+// A tag query's bounds live with its errors, which name them; `tagquery` checks against them.
+/// Longest query text, in bytes.
+pub const QUERY_SIZE_MAX: usize = 16 * 1024;
+/// Deepest nesting of `and`/`or`/`not`.
+pub const QUERY_DEPTH_MAX: usize = 32;
+/// Most terms and operators in one query.
+pub const QUERY_NODES_MAX: usize = 512;
+
+#[derive(Debug)]
+pub enum IndexError {
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// The file does not start with a valid index header.
+    BadHeader {
+        path: PathBuf,
+    },
+    /// A record before the file's tail is damaged: not a torn write, so not truncated.
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        what: &'static str,
+    },
+    /// The key exists with another kind.
+    KindMismatch {
+        id: SeriesId,
+        existing: Kind,
+        requested: Kind,
+    },
+    Full,
+    /// A new series' key text is not in canonical form (`StreamKey::canonical`).
+    NotCanonical {
+        text: String,
+    },
+    /// A batch names a series id the index does not have.
+    UnknownSeries {
+        id: SeriesId,
+    },
+    /// A writer panicked while holding the lock, or an earlier append failed and could not be
+    /// undone; the index refuses further work.
+    Failed,
+    Key(KeyError),
+}
+
+impl std::fmt::Display for IndexError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("series index: ")?;
+        match self {
+            IndexError::Io { path, error } => write!(f, "{}: {error}", path.display()),
+            IndexError::BadHeader { path } => write!(
+                f,
+                "{} does not start with a valid index header",
+                path.display()
+            ),
+            IndexError::Corrupt { path, offset, what } => write!(
+                f,
+                "{} is damaged at byte {offset} (before its tail, so not truncated): {what}",
+                path.display()
+            ),
+            IndexError::KindMismatch {
+                id,
+                existing,
+                requested,
+            } => write!(
+                f,
+                "series {} is {} and cannot take a {} value",
+                id.0,
+                existing.name(),
+                requested.name()
+            ),
+            IndexError::Full => write!(f, "full: no series id is left"),
+            IndexError::NotCanonical { text } => {
+                write!(f, "the key `{text}` is not in canonical form")
+            }
+            IndexError::UnknownSeries { id } => write!(f, "no series has the id {}", id.0),
+            IndexError::Failed => write!(
+                f,
+                "refused after an earlier failure (a writer panicked, or an append could not \
+                 be undone); reopen the store"
+            ),
+            IndexError::Key(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for IndexError {}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueryError {
+    /// At byte `position`, `expected` was expected.
+    Syntax {
+        position: usize,
+        expected: &'static str,
+    },
+    Base64 {
+        position: usize,
+    },
+    Regex {
+        position: usize,
+        message: String,
+    },
+    TooLong {
+        size_bytes: usize,
+    },
+    TooDeep {
+        position: usize,
+    },
+    TooManyNodes {
+        position: usize,
+    },
+    /// Evaluation needed more than `work_max` units of work.
+    WorkLimit {
+        work_max: u64,
+    },
+    /// The index refused the read.
+    Index {
+        message: String,
+    },
+}
+
+impl fmt::Display for QueryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueryError::Syntax { position, expected } => {
+                write!(f, "tag query: expected {expected} at byte {position}")
+            }
+            QueryError::WorkLimit { work_max } => write!(
+                f,
+                "tag query: needs more than {work_max} units of work; narrow it with exact terms"
+            ),
+            QueryError::Base64 { position } => {
+                write!(f, "tag query: invalid base64 literal at byte {position}")
+            }
+            QueryError::Regex { position, message } => {
+                write!(f, "tag query: bad regex at byte {position}: {message}")
+            }
+            QueryError::TooLong { size_bytes } => write!(
+                f,
+                "tag query: {size_bytes} bytes, over the max {QUERY_SIZE_MAX}"
+            ),
+            QueryError::TooDeep { position } => write!(
+                f,
+                "tag query: nested deeper than {QUERY_DEPTH_MAX} at byte {position}"
+            ),
+            QueryError::TooManyNodes { position } => write!(
+                f,
+                "tag query: more than {QUERY_NODES_MAX} terms and operators, at byte {position}"
+            ),
+            QueryError::Index { message } => write!(f, "tag query: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for QueryError {}
+
+impl From<IndexError> for QueryError {
+    fn from(e: IndexError) -> QueryError {
+        QueryError::Index {
+            message: e.to_string(),
+        }
+    }
+}
 
 #[derive(Debug)]
 pub enum StoreError {
@@ -17,6 +186,7 @@ pub enum StoreError {
     BatchTooLarge,
     TextTooLong {
         len_bytes: usize,
+        max_bytes: usize,
     },
     /// Bins lent as a histogram (`WriteBatch::push_canonical_bins`) are not one: `expected`
     /// says what they must be.
@@ -71,11 +241,26 @@ pub enum StoreError {
         checkpoint: u64,
         earliest: u64,
     },
+    /// A batch of an epoch older than the newest its source used: refused, never applied.
+    StaleEpoch {
+        source: String,
+        epoch: u64,
+        newest: u64,
+    },
+    /// The store keeps the applied batches of at most `max` sources, none idle long enough to
+    /// be forgotten.
+    TooManySources {
+        max: usize,
+    },
+    /// Another request kept writing the same batch (same source and sequence) for too long.
+    SameBatchBusy {
+        source: String,
+        seq: u64,
+    },
 }
 
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use crate::batch::{BATCH_SAMPLES_MAX, TEXT_BYTES_MAX};
         match self {
             // What an operator must act on, first: the data was not taken and can be sent again.
             StoreError::Journal(journal::Error::NoSpace) => write!(
@@ -93,12 +278,15 @@ impl std::fmt::Display for StoreError {
             }
             StoreError::BatchTooLarge => write!(
                 f,
-                "batch too large: over {BATCH_SAMPLES_MAX} samples, or over its key or \
-                 histogram bytes"
+                "batch too large: more samples, key bytes or histogram bytes than one batch \
+                 takes; send it in parts"
             ),
-            StoreError::TextTooLong { len_bytes } => write!(
+            StoreError::TextTooLong {
+                len_bytes,
+                max_bytes,
+            } => write!(
                 f,
-                "text value is {len_bytes} bytes, over the max {TEXT_BYTES_MAX}"
+                "text value is {len_bytes} bytes, over the max {max_bytes}"
             ),
             StoreError::InvalidBins { expected } => {
                 write!(f, "invalid histogram bins: expected {expected}")
@@ -150,6 +338,25 @@ impl std::fmt::Display for StoreError {
             } => write!(
                 f,
                 "the read needs block {block} ({start_ms} to {end_ms} ms), quarantined as damaged"
+            ),
+            StoreError::StaleEpoch {
+                source,
+                epoch,
+                newest,
+            } => write!(
+                f,
+                "source `{source}` sent epoch {epoch}, but epoch {newest} has been seen: a \
+                 newer incarnation of this sender exists"
+            ),
+            StoreError::TooManySources { max } => write!(
+                f,
+                "too many senders: the store remembers at most {max} sources and none has been \
+                 idle long enough to forget; retry later"
+            ),
+            StoreError::SameBatchBusy { source, seq } => write!(
+                f,
+                "batch {seq} of source `{source}` is being written by another request; retry \
+                 later"
             ),
             StoreError::WalGap {
                 checkpoint,

@@ -14,11 +14,12 @@
 
 use std::collections::HashMap;
 
+use hist::convert::{Cumulative, Increase};
 use hist::Histogram;
 
 use crate::batch::Value;
 use crate::hist_head::{CarriedWindow, HistSeries, MergeScratch};
-use crate::index::SeriesId;
+use crate::series::SeriesId;
 
 /// A sample with the sequence number (journal offset) that orders duplicates.
 #[derive(Clone, Debug)]
@@ -414,15 +415,15 @@ impl Incoming<'_> {
 /// series' newest cumulative submission by time.
 #[derive(Debug, Default)]
 pub(crate) struct CumulativeState {
-    /// Per series: the newest cumulative submission's time and value.
-    last: HashMap<SeriesId, (i64, Histogram)>,
+    /// Per series: the newest cumulative submission's time and value, as the sender sent it.
+    last: HashMap<SeriesId, (i64, Cumulative)>,
     /// Submissions left out for being older than their series' newest, since the store opened
     /// (replay included).
     left_out: u64,
 }
 
 impl CumulativeState {
-    pub fn from_entries(entries: Vec<(SeriesId, i64, Histogram)>) -> CumulativeState {
+    pub fn from_entries(entries: Vec<(SeriesId, i64, Cumulative)>) -> CumulativeState {
         CumulativeState {
             last: entries
                 .into_iter()
@@ -439,42 +440,40 @@ impl CumulativeState {
     }
 
     /// Every series' newest cumulative submission (time and value), by series id.
-    pub fn entries(&self) -> Vec<(SeriesId, i64, &Histogram)> {
-        let mut out: Vec<(SeriesId, i64, &Histogram)> =
+    pub fn entries(&self) -> Vec<(SeriesId, i64, &Cumulative)> {
+        let mut out: Vec<(SeriesId, i64, &Cumulative)> =
             self.last.iter().map(|(k, (ts, h))| (*k, *ts, h)).collect();
         out.sort_unstable_by_key(|e| e.0);
         out
     }
 
-    /// The difference between `cumulative`, submitted for `ts_ms`, and the series' newest
-    /// cumulative submission. If any bin went down (or vanished) the source restarted its
-    /// counts: the new value is taken whole, as everything in it was observed since the reset.
+    /// The samples `cumulative`, submitted for `ts_ms`, added since the series' newest
+    /// cumulative submission, as llhist bins: the increase is taken in the sender's buckets
+    /// and then converted, so each bucket's increase lands exactly. After a reset (Prometheus's
+    /// rules: `Cumulative::increase_since`) the new total is taken whole, as everything in it
+    /// was observed since.
     ///
     /// `None` for a submission older than the newest (a broker forwarding what it stored
     /// during an outage while newer values already came): its counts are in the newer one's
-    /// difference already, or were before it, so it adds nothing, and taking it as a reset
-    /// (WAL order) would count them twice. The next in-time submission's difference covers
-    /// its interval, so totals stay exact; only where in that interval they fell is lost.
+    /// increase already, or were before it, so it adds nothing, and taking it as a reset
+    /// (WAL order) would count them twice. The next in-time submission's increase covers its
+    /// interval, so totals stay exact; only where in that interval they fell is lost.
     pub fn difference(
         &mut self,
         id: SeriesId,
         ts_ms: i64,
-        cumulative: &Histogram,
+        cumulative: &Cumulative,
     ) -> Option<Histogram> {
         let delta = match self.last.get(&id) {
             Some((last_ms, _)) if ts_ms < *last_ms => {
                 self.left_out += 1;
                 return None;
             }
-            None => cumulative.clone(),
-            Some((_, previous)) => {
-                let mut delta = cumulative.clone();
-                if delta.subtract(previous) {
-                    delta
-                } else {
-                    cumulative.clone()
-                }
-            }
+            None => cumulative.to_histogram(),
+            Some((_, previous)) => match cumulative.increase_since(previous) {
+                Increase::Delta(delta) => delta.to_histogram(),
+                Increase::Reset => cumulative.to_histogram(),
+            },
         };
         self.last.insert(id, (ts_ms, cumulative.clone()));
         Some(delta)
@@ -636,12 +635,13 @@ mod tests {
         let mut b = a.clone();
         b.insert_n(2.0, 3);
         let id = SeriesId(1);
-        assert_eq!(state.difference(id, 10, &a), Some(a.clone()));
-        let d = state.difference(id, 20, &b).unwrap();
+        let bins = |h: &Histogram| Cumulative::Bins(h.clone());
+        assert_eq!(state.difference(id, 10, &bins(&a)), Some(a.clone()));
+        let d = state.difference(id, 20, &bins(&b)).unwrap();
         assert_eq!(d.sample_count(), 3);
         let mut reset = Histogram::new();
         reset.insert_n(1.0, 2);
-        assert_eq!(state.difference(id, 30, &reset), Some(reset));
+        assert_eq!(state.difference(id, 30, &bins(&reset)), Some(reset));
     }
 
     /// A cumulative submission older than the newest (a backfill arriving after newer values)
@@ -665,12 +665,12 @@ mod tests {
             (300, 40),
             (400, 41),
         ] {
-            if let Some(d) = state.difference(id, ts, &at(n)) {
+            if let Some(d) = state.difference(id, ts, &Cumulative::Bins(at(n))) {
                 total.merge(&d);
             }
         }
         assert_eq!(total, at(41));
-        assert_eq!(state.entries(), vec![(id, 400, &at(41))]);
+        assert_eq!(state.entries(), vec![(id, 400, &Cumulative::Bins(at(41)))]);
         assert_eq!(state.left_out(), 2);
     }
 }

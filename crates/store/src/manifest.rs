@@ -9,25 +9,29 @@
 
 use std::path::Path;
 
+use hist::convert::Cumulative;
+#[cfg(test)]
 use hist::Histogram;
 use journal::vfs::{write_all_at, OpenMode, Vfs};
 
 use crate::block::BlockId;
-use crate::index::SeriesId;
+use crate::series::SeriesId;
+use crate::sources::{SourceId, SourceState};
 
 pub const MANIFEST_MAGIC: &[u8; 8] = b"STRATAMF";
-/// Version 2 added content generations, rollup levels and tombstones; version 1 is still read.
+/// The manifest's format version, the only one written or read.
 pub const MANIFEST_VERSION: u32 = 2;
-pub const CUMULATIVE_VERSION: u32 = 2;
 pub const MANIFEST_FILE: &str = "MANIFEST";
-pub const CUMULATIVE_MAGIC: &[u8; 8] = b"STRATACU";
+/// The checkpoint state file: what replay from the checkpoint needs besides the blocks.
+pub const STATE_MAGIC: &[u8; 8] = b"STRATAST";
+pub const STATE_VERSION: u32 = 1;
 /// Bounds what an open reads: blocks and quarantined blocks listed.
 pub const MANIFEST_BLOCKS_MAX: u32 = 1 << 22;
 /// Most rollup levels a store may have.
 pub const LEVELS_MAX: u32 = 16;
 /// Most tombstones the manifest may hold (compaction removes them).
 pub const TOMBSTONES_MAX: u32 = 1 << 20;
-/// Largest manifest or cumulative-state file an open will read.
+/// Largest manifest or checkpoint-state file an open will read.
 pub const STATE_FILE_SIZE_BYTES_MAX: u64 = 1 << 32;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,8 +94,8 @@ pub struct Manifest {
     pub checkpoint: u64,
     /// The generation the next flush or compaction writes.
     pub next_generation: u64,
-    /// `cumulative-<n>` holds the cumulative state as of `checkpoint` (0: none).
-    pub cumulative_generation: u64,
+    /// `state-<n>` holds the cumulative-histogram and sender state as of `checkpoint` (0: none).
+    pub state_generation: u64,
     pub blocks: Vec<BlockRef>,
     /// Blocks found damaged: moved to `quarantine/`, never read; reads that need them fail.
     pub quarantined: Vec<BlockRef>,
@@ -174,8 +178,8 @@ fn read_file(vfs: &dyn Vfs, path: &Path) -> Result<Vec<u8>, ManifestError> {
 fn checked_body<'a>(
     bytes: &'a [u8],
     magic: &[u8; 8],
-    versions: &[u32],
-) -> Result<(u32, &'a [u8]), ManifestError> {
+    version: u32,
+) -> Result<&'a [u8], ManifestError> {
     if bytes.len() < 16 {
         return Err(damaged(0, "shorter than magic, version and checksum"));
     }
@@ -186,11 +190,10 @@ fn checked_body<'a>(
     if u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]) != crc32c::crc32c(content) {
         return Err(damaged(content.len(), "checksum mismatch"));
     }
-    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-    if !versions.contains(&version) {
+    if u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) != version {
         return Err(damaged(8, "unknown version"));
     }
-    Ok((version, &content[12..]))
+    Ok(&content[12..])
 }
 
 fn seal(mut out: Vec<u8>) -> Vec<u8> {
@@ -223,11 +226,9 @@ fn encode_refs(out: &mut Vec<u8>, refs: &[BlockRef]) {
     }
 }
 
-/// Version 1 refs are 24 bytes (no content generation: it is the block's own generation).
-fn decode_refs(c: &mut Cursor<'_>, version: u32) -> Result<Vec<BlockRef>, ManifestError> {
+fn decode_refs(c: &mut Cursor<'_>) -> Result<Vec<BlockRef>, ManifestError> {
     let count = c.u32()?;
-    let size = if version == 1 { 24 } else { 32 };
-    if count > MANIFEST_BLOCKS_MAX || count as usize * size > c.bytes.len() - c.pos {
+    if count > MANIFEST_BLOCKS_MAX || count as usize * 32 > c.bytes.len() - c.pos {
         return Err(damaged(c.pos - 4, "block count beyond the file"));
     }
     let mut refs = Vec::with_capacity(count as usize);
@@ -236,16 +237,10 @@ fn decode_refs(c: &mut Cursor<'_>, version: u32) -> Result<Vec<BlockRef>, Manife
             partition_start_ms: c.i64()?,
             generation: c.u64()?,
         };
-        let size_bytes = c.u64()?;
-        let content_generation = if version == 1 {
-            id.generation
-        } else {
-            c.u64()?
-        };
         refs.push(BlockRef {
             id,
-            size_bytes,
-            content_generation,
+            size_bytes: c.u64()?,
+            content_generation: c.u64()?,
         });
     }
     Ok(refs)
@@ -270,7 +265,7 @@ fn decode_levels(c: &mut Cursor<'_>) -> Result<Vec<LevelManifest>, ManifestError
         levels.push(LevelManifest {
             period_ms: c.i64()?,
             partition_ms: c.i64()?,
-            rollups: decode_refs(c, MANIFEST_VERSION)?,
+            rollups: decode_refs(c)?,
         });
     }
     Ok(levels)
@@ -310,7 +305,7 @@ impl Manifest {
             partition_ms,
             checkpoint: 0,
             next_generation: 1,
-            cumulative_generation: 0,
+            state_generation: 0,
             blocks: Vec::new(),
             quarantined: Vec::new(),
             levels: Vec::new(),
@@ -327,7 +322,7 @@ impl Manifest {
         out.extend_from_slice(&self.partition_ms.to_le_bytes());
         out.extend_from_slice(&self.checkpoint.to_le_bytes());
         out.extend_from_slice(&self.next_generation.to_le_bytes());
-        out.extend_from_slice(&self.cumulative_generation.to_le_bytes());
+        out.extend_from_slice(&self.state_generation.to_le_bytes());
         encode_refs(&mut out, &self.blocks);
         encode_refs(&mut out, &self.quarantined);
         encode_levels(&mut out, &self.levels);
@@ -336,26 +331,22 @@ impl Manifest {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Manifest, ManifestError> {
-        let (version, body) = checked_body(bytes, MANIFEST_MAGIC, &[1, MANIFEST_VERSION])?;
+        let body = checked_body(bytes, MANIFEST_MAGIC, MANIFEST_VERSION)?;
         let mut c = Cursor {
             bytes: body,
             pos: 0,
         };
-        let mut m = Manifest {
+        let m = Manifest {
             base_period_ms: c.i64()?,
             partition_ms: c.i64()?,
             checkpoint: c.u64()?,
             next_generation: c.u64()?,
-            cumulative_generation: c.u64()?,
-            blocks: decode_refs(&mut c, version)?,
-            quarantined: decode_refs(&mut c, version)?,
-            levels: Vec::new(),
-            tombstones: Vec::new(),
+            state_generation: c.u64()?,
+            blocks: decode_refs(&mut c)?,
+            quarantined: decode_refs(&mut c)?,
+            levels: decode_levels(&mut c)?,
+            tombstones: decode_tombstones(&mut c)?,
         };
-        if version >= 2 {
-            m.levels = decode_levels(&mut c)?;
-            m.tombstones = decode_tombstones(&mut c)?;
-        }
         if c.pos != body.len() {
             return Err(damaged(12 + c.pos, "bytes after the last field"));
         }
@@ -382,8 +373,8 @@ impl Manifest {
         {
             return Some("a block does not start on a partition boundary");
         }
-        if self.cumulative_generation >= self.next_generation {
-            return Some("cumulative generation not below next_generation");
+        if self.state_generation >= self.next_generation {
+            return Some("state generation not below next_generation");
         }
         if all.clone().any(|b| b.content_generation > b.id.generation) {
             return Some("a block's content generation is above its generation");
@@ -438,31 +429,46 @@ impl Manifest {
     }
 }
 
-pub fn cumulative_file_name(generation: u64) -> String {
-    format!("cumulative-{generation}")
+pub fn state_file_name(generation: u64) -> String {
+    format!("state-{generation}")
 }
 
-/// The cumulative state file: `magic | version | count | (series u32, ts i64, size u32,
-/// histogram)* | crc` (version 1 had no time: read as `i64::MIN`, older than any).
-pub fn encode_cumulative(state: &[(SeriesId, i64, &Histogram)]) -> Vec<u8> {
+/// Every series' newest cumulative submission: id, time, value as sent.
+pub type CumulativeEntries = Vec<(SeriesId, i64, Cumulative)>;
+
+/// What the state file holds: the cumulative-histogram state and every sender's applied
+/// batches, as of the manifest's checkpoint.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct CheckpointState {
+    pub cumulative: CumulativeEntries,
+    pub sources: Vec<(SourceId, SourceState)>,
+}
+
+/// The state file: `magic | version | cumulative section | sources section | crc32c`; the
+/// cumulative section is `count u32 | (series u32, ts i64, size u32, cumulative value)*`.
+pub(crate) fn encode_state(
+    cumulative: &[(SeriesId, i64, &Cumulative)],
+    sources: &[(SourceId, SourceState)],
+) -> Vec<u8> {
     let mut out = Vec::new();
-    out.extend_from_slice(CUMULATIVE_MAGIC);
-    out.extend_from_slice(&CUMULATIVE_VERSION.to_le_bytes());
-    out.extend_from_slice(&(state.len() as u32).to_le_bytes());
-    for (id, ts_ms, h) in state {
+    out.extend_from_slice(STATE_MAGIC);
+    out.extend_from_slice(&STATE_VERSION.to_le_bytes());
+    out.extend_from_slice(&(cumulative.len() as u32).to_le_bytes());
+    for (id, ts_ms, h) in cumulative {
         out.extend_from_slice(&id.0.to_le_bytes());
         out.extend_from_slice(&ts_ms.to_le_bytes());
-        out.extend_from_slice(&(h.encoded_len() as u32).to_le_bytes());
+        let size_at = out.len();
+        out.extend_from_slice(&[0; 4]);
         h.encode_into(&mut out);
+        let size = (out.len() - size_at - 4) as u32;
+        out[size_at..size_at + 4].copy_from_slice(&size.to_le_bytes());
     }
+    crate::sources::encode(sources, &mut out);
     seal(out)
 }
 
-/// Every series' newest cumulative submission: id, time, value.
-pub type CumulativeEntries = Vec<(SeriesId, i64, Histogram)>;
-
-pub fn decode_cumulative(bytes: &[u8]) -> Result<CumulativeEntries, ManifestError> {
-    let (version, body) = checked_body(bytes, CUMULATIVE_MAGIC, &[1, CUMULATIVE_VERSION])?;
+pub(crate) fn decode_state(bytes: &[u8]) -> Result<CheckpointState, ManifestError> {
+    let body = checked_body(bytes, STATE_MAGIC, STATE_VERSION)?;
     let mut c = Cursor {
         bytes: body,
         pos: 0,
@@ -471,33 +477,36 @@ pub fn decode_cumulative(bytes: &[u8]) -> Result<CumulativeEntries, ManifestErro
     if count as usize > body.len() / 8 {
         return Err(damaged(12, "entry count beyond the file"));
     }
-    let mut out = Vec::with_capacity(count as usize);
+    let mut cumulative = Vec::with_capacity(count as usize);
     for _ in 0..count {
         let id = SeriesId(c.u32()?);
-        let ts_ms = match version {
-            1 => i64::MIN,
-            _ => c.u64()? as i64,
-        };
+        let ts_ms = c.i64()?;
         let size = c.u32()? as usize;
         let at = c.pos;
-        let h = Histogram::decode(c.take(size)?).map_err(|_| damaged(12 + at, "bad histogram"))?;
-        out.push((id, ts_ms, h));
+        let bytes = c.take(size)?;
+        let h = match Cumulative::decode_prefix(bytes) {
+            Ok((h, used)) if used == size => h,
+            _ => return Err(damaged(12 + at, "bad cumulative histogram")),
+        };
+        cumulative.push((id, ts_ms, h));
     }
-    if c.pos != body.len() {
-        return Err(damaged(12 + c.pos, "bytes after the last entry"));
+    let mut pos = c.pos;
+    let sources = crate::sources::decode(body, &mut pos).map_err(|what| damaged(12 + pos, what))?;
+    if pos != body.len() {
+        return Err(damaged(12 + pos, "bytes after the last entry"));
     }
-    Ok(out)
+    Ok(CheckpointState {
+        cumulative,
+        sources,
+    })
 }
 
-pub fn load_cumulative(
+pub(crate) fn load_state(
     vfs: &dyn Vfs,
     dir: &Path,
     generation: u64,
-) -> Result<CumulativeEntries, ManifestError> {
-    decode_cumulative(&read_file(
-        vfs,
-        &dir.join(cumulative_file_name(generation)),
-    )?)
+) -> Result<CheckpointState, ManifestError> {
+    decode_state(&read_file(vfs, &dir.join(state_file_name(generation)))?)
 }
 
 #[cfg(test)]
@@ -510,32 +519,32 @@ mod tests {
     }
 
     #[test]
-    fn cumulative_state_round_trips_with_each_series_time() {
+    fn checkpoint_state_round_trips_with_each_series_time() {
         let (a, b) = (histogram(3), histogram(70));
-        let bytes = encode_cumulative(&[(SeriesId(1), -5, &a), (SeriesId(9), i64::MAX, &b)]);
-        let back = decode_cumulative(&bytes).unwrap();
-        assert_eq!(back, vec![(SeriesId(1), -5, a), (SeriesId(9), i64::MAX, b)]);
+        let mut sources = crate::sources::Sources::default();
+        let origin = crate::sources::Origin {
+            source: SourceId::new("agent-1").unwrap(),
+            epoch: 2,
+            seq: 40,
+            received_ms: 9,
+        };
+        sources.record(&origin);
+        let (a, b) = (Cumulative::Bins(a), Cumulative::Bins(b));
+        let bytes = encode_state(
+            &[(SeriesId(1), -5, &a), (SeriesId(9), i64::MAX, &b)],
+            &sources.entries(),
+        );
+        let back = decode_state(&bytes).unwrap();
+        assert_eq!(
+            back.cumulative,
+            vec![(SeriesId(1), -5, a), (SeriesId(9), i64::MAX, b)]
+        );
+        assert_eq!(back.sources, sources.entries());
         let mut damaged = bytes.clone();
         damaged[14] ^= 1;
-        assert!(decode_cumulative(&damaged).is_err());
-    }
-
-    /// A state file written before times were kept (version 1) still opens: its values are
-    /// older than any submission.
-    #[test]
-    fn a_version_1_cumulative_state_reads_with_no_time() {
-        let h = histogram(11);
-        let mut v1 = Vec::new();
-        v1.extend_from_slice(CUMULATIVE_MAGIC);
-        v1.extend_from_slice(&1u32.to_le_bytes());
-        v1.extend_from_slice(&1u32.to_le_bytes());
-        v1.extend_from_slice(&4u32.to_le_bytes());
-        v1.extend_from_slice(&(h.encoded_len() as u32).to_le_bytes());
-        h.encode_into(&mut v1);
-        let v1 = seal(v1);
-        assert_eq!(
-            decode_cumulative(&v1).unwrap(),
-            vec![(SeriesId(4), i64::MIN, h)]
-        );
+        assert!(decode_state(&damaged).is_err());
+        for cut in 0..bytes.len() {
+            assert!(decode_state(&bytes[..cut]).is_err());
+        }
     }
 }

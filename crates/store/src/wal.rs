@@ -1,26 +1,26 @@
 //! The WAL record: one write batch, with series already resolved to ids, as one journal record.
 //! `FORMAT.md` ("WAL record") describes every byte; the journal adds the CRC and framing.
 
+use hist::convert::Cumulative;
+#[cfg(test)]
 use hist::Histogram;
 
 use crate::batch::{
-    BatchSample, BatchValues, SampleValue, Value, BATCH_SAMPLES_MAX, TEXT_BYTES_MAX,
+    tag_of, BatchSample, BatchValues, SampleValue, Value, BATCH_SAMPLES_MAX, TAG_CUMULATIVE,
+    TAG_HISTOGRAM, TAG_NUMERIC, TAG_TEXT, TEXT_BYTES_MAX,
 };
-use crate::index::SeriesId;
+use crate::series::SeriesId;
+use crate::sources::{Origin, SourceId};
 
 /// Marks a batch entry left out of the write (its key has another kind): never a real id, as
 /// ids stay below `index::SERIES_MAX`.
 pub(crate) const REJECTED: SeriesId = SeriesId(u32::MAX);
 
-/// WAL record format version: 2 packs histograms (`packed.rs`: bin count, then ≈ 2 bytes per
-/// bin); 1 (read, never written) held them in the circllhist binary form.
-pub const WAL_VERSION: u8 = 2;
-const WAL_VERSION_CIRCLLHIST: u8 = 1;
-
-pub(crate) const TAG_NUMERIC: u8 = 1;
-const TAG_TEXT: u8 = 2;
-pub(crate) const TAG_HISTOGRAM: u8 = 3;
-const TAG_CUMULATIVE: u8 = 4;
+/// WAL record format version, the only one written or read: the origin header, then histograms
+/// as packed bins (`hist::packed`: bin count, then ≈ 2 bytes per bin).
+pub const WAL_VERSION: u8 = 3;
+/// Header flag: the record names its sender (`Origin`).
+const FLAG_ORIGIN: u8 = 1;
 
 /// The samples of one series with one value tag, in submission order.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,20 +29,18 @@ pub struct Group {
     pub samples: Vec<(i64, Value)>,
 }
 
+/// One decoded record: who sent it (if it said) and its groups.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Record {
+    pub origin: Option<Origin>,
+    pub groups: Vec<Group>,
+}
+
 /// Why a WAL record could not be decoded (`offset` is the byte position in the record).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WalDecodeError {
     pub offset: usize,
     pub what: &'static str,
-}
-
-pub(crate) fn tag_of(value: &Value) -> u8 {
-    match value {
-        Value::Numeric(_) => TAG_NUMERIC,
-        Value::Text(_) => TAG_TEXT,
-        Value::Histogram(_) => TAG_HISTOGRAM,
-        Value::CumulativeHistogram(_) => TAG_CUMULATIVE,
-    }
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -61,10 +59,29 @@ fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-/// Encodes groups into `out`. Every sample of a group must carry the same value tag; a series
-/// whose batch mixes plain and cumulative histograms is split into two groups by the caller.
-pub fn encode(groups: &[Group], out: &mut Vec<u8>) {
+/// The record header: version, flags, and the origin when there is one.
+fn encode_header(origin: Option<&Origin>, out: &mut Vec<u8>) {
     out.push(WAL_VERSION);
+    match origin {
+        None => out.push(0),
+        Some(o) => {
+            out.push(FLAG_ORIGIN);
+            let id = o.source.as_str().as_bytes();
+            out.push(id.len() as u8);
+            out.extend_from_slice(id);
+            put_varint(out, o.epoch);
+            put_varint(out, o.seq);
+            put_varint(out, zigzag(o.received_ms));
+        }
+    }
+}
+
+/// Encodes a record into `out`. Every sample of a group must carry the same value tag; a
+/// series whose batch mixes plain and cumulative histograms is split into two groups by the
+/// caller.
+pub fn encode(record: &Record, out: &mut Vec<u8>) {
+    let groups = &record.groups;
+    encode_header(record.origin.as_ref(), out);
     put_varint(out, groups.len() as u64);
     for group in groups {
         encode_group(group.id, &group.samples, out);
@@ -75,13 +92,14 @@ pub fn encode(groups: &[Group], out: &mut Vec<u8>) {
 /// gives for [`batch_groups`] — without building those groups, which would copy every value.
 /// `ids` holds the series id of each batch entry. Appends to `out` (the journal's buffer).
 pub(crate) fn encode_batch(
+    origin: Option<&Origin>,
     samples: &[BatchSample],
     values: BatchValues<'_>,
     ids: &[SeriesId],
     out: &mut Vec<u8>,
 ) {
     let record_at = out.len();
-    out.push(WAL_VERSION);
+    encode_header(origin, out);
     put_varint(out, batch_runs(samples, values, ids).count() as u64);
     for run in batch_runs(samples, values, ids) {
         let id = ids[run[0].entry as usize];
@@ -150,10 +168,11 @@ fn encode_value(value: &Value, out: &mut Vec<u8>) {
             put_varint(out, t.len() as u64);
             out.extend_from_slice(t.as_bytes());
         }
-        Value::Histogram(h) | Value::CumulativeHistogram(h) => {
+        Value::Histogram(h) => {
             put_varint(out, h.bin_count() as u64);
-            crate::packed::pack_histogram(h, out);
+            hist::packed::pack_histogram(h, out);
         }
+        Value::CumulativeHistogram(c) => c.encode_into(out),
     }
 }
 
@@ -226,16 +245,39 @@ impl Cursor<'_> {
     }
 }
 
+fn decode_origin(c: &mut Cursor<'_>) -> Result<Option<Origin>, WalDecodeError> {
+    let flags = c.byte("flags")?;
+    if flags & !FLAG_ORIGIN != 0 {
+        return Err(c.fail("unknown flags"));
+    }
+    if flags & FLAG_ORIGIN == 0 {
+        return Ok(None);
+    }
+    let len = c.byte("source id length")? as usize;
+    let id = c.take(len, "source id")?;
+    let source = std::str::from_utf8(id)
+        .ok()
+        .and_then(|text| SourceId::new(text).ok())
+        .ok_or_else(|| c.fail("source id"))?;
+    Ok(Some(Origin {
+        source,
+        epoch: c.varint("epoch")?,
+        seq: c.varint("sequence")?,
+        received_ms: unzigzag(c.varint("receipt time")?),
+    }))
+}
+
 /// Decodes one record. Never panics on arbitrary bytes.
-pub fn decode(bytes: &[u8]) -> Result<Vec<Group>, WalDecodeError> {
+pub fn decode(bytes: &[u8]) -> Result<Record, WalDecodeError> {
     let mut c = Cursor { bytes, pos: 0 };
     let version = c.byte("version")?;
-    if version != WAL_VERSION && version != WAL_VERSION_CIRCLLHIST {
+    if version != WAL_VERSION {
         return Err(WalDecodeError {
             offset: 0,
             what: "unknown version",
         });
     }
+    let origin = decode_origin(&mut c)?;
     let group_count = c.count(BATCH_SAMPLES_MAX, "group count")?;
     let mut groups = Vec::with_capacity(group_count);
     for _ in 0..group_count {
@@ -259,17 +301,17 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Group>, WalDecodeError> {
         for _ in 0..sample_count {
             let ts_ms = prev_ts_ms.wrapping_add(unzigzag(c.varint("timestamp")?));
             prev_ts_ms = ts_ms;
-            samples.push((ts_ms, decode_value(&mut c, tag, version)?));
+            samples.push((ts_ms, decode_value(&mut c, tag)?));
         }
         groups.push(Group { id, samples });
     }
     if c.pos != bytes.len() {
         return Err(c.fail("trailing bytes"));
     }
-    Ok(groups)
+    Ok(Record { origin, groups })
 }
 
-fn decode_value(c: &mut Cursor<'_>, tag: u8, version: u8) -> Result<Value, WalDecodeError> {
+fn decode_value(c: &mut Cursor<'_>, tag: u8) -> Result<Value, WalDecodeError> {
     match tag {
         TAG_NUMERIC => {
             let b = c.take(8, "numeric value")?;
@@ -287,31 +329,26 @@ fn decode_value(c: &mut Cursor<'_>, tag: u8, version: u8) -> Result<Value, WalDe
             })?;
             Ok(Value::Text(text.to_owned()))
         }
-        _ if version == WAL_VERSION_CIRCLLHIST => {
-            let rest = c.bytes.get(c.pos..).unwrap_or_default();
-            let (h, used) = Histogram::decode_prefix(rest).map_err(|_| c.fail("histogram"))?;
-            c.pos += used;
-            Ok(histogram_value(tag, h))
-        }
-        _ => {
+        TAG_HISTOGRAM => {
             let bins = c.count(hist::BIN_COUNT_MAX, "histogram bin count")?;
             let rest = c.bytes.get(c.pos..).unwrap_or_default();
             let (h, used) =
-                crate::packed::unpack_prefix(rest, bins).map_err(|e| WalDecodeError {
+                hist::packed::unpack_prefix(rest, bins).map_err(|e| WalDecodeError {
                     offset: c.pos + e.offset,
                     what: e.what,
                 })?;
             c.pos += used;
-            Ok(histogram_value(tag, h))
+            Ok(Value::Histogram(h))
         }
-    }
-}
-
-fn histogram_value(tag: u8, h: Histogram) -> Value {
-    if tag == TAG_HISTOGRAM {
-        Value::Histogram(h)
-    } else {
-        Value::CumulativeHistogram(h)
+        _ => {
+            let rest = c.bytes.get(c.pos..).unwrap_or_default();
+            let (value, used) = Cumulative::decode_prefix(rest).map_err(|e| WalDecodeError {
+                offset: c.pos + e.offset,
+                what: e.what,
+            })?;
+            c.pos += used;
+            Ok(Value::CumulativeHistogram(value))
+        }
     }
 }
 
@@ -347,7 +384,7 @@ mod tests {
             },
             Group {
                 id: SeriesId(0),
-                samples: vec![(60_001, Value::CumulativeHistogram(h))],
+                samples: vec![(60_001, Value::CumulativeHistogram(Cumulative::Bins(h)))],
             },
         ]
     }
@@ -356,46 +393,48 @@ mod tests {
         format!("{a:?}") == format!("{b:?}")
     }
 
-    #[test]
-    fn round_trip() {
-        let groups = sample_groups();
-        let mut out = Vec::new();
-        encode(&groups, &mut out);
-        let back = decode(&out).unwrap();
-        assert!(bits_equal(&groups, &back));
-        if let Value::Numeric(v) = back[0].samples[1].1 {
-            assert_eq!(v.to_bits(), (-0.0f64).to_bits());
+    fn record(groups: Vec<Group>, origin: Option<Origin>) -> Record {
+        Record { origin, groups }
+    }
+
+    fn an_origin() -> Origin {
+        Origin {
+            source: SourceId::new("broker-7").unwrap(),
+            epoch: 3,
+            seq: 1 << 40,
+            received_ms: -12,
         }
     }
 
-    /// Version 1 records (histograms in the `hist` binary form) written before packed bins
-    /// still replay, byte for byte as written then.
     #[test]
-    fn version_1_records_still_decode() {
+    fn round_trip() {
+        for origin in [None, Some(an_origin())] {
+            let r = record(sample_groups(), origin);
+            let mut out = Vec::new();
+            encode(&r, &mut out);
+            let back = decode(&out).unwrap();
+            assert_eq!(back.origin, r.origin);
+            assert!(bits_equal(&r.groups, &back.groups));
+            if let Value::Numeric(v) = back.groups[0].samples[1].1 {
+                assert_eq!(v.to_bits(), (-0.0f64).to_bits());
+            }
+        }
+        // A packed histogram that claims more bins than it holds is named.
         let mut h = Histogram::new();
         h.insert(1.5);
         h.insert_n(300.0, 7);
-        let mut v1 = vec![WAL_VERSION_CIRCLLHIST, 1, 9, 0, 0, 0, TAG_CUMULATIVE, 1];
-        put_varint(&mut v1, zigzag(120_000));
-        h.encode_into(&mut v1);
-        let groups = decode(&v1).unwrap();
-        assert_eq!(groups.len(), 1);
-        assert_eq!(groups[0].id, SeriesId(9));
-        assert_eq!(
-            groups[0].samples,
-            vec![(120_000, Value::CumulativeHistogram(h.clone()))]
-        );
-        // The same group written today is packed, and smaller.
-        let mut v2 = Vec::new();
-        encode(&groups, &mut v2);
-        assert_eq!(v2[0], WAL_VERSION);
-        assert!(v2.len() < v1.len(), "{} vs {} bytes", v2.len(), v1.len());
-        assert!(bits_equal(&decode(&v2).unwrap(), &groups));
-        // A packed histogram that claims more bins than it holds is named.
-        let mut short = vec![WAL_VERSION, 1, 9, 0, 0, 0, TAG_HISTOGRAM, 1, 0, 3];
-        crate::packed::pack_histogram(&h, &mut short);
+        let mut short = vec![WAL_VERSION, 0, 1, 9, 0, 0, 0, TAG_HISTOGRAM, 1, 0, 3];
+        hist::packed::pack_histogram(&h, &mut short);
         let err = decode(&short).unwrap_err();
         assert_eq!(err.what, "fewer bins than their count");
+        // Unknown versions and flags are refused.
+        let mut out = Vec::new();
+        encode(&record(sample_groups(), None), &mut out);
+        out[0] = 2;
+        assert_eq!(decode(&out).unwrap_err().what, "unknown version");
+        out[0] = WAL_VERSION;
+        out[1] = 2;
+        assert_eq!(decode(&out).unwrap_err().what, "unknown flags");
     }
 
     #[test]
@@ -413,7 +452,7 @@ mod tests {
                     Value::Numeric(v) => SampleValue::Numeric(*v),
                     Value::Histogram(h) => {
                         let start = packed.len() as u32;
-                        crate::packed::pack_histogram(h, &mut packed);
+                        hist::packed::pack_histogram(h, &mut packed);
                         SampleValue::Packed(crate::batch::PackedBins {
                             bins: h.bin_count() as u32,
                             start,
@@ -448,21 +487,22 @@ mod tests {
                 s.entry = 2;
             }
         }
+        let origin = an_origin();
         let mut from_batch = Vec::new();
-        encode_batch(&samples, values, &ids, &mut from_batch);
+        encode_batch(Some(&origin), &samples, values, &ids, &mut from_batch);
         let mut from_groups = Vec::new();
-        encode(&groups, &mut from_groups);
+        encode(&record(groups.clone(), Some(origin)), &mut from_groups);
         assert_eq!(from_batch, from_groups);
-        assert!(bits_equal(&decode(&from_batch).unwrap(), &groups));
+        assert!(bits_equal(&decode(&from_batch).unwrap().groups, &groups));
         assert!(bits_equal(&batch_groups(&samples, values, &ids), &groups));
         // A rejected entry's samples are left out of the record.
         ids[0] = REJECTED;
         let mut without = Vec::new();
-        encode_batch(&samples, values, &ids, &mut without);
-        assert!(bits_equal(&decode(&without).unwrap(), &groups[1..]));
+        encode_batch(None, &samples, values, &ids, &mut without);
+        assert!(bits_equal(&decode(&without).unwrap().groups, &groups[1..]));
         // Appended after what the buffer held.
         let mut after = vec![7u8; 3];
-        encode_batch(&samples, values, &ids, &mut after);
+        encode_batch(None, &samples, values, &ids, &mut after);
         assert_eq!(after[..3], [7, 7, 7]);
         assert_eq!(after[3..], without[..]);
     }
@@ -470,7 +510,7 @@ mod tests {
     #[test]
     fn every_truncation_and_flip_is_an_error_or_decodes() {
         let mut out = Vec::new();
-        encode(&sample_groups(), &mut out);
+        encode(&record(sample_groups(), Some(an_origin())), &mut out);
         for cut in 0..out.len() {
             assert!(decode(&out[..cut]).is_err(), "cut {cut}");
         }

@@ -5,9 +5,7 @@
 use std::sync::Arc;
 
 use hist::Histogram;
-use store::index::SeriesId;
-use store::tagquery::TagQuery;
-use store::{Latest, Slicing, Store, StoreOptions, WriteBatch};
+use store::{Latest, SeriesId, Slicing, Store, StoreOptions, TagQuery, WriteBatch};
 
 fn key(text: &str) -> store::key::StreamKey {
     store::key::StreamKey::parse(text).unwrap()
@@ -343,7 +341,7 @@ fn partial_writes_leave_out_only_keys_of_another_kind() {
                 .is_empty()
         }
     );
-    let rejected = store.write_partial(&b).unwrap();
+    let (_, rejected) = store.write_partial(&b).unwrap();
     let summary: Vec<(&str, usize)> = rejected
         .iter()
         .map(|r| (r.key.as_str(), r.samples))
@@ -354,8 +352,7 @@ fn partial_writes_leave_out_only_keys_of_another_kind() {
     );
     assert!(rejected
         .iter()
-        .all(|r| r.existing == store::index::Kind::Numeric
-            && r.requested == store::index::Kind::Text));
+        .all(|r| r.existing == store::Kind::Numeric && r.requested == store::Kind::Text));
     drop(store);
     let store = open(tmp.path());
     let view = store.view().unwrap();
@@ -370,7 +367,7 @@ fn partial_writes_leave_out_only_keys_of_another_kind() {
     // A batch made only of refused samples writes nothing and says so.
     let mut b = WriteBatch::new();
     b.text(&x, 9, "z").unwrap();
-    assert_eq!(store.write_partial(&b).unwrap().len(), 1);
+    assert_eq!(store.write_partial(&b).unwrap().1.len(), 1);
     // Key text that is new and not canonical is refused rather than made a second series.
     let mut b = WriteBatch::new();
     b.push_canonical("z|ST[h:b,a:c]", 1, store::Value::Numeric(1.0))
@@ -550,7 +547,7 @@ fn random_batches_match_a_naive_model() {
 /// does not have (or with another kind), stops the open with a typed error.
 #[test]
 fn bad_wal_records_are_reported_on_open() {
-    use store::wal::{self, Group};
+    use store::internals::wal::{self, Group};
     use store::{StoreError, Value};
     type Expect = fn(&StoreError) -> bool;
     let cases: [(Vec<u8>, Expect); 3] = [
@@ -562,10 +559,13 @@ fn bad_wal_records_are_reported_on_open() {
                 let mut out = Vec::new();
                 let samples = vec![(0, Value::Numeric(1.0))];
                 wal::encode(
-                    &[Group {
-                        id: SeriesId(9),
-                        samples,
-                    }],
+                    &wal::Record {
+                        origin: None,
+                        groups: vec![Group {
+                            id: SeriesId(9),
+                            samples,
+                        }],
+                    },
                     &mut out,
                 );
                 out
@@ -577,10 +577,13 @@ fn bad_wal_records_are_reported_on_open() {
                 let mut out = Vec::new();
                 let samples = vec![(0, Value::Text("x".into()))];
                 wal::encode(
-                    &[Group {
-                        id: SeriesId(0),
-                        samples,
-                    }],
+                    &wal::Record {
+                        origin: None,
+                        groups: vec![Group {
+                            id: SeriesId(0),
+                            samples,
+                        }],
+                    },
                     &mut out,
                 );
                 out
@@ -642,7 +645,7 @@ fn wal_enospc_loses_nothing_acknowledged() {
     let mut acked = 0;
     loop {
         match write(&store, acked) {
-            Ok(()) => acked += 1,
+            Ok(_) => acked += 1,
             Err(store::StoreError::Journal(journal::Error::NoSpace)) => break,
             Err(e) => panic!("unexpected {e:?}"),
         }
@@ -768,13 +771,13 @@ fn histograms_added_as_bins_equal_histograms_added_as_values() {
     let by_id: Vec<_> = (0..5)
         .map(|s| {
             let k = key(&format!("as_id_bins|ST[s:{s}]"));
-            store.resolve(&k, store::index::Kind::Histogram).unwrap()
+            store.resolve(&k, store::Kind::Histogram).unwrap()
         })
         .collect();
     let by_id_packed: Vec<_> = (0..5)
         .map(|s| {
             let k = key(&format!("as_id_packed|ST[s:{s}]"));
-            store.resolve(&k, store::index::Kind::Histogram).unwrap()
+            store.resolve(&k, store::Kind::Histogram).unwrap()
         })
         .collect();
     for round in 0..12i64 {

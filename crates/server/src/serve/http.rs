@@ -18,20 +18,9 @@ use serde_json::json;
 use store::key::Tag;
 use tokio::sync::Semaphore;
 
-use super::reply::{self, ServeError, Shape, PROTOBUF};
+use super::reply::{self, error, json_response, ServeError, Shape, PROTOBUF};
 use super::write::{write_body, Encoding, Protocol};
 use super::{read, Endpoint, Shared};
-
-/// A JSON response with a status.
-pub fn json_response(status: StatusCode, body: serde_json::Value) -> Response {
-    (status, axum::Json(body)).into_response()
-}
-
-/// `{"error": message}` with a status: a [`ServeError`] in the plain shape (the read API, the
-/// request frame).
-pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    ServeError::new(status, message).response(Shape::Json)
-}
 
 pub fn router(app: Shared) -> Router {
     let limits = &app.config.limits;

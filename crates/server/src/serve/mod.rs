@@ -135,7 +135,7 @@ impl App {
             self.metrics
                 .store_write(stopwatch.elapsed_ns(), result.is_ok());
             match result {
-                Ok(rejected) => {
+                Ok((_written, rejected)) => {
                     inserted.apply_kind_rejections(&rejected);
                     inserted.learn(&self.store, &self.series_ids);
                 }

@@ -11,7 +11,16 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use store::StoreError;
 
-use super::http::json_response;
+/// A JSON response with a status.
+pub fn json_response(status: StatusCode, body: serde_json::Value) -> Response {
+    (status, axum::Json(body)).into_response()
+}
+
+/// `{"error": message}` with a status: a [`ServeError`] in the plain shape (the read API, the
+/// request frame).
+pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    ServeError::new(status, message).response(Shape::Json)
+}
 
 /// The content type of OTLP protobuf bodies (and responses to them).
 pub const PROTOBUF: &str = "application/x-protobuf";
@@ -55,7 +64,7 @@ impl ServeError {
     /// A failed store write: the data's own fault (400, not retried), the disk's or the
     /// journal's (503: the client retries), or the store's (500).
     pub fn from_store(e: &StoreError) -> ServeError {
-        use store::index::IndexError;
+        use store::IndexError;
         let status = match e {
             StoreError::KindMismatchInBatch { .. }
             | StoreError::TextTooLong { .. }

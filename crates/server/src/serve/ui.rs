@@ -46,7 +46,7 @@ fn content_type(path: &str) -> &'static str {
 
 fn file(path: &str) -> Response {
     let Some((_, bytes)) = assets::ASSETS.iter().find(|(p, _)| *p == path) else {
-        return super::http::error(StatusCode::NOT_FOUND, format!("no UI file `{path}`"));
+        return super::reply::error(StatusCode::NOT_FOUND, format!("no UI file `{path}`"));
     };
     // Asset names are stable (see ui/vite.config.ts), so browsers revalidate everything; the
     // files are small (≈ 85 kB) and served from memory.

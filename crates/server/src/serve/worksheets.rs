@@ -22,7 +22,7 @@ use axum::Router;
 use serde_json::{json, Map, Value};
 use tokio::sync::Mutex;
 
-use super::http::{error, json_response};
+use super::reply::{error, json_response};
 use super::{now_ms, Shared};
 
 /// Largest worksheet body, in bytes.
