@@ -179,7 +179,7 @@ async fn flush(app: &Shared, lines: &mut Lines) {
     let body = Bytes::from(std::mem::take(&mut lines.pending));
     lines.pending_lines = 0;
     let start_ns = clock::now();
-    let result = write_body(app, Protocol::Graphite, body, false, Vec::new()).await;
+    let result = write_body(app, Protocol::Graphite, body, false, Vec::new(), None).await;
     let status = match &result {
         Ok(outcome) if outcome.rejected_total == 0 => 200,
         Ok(outcome) => {

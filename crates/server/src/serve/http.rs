@@ -20,7 +20,7 @@ use tokio::sync::Semaphore;
 
 use super::reply::{self, error, json_response, ServeError, Shape, PROTOBUF};
 use super::write::{write_body, Encoding, Protocol};
-use super::{read, Endpoint, Shared};
+use super::{origin, read, Endpoint, Shared};
 
 pub fn router(app: Shared) -> Router {
     let limits = &app.config.limits;
@@ -337,10 +337,6 @@ async fn httptrap_common(
                 .response(Shape::Json)
         }
     };
-    let (bytes, gzip, _budget) = match read_body(&app, &headers, body).await {
-        Ok(read) => read,
-        Err(e) => return e.response(Shape::Httptrap),
-    };
     // The flatbuffer metric list on the same endpoint, chosen by Content-Type.
     let flat = headers
         .get(header::CONTENT_TYPE)
@@ -349,10 +345,39 @@ async fn httptrap_common(
         .is_some_and(|v| v.trim().eq_ignore_ascii_case(ingest::flat::CONTENT_TYPE));
     let encoding = if flat { Encoding::Flat } else { Encoding::Json };
     let protocol = Protocol::Httptrap(encoding);
-    match write_body(&app, protocol, bytes, gzip, vec![check_tag]).await {
-        Ok(outcome) => reply::httptrap(&outcome),
-        Err(e) => e.response(Shape::Httptrap),
+    let written = ingest_body(
+        &app,
+        &headers,
+        body,
+        protocol,
+        vec![check_tag],
+        Shape::Httptrap,
+    );
+    match written.await {
+        Ok(outcome) => reply::acknowledged(&outcome, reply::httptrap(&outcome)),
+        Err(response) => response,
     }
+}
+
+/// One ingest request after its protocol's own checks: the sender identity its headers name
+/// (refused with a 400 before the body is read when malformed), the body within its budget,
+/// then the one write path. `Err` is the answer in the protocol's `shape`.
+async fn ingest_body(
+    app: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+    protocol: Protocol,
+    extra_tags: Vec<Tag>,
+    shape: Shape,
+) -> Result<reply::Outcome, Response> {
+    let origin = origin::from_headers(headers, super::now_ms())
+        .map_err(|message| ServeError::bad_request(message).response(shape))?;
+    let (bytes, gzip, _budget) = read_body(app, headers, body)
+        .await
+        .map_err(|e| e.response(shape))?;
+    write_body(app, protocol, bytes, gzip, extra_tags, origin)
+        .await
+        .map_err(|e| e.response(shape))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -379,13 +404,10 @@ async fn influx(
             }
         },
     };
-    let (bytes, gzip, _budget) = match read_body(&app, &headers, body).await {
-        Ok(read) => read,
-        Err(e) => return e.response(Shape::Influx),
-    };
-    match write_body(&app, Protocol::Influx(precision), bytes, gzip, Vec::new()).await {
-        Ok(outcome) => reply::influx(&outcome),
-        Err(e) => e.response(Shape::Influx),
+    let protocol = Protocol::Influx(precision);
+    match ingest_body(&app, &headers, body, protocol, Vec::new(), Shape::Influx).await {
+        Ok(outcome) => reply::acknowledged(&outcome, reply::influx(&outcome)),
+        Err(response) => response,
     }
 }
 
@@ -393,13 +415,18 @@ async fn influx(
 // Prometheus remote write 1.0
 
 async fn remote_write(State(app): State<Shared>, headers: HeaderMap, body: Body) -> Response {
-    let (bytes, gzip, _budget) = match read_body(&app, &headers, body).await {
-        Ok(read) => read,
-        Err(e) => return e.response(Shape::Json),
-    };
-    match write_body(&app, Protocol::RemoteWrite, bytes, gzip, Vec::new()).await {
-        Ok(outcome) => reply::remote_write(&outcome),
-        Err(e) => e.response(Shape::Json),
+    match ingest_body(
+        &app,
+        &headers,
+        body,
+        Protocol::RemoteWrite,
+        Vec::new(),
+        Shape::Json,
+    )
+    .await
+    {
+        Ok(outcome) => reply::acknowledged(&outcome, reply::remote_write(&outcome)),
+        Err(response) => response,
     }
 }
 
@@ -428,14 +455,10 @@ async fn otlp(State(app): State<Shared>, headers: HeaderMap, body: Body) -> Resp
         }
     };
     let shape = Shape::Otlp { json: json_body };
-    let (bytes, gzip, _budget) = match read_body(&app, &headers, body).await {
-        Ok(read) => read,
-        Err(e) => return e.response(shape),
-    };
     let protocol = Protocol::Otlp { json: json_body };
-    match write_body(&app, protocol, bytes, gzip, Vec::new()).await {
-        Ok(outcome) => reply::otlp(&outcome, json_body),
-        Err(e) => e.response(shape),
+    match ingest_body(&app, &headers, body, protocol, Vec::new(), shape).await {
+        Ok(outcome) => reply::acknowledged(&outcome, reply::otlp(&outcome, json_body)),
+        Err(response) => response,
     }
 }
 

@@ -11,6 +11,7 @@ mod graphite;
 mod http;
 mod kept;
 mod metrics;
+mod origin;
 mod read;
 mod reply;
 mod statsd;
@@ -24,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use insert::{Inserted, SeriesCache};
-use store::{Store, StoreOptions};
+use store::{Store, StoreOptions, Written};
 use tokio::sync::{watch, Semaphore};
 
 use crate::cli_config::{self, Config, ServeArgs};
@@ -118,39 +119,51 @@ impl App {
         }
         self.write_blocking(move |app| app.store_inserted(None, &mut Inserted::from(batch)))
             .await
+            .map(drop)
     }
 
     /// Writes what a body became — the one place the server writes to the store — unless its
     /// parse stopped or nothing is left: the store leaves out (and reports) samples of a key
     /// that exists with another kind, which become rejections; the series the batch created
     /// are then learned into the id cache. Counted under `endpoint` (bodies of clients only).
+    /// A batch whose origin was applied before is not applied again: `Written::Duplicate`.
     pub(crate) fn store_inserted(
         &self,
         endpoint: Option<Endpoint>,
         inserted: &mut Inserted,
-    ) -> Result<(), ServeError> {
+    ) -> Result<Written, ServeError> {
+        let mut written = Written::Applied;
         if !inserted.stopped && !inserted.batch.is_empty() {
             let stopwatch = clock::Stopwatch::start();
             let result = self.store.write_partial(&inserted.batch);
             self.metrics
                 .store_write(stopwatch.elapsed_ns(), result.is_ok());
             match result {
-                Ok((_written, rejected)) => {
+                Ok((Written::Applied, rejected)) => {
                     inserted.apply_kind_rejections(&rejected);
                     inserted.learn(&self.store, &self.series_ids);
                 }
+                Ok((Written::Duplicate, _)) => written = Written::Duplicate,
                 Err(e) => {
                     let endpoint = endpoint.map_or("server", |e| e.name());
-                    tracing::warn!(error = %e, endpoint, "store write failed");
-                    return Err(ServeError::from_store(&e));
+                    let refusal = ServeError::from_store(&e);
+                    // The client's own fault (a stale epoch, a kind clash) is its answer, not
+                    // the operator's concern.
+                    if refusal.status.is_server_error() {
+                        tracing::warn!(error = %e, endpoint, "store write failed");
+                    } else {
+                        tracing::debug!(error = %e, endpoint, "store write refused");
+                    }
+                    return Err(refusal);
                 }
             }
         }
-        if let Some(endpoint) = endpoint {
+        // A duplicate's samples were counted when first applied.
+        if let (Some(endpoint), Written::Applied) = (endpoint, written) {
             self.metrics
                 .batch(endpoint, inserted.accepted, inserted.rejected_total);
         }
-        Ok(())
+        Ok(written)
     }
 
     /// Runs one write on the blocking pool, holding a writer permit (`writers` bounds the

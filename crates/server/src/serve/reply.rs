@@ -72,7 +72,12 @@ impl ServeError {
             | StoreError::BatchTooLarge
             | StoreError::Index(IndexError::KindMismatch { .. })
             | StoreError::Index(IndexError::Key(_)) => StatusCode::BAD_REQUEST,
-            StoreError::Journal(_) | StoreError::Io(_) => StatusCode::SERVICE_UNAVAILABLE,
+            StoreError::Journal(_)
+            | StoreError::Io(_)
+            | StoreError::TooManySources { .. }
+            | StoreError::SameBatchBusy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            // A newer incarnation of the sender exists: this one must not retry.
+            StoreError::StaleEpoch { .. } => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ServeError::new(status, e.to_string())
@@ -136,6 +141,8 @@ pub struct Outcome {
     pub stopped: bool,
     /// It stopped at a size bound.
     pub too_large: bool,
+    /// Its origin (sender, epoch, sequence) was applied before: acknowledged, not applied.
+    pub duplicate: bool,
 }
 
 impl Outcome {
@@ -154,6 +161,18 @@ impl Outcome {
         let message = self.error.clone()?;
         Some(ServeError::new(self.rejected_status(), message))
     }
+}
+
+/// The answer to a written body, marked `Strata-Duplicate: true` when its origin had been applied
+/// before (the sender then knows its resend changed nothing).
+pub fn acknowledged(outcome: &Outcome, mut response: Response) -> Response {
+    if outcome.duplicate {
+        response.headers_mut().insert(
+            super::origin::DUPLICATE_HEADER,
+            HeaderValue::from_static("true"),
+        );
+    }
+    response
 }
 
 /// httptrap: `200 {"stats", "filtered"[, "error"]}`; a body whose parse stopped is a 4xx with

@@ -10,6 +10,7 @@ use ingest::influx::Precision;
 use ingest::Options;
 use insert::{Buffers, Inserted, Setup};
 use store::key::Tag;
+use store::{Origin, Written};
 
 use super::kept::Kept;
 use super::reply::{Outcome, ServeError};
@@ -58,17 +59,19 @@ impl Protocol {
 
 /// Decompresses (gzip if sent so), parses and writes one body on the blocking pool; what it
 /// became. `extra_tags` go on every key (httptrap's `__check`). A body whose parse stopped is
-/// not written at all.
+/// not written at all. A body with an `origin` already applied is acknowledged again without
+/// being applied (`Outcome::duplicate`).
 pub async fn write_body(
     app: &Arc<App>,
     protocol: Protocol,
     body: impl AsRef<[u8]> + Send + 'static,
     gzip: bool,
     extra_tags: Vec<Tag>,
+    origin: Option<Origin>,
 ) -> Result<Outcome, ServeError> {
     app.write_blocking(move |app| {
         let bytes = unzipped(body.as_ref(), gzip, app.config.limits.body_size_bytes_max)?;
-        read_and_write(app, protocol, &bytes, &extra_tags)
+        read_and_write(app, protocol, &bytes, &extra_tags, origin)
     })
     .await
 }
@@ -94,6 +97,7 @@ fn read_and_write(
     protocol: Protocol,
     body: &[u8],
     extra_tags: &[Tag],
+    origin: Option<Origin>,
 ) -> Result<Outcome, ServeError> {
     let now_ms = now_ms();
     let cache = &app.series_ids;
@@ -108,8 +112,10 @@ fn read_and_write(
     };
     let (buffers, mut raw) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
     let mut inserted = read(protocol, body, &setup, buffers, &mut raw);
+    inserted.batch.set_origin(origin);
     let result = app.store_inserted(Some(protocol.endpoint()), &mut inserted);
     let outcome = Outcome {
+        duplicate: matches!(result, Ok(Written::Duplicate)),
         accepted: inserted.accepted,
         rejected_total: inserted.rejected_total,
         error: inserted.error_text(),
@@ -121,7 +127,7 @@ fn read_and_write(
     }
     let buffers = inserted.take_buffers();
     BUFFERS.with(|b| *b.borrow_mut() = (buffers, raw));
-    result.map(|()| outcome)
+    result.map(|_| outcome)
 }
 
 /// One body through its protocol's parser into the insert sink.
