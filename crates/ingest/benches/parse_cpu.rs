@@ -252,6 +252,7 @@ mod into_batch {
                 ingest::Value::CumulativeHistogram(h) => {
                     store::Value::CumulativeHistogram(hist::convert::Cumulative::Bins(h))
                 }
+                ingest::Value::Cumulative(c) => store::Value::CumulativeHistogram(c),
             };
             let at = match &last {
                 Some((tags, at)) if Arc::ptr_eq(tags, &sample.tags) => *at,
@@ -358,6 +359,7 @@ mod into_batch {
                 ValueRef::CumulativeHistogram(h) => store::Value::CumulativeHistogram(
                     hist::convert::Cumulative::Bins(h.into_histogram()),
                 ),
+                ValueRef::Cumulative(c) => store::Value::CumulativeHistogram(c),
             };
             self.key.clear();
             let extra = self.extra;

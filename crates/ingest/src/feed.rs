@@ -66,6 +66,7 @@ impl<'s, S: Sink> Feed<'s, S> {
             // Histograms move: the sink takes them as built.
             Value::Histogram(h) => ValueRef::Histogram(HistogramRef::Built(h)),
             Value::CumulativeHistogram(h) => ValueRef::CumulativeHistogram(HistogramRef::Built(h)),
+            Value::Cumulative(c) => ValueRef::Cumulative(c),
         };
         self.sink.sample(&series, Point { ts_ms, value, mode })
     }

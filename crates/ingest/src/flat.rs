@@ -1037,10 +1037,15 @@ impl DocumentEncoder {
                     self.histogram(h, form);
                     schema::Kind::Histogram
                 }
-                Value::CumulativeHistogram(h) => {
+                Value::CumulativeHistogram(h)
+                | Value::Cumulative(hist::convert::Cumulative::Bins(h)) => {
                     self.histogram(h, form);
                     schema::Kind::CumulativeHistogram
                 }
+                // The flatbuffer form carries llhist bins only, and a running total converted
+                // before it is differenced miscounts: such a sample is sent as present with no
+                // value (a sender differences it first and sends `Value::Histogram`).
+                Value::Cumulative(_) => schema::Kind::Null,
             };
             self.metrics
                 .push(schema::Metric::new(name, tags, kind, flags));

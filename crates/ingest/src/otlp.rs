@@ -7,7 +7,7 @@
 //! is rejected alone and counted — `Batch::rejected_total` is the response's
 //! `partial_success.rejected_data_points`, the first rejection its `error_message`.
 
-use hist::convert::{self, ExplicitHistogram, ExponentialBuckets};
+use hist::convert::{self, Cumulative, ExplicitHistogram, ExponentialBuckets};
 use prost::Message;
 
 use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
@@ -474,7 +474,7 @@ fn points(metric: &proto::Metric) -> Result<Vec<Point<'_>>, Reason> {
             Ok(h.data_points
                 .iter()
                 .map(|p| {
-                    let v = histogram(explicit(p), cumulative)?;
+                    let v = explicit(p, cumulative)?;
                     Ok((&p.attributes[..], p.time_unix_nano, v, Mode::Set))
                 })
                 .collect())
@@ -484,7 +484,7 @@ fn points(metric: &proto::Metric) -> Result<Vec<Point<'_>>, Reason> {
             Ok(h.data_points
                 .iter()
                 .map(|p| {
-                    let v = histogram(exponential(p), cumulative)?;
+                    let v = exponential(p, cumulative)?;
                     Ok((&p.attributes[..], p.time_unix_nano, v, Mode::Set))
                 })
                 .collect())
@@ -516,18 +516,6 @@ fn cumulative(temporality: i32) -> Result<bool, Reason> {
     }
 }
 
-fn histogram(
-    converted: Result<convert::Converted, convert::ConvertError>,
-    cumulative: bool,
-) -> Result<Value, Reason> {
-    let h = converted.map_err(Reason::Histogram)?.histogram;
-    Ok(if cumulative {
-        Value::CumulativeHistogram(h)
-    } else {
-        Value::Histogram(h)
-    })
-}
-
 fn number(p: &proto::NumberDataPoint) -> Result<Value, Reason> {
     let v = match p.value {
         Some(number_data_point::Value::AsDouble(v)) => v,
@@ -540,20 +528,29 @@ fn number(p: &proto::NumberDataPoint) -> Result<Value, Reason> {
     Ok(Value::Numeric(v))
 }
 
-fn explicit(p: &proto::HistogramDataPoint) -> Result<convert::Converted, convert::ConvertError> {
-    convert::from_explicit(&ExplicitHistogram {
+/// A cumulative point stays in its own buckets until the store has differenced it; a delta
+/// point is converted now.
+fn explicit(p: &proto::HistogramDataPoint, cumulative: bool) -> Result<Value, Reason> {
+    let h = ExplicitHistogram {
         explicit_bounds: p.explicit_bounds.clone(),
         bucket_counts: p.bucket_counts.clone(),
         count: p.count,
         sum: p.sum,
         min: p.min,
         max: p.max,
-    })
+    };
+    let value = if cumulative {
+        Cumulative::from_explicit(&h).map(Value::Cumulative)
+    } else {
+        convert::from_explicit(&h).map(|c| Value::Histogram(c.histogram))
+    };
+    value.map_err(Reason::Histogram)
 }
 
 fn exponential(
     p: &proto::ExponentialHistogramDataPoint,
-) -> Result<convert::Converted, convert::ConvertError> {
+    cumulative: bool,
+) -> Result<Value, Reason> {
     let buckets = |b: &Option<proto::Buckets>| {
         b.as_ref()
             .map_or_else(ExponentialBuckets::default, |b| ExponentialBuckets {
@@ -561,7 +558,7 @@ fn exponential(
                 bucket_counts: b.bucket_counts.clone(),
             })
     };
-    convert::from_exponential(&convert::ExponentialHistogram {
+    let h = convert::ExponentialHistogram {
         scale: p.scale,
         count: p.count,
         sum: p.sum,
@@ -571,7 +568,13 @@ fn exponential(
         negative: buckets(&p.negative),
         min: p.min,
         max: p.max,
-    })
+    };
+    let value = if cumulative {
+        Cumulative::from_exponential(&h).map(Value::Cumulative)
+    } else {
+        convert::from_exponential(&h).map(|c| Value::Histogram(c.histogram))
+    };
+    value.map_err(Reason::Histogram)
 }
 
 /// `time_unix_nano` in ms (rounded down); 0 (unset) means at receipt.

@@ -7,7 +7,7 @@
 //! A body that cannot be decompressed or decoded is rejected whole (`rest_of_body`: the server
 //! answers 400, which senders do not retry); a bad series or sample is rejected alone, named.
 
-use hist::convert::{self, NativeCounts, NativeHistogram, Span};
+use hist::convert::{self, Cumulative, NativeCounts, NativeHistogram, Span};
 use prost::Message;
 
 use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
@@ -456,6 +456,7 @@ fn hand_point(
                 Value::CumulativeHistogram(h) => {
                     ValueRef::CumulativeHistogram(HistogramRef::Built(h))
                 }
+                Value::Cumulative(c) => ValueRef::Cumulative(c),
                 // The decoder makes only numerics and histograms.
                 Value::Null => ValueRef::Null,
                 Value::Text(owned) => {
@@ -646,13 +647,7 @@ fn float_point(s: proto::Sample, o: &Options) -> Option<Result<(i64, Value), Rea
 /// per-period differences); `reset_hint = GAUGE` ones are snapshots.
 fn native_point(h: &proto::Histogram, o: &Options) -> Result<(i64, Value), Reason> {
     let ts_ms = o.check_ts(h.timestamp)?;
-    let converted = convert::from_native(&native(h)).map_err(Reason::Histogram)?;
-    let value = if h.reset_hint == RESET_HINT_GAUGE {
-        Value::Histogram(converted.histogram)
-    } else {
-        Value::CumulativeHistogram(converted.histogram)
-    };
-    Ok((ts_ms, value))
+    Ok((ts_ms, native_value(h)?))
 }
 
 /// A histogram read from the wire as prost reads it (scalars and oneofs last one wins,
@@ -980,13 +975,7 @@ fn float_sample(
 /// differences); `reset_hint = GAUGE` ones are snapshots.
 fn native_sample(id: &ProstSeriesId, h: &proto::Histogram, o: &Options) -> Result<Sample, Reason> {
     let ts_ms = o.check_ts(h.timestamp)?;
-    let converted = convert::from_native(&native(h)).map_err(Reason::Histogram)?;
-    let value = if h.reset_hint == RESET_HINT_GAUGE {
-        Value::Histogram(converted.histogram)
-    } else {
-        Value::CumulativeHistogram(converted.histogram)
-    };
-    Ok(prost_sample(id, ts_ms, value))
+    Ok(prost_sample(id, ts_ms, native_value(h)?))
 }
 
 fn prost_sample(id: &ProstSeriesId, ts_ms: i64, value: Value) -> Sample {
@@ -1002,6 +991,19 @@ fn prost_sample(id: &ProstSeriesId, ts_ms: i64, value: Value) -> Sample {
 /// The wire histogram as `hist::convert`'s input. Float counts are used when the count, the
 /// zero count or any bucket is sent as a float (upstream, a histogram is all-integer or
 /// all-float; a mix is read as float so no count is dropped).
+/// A gauge histogram is a snapshot, converted now; a counter histogram stays in its own buckets
+/// until the store has differenced it.
+fn native_value(h: &proto::Histogram) -> Result<Value, Reason> {
+    let native = native(h);
+    if h.reset_hint == RESET_HINT_GAUGE {
+        let converted = convert::from_native(&native).map_err(Reason::Histogram)?;
+        Ok(Value::Histogram(converted.histogram))
+    } else {
+        let cumulative = Cumulative::from_native(&native).map_err(Reason::Histogram)?;
+        Ok(Value::Cumulative(cumulative))
+    }
+}
+
 fn native(h: &proto::Histogram) -> NativeHistogram {
     let float = matches!(h.count, Some(proto::Count::CountFloat(_)))
         || matches!(h.zero_count, Some(proto::ZeroCount::ZeroCountFloat(_)))

@@ -236,6 +236,8 @@ pub enum ValueRef<'v> {
     Text(&'v str),
     Histogram(HistogramRef<'v>),
     CumulativeHistogram(HistogramRef<'v>),
+    /// A running total in the sender's own buckets ([`Value::Cumulative`]).
+    Cumulative(hist::convert::Cumulative),
 }
 
 impl ValueRef<'_> {
@@ -248,6 +250,7 @@ impl ValueRef<'_> {
             ValueRef::Text(text) => Value::Text(text.to_owned()),
             ValueRef::Histogram(h) => Value::Histogram(h.into_histogram()),
             ValueRef::CumulativeHistogram(h) => Value::CumulativeHistogram(h.into_histogram()),
+            ValueRef::Cumulative(c) => Value::Cumulative(c),
         }
     }
 }

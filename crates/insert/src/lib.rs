@@ -240,7 +240,9 @@ fn kind_of(value: &ValueRef<'_>) -> Option<Kind> {
         ValueRef::Null => None,
         ValueRef::Numeric(_) => Some(Kind::Numeric),
         ValueRef::Text(_) => Some(Kind::Text),
-        ValueRef::Histogram(_) | ValueRef::CumulativeHistogram(_) => Some(Kind::Histogram),
+        ValueRef::Histogram(_) | ValueRef::CumulativeHistogram(_) | ValueRef::Cumulative(_) => {
+            Some(Kind::Histogram)
+        }
     }
 }
 
@@ -279,6 +281,7 @@ fn push(
         ValueRef::CumulativeHistogram(h) => {
             store::Value::CumulativeHistogram(hist::convert::Cumulative::Bins(h.into_histogram()))
         }
+        ValueRef::Cumulative(c) => store::Value::CumulativeHistogram(c),
     };
     Some(match to {
         To::Id(id) => batch.push_id(id, ts_ms, owned),

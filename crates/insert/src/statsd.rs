@@ -157,6 +157,14 @@ impl Aggregator {
                     _ => self.put(slot_key, Agg::Hist(h)),
                 }
             }
+            // statsd bodies carry no running totals; a sink's contract still takes them.
+            (ValueRef::Cumulative(c), _) => {
+                let h = c.to_histogram();
+                match self.slots.get_mut(&slot_key) {
+                    Some(Agg::Hist(acc)) => acc.merge(&h),
+                    _ => self.put(slot_key, Agg::Hist(h)),
+                }
+            }
             (ValueRef::Text(t), _) => self.put(slot_key, Agg::Text(t.to_owned())),
             (ValueRef::Null, _) => {}
         }

@@ -80,6 +80,7 @@ fn lend(batch: &ingest::Batch, sink: &mut impl Sink) {
             Value::CumulativeHistogram(h) => {
                 ValueRef::CumulativeHistogram(HistogramRef::Built(h.clone()))
             }
+            Value::Cumulative(c) => ValueRef::Cumulative(c.clone()),
         };
         let point = Point {
             ts_ms: s.ts_ms,

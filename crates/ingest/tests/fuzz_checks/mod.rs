@@ -245,6 +245,7 @@ fn check_within(input_len: usize, batch: &Batch) {
                 "non-finite numeric {v}"
             ),
             Value::Histogram(h) | Value::CumulativeHistogram(h) => h.assert_invariants(),
+            Value::Cumulative(c) => c.to_histogram().assert_invariants(),
             Value::Text(_) | Value::Null => {}
         }
     }
