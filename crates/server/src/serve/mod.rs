@@ -199,10 +199,11 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     };
     init_logging(&args, &config);
-    // Transparent huge pages cost the server more than they give: the allocator hands freed
-    // request and batch buffers back to the kernel in small pieces and takes them again, and
-    // every fault in a huge-page region zeroes 2 MiB — 20–30 % of the server's CPU on histogram
-    // ingest (bench/RESULTS.md, issue 6). Process-wide; an older kernel just keeps them.
+    // Transparent huge pages off for this process: the allocator hands freed request and batch
+    // buffers back to the kernel in small pieces and takes them again, and every fault in a
+    // huge-page region zeroes 2 MiB, which on histogram ingest cost a fifth to a third of the
+    // server's CPU (the ingest rates are in bench/RESULTS.md, "strata serve ingest"). An older
+    // kernel without the switch just keeps them.
     if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
         tracing::debug!("transparent huge pages stay enabled: {e}");
     }
