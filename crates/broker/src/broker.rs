@@ -12,6 +12,7 @@ use checks::CheckSpec;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::forward::{forward_loop, ForwardConfig, ForwardStats};
 use crate::link::serve::BrokerSide;
 use crate::link::{ChecksApplied, ChecksPush};
 use crate::push::{Push, PushStats};
@@ -46,6 +47,10 @@ pub struct BrokerConfig {
     pub listen: Option<SocketAddr>,
     /// The core's certificate fingerprint (SHA-256, hex).
     pub core_fingerprint: String,
+    /// Forward the journal to this core's HTTP ingest (`http://host:port`), exactly once.
+    pub core_url: Option<String>,
+    /// The core's httptrap secret, when it wants one.
+    pub core_secret: Option<String>,
     pub push_http: Option<SocketAddr>,
     pub statsd: Option<SocketAddr>,
     pub collectd: Option<SocketAddr>,
@@ -66,6 +71,8 @@ impl BrokerConfig {
             proxy: None,
             listen: None,
             core_fingerprint: core_fingerprint.to_owned(),
+            core_url: None,
+            core_secret: None,
             push_http: None,
             statsd: None,
             collectd: None,
@@ -98,6 +105,7 @@ struct Shared {
     sched_stats: Arc<SchedStats>,
     run_stats: Arc<RunStats>,
     push_stats: Arc<PushStats>,
+    forward_stats: Arc<ForwardStats>,
 }
 
 pub struct Broker {
@@ -114,9 +122,13 @@ impl Broker {
     /// Opens the journal, binds every listener, and starts everything. Must be called inside a
     /// tokio runtime.
     pub async fn start(config: BrokerConfig) -> Result<Broker, String> {
-        let identity = tls::load(&config.data_dir, "broker")
-            .map_err(|e| format!("{e} (run `strata broker init` first)"))?;
-        let spool = Arc::new(Spool::open(&config.data_dir, &config.cores, config.spool.clone())?);
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| format!("data directory {}: {e}", config.data_dir.display()))?;
+        let spool = Arc::new(Spool::open(
+            &config.data_dir,
+            &config.cores,
+            config.spool.clone(),
+        )?);
         let local_checks = match &config.checks_file {
             Some(p) => load_local_checks(p)?,
             None => Vec::new(),
@@ -138,21 +150,63 @@ impl Broker {
             spool: spool.clone(),
             local_checks,
             core_checks: Mutex::new(load_core_checks(&config.data_dir, &config.cores)),
-            phases: Mutex::new(state::load_json(&config.data_dir.join("phases.json"))?.unwrap_or_default()),
+            phases: Mutex::new(
+                state::load_json(&config.data_dir.join("phases.json"))?.unwrap_or_default(),
+            ),
             contacts: Mutex::new(HashMap::new()),
             run_stats: Arc::new(RunStats::default()),
             push_stats: Arc::new(PushStats::default()),
+            forward_stats: Arc::new(ForwardStats::default()),
         });
         shared.replan();
         let mut tasks = JoinSet::new();
         let (run_tx, run_rx) = mpsc::channel(runs::RUN_QUEUE_MAX);
         let permits = Arc::new(Semaphore::new(config.runs_max.max(1)));
-        tasks.spawn(runs::runner(job_rx, permits, run_tx, shared.run_stats.clone()));
-        tasks.spawn(runs::writer(run_rx, spool.clone(), Origin::Checks, shared.run_stats.clone()));
+        tasks.spawn(runs::runner(
+            job_rx,
+            permits,
+            run_tx,
+            shared.run_stats.clone(),
+        ));
+        tasks.spawn(runs::writer(
+            run_rx,
+            spool.clone(),
+            Origin::Checks,
+            shared.run_stats.clone(),
+        ));
         tasks.spawn(spool.clone().budget_loop(Duration::from_secs(5)));
-        tasks.spawn(health_loop(shared.clone(), config.health_period_ms, config.cores.clone()));
+        tasks.spawn(health_loop(
+            shared.clone(),
+            config.health_period_ms,
+            config.cores.clone(),
+        ));
         let bound = start_inputs(&config, &shared, &mut tasks).await?;
-        let bound = start_link(&config, &identity, &shared, &mut tasks, bound).await?;
+        if let Some(url) = &config.core_url {
+            let forward = ForwardConfig {
+                url: url.clone(),
+                core: config
+                    .cores
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| "core".to_owned()),
+                source: config.id.clone(),
+                check: config.id.clone(),
+                secret: config.core_secret.clone(),
+            };
+            tasks.spawn(forward_loop(
+                spool.clone(),
+                forward,
+                shared.forward_stats.clone(),
+            ));
+        }
+        let bound = if config.core_address.is_some() || config.listen.is_some() {
+            // The TLS link is only for a broker that has an identity.
+            let identity = tls::load(&config.data_dir, "broker")
+                .map_err(|e| format!("{e} (run `strata broker init` first)"))?;
+            start_link(&config, &identity, &shared, &mut tasks, bound).await?
+        } else {
+            bound
+        };
         Ok(Broker {
             shared,
             tasks,
@@ -162,6 +216,10 @@ impl Broker {
 
     pub fn spool(&self) -> &Arc<Spool> {
         &self.shared.spool
+    }
+
+    pub fn forward_stats(&self) -> Arc<ForwardStats> {
+        self.shared.forward_stats.clone()
     }
 
     pub fn sched_stats(&self) -> Arc<SchedStats> {
@@ -218,7 +276,12 @@ async fn start_link(
     let side: Arc<dyn BrokerSide> = shared.clone();
     if let Some(address) = &config.core_address {
         let tls = tls::client_config(identity, pins.clone())?;
-        tasks.spawn(dial_loop(address.clone(), config.proxy.clone(), tls, side.clone()));
+        tasks.spawn(dial_loop(
+            address.clone(),
+            config.proxy.clone(),
+            tls,
+            side.clone(),
+        ));
     }
     if let Some(addr) = config.listen {
         let l = tokio::net::TcpListener::bind(addr)
@@ -435,13 +498,39 @@ fn health_record(shared: &Shared, cores: &[String], ts: i64, now: i64) -> Encode
     let num = |enc: &mut Encoder, name: &str, extra: &[(String, String)], v: u64| {
         let mut t = tags.clone();
         t.extend_from_slice(extra);
-        enc.push(name, &t, ts, &Value::Numeric(v as f64), crate::record::Mode::Set);
+        enc.push(
+            name,
+            &t,
+            ts,
+            &Value::Numeric(v as f64),
+            crate::record::Mode::Set,
+        );
     };
     let s = &shared.sched_stats;
-    num(&mut enc, "broker_runs_fired", &[], s.fired.load(Ordering::Relaxed));
-    num(&mut enc, "broker_runs_late", &[], s.late.load(Ordering::Relaxed));
-    num(&mut enc, "broker_runs_skipped", &[], s.skipped.load(Ordering::Relaxed));
-    num(&mut enc, "broker_checks", &[], shared.scheduler.len() as u64);
+    num(
+        &mut enc,
+        "broker_runs_fired",
+        &[],
+        s.fired.load(Ordering::Relaxed),
+    );
+    num(
+        &mut enc,
+        "broker_runs_late",
+        &[],
+        s.late.load(Ordering::Relaxed),
+    );
+    num(
+        &mut enc,
+        "broker_runs_skipped",
+        &[],
+        s.skipped.load(Ordering::Relaxed),
+    );
+    num(
+        &mut enc,
+        "broker_checks",
+        &[],
+        shared.scheduler.len() as u64,
+    );
     let by_kind = shared
         .run_stats
         .by_kind
@@ -454,20 +543,80 @@ fn health_record(shared: &Shared, cores: &[String], ts: i64, now: i64) -> Encode
         num(&mut enc, "broker_run_errors", &t, failed);
     }
     let c = &shared.spool.counters;
-    num(&mut enc, "broker_journal_records", &[], c.records.load(Ordering::Relaxed));
-    num(&mut enc, "broker_dropped_records", &[], c.dropped_records.load(Ordering::Relaxed));
-    num(&mut enc, "broker_lost_records", &[], c.lost_records.load(Ordering::Relaxed));
-    num(&mut enc, "broker_journal_disk_bytes", &[], shared.spool.disk().0);
+    num(
+        &mut enc,
+        "broker_journal_records",
+        &[],
+        c.records.load(Ordering::Relaxed),
+    );
+    num(
+        &mut enc,
+        "broker_dropped_records",
+        &[],
+        c.dropped_records.load(Ordering::Relaxed),
+    );
+    num(
+        &mut enc,
+        "broker_lost_records",
+        &[],
+        c.lost_records.load(Ordering::Relaxed),
+    );
+    num(
+        &mut enc,
+        "broker_journal_disk_bytes",
+        &[],
+        shared.spool.disk().0,
+    );
     for core in cores {
         let t = [("core".to_owned(), core.clone())];
-        num(&mut enc, "broker_backlog_bytes", &t, shared.spool.backlog_bytes(core));
+        num(
+            &mut enc,
+            "broker_backlog_bytes",
+            &t,
+            shared.spool.backlog_bytes(core),
+        );
         let cp = shared.spool.checkpoint(core).unwrap_or(0);
         let backlog = shared.spool.committed().saturating_sub(cp);
         num(&mut enc, "broker_backlog_records", &t, backlog);
     }
+    let f = &shared.forward_stats;
+    num(
+        &mut enc,
+        "broker_forward_applied",
+        &[],
+        f.applied.load(Ordering::Relaxed),
+    );
+    num(
+        &mut enc,
+        "broker_forward_duplicates",
+        &[],
+        f.duplicates.load(Ordering::Relaxed),
+    );
+    num(
+        &mut enc,
+        "broker_forward_refused",
+        &[],
+        f.refused.load(Ordering::Relaxed),
+    );
+    num(
+        &mut enc,
+        "broker_forward_retries",
+        &[],
+        f.retries.load(Ordering::Relaxed),
+    );
     let p = &shared.push_stats;
-    num(&mut enc, "broker_push_accepted", &[], p.accepted.load(Ordering::Relaxed));
-    num(&mut enc, "broker_push_rejected", &[], p.rejected.load(Ordering::Relaxed));
+    num(
+        &mut enc,
+        "broker_push_accepted",
+        &[],
+        p.accepted.load(Ordering::Relaxed),
+    );
+    num(
+        &mut enc,
+        "broker_push_rejected",
+        &[],
+        p.rejected.load(Ordering::Relaxed),
+    );
     let lateness = s.take_lateness();
     if !lateness.is_empty() {
         enc.push(

@@ -13,6 +13,7 @@
 mod broker;
 pub mod core;
 mod dial;
+pub mod forward;
 pub mod link;
 pub mod phases;
 mod push;
@@ -24,6 +25,7 @@ mod state;
 pub mod tls;
 
 pub use broker::{load_local_checks, Bound, Broker, BrokerConfig, CHECKS_MAX};
+pub use forward::{ForwardConfig, ForwardStats};
 pub use push::{PUSH_BODY_BYTES_MAX, STATSD_FLUSH_MS};
 pub use runs::RUNS_MAX_DEFAULT;
 pub use spool::{SpoolOptions, DISK_AGE_MS_MAX_DEFAULT, DISK_BYTES_MAX_DEFAULT};

@@ -118,10 +118,7 @@ fn least(n: u64, start: u64, cost: impl Fn(u64) -> (u32, u64)) -> u64 {
 /// Places checks not yet in `phases` (id → (period, phase)), in the order of their ids'
 /// hashes (so the same set gets the same phases whatever order it came in), and drops the
 /// phases of ids no longer wanted. Returns whether anything changed.
-pub fn place_all(
-    wanted: &[(String, u64)],
-    phases: &mut HashMap<String, (u64, u64)>,
-) -> bool {
+pub fn place_all(wanted: &[(String, u64)], phases: &mut HashMap<String, (u64, u64)>) -> bool {
     let mut changed = false;
     let wanted_periods: HashMap<&str, u64> = wanted.iter().map(|(i, p)| (i.as_str(), *p)).collect();
     let before = phases.len();
@@ -132,7 +129,10 @@ pub fn place_all(
     for (period, phase) in phases.values() {
         placer.add(*period, *phase);
     }
-    let mut new: Vec<&(String, u64)> = wanted.iter().filter(|(id, _)| !phases.contains_key(id)).collect();
+    let mut new: Vec<&(String, u64)> = wanted
+        .iter()
+        .filter(|(id, _)| !phases.contains_key(id))
+        .collect();
     new.sort_by(|a, b| (id_hash(&a.0), &a.0).cmp(&(id_hash(&b.0), &b.0)));
     new.dedup_by(|a, b| a.0 == b.0);
     for (id, period) in new {
@@ -171,14 +171,18 @@ mod tests {
     #[test]
     fn one_period_spreads_within_one_of_the_mean() {
         for period_s in [1u64, 10, 60, 300] {
-            let wanted: Vec<(String, u64)> =
-                (0..1000).map(|i| (format!("check-{i}"), period_s * 1000)).collect();
+            let wanted: Vec<(String, u64)> = (0..1000)
+                .map(|i| (format!("check-{i}"), period_s * 1000))
+                .collect();
             let mut phases = HashMap::new();
             place_all(&wanted, &mut phases);
             let counts = per_second(&phases);
             let mean = 1000.0 / period_s as f64;
             for c in counts {
-                assert!((c as f64 - mean).abs() <= 1.0, "period {period_s}: {c} vs {mean}");
+                assert!(
+                    (c as f64 - mean).abs() <= 1.0,
+                    "period {period_s}: {c} vs {mean}"
+                );
             }
         }
     }

@@ -2,6 +2,9 @@
 //! over HTTP, statsd over UDP — the parsers of `strata serve` (the `ingest` crate). A body
 //! becomes one journal record, and the sender is answered only once that record is durable.
 
+// A helper's early answer is the whole response; boxing it buys nothing here.
+#![allow(clippy::result_large_err)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +60,11 @@ fn now_ms() -> i64 {
     (clock::wall() / 1_000_000) as i64
 }
 
+/// An error answer: JSON `{"error": "..."}` naming what was wrong.
+fn refusal(status: StatusCode, message: String) -> Response {
+    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+}
+
 fn gunzipped(headers: &HeaderMap, body: Bytes) -> Result<Bytes, Response> {
     let gzip = headers
         .get(header::CONTENT_ENCODING)
@@ -69,9 +77,12 @@ fn gunzipped(headers: &HeaderMap, body: Bytes) -> Result<Bytes, Response> {
     let mut out = Vec::new();
     let mut r = flate2::read::GzDecoder::new(&body[..]).take(PUSH_BODY_BYTES_MAX as u64 + 1);
     r.read_to_end(&mut out)
-        .map_err(|e| (StatusCode::BAD_REQUEST, format!("gzip body: {e}")).into_response())?;
+        .map_err(|e| refusal(StatusCode::BAD_REQUEST, format!("gzip body: {e}")))?;
     if out.len() > PUSH_BODY_BYTES_MAX {
-        return Err((StatusCode::PAYLOAD_TOO_LARGE, "gzip body too large").into_response());
+        return Err(refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("gzip body: more than {PUSH_BODY_BYTES_MAX} bytes unzipped"),
+        ));
     }
     Ok(Bytes::from(out))
 }
@@ -80,7 +91,13 @@ fn content_type(headers: &HeaderMap) -> String {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .unwrap_or_default()
 }
 
@@ -113,7 +130,11 @@ async fn take(
             listed.join("; ")
         });
         let taken = Taken {
-            accepted: if batch.stopped() { 0 } else { batch.samples.len() },
+            accepted: if batch.stopped() {
+                0
+            } else {
+                batch.samples.len()
+            },
             rejected: batch.rejected_total,
             error,
             stopped: batch.stopped(),
@@ -121,19 +142,23 @@ async fn take(
         (enc, taken)
     })
     .await
-    .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response())?;
+    .map_err(|e| refusal(StatusCode::INTERNAL_SERVER_ERROR, format!("parsing the body: {e}")))?;
     let (enc, taken) = parsed;
     let stats = &push.stats;
     stats.bodies.fetch_add(1, Ordering::Relaxed);
-    stats.rejected.fetch_add(taken.rejected as u64, Ordering::Relaxed);
+    stats
+        .rejected
+        .fetch_add(taken.rejected as u64, Ordering::Relaxed);
     if !enc.is_empty() {
         if let Err(e) = push.spool.append(enc.finish()).await {
             stats.failed.fetch_add(1, Ordering::Relaxed);
             let msg = format!("not journaled, send again: {e}");
-            return Err((StatusCode::SERVICE_UNAVAILABLE, msg).into_response());
+            return Err(refusal(StatusCode::SERVICE_UNAVAILABLE, msg));
         }
     }
-    stats.accepted.fetch_add(taken.accepted as u64, Ordering::Relaxed);
+    stats
+        .accepted
+        .fetch_add(taken.accepted as u64, Ordering::Relaxed);
     Ok(taken)
 }
 
@@ -169,7 +194,15 @@ async fn remote_write(State(push): State<Push>, headers: HeaderMap, body: Bytes)
         Ok(b) => b,
         Err(r) => return r,
     };
-    answer(take(&push, Origin::RemoteWrite, body, ingest::remote_write::parse).await)
+    answer(
+        take(
+            &push,
+            Origin::RemoteWrite,
+            body,
+            ingest::remote_write::parse,
+        )
+        .await,
+    )
 }
 
 async fn otlp(State(push): State<Push>, headers: HeaderMap, body: Bytes) -> Response {
@@ -189,7 +222,7 @@ async fn otlp(State(push): State<Push>, headers: HeaderMap, body: Bytes) -> Resp
 fn answer(taken: Result<Taken, Response>) -> Response {
     match taken {
         Ok(t) if t.error.is_none() => StatusCode::NO_CONTENT.into_response(),
-        Ok(t) => (StatusCode::BAD_REQUEST, t.error.unwrap_or_default()).into_response(),
+        Ok(t) => refusal(StatusCode::BAD_REQUEST, t.error.unwrap_or_default()),
         Err(r) => r,
     }
 }
@@ -214,11 +247,10 @@ pub async fn serve_http(listener: tokio::net::TcpListener, push: Push) {
         tokio::spawn(async move {
             let io = hyper_util::rt::TokioIo::new(stream);
             let service = hyper_util::service::TowerToHyperService::new(router);
-            let _ = hyper_util::server::conn::auto::Builder::new(
-                hyper_util::rt::TokioExecutor::new(),
-            )
-            .serve_connection(io, service)
-            .await;
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(io, service)
+                    .await;
             drop(permit);
         });
     }
@@ -242,7 +274,9 @@ pub async fn serve_statsd(socket: tokio::net::UdpSocket, push: Push) {
             rejected += batch.samples.len().saturating_sub(room);
             samples.extend(batch.samples.into_iter().take(room));
         }
-        push.stats.rejected.fetch_add(rejected as u64, Ordering::Relaxed);
+        push.stats
+            .rejected
+            .fetch_add(rejected as u64, Ordering::Relaxed);
         if samples.is_empty() {
             continue;
         }
@@ -252,7 +286,10 @@ pub async fn serve_statsd(socket: tokio::net::UdpSocket, push: Push) {
             enc.push_sample(&record::from_ingest(s, now));
         }
         match push.spool.append(enc.finish()).await {
-            Ok(_) => push.stats.accepted.fetch_add(samples.len() as u64, Ordering::Relaxed),
+            Ok(_) => push
+                .stats
+                .accepted
+                .fetch_add(samples.len() as u64, Ordering::Relaxed),
             Err(e) => {
                 tracing::warn!(error = %e, "statsd samples not journaled");
                 push.stats.failed.fetch_add(1, Ordering::Relaxed)

@@ -263,7 +263,10 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
     })
 }
 
-fn sample(r: &mut Cursor<'_>, last_tags: &mut Vec<(String, String)>) -> Result<Sample, DecodeError> {
+fn sample(
+    r: &mut Cursor<'_>,
+    last_tags: &mut Vec<(String, String)>,
+) -> Result<Sample, DecodeError> {
     let name = r.text(NAME_BYTES_MAX, "name")?;
     if name.is_empty() {
         return Err(r.error("empty name"));
@@ -294,17 +297,16 @@ fn sample(r: &mut Cursor<'_>, last_tags: &mut Vec<(String, String)>) -> Result<S
         KIND_NUMERIC => Value::Numeric(f64::from_le_bytes(r.array("numeric value")?)),
         KIND_TEXT => Value::Text(r.text(TEXT_BYTES_MAX, "text value")?),
         KIND_HISTOGRAM => {
-            let (h, used) = Histogram::decode_prefix(r.rest())
-                .map_err(|_| r.error("histogram value"))?;
+            let (h, used) =
+                Histogram::decode_prefix(r.rest()).map_err(|_| r.error("histogram value"))?;
             r.pos += used;
             Value::Histogram(h)
         }
         KIND_CUMULATIVE => {
-            let (c, used) = Cumulative::decode_prefix(r.rest())
-                .map_err(|e| DecodeError {
-                    offset: r.pos + e.offset,
-                    what: e.what,
-                })?;
+            let (c, used) = Cumulative::decode_prefix(r.rest()).map_err(|e| DecodeError {
+                offset: r.pos + e.offset,
+                what: e.what,
+            })?;
             r.pos += used;
             Value::Cumulative(c)
         }

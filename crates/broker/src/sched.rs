@@ -102,8 +102,11 @@ impl Scheduler {
     /// Replaces the plan. Entries whose spec and phase are unchanged keep their state.
     pub fn set(&self, specs: Vec<(Arc<CheckSpec>, u64)>) {
         let mut plan = self.shared.plan.lock().unwrap_or_else(|e| e.into_inner());
-        let old: HashMap<&str, &Arc<Entry>> =
-            plan.entries.iter().map(|e| (e.spec.id.as_str(), e)).collect();
+        let old: HashMap<&str, &Arc<Entry>> = plan
+            .entries
+            .iter()
+            .map(|e| (e.spec.id.as_str(), e))
+            .collect();
         let entries = specs
             .into_iter()
             .map(|(spec, phase_ms)| match old.get(spec.id.as_str()) {
@@ -192,7 +195,13 @@ fn run(shared: &Shared, fire: &Fire) {
     publish(shared, &mut lateness);
 }
 
-fn fire_one(shared: &Shared, fire: &Fire, entry: &Arc<Entry>, due_ms: u64, lateness: &mut Histogram) {
+fn fire_one(
+    shared: &Shared,
+    fire: &Fire,
+    entry: &Arc<Entry>,
+    due_ms: u64,
+    lateness: &mut Histogram,
+) {
     let late_ns = wall_ns().saturating_sub(due_ms * 1_000_000);
     lateness.insert_intscale(late_ns as i64, -9, 1);
     let stats = &shared.stats;

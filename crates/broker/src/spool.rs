@@ -315,8 +315,12 @@ impl Spool {
         if let Err(e) = self.journal.purge() {
             tracing::warn!(error = %e, "purging the journal after a drop");
         }
-        self.counters.dropped_records.fetch_add(dropped, Ordering::Relaxed);
-        self.counters.dropped_segments.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .dropped_records
+            .fetch_add(dropped, Ordering::Relaxed);
+        self.counters
+            .dropped_segments
+            .fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             records = dropped,
             segment = first,
@@ -374,6 +378,9 @@ mod tests {
         let cp = spool.checkpoint("a").unwrap();
         assert_eq!(dropped, cp - 5);
         assert_eq!(spool.read(0, 1).unwrap().first, cp);
-        assert_eq!(spool.counters.dropped_records.load(Ordering::Relaxed), dropped);
+        assert_eq!(
+            spool.counters.dropped_records.load(Ordering::Relaxed),
+            dropped
+        );
     }
 }

@@ -66,8 +66,7 @@ pub fn epoch(data_dir: &Path, journal_dir: &Path, now_ms: u64) -> Result<u64, St
     let has_segments = fs::read_dir(journal_dir)
         .map(|entries| {
             entries.flatten().any(|e| {
-                journal::format::parse_segment_file_name(&e.file_name().to_string_lossy())
-                    .is_some()
+                journal::format::parse_segment_file_name(&e.file_name().to_string_lossy()).is_some()
             })
         })
         .unwrap_or(false);

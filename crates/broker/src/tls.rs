@@ -7,12 +7,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tokio_rustls::rustls;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{self, CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
+use tokio_rustls::rustls;
 
 /// The name a link's client asks for (the pin, not the name, decides).
 pub const LINK_SERVER_NAME: &str = "strata-link";
@@ -151,7 +151,8 @@ impl ServerCertVerifier for PinVerifier {
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        self.check(end_entity).map(|()| ServerCertVerified::assertion())
+        self.check(end_entity)
+            .map(|()| ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -188,7 +189,8 @@ impl ClientCertVerifier for PinVerifier {
         _intermediates: &[CertificateDer<'_>],
         _now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        self.check(end_entity).map(|()| ClientCertVerified::assertion())
+        self.check(end_entity)
+            .map(|()| ClientCertVerified::assertion())
     }
 
     fn verify_tls12_signature(

@@ -2,6 +2,9 @@
 //! `/api/strata/v1/brokers` (status, registration, the core's identity). Every change is
 //! written to disk before it is answered, then reaches the brokers' links.
 
+// A helper's early answer is the whole response; boxing it buys nothing here.
+#![allow(clippy::result_large_err)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -96,9 +99,14 @@ fn store_check(inner: &HubInner, a: Assigned, replace: bool) -> Response {
         return error(StatusCode::BAD_REQUEST, m);
     }
     let status = match s.checks.get(&a.spec.id) {
-        Some(old) if *old == a => return (StatusCode::OK, Json(json!({"changed": false, "check": a}))).into_response(),
+        Some(old) if *old == a => {
+            return (StatusCode::OK, Json(json!({"changed": false, "check": a}))).into_response()
+        }
         Some(_) if !replace => {
-            return error(StatusCode::CONFLICT, format!("check `{}` exists", a.spec.id));
+            return error(
+                StatusCode::CONFLICT,
+                format!("check `{}` exists", a.spec.id),
+            );
         }
         Some(_) => StatusCode::OK,
         None if s.checks.len() >= CORE_CHECKS_MAX => {
@@ -198,13 +206,19 @@ async fn put_broker(State(inner): Shared, Path(id): Path<String>, body: Bytes) -
     };
     reg.certificate_sha256 = crate::tls::normalize(&reg.certificate_sha256);
     let hex = reg.certificate_sha256.len() == 64
-        && reg.certificate_sha256.bytes().all(|b| b.is_ascii_hexdigit());
+        && reg
+            .certificate_sha256
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit());
     if !hex {
         let m = "`certificate_sha256`: 64 hex digits (`strata broker init` prints them)";
         return error(StatusCode::BAD_REQUEST, m);
     }
     if reg.dial == state::Dial::Core && reg.address.is_none() {
-        return error(StatusCode::BAD_REQUEST, "`address`: the core dials it (dial: core)");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "`address`: the core dials it (dial: core)",
+        );
     }
     let mut s = lock(&inner);
     if !s.brokers.contains_key(&id) && s.brokers.len() >= LINK_PEERS_MAX {

@@ -120,8 +120,7 @@ async fn dial_loop(inner: Arc<HubInner>, broker: String, reg: Registration) {
     let Some(address) = reg.address.clone() else {
         return;
     };
-    let config = match tls::client_config(&inner.identity, tls::pin_one(&reg.certificate_sha256))
-    {
+    let config = match tls::client_config(&inner.identity, tls::pin_one(&reg.certificate_sha256)) {
         Ok(c) => c,
         Err(e) => return tracing::error!(broker = %broker, error = %e, "broker link"),
     };
@@ -207,7 +206,10 @@ where
     )
     .await?;
     if status != 200 {
-        return Err(format!("hello: {status} {}", String::from_utf8_lossy(&body)));
+        return Err(format!(
+            "hello: {status} {}",
+            String::from_utf8_lossy(&body)
+        ));
     }
     let hello: Hello = serde_json::from_slice(&body).map_err(|e| format!("hello: {e}"))?;
     if hello.broker != broker {
@@ -258,7 +260,9 @@ async fn push_checks(inner: Arc<HubInner>, broker: String, mut sender: Sender) {
         let path = format!("{PATH_CHECKS}?core={core}");
         match h2::call(&mut sender, Method::PUT, &path, body, CONFIG_BYTES_MAX).await {
             Ok((200, _, _)) => inner.update_status(&broker, |s| s.checks = n),
-            Ok((code, _, b)) => tracing::warn!(broker = %broker, code, body = %String::from_utf8_lossy(&b), "pushing checks"),
+            Ok((code, _, b)) => {
+                tracing::warn!(broker = %broker, code, body = %String::from_utf8_lossy(&b), "pushing checks")
+            }
             Err(e) => return tracing::debug!(broker = %broker, error = %e, "pushing checks"),
         }
         let _ = tokio::time::timeout(Duration::from_secs(REPUSH_S), changed.changed()).await;
@@ -286,7 +290,10 @@ async fn pull(
         let (status, headers, body) =
             h2::call(sender, Method::GET, &path, Vec::new(), FETCH_BYTES_MAX * 2).await?;
         if status != 200 {
-            return Err(format!("records: {status} {}", String::from_utf8_lossy(&body)));
+            return Err(format!(
+                "records: {status} {}",
+                String::from_utf8_lossy(&body)
+            ));
         }
         let header = |name: &str| -> u64 {
             headers

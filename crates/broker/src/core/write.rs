@@ -64,7 +64,11 @@ pub fn write_record(
         Ok((Written::Duplicate, _)) => outcome.duplicate = true,
         Ok((Written::Applied, rejected)) => {
             outcome.rejected += rejected.iter().map(|r| r.samples).sum::<usize>();
-            outcome.samples -= rejected.iter().map(|r| r.samples).sum::<usize>().min(outcome.samples);
+            outcome.samples -= rejected
+                .iter()
+                .map(|r| r.samples)
+                .sum::<usize>()
+                .min(outcome.samples);
         }
         Err(e @ (StoreError::StaleEpoch { .. } | StoreError::TooManySources { .. })) => {
             return Err(WriteError::Skip(e.to_string()))

@@ -91,7 +91,10 @@ pub async fn call(
         .map_err(|e| format!("link closed: {e}"))?;
     let req = Request::builder()
         .method(method)
-        .uri(format!("https://{}{path_and_query}", crate::tls::LINK_SERVER_NAME))
+        .uri(format!(
+            "https://{}{path_and_query}",
+            crate::tls::LINK_SERVER_NAME
+        ))
         .body(Full::new(Bytes::from(body)))
         .map_err(|e| format!("request: {e}"))?;
     let resp = sender
