@@ -6,10 +6,10 @@
 //! (source, epoch, sequence) once, so the effect is exactly once. The checkpoint moves only
 //! over the contiguous prefix of records the core answered 2xx (or refused for good, counted).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
 
@@ -18,15 +18,15 @@ use crate::spool::Spool;
 
 /// Batches of this source sent and not yet answered 2xx, at most (the core's contract).
 pub const IN_FLIGHT_MAX: u64 = 64;
-/// Bytes read from the journal at once to fill the window.
-pub const READ_BYTES_MAX: usize = 256 << 10;
 /// One request's whole time, connect to answer.
 pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
 /// Resend backoff: from the first to the last, doubling.
 pub const RETRY_MS_MIN: u64 = 200;
 pub const RETRY_MS_MAX: u64 = 5_000;
-/// With nothing to send, the journal is looked at again at least this often.
-const IDLE_WAIT_MS: u64 = 1_000;
+/// The journal checkpoint is written after this many more records are at the core, or this
+/// long after the last write, whichever is first (and whenever nothing is in flight).
+pub const ACK_EVERY_RECORDS: u64 = 64;
+pub const ACK_EVERY_MS: u64 = 200;
 
 /// The httptrap flatbuffer content type (`ingest::flat::CONTENT_TYPE`).
 const FLAT_CONTENT_TYPE: &str = ingest::flat::CONTENT_TYPE;
@@ -203,38 +203,66 @@ pub async fn forward_loop(spool: Arc<Spool>, config: ForwardConfig, stats: Arc<F
     stats.acked_through.store(prefix, Ordering::Relaxed);
     let mut next = prefix;
     let mut done: BTreeSet<u64> = BTreeSet::new();
+    // Records read from the journal and not yet sent (at most one journal batch), and the
+    // reader, kept open so that each record is read once.
+    let mut ahead: VecDeque<(u64, Vec<u8>)> = VecDeque::new();
+    let mut reader: Option<journal::Reader> = None;
+    let mut batch = journal::Batch::new();
     // Records waiting to be sent (or resent), by offset, with their backoff.
     let mut pending: BTreeMap<u64, (Arc<Vec<u8>>, i64, u64)> = BTreeMap::new();
     let mut flight: JoinSet<Flown> = JoinSet::new();
+    let mut acked = prefix;
+    let mut acked_at = Instant::now();
     loop {
-        // Fill the window: never beyond IN_FLIGHT_MAX records past the acknowledged prefix.
-        if next < prefix + IN_FLIGHT_MAX && next < spool.committed() {
-            let want = prefix + IN_FLIGHT_MAX - next;
-            match spool.read(next, READ_BYTES_MAX) {
-                Ok(read) => {
-                    if read.first > next {
-                        // The disk budget dropped these before they were sent (counted there).
-                        tracing::warn!(from = next, to = read.first, "records dropped unsent");
-                        (next..read.first).for_each(|o| {
-                            done.insert(o);
-                        });
-                    }
-                    for (offset, bytes) in read.records.into_iter().take(want as usize) {
-                        match body_of(&bytes) {
-                            Ok((body, made_ms)) => {
-                                pending.insert(offset, (Arc::new(body), made_ms, 0));
-                            }
-                            Err(e) => {
-                                tracing::warn!(offset, error = %e, "an unreadable record passed over");
-                                stats.unreadable.fetch_add(1, Ordering::Relaxed);
-                                done.insert(offset);
-                            }
+        // Read ahead when nothing is left to send and the journal has more.
+        if ahead.is_empty() && next < prefix + IN_FLIGHT_MAX && next < spool.committed() {
+            if reader.is_none() {
+                match spool.reader(next) {
+                    Ok((first, r)) => {
+                        if first > next {
+                            // The disk budget dropped these before they were sent (counted
+                            // there).
+                            tracing::warn!(from = next, to = first, "records dropped unsent");
+                            done.extend(next..first);
+                            next = first;
                         }
-                        next = offset + 1;
+                        reader = Some(r);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "reading the journal to forward"),
+                }
+            }
+            if let Some(r) = reader.as_mut() {
+                match r.next_batch(&mut batch) {
+                    Ok(_) => {
+                        ahead.extend(batch.iter().map(|(o, payload)| (o, payload.to_vec())));
+                    }
+                    Err(e) => {
+                        // A segment dropped underneath, or damage: open again where we are.
+                        tracing::warn!(error = %e, "reading the journal to forward");
+                        reader = None;
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "reading the journal to forward"),
             }
+        }
+        // Fill the window: never beyond IN_FLIGHT_MAX records past the acknowledged prefix.
+        while next < prefix + IN_FLIGHT_MAX {
+            let Some((offset, bytes)) = ahead.pop_front() else {
+                break;
+            };
+            if offset < next {
+                continue;
+            }
+            match body_of(&bytes) {
+                Ok((body, made_ms)) => {
+                    pending.insert(offset, (Arc::new(body), made_ms, 0));
+                }
+                Err(e) => {
+                    tracing::warn!(offset, error = %e, "an unreadable record passed over");
+                    stats.unreadable.fetch_add(1, Ordering::Relaxed);
+                    done.insert(offset);
+                }
+            }
+            next = offset + 1;
         }
         for (offset, (body, made_ms, backoff)) in std::mem::take(&mut pending) {
             let sender = sender.clone();
@@ -252,16 +280,28 @@ pub async fn forward_loop(spool: Arc<Spool>, config: ForwardConfig, stats: Arc<F
                 }
             });
         }
-        // Move the checkpoint over what is done.
+        // The prefix the core has moves at once; the journal checkpoint (a synced file) only
+        // every ACK_EVERY_RECORDS records or ACK_EVERY_MS, so a sync is not paid per record.
         let before = prefix;
         while done.remove(&prefix) {
             prefix += 1;
         }
-        if prefix > before {
-            match spool.ack(&core, prefix) {
-                Ok(_) => stats.acked_through.store(prefix, Ordering::Relaxed),
+        let due = prefix - acked >= ACK_EVERY_RECORDS
+            || acked_at.elapsed() >= Duration::from_millis(ACK_EVERY_MS)
+            || flight.is_empty();
+        if prefix > acked && due {
+            let (s, c) = (spool.clone(), core.clone());
+            match tokio::task::spawn_blocking(move || s.ack(&c, prefix)).await {
+                Ok(Ok(_)) => {
+                    acked = prefix;
+                    acked_at = Instant::now();
+                    stats.acked_through.store(prefix, Ordering::Relaxed);
+                }
+                Ok(Err(e)) => tracing::warn!(error = %e, "moving the journal checkpoint"),
                 Err(e) => tracing::warn!(error = %e, "moving the journal checkpoint"),
             }
+        }
+        if prefix > before {
             continue;
         }
         tokio::select! {
@@ -293,7 +333,7 @@ pub async fn forward_loop(spool: Arc<Spool>, config: ForwardConfig, stats: Arc<F
                 }
             }
             _ = committed.changed(), if next < prefix + IN_FLIGHT_MAX => {}
-            _ = tokio::time::sleep(Duration::from_millis(IDLE_WAIT_MS)) => {}
+            _ = tokio::time::sleep(Duration::from_millis(ACK_EVERY_MS)) => {}
         }
     }
 }

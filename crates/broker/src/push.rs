@@ -142,7 +142,12 @@ async fn take(
         (enc, taken)
     })
     .await
-    .map_err(|e| refusal(StatusCode::INTERNAL_SERVER_ERROR, format!("parsing the body: {e}")))?;
+    .map_err(|e| {
+        refusal(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("parsing the body: {e}"),
+        )
+    })?;
     let (enc, taken) = parsed;
     let stats = &push.stats;
     stats.bodies.fetch_add(1, Ordering::Relaxed);

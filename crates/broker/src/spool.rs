@@ -215,6 +215,14 @@ impl Spool {
         Ok(Read { first, records })
     }
 
+    /// A reader positioned at `from`, or at the earliest retained record when the disk budget
+    /// dropped `from` (the offset it starts at is returned beside it).
+    pub fn reader(&self, from: u64) -> Result<(u64, journal::Reader), String> {
+        let first = from.max(self.earliest()).min(self.committed());
+        let reader = self.journal.reader(first).map_err(err)?;
+        Ok((first, reader))
+    }
+
     /// A core has every record below `through`: its checkpoint moves there (never back), and
     /// segments every core has passed are deleted.
     pub fn ack(&self, core: &str, through: u64) -> Result<u64, String> {

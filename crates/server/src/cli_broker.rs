@@ -54,6 +54,7 @@ pub fn run(args: BrokerArgs) -> ExitCode {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     let mut config = broker::BrokerConfig::new(&args.id, &args.data_dir, "");
     config.core_url = args.core_url;
