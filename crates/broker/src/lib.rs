@@ -6,9 +6,9 @@
 //!
 //! Inside, bottom-up: the record format (`record`), small durable files (`state`), check
 //! placement (`phases`), the journal with its subscribers and disk budget (`spool`), the
-//! scheduler thread (`sched`) and runs (`runs`), push inputs (`push`), identities and pinned
-//! TLS (`tls`), dialling (`dial`), the link protocol (`link`), the broker runtime (`broker`)
-//! and the core's side (`core`).
+//! scheduler thread (`sched`) and runs (`runs`), push inputs (`push`), forwarding to a core's
+//! HTTP ingest exactly once (`forward`), identities and pinned TLS (`tls`), dialling (`dial`),
+//! the link protocol (`link`), the broker runtime (`broker`) and the core's side (`core`).
 
 mod broker;
 pub mod core;
