@@ -418,6 +418,7 @@ pub fn from_ingest(s: &ingest::Sample, now_ms: i64) -> Sample {
             ingest::Value::Text(t) => Value::Text(t.clone()),
             ingest::Value::Histogram(h) => Value::Histogram(h.clone()),
             ingest::Value::CumulativeHistogram(h) => Value::Cumulative(Cumulative::Bins(h.clone())),
+            ingest::Value::Cumulative(c) => Value::Cumulative(c.clone()),
         },
         mode: match s.mode {
             ingest::Mode::Set => Mode::Set,
