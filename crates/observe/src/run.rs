@@ -1,0 +1,133 @@
+//! The observer's loops: live from a ring, or a pcap file replayed; each closes periods as time
+//! passes (wall time live, packet time in a replay) and hands their documents to an [`Output`].
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use capture::ring::{Ring, RingConfig};
+use capture::{bpf, linktype, pcap};
+
+use crate::output::{counter_deltas, httptrap_json};
+use crate::{Counters, Observer};
+
+/// How long after a period ends it stays open for requests that started in it and are answered
+/// later.
+pub const GRACE_NS: u64 = 5_000_000_000;
+const TICK_NS: u64 = 1_000_000_000;
+
+/// Where closed periods' documents go.
+pub trait Output {
+    fn document(&mut self, body: String);
+}
+
+/// Documents kept in memory (tests, and `--read` without a core prints them).
+impl Output for Vec<String> {
+    fn document(&mut self, body: String) {
+        self.push(body);
+    }
+}
+
+/// What a run did and what it cost.
+#[derive(Clone, Copy, Debug)]
+pub struct Summary {
+    pub counters: Counters,
+    pub cpu_ns: u64,
+    pub wall_ns: u64,
+}
+
+impl Summary {
+    pub fn packets_per_cpu_second(&self) -> f64 {
+        self.counters.packets as f64 / (self.cpu_ns.max(1) as f64 / 1e9)
+    }
+}
+
+/// Closes periods up to `now_ns` (every one when `all`) and emits their documents.
+fn flush(obs: &mut Observer, now_ns: u64, all: bool, before: &mut Counters, out: &mut dyn Output) {
+    obs.counters.late = obs.agg.late;
+    for closed in obs.agg.close(now_ns, all) {
+        let deltas = counter_deltas(&obs.counters, before);
+        *before = obs.counters;
+        out.document(httptrap_json(&closed, &deltas));
+    }
+}
+
+/// Reads a pcap file through the observer.
+pub fn replay<R: io::Read>(
+    input: R,
+    obs: &mut Observer,
+    out: &mut dyn Output,
+) -> Result<Summary, pcap::Error> {
+    let (cpu0, wall0) = (clock::process_cpu_ns(), Instant::now());
+    let mut reader = pcap::Reader::new(input)?;
+    let link = reader.linktype();
+    let mut before = Counters::default();
+    let mut next_tick = 0;
+    while let Some(p) = reader.next_packet()? {
+        let ts = p.ts_ns;
+        obs.packet(link, ts, p.data);
+        if ts >= next_tick {
+            obs.agg.touch(ts);
+            flush(obs, ts.saturating_sub(GRACE_NS), false, &mut before, out);
+            next_tick = ts + TICK_NS;
+        }
+    }
+    obs.finish();
+    flush(obs, u64::MAX, true, &mut before, out);
+    Ok(Summary {
+        counters: obs.counters,
+        cpu_ns: clock::process_cpu_ns() - cpu0,
+        wall_ns: wall0.elapsed().as_nanos() as u64,
+    })
+}
+
+/// Live capture on `iface` until `stop` is set or `duration` passes.
+pub fn live(
+    iface: &str,
+    ring_cfg: RingConfig,
+    obs: &mut Observer,
+    ports: &[u16],
+    stop: &AtomicBool,
+    duration: Option<Duration>,
+    out: &mut dyn Output,
+) -> io::Result<Summary> {
+    let filter = bpf::tcp_ports(ports)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "between 1 and 48 ports"))?;
+    let mut ring = Ring::open(iface, &filter, ring_cfg)?;
+    let (cpu0, wall0) = (clock::process_cpu_ns(), Instant::now());
+    let mut before = Counters::default();
+    let mut next_tick = 0;
+    loop {
+        let done = stop.load(Ordering::Relaxed) || duration.is_some_and(|d| wall0.elapsed() >= d);
+        ring.next_block(if done { 0 } else { 50 }, &mut |p| {
+            obs.packet(linktype::ETHERNET, p.ts_ns, p.data)
+        })
+        .map(|n| n > 0)
+        .and_then(|more| {
+            if done && !more {
+                Err(io::Error::other("done"))
+            } else {
+                Ok(())
+            }
+        })
+        .or_else(|e| if done { Ok(()) } else { Err(e) })?;
+        let now = clock::wall();
+        if now >= next_tick || done {
+            obs.counters.kernel_drops += ring.stats()?.drops;
+            obs.sweep(now);
+            obs.agg.touch(now);
+            flush(obs, now.saturating_sub(GRACE_NS), false, &mut before, out);
+            next_tick = now + TICK_NS;
+        }
+        if done {
+            break;
+        }
+    }
+    obs.finish();
+    flush(obs, u64::MAX, true, &mut before, out);
+    Ok(Summary {
+        counters: obs.counters,
+        cpu_ns: clock::process_cpu_ns() - cpu0,
+        wall_ns: wall0.elapsed().as_nanos() as u64,
+    })
+}

@@ -1,0 +1,349 @@
+//! Each protocol's parser and pairing on made-up captures: every request paired with its own
+//! response (the `OBSID` each carries), latencies from the packets' times, tags as documented.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use observe::route::Routes;
+use observe::synth::{Capture, Conn};
+use observe::{Limits, Observer, PairLog, Protocol};
+
+fn observer(p: Protocol, port: u16) -> Observer {
+    let limits = Limits {
+        pair_log_max: 100_000,
+        ..Limits::default()
+    };
+    Observer::new(
+        &[(p, port)],
+        Routes::new(&["login=/login".into()]).unwrap(),
+        limits,
+    )
+}
+
+fn replay(obs: &mut Observer, cap: &Capture) -> Vec<String> {
+    let mut docs = Vec::new();
+    observe::run::replay(&cap.pcap()[..], obs, &mut docs).unwrap();
+    docs
+}
+
+fn check_pairs(log: &[PairLog], n: usize) {
+    assert_eq!(log.len(), n, "pairs");
+    for p in log {
+        assert!(p.req.probe.is_some(), "request without id: {p:?}");
+        assert_eq!(p.req.probe, p.resp.probe, "mis-pair: {p:?}");
+        assert!(p.resp.last_ns >= p.req.first_ns);
+    }
+}
+
+#[test]
+fn http_keep_alive_pipelined_chunked_and_head() {
+    let mut cap = Capture::new(1_700_000_000_000_000_000);
+    let mut c = Conn::new(40000, 8080);
+    cap.open(&mut c);
+    for i in 0..50 {
+        cap.request(
+            &mut c,
+            format!("GET /login?OBSID{i} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+        );
+        cap.wait(100_000);
+        let body = format!("OBSID{i}");
+        cap.response(
+            &mut c,
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        );
+    }
+    // Pipelined: three requests, then three responses (chunked, HEAD, 404 with a large body).
+    cap.request(&mut c, b"POST /a?OBSID100 HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloHEAD /b?OBSID101 HTTP/1.1\r\n\r\nGET /c?OBSID102 HTTP/1.1\r\n\r\n");
+    cap.wait(50_000);
+    cap.response(&mut c, b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n9\r\nOBSID100 \r\n0\r\n\r\n");
+    cap.response(
+        &mut c,
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nX-Id: OBSID101\r\n\r\n",
+    );
+    let big = vec![b'z'; 100_000];
+    cap.response(
+        &mut c,
+        format!(
+            "HTTP/1.1 404 Not Found\r\nX-Id: OBSID102\r\nContent-Length: {}\r\n\r\n",
+            big.len()
+        )
+        .as_bytes(),
+    );
+    cap.response(&mut c, &big);
+    cap.close(&mut c);
+    let mut obs = observer(Protocol::Http, 8080);
+    let docs = replay(&mut obs, &cap);
+    check_pairs(&obs.pair_log, 53);
+    assert_eq!(obs.pair_log[0].tags, "method:GET,route:login,status:2xx");
+    assert_eq!(
+        obs.pair_log[0].resp.last_ns - obs.pair_log[0].req.first_ns,
+        101_000
+    );
+    assert_eq!(obs.pair_log[50].tags, "method:POST,route:other,status:2xx");
+    assert_eq!(obs.pair_log[51].tags, "method:HEAD,route:other,status:2xx");
+    assert_eq!(obs.pair_log[52].tags, "method:GET,route:other,status:4xx");
+    assert_eq!(obs.pair_log[52].resp.bytes as usize, 66 + big.len());
+    assert_eq!(
+        obs.counters.unpaired + obs.counters.orphans + obs.counters.gaps,
+        0,
+        "{:?}",
+        obs.counters
+    );
+    assert_eq!(docs.len(), 1);
+    assert!(docs[0].contains(
+        "\"observe.latency|ST[proto:http,port:8080,method:GET,route:login,status:2xx]\""
+    ));
+}
+
+fn pg(t: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![t];
+    m.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+#[test]
+fn postgres_simple_extended_and_errors() {
+    let mut cap = Capture::new(1_700_000_000_000_000_000);
+    let mut c = Conn::new(40001, 5432);
+    cap.open(&mut c);
+    let mut startup = Vec::new();
+    startup.extend_from_slice(&16u32.to_be_bytes());
+    startup.extend_from_slice(&196_608u32.to_be_bytes());
+    startup.extend_from_slice(b"user\0x\0\0");
+    cap.request(&mut c, &startup);
+    let mut r = pg(b'R', &[0, 0, 0, 0]);
+    r.extend(pg(b'S', b"a\0b\0"));
+    r.extend(pg(b'Z', b"I"));
+    cap.response(&mut c, &r);
+    for i in 0..20 {
+        cap.request(&mut c, &pg(b'Q', format!("SELECT 'OBSID{i}'\0").as_bytes()));
+        cap.wait(30_000);
+        let mut resp = pg(b'T', b"..");
+        resp.extend(pg(b'D', format!("OBSID{i}").as_bytes()));
+        resp.extend(pg(b'C', b"SELECT 1\0"));
+        resp.extend(pg(b'Z', b"I"));
+        cap.response(&mut c, &resp);
+    }
+    // Extended: Parse (named) / Bind / Execute / Sync, then a Bind of the named statement alone.
+    let mut ext = pg(b'P', b"s1\0INSERT INTO t VALUES ('OBSID50')\0\0\0");
+    ext.extend(pg(b'B', b"\0s1\0\0\0\0\0\0\0"));
+    ext.extend(pg(b'E', b"\0\0\0\0\0"));
+    ext.extend(pg(b'S', b""));
+    cap.request(&mut c, &ext);
+    let mut resp = pg(b'1', b"");
+    resp.extend(pg(b'2', b""));
+    resp.extend(pg(b'C', b"INSERT 0 1\0"));
+    resp.extend(pg(b'Z', b"I"));
+    resp.extend(b"OBSID50".iter());
+    cap.response(&mut c, &resp[..resp.len() - 7]);
+    let mut ext = pg(b'B', b"\0s1\0\0\0\0\0\0\0");
+    ext.extend(pg(b'E', b"\0OBSID51\0\0\0\0\0"));
+    ext.extend(pg(b'S', b""));
+    cap.request(&mut c, &ext);
+    let mut resp = pg(b'2', b"");
+    resp.extend(pg(b'E', b"SERROR\0C23505\0Mdup OBSID51\0\0"));
+    resp.extend(pg(b'Z', b"I"));
+    cap.response(&mut c, &resp);
+    cap.close(&mut c);
+    let mut obs = observer(Protocol::Postgres, 5432);
+    replay(&mut obs, &cap);
+    assert_eq!(obs.pair_log.len(), 22);
+    check_pairs(&obs.pair_log[..20], 20);
+    assert_eq!(obs.pair_log[0].tags, "kind:SELECT,status:ok");
+    assert_eq!(obs.pair_log[0].rows, Some(1));
+    assert_eq!(obs.pair_log[20].tags, "kind:INSERT,status:ok");
+    assert_eq!(obs.pair_log[21].tags, "kind:INSERT,status:error");
+    assert_eq!(obs.pair_log[21].resp.probe, Some(51));
+}
+
+#[test]
+fn redis_resp2_resp3_pipelined() {
+    let mut cap = Capture::new(1_700_000_000_000_000_000);
+    let mut c = Conn::new(40002, 6379);
+    cap.open(&mut c);
+    for i in 0..30 {
+        let id = format!("OBSID{i}");
+        cap.request(
+            &mut c,
+            format!("*2\r\n$4\r\nECHO\r\n${}\r\n{id}\r\n", id.len()).as_bytes(),
+        );
+        cap.wait(10_000);
+        cap.response(&mut c, format!("${}\r\n{id}\r\n", id.len()).as_bytes());
+    }
+    cap.request(&mut c, b"*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n$8\r\nOBSID101\r\n*3\r\n$5\r\nHGETA\r\n$1\r\nk\r\n$8\r\nOBSID102\r\n");
+    cap.response(&mut c, b">2\r\n+push\r\n:1\r\n+PONG\r\n");
+    cap.response(
+        &mut c,
+        b"|1\r\n+key\r\n+OBSID101\r\n%2\r\n+a\r\n*2\r\n:1\r\n$8\r\nOBSID101\r\n+b\r\n_\r\n",
+    );
+    cap.response(&mut c, b"-ERR unknown OBSID102\r\n");
+    cap.close(&mut c);
+    let mut obs = observer(Protocol::Redis, 6379);
+    replay(&mut obs, &cap);
+    assert_eq!(obs.pair_log.len(), 33);
+    check_pairs(&obs.pair_log[..30], 30);
+    assert_eq!(obs.pair_log[0].tags, "command:ECHO,status:ok");
+    assert_eq!(obs.pair_log[30].tags, "command:PING,status:ok");
+    assert_eq!(obs.pair_log[31].tags, "command:GET,status:ok");
+    assert_eq!(obs.pair_log[31].rows, Some(2));
+    assert_eq!(obs.pair_log[32].tags, "command:OTHER,status:error");
+    check_pairs(&obs.pair_log[31..], 2);
+}
+
+fn my(seq: u8, payload: &[u8]) -> Vec<u8> {
+    let mut p = (payload.len() as u32).to_le_bytes()[..3].to_vec();
+    p.push(seq);
+    p.extend_from_slice(payload);
+    p
+}
+
+fn column_def() -> Vec<u8> {
+    let mut d = vec![3];
+    d.extend_from_slice(b"def");
+    d.extend_from_slice(&[
+        0, 0, 0, 1, b'c', 1, b'c', 0x0c, 0x21, 0, 0, 0, 0, 0xfd, 0, 0, 0, 0, 0,
+    ]);
+    d
+}
+
+#[test]
+fn mysql_queries_prepared_and_errors() {
+    let mut cap = Capture::new(1_700_000_000_000_000_000);
+    let mut c = Conn::new(40003, 3306);
+    cap.open(&mut c);
+    // Greeting with CLIENT_DEPRECATE_EOF, a client that asks for it too, and OK.
+    let mut g = vec![10];
+    g.extend_from_slice(b"10.11.6-MariaDB\0");
+    g.extend_from_slice(&[1, 0, 0, 0]);
+    g.extend_from_slice(b"abcdefgh\0");
+    g.extend_from_slice(&0xf7ffu16.to_le_bytes());
+    g.extend_from_slice(&[8, 2, 0]);
+    g.extend_from_slice(&0x0100u16.to_le_bytes());
+    g.extend_from_slice(&[21, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    cap.response(&mut c, &my(0, &g));
+    let mut hs = (0x01aa_a20du32 | 1 << 24).to_le_bytes().to_vec();
+    hs.extend_from_slice(&[0; 28]);
+    cap.request(&mut c, &my(1, &hs));
+    cap.response(&mut c, &my(2, &[0, 0, 0, 2, 0, 0, 0]));
+    for i in 0..10 {
+        cap.request(&mut c, &my(0, format!("\x03SELECT 'OBSID{i}'").as_bytes()));
+        cap.wait(20_000);
+        let mut r = my(1, &[1]);
+        r.extend(my(2, &column_def()));
+        let v = format!("OBSID{i}");
+        let mut row = vec![v.len() as u8];
+        row.extend_from_slice(v.as_bytes());
+        r.extend(my(3, &row));
+        r.extend(my(4, &[0xfe, 0, 0, 2, 0, 0, 0]));
+        cap.response(&mut c, &r);
+    }
+    // Prepare (1 param, 1 column), execute, close (no response), then an error.
+    cap.request(
+        &mut c,
+        &my(0, b"\x16SELECT c FROM t WHERE id = ? -- OBSID20"),
+    );
+    let mut r = my(1, &[0, 7, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0]);
+    r.extend(my(2, &column_def()));
+    r.extend(my(3, b"\x03defOBSID20"));
+    cap.response(&mut c, &r);
+    cap.request(
+        &mut c,
+        &my(
+            0,
+            &[
+                0x17, 7, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0x08, 0, 21, 0, 0, 0, 0, 0, 0, 0,
+            ],
+        ),
+    );
+    let mut r = my(1, &[1]);
+    r.extend(my(2, &column_def()));
+    r.extend(my(3, &[0, 0, 1, b'x']));
+    r.extend(my(4, &[0, 0, 1, b'y']));
+    r.extend(my(5, &[0xfe, 0, 0, 2, 0, 0, 0]));
+    cap.response(&mut c, &r);
+    cap.request(&mut c, &my(0, &[0x19, 7, 0, 0, 0]));
+    cap.request(&mut c, &my(0, b"\x03SELEC OBSID30"));
+    cap.response(&mut c, &my(1, b"\xff\x28\x04#42000syntax OBSID30"));
+    cap.close(&mut c);
+    let mut obs = observer(Protocol::Mysql, 3306);
+    replay(&mut obs, &cap);
+    assert_eq!(obs.pair_log.len(), 13, "{:?}", obs.pair_log);
+    check_pairs(&obs.pair_log[..10], 10);
+    assert_eq!(obs.pair_log[0].tags, "kind:SELECT,status:ok");
+    assert_eq!(obs.pair_log[0].rows, Some(1));
+    assert_eq!(obs.pair_log[10].tags, "kind:SELECT,status:ok");
+    assert_eq!(obs.pair_log[11].tags, "kind:SELECT,status:ok");
+    assert_eq!(obs.pair_log[11].rows, Some(2));
+    assert_eq!(obs.pair_log[12].tags, "kind:OTHER,status:error");
+    check_pairs(&obs.pair_log[12..], 1);
+    assert_eq!(obs.counters.unpaired + obs.counters.orphans, 0);
+}
+
+fn kafka_request(key: u16, version: u16, corr: i32, body: &[u8]) -> Vec<u8> {
+    let mut m = Vec::new();
+    m.extend_from_slice(&key.to_be_bytes());
+    m.extend_from_slice(&version.to_be_bytes());
+    m.extend_from_slice(&corr.to_be_bytes());
+    m.extend_from_slice(&4u16.to_be_bytes());
+    m.extend_from_slice(b"test");
+    m.extend_from_slice(body);
+    let mut out = (m.len() as u32).to_be_bytes().to_vec();
+    out.extend(m);
+    out
+}
+
+fn kafka_response(corr: i32, body: &[u8]) -> Vec<u8> {
+    let mut out = ((body.len() + 4) as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(&corr.to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+#[test]
+fn kafka_pairs_by_correlation_id_out_of_order() {
+    let mut cap = Capture::new(1_700_000_000_000_000_000);
+    let mut c = Conn::new(40004, 9092);
+    cap.open(&mut c);
+    cap.request(&mut c, &kafka_request(18, 3, 1, b"\x00\x00"));
+    cap.response(&mut c, &kafka_response(1, &[0; 40]));
+    // Produce v8 to topic "orders" and v9 (flexible) to "audit"; Fetch v11 of "orders".
+    let mut p8 = vec![0xff, 0xff, 0, 1, 0, 0, 0x75, 0x30, 0, 0, 0, 1, 0, 6];
+    p8.extend_from_slice(b"orders");
+    p8.extend_from_slice(&[0; 8]);
+    let mut p9 = vec![0, 0, 0, 1, 0, 0, 0x75, 0x30, 2, 6];
+    p9.extend_from_slice(b"audit");
+    let mut f11 = vec![
+        0xff, 0xff, 0xff, 0xff, 0, 0, 1, 0xf4, 0, 0, 0, 1, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 1, 0, 6,
+    ];
+    f11.extend_from_slice(b"orders");
+    cap.request(&mut c, &kafka_request(0, 8, 2, &p8));
+    cap.request(&mut c, &kafka_request(0, 9, 3, &p9));
+    cap.request(&mut c, &kafka_request(1, 11, 4, &f11));
+    cap.wait(40_000);
+    cap.response(&mut c, &kafka_response(4, &[7; 3000]));
+    cap.response(&mut c, &kafka_response(3, &[0; 10]));
+    cap.response(&mut c, &kafka_response(2, &[0; 10]));
+    // acks=0: no response expected.
+    let mut p0 = vec![0xff, 0xff, 0, 0, 0, 0, 0x75, 0x30, 0, 0, 0, 1, 0, 1, b'x'];
+    p0.extend_from_slice(&[0; 8]);
+    cap.request(&mut c, &kafka_request(0, 7, 5, &p0));
+    cap.close(&mut c);
+    let mut obs = observer(Protocol::Kafka, 9092);
+    replay(&mut obs, &cap);
+    let tags: Vec<&str> = obs.pair_log.iter().map(|p| p.tags.as_str()).collect();
+    assert_eq!(
+        tags,
+        [
+            "api:ApiVersions",
+            "api:Fetch,topic:orders",
+            "api:Produce,topic:audit",
+            "api:Produce,topic:orders"
+        ]
+    );
+    assert_eq!(obs.counters.unpaired + obs.counters.orphans, 0);
+    assert_eq!(obs.pair_log[1].resp.bytes, 3008);
+}
