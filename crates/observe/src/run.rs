@@ -81,16 +81,31 @@ pub fn replay<R: io::Read>(
     })
 }
 
-/// Live capture on `iface` until `stop` is set or `duration` passes.
+/// A live capture's settings.
+pub struct Live<'a> {
+    pub iface: &'a str,
+    pub ring: RingConfig,
+    pub ports: &'a [u16],
+    /// Stop after this long; run until `stop` otherwise.
+    pub duration: Option<Duration>,
+    /// Sees every packet kept (to write a capture file beside the observation).
+    pub tee: Option<&'a mut dyn FnMut(u64, &[u8])>,
+}
+
+/// Live capture until `stop` is set or the duration passes.
 pub fn live(
-    iface: &str,
-    ring_cfg: RingConfig,
+    cfg: Live<'_>,
     obs: &mut Observer,
-    ports: &[u16],
     stop: &AtomicBool,
-    duration: Option<Duration>,
     out: &mut dyn Output,
 ) -> io::Result<Summary> {
+    let Live {
+        iface,
+        ring: ring_cfg,
+        ports,
+        duration,
+        mut tee,
+    } = cfg;
     let filter = bpf::tcp_ports(ports)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "between 1 and 48 ports"))?;
     let mut ring = Ring::open(iface, &filter, ring_cfg)?;
@@ -100,6 +115,9 @@ pub fn live(
     loop {
         let done = stop.load(Ordering::Relaxed) || duration.is_some_and(|d| wall0.elapsed() >= d);
         ring.next_block(if done { 0 } else { 50 }, &mut |p| {
+            if let Some(t) = tee.as_mut() {
+                t(p.ts_ns, p.data);
+            }
             obs.packet(linktype::ETHERNET, p.ts_ns, p.data)
         })
         .map(|n| n > 0)

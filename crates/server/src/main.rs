@@ -6,6 +6,7 @@
 mod cli_clock;
 mod cli_config;
 mod cli_journal;
+mod cli_observe;
 mod cli_query;
 mod cli_store;
 mod serve;
@@ -51,6 +52,8 @@ enum Command {
     },
     /// Evaluate an analytics (CAQL) query against a running server or a store directory.
     Query(cli_query::QueryArgs),
+    /// Record every request's latency off the wire (HTTP, PostgreSQL, Redis, MySQL, Kafka).
+    Observe(cli_observe::ObserveArgs),
     /// Check the clock Strata times itself with: its source (TSC or OS), why, and its cost.
     Clock {
         #[command(subcommand)]
@@ -72,5 +75,6 @@ fn main() -> ExitCode {
         Command::Store { command } => cli_store::run(command),
         Command::Clock { command } => cli_clock::run(command),
         Command::Query(args) => cli_query::run(args),
+        Command::Observe(args) => cli_observe::run(args),
     }
 }
