@@ -126,3 +126,72 @@ pub fn write_pcap(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
     }
     w.finish().unwrap_or_default()
 }
+
+/// A small deterministic generator (xorshift64*), so an impaired capture is the same every run.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// True with probability `percent` / 100.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// A capture with loss, reordering and duplicates: of the frames that carry TCP payload, 1 % are
+/// dropped, 1 % swapped with the next frame and 1 % sent twice. Returns the new frames and the
+/// `OBSID` of every request or response whose segments were touched.
+pub fn impair(
+    frames: &[(u64, Vec<u8>)],
+    seed: u64,
+) -> (Vec<(u64, Vec<u8>)>, std::collections::HashSet<u64>) {
+    let mut rng = Rng::new(seed);
+    let mut out: Vec<(u64, Vec<u8>)> = Vec::with_capacity(frames.len() + frames.len() / 50);
+    let mut touched = std::collections::HashSet::new();
+    let has_payload = |f: &[u8]| {
+        crate::decode::segment(linktype::ETHERNET, f).is_some_and(|s| !s.payload.is_empty())
+    };
+    let mut mark = |f: &[u8], touched: &mut std::collections::HashSet<u64>| {
+        if let Some(id) = crate::stream::find_probe(f) {
+            touched.insert(id);
+        }
+    };
+    let mut i = 0;
+    while i < frames.len() {
+        let (ts, f) = &frames[i];
+        if !has_payload(f) {
+            out.push((*ts, f.clone()));
+            i += 1;
+            continue;
+        }
+        match rng.next() % 100 {
+            0 => mark(f, &mut touched),
+            1 if i + 1 < frames.len() => {
+                let (ts2, f2) = &frames[i + 1];
+                mark(f, &mut touched);
+                mark(f2, &mut touched);
+                out.push((*ts, f2.clone()));
+                out.push((*ts2, f.clone()));
+                i += 1;
+            }
+            2 => {
+                mark(f, &mut touched);
+                out.push((*ts, f.clone()));
+                out.push((*ts, f.clone()));
+            }
+            _ => out.push((*ts, f.clone())),
+        }
+        i += 1;
+    }
+    (out, touched)
+}

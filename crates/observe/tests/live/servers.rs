@@ -1,0 +1,197 @@
+//! Real servers for the end-to-end tests, each on a free loopback port in a temporary directory,
+//! installed from Debian's packages when missing; and the Python clients' virtual environment.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+}
+
+/// A child process killed when dropped.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_port(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `apt-get install` of `packages` unless `probe` exists (once `apt-get update`).
+pub fn ensure_debian(probe: &str, packages: &[&str]) {
+    if Path::new(probe).exists() {
+        return;
+    }
+    run(Command::new("apt-get").args(["update", "-qq"]));
+    run(Command::new("apt-get")
+        .args(["install", "-y", "-qq"])
+        .args(packages)
+        .env("DEBIAN_FRONTEND", "noninteractive"));
+}
+
+pub fn cache_dir() -> PathBuf {
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let d = PathBuf::from(home).join(".cache/strata-tests");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The clients' Python, with psycopg and mariadb from PyPI.
+pub fn python() -> PathBuf {
+    let venv = cache_dir().join("venv");
+    let py = venv.join("bin/python");
+    let ready = venv.join("observe-clients-3");
+    if !ready.exists() {
+        // MariaDB's Python connector builds against Connector/C.
+        ensure_debian("/usr/bin/mariadb_config", &["libmariadb-dev"]);
+        run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+        run(Command::new(venv.join("bin/pip")).args([
+            "install",
+            "-q",
+            "psycopg[binary]",
+            "redis",
+            "hiredis",
+            "mariadb",
+        ]));
+        std::fs::write(&ready, "").unwrap();
+    }
+    py
+}
+
+pub fn redis() -> Server {
+    ensure_debian("/usr/bin/redis-server", &["redis-server"]);
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let child = Command::new("/usr/bin/redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_port(port, "redis-server");
+    Server {
+        child,
+        port,
+        _dir: Some(dir),
+    }
+}
+
+fn pg_bin() -> PathBuf {
+    ensure_debian("/usr/lib/postgresql", &["postgresql"]);
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    versions.sort();
+    versions.pop().unwrap().join("bin")
+}
+
+/// PostgreSQL runs as the `postgres` user (it refuses root), trusting local connections.
+pub fn postgres() -> Server {
+    let bin = pg_bin();
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    run(Command::new("chown")
+        .args(["postgres:postgres"])
+        .arg(dir.path()));
+    run(Command::new("runuser")
+        .args(["-u", "postgres", "--"])
+        .arg(bin.join("initdb"))
+        .args(["-A", "trust", "-U", "postgres", "-D"])
+        .arg(&data));
+    let child = Command::new("runuser")
+        .args(["-u", "postgres", "--"])
+        .arg(bin.join("postgres"))
+        .arg("-D")
+        .arg(&data)
+        .args(["-p", &port.to_string(), "-k"])
+        .arg(dir.path())
+        .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_port(port, "postgres");
+    Server {
+        child,
+        port,
+        _dir: Some(dir),
+    }
+}
+
+/// MariaDB with grant tables skipped (the test connects as root with no password).
+pub fn mariadb() -> Server {
+    ensure_debian("/usr/sbin/mariadbd", &["mariadb-server"]);
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    run(Command::new("mariadb-install-db")
+        .args(["--user=root", "--auth-root-authentication-method=normal"])
+        .arg(format!("--datadir={}", data.display())));
+    let child = Command::new("/usr/sbin/mariadbd")
+        .args([
+            "--no-defaults",
+            "--user=root",
+            "--skip-grant-tables",
+            "--bind-address=127.0.0.1",
+        ])
+        .arg(format!("--datadir={}", data.display()))
+        .arg(format!("--socket={}", dir.path().join("sock").display()))
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_port(port, "mariadbd");
+    Server {
+        child,
+        port,
+        _dir: Some(dir),
+    }
+}
