@@ -81,6 +81,9 @@ pub fn replay<R: io::Read>(
     })
 }
 
+/// Sees each kept packet: its capture time and bytes.
+pub type Tee<'a> = dyn FnMut(u64, &[u8]) + 'a;
+
 /// A live capture's settings.
 pub struct Live<'a> {
     pub iface: &'a str,
@@ -89,7 +92,7 @@ pub struct Live<'a> {
     /// Stop after this long; run until `stop` otherwise.
     pub duration: Option<Duration>,
     /// Sees every packet kept (to write a capture file beside the observation).
-    pub tee: Option<&'a mut dyn FnMut(u64, &[u8])>,
+    pub tee: Option<&'a mut Tee<'a>>,
 }
 
 /// Live capture until `stop` is set or the duration passes.

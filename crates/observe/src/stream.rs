@@ -182,7 +182,7 @@ impl Stream {
 
     fn run(&mut self, dir: Dir, p: &mut dyn Proto, out: &mut dyn crate::Sink) {
         while self.skip == 0 && !p.opaque() {
-            if self.resyncing && !self.resync(dir, p) {
+            if self.resyncing && !self.resync(dir, p, out) {
                 return;
             }
             let avail = self.buf.len() - self.pos;
@@ -260,16 +260,23 @@ impl Stream {
         self.pos = (self.pos + 1).min(self.buf.len());
     }
 
-    /// Looks for a message start; `false` when none is buffered yet.
-    fn resync(&mut self, dir: Dir, p: &mut dyn Proto) -> bool {
+    /// Looks for a message start; `false` when none is buffered yet. Bytes passed over may have
+    /// held answers to requests in flight: those requests can no longer be paired in order.
+    fn resync(&mut self, dir: Dir, p: &mut dyn Proto, out: &mut dyn crate::Sink) -> bool {
         match p.resync(dir, &self.buf[self.pos..]) {
             Some(at) => {
+                if at > 0 {
+                    p.gap(dir, out);
+                }
                 self.pos += at.min(self.buf.len() - self.pos);
                 self.resyncing = false;
                 true
             }
             None => {
                 let keep = (self.buf.len() - self.pos).min(RESYNC_KEEP);
+                if self.buf.len() - self.pos > keep {
+                    p.gap(dir, out);
+                }
                 self.pos = self.buf.len() - keep;
                 false
             }

@@ -135,7 +135,7 @@ impl Rng {
         Rng(seed.max(1))
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn draw(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -144,7 +144,7 @@ impl Rng {
 
     /// True with probability `percent` / 100.
     pub fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
+        self.draw() % 100 < percent
     }
 }
 
@@ -161,7 +161,7 @@ pub fn impair(
     let has_payload = |f: &[u8]| {
         crate::decode::segment(linktype::ETHERNET, f).is_some_and(|s| !s.payload.is_empty())
     };
-    let mut mark = |f: &[u8], touched: &mut std::collections::HashSet<u64>| {
+    let mark = |f: &[u8], touched: &mut std::collections::HashSet<u64>| {
         if let Some(id) = crate::stream::find_probe(f) {
             touched.insert(id);
         }
@@ -174,7 +174,7 @@ pub fn impair(
             i += 1;
             continue;
         }
-        match rng.next() % 100 {
+        match rng.draw() % 100 {
             0 => mark(f, &mut touched),
             1 if i + 1 < frames.len() => {
                 let (ts2, f2) = &frames[i + 1];
@@ -194,4 +194,131 @@ pub fn impair(
         i += 1;
     }
     (out, touched)
+}
+
+fn pg_msg(t: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![t];
+    m.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+fn my_packet(seq: u8, payload: &[u8]) -> Vec<u8> {
+    let mut p = (payload.len() as u32).to_le_bytes()[..3].to_vec();
+    p.push(seq);
+    p.extend_from_slice(payload);
+    p
+}
+
+/// What a connection of `proto` sends before its first request: (client, server) bytes.
+fn opening(proto: crate::Protocol) -> Vec<(bool, Vec<u8>)> {
+    match proto {
+        crate::Protocol::Postgres => {
+            let mut s = 16u32.to_be_bytes().to_vec();
+            s.extend_from_slice(&196_608u32.to_be_bytes());
+            s.extend_from_slice(b"user\0x\0\0");
+            let mut r = pg_msg(b'R', &[0, 0, 0, 0]);
+            r.extend(pg_msg(b'Z', b"I"));
+            vec![(true, s), (false, r)]
+        }
+        crate::Protocol::Mysql => {
+            let mut g = vec![10];
+            g.extend_from_slice(b"10.11.6-MariaDB\0\x01\0\0\0abcdefgh\0\xff\xf7\x08\x02\0\0\x01\x15\0\0\0\0\0\0\0\0\0\0");
+            vec![
+                (false, my_packet(0, &g)),
+                (true, my_packet(1, &[0x0d, 0xa2, 0xaa, 0x01, 0, 0, 0, 0])),
+                (false, my_packet(2, &[0, 0, 0, 2, 0, 0, 0])),
+            ]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Request `i` and its response in `proto`, each carrying `OBSID<i>`.
+pub fn exchange(proto: crate::Protocol, i: u64) -> (Vec<u8>, Vec<u8>) {
+    let id = format!("OBSID{i}");
+    match proto {
+        crate::Protocol::Http => (
+            format!("GET /echo?{id} HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes(),
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{id}",
+                id.len()
+            )
+            .into_bytes(),
+        ),
+        crate::Protocol::Postgres => {
+            let mut r = pg_msg(b'T', b"..");
+            r.extend(pg_msg(b'D', id.as_bytes()));
+            r.extend(pg_msg(b'C', b"SELECT 1\0"));
+            r.extend(pg_msg(b'Z', b"I"));
+            (pg_msg(b'Q', format!("SELECT '{id}'\0").as_bytes()), r)
+        }
+        crate::Protocol::Redis => (
+            format!("*2\r\n$4\r\nECHO\r\n${}\r\n{id}\r\n", id.len()).into_bytes(),
+            format!("${}\r\n{id}\r\n", id.len()).into_bytes(),
+        ),
+        crate::Protocol::Mysql => {
+            let mut r = my_packet(1, &[1]);
+            r.extend(my_packet(
+                2,
+                b"\x03def\0\0\0\x01c\x01c\x0c\x21\0\0\0\0\xfd\0\0\0\0\0",
+            ));
+            let mut row = vec![id.len() as u8];
+            row.extend_from_slice(id.as_bytes());
+            r.extend(my_packet(3, &row));
+            r.extend(my_packet(4, &[0xfe, 0, 0, 2, 0]));
+            (my_packet(0, format!("\x03SELECT '{id}'").as_bytes()), r)
+        }
+        crate::Protocol::Kafka => {
+            let mut q = Vec::new();
+            q.extend_from_slice(&[0, 3, 0, 1]);
+            q.extend_from_slice(&(i as i32).to_be_bytes());
+            q.extend_from_slice(&(id.len() as u16).to_be_bytes());
+            q.extend_from_slice(id.as_bytes());
+            q.extend_from_slice(&[0, 0, 0, 0]);
+            let mut req = (q.len() as u32).to_be_bytes().to_vec();
+            req.extend(q);
+            let mut resp = ((8 + id.len()) as u32).to_be_bytes().to_vec();
+            resp.extend_from_slice(&(i as i32).to_be_bytes());
+            resp.extend_from_slice(&[0, 0, 0, 0]);
+            resp.extend_from_slice(id.as_bytes());
+            (req, resp)
+        }
+    }
+}
+
+/// `conns` connections of `proto` on `port`, each sending `per_conn` requests one at a time,
+/// interleaved; every request answered 50–250 µs later (ids unique across the capture).
+pub fn workload(
+    proto: crate::Protocol,
+    port: u16,
+    conns: u16,
+    per_conn: u64,
+    seed: u64,
+) -> Capture {
+    let mut rng = Rng::new(seed);
+    let mut cap = Capture::new(1_700_000_000_000_000_000);
+    let mut cs: Vec<Conn> = (0..conns).map(|k| Conn::new(20_000 + k, port)).collect();
+    for c in cs.iter_mut() {
+        cap.open(c);
+        for (client, bytes) in opening(proto) {
+            if client {
+                cap.request(c, &bytes);
+            } else {
+                cap.response(c, &bytes);
+            }
+        }
+    }
+    for round in 0..per_conn {
+        for (k, c) in cs.iter_mut().enumerate() {
+            let (req, resp) = exchange(proto, round * u64::from(conns) + k as u64);
+            cap.request(c, &req);
+            cap.wait(50_000 + rng.draw() % 200_000);
+            cap.response(c, &resp);
+        }
+    }
+    for c in cs.iter_mut() {
+        cap.close(c);
+    }
+    cap
 }

@@ -179,10 +179,7 @@ impl Proto for Postgres {
             }
             Dir::Response => {
                 self.response = None;
-                let at = buf
-                    .windows(6)
-                    .position(|w| w[..5] == *b"Z\0\0\0\x05" && b"ITE".contains(&w[5]))?;
-                Some(at + 6)
+                (0..buf.len()).find(|&i| server_chain(&buf[i..]))
             }
         }
     }
@@ -262,6 +259,27 @@ impl Postgres {
             r.rows,
         );
     }
+}
+
+/// Server messages follow each other validly from the start of `b` up to a `ReadyForQuery` or
+/// to the end of what is buffered (at least one whole message).
+fn server_chain(b: &[u8]) -> bool {
+    let mut at = 0;
+    let mut whole = 0;
+    while let (Some(&t), Some(len)) = (b.get(at), be32(b, at + 1)) {
+        if !known(Dir::Response, t) || !(4..=1 << 24).contains(&len) {
+            return false;
+        }
+        at += len as usize + 1;
+        if at > b.len() {
+            return whole > 0;
+        }
+        whole += 1;
+        if t == b'Z' {
+            return len == 5;
+        }
+    }
+    whole > 0 && at == b.len()
 }
 
 /// A `Query` or `Parse` header with a sane length and text after it.
