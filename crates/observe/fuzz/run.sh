@@ -2,7 +2,7 @@
 # Runs every observe fuzz target (or the ones named) for SECONDS each (default 120), one at a time,
 # with libFuzzer's memory limits (one allocation above 64 MB or a resident size above 512 MB is a
 # crash), then minimises each corpus. Needs nightly and cargo-fuzz.
-#   crates/ingest/fuzz/run.sh [SECONDS] [TARGET...]
+#   crates/observe/fuzz/run.sh [SECONDS] [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-120}
