@@ -22,6 +22,7 @@ use crate::ast::{BinOp, Call, Constant, Expr, Query, UnOp};
 use crate::parser::{parse, ParseError};
 
 mod funcs;
+pub mod stale;
 
 /// Bounds on one evaluation.
 #[derive(Clone, Copy, Debug)]
@@ -45,7 +46,7 @@ impl Default for Limits {
             points_max: 20_000_000,
             time_max_ms: 30_000,
             slices_max: 1 << 20,
-            find_work_max: store::tagquery::WORK_MAX_DEFAULT,
+            find_work_max: store::WORK_MAX_DEFAULT,
         }
     }
 }

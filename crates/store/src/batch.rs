@@ -10,8 +10,8 @@ use std::borrow::Cow;
 use hist::convert::Cumulative;
 use hist::Histogram;
 
-use crate::index::{Kind, SeriesId};
 use crate::key::StreamKey;
+use crate::series::{Kind, SeriesId};
 use crate::sources::Origin;
 use crate::StoreError;
 
@@ -43,6 +43,22 @@ impl Value {
             Value::Text(_) => Kind::Text,
             Value::Histogram(_) | Value::CumulativeHistogram(_) => Kind::Histogram,
         }
+    }
+}
+
+/// A value's kind as the WAL record names it (`FORMAT.md`, "WAL record"): the batch decides its
+/// samples' runs by it, the WAL writes and reads it.
+pub(crate) const TAG_NUMERIC: u8 = 1;
+pub(crate) const TAG_TEXT: u8 = 2;
+pub(crate) const TAG_HISTOGRAM: u8 = 3;
+pub(crate) const TAG_CUMULATIVE: u8 = 4;
+
+pub(crate) fn tag_of(value: &Value) -> u8 {
+    match value {
+        Value::Numeric(_) => TAG_NUMERIC,
+        Value::Text(_) => TAG_TEXT,
+        Value::Histogram(_) => TAG_HISTOGRAM,
+        Value::CumulativeHistogram(_) => TAG_CUMULATIVE,
     }
 }
 
@@ -108,9 +124,9 @@ impl<'a> BatchValues<'a> {
     pub(crate) fn value(self, sample: &BatchSample) -> Cow<'a, Value> {
         match sample.value {
             SampleValue::Numeric(v) => Cow::Owned(Value::Numeric(v)),
-            SampleValue::Packed(p) => Cow::Owned(Value::Histogram(crate::packed::unpack_trusted(
-                self.bins(p),
-            ))),
+            SampleValue::Packed(p) => {
+                Cow::Owned(Value::Histogram(hist::packed::unpack_trusted(self.bins(p))))
+            }
             SampleValue::Other(i) => Cow::Borrowed(&self.others[i as usize]),
         }
     }
@@ -123,9 +139,9 @@ impl<'a> BatchValues<'a> {
     /// The value kind's WAL tag.
     pub(crate) fn tag(self, sample: &BatchSample) -> u8 {
         match sample.value {
-            SampleValue::Numeric(_) => crate::wal::TAG_NUMERIC,
-            SampleValue::Packed(_) => crate::wal::TAG_HISTOGRAM,
-            SampleValue::Other(i) => crate::wal::tag_of(&self.others[i as usize]),
+            SampleValue::Numeric(_) => TAG_NUMERIC,
+            SampleValue::Packed(_) => TAG_HISTOGRAM,
+            SampleValue::Other(i) => tag_of(&self.others[i as usize]),
         }
     }
 }
@@ -441,7 +457,7 @@ impl WriteBatch {
         // Group header, timestamp and value, generously: a histogram bin takes at most 10 bytes.
         let (value, value_bytes) = match value {
             Incoming::Bins { keys, counts } => {
-                if !crate::packed::pack(keys, counts, &mut self.packed) {
+                if !hist::packed::pack(keys, counts, &mut self.packed) {
                     debug_assert_eq!(self.packed.len(), start, "pack takes its bytes back");
                     let refused = bins_error(keys, counts);
                     debug_assert!(refused.is_err(), "pack refuses only bins that do not fit");
@@ -454,7 +470,7 @@ impl WriteBatch {
                 self.packed_sample(start, bins.bins())
             }
             Incoming::Value(Value::Histogram(h)) => {
-                crate::packed::pack_histogram(&h, &mut self.packed);
+                hist::packed::pack_histogram(&h, &mut self.packed);
                 self.packed_sample(start, h.bin_count())
             }
             Incoming::Value(Value::Numeric(v)) => (SampleValue::Numeric(v), 8),

@@ -3,10 +3,9 @@
 use std::collections::BTreeMap;
 
 use hist::Histogram;
-use store::fetch::merged_histograms;
-use store::index::{Kind, SeriesId};
 use store::key::StreamKey;
-use store::tagquery::{Pattern, TagQuery, Term};
+use store::{merged_histograms, Kind, SeriesId};
+use store::{Pattern, TagQuery, Term};
 
 use super::{
     agg_of, aggregate, binop, binop_named, clean, common_name, common_tags, count_above,
@@ -221,9 +220,10 @@ impl Evaluator<'_> {
         for (id, key) in &sel.series {
             self.tick()?;
             let v: Vec<Option<f64>> = match f {
-                "counter" => store::fetch::counter_rates(&view, *id, range.slicing())?,
+                // Prometheus stale markers (remote write) are not values.
+                "counter" => super::stale::counter_rates(&view, *id, range.slicing())?,
                 _ => {
-                    let aggs = view.numeric_aggregates(*id, wide.slicing())?;
+                    let aggs = super::stale::numeric_aggregates(&view, *id, wide.slicing())?;
                     let pick = |a: &store::NumericAggregate| -> f64 {
                         match f {
                             "count" => a.count as f64,
