@@ -21,7 +21,12 @@ pub const PORTS_MAX: usize = 48;
 /// Bytes of a packet the filter keeps: all of it (the protocol parsers need the payload).
 pub const SNAP_LEN: u32 = 262_144;
 
+const LD_W_ABS: u16 = 0x20;
 const LD_H_ABS: u16 = 0x28;
+/// The kernel's ancillary offset for the packet type (`SKF_AD_OFF + SKF_AD_PKTTYPE`).
+const AD_PKTTYPE: u32 = 0xffff_f000 + 4;
+/// `PACKET_OUTGOING`: a copy of a packet this host sends.
+const OUTGOING: u32 = 4;
 const LD_B_ABS: u16 = 0x30;
 const LD_H_IND: u16 = 0x48;
 const LDX_MSH: u16 = 0xb1;
@@ -113,6 +118,10 @@ pub fn tcp_ports(ports: &[u16]) -> Option<Vec<Insn>> {
     let v6 = a.label();
     let v4_dst = a.label();
     let v6_dst = a.label();
+    // This host's own transmissions are seen again on the way in (on `lo`, every packet): the
+    // outgoing copies are dropped in the kernel, so each packet costs one ring slot.
+    a.op(LD_W_ABS, AD_PKTTYPE);
+    a.jump(JEQ_K, OUTGOING, Target::Drop, Target::Next);
     a.op(LD_H_ABS, 12);
     a.jump(JEQ_K, 0x0800, Target::Next, Target::Label(v6));
     a.op(LD_B_ABS, 23);
@@ -141,10 +150,11 @@ pub fn tcp_ports(ports: &[u16]) -> Option<Vec<Insn>> {
     a.finish()
 }
 
-/// Runs a program over a packet as the kernel would: the number of bytes to keep (0 = drop).
+/// Runs a program over a packet as the kernel would: the number of bytes to keep (0 = drop);
+/// `pkttype` is what the kernel would give for the packet type (0 = to this host).
 /// Supports the instructions [`tcp_ports`] emits; anything else, or a read past the packet's end,
 /// drops the packet, as in the kernel.
-pub fn run(prog: &[Insn], pkt: &[u8]) -> u32 {
+pub fn run(prog: &[Insn], pkt: &[u8], pkttype: u32) -> u32 {
     let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
     let half = |at: usize| -> Option<u32> {
         let b = pkt.get(at..at.checked_add(2)?)?;
@@ -154,6 +164,10 @@ pub fn run(prog: &[Insn], pkt: &[u8]) -> u32 {
         pc += 1;
         let k = i.k as usize;
         let step = match i.code {
+            LD_W_ABS if i.k == AD_PKTTYPE => {
+                a = pkttype;
+                Some(())
+            }
             LD_H_ABS => half(k).map(|v| a = v),
             LD_B_ABS => pkt.get(k).map(|&b| a = u32::from(b)),
             LD_H_IND => half(x as usize + k).map(|v| a = v),
@@ -210,20 +224,21 @@ mod tests {
     #[test]
     fn keeps_only_the_ports() {
         let prog = tcp_ports(&[8080, 5432]).unwrap();
-        assert_eq!(run(&prog, &eth_ipv4_tcp(40000, 8080, 5)), SNAP_LEN);
-        assert_eq!(run(&prog, &eth_ipv4_tcp(5432, 40000, 5)), SNAP_LEN);
-        assert_eq!(run(&prog, &eth_ipv4_tcp(5432, 40000, 8)), SNAP_LEN);
-        assert_eq!(run(&prog, &eth_ipv4_tcp(40000, 40001, 5)), 0);
-        assert_eq!(run(&prog, &eth_ipv6_tcp(40000, 5432)), SNAP_LEN);
-        assert_eq!(run(&prog, &eth_ipv6_tcp(8080, 1)), SNAP_LEN);
-        assert_eq!(run(&prog, &eth_ipv6_tcp(1, 2)), 0);
+        assert_eq!(run(&prog, &eth_ipv4_tcp(40000, 8080, 5), 0), SNAP_LEN);
+        assert_eq!(run(&prog, &eth_ipv4_tcp(40000, 8080, 5), OUTGOING), 0);
+        assert_eq!(run(&prog, &eth_ipv4_tcp(5432, 40000, 5), 0), SNAP_LEN);
+        assert_eq!(run(&prog, &eth_ipv4_tcp(5432, 40000, 8), 0), SNAP_LEN);
+        assert_eq!(run(&prog, &eth_ipv4_tcp(40000, 40001, 5), 0), 0);
+        assert_eq!(run(&prog, &eth_ipv6_tcp(40000, 5432), 0), SNAP_LEN);
+        assert_eq!(run(&prog, &eth_ipv6_tcp(8080, 1), 0), SNAP_LEN);
+        assert_eq!(run(&prog, &eth_ipv6_tcp(1, 2), 0), 0);
         let mut udp = eth_ipv4_tcp(40000, 8080, 5);
         udp[23] = 17;
-        assert_eq!(run(&prog, &udp), 0);
+        assert_eq!(run(&prog, &udp, 0), 0);
         let mut frag = eth_ipv4_tcp(40000, 8080, 5);
         frag[21] = 8;
-        assert_eq!(run(&prog, &frag), 0);
-        assert_eq!(run(&prog, &[0u8; 10]), 0);
+        assert_eq!(run(&prog, &frag, 0), 0);
+        assert_eq!(run(&prog, &[0u8; 10], 0), 0);
     }
 
     #[test]
@@ -231,8 +246,11 @@ mod tests {
         assert!(tcp_ports(&[]).is_none());
         let many: Vec<u16> = (1..=PORTS_MAX as u16).collect();
         let prog = tcp_ports(&many).unwrap();
-        assert_eq!(run(&prog, &eth_ipv4_tcp(9, PORTS_MAX as u16, 5)), SNAP_LEN);
-        assert_eq!(run(&prog, &eth_ipv6_tcp(PORTS_MAX as u16 + 1, 60000)), 0);
+        assert_eq!(
+            run(&prog, &eth_ipv4_tcp(9, PORTS_MAX as u16, 5), 0),
+            SNAP_LEN
+        );
+        assert_eq!(run(&prog, &eth_ipv6_tcp(PORTS_MAX as u16 + 1, 60000), 0), 0);
         let too_many: Vec<u16> = (1..=PORTS_MAX as u16 + 1).collect();
         assert!(tcp_ports(&too_many).is_none());
     }

@@ -6,8 +6,9 @@
 //! storing `TP_STATUS_KERNEL`. A block is handed over when full or when its retire timeout runs
 //! out, so a quiet link still delivers within [`RingConfig::retire_ms`].
 //!
-//! Packets this host sends are seen twice on `lo` (once leaving, once arriving); the ring skips
-//! those the kernel marks `PACKET_OUTGOING`, so each is counted once.
+//! Packets this host sends are seen twice on `lo` (once leaving, once arriving); the port filter
+//! drops the copies the kernel marks `PACKET_OUTGOING` (and the ring skips any that reach it), so
+//! each is counted once.
 //!
 //! Headers are read from the block's bytes at the offsets of the kernel's `struct
 //! tpacket_block_desc`, `struct tpacket3_hdr` and `struct sockaddr_ll` (`linux/if_packet.h`).

@@ -36,7 +36,14 @@ fn rss_kib() -> u64 {
 
 fn observer(wires: &[String]) -> Observer {
     let wires: Vec<(Protocol, u16)> = wires.iter().map(|w| parse_wire(w).unwrap()).collect();
-    Observer::new(&wires, Routes::new(&[]).unwrap(), Limits { period_ms: 10_000, ..Limits::default() })
+    Observer::new(
+        &wires,
+        Routes::new(&[]).unwrap(),
+        Limits {
+            period_ms: 10_000,
+            ..Limits::default()
+        },
+    )
 }
 
 fn main() {
@@ -51,7 +58,13 @@ fn main() {
                 Protocol::Mysql => 3306,
                 Protocol::Kafka => 9092,
             };
-            let cap = observe::synth::workload(p, port, args[3].parse().unwrap(), args[4].parse().unwrap(), 1);
+            let cap = observe::synth::workload(
+                p,
+                port,
+                args[3].parse().unwrap(),
+                args[4].parse().unwrap(),
+                1,
+            );
             std::fs::write(&args[1], cap.pcap()).unwrap();
             println!("{} packets", cap.frames.len());
         }
@@ -89,8 +102,20 @@ fn live(args: &[String]) {
             self.2.document(body);
         }
     }
-    let live = observe::run::Live { iface: "lo", ring: Default::default(), ports: &ports, duration: Some(Duration::from_secs(secs)), tee: None };
-    let s = observe::run::live(live, &mut obs, &stop, &mut Sampled(&mut samples, started, &mut out)).unwrap();
+    let live = observe::run::Live {
+        iface: "lo",
+        ring: Default::default(),
+        ports: &ports,
+        duration: Some(Duration::from_secs(secs)),
+        tee: None,
+    };
+    let s = observe::run::live(
+        live,
+        &mut obs,
+        &stop,
+        &mut Sampled(&mut samples, started, &mut out),
+    )
+    .unwrap();
     println!(
         "live: {} packets in {:.1} s, {} pairs, {} kernel drops, {:.3} CPU-s ({:.2} % of a core), {:.0} packets per CPU-second",
         s.counters.packets,
@@ -124,5 +149,8 @@ fn load(args: &[String]) {
         assert!(n > 0);
         sent += 1;
     }
-    println!("load: {sent} requests in {:.1} s", start.elapsed().as_secs_f64());
+    println!(
+        "load: {sent} requests in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
 }

@@ -6,7 +6,11 @@
 //! counted), and a period holds at most `streams_max` streams (requests beyond are counted, not
 //! recorded).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use std::fmt::Write as _;
+
+use foldhash::{HashMap, HashSet};
 
 use hist::Recorder;
 
@@ -36,11 +40,14 @@ impl Hists {
     }
 }
 
+/// A tag category of one observed port: (proto, port, category).
+type Slot = (&'static str, u16, &'static str);
+
 #[derive(Default)]
 struct Period {
     streams: HashMap<String, Hists>,
-    values: HashMap<String, HashSet<Box<str>>>,
-    overflow: HashMap<String, u64>,
+    values: HashMap<Slot, HashSet<Box<str>>>,
+    overflow: HashMap<Slot, u64>,
     streams_overflow: u64,
 }
 
@@ -60,6 +67,8 @@ pub struct Agg {
     pub tag_values_max: usize,
     pub streams_max: usize,
     pub late: u64,
+    /// The key being built (kept to spare an allocation per request).
+    scratch: String,
 }
 
 /// One paired request as the aggregator takes it.
@@ -80,6 +89,7 @@ impl Agg {
             tag_values_max,
             streams_max,
             late: 0,
+            scratch: String::new(),
         }
     }
 
@@ -114,15 +124,18 @@ impl Agg {
         }
         let (values_max, streams_max) = (self.tag_values_max, self.streams_max);
         let p = self.periods.entry(start).or_default();
-        let key = p.key(r, values_max);
+        let key = &mut self.scratch;
+        p.key(r, values_max, key);
         let n = p.streams.len();
-        let h = match p.streams.get_mut(&key) {
-            Some(h) => h,
-            None if n >= streams_max => {
+        if !p.streams.contains_key(key.as_str()) {
+            if n >= streams_max {
                 p.streams_overflow += 1;
                 return;
             }
-            None => p.streams.entry(key).or_insert_with(Hists::new),
+            p.streams.insert(key.clone(), Hists::new());
+        }
+        let Some(h) = p.streams.get_mut(key.as_str()) else {
+            return;
         };
         h.latency
             .insert_intscale(r.resp.last_ns.saturating_sub(r.req.first_ns) as i64, -9);
@@ -152,7 +165,13 @@ impl Agg {
             out.push(Closed {
                 start_ms: start / 1_000_000,
                 streams: p.streams.into_iter().collect(),
-                overflow: p.overflow.into_iter().collect(),
+                overflow: p
+                    .overflow
+                    .into_iter()
+                    .map(|((proto, port, cat), n)| {
+                        (format!("proto:{proto},port:{port},tag:{cat}"), n)
+                    })
+                    .collect(),
                 streams_overflow: p.streams_overflow,
             });
         }
@@ -161,13 +180,16 @@ impl Agg {
 }
 
 impl Period {
-    /// The stream's tag text, with over-cap values replaced by `overflow`.
-    fn key(&mut self, r: &Record<'_>, values_max: usize) -> String {
-        let base = format!("proto:{},port:{}", r.proto, r.port);
-        let mut key = base.clone();
+    /// The stream's tag text into `key`, with over-cap values replaced by `overflow`.
+    fn key(&mut self, r: &Record<'_>, values_max: usize, key: &mut String) {
+        key.clear();
+        key.push_str("proto:");
+        key.push_str(r.proto);
+        key.push_str(",port:");
+        let _ = write!(key, "{}", r.port);
         for &(cat, value) in r.tags {
-            let slot = format!("{base},tag:{cat}");
-            let seen = self.values.entry(slot.clone()).or_default();
+            let slot = (r.proto, r.port, cat);
+            let seen = self.values.entry(slot).or_default();
             let value = if seen.contains(value) {
                 value
             } else if seen.len() < values_max {
@@ -180,9 +202,8 @@ impl Period {
             key.push(',');
             key.push_str(cat);
             key.push(':');
-            push_tag_value(&mut key, value);
+            push_tag_value(key, value);
         }
-        key
     }
 }
 

@@ -20,7 +20,7 @@ pub mod send;
 pub mod stream;
 pub mod synth;
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 
 use decode::{Endpoint, ACK, FIN, RST, SYN};

@@ -133,12 +133,73 @@ impl Stream {
                 self.run(dir, p, out);
                 continue;
             }
+            if self.pos == self.buf.len() && !self.resyncing {
+                // Nothing buffered: parse the packet in place and keep only what is left over.
+                let (used, bad) = self.direct(dir, data, ts, p, out);
+                data = &data[used..];
+                if bad {
+                    self.append(data, ts);
+                    data = &[];
+                    self.bad();
+                    self.run(dir, p, out);
+                }
+                if data.is_empty() || self.skip > 0 {
+                    continue;
+                }
+            }
             let room = BUF_MAX.saturating_sub(self.buf.len() - self.pos).max(1);
             let n = room.min(data.len());
             self.append(&data[..n], ts);
             data = &data[n..];
             self.run(dir, p, out);
         }
+    }
+
+    /// Frames messages straight from one packet's bytes (all captured at `ts`): how many bytes
+    /// were used, and whether the parser said `Bad` at that point.
+    fn direct(
+        &mut self,
+        dir: Dir,
+        data: &[u8],
+        ts: u64,
+        p: &mut dyn Proto,
+        out: &mut dyn crate::Sink,
+    ) -> (usize, bool) {
+        let mut at = 0;
+        while at < data.len() && !p.opaque() {
+            let rest = &data[at..];
+            let (take, skip, end) = match p.parse(dir, rest) {
+                Step::Eat { take, skip, end } => (take, skip, end),
+                Step::Need => return (at, false),
+                Step::Bad => return (at, true),
+            };
+            if (take == 0 && skip == 0 && (!end || self.msg.is_none())) || take > rest.len() {
+                return (at, true);
+            }
+            let now = (take as u64 + skip).min(rest.len() as u64) as usize;
+            let m = self.msg.get_or_insert(Span {
+                first_ns: ts,
+                last_ns: ts,
+                bytes: 0,
+                probe: None,
+            });
+            m.bytes += now as u64;
+            m.last_ns = ts;
+            if self.probe && m.probe.is_none() {
+                m.probe = find_probe(&rest[..now]);
+            }
+            at += now;
+            self.end_offset += now as u64;
+            self.skip = take as u64 + skip - now as u64;
+            self.end_after_skip = end;
+            if self.skip > 0 {
+                return (data.len(), false);
+            }
+            if end {
+                self.finish(dir, p, out);
+            }
+        }
+        (at, false)
     }
 
     fn skipped(&mut self, bytes: &[u8], ts: u64) {

@@ -51,7 +51,7 @@ impl Http {
     }
 
     fn head(&mut self, dir: Dir, buf: &[u8]) -> Step {
-        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+        let Some(end) = head_end(buf) else {
             return if plausible_start(dir, buf) {
                 Step::Need
             } else {
@@ -210,6 +210,19 @@ impl Http {
             None => Step::Need,
         }
     }
+}
+
+/// Where the blank line ending a head starts (`\r\n\r\n`), looking only at line ends.
+fn head_end(buf: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = buf[from..].iter().position(|&b| b == b'\n') {
+        let at = from + i;
+        if at >= 3 && &buf[at - 3..=at] == b"\r\n\r\n" {
+            return Some(at - 3);
+        }
+        from = at + 1;
+    }
+    None
 }
 
 fn trim(v: &[u8]) -> &[u8] {

@@ -16,18 +16,32 @@ const CLIENT: ([u8; 4], u16) = ([10, 0, 0, 1], 40000);
 const SERVER: ([u8; 4], u16) = ([10, 0, 0, 2], 7000);
 
 fn observer(p: Protocol) -> Observer {
-    let limits = Limits { pending_total_max: 1 << 20, pair_log_max: 0, ..Limits::default() };
-    Observer::new(&[(p, SERVER.1)], Routes::new(&["r=/a/:x/**".into()]).unwrap_or_else(|_| Routes::new(&[]).unwrap()), limits)
+    let limits = Limits {
+        pending_total_max: 1 << 20,
+        pair_log_max: 0,
+        ..Limits::default()
+    };
+    Observer::new(
+        &[(p, SERVER.1)],
+        Routes::new(&["r=/a/:x/**".into()]).unwrap_or_else(|_| Routes::new(&[]).unwrap()),
+        limits,
+    )
 }
 
 fn conversation(p: Protocol, data: &[u8]) {
-    let Some((&mode, mut rest)) = data.split_first() else { return };
+    let Some((&mode, mut rest)) = data.split_first() else {
+        return;
+    };
     let mut obs = observer(p);
     let (mut cseq, mut sseq) = (1000u32, 5000u32);
     let mut ts = 1_700_000_000_000_000_000u64;
     if mode & 2 == 0 {
         obs.packet(1, ts, &build_frame(CLIENT, SERVER, cseq - 1, 0, SYN, b""));
-        obs.packet(1, ts, &build_frame(SERVER, CLIENT, sseq - 1, cseq, SYN | ACK, b""));
+        obs.packet(
+            1,
+            ts,
+            &build_frame(SERVER, CLIENT, sseq - 1, cseq, SYN | ACK, b""),
+        );
     }
     let mut records = 0u64;
     while let [dir, len, tail @ ..] = rest {
@@ -83,9 +97,23 @@ pub fn reasm(data: &[u8]) {
         ts += u64::from(*hi) * 10_000_000;
         let off = u32::from(u16::from_be_bytes([*hi, *lo]));
         let frame = if flags & 0x80 == 0 {
-            build_frame(CLIENT, SERVER, 1000u32.wrapping_add(off), 5000, flags & 0x1f, bytes)
+            build_frame(
+                CLIENT,
+                SERVER,
+                1000u32.wrapping_add(off),
+                5000,
+                flags & 0x1f,
+                bytes,
+            )
         } else {
-            build_frame(SERVER, CLIENT, 5000u32.wrapping_add(off), 1000, flags & 0x1f, bytes)
+            build_frame(
+                SERVER,
+                CLIENT,
+                5000u32.wrapping_add(off),
+                1000,
+                flags & 0x1f,
+                bytes,
+            )
         };
         obs.packet(1, ts, &frame);
         assert!(obs.pending_bytes() <= 1 << 20);
