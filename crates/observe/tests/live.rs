@@ -3,6 +3,8 @@
 //! every one with its own response (0 mis-pairs, its count equal to the client's) and time each
 //! within 300 µs of the client's own measurement at p99, never above it by more than 20 µs.
 //! The HTTP capture is also replayed with injected loss, reordering and duplicates.
+//! Kafka's client times Metadata requests for topics named by the id (the broker's error names
+//! the topic), then its producer sends records whose every Produce must be paired.
 //! Capturing needs root (CAP_NET_RAW): without it these tests say so and pass.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,6 +22,8 @@ use observe::run::Live;
 use observe::{Limits, Observer, Protocol};
 
 const REQUESTS: usize = 10_000;
+/// Records the Kafka client's producer sends after its timed requests, each waited for.
+const KAFKA_PRODUCE: u64 = 1_000;
 /// The whole live suite takes the ring and the CPU: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -149,6 +153,59 @@ fn redis_client(port: u16) -> HashMap<u64, u64> {
     })
     .join()
     .unwrap()
+}
+
+/// The Kafka client (`live/kafka/Client.java`, on Kafka's client library): id → latency (ns) of
+/// its timed Metadata requests, and how many records its producer sent.
+fn kafka_client(
+    classes: &std::path::Path,
+    lib: &std::path::Path,
+    port: u16,
+) -> (HashMap<u64, u64>, u64) {
+    // A young generation large enough that no collection pauses the timed requests (a pause would
+    // be the client's delay, not the wire's); at real-time priority where allowed, as the others.
+    let realtime = Command::new("chrt")
+        .args(["-f", "50", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let mut cmd = Command::new(if realtime { "chrt" } else { "java" });
+    if realtime {
+        cmd.args(["-f", "50", "java"]);
+    }
+    let out = cmd
+        .args([
+            "-Xms1g",
+            "-Xmx1g",
+            "-Xmn768m",
+            "-XX:+UseSerialGC",
+            "-Xlog:gc:stderr",
+        ])
+        .arg("-cp")
+        .arg(format!("{}/*:{}", lib.display(), classes.display()))
+        .args([
+            "Client",
+            &port.to_string(),
+            &REQUESTS.to_string(),
+            &KAFKA_PRODUCE.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kafka client: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut produced = 0;
+    let mut timed = HashMap::new();
+    for l in String::from_utf8(out.stdout).unwrap().lines() {
+        if let Some(n) = l.strip_prefix("produced ") {
+            produced = n.parse().unwrap();
+        } else {
+            let v: (u64, u64) = serde_json::from_str(l).unwrap();
+            timed.insert(v.0, v.1);
+        }
+    }
+    (timed, produced)
 }
 
 /// The client's own measurements: id → latency (ns).
@@ -351,6 +408,42 @@ fn mysql_on_lo() {
         clients = client("mysql", server.port)
     });
     check("mysql", &o, &clients);
+}
+
+#[test]
+fn kafka_on_lo() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("kafka_on_lo") {
+        return;
+    }
+    let classes = tempfile::tempdir().unwrap();
+    let lib = servers::kafka_jars(classes.path());
+    let server = servers::kafka(&lib);
+    let (mut clients, mut produced) = (HashMap::new(), 0);
+    let o = observe_while(Protocol::Kafka, server.port, || {
+        (clients, produced) = kafka_client(classes.path(), &lib, server.port)
+    });
+    check("kafka", &o, &clients);
+    let produces = o
+        .obs
+        .pair_log
+        .iter()
+        .filter(|p| p.tags.contains("api:Produce"))
+        .count() as u64;
+    let api_versions = o
+        .obs
+        .pair_log
+        .iter()
+        .filter(|p| p.tags.contains("api:ApiVersions"))
+        .count();
+    eprintln!(
+        "kafka: {produces} Produce requests paired of {produced} sent, {api_versions} ApiVersions"
+    );
+    assert_eq!(produces, produced, "every Produce paired");
+    assert!(
+        api_versions >= 1,
+        "the clients' ApiVersions requests paired"
+    );
 }
 
 /// The clean capture again with 1 % of data segments dropped, 1 % swapped with their successor

@@ -195,3 +195,79 @@ pub fn mariadb() -> Server {
         _dir: Some(dir),
     }
 }
+
+/// Kafka's jars (broker and client library, with their dependencies) from Maven Central, cached;
+/// and the test's client compiled against them into `classes`.
+pub fn kafka_jars(classes: &Path) -> PathBuf {
+    ensure_debian("/usr/bin/javac", &["openjdk-17-jdk-headless"]);
+    ensure_debian("/usr/bin/mvn", &["maven"]);
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/live/kafka");
+    let lib = cache_dir().join("kafka-4.1.0/lib");
+    let ready = lib.join(".complete");
+    if !ready.exists() {
+        run(Command::new("mvn")
+            .args(["-q", "-B", "-f"])
+            .arg(here.join("pom.xml"))
+            .arg("dependency:copy-dependencies")
+            .arg(format!("-DoutputDirectory={}", lib.display())));
+        std::fs::write(&ready, "").unwrap();
+    }
+    run(Command::new("javac")
+        .arg("-d")
+        .arg(classes)
+        .arg("-cp")
+        .arg(format!("{}/*", lib.display()))
+        .arg(here.join("Client.java")));
+    lib
+}
+
+/// A Kafka broker in KRaft mode (broker and controller in one process), topics not created on
+/// demand (so a Metadata request for an unknown topic is answered with an error naming it).
+pub fn kafka(lib: &Path) -> Server {
+    let port = free_port();
+    let controller = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let props = dir.path().join("server.properties");
+    std::fs::write(
+        &props,
+        format!(
+            "process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:{controller}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs={}
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+auto.create.topics.enable=false
+num.partitions=1
+",
+            dir.path().join("data").display()
+        ),
+    )
+    .unwrap();
+    let cp = format!("{}/*", lib.display());
+    run(Command::new("java")
+        .args(["-cp", &cp, "kafka.tools.StorageTool", "format"])
+        .args(["-t", "MkU3OEVBNTcwNTJENDM2Qg", "-c"])
+        .arg(&props));
+    let child = Command::new("java")
+        .args(["-Xms256m", "-Xmx512m", "-cp", &cp, "kafka.Kafka"])
+        .arg(&props)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_port(port, "kafka");
+    Server {
+        child,
+        port,
+        _dir: Some(dir),
+    }
+}
