@@ -197,7 +197,7 @@ async fn over_udp(server: SocketAddr, query: &[u8], id: u16) -> Result<Message, 
         SocketAddr::V4(_) => ([0, 0, 0, 0], 0).into(),
         SocketAddr::V6(_) => ([0u16; 8], 0).into(),
     };
-    let io = |e: std::io::Error| format!("DNS query failed: {}", crate::tcp::io_reason(&e));
+    let io = |e: std::io::Error| format!("DNS query failed: {}", crate::error::io_reason(&e));
     let socket = UdpSocket::bind(local).await.map_err(io)?;
     // Connected: the kernel drops datagrams from any other address.
     socket.connect(server).await.map_err(io)?;
@@ -214,7 +214,7 @@ async fn over_udp(server: SocketAddr, query: &[u8], id: u16) -> Result<Message, 
 
 async fn over_tcp(server: SocketAddr, query: &[u8], id: u16) -> Result<Message, String> {
     let io =
-        |e: std::io::Error| format!("DNS query over TCP failed: {}", crate::tcp::io_reason(&e));
+        |e: std::io::Error| format!("DNS query over TCP failed: {}", crate::error::io_reason(&e));
     let mut s = TcpStream::connect(server).await.map_err(io)?;
     let len = u16::try_from(query.len()).map_err(|_| "query too long".to_owned())?;
     let mut framed = Vec::with_capacity(query.len() + 2);

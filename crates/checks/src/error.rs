@@ -38,3 +38,19 @@ impl fmt::Display for CheckError {
 }
 
 impl std::error::Error for CheckError {}
+
+/// A socket error as a status a person reads.
+pub(crate) fn io_reason(e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::ConnectionRefused => "connect refused".to_owned(),
+        K::ConnectionReset => "connection reset by the server".to_owned(),
+        K::ConnectionAborted => "connection aborted".to_owned(),
+        K::UnexpectedEof => "the server closed the connection early".to_owned(),
+        K::TimedOut => "timed out".to_owned(),
+        K::HostUnreachable => "host unreachable".to_owned(),
+        K::NetworkUnreachable => "network unreachable".to_owned(),
+        K::AddrNotAvailable => "address not available".to_owned(),
+        _ => e.to_string(),
+    }
+}

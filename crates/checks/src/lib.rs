@@ -13,6 +13,7 @@ mod dns;
 mod error;
 mod http;
 mod json;
+mod kind;
 mod measure;
 pub mod nrpe;
 pub mod perfdata;
@@ -30,20 +31,20 @@ pub use error::CheckError;
 pub use measure::{Measurement, Value};
 pub use spec::{CheckSpec, ID_BYTES_MAX, PERIOD_MS_MAX, PERIOD_MS_MIN, TAGS_MAX};
 
+use kind::Kind;
 use measure::Out;
-use spec::Kind;
 
 /// Checks that a spec can run: id, kind, target, period, timeout, tags and the kind's `config`.
 /// The error names the field and says what is wrong with it.
 pub fn validate(spec: &CheckSpec) -> Result<(), CheckError> {
-    spec::check(spec).map(|_| ())
+    kind::check(spec).map(|_| ())
 }
 
 /// Runs `spec` once, now, and returns what it measured. Never takes longer than `timeout_ms`:
 /// at the deadline the check stops where it is, keeps what it measured so far and reports
 /// `status` "timeout" and `up` 0. `Err` only for a spec that cannot run at all.
 pub async fn run(spec: &CheckSpec) -> Result<Vec<Measurement>, CheckError> {
-    let kind = spec::check(spec)?;
+    let kind = kind::check(spec)?;
     let mut out = Out::default();
     let limit = Duration::from_millis(spec.timeout_ms);
     let result = tokio::time::timeout(limit, run_kind(&kind, &mut out)).await;

@@ -112,7 +112,7 @@ pub(crate) async fn run(c: &Config, out: &mut Out) -> Result<(), CheckError> {
     let deadline = started + c.timeout - margin;
     let mut echo = Echo::new(c, ip, kind);
     if let Err(e) = echo.exchange(&socket, deadline).await {
-        out.fail(format!("ping failed: {}", crate::tcp::io_reason(&e)));
+        out.fail(format!("ping failed: {}", crate::error::io_reason(&e)));
         return Ok(());
     }
     echo.report(out);

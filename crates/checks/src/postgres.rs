@@ -234,7 +234,7 @@ fn reason(e: &tokio_postgres::Error) -> String {
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            return crate::tcp::io_reason(io);
+            return crate::error::io_reason(io);
         }
         source = cause.source();
     }

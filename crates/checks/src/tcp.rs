@@ -192,7 +192,7 @@ pub(crate) async fn connect(host: &str, port: u16, out: &mut Out) -> Result<TcpS
             let _ = s.set_nodelay(true);
             Ok(s)
         }
-        Err(e) => Err(io_reason(&e)),
+        Err(e) => Err(crate::error::io_reason(&e)),
     }
 }
 
@@ -211,21 +211,5 @@ pub(crate) async fn resolve(host: &str, port: u16, out: &mut Out) -> Result<Sock
         }
         Ok(None) => Err(format!("DNS lookup of {host} found no address")),
         Err(e) => Err(format!("DNS lookup of {host} failed: {e}")),
-    }
-}
-
-/// A socket error as a status a person reads.
-pub(crate) fn io_reason(e: &std::io::Error) -> String {
-    use std::io::ErrorKind as K;
-    match e.kind() {
-        K::ConnectionRefused => "connect refused".to_owned(),
-        K::ConnectionReset => "connection reset by the server".to_owned(),
-        K::ConnectionAborted => "connection aborted".to_owned(),
-        K::UnexpectedEof => "the server closed the connection early".to_owned(),
-        K::TimedOut => "timed out".to_owned(),
-        K::HostUnreachable => "host unreachable".to_owned(),
-        K::NetworkUnreachable => "network unreachable".to_owned(),
-        K::AddrNotAvailable => "address not available".to_owned(),
-        _ => e.to_string(),
     }
 }

@@ -286,7 +286,7 @@ pub(crate) fn io_reason(e: &std::io::Error) -> String {
         .and_then(|inner| inner.downcast_ref::<rustls::Error>())
     {
         Some(tls) => rustls_reason(tls),
-        None => crate::tcp::io_reason(e),
+        None => crate::error::io_reason(e),
     }
 }
 

@@ -1151,7 +1151,7 @@ impl<'a> Ctx<'a> {
                 if op == AggOp::Quantile && !(0.0..=1.0).contains(&q) {
                     self.notes.warn(format!(
                         "PromQL warning: quantile value should be between 0 and 1, got {}",
-                        crate::http::format_value(q)
+                        crate::number::format_value(q)
                     ));
                 }
             }

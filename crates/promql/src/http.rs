@@ -22,6 +22,7 @@ use crate::ast::{quote, Expr, Selector};
 use crate::eval::{
     self, Annotations, EvalError, HistSample, Labels, Limits, Output, RangeSeries, Sample,
 };
+pub use crate::number::format_value;
 
 /// Most parameters one request may carry.
 pub const PARAMS_MAX: usize = 1_024;
@@ -993,19 +994,6 @@ pub fn format_time(ms: i64) -> String {
     match abs % 1000 {
         0 => format!("{sign}{}", abs / 1000),
         frac => format!("{sign}{}.{frac:03}", abs / 1000),
-    }
-}
-
-/// A sample value as Prometheus writes it (Go's `'f'` format, `+Inf`, `-Inf`, `NaN`).
-pub fn format_value(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".to_string()
-    } else if v == f64::INFINITY {
-        "+Inf".to_string()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".to_string()
-    } else {
-        format!("{v}")
     }
 }
 

@@ -138,7 +138,7 @@ struct Conn {
 impl Conn {
     async fn call(&mut self, args: &[&[u8]]) -> Result<Reply, String> {
         let io =
-            |e: std::io::Error| format!("Redis connection failed: {}", crate::tcp::io_reason(&e));
+            |e: std::io::Error| format!("Redis connection failed: {}", crate::error::io_reason(&e));
         self.stream
             .write_all(&resp::encode(args))
             .await

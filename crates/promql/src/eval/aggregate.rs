@@ -29,7 +29,7 @@ impl Ctx<'_> {
                 let mut counts: BTreeMap<String, f64> = BTreeMap::new();
                 for &m in &members {
                     if let Some(Sample::Float(v)) = &series[m].points[i] {
-                        *counts.entry(crate::http::format_value(*v)).or_default() += 1.0;
+                        *counts.entry(crate::number::format_value(*v)).or_default() += 1.0;
                     }
                 }
                 for (value, n) in counts {
@@ -164,8 +164,8 @@ impl Ctx<'_> {
         let to = if r.is_nan() { 0.0 } else { r.clamp(-1.0, 1.0) };
         self.notes.warn(format!(
             "PromQL warning: ratio value should be between -1 and 1, got {}, capping to {}",
-            crate::http::format_value(r),
-            crate::http::format_value(to)
+            crate::number::format_value(r),
+            crate::number::format_value(to)
         ));
         to
     }

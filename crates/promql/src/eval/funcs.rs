@@ -455,7 +455,7 @@ impl Ctx<'_> {
         if let Some(bad) = q.iter().find(|q| !(0.0..=1.0).contains(*q)) {
             self.notes.warn(format!(
                 "PromQL warning: quantile value should be between 0 and 1, got {}",
-                crate::http::format_value(*bad)
+                crate::number::format_value(*bad)
             ));
         }
         let mut out = Vec::new();
