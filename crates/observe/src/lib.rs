@@ -151,6 +151,8 @@ struct Conn {
 pub struct Observer {
     wires: HashMap<u16, Protocol>,
     routes: Arc<route::Routes>,
+    /// Kafka topic names by id, learnt on any connection, used on every one.
+    kafka_topics: proto::kafka::TopicIds,
     limits: Limits,
     conns: HashMap<Key, Conn>,
     budget: Budget,
@@ -207,13 +209,18 @@ impl Sink for ConnSink<'_> {
     }
 }
 
-fn new_proto(p: Protocol, routes: &Arc<route::Routes>, seen_open: bool) -> Box<dyn Proto + Send> {
+fn new_proto(
+    p: Protocol,
+    routes: &Arc<route::Routes>,
+    topics: &proto::kafka::TopicIds,
+    seen_open: bool,
+) -> Box<dyn Proto + Send> {
     match p {
         Protocol::Http => Box::new(proto::http::Http::new(routes.clone())),
         Protocol::Postgres => Box::new(proto::postgres::Postgres::new(seen_open)),
         Protocol::Redis => Box::new(proto::redis::Redis::default()),
         Protocol::Mysql => Box::new(proto::mysql::Mysql::default()),
-        Protocol::Kafka => Box::new(proto::kafka::Kafka::default()),
+        Protocol::Kafka => Box::new(proto::kafka::Kafka::new(topics.clone())),
     }
 }
 
@@ -223,6 +230,7 @@ impl Observer {
         Observer {
             wires: wires.iter().map(|&(p, port)| (port, p)).collect(),
             routes: Arc::new(routes),
+            kafka_topics: proto::kafka::TopicIds::default(),
             agg: agg::Agg::new(limits.period_ms, limits.tag_values_max, limits.streams_max),
             budget: Budget {
                 used: 0,
@@ -296,7 +304,7 @@ impl Observer {
         self.conns.insert(
             key,
             Conn {
-                proto: new_proto(proto, &self.routes, opening),
+                proto: new_proto(proto, &self.routes, &self.kafka_topics, opening),
                 name: proto.name(),
                 port: key.1.port,
                 reasm: [Reasm::default(), Reasm::default()],

@@ -430,6 +430,14 @@ fn kafka_on_lo() {
         .iter()
         .filter(|p| p.tags.contains("api:Produce"))
         .count() as u64;
+    // The producer sends Produce v13, naming the topic by id: the name comes from the Metadata
+    // answer it asked for first.
+    let named = o
+        .obs
+        .pair_log
+        .iter()
+        .filter(|p| p.tags.ends_with("api:Produce,topic:observed"))
+        .count() as u64;
     let api_versions = o
         .obs
         .pair_log
@@ -440,6 +448,7 @@ fn kafka_on_lo() {
         "kafka: {produces} Produce requests paired of {produced} sent, {api_versions} ApiVersions"
     );
     assert_eq!(produces, produced, "every Produce paired");
+    assert_eq!(named, produced, "every Produce tagged with its topic");
     assert!(
         api_versions >= 1,
         "the clients' ApiVersions requests paired"

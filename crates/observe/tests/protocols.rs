@@ -347,3 +347,63 @@ fn kafka_pairs_by_correlation_id_out_of_order() {
     assert_eq!(obs.counters.unpaired + obs.counters.orphans, 0);
     assert_eq!(obs.pair_log[1].resp.bytes, 3008);
 }
+
+#[test]
+fn kafka_topic_ids_learnt_from_metadata_name_produce_and_fetch() {
+    let id: [u8; 16] = *b"0123456789abcdef";
+    // A client asks for metadata on one connection (v12: flexible, topic ids)…
+    let mut meta = Conn::new(40005, 9092);
+    let mut r = vec![
+        0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 2, b'h', 0, 0, 0x23, 0x84, 0, 0,
+    ];
+    r.extend_from_slice(&[2, b'c', 0, 0, 0, 1, 3]);
+    // "orders" with the id and one partition …
+    r.extend_from_slice(&[0, 0, 7]);
+    r.extend_from_slice(b"orders");
+    r.extend_from_slice(&id);
+    r.extend_from_slice(&[0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]);
+    r.extend_from_slice(&[2, 0, 0, 0, 1, 2, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0]);
+    // … and an unknown topic, whose zero id is not learnt.
+    r.extend_from_slice(&[0, 3, 7]);
+    r.extend_from_slice(b"OBSID9");
+    r.extend_from_slice(&[0; 16]);
+    r.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 0]);
+    let meta_req = kafka_request(3, 12, 1, &[0, 2, 0, 0, 0, 0]);
+    let mut cap = Capture::new(1_700_000_000_000_000_000);
+    cap.open(&mut meta);
+    cap.request(&mut meta, &meta_req);
+    cap.response(&mut meta, &kafka_response(1, &r));
+    // … then produces (v13) and fetches (v16) by topic id on another.
+    let mut c = Conn::new(40006, 9092);
+    cap.open(&mut c);
+    let mut p13 = vec![0, 0, 0, 1, 0, 0, 0x75, 0x30, 2];
+    p13.extend_from_slice(&id);
+    p13.extend_from_slice(&[1, 0]);
+    let mut unknown = p13.clone();
+    unknown[9] = b'X';
+    // Header tags, max_wait_ms, min_bytes, max_bytes, isolation_level, session id and epoch.
+    let mut f16 = vec![
+        0, 0, 0, 1, 0xf4, 0, 0, 0, 1, 3, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    f16.push(2);
+    f16.extend_from_slice(&id);
+    cap.request(&mut c, &kafka_request(0, 13, 2, &p13));
+    cap.response(&mut c, &kafka_response(2, &[0; 30]));
+    cap.request(&mut c, &kafka_request(0, 13, 3, &unknown));
+    cap.response(&mut c, &kafka_response(3, &[0; 30]));
+    cap.request(&mut c, &kafka_request(1, 16, 4, &f16));
+    cap.response(&mut c, &kafka_response(4, &[0; 30]));
+    let mut obs = observer(Protocol::Kafka, 9092);
+    replay(&mut obs, &cap);
+    let tags: Vec<&str> = obs.pair_log.iter().map(|p| p.tags.as_str()).collect();
+    assert_eq!(
+        tags,
+        [
+            "api:Metadata",
+            "api:Produce,topic:orders",
+            "api:Produce",
+            "api:Fetch,topic:orders"
+        ]
+    );
+    assert_eq!(obs.counters.unpaired + obs.counters.orphans, 0);
+}

@@ -4,10 +4,14 @@
 //! [`API_KEY_MAX`] are reported as `api:unknown`. A Produce with `acks=0` expects no response and
 //! is not waited for.
 //!
-//! Tags: `api` (the API's name), `topic` for Produce and Fetch requests that name one topic
-//! (versions that name topics by id, Fetch 13+, show no topic). No rows.
+//! Tags: `api` (the API's name), `topic` for Produce and Fetch requests that name one topic.
+//! Produce 13+ and Fetch 13+ (what Kafka 4.1's own clients send) name topics by id: the ids are
+//! learnt from Metadata answers (version 10+, which give each topic's name and id) seen on any
+//! connection, so a producer's topic shows once its client has asked for the topic's metadata
+//! while observed. No rows.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use super::{be16, be32, PEEK};
 use crate::pair::IN_FLIGHT_MAX;
@@ -20,6 +24,45 @@ pub const API_KEY_MAX: u16 = 127;
 const API_VERSION_MAX: u16 = 40;
 /// The largest message accepted (Kafka's default socket.request.max.bytes is 100 MiB).
 const MESSAGE_MAX: u32 = 200 << 20;
+/// Bytes of a Metadata answer read for topic ids (topics past it are not learnt).
+const METADATA_PEEK: usize = 4096;
+/// Topic ids remembered (shared by every connection); ids beyond are not learnt.
+pub const TOPIC_IDS_MAX: usize = 10_000;
+/// Topics of one Metadata answer read.
+const METADATA_TOPICS_MAX: i64 = 1_000;
+
+/// Topic names by topic id, learnt from Metadata answers, shared by every Kafka connection.
+#[derive(Clone, Default)]
+pub struct TopicIds(Arc<Mutex<HashMap<[u8; 16], Box<str>>>>);
+
+impl TopicIds {
+    fn learn(&self, id: [u8; 16], name: &str) {
+        // A poisoned lock only means another connection's parser panicked mid-insert: the map
+        // is still a valid map.
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() < TOPIC_IDS_MAX || map.contains_key(&id) {
+            map.insert(id, Box::from(name));
+        }
+    }
+
+    fn name(&self, id: &[u8]) -> Option<Box<str>> {
+        let id: [u8; 16] = id.try_into().ok()?;
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+            .cloned()
+    }
+
+    /// Topic ids known now.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 const NAMES: &[&str] = &[
     "Produce",
@@ -125,14 +168,36 @@ pub fn api_name(key: u16) -> &'static str {
 struct Req {
     span: Span,
     api: &'static str,
+    version: u16,
     topic: Option<Box<str>>,
+}
+
+/// The message just framed.
+#[derive(Default)]
+struct Msg {
+    corr: i32,
+    api: &'static str,
+    version: u16,
+    topic: Option<Box<str>>,
+    expects: bool,
 }
 
 #[derive(Default)]
 pub struct Kafka {
     pending: HashMap<i32, Req>,
-    /// The message just framed: (correlation id, API, topic, expects a response).
-    msg: (i32, &'static str, Option<Box<str>>, bool),
+    msg: Msg,
+    topics: TopicIds,
+}
+
+impl Kafka {
+    /// A connection's parser, learning and resolving topic ids in `topics`.
+    pub fn new(topics: TopicIds) -> Kafka {
+        Kafka {
+            pending: HashMap::new(),
+            msg: Msg::default(),
+            topics,
+        }
+    }
 }
 
 /// A reader over a request body: classic (int16-length strings, int32 counts) or flexible
@@ -208,7 +273,12 @@ impl<'a> Body<'a> {
 }
 
 /// The one topic a Produce or Fetch request names, and whether a Produce expects a response.
-fn body_facts(key: u16, version: u16, body: &mut Body<'_>) -> (Option<Box<str>>, bool) {
+fn body_facts(
+    key: u16,
+    version: u16,
+    body: &mut Body<'_>,
+    topics: &TopicIds,
+) -> (Option<Box<str>>, bool) {
     let flexible = match key {
         0 => version >= 9,
         1 => version >= 12,
@@ -218,27 +288,37 @@ fn body_facts(key: u16, version: u16, body: &mut Body<'_>) -> (Option<Box<str>>,
         return (None, true);
     }
     let facts = match key {
-        0 => produce(version, flexible, body),
-        _ => fetch(version, flexible, body).map(|t| (t, true)),
+        0 => produce(version, flexible, body, topics),
+        _ => fetch(version, flexible, body, topics).map(|t| (t, true)),
     };
     facts.unwrap_or((None, true))
 }
 
-fn produce(version: u16, flexible: bool, b: &mut Body<'_>) -> Option<(Option<Box<str>>, bool)> {
+fn produce(
+    version: u16,
+    flexible: bool,
+    b: &mut Body<'_>,
+    topics: &TopicIds,
+) -> Option<(Option<Box<str>>, bool)> {
     if version >= 3 {
         b.string(flexible)?;
     }
     let acks = b.i16()?;
     b.i32()?;
     let topic = if version >= 13 {
-        None
+        one_topic_id(b, topics)
     } else {
         one_topic(b, flexible)
     };
     Some((topic, acks != 0))
 }
 
-fn fetch(version: u16, flexible: bool, b: &mut Body<'_>) -> Option<Option<Box<str>>> {
+fn fetch(
+    version: u16,
+    flexible: bool,
+    b: &mut Body<'_>,
+    topics: &TopicIds,
+) -> Option<Option<Box<str>>> {
     if version < 15 {
         b.i32()?;
     }
@@ -253,10 +333,63 @@ fn fetch(version: u16, flexible: bool, b: &mut Body<'_>) -> Option<Option<Box<st
         b.skip(8)?;
     }
     Some(if version >= 13 {
-        None
+        one_topic_id(b, topics)
     } else {
         one_topic(b, flexible)
     })
+}
+
+/// The name of the one topic a request names by id (flexible versions only), if learnt.
+fn one_topic_id(b: &mut Body<'_>, topics: &TopicIds) -> Option<Box<str>> {
+    if b.count(true)? != 1 {
+        return None;
+    }
+    let start = b.at;
+    b.skip(16)?;
+    topics.name(&b.b[start..b.at])
+}
+
+/// Learns every (topic id, name) a Metadata answer (version 10+, flexible) lists within
+/// `b`; reading stops at the first field cut off.
+fn learn_metadata(b: &mut Body<'_>, topics: &TopicIds) -> Option<()> {
+    b.tags()?; // the response header's
+    b.i32()?; // throttle_time_ms
+    let brokers = b.count(true)?;
+    for _ in 0..brokers.clamp(0, METADATA_TOPICS_MAX) {
+        b.i32()?;
+        b.string(true)?;
+        b.i32()?;
+        b.string(true)?;
+        b.tags()?;
+    }
+    b.string(true)?; // cluster_id
+    b.i32()?; // controller_id
+    let n = b.count(true)?;
+    for _ in 0..n.clamp(0, METADATA_TOPICS_MAX) {
+        let error = b.i16()?;
+        let name = b.string(true)?;
+        let start = b.at;
+        b.skip(16)?;
+        let id = &b.b[start..b.at];
+        if let (0, Some(Ok(name)), Ok(id)) = (error, name.map(std::str::from_utf8), id.try_into()) {
+            if id != [0u8; 16] && !name.is_empty() && name.len() <= 249 {
+                topics.learn(id, name);
+            }
+        }
+        b.skip(1)?; // is_internal
+        let partitions = b.count(true)?;
+        for _ in 0..partitions.clamp(0, i64::from(u16::MAX)) {
+            b.skip(2 + 4 + 4 + 4)?;
+            for _ in 0..3 {
+                let nodes = b.count(true)?;
+                b.skip(4 * usize::try_from(nodes.max(0)).ok()?)?;
+            }
+            b.tags()?;
+        }
+        b.i32()?; // topic_authorized_operations
+        b.tags()?;
+    }
+    Some(())
 }
 
 fn one_topic(b: &mut Body<'_>, flexible: bool) -> Option<Box<str>> {
@@ -302,10 +435,16 @@ impl Kafka {
         let mut body = Body { b: msg, at: 12 };
         let client = body.string(false);
         let (topic, expects) = match client {
-            Some(_) => body_facts(key, version, &mut body),
+            Some(_) => body_facts(key, version, &mut body, &self.topics),
             None => (None, true),
         };
-        self.msg = (corr, api_name(key), topic, expects);
+        self.msg = Msg {
+            corr,
+            api: api_name(key),
+            version,
+            topic,
+            expects,
+        };
         Step::Eat {
             take: peek,
             skip: total - peek as u64,
@@ -320,10 +459,26 @@ impl Kafka {
         if !(4..=MESSAGE_MAX).contains(&size) {
             return Step::Bad;
         }
-        self.msg = (corr as i32, "", None, true);
+        let corr = corr as i32;
+        self.msg = Msg {
+            corr,
+            expects: true,
+            ..Msg::default()
+        };
+        let mut take = 8;
+        if let Some(req) = self.pending.get(&corr) {
+            if req.api == "Metadata" && req.version >= 10 {
+                // Read what fits of the answer (waiting for at most METADATA_PEEK bytes of it).
+                take = (size as usize + 4).min(METADATA_PEEK);
+                let Some(msg) = buf.get(..take) else {
+                    return Step::Need;
+                };
+                let _ = learn_metadata(&mut Body { b: msg, at: 8 }, &self.topics);
+            }
+        }
         Step::Eat {
-            take: 8,
-            skip: u64::from(size) - 4,
+            take,
+            skip: u64::from(size) + 4 - take as u64,
             end: true,
         }
     }
@@ -338,7 +493,13 @@ impl Proto for Kafka {
     }
 
     fn end(&mut self, dir: Dir, span: Span, out: &mut dyn Sink) {
-        let (corr, api, topic, expects) = std::mem::take(&mut self.msg);
+        let Msg {
+            corr,
+            api,
+            version,
+            topic,
+            expects,
+        } = std::mem::take(&mut self.msg);
         match dir {
             Dir::Request if !expects => {}
             Dir::Request => {
@@ -348,7 +509,15 @@ impl Proto for Kafka {
                 }
                 if self
                     .pending
-                    .insert(corr, Req { span, api, topic })
+                    .insert(
+                        corr,
+                        Req {
+                            span,
+                            api,
+                            version,
+                            topic,
+                        },
+                    )
                     .is_some()
                 {
                     out.unpaired(1);

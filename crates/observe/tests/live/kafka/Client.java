@@ -46,10 +46,8 @@ public class Client {
                 metadata(tx, rx, "warmup" + i, -1 - i);
             }
             for (int i = 0; i < n; i++) {
-                long t0 = System.nanoTime();
-                metadata(tx, rx, "OBSID" + i, i);
-                long t1 = System.nanoTime();
-                out.append('[').append(i).append(", ").append(t1 - t0).append("]\n");
+                long ns = metadata(tx, rx, "OBSID" + i, i);
+                out.append('[').append(i).append(", ").append(ns).append("]\n");
             }
         }
         String bootstrap = "127.0.0.1:" + port;
@@ -74,22 +72,28 @@ public class Client {
         System.out.print(out);
     }
 
-    /** One Metadata request for a topic that does not exist, and its answer, which must name it. */
-    static void metadata(DataOutputStream tx, DataInputStream rx, String topic, int correlation)
+    /**
+     * One Metadata request for a topic that does not exist, and its answer, which must name it;
+     * the time from writing the request to having read the answer's last byte, in ns.
+     */
+    static long metadata(DataOutputStream tx, DataInputStream rx, String topic, int correlation)
             throws Exception {
         short version = ApiKeys.METADATA.latestVersion();
         MetadataRequest req = new MetadataRequest.Builder(List.of(topic), false).build(version);
         RequestHeader header = new RequestHeader(ApiKeys.METADATA, version, "observe-test", correlation);
         ByteBuffer b = req.serializeWithHeader(header);
+        long t0 = System.nanoTime();
         tx.writeInt(b.remaining());
         tx.write(b.array(), b.arrayOffset() + b.position(), b.remaining());
         tx.flush();
         byte[] body = new byte[rx.readInt()];
         rx.readFully(body);
+        long t1 = System.nanoTime();
         MetadataResponse resp =
                 (MetadataResponse) AbstractResponse.parseResponse(ByteBuffer.wrap(body), header);
         if (resp.errors().get(topic) != Errors.UNKNOWN_TOPIC_OR_PARTITION) {
             throw new IllegalStateException("metadata for " + topic + ": " + resp.errors());
         }
+        return t1 - t0;
     }
 }
