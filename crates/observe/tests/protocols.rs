@@ -407,3 +407,35 @@ fn kafka_topic_ids_learnt_from_metadata_name_produce_and_fetch() {
     );
     assert_eq!(obs.counters.unpaired + obs.counters.orphans, 0);
 }
+
+#[test]
+fn tls_is_counted_not_parsed() {
+    let mut cap = Capture::new(1_700_000_000_000_000_000);
+    // HTTPS on the HTTP port: a ClientHello record first.
+    let mut https = Conn::new(40010, 8443);
+    cap.open(&mut https);
+    let hello = [&[0x16, 0x03, 0x01, 0x00, 0x05][..], b"GET /"].concat();
+    cap.request(&mut https, &hello);
+    cap.response(&mut https, &[0x16, 0x03, 0x03, 0x00, 0x02, 1, 2]);
+    cap.close(&mut https);
+    let mut obs = observer(Protocol::Http, 8443);
+    replay(&mut obs, &cap);
+    assert_eq!(obs.counters.tls_conns, 1);
+    assert_eq!(obs.counters.tls_bytes, (hello.len() + 7) as u64);
+    assert_eq!(obs.counters.pairs, 0);
+
+    // PostgreSQL: an SSLRequest answered `S`, then TLS records.
+    let mut cap = Capture::new(1_700_000_000_000_000_000);
+    let mut pg = Conn::new(40011, 5432);
+    cap.open(&mut pg);
+    cap.request(&mut pg, &[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
+    cap.response(&mut pg, b"S");
+    cap.request(&mut pg, &[0x16, 0x03, 0x01, 0x00, 0x01, 0]);
+    cap.response(&mut pg, &[0x16, 0x03, 0x03, 0x00, 0x01, 0]);
+    cap.close(&mut pg);
+    let mut obs = observer(Protocol::Postgres, 5432);
+    replay(&mut obs, &cap);
+    assert_eq!(obs.counters.tls_conns, 1);
+    assert_eq!(obs.counters.pairs, 0);
+    assert_eq!(obs.counters.unpaired + obs.counters.orphans, 0);
+}
