@@ -33,6 +33,7 @@ fn main() {
             std::fs::write(dir.join(format!("seed-{seed:02}")), out).unwrap();
         }
     }
+    kafka_topic_ids(&root.join("kafka"));
     let dir = root.join("reasm");
     std::fs::create_dir_all(&dir).unwrap();
     let mut rng = observe::synth::Rng::new(9);
@@ -49,5 +50,60 @@ fn main() {
             out.extend(std::iter::repeat_n(b'G', usize::from(len)));
         }
         std::fs::write(dir.join(format!("seed-{seed:02}")), out).unwrap();
+    }
+}
+
+fn kafka_frame(head: &[u8], body: &[u8]) -> Vec<u8> {
+    let mut out = ((head.len() + body.len()) as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(head);
+    out.extend_from_slice(body);
+    out
+}
+
+/// A Metadata v12 answer naming topic `orders` by id, then Produce v13 and Fetch v16 naming it by
+/// that id (the path that learns topic ids).
+fn kafka_topic_ids(dir: &Path) {
+    let id: [u8; 16] = *b"0123456789abcdef";
+    let client = [0, 4, b't', b'e', b's', b't'];
+    let req = |key: u8, version: u8, corr: u8, body: &[u8]| {
+        kafka_frame(
+            &[&[0, key, 0, version, 0, 0, 0, corr][..], &client[..]].concat(),
+            body,
+        )
+    };
+    let mut answer = vec![
+        0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 2, b'h', 0, 0, 0x23, 0x84, 0, 0,
+    ];
+    answer.extend_from_slice(&[2, b'c', 0, 0, 0, 1, 2, 0, 0, 7]);
+    answer.extend_from_slice(b"orders");
+    answer.extend_from_slice(&id);
+    answer.extend_from_slice(&[0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]);
+    answer.extend_from_slice(&[2, 0, 0, 0, 1, 2, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0]);
+    let mut produce = vec![0, 0, 0, 1, 0, 0, 0x75, 0x30, 2];
+    produce.extend_from_slice(&id);
+    produce.extend_from_slice(&[1, 0]);
+    let mut fetch = vec![
+        0, 0, 0, 1, 0xf4, 0, 0, 0, 1, 3, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    fetch.push(2);
+    fetch.extend_from_slice(&id);
+    let messages = [
+        (0u8, req(3, 12, 1, &[0, 2, 0, 0, 0, 0])),
+        (1, kafka_frame(&[0, 0, 0, 1], &answer)),
+        (0, req(0, 13, 2, &produce)),
+        (1, kafka_frame(&[0, 0, 0, 2], &[0; 20])),
+        (0, req(1, 16, 3, &fetch)),
+        (1, kafka_frame(&[0, 0, 0, 3], &[0; 20])),
+    ];
+    for (seed, chunk_max) in [(0u8, 255usize), (1, 17)] {
+        let mut out = vec![seed];
+        for (d, bytes) in &messages {
+            for chunk in bytes.chunks(chunk_max) {
+                out.push(*d);
+                out.push(chunk.len() as u8);
+                out.extend_from_slice(chunk);
+            }
+        }
+        std::fs::write(dir.join(format!("seed-topic-ids-{seed}")), out).unwrap();
     }
 }
