@@ -14,6 +14,7 @@ fn main() {
         ("redis", Protocol::Redis),
         ("mysql", Protocol::Mysql),
         ("kafka", Protocol::Kafka),
+        ("cassandra", Protocol::Cassandra),
     ];
     for (name, p) in protos {
         let dir = root.join(name);
@@ -34,6 +35,7 @@ fn main() {
         }
     }
     kafka_topic_ids(&root.join("kafka"));
+    cassandra_v5(&root.join("cassandra"));
     let dir = root.join("reasm");
     std::fs::create_dir_all(&dir).unwrap();
     let mut rng = observe::synth::Rng::new(9);
@@ -105,5 +107,81 @@ fn kafka_topic_ids(dir: &Path) {
             }
         }
         std::fs::write(dir.join(format!("seed-topic-ids-{seed}")), out).unwrap();
+    }
+}
+
+fn cql(version: u8, stream: u16, op: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![version, 0];
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.push(op);
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// A CQL v5 segment (uncompressed): length and self-contained flag, their CRC24, the payload,
+/// a CRC32 (not checked by the observer, so zero here).
+fn segment(payload: &[u8], whole: bool) -> Vec<u8> {
+    let v = payload.len() as u32 | if whole { 1 << 17 } else { 0 };
+    let h = [v as u8, (v >> 8) as u8, (v >> 16) as u8];
+    let mut crc: u32 = 0x87_5060;
+    for &b in &h {
+        crc ^= u32::from(b) << 16;
+        for _ in 0..8 {
+            crc <<= 1;
+            if crc & 0x100_0000 != 0 {
+                crc ^= 0x197_4f0b;
+            }
+        }
+    }
+    let mut out = h.to_vec();
+    out.extend_from_slice(&[crc as u8, (crc >> 8) as u8, (crc >> 16) as u8]);
+    out.extend_from_slice(payload);
+    out.extend_from_slice(&[0; 4]);
+    out
+}
+
+/// CQL v5: STARTUP answered READY, then queries and answers in self-contained segments and one
+/// answer split over segments that are not.
+fn cassandra_v5(dir: &Path) {
+    let query = |stream: u16, text: &str| {
+        let mut body = (text.len() as u32).to_be_bytes().to_vec();
+        body.extend_from_slice(text.as_bytes());
+        body.extend_from_slice(&[0, 1, 0, 0, 0, 0]);
+        cql(5, stream, 0x07, &body)
+    };
+    let both = [
+        query(1, "SELECT 1 FROM t"),
+        query(2, "INSERT INTO t (k) VALUES (2)"),
+    ]
+    .concat();
+    let answers = [
+        cql(0x85, 2, 0x08, &[0, 0, 0, 1]),
+        cql(0x85, 1, 0x08, &[0, 0, 0, 2]),
+    ]
+    .concat();
+    let mut big = cql(0x85, 3, 0x08, &[0, 0, 0, 2]);
+    big.resize(600, 7);
+    big[5..9].copy_from_slice(&(600u32 - 9).to_be_bytes());
+    let mut messages = vec![
+        (0u8, cql(5, 0, 0x01, b"\0\x01\0\x0bCQL_VERSION\0\x053.0.0")),
+        (1, cql(0x85, 0, 0x02, b"")),
+        (0, segment(&both, true)),
+        (1, segment(&answers, true)),
+        (0, segment(&query(3, "SELECT v FROM big"), true)),
+    ];
+    for part in big.chunks(250) {
+        messages.push((1, segment(part, false)));
+    }
+    for (seed, chunk_max) in [(0u8, 255usize), (1, 23)] {
+        let mut out = vec![seed];
+        for (d, bytes) in &messages {
+            for chunk in bytes.chunks(chunk_max) {
+                out.push(*d);
+                out.push(chunk.len() as u8);
+                out.extend_from_slice(chunk);
+            }
+        }
+        std::fs::write(dir.join(format!("seed-v5-{seed}")), out).unwrap();
     }
 }

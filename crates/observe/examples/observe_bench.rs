@@ -57,6 +57,7 @@ fn main() {
                 Protocol::Redis => 6379,
                 Protocol::Mysql => 3306,
                 Protocol::Kafka => 9092,
+                Protocol::Cassandra => 9042,
             };
             let cap = observe::synth::workload(
                 p,

@@ -9,7 +9,7 @@ seconds=${1:-120}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(http postgres redis mysql kafka reasm)
+    targets=(http postgres redis mysql kafka cassandra reasm)
 fi
 mkdir -p fuzz/logs
 for t in "${targets[@]}"; do

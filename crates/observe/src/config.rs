@@ -15,7 +15,7 @@ pub struct Config {
     /// A pcap file to read instead of capturing.
     pub read: Option<String>,
     /// `proto:port` entries: `http:8080`, `postgres:5432`, `redis:6379`, `mysql:3306`,
-    /// `kafka:9092`.
+    /// `kafka:9092`, `cassandra:9042`.
     #[serde(default)]
     pub wire: Vec<String>,
     /// The core's base URL; without one, documents are printed to standard output.
@@ -40,8 +40,9 @@ pub fn parse_wire(s: &str) -> Result<(Protocol, u16), String> {
     let (p, port) = s
         .split_once(':')
         .ok_or_else(|| format!("`{s}`: expected PROTO:PORT"))?;
-    let proto = Protocol::from_name(p)
-        .ok_or_else(|| format!("`{p}`: not a protocol (http, postgres, redis, mysql, kafka)"))?;
+    let proto = Protocol::from_name(p).ok_or_else(|| {
+        format!("`{p}`: not a protocol (http, postgres, redis, mysql, kafka, cassandra)")
+    })?;
     let port: u16 = port
         .parse()
         .map_err(|_| format!("`{port}`: not a port number"))?;

@@ -44,6 +44,7 @@ pub enum Protocol {
     Redis,
     Mysql,
     Kafka,
+    Cassandra,
 }
 
 impl Protocol {
@@ -54,6 +55,7 @@ impl Protocol {
             Protocol::Redis => "redis",
             Protocol::Mysql => "mysql",
             Protocol::Kafka => "kafka",
+            Protocol::Cassandra => "cassandra",
         }
     }
 
@@ -64,6 +66,7 @@ impl Protocol {
             Protocol::Redis,
             Protocol::Mysql,
             Protocol::Kafka,
+            Protocol::Cassandra,
         ]
         .into_iter()
         .find(|p| p.name() == s)
@@ -221,6 +224,7 @@ fn new_proto(
         Protocol::Redis => Box::new(proto::redis::Redis::default()),
         Protocol::Mysql => Box::new(proto::mysql::Mysql::default()),
         Protocol::Kafka => Box::new(proto::kafka::Kafka::new(topics.clone())),
+        Protocol::Cassandra => Box::new(proto::cassandra::Cassandra::default()),
     }
 }
 

@@ -284,7 +284,32 @@ pub fn exchange(proto: crate::Protocol, i: u64) -> (Vec<u8>, Vec<u8>) {
             resp.extend_from_slice(id.as_bytes());
             (req, resp)
         }
+        crate::Protocol::Cassandra => {
+            // Protocol v4: QUERY (long string, consistency ONE, no flags) and a Rows RESULT of
+            // one text cell, on stream `i` (mod 2^15).
+            let stream = (i % 32_768) as u16;
+            let text = format!("SELECT '{id}' FROM t");
+            let mut q = (text.len() as u32).to_be_bytes().to_vec();
+            q.extend_from_slice(text.as_bytes());
+            q.extend_from_slice(&[0, 1, 0]);
+            let mut r = vec![0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 1];
+            r.extend_from_slice(&(id.len() as u32).to_be_bytes());
+            r.extend_from_slice(id.as_bytes());
+            (
+                cql_envelope(0x04, stream, 0x07, &q),
+                cql_envelope(0x84, stream, 0x08, &r),
+            )
+        }
     }
+}
+
+fn cql_envelope(version: u8, stream: u16, op: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![version, 0];
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.push(op);
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(body);
+    out
 }
 
 /// `conns` connections of `proto` on `port`, each sending `per_conn` requests one at a time,

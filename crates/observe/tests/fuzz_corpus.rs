@@ -48,6 +48,11 @@ fn kafka_corpus() {
 }
 
 #[test]
+fn cassandra_corpus() {
+    replay("cassandra", fuzz_checks::cassandra);
+}
+
+#[test]
 fn reasm_corpus() {
     replay("reasm", fuzz_checks::reasm);
 }

@@ -7,12 +7,13 @@ use observe::route::Routes;
 use observe::synth::{impair, workload, write_pcap, Rng};
 use observe::{Limits, Observer, Protocol};
 
-const PROTOCOLS: [(Protocol, u16); 5] = [
+const PROTOCOLS: [(Protocol, u16); 6] = [
     (Protocol::Http, 8080),
     (Protocol::Postgres, 5432),
     (Protocol::Redis, 6379),
     (Protocol::Mysql, 3306),
     (Protocol::Kafka, 9092),
+    (Protocol::Cassandra, 9042),
 ];
 
 fn observer(p: Protocol, port: u16) -> Observer {

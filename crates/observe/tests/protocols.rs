@@ -439,3 +439,158 @@ fn tls_is_counted_not_parsed() {
     assert_eq!(obs.counters.pairs, 0);
     assert_eq!(obs.counters.unpaired + obs.counters.orphans, 0);
 }
+
+fn cql(version: u8, stream: u16, op: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![version, 0];
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.push(op);
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+fn long_string(s: &str) -> Vec<u8> {
+    let mut out = (s.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(s.as_bytes());
+    out
+}
+
+/// Cassandra's CRC24 (the protocol's v5 segment header check), written out independently of
+/// the parser's.
+fn crc24(bytes: &[u8]) -> u32 {
+    let mut crc: u32 = 0x875060;
+    for &b in bytes {
+        crc ^= u32::from(b) << 16;
+        for _ in 0..8 {
+            crc <<= 1;
+            if crc & 0x1000000 != 0 {
+                crc ^= 0x1974f0b;
+            }
+        }
+    }
+    crc & 0xffffff
+}
+
+/// A v5 segment (uncompressed) around `payload`; the payload CRC32 is not checked by the parser.
+fn segment(payload: &[u8], whole: bool) -> Vec<u8> {
+    let v = payload.len() as u32 | if whole { 1 << 17 } else { 0 };
+    let h = [v as u8, (v >> 8) as u8, (v >> 16) as u8];
+    let c = crc24(&h);
+    let mut out = h.to_vec();
+    out.extend_from_slice(&[c as u8, (c >> 8) as u8, (c >> 16) as u8]);
+    out.extend_from_slice(payload);
+    out.extend_from_slice(&[0; 4]);
+    out
+}
+
+#[test]
+fn cassandra_v4_by_stream_id_prepared_and_errors() {
+    let mut cap = Capture::new(1_700_000_000_000_000_000);
+    let mut c = Conn::new(40020, 9042);
+    cap.open(&mut c);
+    cap.request(&mut c, &cql(4, 0, 0x05, b""));
+    cap.response(&mut c, &cql(0x84, 0, 0x06, &[0, 0]));
+    // Two queries in flight, answered out of order.
+    let q = |s: &str| [long_string(s), vec![0, 1, 0]].concat();
+    cap.request(&mut c, &cql(4, 1, 0x07, &q("SELECT 'OBSID1' FROM t")));
+    cap.request(
+        &mut c,
+        &cql(4, 2, 0x07, &q("insert into t (k) values ('OBSID2')")),
+    );
+    cap.wait(30_000);
+    cap.response(&mut c, &cql(0x84, 2, 0x08, b"\0\0\0\x01OBSID2"));
+    cap.response(&mut c, &cql(0x84, 1, 0x08, b"\0\0\0\x02OBSID1"));
+    // PREPARE, then EXECUTE by the id the answer gave.
+    cap.request(
+        &mut c,
+        &cql(4, 3, 0x09, &long_string("UPDATE t SET v = ? -- OBSID3")),
+    );
+    cap.response(&mut c, &cql(0x84, 3, 0x08, b"\0\0\0\x04\0\x02idOBSID3"));
+    cap.request(&mut c, &cql(4, 4, 0x0a, b"\0\x02id\0\x01OBSID4"));
+    cap.response(&mut c, &cql(0x84, 4, 0x08, b"\0\0\0\x01OBSID4"));
+    // An error, and a server event (stream -1) that answers nothing.
+    cap.request(&mut c, &cql(4, 5, 0x07, &q("SELECT * FROM nope OBSID5")));
+    cap.response(
+        &mut c,
+        &cql(0xff - 0x7b, 0xffff, 0x0c, b"\0\x0dSCHEMA_CHANGE"),
+    );
+    cap.response(&mut c, &cql(0x84, 5, 0x00, b"\0\0\x22\0\0\x05OBSID5"));
+    cap.close(&mut c);
+    let mut obs = observer(Protocol::Cassandra, 9042);
+    replay(&mut obs, &cap);
+    let tags: Vec<&str> = obs.pair_log.iter().map(|p| p.tags.as_str()).collect();
+    assert_eq!(
+        tags,
+        [
+            "op:OPTIONS,status:ok",
+            "op:QUERY,kind:INSERT,status:ok",
+            "op:QUERY,kind:SELECT,status:ok",
+            "op:PREPARE,kind:UPDATE,status:ok",
+            "op:EXECUTE,kind:UPDATE,status:ok",
+            "op:QUERY,kind:SELECT,status:error",
+        ]
+    );
+    check_pairs(&obs.pair_log[1..], 5);
+    assert_eq!(obs.counters.unpaired + obs.counters.orphans, 0);
+    // Sent at t and t + 1 µs; answered 30 µs after the second, the second answer 1 µs later.
+    assert_eq!(
+        obs.pair_log[2].resp.last_ns - obs.pair_log[2].req.first_ns,
+        33_000
+    );
+}
+
+#[test]
+fn cassandra_v5_segments_after_startup() {
+    let mut cap = Capture::new(1_700_000_000_000_000_000);
+    let mut c = Conn::new(40021, 9042);
+    cap.open(&mut c);
+    // STARTUP (plain envelope) answered READY: segments from then on, both ways.
+    cap.request(
+        &mut c,
+        &cql(5, 0, 0x01, b"\0\x01\0\x0bCQL_VERSION\0\x053.0.0"),
+    );
+    cap.response(&mut c, &cql(0x85, 0, 0x02, b""));
+    let q = |s: &str| [long_string(s), vec![0, 1, 0, 0, 0, 0]].concat();
+    // Two queries in one self-contained segment, their answers in another (in the other order:
+    // the statement kinds tell which request each was paired with).
+    let both = [
+        cql(5, 1, 0x07, &q("SELECT 1 FROM t")),
+        cql(5, 2, 0x07, &q("INSERT INTO t (k) VALUES (2)")),
+    ]
+    .concat();
+    cap.request(&mut c, &segment(&both, true));
+    cap.wait(20_000);
+    let answers = [
+        cql(0x85, 2, 0x08, b"\0\0\0\x01"),
+        cql(0x85, 1, 0x08, b"\0\0\0\x02"),
+    ]
+    .concat();
+    cap.response(&mut c, &segment(&answers, true));
+    // A large answer split over three segments that are not self-contained.
+    cap.request(
+        &mut c,
+        &segment(&cql(5, 3, 0x07, &q("SELECT v FROM big OBSID3")), true),
+    );
+    let mut body = b"\0\0\0\x02OBSID3".to_vec();
+    body.resize(300_000, 7);
+    let big = cql(0x85, 3, 0x08, &body);
+    for part in big.chunks(131_071) {
+        cap.response(&mut c, &segment(part, false));
+    }
+    cap.close(&mut c);
+    let mut obs = observer(Protocol::Cassandra, 9042);
+    replay(&mut obs, &cap);
+    let tags: Vec<&str> = obs.pair_log.iter().map(|p| p.tags.as_str()).collect();
+    assert_eq!(
+        tags,
+        [
+            "op:STARTUP,status:ok",
+            "op:QUERY,kind:INSERT,status:ok",
+            "op:QUERY,kind:SELECT,status:ok",
+            "op:QUERY,kind:SELECT,status:ok",
+        ]
+    );
+    check_pairs(&obs.pair_log[3..], 1);
+    assert_eq!(obs.counters.unpaired + obs.counters.orphans, 0);
+    assert!(obs.pair_log[3].resp.bytes > 300_000);
+}

@@ -22,7 +22,8 @@ pub struct ObserveArgs {
     /// Read packets from this pcap file instead of capturing.
     #[arg(long)]
     read: Option<String>,
-    /// A protocol on a server port: http:8080, postgres:5432, redis:6379, mysql:3306, kafka:9092.
+    /// A protocol on a server port: http:8080, postgres:5432, redis:6379, mysql:3306, kafka:9092,
+    /// cassandra:9042.
     #[arg(long)]
     wire: Vec<String>,
     /// The core's base URL (http://127.0.0.1:8112); without one, documents go to standard output.

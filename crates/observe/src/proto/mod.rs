@@ -1,5 +1,6 @@
 //! One parser and pairing per protocol, and what they share.
 
+pub mod cassandra;
 pub mod http;
 pub mod kafka;
 pub mod mysql;

@@ -85,6 +85,10 @@ pub fn kafka(data: &[u8]) {
     conversation(Protocol::Kafka, data);
 }
 
+pub fn cassandra(data: &[u8]) {
+    conversation(Protocol::Cassandra, data);
+}
+
 /// Segments anywhere in sequence space, in both directions, any flags.
 pub fn reasm(data: &[u8]) {
     let mut obs = observer(Protocol::Http);
