@@ -6,6 +6,7 @@
 //! Each capture is also replayed with injected loss, reordering and duplicates.
 //! Kafka's client times Metadata requests for topics named by the id (the broker's error names
 //! the topic), then its producer sends records whose every Produce must be paired.
+//! Cassandra's SimpleClient is checked for pairing and counts, its timings only as an upper bound.
 //! Capturing needs root (CAP_NET_RAW): without it these tests say so and pass.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -207,6 +208,36 @@ fn kafka_client(
         }
     }
     (timed, produced)
+}
+
+/// The CQL client (`live/cassandra/Client.java`, Cassandra's own SimpleClient): id → latency (ns).
+fn cassandra_client(
+    classes: &std::path::Path,
+    lib: &std::path::Path,
+    port: u16,
+) -> HashMap<u64, u64> {
+    let out = Command::new("java")
+        .args(["-Xms1g", "-Xmx1g", "-Xmn768m", "-XX:+UseSerialGC"])
+        .args(servers::CASSANDRA_JAVA17)
+        .arg("-cp")
+        .arg(format!("{}/*:{}", lib.display(), classes.display()))
+        .args(["Client", &port.to_string(), &REQUESTS.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cassandra client: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('['))
+        .map(|l| {
+            let v: (u64, u64) = serde_json::from_str(l).unwrap();
+            v
+        })
+        .collect()
 }
 
 /// The client's own measurements: id → latency (ns).
@@ -480,6 +511,32 @@ fn kafka_on_lo() {
         api_versions >= 1,
         "the clients' ApiVersions requests paired"
     );
+}
+
+#[test]
+fn cassandra_on_lo() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip("cassandra_on_lo") {
+        return;
+    }
+    let classes = tempfile::tempdir().unwrap();
+    let lib = servers::cassandra_jars(classes.path());
+    let server = servers::cassandra(&lib);
+    // SimpleClient's own overhead (its Netty threads: p50 0.8 ms, p99 14 ms on a busy machine)
+    // dwarfs the bound, so its timings check only that the wire time fits inside them.
+    let mut clients = HashMap::new();
+    let o = observe_while(Protocol::Cassandra, server.port, || {
+        clients = cassandra_client(classes.path(), &lib, server.port)
+    });
+    check("cassandra", &o, &clients);
+    impaired_replay(&o, Protocol::Cassandra, server.port);
+    let executes = o
+        .obs
+        .pair_log
+        .iter()
+        .filter(|p| p.req.probe.is_some() && p.tags.contains("op:EXECUTE,kind:SELECT"))
+        .count();
+    assert_eq!(executes, REQUESTS / 2, "prepared statements executed by id");
 }
 
 /// The clean capture again with 1 % of data segments dropped, 1 % swapped with their successor

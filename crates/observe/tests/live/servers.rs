@@ -36,7 +36,11 @@ impl Drop for Server {
 }
 
 fn wait_port(port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    wait_port_for(port, what, Duration::from_secs(60));
+}
+
+fn wait_port_for(port: u16, what: &str, wait: Duration) {
+    let deadline = Instant::now() + wait;
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < deadline, "{what} did not listen on {port}");
         std::thread::sleep(Duration::from_millis(100));
@@ -265,6 +269,117 @@ num.partitions=1
         .spawn()
         .unwrap();
     wait_port(port, "kafka");
+    Server {
+        child,
+        port,
+        _dir: Some(dir),
+    }
+}
+
+/// Cassandra's jars (with their dependencies) from Maven Central, cached; and the test's client
+/// compiled against them into `classes`.
+pub fn cassandra_jars(classes: &Path) -> PathBuf {
+    ensure_debian("/usr/bin/javac", &["openjdk-17-jdk-headless"]);
+    ensure_debian("/usr/bin/mvn", &["maven"]);
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/live/cassandra");
+    let lib = cache_dir().join("cassandra-5.0.4/lib");
+    let ready = lib.join(".complete");
+    if !ready.exists() {
+        run(Command::new("mvn")
+            .args(["-q", "-B", "-f"])
+            .arg(here.join("pom.xml"))
+            .arg("dependency:copy-dependencies")
+            .arg(format!("-DoutputDirectory={}", lib.display())));
+        std::fs::write(&ready, "").unwrap();
+    }
+    run(Command::new("javac")
+        .arg("-d")
+        .arg(classes)
+        .arg("-cp")
+        .arg(format!("{}/*", lib.display()))
+        .arg(here.join("Client.java")));
+    lib
+}
+
+/// What Cassandra's own launch scripts give Java 17 (`conf/jvm17-server.options`): the JDK
+/// internals it reaches into.
+pub const CASSANDRA_JAVA17: &[&str] = &[
+    "-Djdk.attach.allowAttachSelf=true",
+    "--add-exports=java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-exports=java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED",
+    "--add-exports=java.rmi/sun.rmi.registry=ALL-UNNAMED",
+    "--add-exports=java.rmi/sun.rmi.server=ALL-UNNAMED",
+    "--add-exports=java.sql/java.sql=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang.module=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.loader=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.reflect=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.math=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.module=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.util.jar=ALL-UNNAMED",
+    "--add-opens=jdk.management/com.sun.management.internal=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-opens=java.base/java.util=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/java.math=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens=java.base/java.net=ALL-UNNAMED",
+];
+
+/// A single-node Cassandra on free loopback ports, its data in a temporary directory.
+pub fn cassandra(lib: &Path) -> Server {
+    let (port, storage, jmx) = (free_port(), free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let yaml = dir.path().join("cassandra.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "cluster_name: observe
+num_tokens: 1
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+commitlog_sync: periodic
+commitlog_sync_period: 10000ms
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters:
+      - seeds: \"127.0.0.1:{storage}\"
+listen_address: 127.0.0.1
+rpc_address: 127.0.0.1
+storage_port: {storage}
+native_transport_port: {port}
+endpoint_snitch: SimpleSnitch
+data_file_directories: [{d}/data]
+commitlog_directory: {d}/commitlog
+saved_caches_directory: {d}/saved_caches
+hints_directory: {d}/hints
+cdc_raw_directory: {d}/cdc
+local_system_data_file_directory: {d}/system
+start_native_transport: true
+"
+        ),
+    )
+    .unwrap();
+    let child = Command::new("java")
+        .args(["-Xms512m", "-Xmx1g"])
+        .args(CASSANDRA_JAVA17)
+        .arg("-Dcassandra-foreground=yes")
+        .arg(format!("-Dcassandra.config=file://{}", yaml.display()))
+        .arg(format!("-Dcassandra.jmx.local.port={jmx}"))
+        .arg(format!("-Dcassandra.logdir={d}"))
+        .args(["-cp", &format!("{}/*", lib.display())])
+        .arg("org.apache.cassandra.service.CassandraDaemon")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_port_for(port, "cassandra", Duration::from_secs(300));
     Server {
         child,
         port,
