@@ -176,7 +176,7 @@ impl Stream {
             if (take == 0 && skip == 0 && (!end || self.msg.is_none())) || take > rest.len() {
                 return (at, true);
             }
-            let now = (take as u64 + skip).min(rest.len() as u64) as usize;
+            let now = (take as u64).saturating_add(skip).min(rest.len() as u64) as usize;
             let m = self.msg.get_or_insert(Span {
                 first_ns: ts,
                 last_ns: ts,
@@ -190,7 +190,7 @@ impl Stream {
             }
             at += now;
             self.end_offset += now as u64;
-            self.skip = take as u64 + skip - now as u64;
+            self.skip = (take as u64).saturating_add(skip) - now as u64;
             self.end_after_skip = end;
             if self.skip > 0 {
                 return (data.len(), false);
@@ -270,7 +270,7 @@ impl Stream {
 
     fn eat(&mut self, take: usize, skip: u64, end: bool) {
         let avail = self.buf.len() - self.pos;
-        let now = (take as u64 + skip).min(avail as u64) as usize;
+        let now = (take as u64).saturating_add(skip).min(avail as u64) as usize;
         if self.msg.is_none() {
             let first = self.ts_at(self.offset_of(self.pos));
             self.msg = Some(Span {
@@ -298,7 +298,7 @@ impl Stream {
             }
             m.probe = m.probe.or(probe);
         }
-        self.skip = take as u64 + skip - now as u64;
+        self.skip = (take as u64).saturating_add(skip) - now as u64;
         self.end_after_skip = end;
         if self.pos == self.buf.len() {
             self.buf.clear();
