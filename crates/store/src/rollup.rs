@@ -143,7 +143,7 @@ pub(crate) fn read_chunk(block: &Block, entry: &Entry) -> Result<ChunkData, Stor
             series: entry.series.0,
             start_ms: entry.first_ts_ms,
             end_ms: entry.last_ts_ms.saturating_add(1),
-            what: format!("{e:?}"),
+            what: format!("{e}"),
         },
     })
 }
