@@ -111,27 +111,31 @@ pub fn live(
     } = cfg;
     let filter = bpf::tcp_ports(ports)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "between 1 and 48 ports"))?;
+    // After a stop, at most one ring's worth of blocks is still read (traffic that goes on does
+    // not keep the reader from stopping).
+    let drain_blocks_max = ring_cfg.blocks;
+    let mut drained = 0;
     let mut ring = Ring::open(iface, &filter, ring_cfg)?;
     let (cpu0, wall0) = (clock::process_cpu_ns(), Instant::now());
     let mut before = Counters::default();
     let mut next_tick = 0;
     loop {
         let done = stop.load(Ordering::Relaxed) || duration.is_some_and(|d| wall0.elapsed() >= d);
-        ring.next_block(if done { 0 } else { 50 }, &mut |p| {
-            if let Some(t) = tee.as_mut() {
-                t(p.ts_ns, p.data);
-            }
-            obs.packet(linktype::ETHERNET, p.ts_ns, p.data)
-        })
-        .map(|n| n > 0)
-        .and_then(|more| {
-            if done && !more {
-                Err(io::Error::other("done"))
-            } else {
-                Ok(())
-            }
-        })
-        .or_else(|e| if done { Ok(()) } else { Err(e) })?;
+        let more = ring
+            .next_block(if done { 0 } else { 50 }, &mut |p| {
+                if let Some(t) = tee.as_mut() {
+                    t(p.ts_ns, p.data);
+                }
+                obs.packet(linktype::ETHERNET, p.ts_ns, p.data)
+            })
+            .map(|n| n > 0)
+            .or_else(|e| if done { Ok(false) } else { Err(e) })?;
+        // Once told to stop, the blocks the kernel has already handed over are still read, so a
+        // reader running behind loses none of what was captured.
+        if done && more && drained < drain_blocks_max {
+            drained += 1;
+            continue;
+        }
         let now = clock::wall();
         if now >= next_tick || done {
             obs.counters.kernel_drops += ring.stats()?.drops;

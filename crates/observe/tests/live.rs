@@ -38,6 +38,8 @@ struct Observed {
 fn observe_while(proto: Protocol, port: u16, work: impl FnOnce()) -> Observed {
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
+    let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen_in = seen.clone();
     let handle = std::thread::spawn(move || {
         let limits = Limits {
             pair_log_max: 1_000_000,
@@ -46,6 +48,7 @@ fn observe_while(proto: Protocol, port: u16, work: impl FnOnce()) -> Observed {
         let mut obs = Observer::new(&[(proto, port)], Routes::new(&[]).unwrap(), limits);
         let mut frames = Vec::new();
         let mut tee = |ts: u64, f: &[u8]| {
+            seen_in.fetch_add(1, Ordering::Relaxed);
             if frames.len() < 2_000_000 {
                 frames.push((ts, f.to_vec()))
             }
@@ -68,7 +71,17 @@ fn observe_while(proto: Protocol, port: u16, work: impl FnOnce()) -> Observed {
         );
         Observed { obs, frames }
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // The capture is up once it sees packets: knock on the port (connections that send nothing)
+    // until it does, so that no request of `work` goes by before the ring is open.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while seen.load(Ordering::Relaxed) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the capture saw no packet in 60 s"
+        );
+        drop(std::net::TcpStream::connect(("127.0.0.1", port)));
+        std::thread::sleep(Duration::from_millis(50));
+    }
     work();
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::Relaxed);

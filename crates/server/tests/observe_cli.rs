@@ -175,8 +175,9 @@ fn live_capture_on_lo_sent_to_serve() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The ring is up well within this; requests before it would only be missed (and counted).
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    // The ring is up well within this, even on a loaded machine; a request before it would be
+    // missed, and the count below would say so.
+    std::thread::sleep(std::time::Duration::from_secs(4));
     let client = serve_common::client();
     for _ in 0..REQUESTS {
         let r = client.get(web.url("/metrics")).send().unwrap();
