@@ -33,7 +33,8 @@ const NOT_RUN: [(&str, &str); 1] = [(
 )];
 
 /// What a command that sends data must leave in the store: `(part of the command, stream name)`.
-const ARRIVALS: [(&str, &str); 4] = [
+const ARRIVALS: [(&str, &str); 5] = [
+    ("Strata-Sequence", "jobs_done"),
     ("/module/httptrap/", "login"),
     ("/dev/udp/", "deploys"),
     ("/dev/tcp/", "servers.web1.cpu"),

@@ -233,8 +233,8 @@ pub fn run(args: ServeArgs) -> ExitCode {
     match runtime.block_on(serve(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // Once, plainly: the log and the terminal are the same stream here.
             eprintln!("strata serve: {e}");
-            tracing::error!(error = %e, "strata serve stopped");
             ExitCode::from(1)
         }
     }
@@ -366,8 +366,8 @@ async fn serve(config: Config) -> Result<(), String> {
 
     // The handlers are in place before the start line: whoever reads it may signal at once.
     let signalled = shutdown_signal();
+    // Once, on stdout, where scripts read it (the log on stderr would repeat it on a terminal).
     println!("{line}");
-    tracing::info!("{line}");
     signalled.await;
     tracing::info!("shutting down: no new connections; finishing requests and flushing buffers");
     let _ = stop_tx.send(true);
