@@ -8,6 +8,7 @@ mod cli_check;
 mod cli_clock;
 mod cli_config;
 mod cli_journal;
+mod cli_observe;
 mod cli_query;
 mod cli_store;
 mod serve;
@@ -53,6 +54,9 @@ enum Command {
     },
     /// Evaluate an analytics (CAQL) query against a running server or a store directory.
     Query(cli_query::QueryArgs),
+    /// Record every request's latency off the wire (HTTP, PostgreSQL, Redis, MySQL, Kafka,
+    /// Cassandra).
+    Observe(cli_observe::ObserveArgs),
     /// Run a broker: checks on a schedule and pushes, journaled and forwarded to a core exactly
     /// once.
     Broker(cli_broker::BrokerArgs),
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
         Command::Store { command } => cli_store::run(command),
         Command::Clock { command } => cli_clock::run(command),
         Command::Query(args) => cli_query::run(args),
+        Command::Observe(args) => cli_observe::run(args),
         Command::Broker(args) => cli_broker::run(args),
         Command::Check { command } => cli_check::run(command),
     }
