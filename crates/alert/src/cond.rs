@@ -39,7 +39,8 @@ pub enum Windowed {
     },
     /// An absence rule's stream: how long it has been silent, and how long it may be before
     /// the rule judges it silent (the rule's `silent_for`, or a push source's usual interval ×
-    /// the factor). `last_seen_ms` 0: never seen (a stream listed in `expect`).
+    /// the factor). Never seen (a stream listed in `expect`): `silent_ms` is `i64::MAX` and
+    /// `last_seen_ms` 0.
     Silent {
         silent_ms: i64,
         last_seen_ms: i64,

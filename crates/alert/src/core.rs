@@ -712,7 +712,11 @@ fn evaluate_ruleset(
         let prev = stage.get(fp);
         let v = verdict(rs, prev, o);
         let keep = rs.nodata == NoData::Keep && o.value.is_none();
-        let nothing_new = prev.is_none() && matches!(v, Verdict::Level { severity: 0, .. });
+        // A stream with no data at all in the window is not an instance yet: a backtest sees
+        // series the store only learns of later (all empty then), live evaluation does not.
+        let nothing_new = prev.is_none()
+            && (matches!(v, Verdict::Level { severity: 0, .. })
+                || (v == Verdict::NoData && o.coverage == 0.0));
         if keep || nothing_new {
             continue;
         }

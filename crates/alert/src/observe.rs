@@ -321,13 +321,16 @@ fn observe_absent(
             continue;
         }
         // Listed but never seen: silent since forever.
-        out.push(silent_obs(
-            key.canonical(),
-            tags_of(&key),
-            t_ms,
-            0,
-            silent_for_ms,
-        ));
+        out.push(Obs {
+            stream: key.canonical(),
+            tags: tags_of(&key),
+            value: Some(Windowed::Silent {
+                silent_ms: i64::MAX,
+                last_seen_ms: 0,
+                limit_ms: silent_for_ms,
+            }),
+            coverage: 1.0,
+        });
     }
     out.sort_by(|a, b| a.stream.cmp(&b.stream));
     Ok(out)

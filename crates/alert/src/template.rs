@@ -230,7 +230,11 @@ fn field_text(f: &Field, filter: Filter, r: &Render<'_>) -> String {
         },
         Field::Since => rfc3339(r.since_ms),
         Field::Silent => match r.value {
-            Some(Windowed::Silent { silent_ms, .. }) => format_duration(*silent_ms),
+            Some(Windowed::Silent {
+                last_seen_ms: 0, ..
+            }) => "ever (never seen)".into(),
+            // Whole seconds: "3m 59s", not "239900ms".
+            Some(Windowed::Silent { silent_ms, .. }) => format_duration(silent_ms / 1000 * 1000),
             _ => "n/a".into(),
         },
     }
