@@ -11,7 +11,9 @@ pub fn wall_ms() -> i64 {
 /// `1h 30m`, `250ms`).
 pub fn parse_duration_ms(text: &str) -> Result<i64, String> {
     let t = text.trim();
-    if t == "0" || t == "0s" {
+    // `0`, `0s`, `0m`: zero in any unit (the period parser wants a positive length).
+    let number = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    if number.parse::<f64>() == Ok(0.0) && t.len() - number.len() <= 2 {
         return Ok(0);
     }
     query::output::parse_period_ms(t)
