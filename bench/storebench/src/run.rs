@@ -108,7 +108,7 @@ pub fn run(opts: &RunOptions) -> Result<(String, bool), String> {
         .map_err(|e| format!("opening the store in {}: {e}", dir.display()))?;
     let mut chunk: Vec<Sample> = Vec::with_capacity(opts.batch_samples);
     let mut batch = WriteBatch::new();
-    let mut ids: Vec<Option<store::index::SeriesId>> = Vec::new();
+    let mut ids: Vec<Option<store::SeriesId>> = Vec::new();
     let (mut gen_cpu_ns, mut gen_wall) = (0u64, Duration::ZERO);
     let mut batches = 0u64;
     if opts.backfill && opts.config.shape == Shape::Churn {
@@ -346,7 +346,7 @@ fn resolve_new_series(
     store: &Store,
     workload: &Workload,
     chunk: &[Sample],
-    ids: &mut Vec<Option<store::index::SeriesId>>,
+    ids: &mut Vec<Option<store::SeriesId>>,
 ) -> Result<(), String> {
     let unknown: Vec<u64> = chunk
         .iter()
@@ -362,8 +362,8 @@ fn resolve_new_series(
         return Ok(());
     }
     let kind = match first.value {
-        GenValue::Numeric(_) => store::index::Kind::Numeric,
-        GenValue::Histogram(_) => store::index::Kind::Histogram,
+        GenValue::Numeric(_) => store::Kind::Numeric,
+        GenValue::Histogram(_) => store::Kind::Histogram,
     };
     let keys: Vec<_> = unknown.iter().map(|&s| (workload.key(s), kind)).collect();
     let resolved = store.resolve_all(&keys).map_err(|e| e.to_string())?;
@@ -384,7 +384,7 @@ fn push_chunk(
     batch: &mut WriteBatch,
     workload: &Workload,
     chunk: &[Sample],
-    ids: &[Option<store::index::SeriesId>],
+    ids: &[Option<store::SeriesId>],
     opts: &RunOptions,
     order: &impl Fn(i64) -> i64,
 ) -> Result<(), String> {

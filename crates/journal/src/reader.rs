@@ -3,19 +3,23 @@
 //! failed its CRC.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::{self, Invalid};
 use crate::segment::{self, Scanner, Step};
 use crate::vfs::{self, OpenMode, VFile, Vfs};
-use crate::writer::Inner;
+
+/// The writer, as a reader in its process sees it: the offset below which every record is
+/// committed. (A trait, so that readers do not depend on the writer's internals.)
+pub(crate) trait Committed: Send + Sync {
+    fn committed_offset(&self) -> u64;
+}
 
 /// Where a reader learns the committed offset.
 pub(crate) enum CommittedSource {
     /// In the writer's process: the writer's atomic.
-    Shared(Arc<Inner>),
+    Shared(Arc<dyn Committed>),
     /// Another process: the `committed` file the writer rewrites after every commit.
     File(Arc<dyn VFile>),
 }
@@ -29,7 +33,7 @@ impl CommittedSource {
 
     pub(crate) fn load(&self) -> Result<u64> {
         match self {
-            CommittedSource::Shared(inner) => Ok(inner.committed.load(Ordering::Acquire)),
+            CommittedSource::Shared(writer) => Ok(writer.committed_offset()),
             CommittedSource::File(f) => read_committed_file(&**f),
         }
     }

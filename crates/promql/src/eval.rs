@@ -14,9 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hist::{Histogram, QuantileType};
-use store::index::{Kind, SeriesId};
-use store::tagquery::{Pattern, TagQuery, Term};
-use store::{Slicing, Store, View};
+use store::{Kind, Pattern, SeriesId, Slicing, Store, TagQuery, Term, View};
 
 use crate::ast::{AggOp, At, BinOp, Card, Expr, Func, MatchOp, Matcher, Matching, Selector};
 use crate::parser::{anchored_regex, matcher_matches_empty};

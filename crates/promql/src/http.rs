@@ -15,9 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use hist::Bin;
-use store::index::Kind;
-use store::tagquery::{Pattern, TagQuery, Term};
-use store::Store;
+use store::{Kind, Pattern, Store, TagQuery, Term};
 
 use crate::ast::{Expr, Selector};
 use crate::eval::{self, EvalError, HistSample, Labels, Limits, Output, RangeSeries, Sample};

@@ -94,19 +94,19 @@ fn measure(addr: &str, label: &str) {
 fn served_by(store: &Store) {
     let view = store.view().unwrap();
     let snap = store.index().snapshot().unwrap();
-    let q = store::tagquery::TagQuery::parse("__name:req_latency").unwrap();
+    let q = store::TagQuery::parse("__name:req_latency").unwrap();
     let ids = store.find(&q, u64::MAX).unwrap();
     let slicing = store::Slicing {
         start_ms: T0_MS,
         end_ms: T0_MS + MINUTES * 60_000,
         period_ms: store::HOUR_MS,
     };
-    let groups = store::fetch::merged_histograms(&view, &snap, &ids, slicing, &[]).unwrap();
+    let groups = store::merged_histograms(&view, &snap, &ids, slicing, &[]).unwrap();
     // The store's share alone: the same merge in process, thread CPU.
     let mut cpu_ms: Vec<f64> = (0..15)
         .map(|_| {
             let t = clock::thread_cpu_ns();
-            store::fetch::merged_histograms(&view, &snap, &ids, slicing, &[]).unwrap();
+            store::merged_histograms(&view, &snap, &ids, slicing, &[]).unwrap();
             (clock::thread_cpu_ns() - t) as f64 / 1e6
         })
         .collect();

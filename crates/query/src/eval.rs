@@ -45,7 +45,7 @@ impl Default for Limits {
             points_max: 20_000_000,
             time_max_ms: 30_000,
             slices_max: 1 << 20,
-            find_work_max: store::tagquery::WORK_MAX_DEFAULT,
+            find_work_max: store::WORK_MAX_DEFAULT,
         }
     }
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
-use store::inspect::{self, Inspection};
+use store::Inspection;
 
 #[derive(Subcommand)]
 pub enum StoreCommand {
@@ -47,7 +47,7 @@ fn fail(dir: &std::path::Path, error: &store::StoreError) -> ExitCode {
 }
 
 fn run_inspect(args: &InspectArgs) -> ExitCode {
-    let report = match inspect::inspect(&args.dir) {
+    let report = match store::inspect(&args.dir) {
         Ok(r) => r,
         Err(e) => return fail(&args.dir, &e),
     };
@@ -192,7 +192,7 @@ fn print_inspection(r: &Inspection) {
 }
 
 fn run_verify(args: &VerifyArgs) -> ExitCode {
-    let (problems, blocks, chunks) = match inspect::verify(&args.dir) {
+    let (problems, blocks, chunks) = match store::verify(&args.dir) {
         Ok(r) => r,
         Err(e) => return fail(&args.dir, &e),
     };

@@ -4,9 +4,9 @@
 //!
 //! Two parts: first thread CPU time (`CLOCK_THREAD_CPUTIME_ID`, so time spent waiting for the
 //! shared CPU is not counted) per period for encode, decode and decode_into, the median of
-//! `ROUNDS` rounds over every chunk, with the bytes per period, for the range-coded chunk
-//! (kind 3, written until 2026-11-26) and the Rice-coded one (kind 6, written since; also encoded
-//! from packed periods, as a flush does); then the same operations under criterion (wall
+//! `ROUNDS` rounds over every chunk, with the bytes per period, for the Rice-coded chunk (kind
+//! 6, what a flush writes; also encoded from packed periods, as a flush does) and the packed one
+//! (kind 5, the finest rollups'); then the same operations under criterion (wall
 //! time). `cargo bench -p store --bench hist_chunk -- --cpu-only` skips the criterion part;
 //! `-- --encode-loop` only encodes, for a profiler.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,7 +17,7 @@ use criterion::{Criterion, Throughput};
 use hist::{Accumulator, Histogram};
 use rand::SeedableRng;
 use rand_distr::{Distribution, LogNormal};
-use store::encode::{histogram, rice_hist};
+use store::internals::{packed_hist, rice_hist};
 
 /// Chunks (series) measured; each is `PERIODS` periods.
 const CHUNKS: usize = 100;
@@ -71,17 +71,9 @@ struct Coder {
     decode_into: fn(&[u8], &mut [Accumulator]),
 }
 
-/// The range-coded chunk (kind 3, what blocks held until 2026-11-26) and the Rice-coded one
-/// (kind 6, written since), measured side by side in one run.
+/// The Rice-coded chunk (kind 6, what base blocks hold) and the packed one (kind 5, what the
+/// finest rollups hold), measured side by side in one run.
 const CODERS: [Coder; 2] = [
-    Coder {
-        name: "range (kind 3)",
-        encode: |c| histogram::encode(c).unwrap(),
-        decode: |b| histogram::decode(b).unwrap(),
-        decode_into: |b, acc| {
-            histogram::decode_into(b, |_| Some(0), acc).unwrap();
-        },
-    },
     Coder {
         name: "rice (kind 6)",
         // One scratch kept across chunks, as a block writer keeps it.
@@ -89,6 +81,14 @@ const CODERS: [Coder; 2] = [
         decode: |b| rice_hist::decode(b).unwrap(),
         decode_into: |b, acc| {
             rice_hist::decode_into(b, |_| Some(0), acc).unwrap();
+        },
+    },
+    Coder {
+        name: "packed (kind 5)",
+        encode: |c| packed_hist::encode(c).unwrap(),
+        decode: |b| packed_hist::decode(b).unwrap(),
+        decode_into: |b, acc| {
+            packed_hist::decode_into(b, |_| Some(0), acc).unwrap();
         },
     },
 ];
@@ -118,7 +118,7 @@ fn cpu_report(chunks: &[Vec<(i64, Histogram)>]) {
             c.iter()
                 .map(|(t, h)| {
                     let mut b = Vec::new();
-                    store::packed::pack_histogram(h, &mut b);
+                    hist::packed::pack_histogram(h, &mut b);
                     (*t, b)
                 })
                 .collect()
@@ -177,9 +177,9 @@ fn coder_report(chunks: &[Vec<(i64, Histogram)>], coder: &Coder) {
 fn main() {
     let chunks = chunks();
     if std::env::args().any(|a| a == "--encode-loop") {
-        // For a profiler: encode only, over and over (`HC2_RICE` picks the Rice coder,
+        // For a profiler: encode only, over and over (`HC2_PACKED` picks the packed coder,
         // `HC2_WARM` one chunk only, so its bins stay in cache).
-        let coder = &CODERS[usize::from(std::env::var_os("HC2_RICE").is_some())];
+        let coder = &CODERS[usize::from(std::env::var_os("HC2_PACKED").is_some())];
         let warm = std::env::var_os("HC2_WARM").is_some();
         let start = clock::thread_cpu_ns();
         for _ in 0..ROUNDS * 10 {

@@ -27,9 +27,10 @@ use std::time::Instant;
 
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
-use store::index::SeriesId;
 use store::key::StreamKey;
-use store::{LevelOptions, Slicing, Store, StoreOptions, WriteBatch, DAY_MS, HOUR_MS, MINUTE_MS};
+use store::{
+    LevelOptions, SeriesId, Slicing, Store, StoreOptions, WriteBatch, DAY_MS, HOUR_MS, MINUTE_MS,
+};
 
 const STEP_MS: i64 = 10_000;
 const METRICS: [&str; 10] = [
@@ -207,7 +208,7 @@ fn main() {
     let days = (end_ms - START_MS) as f64 / DAY_MS as f64;
     let view = store.view().unwrap();
     for (period_ms, partition_ms, files) in view.levels() {
-        let bytes = dir_bytes(&store::rollup::level_dir(&dir, period_ms));
+        let bytes = dir_bytes(&store::internals::rollup::level_dir(&dir, period_ms));
         // A level's partition may extend past the data: count the days its files cover.
         let covered_days = days.max(0.0);
         println!(

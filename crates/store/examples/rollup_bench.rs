@@ -26,10 +26,11 @@ use std::time::Instant;
 use hist::{Histogram, QuantileType};
 use rand::SeedableRng;
 use rand_distr::{Distribution, LogNormal};
-use store::fetch::merged_histograms;
-use store::index::SeriesId;
 use store::key::StreamKey;
-use store::{Slicing, Store, StoreOptions, WriteBatch, DAY_MS, HOUR_MS, MINUTE_MS};
+use store::{
+    merged_histograms, SeriesId, Slicing, Store, StoreOptions, WriteBatch, DAY_MS, HOUR_MS,
+    MINUTE_MS,
+};
 
 const STEP_MS: i64 = 10_000;
 const OBSERVATIONS: usize = 100;
@@ -124,7 +125,7 @@ fn main() {
     let written_s = t0.elapsed().as_secs_f64();
     let t0 = Instant::now();
     let report = if reuse {
-        store::rollup::RollupReport::default()
+        store::RollupReport::default()
     } else {
         store.build_rollups(end_ms + 400 * DAY_MS).unwrap()
     };

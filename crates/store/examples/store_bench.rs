@@ -13,9 +13,9 @@ use hist::Histogram;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, LogNormal, StandardNormal};
-use store::encode::{histogram, numeric};
-use store::index::{Kind, SeriesIndex};
+use store::internals::{numeric, rice_hist};
 use store::key::StreamKey;
+use store::{Kind, SeriesIndex};
 
 /// The write path end to end: batches of 10,000 numeric samples (1,000 series × 10 timestamps,
 /// TSBS-like integer walk) through `Store::write` with group commit, one writer thread. Process
@@ -214,14 +214,15 @@ fn bench_histogram() {
     for (periods_n, steps) in [(1440, 6), (1440, 1)] {
         let periods = lognormal_periods(&mut rng, periods_n, steps);
         let bins: usize = periods.iter().map(|(_, h)| h.bin_count()).sum();
-        let bytes = histogram::encode(&periods).unwrap();
-        assert_eq!(histogram::decode(&bytes).unwrap(), periods);
+        let mut scratch = rice_hist::EncodeScratch::default();
+        let bytes = rice_hist::encode(periods.as_slice(), &mut scratch).unwrap();
+        assert_eq!(rice_hist::decode(&bytes).unwrap(), periods);
         let n = periods.len();
         let encode_ns = median_ns_per_op(RUNS, n, || {
-            black_box(histogram::encode(black_box(&periods)).unwrap());
+            black_box(rice_hist::encode(black_box(periods.as_slice()), &mut scratch).unwrap());
         });
         let decode_ns = median_ns_per_op(RUNS, n, || {
-            black_box(histogram::decode(black_box(&bytes)).unwrap());
+            black_box(rice_hist::decode(black_box(&bytes)).unwrap());
         });
         let bins_per_period = bins as f64 / n as f64;
         let period_s = 10 * steps;

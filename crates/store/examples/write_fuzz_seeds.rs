@@ -7,11 +7,11 @@
 use std::path::{Path, PathBuf};
 
 use hist::Histogram;
-use store::encode::{histogram, numeric, packed_hist, rice_hist, text};
-use store::index::{Kind, SeriesId, SeriesIndex, INDEX_HEADER_SIZE_BYTES};
+use store::internals::index::INDEX_HEADER_SIZE_BYTES;
+use store::internals::wal::{self, Group};
+use store::internals::{numeric, packed_hist, rice_hist, text};
 use store::key::StreamKey;
-use store::wal::{self, Group};
-use store::Value;
+use store::{Kind, SeriesId, SeriesIndex, Value};
 
 /// WAL records of every value tag, an empty record, a truncated one and garbage.
 fn wal_seeds() -> Vec<(&'static str, Vec<u8>)> {
@@ -158,22 +158,6 @@ fn main() {
     ];
     let repeated: Vec<(i64, Histogram)> =
         (0..6).map(|i| (i * 60_000, h(&[1.0, 2.0, 3.0]))).collect();
-    let histogram_seeds = [
-        ("periods", histogram::encode(&periods).unwrap()),
-        ("one", histogram::encode(&periods[..1]).unwrap()),
-        ("repeated", histogram::encode(&repeated).unwrap()),
-        (
-            "empty_period",
-            histogram::encode(&[(7, Histogram::new())]).unwrap(),
-        ),
-        (
-            "garbage",
-            b"\x01\x03\x02\x00\xff\xff\xff\xff\xff\xff".to_vec(),
-        ),
-    ];
-    for (name, bytes) in &histogram_seeds {
-        write(corpus, "histogram_chunk", name, bytes);
-    }
     let rice = |periods: &[(i64, Histogram)]| {
         rice_hist::encode(periods, &mut rice_hist::EncodeScratch::default()).unwrap()
     };
@@ -270,7 +254,7 @@ fn store_file_seeds(corpus: &Path) {
     write(corpus, "block_file", "empty", b"");
     let manifest = std::fs::read(tmp.path().join("MANIFEST")).unwrap();
     write(corpus, "manifest_file", "manifest", &manifest);
-    let fresh = store::manifest::Manifest::new(60_000, 7_200_000).encode();
+    let fresh = store::internals::manifest::Manifest::new(60_000, 7_200_000).encode();
     write(corpus, "manifest_file", "fresh", &fresh);
     for entry in std::fs::read_dir(tmp.path()).unwrap() {
         let path = entry.unwrap().path();

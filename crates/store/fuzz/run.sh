@@ -9,7 +9,7 @@ seconds=${1:-120}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(numeric_chunk text_chunk histogram_chunk rice_histogram_chunk packed_histogram_chunk index_replay key_and_query wal_record block_file manifest_file)
+    targets=(numeric_chunk text_chunk rice_histogram_chunk packed_histogram_chunk index_replay key_and_query wal_record block_file manifest_file)
 fi
 mkdir -p logs
 for t in "${targets[@]}"; do

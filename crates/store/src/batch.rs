@@ -10,8 +10,8 @@ use std::borrow::Cow;
 use hist::convert::Cumulative;
 use hist::Histogram;
 
-use crate::index::{Kind, SeriesId};
 use crate::key::StreamKey;
+use crate::series::{Kind, SeriesId};
 use crate::sources::Origin;
 use crate::StoreError;
 
@@ -108,9 +108,9 @@ impl<'a> BatchValues<'a> {
     pub(crate) fn value(self, sample: &BatchSample) -> Cow<'a, Value> {
         match sample.value {
             SampleValue::Numeric(v) => Cow::Owned(Value::Numeric(v)),
-            SampleValue::Packed(p) => Cow::Owned(Value::Histogram(crate::packed::unpack_trusted(
-                self.bins(p),
-            ))),
+            SampleValue::Packed(p) => {
+                Cow::Owned(Value::Histogram(hist::packed::unpack_trusted(self.bins(p))))
+            }
             SampleValue::Other(i) => Cow::Borrowed(&self.others[i as usize]),
         }
     }
@@ -441,7 +441,7 @@ impl WriteBatch {
         // Group header, timestamp and value, generously: a histogram bin takes at most 10 bytes.
         let (value, value_bytes) = match value {
             Incoming::Bins { keys, counts } => {
-                if !crate::packed::pack(keys, counts, &mut self.packed) {
+                if !hist::packed::pack(keys, counts, &mut self.packed) {
                     debug_assert_eq!(self.packed.len(), start, "pack takes its bytes back");
                     let refused = bins_error(keys, counts);
                     debug_assert!(refused.is_err(), "pack refuses only bins that do not fit");
@@ -454,7 +454,7 @@ impl WriteBatch {
                 self.packed_sample(start, bins.bins())
             }
             Incoming::Value(Value::Histogram(h)) => {
-                crate::packed::pack_histogram(&h, &mut self.packed);
+                hist::packed::pack_histogram(&h, &mut self.packed);
                 self.packed_sample(start, h.bin_count())
             }
             Incoming::Value(Value::Numeric(v)) => (SampleValue::Numeric(v), 8),

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use hist::Histogram;
 use journal::vfs::{write_all_at, Mapped, OpenMode, VFile, Vfs};
 
+use crate::aggregate::SliceAggregate;
 use crate::encode::{self, histogram::HIST_CHUNK_PERIODS_MAX, CHUNK_SAMPLES_MAX};
-use crate::index::{Kind, SeriesId};
-use crate::read::SliceAggregate;
+use crate::series::{Kind, SeriesId};
 
 pub const BLOCK_MAGIC: &[u8; 8] = b"STRATABK";
 pub const BLOCK_VERSION: u32 = 1;
@@ -266,7 +266,7 @@ impl Block {
     }
 
     /// Decodes one histogram chunk straight into accumulators (see
-    /// `encode::histogram::decode_into`: `slot_of` picks the accumulator of each period, or
+    /// `encode::rice_hist::decode_into`: `slot_of` picks the accumulator of each period, or
     /// none), building no histogram, and checks it against its directory entry. On an error
     /// some periods may already have been added: the caller must discard `out`.
     pub fn accumulate_histogram_chunk(
@@ -318,10 +318,8 @@ impl Block {
         }
         let summary = if is_packed_histogram(bytes) {
             encode::packed_hist::decode_into(bytes, slot_of, out)
-        } else if is_rice_histogram(bytes) {
-            encode::rice_hist::decode_into(bytes, slot_of, out)
         } else {
-            encode::histogram::decode_into(bytes, slot_of, out)
+            encode::rice_hist::decode_into(bytes, slot_of, out)
         }
         .map_err(|e| chunk_error(e.to_string()))?;
         if summary.periods != entry.sample_count as usize
@@ -356,10 +354,7 @@ impl Block {
             Kind::Histogram if is_packed_histogram(&bytes) => {
                 encode::packed_hist::decode(&bytes).map(ChunkData::Histogram)
             }
-            Kind::Histogram if is_rice_histogram(&bytes) => {
-                encode::rice_hist::decode(&bytes).map(ChunkData::Histogram)
-            }
-            Kind::Histogram => encode::histogram::decode(&bytes).map(ChunkData::Histogram),
+            Kind::Histogram => encode::rice_hist::decode(&bytes).map(ChunkData::Histogram),
         }
         .map_err(|e| chunk_error(e.to_string()))?;
         let (count, first, last) = data.summary();
@@ -463,12 +458,6 @@ const SPAN_BYTES_MAX: u64 = 16 << 20;
 /// Whether chunk bytes are a packed histogram chunk (kind 5).
 fn is_packed_histogram(bytes: &[u8]) -> bool {
     bytes.get(1) == Some(&(encode::ChunkKind::PackedHistogram as u8))
-}
-
-/// Whether chunk bytes are a Rice-coded histogram chunk (kind 6) — else range-coded (kind 3,
-/// written up to session 8 and still read).
-fn is_rice_histogram(bytes: &[u8]) -> bool {
-    bytes.get(1) == Some(&(encode::ChunkKind::RiceHistogram as u8))
 }
 
 /// What a finished block holds.

@@ -16,10 +16,10 @@ use hist::Histogram;
 use crate::block::{Block, BlockId, BlockWriter, ChunkData, SeriesData};
 use crate::db::Inner;
 use crate::flush::{Blocks, BLOCKS_DIR};
-use crate::index::{Kind, SeriesId};
 use crate::manifest::{BlockRef, Tombstone};
 use crate::read::merge_runs;
 use crate::rollup::{failpoint, read_chunk};
+use crate::series::{Kind, SeriesId};
 use crate::StoreError;
 
 /// What one `compact` did.

@@ -1,7 +1,115 @@
-//! The store's typed errors.
+//! The store's typed errors: [`StoreError`], and the errors of the series index and of tag
+//! queries it wraps, kept here (below the index and the query evaluator) so that every layer
+//! can name them.
 
-use crate::index::IndexError;
-use crate::tagquery::QueryError;
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::key::KeyError;
+use crate::series::{Kind, SeriesId};
+
+#[derive(Debug)]
+pub enum IndexError {
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// The file does not start with a valid index header.
+    BadHeader {
+        path: PathBuf,
+    },
+    /// A record before the file's tail is damaged: not a torn write, so not truncated.
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        what: &'static str,
+    },
+    /// The key exists with another kind.
+    KindMismatch {
+        id: SeriesId,
+        existing: Kind,
+        requested: Kind,
+    },
+    Full,
+    /// A new series' key text is not in canonical form (`StreamKey::canonical`).
+    NotCanonical {
+        text: String,
+    },
+    /// A batch names a series id the index does not have.
+    UnknownSeries {
+        id: SeriesId,
+    },
+    /// A writer panicked while holding the lock, or an earlier append failed and could not be
+    /// undone; the index refuses further work.
+    Failed,
+    Key(KeyError),
+}
+
+impl std::fmt::Display for IndexError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "series index: {self:?}")
+    }
+}
+
+impl std::error::Error for IndexError {}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueryError {
+    /// At byte `position`, `expected` was expected.
+    Syntax {
+        position: usize,
+        expected: &'static str,
+    },
+    Base64 {
+        position: usize,
+    },
+    Regex {
+        position: usize,
+        message: String,
+    },
+    TooLong {
+        size_bytes: usize,
+    },
+    TooDeep {
+        position: usize,
+    },
+    TooManyNodes {
+        position: usize,
+    },
+    /// Evaluation needed more than `work_max` units of work.
+    WorkLimit {
+        work_max: u64,
+    },
+    /// The index refused the read.
+    Index {
+        message: String,
+    },
+}
+
+impl fmt::Display for QueryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueryError::Syntax { position, expected } => {
+                write!(f, "tag query: expected {expected} at byte {position}")
+            }
+            QueryError::WorkLimit { work_max } => write!(
+                f,
+                "tag query: needs more than {work_max} units of work; narrow it with exact terms"
+            ),
+            other => write!(f, "tag query: {other:?}"),
+        }
+    }
+}
+
+impl std::error::Error for QueryError {}
+
+impl From<IndexError> for QueryError {
+    fn from(e: IndexError) -> QueryError {
+        QueryError::Index {
+            message: e.to_string(),
+        }
+    }
+}
 
 #[derive(Debug)]
 pub enum StoreError {

@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 
 use hist::{Accumulator, Histogram};
 
-use crate::index::{SeriesId, Snapshot};
-use crate::read::{NumericAggregate, Slicing, View};
+use crate::aggregate::NumericAggregate;
+use crate::index::Snapshot;
+use crate::read::{Slicing, View};
+use crate::series::SeriesId;
 use crate::StoreError;
 
 /// Most series one fetch may read.
@@ -160,7 +162,7 @@ pub fn counter_rates(
     let mut prev_last: Option<f64> = None;
     for (i, part) in parts.iter().enumerate() {
         let rate = part.map(|s| {
-            let step_in = prev_last.map_or(0.0, |p| crate::read::counter_step(p, s.agg.first));
+            let step_in = prev_last.map_or(0.0, |p| crate::aggregate::counter_step(p, s.agg.first));
             (prev_last, s.increase + step_in)
         });
         if i > 0 {

@@ -24,8 +24,8 @@ use crate::block::{Block, BlockId, BlockStats, BlockWriter, SeriesData};
 use crate::db::{Inner, HEAD_SUBSCRIBER};
 use crate::head::{CumulativeState, Head, SeriesHead};
 use crate::hist_head::MergeScratch;
-use crate::index::SeriesId;
 use crate::manifest::{self, BlockRef, Manifest, Tombstone};
+use crate::series::SeriesId;
 use crate::sources::{SourceId, SourceState, Sources};
 use crate::StoreError;
 

@@ -19,7 +19,7 @@ use hist::Histogram;
 
 use crate::batch::Value;
 use crate::hist_head::{CarriedWindow, HistSeries, MergeScratch};
-use crate::index::SeriesId;
+use crate::series::SeriesId;
 
 /// A sample with the sequence number (journal offset) that orders duplicates.
 #[derive(Clone, Debug)]

@@ -53,7 +53,7 @@ use hist::{Accumulator, Histogram};
 use crate::encode::rice_hist::Window;
 use crate::encode::rice_hist::WindowedPeriod;
 use crate::encode::rice_hist::{self, CodeScratch, CodedPeriod, EncodeScratch};
-use crate::packed;
+use hist::packed;
 
 /// Most packed bytes buffered for the open period before they are merged: bounds a series'
 /// buffer however many samples a period gets.

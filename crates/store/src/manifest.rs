@@ -15,11 +15,11 @@ use hist::Histogram;
 use journal::vfs::{write_all_at, OpenMode, Vfs};
 
 use crate::block::BlockId;
-use crate::index::SeriesId;
+use crate::series::SeriesId;
 use crate::sources::{SourceId, SourceState};
 
 pub const MANIFEST_MAGIC: &[u8; 8] = b"STRATAMF";
-/// Version 2 added content generations, rollup levels and tombstones; version 1 is still read.
+/// The manifest's format version, the only one written or read.
 pub const MANIFEST_VERSION: u32 = 2;
 pub const MANIFEST_FILE: &str = "MANIFEST";
 /// The checkpoint state file: what replay from the checkpoint needs besides the blocks.
@@ -178,8 +178,8 @@ fn read_file(vfs: &dyn Vfs, path: &Path) -> Result<Vec<u8>, ManifestError> {
 fn checked_body<'a>(
     bytes: &'a [u8],
     magic: &[u8; 8],
-    versions: &[u32],
-) -> Result<(u32, &'a [u8]), ManifestError> {
+    version: u32,
+) -> Result<&'a [u8], ManifestError> {
     if bytes.len() < 16 {
         return Err(damaged(0, "shorter than magic, version and checksum"));
     }
@@ -190,11 +190,10 @@ fn checked_body<'a>(
     if u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]) != crc32c::crc32c(content) {
         return Err(damaged(content.len(), "checksum mismatch"));
     }
-    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-    if !versions.contains(&version) {
+    if u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) != version {
         return Err(damaged(8, "unknown version"));
     }
-    Ok((version, &content[12..]))
+    Ok(&content[12..])
 }
 
 fn seal(mut out: Vec<u8>) -> Vec<u8> {
@@ -227,11 +226,9 @@ fn encode_refs(out: &mut Vec<u8>, refs: &[BlockRef]) {
     }
 }
 
-/// Version 1 refs are 24 bytes (no content generation: it is the block's own generation).
-fn decode_refs(c: &mut Cursor<'_>, version: u32) -> Result<Vec<BlockRef>, ManifestError> {
+fn decode_refs(c: &mut Cursor<'_>) -> Result<Vec<BlockRef>, ManifestError> {
     let count = c.u32()?;
-    let size = if version == 1 { 24 } else { 32 };
-    if count > MANIFEST_BLOCKS_MAX || count as usize * size > c.bytes.len() - c.pos {
+    if count > MANIFEST_BLOCKS_MAX || count as usize * 32 > c.bytes.len() - c.pos {
         return Err(damaged(c.pos - 4, "block count beyond the file"));
     }
     let mut refs = Vec::with_capacity(count as usize);
@@ -240,16 +237,10 @@ fn decode_refs(c: &mut Cursor<'_>, version: u32) -> Result<Vec<BlockRef>, Manife
             partition_start_ms: c.i64()?,
             generation: c.u64()?,
         };
-        let size_bytes = c.u64()?;
-        let content_generation = if version == 1 {
-            id.generation
-        } else {
-            c.u64()?
-        };
         refs.push(BlockRef {
             id,
-            size_bytes,
-            content_generation,
+            size_bytes: c.u64()?,
+            content_generation: c.u64()?,
         });
     }
     Ok(refs)
@@ -274,7 +265,7 @@ fn decode_levels(c: &mut Cursor<'_>) -> Result<Vec<LevelManifest>, ManifestError
         levels.push(LevelManifest {
             period_ms: c.i64()?,
             partition_ms: c.i64()?,
-            rollups: decode_refs(c, MANIFEST_VERSION)?,
+            rollups: decode_refs(c)?,
         });
     }
     Ok(levels)
@@ -340,26 +331,22 @@ impl Manifest {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Manifest, ManifestError> {
-        let (version, body) = checked_body(bytes, MANIFEST_MAGIC, &[1, MANIFEST_VERSION])?;
+        let body = checked_body(bytes, MANIFEST_MAGIC, MANIFEST_VERSION)?;
         let mut c = Cursor {
             bytes: body,
             pos: 0,
         };
-        let mut m = Manifest {
+        let m = Manifest {
             base_period_ms: c.i64()?,
             partition_ms: c.i64()?,
             checkpoint: c.u64()?,
             next_generation: c.u64()?,
             state_generation: c.u64()?,
-            blocks: decode_refs(&mut c, version)?,
-            quarantined: decode_refs(&mut c, version)?,
-            levels: Vec::new(),
-            tombstones: Vec::new(),
+            blocks: decode_refs(&mut c)?,
+            quarantined: decode_refs(&mut c)?,
+            levels: decode_levels(&mut c)?,
+            tombstones: decode_tombstones(&mut c)?,
         };
-        if version >= 2 {
-            m.levels = decode_levels(&mut c)?;
-            m.tombstones = decode_tombstones(&mut c)?;
-        }
         if c.pos != body.len() {
             return Err(damaged(12 + c.pos, "bytes after the last field"));
         }
@@ -481,7 +468,7 @@ pub(crate) fn encode_state(
 }
 
 pub(crate) fn decode_state(bytes: &[u8]) -> Result<CheckpointState, ManifestError> {
-    let (_, body) = checked_body(bytes, STATE_MAGIC, &[STATE_VERSION])?;
+    let body = checked_body(bytes, STATE_MAGIC, STATE_VERSION)?;
     let mut c = Cursor {
         bytes: body,
         pos: 0,
@@ -493,7 +480,7 @@ pub(crate) fn decode_state(bytes: &[u8]) -> Result<CheckpointState, ManifestErro
     let mut cumulative = Vec::with_capacity(count as usize);
     for _ in 0..count {
         let id = SeriesId(c.u32()?);
-        let ts_ms = c.u64()? as i64;
+        let ts_ms = c.i64()?;
         let size = c.u32()? as usize;
         let at = c.pos;
         let bytes = c.take(size)?;

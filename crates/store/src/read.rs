@@ -17,156 +17,15 @@ use std::sync::{Arc, Mutex, RwLockReadGuard};
 
 use hist::{Accumulator, Histogram};
 
+use crate::aggregate::{NumericAggregate, SliceAggregate};
 use crate::block::{Block, BlockError, BlockId, ChunkData};
 use crate::flush::{Blocks, Frozen};
 use crate::head::{Head, Points, SeriesHead};
-use crate::index::SeriesId;
+use crate::series::SeriesId;
 use crate::StoreError;
 
 /// Bound on the slices one read may ask for (per series).
 pub const SLICES_MAX: u64 = 1 << 20;
-
-/// Aggregates of the numeric samples in one slice.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct NumericAggregate {
-    pub count: u64,
-    pub sum: f64,
-    pub min: f64,
-    pub max: f64,
-    pub first: f64,
-    pub last: f64,
-    /// Σ value², for the standard deviation (and rollups, which must combine it).
-    pub sum_squares: f64,
-    /// Timestamps of `first` and `last`.
-    pub first_ts_ms: i64,
-    pub last_ts_ms: i64,
-}
-
-impl NumericAggregate {
-    fn of(ts_ms: i64, value: f64) -> NumericAggregate {
-        NumericAggregate {
-            first_ts_ms: ts_ms,
-            last_ts_ms: ts_ms,
-            count: 1,
-            sum: value,
-            min: value,
-            max: value,
-            first: value,
-            last: value,
-            sum_squares: value * value,
-        }
-    }
-
-    /// Samples arrive in timestamp order, so `last` is simply the latest added.
-    fn add(&mut self, ts_ms: i64, value: f64) {
-        self.add_but_extremes(ts_ms, value);
-        self.min = self.min.min(value);
-        self.max = self.max.max(value);
-    }
-
-    /// `add` without the least and greatest value (a caller keeping them itself).
-    fn add_but_extremes(&mut self, ts_ms: i64, value: f64) {
-        self.last_ts_ms = ts_ms;
-        self.count += 1;
-        self.sum += value;
-        self.last = value;
-        self.sum_squares += value * value;
-    }
-
-    /// Both slices' samples together (another series', or another source's): `first` and
-    /// `last` are the earliest and latest of either (on a tie, `self`'s first and `other`'s last).
-    pub fn combine(self, other: &NumericAggregate) -> NumericAggregate {
-        let (first, first_ts_ms) = if other.first_ts_ms < self.first_ts_ms {
-            (other.first, other.first_ts_ms)
-        } else {
-            (self.first, self.first_ts_ms)
-        };
-        let (last, last_ts_ms) = if other.last_ts_ms >= self.last_ts_ms {
-            (other.last, other.last_ts_ms)
-        } else {
-            (self.last, self.last_ts_ms)
-        };
-        NumericAggregate {
-            count: self.count + other.count,
-            sum: self.sum + other.sum,
-            min: self.min.min(other.min),
-            max: self.max.max(other.max),
-            first,
-            last,
-            sum_squares: self.sum_squares + other.sum_squares,
-            first_ts_ms,
-            last_ts_ms,
-        }
-    }
-
-    pub fn mean(&self) -> f64 {
-        self.sum / self.count as f64
-    }
-
-    /// Population standard deviation of the slice's samples (0 for one sample).
-    pub fn stddev(&self) -> f64 {
-        let n = self.count as f64;
-        let mean = self.sum / n;
-        (self.sum_squares / n - mean * mean).max(0.0).sqrt()
-    }
-}
-
-/// A numeric rollup slice: the slice's aggregates plus the counter increase inside it (the sum
-/// of its steps between consecutive samples, a drop counting the new value: a reset).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SliceAggregate {
-    pub agg: NumericAggregate,
-    pub increase: f64,
-}
-
-/// The step a counter made from `a` to `b` (a drop is a reset: the new value counts whole).
-pub fn counter_step(a: f64, b: f64) -> f64 {
-    if b >= a {
-        b - a
-    } else {
-        b
-    }
-}
-
-impl SliceAggregate {
-    /// The aggregate of samples in ascending time order (`None` when there are none).
-    pub fn of_samples(samples: &[(i64, f64)]) -> Option<SliceAggregate> {
-        let (&(t0, v0), rest) = samples.split_first()?;
-        let mut agg = NumericAggregate::of(t0, v0);
-        let mut increase = 0.0;
-        let mut prev = v0;
-        // The sums run in sample order (their rounding is the model's); the least and greatest
-        // run as two interleaved chains, joined at the end (as slices combine), so each
-        // sample's compare does not wait on the previous one's.
-        let (mut min_odd, mut max_odd) = (v0, v0);
-        for pair in rest.chunks(2) {
-            let (t, v) = pair[0];
-            agg.add(t, v);
-            increase += counter_step(prev, v);
-            prev = v;
-            if let Some(&(t, v)) = pair.get(1) {
-                agg.add_but_extremes(t, v);
-                min_odd = min_odd.min(v);
-                max_odd = max_odd.max(v);
-                increase += counter_step(prev, v);
-                prev = v;
-            }
-        }
-        agg.min = agg.min.min(min_odd);
-        agg.max = agg.max.max(max_odd);
-        Some(SliceAggregate { agg, increase })
-    }
-
-    /// `self` followed in time by `next` (a later, non-overlapping stretch of the same series):
-    /// the increases add, plus the step from `self`'s last sample to `next`'s first.
-    pub fn then(self, next: &SliceAggregate) -> SliceAggregate {
-        debug_assert!(self.agg.last_ts_ms < next.agg.first_ts_ms);
-        SliceAggregate {
-            agg: self.agg.combine(&next.agg),
-            increase: self.increase + counter_step(self.agg.last, next.agg.first) + next.increase,
-        }
-    }
-}
 
 /// The latest value of a series.
 #[derive(Clone, Debug, PartialEq)]
@@ -1014,6 +873,7 @@ fn clip<T>(mut run: Vec<(i64, T)>, start_ms: i64, end_ms: i64) -> Vec<(i64, T)> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aggregate::counter_step;
     use proptest::prelude::*;
 
     fn value() -> impl Strategy<Value = f64> {

@@ -30,12 +30,13 @@ use std::sync::Arc;
 use hist::Histogram;
 use journal::vfs::Vfs;
 
+use crate::aggregate::SliceAggregate;
 use crate::block::{Block, BlockError, BlockId, BlockWriter, ChunkData, Entry, SeriesData};
 use crate::db::{Inner, StoreOptions};
 use crate::flush::{Blocks, LevelBlocks, BLOCKS_DIR, QUARANTINE_DIR};
-use crate::index::{Kind, SeriesId};
 use crate::manifest::{BlockRef, LevelManifest, Manifest};
-use crate::read::{merge_runs, SliceAggregate};
+use crate::read::merge_runs;
+use crate::series::{Kind, SeriesId};
 use crate::StoreError;
 
 pub const ROLLUPS_DIR: &str = "rollups";

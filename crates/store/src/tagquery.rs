@@ -30,8 +30,10 @@ use std::fmt;
 
 use regex::bytes::Regex;
 
-use crate::index::{IndexError, Kind, SeriesId, Snapshot, View};
+use crate::error::QueryError;
+use crate::index::{Snapshot, View};
 use crate::key::{is_literal, is_literal_byte, Part};
+use crate::series::{Kind, SeriesId};
 
 /// Longest query text, in bytes.
 pub const QUERY_SIZE_MAX: usize = 16 * 1024;
@@ -43,64 +45,6 @@ pub const QUERY_NODES_MAX: usize = 512;
 pub const REGEX_SIZE_MAX: usize = 1 << 20;
 /// Default evaluation budget: visited index entries plus series ids.
 pub const WORK_MAX_DEFAULT: u64 = 10_000_000;
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum QueryError {
-    /// At byte `position`, `expected` was expected.
-    Syntax {
-        position: usize,
-        expected: &'static str,
-    },
-    Base64 {
-        position: usize,
-    },
-    Regex {
-        position: usize,
-        message: String,
-    },
-    TooLong {
-        size_bytes: usize,
-    },
-    TooDeep {
-        position: usize,
-    },
-    TooManyNodes {
-        position: usize,
-    },
-    /// Evaluation needed more than `work_max` units of work.
-    WorkLimit {
-        work_max: u64,
-    },
-    /// The index refused the read.
-    Index {
-        message: String,
-    },
-}
-
-impl fmt::Display for QueryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            QueryError::Syntax { position, expected } => {
-                write!(f, "tag query: expected {expected} at byte {position}")
-            }
-            QueryError::WorkLimit { work_max } => write!(
-                f,
-                "tag query: needs more than {work_max} units of work; narrow it with exact terms"
-            ),
-            other => write!(f, "tag query: {other:?}"),
-        }
-    }
-}
-
-impl std::error::Error for QueryError {}
-
-impl From<IndexError> for QueryError {
-    fn from(e: IndexError) -> QueryError {
-        QueryError::Index {
-            message: e.to_string(),
-        }
-    }
-}
 
 /// How one side of a term matches bytes.
 #[derive(Clone, Debug)]
@@ -662,6 +606,8 @@ fn difference(a: &[u32], b: &[u32]) -> Vec<u32> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::index::SeriesIndex;
     use crate::key::{StreamKey, Tag};
@@ -694,6 +640,44 @@ mod tests {
             .into_iter()
             .map(|s| s.0)
             .collect()
+    }
+
+    /// Queries see exactly a snapshot's series, even as writers add more.
+    #[test]
+    fn concurrent_writers_and_readers_agree() {
+        let index = Arc::new(SeriesIndex::in_memory());
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let index = index.clone();
+                std::thread::spawn(move || {
+                    for i in 0..300 {
+                        // Writers overlap on half the keys; each key gets one id.
+                        let k = key(&format!("m|ST[i:{}]", (i + t * 150) % 600));
+                        let id = index.get_or_create(&k, Kind::Numeric).unwrap();
+                        assert_eq!(index.lookup(&k).unwrap(), Some((id, Kind::Numeric)));
+                        let snap = index.snapshot().unwrap();
+                        let n = snap.series_count();
+                        assert_eq!(snap.cardinality().total, u64::from(n));
+                        let listed: u64 = snap
+                            .values(b"i", usize::MAX)
+                            .unwrap()
+                            .iter()
+                            .map(|v| v.1)
+                            .sum();
+                        assert_eq!(listed, u64::from(n));
+                        // Queries see exactly the snapshot's series, even as writers add more.
+                        let all = TagQuery::parse("or(i:*,not(m:x))").unwrap();
+                        let found = snap.find(&all, u64::MAX).unwrap();
+                        assert_eq!(found.len(), n as usize);
+                        assert!(found.iter().all(|id| id.0 < n));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(index.snapshot().unwrap().series_count(), 600);
     }
 
     #[test]

@@ -8,14 +8,15 @@ use hist::Histogram;
 use crate::batch::{
     BatchSample, BatchValues, SampleValue, Value, BATCH_SAMPLES_MAX, TEXT_BYTES_MAX,
 };
-use crate::index::SeriesId;
+use crate::series::SeriesId;
 use crate::sources::{Origin, SourceId};
 
 /// Marks a batch entry left out of the write (its key has another kind): never a real id, as
 /// ids stay below `index::SERIES_MAX`.
 pub(crate) const REJECTED: SeriesId = SeriesId(u32::MAX);
 
-/// WAL record format version (the one format until 1.0).
+/// WAL record format version, the only one written or read: the origin header, then histograms
+/// as packed bins (`hist::packed`: bin count, then ≈ 2 bytes per bin).
 pub const WAL_VERSION: u8 = 3;
 /// Header flag: the record names its sender (`Origin`).
 const FLAG_ORIGIN: u8 = 1;
@@ -182,7 +183,7 @@ fn encode_value(value: &Value, out: &mut Vec<u8>) {
         }
         Value::Histogram(h) => {
             put_varint(out, h.bin_count() as u64);
-            crate::packed::pack_histogram(h, out);
+            hist::packed::pack_histogram(h, out);
         }
         Value::CumulativeHistogram(c) => c.encode_into(out),
     }
@@ -345,7 +346,7 @@ fn decode_value(c: &mut Cursor<'_>, tag: u8) -> Result<Value, WalDecodeError> {
             let bins = c.count(hist::BIN_COUNT_MAX, "histogram bin count")?;
             let rest = c.bytes.get(c.pos..).unwrap_or_default();
             let (h, used) =
-                crate::packed::unpack_prefix(rest, bins).map_err(|e| WalDecodeError {
+                hist::packed::unpack_prefix(rest, bins).map_err(|e| WalDecodeError {
                     offset: c.pos + e.offset,
                     what: e.what,
                 })?;
@@ -436,7 +437,7 @@ mod tests {
         h.insert(1.5);
         h.insert_n(300.0, 7);
         let mut short = vec![WAL_VERSION, 0, 1, 9, 0, 0, 0, TAG_HISTOGRAM, 1, 0, 3];
-        crate::packed::pack_histogram(&h, &mut short);
+        hist::packed::pack_histogram(&h, &mut short);
         let err = decode(&short).unwrap_err();
         assert_eq!(err.what, "fewer bins than their count");
         // Unknown versions and flags are refused.
@@ -464,7 +465,7 @@ mod tests {
                     Value::Numeric(v) => SampleValue::Numeric(*v),
                     Value::Histogram(h) => {
                         let start = packed.len() as u32;
-                        crate::packed::pack_histogram(h, &mut packed);
+                        hist::packed::pack_histogram(h, &mut packed);
                         SampleValue::Packed(crate::batch::PackedBins {
                             bins: h.bin_count() as u32,
                             start,

@@ -9,8 +9,7 @@ use std::sync::Arc;
 
 use hist::Histogram;
 use rand::{Rng, SeedableRng};
-use store::index::SeriesId;
-use store::{Latest, Slicing, Store, StoreError, StoreOptions, WriteBatch};
+use store::{Latest, SeriesId, Slicing, Store, StoreError, StoreOptions, WriteBatch};
 
 fn key(text: &str) -> store::key::StreamKey {
     store::key::StreamKey::parse(text).unwrap()
@@ -236,7 +235,7 @@ fn a_damaged_chunk_is_reported_with_its_series_and_range() {
     let n = id(&store, "n");
     store.close().unwrap();
     let path = only_block(tmp.path());
-    let block = store::block::Block::open(&journal::vfs::RealFs, &path).unwrap();
+    let block = store::internals::block::Block::open(&journal::vfs::RealFs, &path).unwrap();
     let entry = block.entries_of(n)[0];
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[entry.offset as usize + 3] ^= 0x10;
@@ -265,7 +264,7 @@ fn a_damaged_chunk_is_reported_with_its_series_and_range() {
     let other = view.raw_numeric(id(&store, "other"), 0, i64::MAX).unwrap();
     assert_eq!(other.len(), 100);
     assert_eq!(other[5], (500, -5.0));
-    let verified = store::block::verify(&journal::vfs::RealFs, &path).unwrap_err();
+    let verified = store::internals::block::verify(&journal::vfs::RealFs, &path).unwrap_err();
     assert_eq!(verified.len(), 1, "{verified:?}");
 }
 
@@ -276,7 +275,7 @@ fn damaged_and_torn_blocks_are_quarantined() {
     type Damage = fn(&mut Vec<u8>);
     let cases: [(&str, Damage); 3] = [
         ("directory bit flip", |b| {
-            let at = b.len() - store::block::FOOTER_SIZE_BYTES - 5;
+            let at = b.len() - store::internals::block::FOOTER_SIZE_BYTES - 5;
             b[at] ^= 1;
         }),
         ("footer bit flip", |b| {
@@ -444,66 +443,6 @@ fn flushing_lets_the_journal_purge_what_blocks_hold() {
     assert!(store.stats().unwrap().checkpoint > 0);
 }
 
-/// A block written by the session-8 build (histograms range-coded, chunk kind 3, before the
-/// Rice-coded kind 6 replaced it for writing): today's reader decodes it, by histogram and
-/// straight into accumulators, to what was sent. Written by `strata serve` at 1da1fe5e from
-/// three httptrap documents, one a minute from 1,600,000,000 s: `lat` = `H[0.1]=i+1`, `H[2.5]=3`,
-/// `H[1000]=1` and `cpu` = 40 + i (`testdata/store/README.md`).
-#[test]
-fn a_session_8_block_with_range_coded_histograms_still_reads() {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/store/session8-kind3-block.blk");
-    let block = store::block::Block::open(&journal::vfs::RealFs, &path).unwrap();
-    let start_ms = 1_600_000_000_000i64;
-    // Histograms are kept per 60 s base period (`ts − ts mod 60 s`).
-    let period = |t: i64| t - t.rem_euclid(60_000);
-    let mut histograms = 0;
-    for entry in block.entries() {
-        let (_, bytes) = block
-            .read_span(std::slice::from_ref(entry))
-            .unwrap()
-            .unwrap();
-        match block.read_chunk(entry).unwrap() {
-            store::block::ChunkData::Histogram(periods) => {
-                assert_eq!(bytes[1], 3, "the fixture's histogram chunk is range-coded");
-                let want: Vec<(i64, hist::Histogram)> = (0..3)
-                    .map(|i| {
-                        let mut h = hist::Histogram::new();
-                        h.insert_n(0.1, i as u64 + 1);
-                        h.insert_n(2.5, 3);
-                        h.insert_n(1000.0, 1);
-                        (period(start_ms + i * 60_000), h)
-                    })
-                    .collect();
-                assert_eq!(periods, want);
-                let mut acc = vec![hist::Accumulator::new()];
-                block
-                    .accumulate_histogram_chunk(entry, |_| Some(0), &mut acc)
-                    .unwrap();
-                let mut all = hist::Histogram::new();
-                for (_, h) in &want {
-                    all.merge(h);
-                }
-                assert_eq!(acc[0].to_histogram(), all);
-                histograms += 1;
-            }
-            store::block::ChunkData::Numeric(points) => {
-                assert_eq!(
-                    points,
-                    vec![
-                        (start_ms, 40.0),
-                        (start_ms + 60_000, 41.0),
-                        (start_ms + 120_000, 42.0)
-                    ]
-                );
-            }
-            _ => panic!("only a histogram and a numeric series were written"),
-        }
-    }
-    assert_eq!(histograms, 1);
-    assert!(store::block::verify(&journal::vfs::RealFs, &path).is_ok());
-}
-
 /// A flush writes histogram series as Rice-coded chunks (kind 6), encoded from the head's
 /// packed periods, and they read back as written.
 #[test]
@@ -514,7 +453,7 @@ fn a_flush_writes_rice_coded_histogram_chunks() {
     let h = id(&store, "h");
     store.close().unwrap();
     let path = only_block(tmp.path());
-    let block = store::block::Block::open(&journal::vfs::RealFs, &path).unwrap();
+    let block = store::internals::block::Block::open(&journal::vfs::RealFs, &path).unwrap();
     let entries = block.entries_of(h);
     assert!(!entries.is_empty());
     for entry in entries {
@@ -525,7 +464,7 @@ fn a_flush_writes_rice_coded_histogram_chunks() {
         assert_eq!(bytes[1], 6, "a Rice-coded histogram chunk");
         assert!(matches!(
             block.read_chunk(entry).unwrap(),
-            store::block::ChunkData::Histogram(p) if !p.is_empty()
+            store::internals::block::ChunkData::Histogram(p) if !p.is_empty()
         ));
     }
 }

@@ -3,9 +3,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use hist::Histogram;
-use store::fetch::{counter_rates, merged_histograms, merged_numeric};
-use store::tagquery::TagQuery;
-use store::{Slicing, Store, StoreOptions, WriteBatch};
+use store::{
+    counter_rates, merged_histograms, merged_numeric, Slicing, Store, StoreOptions, TagQuery,
+    WriteBatch,
+};
 
 fn key(text: &str) -> store::key::StreamKey {
     store::key::StreamKey::parse(text).unwrap()

@@ -28,11 +28,6 @@ fn text_chunk_corpus() {
 }
 
 #[test]
-fn histogram_chunk_corpus() {
-    replay("histogram_chunk", store::fuzzing::histogram_chunk);
-}
-
-#[test]
 fn rice_histogram_chunk_corpus() {
     replay("rice_histogram_chunk", store::fuzzing::rice_histogram_chunk);
 }

@@ -5,9 +5,7 @@
 use std::sync::Arc;
 
 use hist::Histogram;
-use store::index::SeriesId;
-use store::tagquery::TagQuery;
-use store::{Latest, Slicing, Store, StoreOptions, WriteBatch};
+use store::{Latest, SeriesId, Slicing, Store, StoreOptions, TagQuery, WriteBatch};
 
 fn key(text: &str) -> store::key::StreamKey {
     store::key::StreamKey::parse(text).unwrap()
@@ -354,8 +352,7 @@ fn partial_writes_leave_out_only_keys_of_another_kind() {
     );
     assert!(rejected
         .iter()
-        .all(|r| r.existing == store::index::Kind::Numeric
-            && r.requested == store::index::Kind::Text));
+        .all(|r| r.existing == store::Kind::Numeric && r.requested == store::Kind::Text));
     drop(store);
     let store = open(tmp.path());
     let view = store.view().unwrap();
@@ -550,7 +547,7 @@ fn random_batches_match_a_naive_model() {
 /// does not have (or with another kind), stops the open with a typed error.
 #[test]
 fn bad_wal_records_are_reported_on_open() {
-    use store::wal::{self, Group};
+    use store::internals::wal::{self, Group};
     use store::{StoreError, Value};
     type Expect = fn(&StoreError) -> bool;
     let cases: [(Vec<u8>, Expect); 3] = [
@@ -774,13 +771,13 @@ fn histograms_added_as_bins_equal_histograms_added_as_values() {
     let by_id: Vec<_> = (0..5)
         .map(|s| {
             let k = key(&format!("as_id_bins|ST[s:{s}]"));
-            store.resolve(&k, store::index::Kind::Histogram).unwrap()
+            store.resolve(&k, store::Kind::Histogram).unwrap()
         })
         .collect();
     let by_id_packed: Vec<_> = (0..5)
         .map(|s| {
             let k = key(&format!("as_id_packed|ST[s:{s}]"));
-            store.resolve(&k, store::index::Kind::Histogram).unwrap()
+            store.resolve(&k, store::Kind::Histogram).unwrap()
         })
         .collect();
     for round in 0..12i64 {

@@ -8,10 +8,10 @@
 use std::collections::BTreeMap;
 
 use hist::Histogram;
-use store::fetch::merged_histograms;
-use store::index::SeriesId;
 use store::key::StreamKey;
-use store::{LevelOptions, Slicing, Store, StoreOptions, WriteBatch, DAY_MS};
+use store::{
+    merged_histograms, LevelOptions, SeriesId, Slicing, Store, StoreOptions, WriteBatch, DAY_MS,
+};
 
 const BASE_MS: i64 = 1_000;
 const SERIES: usize = 12;

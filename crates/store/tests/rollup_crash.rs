@@ -17,8 +17,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
-use store::manifest::Manifest;
-use store::rollup::{FAILPOINT_ENV, FAILPOINT_EXIT_CODE};
+use store::internals::manifest::Manifest;
+use store::internals::rollup::{FAILPOINT_ENV, FAILPOINT_EXIT_CODE};
 use store::{Store, StoreError};
 use support::*;
 
@@ -134,7 +134,7 @@ fn verify(dir: &Path, model: &Model, what: &str) {
     );
     for l in &m.levels {
         let listed: BTreeSet<String> = l.rollups.iter().map(|r| r.id.file_name()).collect();
-        let on_disk = names(&store::rollup::level_dir(dir, l.period_ms));
+        let on_disk = names(&store::internals::rollup::level_dir(dir, l.period_ms));
         assert!(
             on_disk == listed,
             "{what}: level {} holds unlisted files",

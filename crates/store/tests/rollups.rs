@@ -10,10 +10,9 @@ mod support;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use store::block::{Block, ChunkData};
-use store::index::Kind;
-use store::manifest::Manifest;
-use store::{Slicing, Store, StoreOptions};
+use store::internals::block::{Block, ChunkData};
+use store::internals::manifest::Manifest;
+use store::{Kind, Slicing, Store, StoreOptions};
 use support::*;
 
 fn files(dir: &Path) -> BTreeSet<String> {
@@ -27,7 +26,7 @@ fn files(dir: &Path) -> BTreeSet<String> {
 }
 
 fn level_dir(store: &Store, period_ms: i64) -> std::path::PathBuf {
-    store::rollup::level_dir(store.dir(), period_ms)
+    store::internals::rollup::level_dir(store.dir(), period_ms)
 }
 
 #[test]
@@ -409,7 +408,7 @@ fn a_damaged_partition_is_not_rewritten_in_the_background() {
     names.sort();
     let victim = blocks_dir.join(&names[0]);
     let mut bytes = std::fs::read(&victim).unwrap();
-    bytes[store::block::HEADER_SIZE_BYTES + 12] ^= 0x40;
+    bytes[store::internals::block::HEADER_SIZE_BYTES + 12] ^= 0x40;
     std::fs::write(&victim, &bytes).unwrap();
     let store = Store::open(dir.path(), opts()).unwrap();
     let damaged_start = store
@@ -563,7 +562,7 @@ fn deletes_are_invisible_at_once_and_gone_from_disk_after_compaction() {
     let (from, to) = (3_000_000, 20_000_123);
     let deleted = store
         .delete_matching(
-            &store::tagquery::TagQuery::parse("and(k:latency)").unwrap(),
+            &store::TagQuery::parse("and(k:latency)").unwrap(),
             10_000,
             from,
             to,

@@ -197,7 +197,7 @@ fn write_frames(inner: &Inner, io: &mut Io, p: &mut Pending) -> Result<()> {
     assert_eq!(offset, p.first_offset + p.record_count);
     write_out(inner, io, frames_from, offset)?;
     if !opts.syncs() {
-        publish(inner, offset)?;
+        inner.publish(offset)?;
     }
     Ok(())
 }
@@ -258,7 +258,7 @@ fn write_slice(inner: &Inner, io: &mut Io, bytes: &[u8], end_offset: u64) -> Res
     io.write_pos = at + bytes.len() as u64;
     io.written_offset = end_offset;
     if !inner.opts.syncs() {
-        publish(inner, end_offset)?;
+        inner.publish(end_offset)?;
     }
     Ok(())
 }
@@ -276,21 +276,8 @@ fn write_out(inner: &Inner, io: &mut Io, at: u64, end_offset: u64) -> Result<()>
     io.frames.clear();
     if !inner.opts.syncs() {
         // Buffered: written is acknowledged.
-        publish(inner, end_offset)?;
+        inner.publish(end_offset)?;
     }
-    Ok(())
-}
-
-/// Makes `offset` the committed offset for in-process readers and reader processes.
-/// Both the syncer and a rolling flusher publish; the lock keeps the offset monotonic.
-pub(super) fn publish(inner: &Inner, offset: u64) -> Result<()> {
-    let file = relock(inner.committed_file.lock());
-    if offset <= inner.committed.load(Ordering::Acquire) {
-        return Ok(());
-    }
-    vfs::write_all_at(&**file, &format::encode_committed(offset), 0)
-        .map_err(|_| Error::Poisoned)?;
-    inner.committed.store(offset, Ordering::Release);
     Ok(())
 }
 
@@ -300,7 +287,7 @@ fn roll(inner: &Inner, io: &mut Io, base: u64) -> Result<()> {
     assert_eq!(base, io.written_offset);
     if inner.opts.syncs() {
         vfs::sync_data(&*io.active.file).map_err(|_| Error::Poisoned)?;
-        publish(inner, base)?;
+        inner.publish(base)?;
     } else {
         // Buffered promises nothing across power loss, and a 64 MiB writeback here would stall
         // appenders: start the sealed segment's writeback now and sync it at the next roll (by
@@ -390,7 +377,7 @@ fn write_in_place(inner: &Inner, io: &mut Io, p: &mut Pending) -> Result<bool> {
     io.write_pos = at + p.raw.len() as u64;
     io.written_offset = p.first_offset + p.record_count;
     if !inner.opts.syncs() {
-        publish(inner, io.written_offset)?;
+        inner.publish(io.written_offset)?;
     }
     Ok(true)
 }

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::format::{
     self, FRAME_HEADER_SIZE_BYTES, RECORD_PREFIX_SIZE_BYTES, SEGMENT_HEADER_SIZE_BYTES,
 };
-use crate::reader::{CommittedSource, Reader};
+use crate::reader::{Committed, CommittedSource, Reader};
 use crate::segment::{self, Scanner, Segment};
 use crate::subscribers::{self, Start, Subscriber, SubscriberInfo};
 use crate::vfs::{self, OpenMode, RealFs, VFile, Vfs};
@@ -349,6 +349,25 @@ impl Inner {
 
     fn fs(&self) -> &dyn Vfs {
         &*self.opts.vfs
+    }
+
+    /// Makes `offset` the committed offset for in-process readers and reader processes.
+    /// Both the syncer and a rolling flusher publish; the lock keeps the offset monotonic.
+    fn publish(&self, offset: u64) -> Result<()> {
+        let file = relock(self.committed_file.lock());
+        if offset <= self.committed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        vfs::write_all_at(&**file, &format::encode_committed(offset), 0)
+            .map_err(|_| Error::Poisoned)?;
+        self.committed.store(offset, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl Committed for Inner {
+    fn committed_offset(&self) -> u64 {
+        self.committed.load(Ordering::Acquire)
     }
 }
 

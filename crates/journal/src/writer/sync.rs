@@ -1,6 +1,5 @@
 //! The syncer: one fdatasync per group of written batches, then acknowledgement.
 
-use super::flush::publish;
 use super::*;
 
 /// Written data waiting for its fdatasync.
@@ -100,7 +99,7 @@ pub(super) fn syncer_main(inner: &Arc<Inner>) {
             Some(f) => vfs::sync_data(&**f).map_err(|_| Error::Poisoned),
             None => Ok(()),
         };
-        let result = synced.and_then(|()| publish(inner, target));
+        let result = synced.and_then(|()| inner.publish(target));
         let mut q = relock(inner.sync.lock());
         if result.is_err() {
             // Linux may have dropped the dirty pages: nothing after this sync can be trusted.

@@ -3,10 +3,9 @@
 use std::collections::BTreeMap;
 
 use hist::Histogram;
-use store::fetch::merged_histograms;
-use store::index::{Kind, SeriesId};
 use store::key::StreamKey;
-use store::tagquery::{Pattern, TagQuery, Term};
+use store::{merged_histograms, Kind, SeriesId};
+use store::{Pattern, TagQuery, Term};
 
 use super::{
     agg_of, aggregate, binop, binop_named, clean, common_name, common_tags, count_above,
@@ -221,7 +220,7 @@ impl Evaluator<'_> {
         for (id, key) in &sel.series {
             self.tick()?;
             let v: Vec<Option<f64>> = match f {
-                "counter" => store::fetch::counter_rates(&view, *id, range.slicing())?,
+                "counter" => store::counter_rates(&view, *id, range.slicing())?,
                 _ => {
                     let aggs = view.numeric_aggregates(*id, wide.slicing())?;
                     let pick = |a: &store::NumericAggregate| -> f64 {

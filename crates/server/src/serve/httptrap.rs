@@ -388,7 +388,7 @@ impl Visitor for BatchWriter<'_> {
         }
         let kind = match &value {
             Pushed::Value(v) => v.kind(),
-            Pushed::Bins(..) | Pushed::Packed(_) => store::index::Kind::Histogram,
+            Pushed::Bins(..) | Pushed::Packed(_) => store::Kind::Histogram,
         };
         let mut key = std::mem::take(&mut self.key);
         key.clear();

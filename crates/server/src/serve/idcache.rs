@@ -22,9 +22,7 @@
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{RwLock, RwLockReadGuard};
 
-use store::batch::KeyRef;
-use store::index::{Kind, SeriesId};
-use store::Store;
+use store::{KeyRef, Kind, SeriesId, Store};
 
 /// Series one cache holds by default (Influx: one per series and field).
 pub const ENTRIES_MAX_DEFAULT: usize = 1 << 20;

@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use ingest::influx::{Line, Precision, Visitor};
 use ingest::{Options, Reason, Rejection, SAMPLES_PER_BATCH_MAX};
-use store::index::SeriesId;
 use store::key::TagSet;
+use store::SeriesId;
 use store::WriteBatch;
 
 use super::idcache::{Misses, Reader, SeriesCache};

@@ -77,7 +77,7 @@ pub enum WriteError {
 }
 
 fn classify(e: &StoreError) -> WriteError {
-    use store::index::IndexError;
+    use store::IndexError;
     match e {
         StoreError::KindMismatchInBatch { .. }
         | StoreError::TextTooLong { .. }

@@ -16,11 +16,9 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use hist::{Histogram, QuantileType};
 use serde_json::{json, Value};
-use store::index::{Kind, SeriesInfo};
 use store::key::{write_part, Part, StreamKey};
-use store::read::SLICES_MAX;
-use store::tagquery::{TagQuery, WORK_MAX_DEFAULT};
-use store::Slicing;
+use store::{Kind, SeriesInfo};
+use store::{Slicing, TagQuery, SLICES_MAX, WORK_MAX_DEFAULT};
 
 use super::http::{error, json_response};
 use super::Shared;

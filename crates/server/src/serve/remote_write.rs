@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use ingest::remote_write::{PointKind, Visitor};
 use ingest::{Options, Reason, Rejection};
-use store::index::SeriesId;
 use store::key::{StreamKey, TagSet};
+use store::SeriesId;
 use store::{Store, WriteBatch};
 
 use super::idcache::{Misses, Reader, SeriesCache};
@@ -256,8 +256,8 @@ impl Visitor for BatchWriter<'_> {
         };
         let batch = &mut self.mapped.batch;
         let kind = match &value {
-            ingest::Value::Numeric(_) => store::index::Kind::Numeric,
-            _ => store::index::Kind::Histogram,
+            ingest::Value::Numeric(_) => store::Kind::Numeric,
+            _ => store::Kind::Histogram,
         };
         let pushed = match (value, self.slot) {
             (ingest::Value::Numeric(v), Some(slot)) => {

@@ -13,7 +13,7 @@ use super::bits::{best_rice_k, get_varint, put_varint, unzigzag, zigzag, BitRead
 use super::numeric::INT_EXACT_MAX;
 use super::{check_timestamps, read_count, timestamps};
 use super::{frame_body, frame_finish, frame_start, numeric, ChunkKind, DecodeError, EncodeError};
-use crate::read::{NumericAggregate, SliceAggregate};
+use crate::aggregate::{NumericAggregate, SliceAggregate};
 
 /// Columns, in order: count, sum, Σ value², min, max, first, last, first − slice start (ms),
 /// last − slice start (ms), counter increase. Layout 1 starts with this count.

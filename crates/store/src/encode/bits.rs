@@ -89,21 +89,6 @@ impl BitWriter {
         self.packer(1, |p| p.put(u64::from(bit), 1));
     }
 
-    /// Writes `bits` zero bits.
-    pub fn write_zeros(&mut self, bits: u64) {
-        self.packer(bits, |p| p.write_zeros(bits));
-    }
-
-    /// Appends everything written to `other`.
-    pub fn append(&mut self, other: &BitWriter) {
-        let bits = other.bit_len();
-        assert!(
-            bits <= u64::from(u32::MAX),
-            "one append is at most 2^32 − 1 bits"
-        );
-        self.packer(bits, |p| p.append_bits(other.as_bytes(), bits as u32));
-    }
-
     /// Rice code of `value` with parameter `k`; see [`rice_bits`] for the size.
     pub fn write_rice(&mut self, value: u64, k: u32) {
         self.packer(RICE_CODE_BITS_MAX, |p| p.write_rice(value, k));
@@ -509,19 +494,6 @@ impl<'a> BitReader<'a> {
         self.read_bitwise(bits)
     }
 
-    /// `read` of 1 ..= 64 bits when they lie in the 8 bytes from the current one; `None`
-    /// (nothing read) otherwise.
-    #[inline(always)]
-    pub fn read_within_window(&mut self, bits: u32) -> Option<u64> {
-        debug_assert!((1..=64).contains(&bits));
-        let (window, valid) = self.window()?;
-        if bits > valid || bits == 0 {
-            return None;
-        }
-        self.pos_bits += u64::from(bits);
-        Some(window >> (64 - bits))
-    }
-
     fn read_bitwise(&mut self, bits: u32) -> Result<u64, DecodeError> {
         if u64::from(bits) > self.remaining_bits() {
             return Err(DecodeError::Truncated {
@@ -733,7 +705,7 @@ mod tests {
                 let v = if bits == 64 { v } else { v & ((1u64 << bits) - 1) };
                 w.write(v, bits);
                 w.write_rice(v, k);
-                w.write_zeros(zeros);
+                w.packer(zeros, |p| p.write_zeros(zeros));
                 expected_bits += u64::from(bits) + rice_bits(v, k) + zeros;
                 prop_assert_eq!(w.bit_len(), expected_bits);
             }
@@ -903,7 +875,8 @@ mod tests {
         a.write(0b101, 3);
         let mut b = BitWriter::new();
         b.write(0b11_1110_0001, 10);
-        a.append(&b);
+        let bits = b.bit_len();
+        a.packer(bits, |p| p.append_bits(b.as_bytes(), bits as u32));
         assert_eq!(a.bit_len(), 13);
         assert_eq!(a.finish(), vec![0b1011_1111, 0b0000_1000]);
     }

@@ -1,7 +1,7 @@
 //! Per-series chunk encoders: numeric (delta-of-delta timestamps, integer-delta Rice or Gorilla
-//! XOR values), text (stored on change) and histograms (per period, range-coded against a
-//! decaying model of the series' past periods). Every chunk is framed as `version, kind, body,
-//! crc32c` (see `FORMAT.md`).
+//! XOR values), text (stored on change), histograms (per period, Rice-coded over a window of
+//! bins; packed bins in the finest rollups) and numeric rollup aggregates. Every chunk is framed
+//! as `version, kind, body, crc32c` (see `FORMAT.md`).
 //!
 //! Decoders never panic and never allocate more than a small multiple of their input on any
 //! bytes; encoders assert their input invariants and decoders re-check them.
@@ -12,7 +12,6 @@ pub mod histogram;
 
 pub mod numeric;
 pub mod packed_hist;
-pub mod range;
 pub mod rice_hist;
 pub mod text;
 
@@ -33,12 +32,12 @@ pub const CHUNK_FRAME_SIZE_BYTES: usize = 2 + 4;
 pub enum ChunkKind {
     Numeric = 1,
     Text = 2,
-    Histogram = 3,
+    // 3 is not a chunk kind: the number stays unused so that no byte changes meaning.
     /// A numeric series' rollup slices (rollup blocks only).
     Aggregate = 4,
     /// Histograms with packed bins (rollup blocks only; `packed_hist.rs`).
     PackedHistogram = 5,
-    /// Histograms, Rice-coded (`rice_hist.rs`): what base blocks hold; kind 3 is still read.
+    /// Histograms, Rice-coded (`rice_hist.rs`): what base blocks and coarser rollups hold.
     RiceHistogram = 6,
 }
 

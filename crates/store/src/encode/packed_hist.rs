@@ -1,13 +1,11 @@
-//! Packed histogram chunks (kind 5): each period's bins packed (`crate::packed`, ≈ 2 bytes per
+//! Packed histogram chunks (kind 5): each period's bins packed (`hist::packed`, ≈ 2 bytes per
 //! bin), no entropy coder. Rollups use them.
 //!
-//! Why a second histogram chunk: the range-coded chunk (kind 3) is the smallest, but every
-//! chunk carries its own symbol tables, and setting them up costs microseconds per chunk. Base
-//! blocks hold one chunk of a hundred or more periods per series, where that is amortised;
-//! rollup chunks hold a few slices each (so a short read decodes only what it needs), and a
-//! read of the last hours of a thousand series decodes thousands of them — there the tables
-//! were most of the read. A packed chunk decodes with one varint walk per bin into the caller's
-//! accumulators, and costs about twice the bytes of a range-coded one.
+//! Why a second histogram chunk: rollup chunks hold a few slices each (so a short read decodes
+//! only what it needs), and a read of the last hours of a thousand series decodes thousands of
+//! them, where a windowed chunk's setup per chunk (its window, each bin's parameter) is paid
+//! for four slices. A packed chunk decodes with one varint walk per bin into the caller's
+//! accumulators, at about twice the bytes of a windowed one.
 
 use hist::{Accumulator, Histogram, BIN_COUNT_MAX};
 
@@ -15,7 +13,7 @@ use super::bits::{get_varint, put_varint};
 use super::histogram::{read_period_starts, start_chunk, ChunkSummary, HIST_CHUNK_PERIODS_MAX};
 use super::{frame_body, frame_finish};
 use super::{ChunkKind, DecodeError, EncodeError};
-use crate::packed;
+use hist::packed;
 
 /// Encodes one chunk of per-period histograms. Period starts must strictly increase.
 pub fn encode(periods: &[(i64, Histogram)]) -> Result<Vec<u8>, EncodeError> {
@@ -37,7 +35,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<(i64, Histogram)>, DecodeError> {
     Ok(out)
 }
 
-/// Decodes one chunk straight into accumulators, as `histogram::decode_into` does (bins added
+/// Decodes one chunk straight into accumulators, as `rice_hist::decode_into` does (bins added
 /// as they are read, eight at a time where they pack one byte each: no buffers between).
 pub fn decode_into(
     bytes: &[u8],
@@ -174,13 +172,14 @@ mod tests {
     }
 
     #[test]
-    fn a_range_coded_chunk_is_not_read_as_packed() {
+    fn a_chunk_of_another_kind_is_not_read_as_packed() {
         let mut h = Histogram::new();
         h.insert(1.0);
-        let bytes = crate::encode::histogram::encode(&[(0, h)]).unwrap();
+        let bytes = encode(&[(0, h)]).unwrap();
+        let bytes = crate::encode::repair_frame(bytes, ChunkKind::RiceHistogram);
         assert!(matches!(
             decode(&bytes),
-            Err(DecodeError::Kind { kind: 3, .. })
+            Err(DecodeError::Kind { kind: 6, .. })
         ));
     }
 }

@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 
 use hist::Histogram;
 use rand::{Rng, SeedableRng};
-use store::index::SeriesId;
-use store::{LevelOptions, Slicing, Store, StoreOptions, View, WriteBatch};
+use store::{LevelOptions, SeriesId, Slicing, Store, StoreOptions, View, WriteBatch};
 
 pub const BASE_MS: i64 = 1_000;
 pub const PARTITION_MS: i64 = 10_000;

@@ -1,6 +1,0 @@
-#![no_main]
-//! Any bytes through `store::fuzzing::histogram_chunk`: rejected or accepted consistently, never a panic.
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    store::fuzzing::histogram_chunk(data);
-});
