@@ -8,9 +8,9 @@ use std::sync::atomic::AtomicBool;
 
 use hist::Histogram;
 use query::eval::{Data, Limits, Stream};
-use store::index::{Kind as SeriesKind, SeriesId};
+use store::{Kind as SeriesKind, SeriesId};
 use store::key::StreamKey;
-use store::tagquery::{Pattern, TagQuery, Term};
+use store::{Pattern, TagQuery, Term};
 use store::Store;
 
 use crate::cond::Windowed;
@@ -192,7 +192,7 @@ fn select(
     name: &str,
     tags: Option<&str>,
     kind: Option<SeriesKind>,
-) -> Result<Vec<store::index::SeriesInfo>, String> {
+) -> Result<Vec<store::SeriesInfo>, String> {
     let mut terms = vec![TagQuery::Term(Term::Name(name_pattern(name)))];
     if let Some(k) = kind {
         terms.push(TagQuery::Term(Term::Type(k)));
@@ -201,7 +201,7 @@ fn select(
         terms.push(TagQuery::parse(t).map_err(|e| format!("tags {t:?}: {e}"))?);
     }
     let ids = store
-        .find(&TagQuery::And(terms), store::tagquery::WORK_MAX_DEFAULT)
+        .find(&TagQuery::And(terms), store::WORK_MAX_DEFAULT)
         .map_err(|e| e.to_string())?;
     if ids.len() > INSTANCES_PER_RULESET_MAX {
         return Err(format!(
@@ -352,7 +352,7 @@ fn silent_obs(stream: String, tags: Vec<(String, String)>, t: i64, last: i64, li
 /// When the series last had data before `t`, within `seen_within` (`None`: not in that time).
 fn last_seen(
     view: &store::View<'_>,
-    s: &store::index::SeriesInfo,
+    s: &store::SeriesInfo,
     t: i64,
     seen_within: i64,
     base: i64,

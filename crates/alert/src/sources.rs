@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use store::index::{Kind as SeriesKind, SeriesId};
+use store::{Kind as SeriesKind, SeriesId};
 use store::key::StreamKey;
 use store::Store;
 

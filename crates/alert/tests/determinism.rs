@@ -78,7 +78,7 @@ fn ruleset_toml(c: &Case) -> String {
     )
     .unwrap();
     if c.clear {
-        write!(t, "clear = \"{lhs} < {}\"\n", c.low).unwrap();
+        writeln!(t, "clear = \"{lhs} < {}\"", c.low).unwrap();
     }
     write!(
         t,
