@@ -8,10 +8,10 @@ use std::sync::atomic::AtomicBool;
 
 use hist::Histogram;
 use query::eval::{Data, Limits, Stream};
-use store::{Kind as SeriesKind, SeriesId};
 use store::key::StreamKey;
-use store::{Pattern, TagQuery, Term};
 use store::Store;
+use store::{Kind as SeriesKind, SeriesId};
+use store::{Pattern, TagQuery, Term};
 
 use crate::cond::Windowed;
 use crate::rule::{Kind, Ruleset, WinFn};

@@ -14,9 +14,9 @@
 
 use std::collections::HashMap;
 
-use store::{Kind as SeriesKind, SeriesId};
 use store::key::StreamKey;
 use store::Store;
+use store::{Kind as SeriesKind, SeriesId};
 
 use crate::cond::Windowed;
 use crate::observe::Obs;
