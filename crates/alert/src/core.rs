@@ -294,12 +294,12 @@ fn step_one(
     };
     next.labels = labels_of(rs, &s.tags, next.severity);
     next.suppressed = rs.depends_on.is_some() && suppressed(rs, s.parents, &next.labels);
+    // Rendered at every evaluation (the API shows today's numbers), recorded only with a
+    // change.
+    next.annotations = annotations(rs, &next, s);
     if prev.is_some() && !base.differs(&next) {
-        // Nothing a record carries changed: keep the last record's annotations.
-        next.annotations = base.annotations;
         return Some((next, no_update()));
     }
-    next.annotations = annotations(rs, &next, s);
     let update = Update {
         from_state: base.state,
         from_severity: base.severity,

@@ -32,7 +32,7 @@ pub mod sources;
 pub mod state;
 pub mod template;
 pub mod testfile;
-mod util;
+pub mod util;
 
 pub use engine::{Engine, EngineOptions};
 pub use rule::{Ruleset, RulesetError};

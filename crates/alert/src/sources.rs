@@ -240,8 +240,11 @@ impl Tracker {
             if src.interval_ms.is_none() || t_ms - src.learned_at_ms >= RELEARN_MS {
                 let learned = self.learn(store, &view, rep, last)?;
                 let src = &mut self.sources[si];
-                src.interval_ms = learned;
-                src.learned_at_ms = t_ms;
+                // Not learned yet (one sample so far): try again next period.
+                if learned.is_some() {
+                    src.interval_ms = learned;
+                    src.learned_at_ms = t_ms;
+                }
             }
             let src = &self.sources[si];
             let Some(interval) = src.interval_ms else {

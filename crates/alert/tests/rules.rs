@@ -363,3 +363,12 @@ fn an_alternating_condition_is_marked_flapping() {
     assert!(i.flapping, "still alternating at minute 30");
     assert!(matches!(i.state, State::Firing | State::Resolved));
 }
+
+#[test]
+fn the_example_test_file_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/login_test.toml");
+    let report = alert::testfile::run_file(&path, dir.path()).unwrap();
+    assert_eq!(report.checks, 7);
+    assert!(report.failures.is_empty(), "{:#?}", report.failures);
+}

@@ -3,10 +3,12 @@
 //! Each subcommand family lives in its own module (`cli_*.rs`); `main` only dispatches and turns
 //! errors into exit codes: 0 success, 1 runtime failure, 2 bad input or usage.
 
+mod cli_alerts;
 mod cli_clock;
 mod cli_config;
 mod cli_journal;
 mod cli_query;
+mod cli_rules;
 mod cli_store;
 mod serve;
 
@@ -51,6 +53,16 @@ enum Command {
     },
     /// Evaluate an analytics (CAQL) query against a running server or a store directory.
     Query(cli_query::QueryArgs),
+    /// Check, unit-test and backtest alerting rulesets.
+    Rules {
+        #[command(subcommand)]
+        command: cli_rules::RulesCommand,
+    },
+    /// List the alerts a running server holds.
+    Alerts {
+        #[command(subcommand)]
+        command: cli_alerts::AlertsCommand,
+    },
     /// Check the clock Strata times itself with: its source (TSC or OS), why, and its cost.
     Clock {
         #[command(subcommand)]
@@ -72,5 +84,7 @@ fn main() -> ExitCode {
         Command::Store { command } => cli_store::run(command),
         Command::Clock { command } => cli_clock::run(command),
         Command::Query(args) => cli_query::run(args),
+        Command::Rules { command } => cli_rules::run(command),
+        Command::Alerts { command } => cli_alerts::run(command),
     }
 }

@@ -64,6 +64,8 @@ pub fn router(app: Shared) -> Router {
         .merge(promql::http::router(app.store.clone()))
         // The analytics language endpoint (/api/strata/v1/caql).
         .merge(query::http::router(app.store.clone()))
+        // Alerting: /api/strata/v1/alerts, /api/strata/v1/rules.
+        .merge(super::alerts::router(&app.config))
         // The web UI at `/` and the worksheets API.
         .merge(super::ui::router(app.clone()));
     routes.layer(middleware::from_fn_with_state(frame_state, frame))

@@ -5,6 +5,7 @@
 //! level). The store blocks (fsync), so writes run on tokio's blocking pool, at most
 //! `WRITERS_MAX` at once; concurrent writers share the journal's group commit.
 
+mod alerts;
 mod conn;
 mod graphite;
 mod http;
@@ -321,6 +322,7 @@ async fn serve(config: Config) -> Result<(), String> {
         "store open"
     );
     let store = Arc::new(store);
+    alerts::start(&config, &store).await?;
 
     // Bind everything before announcing, so the printed addresses are live.
     let http_listener = bind_tcp(http_addr, "http").await?;
@@ -400,6 +402,7 @@ async fn serve(config: Config) -> Result<(), String> {
             tracing::error!(error = %e, "a listener task failed");
         }
     }
+    alerts::stop().await;
     close_store(app).await
 }
 
