@@ -11,7 +11,7 @@ use std::sync::Arc;
 use store::Store;
 
 use crate::cond::{Ctx, Windowed};
-use crate::observe::{self, Obs};
+use crate::observe::{self, Obs, Tags};
 use crate::record::{Cycle, Eval, Forget, Record, Update, CYCLE_ACTIVE_MAX, FLAG_EAGER};
 use crate::rule::{Kind, Level, NoData, Ruleset};
 use crate::sources::Tracker;
@@ -52,6 +52,8 @@ pub struct Core {
     pub health: HashMap<String, Health>,
     /// Push sources, when the built-in rule runs (live only).
     pub tracker: Option<Tracker>,
+    /// Series selections kept between cycles.
+    cache: observe::Cache,
 }
 
 /// A cycle's records and the instances it leaves (`None`: forgotten).
@@ -255,7 +257,7 @@ struct StepIn<'a> {
     t: i64,
     verdict: Verdict,
     value: Option<&'a Windowed>,
-    tags: Vec<(String, String)>,
+    tags: Tags,
     parents: &'a [Vec<(String, String)>],
     eager: bool,
 }
@@ -412,6 +414,7 @@ impl Core {
     ) -> Proposal {
         let due = self.due(t_ms, only);
         let mut tracker = self.tracker.take();
+        let mut cache = std::mem::take(&mut self.cache);
         let mut stage = Stage {
             core: self,
             staged: HashMap::new(),
@@ -425,7 +428,7 @@ impl Core {
                     Some(t) => t.observe(store, t_ms, *factor),
                     None => Ok(Vec::new()),
                 },
-                _ => observe::observe(store, rs, t_ms),
+                _ => observe::observe(store, rs, t_ms, &mut cache),
             };
             let h = Health {
                 last_t_ms: t_ms,
@@ -447,6 +450,7 @@ impl Core {
         }
         let staged = stage.staged;
         self.tracker = tracker;
+        self.cache = cache;
         let mut p = Proposal {
             t_ms,
             records,
@@ -474,7 +478,8 @@ impl Core {
             core: self,
             staged: HashMap::new(),
         };
-        let obs = observe::observe(store, rs, open_end_ms);
+        // Eager looks are rare and small: no cache (it lives with the cycles).
+        let obs = observe::observe(store, rs, open_end_ms, &mut observe::Cache::default());
         let updates = match obs {
             Ok(list) => eager_ruleset(&mut stage, rs, now_ms, list),
             Err(_) => Vec::new(),
@@ -680,7 +685,7 @@ fn evaluate_ruleset(
                 t,
                 verdict: Verdict::Error(e),
                 value: None,
-                tags: Vec::new(),
+                tags: Tags::default(),
                 parents: &[],
                 eager,
             };
@@ -698,7 +703,7 @@ fn evaluate_ruleset(
                 value: f64::NAN,
             },
             value: None,
-            tags: Vec::new(),
+            tags: Tags::default(),
             parents: &[],
             eager,
         };
@@ -768,7 +773,7 @@ fn step_missing(
         } else {
             Verdict::NoData
         };
-        let tags = tags_from_labels(rs, &prev.labels);
+        let tags = Arc::new(tags_from_labels(rs, &prev.labels));
         let stream = prev.stream.clone();
         let s = StepIn {
             rs,

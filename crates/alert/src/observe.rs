@@ -5,13 +5,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
-use hist::Histogram;
+use hist::{Accumulator, Histogram};
 use query::eval::{Data, Limits, Stream};
 use store::key::StreamKey;
 use store::Store;
 use store::{Kind as SeriesKind, SeriesId};
-use store::{Pattern, TagQuery, Term};
+use store::{Pattern, Slicing, TagQuery, Term};
 
 use crate::cond::Windowed;
 use crate::rule::{Kind, Ruleset, WinFn};
@@ -21,12 +22,15 @@ pub const INSTANCES_PER_RULESET_MAX: usize = 10_000;
 /// Wall-clock budget of one ruleset's expression.
 pub const EVAL_TIME_MS_MAX: u64 = 20_000;
 
+/// A stream's tags, shared by its observations from one period to the next.
+pub type Tags = Arc<Vec<(String, String)>>;
+
 /// One stream's value over the window.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Obs {
     /// The stream's identity: its CAQL label (a `find`'s canonical key), made unique.
-    pub stream: String,
-    pub tags: Vec<(String, String)>,
+    pub stream: Arc<str>,
+    pub tags: Tags,
     /// `None`: the window held too little data.
     pub value: Option<Windowed>,
     /// Share of the window's periods holding a value.
@@ -45,10 +49,32 @@ fn tags_of(key: &StreamKey) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The series a ruleset's `find` selected, kept while the index has no new series (series
+/// are never removed from it, so the same count means the same answer).
+#[derive(Default)]
+pub struct Cache {
+    selections: HashMap<String, (u32, Arc<Vec<(SeriesId, Arc<str>, Tags)>>)>,
+}
+
 /// Observes `rs` at period end `t_ms`. `Err` is an error of the whole ruleset.
-pub fn observe(store: &Store, rs: &Ruleset, t_ms: i64) -> Result<Vec<Obs>, String> {
+pub fn observe(store: &Store, rs: &Ruleset, t_ms: i64, cache: &mut Cache) -> Result<Vec<Obs>, String> {
+    observe_with(store, rs, t_ms, cache, true)
+}
+
+/// As [`observe`]; `direct` false evaluates a plain `find:histogram` through CAQL too (tests
+/// check that both give the same).
+pub fn observe_with(
+    store: &Store,
+    rs: &Ruleset,
+    t_ms: i64,
+    cache: &mut Cache,
+    direct: bool,
+) -> Result<Vec<Obs>, String> {
     match &rs.kind {
-        Kind::Caql { query, .. } => observe_caql(store, rs, query, t_ms),
+        Kind::Caql { query, .. } => match plain_find_histogram(query).filter(|_| direct) {
+            Some((name, tags)) => observe_direct(store, rs, &name, tags.as_deref(), t_ms, cache),
+            None => observe_caql(store, rs, query, t_ms),
+        },
         Kind::Text { name, tags } => observe_text(store, rs, name, tags.as_deref(), t_ms),
         Kind::Absent {
             name,
@@ -126,8 +152,8 @@ fn windowed(rs: &Ruleset, s: Stream, stream: String) -> Obs {
     };
     let value = value.filter(|_| coverage > 0.0 && coverage >= rs.min_coverage);
     Obs {
-        stream,
-        tags: s.tags,
+        stream: stream.into(),
+        tags: Arc::new(s.tags),
         value,
         coverage,
     }
@@ -220,6 +246,102 @@ fn select(
     Ok(out)
 }
 
+/// `find:histogram("name"[, "tags"])` and nothing else: (name glob, tag query).
+fn plain_find_histogram(q: &query::Query) -> Option<(String, Option<String>)> {
+    let query::Expr::Call(c) = &q.expr else {
+        return None;
+    };
+    let plain = q.directives.is_empty()
+        && c.name == "find:histogram"
+        && c.kwargs.is_empty()
+        && c.sources.is_empty();
+    match (plain, c.args.as_slice()) {
+        (true, [query::Expr::Str(name)]) => Some((name.clone(), None)),
+        (true, [query::Expr::Str(name), query::Expr::Str(tags)]) => {
+            Some((name.clone(), Some(tags.clone())))
+        }
+        _ => None,
+    }
+}
+
+impl Cache {
+    /// The histogram series `name` and `tags` select, in key order, as CAQL's `find` has them.
+    fn select(
+        &mut self,
+        store: &Store,
+        ruleset: &str,
+        name: &str,
+        tags: Option<&str>,
+    ) -> Result<Arc<Vec<(SeriesId, Arc<str>, Tags)>>, String> {
+        let count = store
+            .index()
+            .snapshot()
+            .map_err(|e| e.to_string())?
+            .series_count();
+        if let Some((c, sel)) = self.selections.get(ruleset) {
+            if *c == count {
+                return Ok(sel.clone());
+            }
+        }
+        let series = select(store, name, tags, Some(SeriesKind::Histogram))?;
+        let sel: Arc<Vec<(SeriesId, Arc<str>, Tags)>> = Arc::new(
+            series
+                .into_iter()
+                .map(|s| (s.id, Arc::from(s.key.canonical_str()), Arc::new(tags_of(&s.key))))
+                .collect(),
+        );
+        self.selections.insert(ruleset.to_string(), (count, sel.clone()));
+        Ok(sel)
+    }
+}
+
+/// A plain `find:histogram` read straight into reused accumulators: the window's periods per
+/// series, no stream vectors, no histogram per period (what CAQL would do, cheaper).
+fn observe_direct(
+    store: &Store,
+    rs: &Ruleset,
+    name: &str,
+    tags: Option<&str>,
+    t_ms: i64,
+    cache: &mut Cache,
+) -> Result<Vec<Obs>, String> {
+    let series = cache.select(store, &rs.name, name, tags)?;
+    let view = store.view().map_err(|e| e.to_string())?;
+    let slicing = Slicing {
+        start_ms: t_ms - rs.window.ms,
+        end_ms: t_ms,
+        period_ms: rs.period_ms,
+    };
+    let n = rs.window_periods();
+    let mut periods = vec![Accumulator::new(); n];
+    let mut window = Accumulator::new();
+    let last = rs.window_fn(true) == WinFn::Last;
+    let mut out = Vec::with_capacity(series.len());
+    for (id, key, tags) in series.iter() {
+        periods.iter_mut().for_each(Accumulator::clear);
+        view.accumulate_histograms(*id, slicing, &mut periods)
+            .map_err(|e| e.to_string())?;
+        let present = periods.iter().filter(|a| !a.is_empty()).count();
+        let coverage = present as f64 / n as f64;
+        let value = if present == 0 || coverage < rs.min_coverage {
+            None
+        } else if last {
+            periods.iter().rev().find(|a| !a.is_empty()).map(Accumulator::to_histogram)
+        } else {
+            window.clear();
+            periods.iter().for_each(|a| window.add_accumulator(a));
+            Some(window.to_histogram())
+        };
+        out.push(Obs {
+            stream: key.clone(),
+            tags: tags.clone(),
+            value: value.map(Windowed::Hist),
+            coverage,
+        });
+    }
+    Ok(out)
+}
+
 fn observe_text(
     store: &Store,
     rs: &Ruleset,
@@ -249,8 +371,8 @@ fn observe_text(
             }
         });
         out.push(Obs {
-            stream: s.key.canonical(),
-            tags: tags_of(&s.key),
+            stream: s.key.canonical().into(),
+            tags: Arc::new(tags_of(&s.key)),
             coverage: if value.is_some() { 1.0 } else { 0.0 },
             value,
         });
@@ -322,8 +444,8 @@ fn observe_absent(
         }
         // Listed but never seen: silent since forever.
         out.push(Obs {
-            stream: key.canonical(),
-            tags: tags_of(&key),
+            stream: key.canonical().into(),
+            tags: Arc::new(tags_of(&key)),
             value: Some(Windowed::Silent {
                 silent_ms: i64::MAX,
                 last_seen_ms: 0,
@@ -338,8 +460,8 @@ fn observe_absent(
 
 fn silent_obs(stream: String, tags: Vec<(String, String)>, t: i64, last: i64, limit: i64) -> Obs {
     Obs {
-        stream,
-        tags,
+        stream: stream.into(),
+        tags: Arc::new(tags),
         value: Some(Windowed::Silent {
             silent_ms: t - last,
             last_seen_ms: last,

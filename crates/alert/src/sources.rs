@@ -251,8 +251,8 @@ impl Tracker {
                 continue;
             };
             out.push(Obs {
-                stream: src.identity.clone(),
-                tags: src.tags.clone(),
+                stream: src.identity.as_str().into(),
+                tags: std::sync::Arc::new(src.tags.clone()),
                 value: Some(Windowed::Silent {
                     silent_ms: (t_ms - last).max(0),
                     last_seen_ms: last,

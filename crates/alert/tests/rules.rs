@@ -372,3 +372,28 @@ fn the_example_test_file_passes() {
     assert_eq!(report.checks, 7);
     assert!(report.failures.is_empty(), "{:#?}", report.failures);
 }
+
+#[test]
+fn the_direct_histogram_read_equals_caql() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path(), MIN);
+    for m in 0..10 {
+        for (i, host) in ["a", "b", "c"].iter().enumerate() {
+            if (m + i as i64) % 3 != 0 {
+                write_hist(&s, &format!("lat|ST[host:{host}]"), m * MIN + 5, &[(0.2, 10), (1.7, m as u64)]);
+            }
+        }
+    }
+    for (window, cov) in [("3m", 0.0), ("3m", 0.6), ("rolling:last(2m)", 0.0)] {
+        let text = format!(
+            "[[ruleset]]\nname = \"d\"\nexpr = 'find:histogram(\"lat\", \"host:*\")'\nwindow = \"{window}\"\nmin_coverage = {cov}\n[[ruleset.severity]]\nlevel = 1\nwhen = \"count > 1\"\n"
+        );
+        let rs = rulesets(&text, MIN);
+        let mut cache = alert::observe::Cache::default();
+        for t in 1..=10 {
+            let direct = alert::observe::observe_with(&s, &rs[0], t * MIN, &mut cache, true).unwrap();
+            let caql = alert::observe::observe_with(&s, &rs[0], t * MIN, &mut cache, false).unwrap();
+            assert_eq!(direct, caql, "window {window}, coverage {cov}, minute {t}");
+        }
+    }
+}
