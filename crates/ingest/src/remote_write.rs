@@ -29,7 +29,8 @@ pub const LABELS_PER_REQUEST_MAX: usize = 2_000_000;
 pub const BUCKETS_PER_REQUEST_MAX: usize = 8_000_000;
 
 /// Prometheus' stale marker: a NaN with this exact bit pattern, sent when a series disappears.
-/// It says "no value any more", not a value, so it is skipped rather than rejected.
+/// It says "no value any more": it is kept as a numeric sample with these exact bits (PromQL
+/// reads it as the end of the series), while other NaNs are rejected.
 const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
 
 /// `Histogram.reset_hint` value `GAUGE`: the histogram is a snapshot, not a running total.
@@ -177,7 +178,7 @@ pub trait Visitor {
     /// Point `i` (counted per kind, in order sent) of the last series accepted by
     /// [`Visitor::series`]: its timestamp (checked against the options) and value
     /// (`Numeric`, `Histogram` or `CumulativeHistogram`), or why it is rejected. Floats come
-    /// before histograms, stale markers are left out. Returns `false` to stop the request.
+    /// before histograms, stale markers included. Returns `false` to stop the request.
     fn point(&mut self, kind: PointKind, i: usize, point: Result<(i64, Value), Reason>) -> bool;
 }
 
@@ -550,12 +551,9 @@ fn read_sample(sample: &[u8]) -> Result<proto::Sample, Reason> {
     Ok(out)
 }
 
-/// A float sample's point; `None` for a stale marker.
+/// A float sample's point (always `Some`); a stale marker keeps its exact bits.
 fn float_point(s: proto::Sample, o: &Options) -> Option<Result<(i64, Value), Reason>> {
-    if s.value.to_bits() == STALE_NAN_BITS {
-        return None;
-    }
-    if !s.value.is_finite() {
+    if !s.value.is_finite() && s.value.to_bits() != STALE_NAN_BITS {
         return Some(Err(Reason::bad_value(
             "a finite number",
             &s.value.to_string(),
@@ -948,16 +946,13 @@ fn series_id(labels: &[proto::Label]) -> Result<ProstSeriesId, Reason> {
     })
 }
 
-/// A float sample; `None` for a stale marker.
+/// A float sample (always `Some`); a stale marker keeps its exact bits.
 fn float_sample(
     id: &ProstSeriesId,
     s: &proto::Sample,
     o: &Options,
 ) -> Result<Option<Sample>, Reason> {
-    if s.value.to_bits() == STALE_NAN_BITS {
-        return Ok(None);
-    }
-    if !s.value.is_finite() {
+    if !s.value.is_finite() && s.value.to_bits() != STALE_NAN_BITS {
         return Err(Reason::bad_value("a finite number", &s.value.to_string()));
     }
     let ts_ms = o.check_ts(s.timestamp)?;

@@ -82,10 +82,13 @@ pub enum AggOp {
     Topk,
     Bottomk,
     Quantile,
+    CountValues,
+    Limitk,
+    LimitRatio,
 }
 
 impl AggOp {
-    pub const ALL: [AggOp; 11] = [
+    pub const ALL: [AggOp; 14] = [
         AggOp::Sum,
         AggOp::Avg,
         AggOp::Min,
@@ -97,6 +100,9 @@ impl AggOp {
         AggOp::Topk,
         AggOp::Bottomk,
         AggOp::Quantile,
+        AggOp::CountValues,
+        AggOp::Limitk,
+        AggOp::LimitRatio,
     ];
 
     pub fn name(self) -> &'static str {
@@ -112,6 +118,9 @@ impl AggOp {
             AggOp::Topk => "topk",
             AggOp::Bottomk => "bottomk",
             AggOp::Quantile => "quantile",
+            AggOp::CountValues => "count_values",
+            AggOp::Limitk => "limitk",
+            AggOp::LimitRatio => "limit_ratio",
         }
     }
 
@@ -121,7 +130,29 @@ impl AggOp {
 
     /// Whether the operator takes a parameter before the vector (`topk(3, v)`).
     pub fn has_param(self) -> bool {
-        matches!(self, AggOp::Topk | AggOp::Bottomk | AggOp::Quantile)
+        matches!(
+            self,
+            AggOp::Topk
+                | AggOp::Bottomk
+                | AggOp::Quantile
+                | AggOp::CountValues
+                | AggOp::Limitk
+                | AggOp::LimitRatio
+        )
+    }
+
+    /// The parameter's type: a string for `count_values`, a scalar otherwise.
+    pub fn param_type(self) -> ValueType {
+        if self == AggOp::CountValues {
+            ValueType::String
+        } else {
+            ValueType::Scalar
+        }
+    }
+
+    /// Aggregations Prometheus 3.5 accepts only with `promql-experimental-functions`.
+    pub fn is_experimental(self) -> bool {
+        matches!(self, AggOp::Limitk | AggOp::LimitRatio)
     }
 }
 
@@ -133,6 +164,7 @@ pub enum BinOp {
     Div,
     Mod,
     Pow,
+    Atan2,
     Eq,
     Ne,
     Gt,
@@ -153,6 +185,7 @@ impl BinOp {
             BinOp::Div => "/",
             BinOp::Mod => "%",
             BinOp::Pow => "^",
+            BinOp::Atan2 => "atan2",
             BinOp::Eq => "==",
             BinOp::Ne => "!=",
             BinOp::Gt => ">",
@@ -172,7 +205,7 @@ impl BinOp {
             BinOp::And | BinOp::Unless => 2,
             BinOp::Eq | BinOp::Ne | BinOp::Gt | BinOp::Lt | BinOp::Ge | BinOp::Le => 3,
             BinOp::Add | BinOp::Sub => 4,
-            BinOp::Mul | BinOp::Div | BinOp::Mod => 5,
+            BinOp::Mul | BinOp::Div | BinOp::Mod | BinOp::Atan2 => 5,
             BinOp::Pow => 6,
         }
     }
@@ -214,7 +247,7 @@ pub struct Grouping {
     pub labels: Vec<String>,
 }
 
-/// The functions of the subset, with their argument types.
+/// The functions of Prometheus 3.5, with their argument types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Func {
     Rate,
@@ -231,6 +264,13 @@ pub enum Func {
     StddevOverTime,
     StdvarOverTime,
     QuantileOverTime,
+    MadOverTime,
+    AbsentOverTime,
+    PresentOverTime,
+    TsOfMaxOverTime,
+    TsOfMinOverTime,
+    TsOfLastOverTime,
+    DoubleExponentialSmoothing,
     Abs,
     Ceil,
     Floor,
@@ -238,27 +278,64 @@ pub enum Func {
     Clamp,
     ClampMin,
     ClampMax,
+    Sgn,
+    Exp,
+    Sqrt,
+    Ln,
+    Log2,
+    Log10,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Tanh,
+    Asinh,
+    Acosh,
+    Atanh,
+    Deg,
+    Rad,
+    Pi,
     Scalar,
     Vector,
     Time,
     Timestamp,
+    DaysInMonth,
+    DayOfMonth,
+    DayOfWeek,
+    DayOfYear,
+    Hour,
+    Minute,
+    Month,
+    Year,
     LabelReplace,
+    LabelJoin,
+    Sort,
+    SortDesc,
+    SortByLabel,
+    SortByLabelDesc,
     HistogramQuantile,
     HistogramFraction,
     HistogramCount,
     HistogramSum,
     HistogramAvg,
+    HistogramStddev,
+    HistogramStdvar,
     Changes,
     Resets,
     Absent,
     Deriv,
     PredictLinear,
+    Info,
 }
 
 use ValueType::{Matrix as M, Scalar as S, String as Str, Vector as V};
 
 impl Func {
-    pub const ALL: [Func; 36] = [
+    pub const ALL: [Func; 80] = [
         Func::Rate,
         Func::Increase,
         Func::Irate,
@@ -273,6 +350,13 @@ impl Func {
         Func::StddevOverTime,
         Func::StdvarOverTime,
         Func::QuantileOverTime,
+        Func::MadOverTime,
+        Func::AbsentOverTime,
+        Func::PresentOverTime,
+        Func::TsOfMaxOverTime,
+        Func::TsOfMinOverTime,
+        Func::TsOfLastOverTime,
+        Func::DoubleExponentialSmoothing,
         Func::Abs,
         Func::Ceil,
         Func::Floor,
@@ -280,21 +364,58 @@ impl Func {
         Func::Clamp,
         Func::ClampMin,
         Func::ClampMax,
+        Func::Sgn,
+        Func::Exp,
+        Func::Sqrt,
+        Func::Ln,
+        Func::Log2,
+        Func::Log10,
+        Func::Sin,
+        Func::Cos,
+        Func::Tan,
+        Func::Asin,
+        Func::Acos,
+        Func::Atan,
+        Func::Sinh,
+        Func::Cosh,
+        Func::Tanh,
+        Func::Asinh,
+        Func::Acosh,
+        Func::Atanh,
+        Func::Deg,
+        Func::Rad,
+        Func::Pi,
         Func::Scalar,
         Func::Vector,
         Func::Time,
         Func::Timestamp,
+        Func::DaysInMonth,
+        Func::DayOfMonth,
+        Func::DayOfWeek,
+        Func::DayOfYear,
+        Func::Hour,
+        Func::Minute,
+        Func::Month,
+        Func::Year,
         Func::LabelReplace,
+        Func::LabelJoin,
+        Func::Sort,
+        Func::SortDesc,
+        Func::SortByLabel,
+        Func::SortByLabelDesc,
         Func::HistogramQuantile,
         Func::HistogramFraction,
         Func::HistogramCount,
         Func::HistogramSum,
         Func::HistogramAvg,
+        Func::HistogramStddev,
+        Func::HistogramStdvar,
         Func::Changes,
         Func::Resets,
         Func::Absent,
         Func::Deriv,
         Func::PredictLinear,
+        Func::Info,
     ];
 
     pub fn name(self) -> &'static str {
@@ -313,6 +434,13 @@ impl Func {
             Func::StddevOverTime => "stddev_over_time",
             Func::StdvarOverTime => "stdvar_over_time",
             Func::QuantileOverTime => "quantile_over_time",
+            Func::MadOverTime => "mad_over_time",
+            Func::AbsentOverTime => "absent_over_time",
+            Func::PresentOverTime => "present_over_time",
+            Func::TsOfMaxOverTime => "ts_of_max_over_time",
+            Func::TsOfMinOverTime => "ts_of_min_over_time",
+            Func::TsOfLastOverTime => "ts_of_last_over_time",
+            Func::DoubleExponentialSmoothing => "double_exponential_smoothing",
             Func::Abs => "abs",
             Func::Ceil => "ceil",
             Func::Floor => "floor",
@@ -320,21 +448,58 @@ impl Func {
             Func::Clamp => "clamp",
             Func::ClampMin => "clamp_min",
             Func::ClampMax => "clamp_max",
+            Func::Sgn => "sgn",
+            Func::Exp => "exp",
+            Func::Sqrt => "sqrt",
+            Func::Ln => "ln",
+            Func::Log2 => "log2",
+            Func::Log10 => "log10",
+            Func::Sin => "sin",
+            Func::Cos => "cos",
+            Func::Tan => "tan",
+            Func::Asin => "asin",
+            Func::Acos => "acos",
+            Func::Atan => "atan",
+            Func::Sinh => "sinh",
+            Func::Cosh => "cosh",
+            Func::Tanh => "tanh",
+            Func::Asinh => "asinh",
+            Func::Acosh => "acosh",
+            Func::Atanh => "atanh",
+            Func::Deg => "deg",
+            Func::Rad => "rad",
+            Func::Pi => "pi",
             Func::Scalar => "scalar",
             Func::Vector => "vector",
             Func::Time => "time",
             Func::Timestamp => "timestamp",
+            Func::DaysInMonth => "days_in_month",
+            Func::DayOfMonth => "day_of_month",
+            Func::DayOfWeek => "day_of_week",
+            Func::DayOfYear => "day_of_year",
+            Func::Hour => "hour",
+            Func::Minute => "minute",
+            Func::Month => "month",
+            Func::Year => "year",
             Func::LabelReplace => "label_replace",
+            Func::LabelJoin => "label_join",
+            Func::Sort => "sort",
+            Func::SortDesc => "sort_desc",
+            Func::SortByLabel => "sort_by_label",
+            Func::SortByLabelDesc => "sort_by_label_desc",
             Func::HistogramQuantile => "histogram_quantile",
             Func::HistogramFraction => "histogram_fraction",
             Func::HistogramCount => "histogram_count",
             Func::HistogramSum => "histogram_sum",
             Func::HistogramAvg => "histogram_avg",
+            Func::HistogramStddev => "histogram_stddev",
+            Func::HistogramStdvar => "histogram_stdvar",
             Func::Changes => "changes",
             Func::Resets => "resets",
             Func::Absent => "absent",
             Func::Deriv => "deriv",
             Func::PredictLinear => "predict_linear",
+            Func::Info => "info",
         }
     }
 
@@ -342,53 +507,88 @@ impl Func {
         Func::ALL.into_iter().find(|f| f.name() == name)
     }
 
-    /// Argument types; `optional` of them (at the end) may be left out.
+    /// Argument types; `optional` of them (at the end) may be left out; with `repeats` the
+    /// last type may also be given any number of further times (Prometheus's variadic -1).
     pub fn signature(self) -> (&'static [ValueType], usize) {
+        let (types, optional, _) = self.arity();
+        (types, optional)
+    }
+
+    /// Argument types, how many of them (at the end) are optional, and whether the last one
+    /// repeats without bound.
+    pub fn arity(self) -> (&'static [ValueType], usize, bool) {
+        use Func::*;
         match self {
-            Func::Rate
-            | Func::Increase
-            | Func::Irate
-            | Func::Delta
-            | Func::Idelta
-            | Func::AvgOverTime
-            | Func::MinOverTime
-            | Func::MaxOverTime
-            | Func::SumOverTime
-            | Func::CountOverTime
-            | Func::LastOverTime
-            | Func::StddevOverTime
-            | Func::StdvarOverTime
-            | Func::Changes
-            | Func::Resets
-            | Func::Deriv => (&[M], 0),
-            Func::PredictLinear => (&[M, S], 0),
-            Func::QuantileOverTime => (&[S, M], 0),
-            Func::Abs | Func::Ceil | Func::Floor | Func::Scalar => (&[V], 0),
-            Func::Round => (&[V, S], 1),
-            Func::Clamp => (&[V, S, S], 0),
-            Func::ClampMin | Func::ClampMax => (&[V, S], 0),
-            Func::Vector => (&[S], 0),
-            Func::Time => (&[], 0),
-            Func::Timestamp => (&[V], 0),
-            Func::LabelReplace => (&[V, Str, Str, Str, Str], 0),
-            Func::HistogramQuantile => (&[S, V], 0),
-            Func::HistogramFraction => (&[S, S, V], 0),
-            Func::HistogramCount | Func::HistogramSum | Func::HistogramAvg | Func::Absent => {
-                (&[V], 0)
+            Rate | Increase | Irate | Delta | Idelta | AvgOverTime | MinOverTime | MaxOverTime
+            | SumOverTime | CountOverTime | LastOverTime | StddevOverTime | StdvarOverTime
+            | MadOverTime | AbsentOverTime | PresentOverTime | TsOfMaxOverTime
+            | TsOfMinOverTime | TsOfLastOverTime | Changes | Resets | Deriv => (&[M], 0, false),
+            PredictLinear => (&[M, S], 0, false),
+            DoubleExponentialSmoothing => (&[M, S, S], 0, false),
+            QuantileOverTime => (&[S, M], 0, false),
+            Abs | Ceil | Floor | Scalar | Sgn | Exp | Sqrt | Ln | Log2 | Log10 | Sin | Cos
+            | Tan | Asin | Acos | Atan | Sinh | Cosh | Tanh | Asinh | Acosh | Atanh | Deg | Rad
+            | Timestamp | Sort | SortDesc | Absent | HistogramCount | HistogramSum
+            | HistogramAvg | HistogramStddev | HistogramStdvar => (&[V], 0, false),
+            Round => (&[V, S], 1, false),
+            Clamp => (&[V, S, S], 0, false),
+            ClampMin | ClampMax => (&[V, S], 0, false),
+            Vector => (&[S], 0, false),
+            Time | Pi => (&[], 0, false),
+            DaysInMonth | DayOfMonth | DayOfWeek | DayOfYear | Hour | Minute | Month | Year => {
+                (&[V], 1, false)
             }
+            LabelReplace => (&[V, Str, Str, Str, Str], 0, false),
+            LabelJoin => (&[V, Str, Str, Str], 1, true),
+            SortByLabel | SortByLabelDesc => (&[V, Str], 1, true),
+            HistogramQuantile => (&[S, V], 0, false),
+            HistogramFraction => (&[S, S, V], 0, false),
+            Info => (&[V, V], 1, false),
         }
     }
 
     pub fn return_type(self) -> ValueType {
         match self {
-            Func::Scalar | Func::Time => S,
+            Func::Scalar | Func::Time | Func::Pi => S,
             _ => V,
         }
     }
 
+    /// Functions of a range vector (a range selector or a subquery).
+    pub fn is_range(self) -> bool {
+        self.arity().0.contains(&ValueType::Matrix)
+    }
+
+    /// Functions Prometheus 3.5 accepts only with `promql-experimental-functions`.
+    pub fn is_experimental(self) -> bool {
+        use Func::*;
+        matches!(
+            self,
+            DoubleExponentialSmoothing
+                | Info
+                | MadOverTime
+                | TsOfMaxOverTime
+                | TsOfMinOverTime
+                | TsOfLastOverTime
+                | SortByLabel
+                | SortByLabelDesc
+        )
+    }
+
     /// Functions whose output keeps the metric name (Prometheus drops it everywhere else).
     pub fn keeps_name(self) -> bool {
-        matches!(self, Func::LastOverTime | Func::LabelReplace)
+        use Func::*;
+        matches!(
+            self,
+            LastOverTime
+                | LabelReplace
+                | LabelJoin
+                | Sort
+                | SortDesc
+                | SortByLabel
+                | SortByLabelDesc
+                | Info
+        )
     }
 }
 
@@ -401,6 +601,15 @@ pub enum Expr {
     Range {
         selector: Selector,
         range_ms: i64,
+    },
+    /// `expr[range:step]` with its own `offset`/`@`; `step_ms` 0 = the default evaluation
+    /// interval.
+    Subquery {
+        expr: Box<Expr>,
+        range_ms: i64,
+        step_ms: i64,
+        offset_ms: i64,
+        at: Option<At>,
     },
     Call {
         func: Func,
@@ -428,7 +637,7 @@ impl Expr {
             Expr::Number(_) => ValueType::Scalar,
             Expr::String(_) => ValueType::String,
             Expr::Selector(_) => ValueType::Vector,
-            Expr::Range { .. } => ValueType::Matrix,
+            Expr::Range { .. } | Expr::Subquery { .. } => ValueType::Matrix,
             Expr::Call { func, .. } => func.return_type(),
             Expr::Aggregate { .. } => ValueType::Vector,
             Expr::Binary { lhs, rhs, .. } => {
@@ -474,10 +683,10 @@ pub fn is_keyword(word: &str) -> bool {
             | "group_right"
             | "bool"
             | "offset"
+            | "atan2"
             | "inf"
             | "nan"
     ) || AggOp::from_name(word).is_some()
-        || Func::from_name(word).is_some()
 }
 
 /// Writes `text` as a double-quoted PromQL string.
@@ -495,6 +704,14 @@ pub fn write_string(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
         }
     }
     out.write_char('"')
+}
+
+/// `text` as a double-quoted PromQL string (for messages: Go's `%q` look, not Rust's).
+pub fn quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    // Writing into a String cannot fail.
+    let _ = write_string(&mut out, text);
+    out
 }
 
 /// A duration in milliseconds as PromQL writes it (`1h30m`, `250ms`); `0s` for zero.
@@ -540,9 +757,30 @@ fn write_labels(f: &mut fmt::Formatter<'_>, labels: &[String]) -> fmt::Result {
         if i > 0 {
             f.write_str(", ")?;
         }
-        f.write_str(l)?;
+        write_label_name(f, l)?;
     }
     f.write_str(")")
+}
+
+/// A label name bare when it is a classic one, else quoted (Prometheus 3's UTF-8 names).
+pub fn write_label_name(out: &mut impl fmt::Write, name: &str) -> fmt::Result {
+    if is_label_name(name) && !is_keyword(name) {
+        out.write_str(name)
+    } else {
+        write_string(out, name)
+    }
+}
+
+fn write_at(f: &mut fmt::Formatter<'_>, offset_ms: i64, at: Option<At>) -> fmt::Result {
+    if offset_ms != 0 {
+        write!(f, " offset {}", format_duration(offset_ms))?;
+    }
+    match at {
+        None => Ok(()),
+        Some(At::Start) => f.write_str(" @ start()"),
+        Some(At::End) => f.write_str(" @ end()"),
+        Some(At::TimeMs(ms)) => write!(f, " @ {}", format_number(ms as f64 / 1000.0)),
+    }
 }
 
 impl Selector {
@@ -566,7 +804,7 @@ impl Selector {
                 f.write_str(", ")?;
             }
             first = false;
-            f.write_str(&m.label)?;
+            write_label_name(f, &m.label)?;
             f.write_str(m.op.symbol())?;
             write_string(f, &m.value)?;
         }
@@ -574,15 +812,7 @@ impl Selector {
     }
 
     fn write_modifiers(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.offset_ms != 0 {
-            write!(f, " offset {}", format_duration(self.offset_ms))?;
-        }
-        match self.at {
-            None => Ok(()),
-            Some(At::Start) => f.write_str(" @ start()"),
-            Some(At::End) => f.write_str(" @ end()"),
-            Some(At::TimeMs(ms)) => write!(f, " @ {}", format_number(ms as f64 / 1000.0)),
-        }
+        write_at(f, self.offset_ms, self.at)
     }
 }
 
@@ -618,6 +848,26 @@ impl fmt::Display for Expr {
                 selector.write_inner(f)?;
                 write!(f, "[{}]", format_duration(*range_ms))?;
                 selector.write_modifiers(f)
+            }
+            Expr::Subquery {
+                expr,
+                range_ms,
+                step_ms,
+                offset_ms,
+                at,
+            } => {
+                // Only selectors, calls and aggregations need no parentheses before `[`.
+                match expr.as_ref() {
+                    Expr::Selector(s) if s.offset_ms == 0 && s.at.is_none() => write!(f, "{s}")?,
+                    Expr::Call { .. } | Expr::Aggregate { .. } => write!(f, "{expr}")?,
+                    _ => write!(f, "({expr})")?,
+                }
+                write!(f, "[{}:", format_duration(*range_ms))?;
+                if *step_ms != 0 {
+                    f.write_str(&format_duration(*step_ms))?;
+                }
+                f.write_str("]")?;
+                write_at(f, *offset_ms, *at)
             }
             Expr::Call { func, args } => {
                 write!(f, "{}(", func.name())?;

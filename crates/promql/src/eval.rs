@@ -13,12 +13,20 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hist::{Histogram, QuantileType};
+use hist::Histogram;
 use store::{Kind, Pattern, SeriesId, Slicing, Store, TagQuery, Term, View};
 
 use crate::ast::{AggOp, At, BinOp, Card, Expr, Func, MatchOp, Matcher, Matching, Selector};
 use crate::parser::{anchored_regex, matcher_matches_empty};
 
+mod aggregate;
+mod float;
+mod funcs;
+
+/// Prometheus's default global evaluation interval: the step of `x[5m:]`.
+pub const SUBQUERY_STEP_MS_DEFAULT: i64 = 60_000;
+/// Prometheus's stale marker: the NaN with this bit pattern ends a series.
+pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
 /// Prometheus's default lookback for bare selectors.
 pub const LOOKBACK_MS_DEFAULT: i64 = 5 * 60_000;
 /// Prometheus's bound on points per series in a range query.
@@ -44,6 +52,11 @@ pub struct Limits {
     pub steps_max: usize,
     pub timeout_ms: u64,
     pub lookback_ms: i64,
+    /// The step of a subquery written without one (`x[5m:]`): Prometheus's global evaluation
+    /// interval, 1 m by default.
+    pub subquery_step_ms: i64,
+    /// Accept the functions Prometheus enables with `promql-experimental-functions`.
+    pub experimental_functions: bool,
 }
 
 impl Default for Limits {
@@ -54,6 +67,8 @@ impl Default for Limits {
             steps_max: STEPS_MAX_DEFAULT,
             timeout_ms: TIMEOUT_MS_DEFAULT,
             lookback_ms: LOOKBACK_MS_DEFAULT,
+            subquery_step_ms: SUBQUERY_STEP_MS_DEFAULT,
+            experimental_functions: false,
         }
     }
 }
@@ -158,26 +173,70 @@ pub enum Output {
     Matrix(Vec<RangeSeries>),
 }
 
+/// Warnings and infos Prometheus returns beside a result (`warnings`, `infos` in the JSON).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Annotations {
+    pub warnings: Vec<String>,
+    pub infos: Vec<String>,
+}
+
+/// Most distinct annotations of each kind one query keeps.
+pub const ANNOTATIONS_MAX: usize = 64;
+
+impl Annotations {
+    pub fn warn(&mut self, message: String) {
+        push_bounded(&mut self.warnings, message);
+    }
+
+    pub fn info(&mut self, message: String) {
+        push_bounded(&mut self.infos, message);
+    }
+}
+
+fn push_bounded(list: &mut Vec<String>, message: String) {
+    if list.len() < ANNOTATIONS_MAX && !list.contains(&message) {
+        list.push(message);
+    }
+}
+
 enum Value {
     Scalar(Vec<f64>),
     Vector(Vec<Series>),
     String(String),
+    /// A range vector (only at the top of an instant query): raw samples per series.
+    Matrix(Vec<RangeSeries>),
+}
+
+fn parse_for(query: &str, limits: &Limits) -> Result<Expr, EvalError> {
+    let options = crate::parser::ParseOptions {
+        experimental_functions: limits.experimental_functions,
+    };
+    crate::parser::parse_with(query, options).map_err(|e| EvalError::BadData(e.to_string()))
 }
 
 /// Evaluates `query` at `t_ms`.
 pub fn instant(store: &Store, query: &str, t_ms: i64, limits: Limits) -> Result<Output, EvalError> {
+    instant_annotated(store, query, t_ms, limits).map(|(out, _)| out)
+}
+
+/// Evaluates `query` at `t_ms`, with the warnings and infos Prometheus would give.
+pub fn instant_annotated(
+    store: &Store,
+    query: &str,
+    t_ms: i64,
+    limits: Limits,
+) -> Result<(Output, Annotations), EvalError> {
     check_time(t_ms, "time")?;
-    let expr = crate::parser::parse(query).map_err(|e| EvalError::BadData(e.to_string()))?;
+    let expr = parse_for(query, &limits)?;
     let mut ctx = Ctx::new(store, t_ms, t_ms, 1, limits)?;
-    if let Expr::Range { selector, range_ms } = &expr {
-        return Ok(Output::Matrix(ctx.raw_range(selector, *range_ms)?));
-    }
     ctx.prefetch(&expr)?;
-    Ok(match ctx.eval(&expr)? {
+    let out = match ctx.eval(&expr)? {
         Value::Scalar(v) => Output::Scalar { t_ms, value: v[0] },
         Value::String(s) => Output::String { t_ms, value: s },
+        Value::Matrix(m) => Output::Matrix(m),
         Value::Vector(series) => {
-            let series = dedupe(series)?;
+            // `sort*` at the top decide the order; everything else is sorted by labels.
+            let series = dedupe(series, !is_sort_call(&expr))?;
             Output::Vector {
                 t_ms,
                 samples: series
@@ -186,7 +245,18 @@ pub fn instant(store: &Store, query: &str, t_ms: i64, limits: Limits) -> Result<
                     .collect(),
             }
         }
-    })
+    };
+    Ok((out, ctx.notes))
+}
+
+fn is_sort_call(e: &Expr) -> bool {
+    matches!(
+        e,
+        Expr::Call {
+            func: Func::Sort | Func::SortDesc | Func::SortByLabel | Func::SortByLabelDesc,
+            ..
+        }
+    )
 }
 
 /// Evaluates `query` at `start_ms, start_ms + step_ms, … ≤ end_ms`.
@@ -198,6 +268,18 @@ pub fn range(
     step_ms: i64,
     limits: Limits,
 ) -> Result<Output, EvalError> {
+    range_annotated(store, query, start_ms, end_ms, step_ms, limits).map(|(out, _)| out)
+}
+
+/// As [`range`], with the warnings and infos Prometheus would give.
+pub fn range_annotated(
+    store: &Store,
+    query: &str,
+    start_ms: i64,
+    end_ms: i64,
+    step_ms: i64,
+    limits: Limits,
+) -> Result<(Output, Annotations), EvalError> {
     if step_ms <= 0 {
         return Err(EvalError::BadData(
             "zero or negative query resolution step widths are not accepted. Try a positive integer"
@@ -216,43 +298,53 @@ pub fn range(
             limits.steps_max
         )));
     }
-    let expr = crate::parser::parse(query).map_err(|e| EvalError::BadData(e.to_string()))?;
+    let expr = parse_for(query, &limits)?;
+    if expr.value_type() == crate::ast::ValueType::Matrix {
+        return Err(EvalError::BadData(
+            "invalid expression type \"range vector\" for range query, must be Scalar or instant Vector"
+                .into(),
+        ));
+    }
     let mut ctx = Ctx::new(store, start_ms, end_ms, step_ms, limits)?;
     ctx.prefetch(&expr)?;
-    let to_range = |ctx: &Ctx<'_>, labels: Labels, points: Vec<Option<Sample>>| {
-        let mut out = RangeSeries {
-            labels,
-            floats: Vec::new(),
-            hists: Vec::new(),
-        };
-        for (i, p) in points.into_iter().enumerate() {
-            match p {
-                Some(Sample::Float(v)) => out.floats.push((ctx.time(i), v)),
-                Some(Sample::Hist(h)) => out.hists.push((ctx.time(i), h)),
-                None => {}
-            }
-        }
-        out
-    };
-    match ctx.eval(&expr)? {
+    let grid = ctx.grid;
+    let out = match ctx.eval(&expr)? {
         Value::Scalar(v) => {
             let points = v.into_iter().map(|v| Some(Sample::Float(v))).collect();
-            Ok(Output::Matrix(vec![to_range(&ctx, Vec::new(), points)]))
+            Output::Matrix(vec![to_range(&grid, Vec::new(), points)])
         }
-        Value::String(_) => Err(EvalError::BadData(
-            "invalid expression type \"string\" for range query, must be Scalar or instant Vector"
-                .into(),
-        )),
+        Value::String(_) | Value::Matrix(_) => {
+            return Err(EvalError::BadData(
+                "invalid expression type for range query, must be Scalar or instant Vector".into(),
+            ))
+        }
         Value::Vector(series) => {
-            let mut out: Vec<RangeSeries> = dedupe(series)?
+            let mut out: Vec<RangeSeries> = dedupe(series, true)?
                 .into_iter()
-                .map(|s| to_range(&ctx, s.labels, s.points))
+                .map(|s| to_range(&grid, s.labels, s.points))
                 .filter(|s| !s.floats.is_empty() || !s.hists.is_empty())
                 .collect();
             out.sort_by(|a, b| a.labels.cmp(&b.labels));
-            Ok(Output::Matrix(out))
+            Output::Matrix(out)
+        }
+    };
+    Ok((out, ctx.notes))
+}
+
+fn to_range(grid: &Grid, labels: Labels, points: Vec<Option<Sample>>) -> RangeSeries {
+    let mut out = RangeSeries {
+        labels,
+        floats: Vec::new(),
+        hists: Vec::new(),
+    };
+    for (i, p) in points.into_iter().enumerate() {
+        match p {
+            Some(Sample::Float(v)) => out.floats.push((grid.time(i), v)),
+            Some(Sample::Hist(h)) => out.hists.push((grid.time(i), h)),
+            None => {}
         }
     }
+    out
 }
 
 fn check_time(t_ms: i64, what: &str) -> Result<(), EvalError> {
@@ -264,9 +356,15 @@ fn check_time(t_ms: i64, what: &str) -> Result<(), EvalError> {
     Ok(())
 }
 
+/// Prometheus's error for a vector whose series share a label set.
+fn same_labelset() -> EvalError {
+    EvalError::Execution("vector cannot contain metrics with the same labelset".into())
+}
+
 /// Two series with one label set may exist (after dropping names) if their steps do not
-/// overlap; Prometheus rejects the query otherwise.
-fn dedupe(series: Vec<Series>) -> Result<Vec<Series>, EvalError> {
+/// overlap: they become one series, as Prometheus's step-by-step evaluation makes them.
+/// Prometheus rejects the query if they overlap. Sorted by labels when `sort`.
+fn dedupe(series: Vec<Series>, sort: bool) -> Result<Vec<Series>, EvalError> {
     let mut by_labels: HashMap<Labels, usize> = HashMap::new();
     let mut out: Vec<Series> = Vec::new();
     for s in series {
@@ -279,10 +377,7 @@ fn dedupe(series: Vec<Series>) -> Result<Vec<Series>, EvalError> {
                 for (slot, p) in target.points.iter_mut().zip(s.points) {
                     if p.is_some() {
                         if slot.is_some() {
-                            return Err(EvalError::Execution(format!(
-                                "vector cannot contain metrics with the same labelset {}",
-                                format_labels(&s.labels)
-                            )));
+                            return Err(same_labelset());
                         }
                         *slot = p;
                     }
@@ -294,12 +389,32 @@ fn dedupe(series: Vec<Series>) -> Result<Vec<Series>, EvalError> {
             }
         }
     }
-    out.sort_by(|a, b| a.labels.cmp(&b.labels));
+    if sort {
+        out.sort_by(|a, b| a.labels.cmp(&b.labels));
+    }
     Ok(out)
 }
 
+/// Prometheus's check on the output of a range-vector function: no two series (with any
+/// value) may share a label set, whatever their steps.
+fn check_unique(series: &[Series]) -> Result<(), EvalError> {
+    let mut seen: std::collections::HashSet<&Labels> = std::collections::HashSet::new();
+    for s in series
+        .iter()
+        .filter(|s| s.points.iter().any(Option::is_some))
+    {
+        if !seen.insert(&s.labels) {
+            return Err(same_labelset());
+        }
+    }
+    Ok(())
+}
+
 pub fn format_labels(labels: &Labels) -> String {
-    let inner: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    let inner: Vec<String> = labels
+        .iter()
+        .map(|(k, v)| format!("{k}={}", crate::ast::quote(v)))
+        .collect();
     format!("{{{}}}", inner.join(", "))
 }
 
@@ -308,47 +423,91 @@ fn drop_name(mut labels: Labels) -> Labels {
     labels
 }
 
-struct Ctx<'a> {
-    store: &'a Store,
+pub fn is_stale(v: f64) -> bool {
+    v.to_bits() == STALE_NAN_BITS
+}
+
+/// The step grid an expression is evaluated on: the query's, or a subquery's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Grid {
     start_ms: i64,
     end_ms: i64,
     step_ms: i64,
     steps: usize,
+}
+
+impl Grid {
+    fn time(&self, i: usize) -> i64 {
+        self.start_ms + i as i64 * self.step_ms
+    }
+}
+
+/// The grid of a subquery `[range:step]` read at `times`: Prometheus's, from the first
+/// multiple of the step after `min(times) − range` to `max(times)` (none if that is empty).
+fn subquery_grid(times: &[i64], range_ms: i64, step_ms: i64) -> Grid {
+    let (lo, hi) = Ctx::span(times);
+    let from = lo - range_ms;
+    // Go's integer division truncates toward zero, as Rust's does.
+    let mut start = step_ms * (from / step_ms);
+    if start <= from {
+        start += step_ms;
+    }
+    let steps = if times.is_empty() || start > hi {
+        0
+    } else {
+        ((hi - start) / step_ms + 1) as usize
+    };
+    Grid {
+        start_ms: start,
+        end_ms: hi,
+        step_ms,
+        steps,
+    }
+}
+
+struct Ctx<'a> {
+    store: &'a Store,
+    /// The grid being evaluated (the query's, or a subquery's while it is evaluated).
+    grid: Grid,
+    /// The query's own start and end (`@ start()`, `@ end()` everywhere, as Prometheus).
+    query_start_ms: i64,
+    query_end_ms: i64,
     limits: Limits,
     deadline: Instant,
     samples: u64,
     /// Series and data of every selector of the query, read under one store view before
     /// evaluation (`prefetch`), by the selector node's address.
     prefetched: HashMap<usize, (Vec<Found>, Vec<Raw>)>,
+    notes: Annotations,
 }
 
-/// Every selector of `e` with its range (the lookback for bare selectors), in evaluation order.
-fn collect_selectors<'e>(e: &'e Expr, lookback_ms: i64, out: &mut Vec<(&'e Selector, i64)>) {
-    match e {
-        Expr::Number(_) | Expr::String(_) => {}
-        Expr::Selector(sel) => out.push((sel, lookback_ms)),
-        Expr::Range { selector, range_ms } => out.push((selector, *range_ms)),
-        Expr::Call { args, .. } => {
-            for a in args {
-                collect_selectors(a, lookback_ms, out);
-            }
-        }
-        Expr::Aggregate { param, expr, .. } => {
-            if let Some(p) = param {
-                collect_selectors(p, lookback_ms, out);
-            }
-            collect_selectors(expr, lookback_ms, out);
-        }
-        Expr::Binary { lhs, rhs, .. } => {
-            collect_selectors(lhs, lookback_ms, out);
-            collect_selectors(rhs, lookback_ms, out);
-        }
-        Expr::Neg(inner) => collect_selectors(inner, lookback_ms, out),
-    }
+/// A selector of the query and what evaluating it will read.
+struct Planned<'e> {
+    sel: &'e Selector,
+    /// The range, or the lookback of a bare selector.
+    range_ms: i64,
+    bare: bool,
+    times: Vec<i64>,
+    step_ms: i64,
 }
+
+/// `target_info`, the info series `info(v)` joins by default (one selector for every query).
+fn target_info_selector() -> &'static Selector {
+    static SELECTOR: std::sync::OnceLock<Selector> = std::sync::OnceLock::new();
+    SELECTOR.get_or_init(|| Selector {
+        name: Some("target_info".into()),
+        matchers: Vec::new(),
+        offset_ms: 0,
+        at: None,
+    })
+}
+
+/// A range-vector argument: each series' data, the times its windows end at, the range.
+type MatrixArg = (Vec<(Labels, Raw)>, Vec<i64>, i64);
 
 /// What `Ctx::read` got for one series.
 enum Raw {
+    /// Samples ascending; stale markers are kept only for bare selectors.
     Numeric(Vec<(i64, f64)>),
     /// Merged histograms by start (per base period or per slice), ascending.
     Hist(Vec<(i64, Histogram)>),
@@ -370,23 +529,27 @@ impl<'a> Ctx<'a> {
         step_ms: i64,
         limits: Limits,
     ) -> Result<Ctx<'a>, EvalError> {
-        let steps = ((end_ms as i128 - start_ms as i128) / step_ms as i128 + 1) as usize;
-        assert!(steps >= 1, "at least one step");
+        let steps = ((end_ms as i128 - start_ms as i128) / step_ms as i128 + 1).max(1) as usize;
         Ok(Ctx {
             store,
-            start_ms,
-            end_ms,
-            step_ms,
-            steps,
+            grid: Grid {
+                start_ms,
+                end_ms,
+                step_ms,
+                steps,
+            },
+            query_start_ms: start_ms,
+            query_end_ms: end_ms,
             limits,
             deadline: Instant::now() + Duration::from_millis(limits.timeout_ms),
             samples: 0,
             prefetched: HashMap::new(),
+            notes: Annotations::default(),
         })
     }
 
     fn time(&self, i: usize) -> i64 {
-        self.start_ms + i as i64 * self.step_ms
+        self.grid.time(i)
     }
 
     fn check_deadline(&self) -> Result<(), EvalError> {
@@ -410,24 +573,29 @@ impl<'a> Ctx<'a> {
         Ok(())
     }
 
-    /// The time each step of a selector reads at, after `@` and `offset`.
-    fn eval_times(&self, sel: &Selector) -> Vec<i64> {
-        (0..self.steps)
+    /// The time each step of `grid` reads at after `@` and `offset`.
+    fn times_on(&self, grid: &Grid, at: Option<At>, offset_ms: i64) -> Vec<i64> {
+        (0..grid.steps)
             .map(|i| {
-                let t = match sel.at {
-                    None => self.time(i),
-                    Some(At::Start) => self.start_ms,
-                    Some(At::End) => self.end_ms,
+                let t = match at {
+                    None => grid.time(i),
+                    Some(At::Start) => self.query_start_ms,
+                    Some(At::End) => self.query_end_ms,
                     Some(At::TimeMs(ms)) => ms,
                 };
-                t.saturating_sub(sel.offset_ms)
+                t.saturating_sub(offset_ms)
             })
             .collect()
     }
 
+    /// The time each step of a selector reads at, after `@` and `offset`.
+    fn eval_times(&self, sel: &Selector) -> Vec<i64> {
+        self.times_on(&self.grid, sel.at, sel.offset_ms)
+    }
+
     fn new_points(&mut self) -> Result<Vec<Option<Sample>>, EvalError> {
-        self.charge(self.steps as u64)?;
-        Ok(vec![None; self.steps])
+        self.charge(self.grid.steps as u64)?;
+        Ok(vec![None; self.grid.steps])
     }
 
     fn find(&mut self, sel: &Selector, from_ms: i64, to_ms: i64) -> Result<Vec<Found>, EvalError> {
@@ -463,7 +631,8 @@ impl<'a> Ctx<'a> {
                 ),
                 _ => None,
             };
-            matchers.push((m.clone(), re));
+            let label = real_label_name(&m.label);
+            matchers.push((Matcher { label, ..m.clone() }, re));
         }
         let mut terms: Vec<TagQuery> = matchers
             .iter()
@@ -498,7 +667,7 @@ impl<'a> Ctx<'a> {
                 continue;
             }
             // Keys that repeat a tag category have no Prometheus label view.
-            let Ok(labels) = info.key.to_labels() else {
+            let Some(labels) = prom_labels(&info.key) else {
                 continue;
             };
             if !matchers
@@ -533,34 +702,30 @@ impl<'a> Ctx<'a> {
     fn eval(&mut self, e: &Expr) -> Result<Value, EvalError> {
         self.check_deadline()?;
         match e {
-            Expr::Number(v) => Ok(Value::Scalar(vec![*v; self.steps])),
+            Expr::Number(v) => Ok(Value::Scalar(vec![*v; self.grid.steps])),
             Expr::String(s) => Ok(Value::String(s.clone())),
             Expr::Selector(sel) => Ok(Value::Vector(self.instant_selector(sel)?)),
-            Expr::Range { .. } => Err(EvalError::BadData(
-                "a range vector is only allowed as a function argument or as an instant query"
-                    .into(),
-            )),
+            Expr::Range { selector, range_ms } => {
+                Ok(Value::Matrix(self.range_matrix(selector, *range_ms)?))
+            }
+            Expr::Subquery { .. } => {
+                let (data, _, _) = self.matrix_arg(e)?;
+                Ok(Value::Matrix(matrix_of(data)))
+            }
             Expr::Neg(inner) => match self.eval(inner)? {
                 Value::Scalar(v) => Ok(Value::Scalar(v.into_iter().map(|x| -x).collect())),
-                Value::Vector(series) => Ok(Value::Vector(
-                    series
-                        .into_iter()
-                        .map(|s| Series {
-                            labels: drop_name(s.labels),
-                            points: s
-                                .points
-                                .into_iter()
-                                .map(|p| match p {
-                                    Some(Sample::Float(v)) => Some(Sample::Float(-v)),
-                                    _ => None,
-                                })
-                                .collect(),
-                        })
-                        .collect(),
+                Value::Vector(series) => Ok(Value::Vector(dedupe(
+                    map_floats(series, true, |_, v| Some(-v)),
+                    false,
+                )?)),
+                _ => Err(EvalError::BadData(
+                    "unary minus needs a scalar or an instant vector".into(),
                 )),
-                Value::String(_) => Err(EvalError::BadData("cannot negate a string".into())),
             },
-            Expr::Call { func, args } => self.call(*func, args),
+            Expr::Call { func, args } => match self.call(*func, args)? {
+                Value::Vector(v) if !func.is_range() => Ok(Value::Vector(dedupe(v, false)?)),
+                v => Ok(v),
+            },
             Expr::Aggregate {
                 op,
                 grouping,
@@ -568,7 +733,7 @@ impl<'a> Ctx<'a> {
                 expr,
             } => {
                 let param = match param {
-                    Some(p) => Some(self.scalar(p)?),
+                    Some(p) => Some(self.eval(p)?),
                     None => None,
                 };
                 let series = self.vector(expr)?;
@@ -583,7 +748,10 @@ impl<'a> Ctx<'a> {
             } => {
                 let l = self.eval(lhs)?;
                 let r = self.eval(rhs)?;
-                self.binary(*op, l, r, *return_bool, matching.as_ref())
+                match self.binary(*op, l, r, *return_bool, matching.as_ref())? {
+                    Value::Vector(v) => Ok(Value::Vector(dedupe(v, false)?)),
+                    v => Ok(v),
+                }
             }
         }
     }
@@ -617,8 +785,8 @@ impl<'a> Ctx<'a> {
         (lo, hi)
     }
 
-    /// A bare selector: the newest numeric sample in `(t − lookback, t]`, or the merge of the
-    /// histogram periods starting in `[t − lookback, t)`.
+    /// A bare selector: the newest numeric sample in `(t − lookback, t]` unless it is a stale
+    /// marker, or the merge of the histogram periods starting in `[t − lookback, t)`.
     fn instant_selector(&mut self, sel: &Selector) -> Result<Vec<Series>, EvalError> {
         Ok(self
             .instant_selector_ts(sel)?
@@ -633,19 +801,19 @@ impl<'a> Ctx<'a> {
         sel: &Selector,
     ) -> Result<Vec<(Series, Vec<i64>)>, EvalError> {
         let times = self.eval_times(sel);
-
         let lookback = self.limits.lookback_ms;
-        let (found, raws) = self.selector_data(sel, lookback, true)?;
+        let (found, raws) = self.selector_data(sel, lookback, true, true)?;
         let mut out = Vec::with_capacity(found.len());
         for (f, raw) in found.into_iter().zip(raws) {
             self.check_deadline()?;
             let mut points = self.new_points()?;
-            let mut stamps = vec![0i64; self.steps];
+            let mut stamps = vec![0i64; self.grid.steps];
             match raw {
                 Raw::Numeric(raw) => {
                     for (i, &t) in times.iter().enumerate() {
                         let end = raw.partition_point(|&(ts, _)| ts <= t);
-                        if end > 0 && raw[end - 1].0 > t - lookback {
+                        // A stale marker as the newest sample: the series has ended.
+                        if end > 0 && raw[end - 1].0 > t - lookback && !is_stale(raw[end - 1].1) {
                             points[i] = Some(Sample::Float(raw[end - 1].1));
                             stamps[i] = raw[end - 1].0;
                         }
@@ -683,67 +851,159 @@ impl<'a> Ctx<'a> {
         &mut self,
         sel: &Selector,
         range_ms: i64,
+        bare: bool,
         allow_pushdown: bool,
     ) -> Result<(Vec<Found>, Vec<Raw>), EvalError> {
         if let Some(data) = self.prefetched.remove(&(sel as *const Selector as usize)) {
             return Ok(data);
         }
-        let times = self.eval_times(sel);
-        let (lo, hi) = Self::span(&times);
+        let plan = Planned {
+            sel,
+            range_ms,
+            bare,
+            times: self.eval_times(sel),
+            step_ms: self.grid.step_ms,
+        };
+        let (lo, hi) = Self::span(&plan.times);
         let found = self.find(sel, lo - range_ms, hi + 1)?;
         let store = self.store;
         let view = store.view().map_err(store_err)?;
-        let raws = self.read(&view, &found, sel, range_ms, allow_pushdown)?;
+        let raws = self.read(&view, &found, &plan, allow_pushdown)?;
         Ok((found, raws))
+    }
+
+    /// Every selector of `e` with its range and the times it reads at on `grid` (subqueries
+    /// bring their own grids), in evaluation order. Subquery grids are planned while their
+    /// steps fit in `budget` (what is left of the samples limit); the others are not read
+    /// ahead: evaluating them fails on the limit before anything is allocated.
+    fn plan<'e>(&self, e: &'e Expr, grid: &Grid, budget: &mut u64, out: &mut Vec<Planned<'e>>) {
+        let lookback = self.limits.lookback_ms;
+        match e {
+            Expr::Number(_) | Expr::String(_) => {}
+            Expr::Selector(sel) => out.push(Planned {
+                sel,
+                range_ms: lookback,
+                bare: true,
+                times: self.times_on(grid, sel.at, sel.offset_ms),
+                step_ms: grid.step_ms,
+            }),
+            Expr::Range { selector, range_ms } => out.push(Planned {
+                sel: selector,
+                range_ms: *range_ms,
+                bare: false,
+                times: self.times_on(grid, selector.at, selector.offset_ms),
+                step_ms: grid.step_ms,
+            }),
+            Expr::Subquery {
+                expr,
+                range_ms,
+                step_ms,
+                offset_ms,
+                at,
+            } => {
+                let outer = self.times_on(grid, *at, *offset_ms);
+                let inner = subquery_grid(&outer, *range_ms, self.subquery_step(*step_ms));
+                if let Some(left) = budget.checked_sub(inner.steps as u64) {
+                    *budget = left;
+                    self.plan(expr, &inner, budget, out);
+                }
+            }
+            Expr::Call { func, args } => {
+                args.iter().for_each(|a| self.plan(a, grid, budget, out));
+                // `info(v)` reads `target_info` too: under the same view.
+                if *func == Func::Info && args.len() == 1 {
+                    let sel = target_info_selector();
+                    out.push(Planned {
+                        sel,
+                        range_ms: lookback,
+                        bare: true,
+                        times: self.times_on(grid, sel.at, sel.offset_ms),
+                        step_ms: grid.step_ms,
+                    });
+                }
+            }
+            Expr::Aggregate { param, expr, .. } => {
+                if let Some(p) = param {
+                    self.plan(p, grid, budget, out);
+                }
+                self.plan(expr, grid, budget, out);
+            }
+            Expr::Binary { lhs, rhs, .. } => {
+                self.plan(lhs, grid, budget, out);
+                self.plan(rhs, grid, budget, out);
+            }
+            Expr::Neg(inner) => self.plan(inner, grid, budget, out),
+        }
+    }
+
+    fn subquery_step(&self, step_ms: i64) -> i64 {
+        if step_ms > 0 {
+            step_ms
+        } else {
+            self.limits.subquery_step_ms.max(1)
+        }
     }
 
     /// Finds the series of every selector in `e`, then reads all their data under one store
     /// view: the whole query sees one snapshot (every batch acknowledged before it, whole).
     fn prefetch(&mut self, e: &Expr) -> Result<(), EvalError> {
-        let mut selectors: Vec<(&Selector, i64)> = Vec::new();
-        collect_selectors(e, self.limits.lookback_ms, &mut selectors);
-        let mut founds = Vec::with_capacity(selectors.len());
-        for &(sel, range_ms) in &selectors {
-            let times = self.eval_times(sel);
-            let (lo, hi) = Self::span(&times);
-            founds.push(self.find(sel, lo - range_ms, hi + 1)?);
+        let mut plans: Vec<Planned<'_>> = Vec::new();
+        let grid = self.grid;
+        let mut budget = self
+            .limits
+            .samples_per_query_max
+            .saturating_sub(self.samples);
+        self.plan(e, &grid, &mut budget, &mut plans);
+        let mut founds = Vec::with_capacity(plans.len());
+        for plan in &plans {
+            let (lo, hi) = Self::span(&plan.times);
+            founds.push(self.find(plan.sel, lo - plan.range_ms, hi + 1)?);
         }
         let store = self.store;
         let view = store.view().map_err(store_err)?;
-        for ((sel, range_ms), found) in selectors.into_iter().zip(founds) {
-            let raws = self.read(&view, &found, sel, range_ms, true)?;
+        // A range selector as the whole query returns its raw periods, never slice merges.
+        let pushdown = !matches!(e, Expr::Range { .. });
+        for (plan, found) in plans.iter().zip(founds) {
+            let raws = self.read(&view, &found, plan, pushdown)?;
             self.prefetched
-                .insert(sel as *const Selector as usize, (found, raws));
+                .insert(plan.sel as *const Selector as usize, (found, raws));
         }
         Ok(())
     }
 
     /// Reads every found series under one store view, so one selector sees one snapshot (whole
     /// batches across all its series); evaluation happens after the view is released. Numerics:
-    /// raw samples in `[from, to)`. Histograms: what the windows `[t − range, t)` of `times`
-    /// need — the store's per-slice merges where the windows are whole slices, else the raw
-    /// periods.
+    /// raw samples in `[from, to)`, stale markers dropped unless the selector is bare (where
+    /// one ends the series). Histograms: what the windows `[t − range, t)` of the times need —
+    /// the store's per-slice merges where the windows are whole slices, else the raw periods.
     fn read(
         &mut self,
         view: &View<'_>,
         found: &[Found],
-        sel: &Selector,
-        range_ms: i64,
+        plan: &Planned<'_>,
         allow_pushdown: bool,
     ) -> Result<Vec<Raw>, EvalError> {
-        let times = self.eval_times(sel);
-        let times = &times[..];
+        let times = &plan.times[..];
+        let range_ms = plan.range_ms;
         let (lo, hi) = Self::span(times);
         // Numerics: `(t − range, t]` windows (the lookback for bare selectors).
         let (from_ms, to_ms) = (lo - range_ms + 1, hi + 1);
-        let pushdown = pushdown_period(times, range_ms, view.base_period_ms(), self.step_ms)
+        let pushdown = pushdown_period(times, range_ms, view.base_period_ms(), plan.step_ms)
             .filter(|_| allow_pushdown);
         let mut out = Vec::with_capacity(found.len());
         for f in found {
             self.check_deadline()?;
+            if times.is_empty() {
+                out.push(Raw::None);
+                continue;
+            }
             let raw = match f.kind {
                 Kind::Numeric => {
-                    Raw::Numeric(view.raw_numeric(f.id, from_ms, to_ms).map_err(store_err)?)
+                    let mut v = view.raw_numeric(f.id, from_ms, to_ms).map_err(store_err)?;
+                    if !plan.bare {
+                        v.retain(|&(_, x)| !is_stale(x));
+                    }
+                    Raw::Numeric(v)
                 }
                 Kind::Histogram => Raw::Hist(match pushdown {
                     Some(g) => {
@@ -777,439 +1037,102 @@ impl<'a> Ctx<'a> {
     }
 
     /// Raw samples of a range selector at the single evaluation time (instant queries).
-    fn raw_range(&mut self, sel: &Selector, range_ms: i64) -> Result<Vec<RangeSeries>, EvalError> {
-        let (found, raws) = self.selector_data(sel, range_ms, false)?;
-        let mut out = Vec::new();
-        for (f, raw) in found.into_iter().zip(raws) {
-            let mut rs = RangeSeries {
-                labels: f.labels,
-                floats: Vec::new(),
-                hists: Vec::new(),
-            };
-            match raw {
-                Raw::Numeric(v) => rs.floats = v,
-                Raw::Hist(entries) => {
-                    rs.hists = entries
-                        .into_iter()
-                        .map(|(ts, h)| {
-                            (
-                                ts,
-                                HistSample {
-                                    hist: Arc::new(h),
-                                    scale: 1.0,
-                                },
-                            )
-                        })
-                        .collect();
-                }
-                Raw::None => continue,
-            }
-            if !rs.floats.is_empty() || !rs.hists.is_empty() {
-                out.push(rs);
-            }
-        }
-        Ok(out)
-    }
-
-    fn call(&mut self, func: Func, args: &[Expr]) -> Result<Value, EvalError> {
-        use Func::*;
-        match func {
-            Rate | Increase | Irate | Delta | Idelta | AvgOverTime | MinOverTime | MaxOverTime
-            | SumOverTime | CountOverTime | LastOverTime | StddevOverTime | StdvarOverTime
-            | QuantileOverTime | Changes | Resets | Deriv | PredictLinear => {
-                let (param, matrix) = match func {
-                    QuantileOverTime => (Some(self.scalar(&args[0])?), &args[1]),
-                    PredictLinear => (Some(self.scalar(&args[1])?), &args[0]),
-                    _ => (None, &args[0]),
-                };
-                let Expr::Range { selector, range_ms } = matrix else {
-                    return Err(EvalError::BadData(format!(
-                        "{} needs a range selector, got {matrix}",
-                        func.name()
-                    )));
-                };
-                Ok(Value::Vector(
-                    self.range_function(func, selector, *range_ms, param)?,
-                ))
-            }
-            Time => Ok(Value::Scalar(
-                (0..self.steps)
-                    .map(|i| self.time(i) as f64 / 1000.0)
-                    .collect(),
-            )),
-            Vector => {
-                let v = self.scalar(&args[0])?;
-                Ok(Value::Vector(vec![Series {
-                    labels: Vec::new(),
-                    points: v.into_iter().map(|x| Some(Sample::Float(x))).collect(),
-                }]))
-            }
-            Scalar => {
-                let series = self.vector(&args[0])?;
-                let out = (0..self.steps)
-                    .map(|i| {
-                        let mut present = series.iter().filter_map(|s| s.points[i].as_ref());
-                        match (present.next(), present.next()) {
-                            (Some(Sample::Float(v)), None) => *v,
-                            _ => f64::NAN,
-                        }
-                    })
-                    .collect();
-                Ok(Value::Scalar(out))
-            }
-            Timestamp => {
-                if let Expr::Selector(sel) = &args[0] {
-                    let series = self.instant_selector_ts(sel)?;
-                    return Ok(Value::Vector(
-                        series
-                            .into_iter()
-                            .map(|(s, stamps)| Series {
-                                labels: drop_name(s.labels),
-                                points: s
-                                    .points
-                                    .iter()
-                                    .zip(stamps)
-                                    .map(|(p, ts)| {
-                                        p.as_ref().map(|_| Sample::Float(ts as f64 / 1000.0))
-                                    })
-                                    .collect(),
-                            })
-                            .collect(),
-                    ));
-                }
-                let series = self.vector(&args[0])?;
-                let times: Vec<f64> = (0..self.steps)
-                    .map(|i| self.time(i) as f64 / 1000.0)
-                    .collect();
-                Ok(Value::Vector(map_points(series, true, |i, p| {
-                    p.map(|_| Sample::Float(times[i]))
-                })))
-            }
-            Abs | Ceil | Floor => {
-                let series = self.vector(&args[0])?;
-                let f: fn(f64) -> f64 = match func {
-                    Abs => f64::abs,
-                    Ceil => f64::ceil,
-                    _ => f64::floor,
-                };
-                Ok(Value::Vector(map_floats(series, true, |_, v| Some(f(v)))))
-            }
-            Round => {
-                let series = self.vector(&args[0])?;
-                let to = match args.get(1) {
-                    Some(a) => self.scalar(a)?,
-                    None => vec![1.0; self.steps],
-                };
-                Ok(Value::Vector(map_floats(series, true, |i, v| {
-                    let inverse = 1.0 / to[i];
-                    Some((v * inverse + 0.5).floor() / inverse)
-                })))
-            }
-            Clamp | ClampMin | ClampMax => {
-                let series = self.vector(&args[0])?;
-                let a = self.scalar(&args[1])?;
-                let b = match args.get(2) {
-                    Some(e) => self.scalar(e)?,
-                    None => vec![f64::NAN; self.steps],
-                };
-                Ok(Value::Vector(map_floats(series, true, |i, v| match func {
-                    Clamp if b[i] < a[i] => None,
-                    Clamp => Some(go_max(a[i], go_min(b[i], v))),
-                    ClampMin => Some(go_max(a[i], v)),
-                    _ => Some(go_min(a[i], v)),
-                })))
-            }
-            LabelReplace => {
-                let series = self.vector(&args[0])?;
-                let dst = self.string(&args[1])?;
-                let replacement = self.string(&args[2])?;
-                let src = self.string(&args[3])?;
-                let pattern = self.string(&args[4])?;
-                let re = anchored_regex(&pattern)
-                    .map_err(|e| EvalError::BadData(format!("invalid regex: {e}")))?;
-                Ok(Value::Vector(
-                    series
-                        .into_iter()
-                        .map(|mut s| {
-                            let value = s
-                                .labels
-                                .iter()
-                                .find(|(k, _)| *k == src)
-                                .map(|(_, v)| v.as_str())
-                                .unwrap_or("");
-                            if let Some(caps) = re.captures(value) {
-                                let mut res = String::new();
-                                caps.expand(&replacement, &mut res);
-                                s.labels.retain(|(k, _)| *k != dst);
-                                if !res.is_empty() {
-                                    s.labels.push((dst.clone(), res));
-                                    s.labels.sort();
-                                }
-                            }
-                            s
-                        })
-                        .collect(),
-                ))
-            }
-            HistogramQuantile => {
-                let q = self.scalar(&args[0])?;
-                let series = self.vector(&args[1])?;
-                self.histogram_quantile(q, series)
-            }
-            HistogramFraction => {
-                let lo = self.scalar(&args[0])?;
-                let hi = self.scalar(&args[1])?;
-                let series = self.vector(&args[2])?;
-                Ok(Value::Vector(map_hists(series, |i, h| {
-                    let f = |t: f64| -> f64 {
-                        h.hist
-                            .inverse_quantiles(&[t])
-                            .ok()
-                            .and_then(|v| v.first().copied())
-                            .unwrap_or(f64::NAN)
-                    };
-                    f(hi[i]) - f(lo[i])
-                })))
-            }
-            HistogramCount => Ok(Value::Vector(map_hists(self.vector(&args[0])?, |_, h| {
-                h.count()
-            }))),
-            HistogramSum => Ok(Value::Vector(map_hists(self.vector(&args[0])?, |_, h| {
-                h.sum()
-            }))),
-            Absent => {
-                let series = self.vector(&args[0])?;
-                // The labels of the selector's equality matchers (Prometheus's rule).
-                let mut labels: Labels = match &args[0] {
-                    Expr::Selector(sel) => sel
-                        .matchers
-                        .iter()
-                        .filter(|m| m.op == MatchOp::Equal && m.label != "__name__")
-                        .map(|m| (m.label.clone(), m.value.clone()))
-                        .collect(),
-                    _ => Vec::new(),
-                };
-                labels.sort();
-                labels.dedup_by(|a, b| a.0 == b.0);
-                let points = (0..self.steps)
-                    .map(|i| {
-                        let present = series.iter().any(|s| s.points[i].is_some());
-                        (!present).then_some(Sample::Float(1.0))
-                    })
-                    .collect();
-                Ok(Value::Vector(vec![Series { labels, points }]))
-            }
-            HistogramAvg => Ok(Value::Vector(map_hists(self.vector(&args[0])?, |_, h| {
-                h.sum() / h.count()
-            }))),
-        }
-    }
-
-    fn histogram_quantile(&mut self, q: Vec<f64>, series: Vec<Series>) -> Result<Value, EvalError> {
-        let quantile_of = |h: &HistSample, q: f64| -> f64 {
-            if q.is_nan() {
-                f64::NAN
-            } else if q < 0.0 {
-                f64::NEG_INFINITY
-            } else if q > 1.0 {
-                f64::INFINITY
-            } else {
-                h.hist
-                    .quantiles(&[q], QuantileType::Type7)
-                    .ok()
-                    .and_then(|v| v.first().copied())
-                    .unwrap_or(f64::NAN)
-            }
-        };
-        let mut out = Vec::new();
-        // Classic `le` buckets: float series grouped by their labels without `le`.
-        let mut groups: Vec<(Labels, Vec<(f64, usize)>)> = Vec::new();
-        let mut group_of: HashMap<Labels, usize> = HashMap::new();
-        for (index, s) in series.iter().enumerate() {
-            let has_hist = s.points.iter().any(|p| matches!(p, Some(Sample::Hist(_))));
-            if has_hist {
-                let points = s
-                    .points
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| match p {
-                        Some(Sample::Hist(h)) => Some(Sample::Float(quantile_of(h, q[i]))),
-                        _ => None,
-                    })
-                    .collect();
-                out.push(Series {
-                    labels: drop_name(s.labels.clone()),
-                    points,
-                });
-                continue;
-            }
-            let Some(le) = s.labels.iter().find(|(k, _)| k == "le") else {
-                continue;
-            };
-            let Ok(bound) = parse_le(&le.1) else {
-                continue;
-            };
-            let mut key = drop_name(s.labels.clone());
-            key.retain(|(k, _)| k != "le");
-            let g = *group_of.entry(key.clone()).or_insert_with(|| {
-                groups.push((key, Vec::new()));
-                groups.len() - 1
-            });
-            groups[g].1.push((bound, index));
-        }
-        for (labels, members) in groups {
-            self.check_deadline()?;
-            let mut points = self.new_points()?;
-            for (i, slot) in points.iter_mut().enumerate() {
-                let mut buckets: Vec<(f64, f64)> = members
-                    .iter()
-                    .filter_map(|&(bound, index)| match &series[index].points[i] {
-                        Some(Sample::Float(v)) => Some((bound, *v)),
-                        _ => None,
-                    })
-                    .collect();
-                if !buckets.is_empty() {
-                    *slot = Some(Sample::Float(bucket_quantile(q[i], &mut buckets)));
-                }
-            }
-            out.push(Series { labels, points });
-        }
-        Ok(Value::Vector(out))
-    }
-
-    fn range_function(
+    fn range_matrix(
         &mut self,
-        func: Func,
         sel: &Selector,
         range_ms: i64,
-        param: Option<Vec<f64>>,
-    ) -> Result<Vec<Series>, EvalError> {
-        let times = self.eval_times(sel);
+    ) -> Result<Vec<RangeSeries>, EvalError> {
+        let (found, raws) = self.selector_data(sel, range_ms, false, false)?;
+        let data = found.into_iter().map(|f| f.labels).zip(raws).collect();
+        Ok(matrix_of(data))
+    }
 
-        let (found, raws) = self.selector_data(sel, range_ms, true)?;
-        let mut out = Vec::with_capacity(found.len());
-        let keeps_name = func.keeps_name();
-        for (f, raw) in found.into_iter().zip(raws) {
-            self.check_deadline()?;
-            let mut points = self.new_points()?;
-            match raw {
-                Raw::Numeric(raw) => {
-                    for (i, &t) in times.iter().enumerate() {
-                        if i % DEADLINE_CHECK_STEPS == 0 {
-                            self.check_deadline()?;
-                        }
-                        let from = raw.partition_point(|&(ts, _)| ts <= t - range_ms);
-                        let to = raw.partition_point(|&(ts, _)| ts <= t);
-                        let window = &raw[from..to.max(from)];
-                        let q = param.as_ref().map(|p| p[i]).unwrap_or(f64::NAN);
-                        points[i] = range_value(func, window, t, range_ms, q).map(Sample::Float);
-                    }
-                }
-                Raw::Hist(entries) => {
-                    let scale = match func {
-                        Func::Rate => 1000.0 / range_ms as f64,
-                        Func::Increase | Func::SumOverTime => 1.0,
-                        // Other range functions have no meaning for our histograms.
-                        _ => continue,
-                    };
-                    let windows =
-                        slide_merge(&entries, &times, range_ms, || self.check_deadline())?;
-                    for (slot, w) in points.iter_mut().zip(windows) {
-                        *slot = w.map(|hist| Sample::Hist(HistSample { hist, scale }));
-                    }
-                }
-                Raw::None => continue,
+    /// A range-vector argument: each series' data, the times its windows end at, the range.
+    fn matrix_arg(&mut self, e: &Expr) -> Result<MatrixArg, EvalError> {
+        match e {
+            Expr::Range { selector, range_ms } => {
+                let times = self.eval_times(selector);
+                let (found, raws) = self.selector_data(selector, *range_ms, false, true)?;
+                let data = found.into_iter().map(|f| f.labels).zip(raws).collect();
+                Ok((data, times, *range_ms))
             }
-            out.push(Series {
-                labels: if keeps_name {
-                    f.labels
-                } else {
-                    drop_name(f.labels)
-                },
-                points,
-            });
+            Expr::Subquery {
+                expr,
+                range_ms,
+                step_ms,
+                offset_ms,
+                at,
+            } => {
+                let times = self.times_on(&self.grid, *at, *offset_ms);
+                let grid = subquery_grid(&times, *range_ms, self.subquery_step(*step_ms));
+                let data = self.subquery_data(expr, grid)?;
+                Ok((data, times, *range_ms))
+            }
+            _ => Err(EvalError::BadData(format!(
+                "expected a range vector, got {e}"
+            ))),
         }
-        Ok(out)
+    }
+
+    /// Evaluates a subquery's expression on its own grid: its float points as raw samples.
+    /// The grid's steps are charged before anything is allocated for it.
+    fn subquery_data(&mut self, e: &Expr, grid: Grid) -> Result<Vec<(Labels, Raw)>, EvalError> {
+        if grid.steps == 0 {
+            return Ok(Vec::new());
+        }
+        self.charge(grid.steps as u64)?;
+        let outer = std::mem::replace(&mut self.grid, grid);
+        let value = self.eval(e);
+        self.grid = outer;
+        let series = match value? {
+            Value::Vector(v) => dedupe(v, false)?,
+            _ => return Err(EvalError::BadData(format!("subquery of a non-vector: {e}"))),
+        };
+        Ok(series
+            .into_iter()
+            .map(|s| {
+                let points = s
+                    .points
+                    .into_iter()
+                    .enumerate()
+                    .filter_map(|(i, p)| match p {
+                        Some(Sample::Float(v)) => Some((grid.time(i), v)),
+                        // Histogram points of a subquery have no meaning in our model.
+                        _ => None,
+                    })
+                    .collect();
+                (s.labels, Raw::Numeric(points))
+            })
+            .collect())
     }
 
     fn aggregate(
         &mut self,
         op: AggOp,
         grouping: Option<&crate::ast::Grouping>,
-        param: Option<Vec<f64>>,
+        param: Option<Value>,
         series: Vec<Series>,
     ) -> Result<Value, EvalError> {
-        let key_of = |labels: &Labels| -> Labels {
-            match grouping {
-                None => Vec::new(),
-                Some(g) if g.without => labels
-                    .iter()
-                    .filter(|(k, _)| k != "__name__" && !g.labels.contains(k))
-                    .cloned()
-                    .collect(),
-                Some(g) => labels
-                    .iter()
-                    .filter(|(k, _)| g.labels.contains(k))
-                    .cloned()
-                    .collect(),
-            }
+        let (param, label) = match param {
+            Some(Value::Scalar(v)) => (Some(v), None),
+            Some(Value::String(s)) => (None, Some(s)),
+            _ => (None, None),
         };
-        let mut groups: Vec<(Labels, Vec<usize>)> = Vec::new();
-        let mut index: HashMap<Labels, usize> = HashMap::new();
-        for (i, s) in series.iter().enumerate() {
-            let key = key_of(&s.labels);
-            let g = *index.entry(key.clone()).or_insert_with(|| {
-                groups.push((key, Vec::new()));
-                groups.len() - 1
-            });
-            groups[g].1.push(i);
+        let groups = aggregate::groups_of(grouping, &series);
+        match op {
+            AggOp::CountValues => {
+                let label = label.unwrap_or_default();
+                return self.count_values(&label, groups, &series);
+            }
+            AggOp::Limitk | AggOp::LimitRatio => {
+                let p = param.unwrap_or_default();
+                return Ok(Value::Vector(self.limit(op, &p, &groups, series)?));
+            }
+            _ => {}
         }
         if matches!(op, AggOp::Topk | AggOp::Bottomk) {
             let k = param.unwrap_or_default();
-            let mut out: Vec<Series> = Vec::new();
-            let mut selected: Vec<Vec<bool>> = vec![vec![false; self.steps]; series.len()];
-            for (_, members) in &groups {
-                for (i, &kf) in k.iter().enumerate() {
-                    if kf.is_nan() || kf < 1.0 {
-                        continue;
-                    }
-                    let mut present: Vec<(f64, usize)> = members
-                        .iter()
-                        .filter_map(|&m| match &series[m].points[i] {
-                            Some(Sample::Float(v)) => Some((*v, m)),
-                            _ => None,
-                        })
-                        .collect();
-                    // NaN sorts last in both directions.
-                    present.sort_by(|a, b| {
-                        let ord = if op == AggOp::Topk {
-                            b.0.partial_cmp(&a.0)
-                        } else {
-                            a.0.partial_cmp(&b.0)
-                        };
-                        ord.unwrap_or_else(|| a.0.is_nan().cmp(&b.0.is_nan()))
-                    });
-                    for &(_, m) in present.iter().take(kf.min(usize::MAX as f64) as usize) {
-                        selected[m][i] = true;
-                    }
-                }
-            }
-            for (m, s) in series.into_iter().enumerate() {
-                if !selected[m].iter().any(|&b| b) {
-                    continue;
-                }
-                let points = s
-                    .points
-                    .into_iter()
-                    .zip(&selected[m])
-                    .map(|(p, &keep)| if keep { p } else { None })
-                    .collect();
-                out.push(Series {
-                    labels: s.labels,
-                    points,
-                });
-            }
-            return Ok(Value::Vector(out));
+            return Ok(Value::Vector(self.top(op, &k, &groups, series)));
         }
         let mut out = Vec::with_capacity(groups.len());
         for (labels, members) in groups {
@@ -1225,6 +1148,12 @@ impl<'a> Ctx<'a> {
                 }
                 let q = param.as_ref().map(|p| p[i]).unwrap_or(f64::NAN);
                 *slot = aggregate_step(op, &samples, q)?;
+                if op == AggOp::Quantile && !(0.0..=1.0).contains(&q) {
+                    self.notes.warn(format!(
+                        "PromQL warning: quantile value should be between 0 and 1, got {}",
+                        crate::number::format_value(q)
+                    ));
+                }
             }
             out.push(Series { labels, points });
         }
@@ -1291,7 +1220,7 @@ impl<'a> Ctx<'a> {
     ) -> Vec<Series> {
         let sig_a: Vec<Labels> = a.iter().map(|s| signature(&s.labels, matching)).collect();
         let sig_b: Vec<Labels> = b.iter().map(|s| signature(&s.labels, matching)).collect();
-        let steps = self.steps;
+        let steps = self.grid.steps;
         // Which signatures the other side has at each step.
         let present = |series: &[Series], sigs: &[Labels]| {
             let mut m: HashMap<Labels, Vec<bool>> = HashMap::new();
@@ -1380,7 +1309,7 @@ impl<'a> Ctx<'a> {
             };
             let seen = many_seen
                 .entry(sig.clone())
-                .or_insert_with(|| vec![false; self.steps]);
+                .or_insert_with(|| vec![false; self.grid.steps]);
             for (i, mv) in s.points.iter().enumerate() {
                 let Some(mv) = mv else {
                     continue;
@@ -1412,10 +1341,10 @@ impl<'a> Ctx<'a> {
                 let o = match out_index.get(&labels) {
                     Some(&o) => o,
                     None => {
-                        self.charge(self.steps as u64)?;
+                        self.charge(self.grid.steps as u64)?;
                         out.push(Series {
                             labels: labels.clone(),
-                            points: vec![None; self.steps],
+                            points: vec![None; self.grid.steps],
                         });
                         out_index.insert(labels.clone(), out.len() - 1);
                         out.len() - 1
@@ -1432,6 +1361,36 @@ impl<'a> Ctx<'a> {
         }
         Ok(out)
     }
+}
+
+/// A range vector's series as raw samples (the instant result of a range selector or a
+/// subquery); histogram periods keep their start times.
+fn matrix_of(data: Vec<(Labels, Raw)>) -> Vec<RangeSeries> {
+    let mut out = Vec::with_capacity(data.len());
+    for (labels, raw) in data {
+        let mut rs = RangeSeries {
+            labels,
+            floats: Vec::new(),
+            hists: Vec::new(),
+        };
+        match raw {
+            Raw::Numeric(v) => rs.floats = v,
+            Raw::Hist(entries) => {
+                rs.hists = entries
+                    .into_iter()
+                    .map(|(ts, h)| {
+                        let hist = Arc::new(h);
+                        (ts, HistSample { hist, scale: 1.0 })
+                    })
+                    .collect();
+            }
+            Raw::None => continue,
+        }
+        if !rs.floats.is_empty() || !rs.hists.is_empty() {
+            out.push(rs);
+        }
+    }
+    out
 }
 
 /// Whether the store can merge windows per slice: every window `[t − range, t)` must be a
@@ -1515,22 +1474,23 @@ fn parse_le(text: &str) -> Result<f64, ()> {
     }
 }
 
-/// Prometheus's quantile over classic cumulative buckets `(upper bound, cumulative count)`.
-fn bucket_quantile(q: f64, buckets: &mut [(f64, f64)]) -> f64 {
+/// Prometheus's quantile over classic cumulative buckets `(upper bound, cumulative count)`,
+/// and whether the counts had to be forced monotonic (Prometheus then adds an info).
+fn bucket_quantile(q: f64, buckets: &mut [(f64, f64)]) -> (f64, bool) {
     if q.is_nan() {
-        return f64::NAN;
+        return (f64::NAN, false);
     }
     if q < 0.0 {
-        return f64::NEG_INFINITY;
+        return (f64::NEG_INFINITY, false);
     }
     if q > 1.0 {
-        return f64::INFINITY;
+        return (f64::INFINITY, false);
     }
     buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
     if buckets.last().is_none_or(|b| b.0 != f64::INFINITY) {
-        return f64::NAN;
+        return (f64::NAN, false);
     }
-    // Equal bounds add up; cumulative counts are forced monotonic.
+    // Equal bounds add up.
     let mut merged: Vec<(f64, f64)> = Vec::with_capacity(buckets.len());
     for &(bound, count) in buckets.iter() {
         match merged.last_mut() {
@@ -1538,28 +1498,22 @@ fn bucket_quantile(q: f64, buckets: &mut [(f64, f64)]) -> f64 {
             _ => merged.push((bound, count)),
         }
     }
-    let mut max = f64::NEG_INFINITY;
-    for b in merged.iter_mut() {
-        if b.1 < max {
-            b.1 = max;
-        }
-        max = b.1;
-    }
+    let forced = make_monotonic(&mut merged);
     let n = merged.len();
     if n < 2 {
-        return f64::NAN;
+        return (f64::NAN, false);
     }
     let observations = merged[n - 1].1;
     if observations == 0.0 {
-        return f64::NAN;
+        return (f64::NAN, false);
     }
     let mut rank = q * observations;
-    let b = merged.partition_point(|x| x.1 < rank);
+    let b = merged[..n - 1].partition_point(|x| x.1 < rank);
     if b == n - 1 {
-        return merged[n - 2].0;
+        return (merged[n - 2].0, forced);
     }
     if b == 0 && merged[0].0 <= 0.0 {
-        return merged[0].0;
+        return (merged[0].0, forced);
     }
     let (mut start, end, mut count) = (0.0, merged[b].0, merged[b].1);
     if b > 0 {
@@ -1567,7 +1521,49 @@ fn bucket_quantile(q: f64, buckets: &mut [(f64, f64)]) -> f64 {
         count -= merged[b - 1].1;
         rank -= merged[b - 1].1;
     }
-    start + (end - start) * (rank / count)
+    (start + (end - start) * (rank / count), forced)
+}
+
+/// Prometheus's tolerance for rounding differences between cumulative bucket counts.
+const SMALL_DELTA_TOLERANCE: f64 = 1e-12;
+
+/// Counts that differ from the previous one only by rounding take its value; decreases are
+/// lifted to it. Returns whether a real decrease was lifted.
+fn make_monotonic(buckets: &mut [(f64, f64)]) -> bool {
+    let mut forced = false;
+    let Some(&(_, mut prev)) = buckets.first() else {
+        return false;
+    };
+    for b in buckets.iter_mut().skip(1) {
+        let curr = b.1;
+        if curr == prev {
+            continue;
+        }
+        if almost_equal(prev, curr, SMALL_DELTA_TOLERANCE) {
+            b.1 = prev;
+            continue;
+        }
+        if curr < prev {
+            b.1 = prev;
+            forced = true;
+            continue;
+        }
+        prev = curr;
+    }
+    forced
+}
+
+/// Relative equality within `epsilon` (Prometheus's `almost.Equal`).
+fn almost_equal(a: f64, b: f64, epsilon: f64) -> bool {
+    if a.is_nan() && b.is_nan() || a == b {
+        return true;
+    }
+    let abs_sum = a.abs() + b.abs();
+    let diff = (a - b).abs();
+    if a == 0.0 || b == 0.0 || abs_sum < f64::MIN_POSITIVE {
+        return diff < epsilon * f64::MIN_POSITIVE;
+    }
+    diff / abs_sum.min(f64::MAX) < epsilon
 }
 
 /// Prometheus's `quantile`: linear interpolation between the closest ranks (type 7).
@@ -1607,18 +1603,20 @@ fn go_min(a: f64, b: f64) -> f64 {
     }
 }
 
-fn mean_and_variance(values: &[f64]) -> (f64, f64) {
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-    (mean, var)
-}
-
 /// One numeric range function over the window's samples (ascending by time).
-fn range_value(func: Func, w: &[(i64, f64)], t: i64, range_ms: i64, q: f64) -> Option<f64> {
+/// `t` is the window's end; `step_ms` the evaluation step's time (which `predict_linear`
+/// extrapolates from, offset or not, as Prometheus does).
+fn range_value(
+    func: Func,
+    w: &[(i64, f64)],
+    (t, step_ms): (i64, i64),
+    range_ms: i64,
+    params: &[f64],
+) -> Option<f64> {
     if w.is_empty() {
         return None;
     }
+    let q = params.first().copied().unwrap_or(f64::NAN);
     let values = || w.iter().map(|&(_, v)| v);
     match func {
         Func::Rate | Func::Increase | Func::Delta => {
@@ -1636,7 +1634,7 @@ fn range_value(func: Func, w: &[(i64, f64)], t: i64, range_ms: i64, q: f64) -> O
             let delta = if v1 < v0 { v1 } else { v1 - v0 };
             Some(delta / ((t1 - t0) as f64 / 1000.0))
         }
-        Func::AvgOverTime => Some(values().sum::<f64>() / w.len() as f64),
+        Func::AvgOverTime => float::mean(values()),
         Func::MinOverTime => values().fold(None, |acc: Option<f64>, v| {
             Some(match acc {
                 None => v,
@@ -1651,21 +1649,40 @@ fn range_value(func: Func, w: &[(i64, f64)], t: i64, range_ms: i64, q: f64) -> O
                 Some(a) => a,
             })
         }),
-        Func::SumOverTime => Some(values().sum()),
+        Func::SumOverTime => Some(float::sum(values())),
         Func::CountOverTime => Some(w.len() as f64),
         Func::LastOverTime => Some(w[w.len() - 1].1),
-        Func::StddevOverTime | Func::StdvarOverTime => {
-            let v: Vec<f64> = values().collect();
-            let (_, var) = mean_and_variance(&v);
-            Some(if func == Func::StddevOverTime {
-                var.sqrt()
-            } else {
-                var
-            })
-        }
+        Func::StddevOverTime => float::window_variance(values()).map(f64::sqrt),
+        Func::StdvarOverTime => float::window_variance(values()),
         Func::QuantileOverTime => {
             let mut v: Vec<f64> = values().collect();
             Some(float_quantile(q, &mut v))
+        }
+        Func::MadOverTime => {
+            let mut v: Vec<f64> = values().collect();
+            let median = float_quantile(0.5, &mut v);
+            let mut dev: Vec<f64> = values().map(|x| (x - median).abs()).collect();
+            Some(float_quantile(0.5, &mut dev))
+        }
+        Func::PresentOverTime => Some(1.0),
+        Func::TsOfLastOverTime => Some(w[w.len() - 1].0 as f64 / 1000.0),
+        // The latest time of the greatest (least) value; NaN gives way to any number.
+        Func::TsOfMaxOverTime | Func::TsOfMinOverTime => {
+            let (mut at, mut best) = w[0];
+            for &(ts, v) in w {
+                let better = if func == Func::TsOfMaxOverTime {
+                    v >= best
+                } else {
+                    v <= best
+                };
+                if better || best.is_nan() {
+                    (best, at) = (v, ts);
+                }
+            }
+            Some(at as f64 / 1000.0)
+        }
+        Func::DoubleExponentialSmoothing => {
+            double_exponential_smoothing(w, q, params.get(1).copied().unwrap_or(f64::NAN))
         }
         Func::Changes => Some(
             w.windows(2)
@@ -1683,28 +1700,53 @@ fn range_value(func: Func, w: &[(i64, f64)], t: i64, range_ms: i64, q: f64) -> O
             if w.len() < 2 {
                 return None;
             }
-            let (slope, intercept) = linear_regression(w, t);
+            let (slope, intercept) = linear_regression(w, step_ms);
             Some(intercept + slope * q)
         }
         _ => None,
     }
 }
 
+/// Prometheus's `double_exponential_smoothing` (smoothing factor `sf`, trend factor `tf`, both
+/// checked to lie in (0, 1) before): the last smoothed value; none under two samples.
+fn double_exponential_smoothing(w: &[(i64, f64)], sf: f64, tf: f64) -> Option<f64> {
+    if w.len() < 2 {
+        return None;
+    }
+    let (mut s0, mut s1) = (0.0, w[0].1);
+    let mut b = w[1].1 - w[0].1;
+    for (i, &(_, v)) in w.iter().enumerate().skip(1) {
+        let x = sf * v;
+        // The trend at the previous point (the first trend is the first difference).
+        if i > 1 {
+            b = tf * (s1 - s0) + (1.0 - tf) * b;
+        }
+        let y = (1.0 - sf) * (s1 + b);
+        (s0, s1) = (s1, x + y);
+    }
+    Some(s1)
+}
+
 /// Least-squares line through the samples, time in seconds from `intercept_ms`: (slope per
-/// second, value at `intercept_ms`). Constant values give slope 0 exactly (as Prometheus).
+/// second, value at `intercept_ms`), with Prometheus's compensated sums. Constant values give
+/// slope 0 exactly (NaN for a constant infinity), as Prometheus.
 fn linear_regression(w: &[(i64, f64)], intercept_ms: i64) -> (f64, f64) {
+    let first = w[0].1;
+    if w.iter().all(|&(_, v)| v == first) {
+        if first.is_infinite() {
+            return (f64::NAN, f64::NAN);
+        }
+        return (0.0, first);
+    }
     let n = w.len() as f64;
-    if w.iter().all(|&(_, v)| v == w[0].1) {
-        return (0.0, w[0].1);
-    }
-    let (mut sx, mut sy, mut sxy, mut sxx) = (0.0, 0.0, 0.0, 0.0);
+    let mut sums = [(0.0, 0.0); 4];
     for &(ts, v) in w {
-        let x = (ts - intercept_ms) as f64 / 1000.0;
-        sx += x;
-        sy += v;
-        sxy += x * v;
-        sxx += x * x;
+        let x = (ts - intercept_ms) as f64 / 1e3;
+        for (slot, inc) in sums.iter_mut().zip([x, v, x * v, x * x]) {
+            *slot = float::kahan_inc(inc, slot.0, slot.1);
+        }
     }
+    let [sx, sy, sxy, sxx] = sums.map(|(s, c)| s + c);
     let cov = sxy - sx * sy / n;
     let var = sxx - sx * sx / n;
     let slope = cov / var;
@@ -1734,27 +1776,24 @@ fn extrapolated_rate(
         }
     }
     let mut duration_to_start = (first_t - range_start) as f64 / 1000.0;
-    let duration_to_end = (t - last_t) as f64 / 1000.0;
+    let mut duration_to_end = (t - last_t) as f64 / 1000.0;
     let sampled = (last_t - first_t) as f64 / 1000.0;
     let average = sampled / (w.len() - 1) as f64;
+    let threshold = average * 1.1;
+    // Prometheus 3's order: cap the gap to the start, then stop at zero for counters.
+    if duration_to_start >= threshold {
+        duration_to_start = average / 2.0;
+    }
     if is_counter && result > 0.0 && first_v >= 0.0 {
         let duration_to_zero = sampled * (first_v / result);
         if duration_to_zero < duration_to_start {
             duration_to_start = duration_to_zero;
         }
     }
-    let threshold = average * 1.1;
-    let mut interval = sampled;
-    interval += if duration_to_start < threshold {
-        duration_to_start
-    } else {
-        average / 2.0
-    };
-    interval += if duration_to_end < threshold {
-        duration_to_end
-    } else {
-        average / 2.0
-    };
+    if duration_to_end >= threshold {
+        duration_to_end = average / 2.0;
+    }
+    let interval = sampled + duration_to_start + duration_to_end;
     let mut factor = interval / sampled;
     if is_rate {
         factor /= range_ms as f64 / 1000.0;
@@ -1808,8 +1847,8 @@ fn aggregate_step(op: AggOp, samples: &[&Sample], q: f64) -> Result<Option<Sampl
     }
     let mut floats = floats;
     let v = match op {
-        AggOp::Sum => floats.iter().sum(),
-        AggOp::Avg => floats.iter().sum::<f64>() / floats.len() as f64,
+        AggOp::Sum => float::sum(floats.iter().copied()),
+        AggOp::Avg => float::mean(floats.iter().copied()).unwrap_or(f64::NAN),
         AggOp::Min => floats
             .iter()
             .copied()
@@ -1822,10 +1861,18 @@ fn aggregate_step(op: AggOp, samples: &[&Sample], q: f64) -> Result<Option<Sampl
             .filter(|v| !v.is_nan())
             .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))))
             .unwrap_or(f64::NAN),
-        AggOp::Stddev => mean_and_variance(&floats).1.sqrt(),
-        AggOp::Stdvar => mean_and_variance(&floats).1,
+        AggOp::Stddev => float::group_variance(floats.iter().copied())
+            .unwrap_or(f64::NAN)
+            .sqrt(),
+        AggOp::Stdvar => float::group_variance(floats.iter().copied()).unwrap_or(f64::NAN),
         AggOp::Quantile => float_quantile(q, &mut floats),
-        AggOp::Count | AggOp::Group | AggOp::Topk | AggOp::Bottomk => return Ok(None),
+        AggOp::Count
+        | AggOp::Group
+        | AggOp::Topk
+        | AggOp::Bottomk
+        | AggOp::CountValues
+        | AggOp::Limitk
+        | AggOp::LimitRatio => return Ok(None),
     };
     Ok(Some(Sample::Float(v)))
 }
@@ -1840,6 +1887,7 @@ fn scalar_op(op: BinOp, x: f64, y: f64) -> Option<f64> {
         BinOp::Div => Some(x / y),
         BinOp::Mod => Some(x % y),
         BinOp::Pow => Some(x.powf(y)),
+        BinOp::Atan2 => Some(x.atan2(y)),
         BinOp::Eq => cmp(x == y),
         BinOp::Ne => cmp(x != y),
         BinOp::Gt => cmp(x > y),
@@ -2015,6 +2063,46 @@ fn map_hists(series: Vec<Series>, f: impl Fn(usize, &HistSample) -> f64) -> Vec<
         Some(Sample::Hist(h)) => Some(Sample::Float(f(i, &h))),
         _ => None,
     })
+}
+
+/// The Prometheus labels of a stream key, sorted, with Prometheus 3's UTF-8 label names: a
+/// tag category is named by its own text ([`label_name_of`]). `None` for a key that repeats a
+/// category (Prometheus labels are a map).
+pub fn prom_labels(key: &store::key::StreamKey) -> Option<Labels> {
+    let tags = key.tags();
+    let mut labels = Vec::with_capacity(tags.len() + 1);
+    labels.push(("__name__".to_string(), key.name().to_string()));
+    for (i, tag) in tags.iter().enumerate() {
+        if i > 0 && tags[i - 1].category() == tag.category() {
+            return None;
+        }
+        labels.push((
+            label_name_of(tag.category()),
+            store::key::label_value(tag.value()),
+        ));
+    }
+    labels.sort_unstable();
+    Some(labels)
+}
+
+/// The label name of a tag category: the category itself when it is UTF-8 (any such text is
+/// a label name in Prometheus 3), else the store's `U__…` escape.
+pub fn label_name_of(category: &[u8]) -> String {
+    match std::str::from_utf8(category) {
+        Ok(text) if !text.is_empty() && text != "__name__" => text.to_string(),
+        _ => store::key::label_name(category),
+    }
+}
+
+/// A matcher's label as the label view names it: a legacy `U__…` escape (how these labels
+/// were shown before UTF-8 names) stands for the category it escapes.
+fn real_label_name(label: &str) -> String {
+    if label.starts_with(store::key::PROM_ESCAPE_PREFIX) {
+        if let Some((category, _)) = decode_label(label, "v") {
+            return label_name_of(&category);
+        }
+    }
+    label.to_string()
 }
 
 /// The label-value bytes a tag value has (inverse of `store::key::label_value`), via the

@@ -1,5 +1,6 @@
 //! The Prometheus HTTP API Grafana uses, over the store: `/api/v1/query`, `/query_range`,
-//! `/series`, `/labels`, `/label/{name}/values`, `/metadata`, `/status/buildinfo`, each as GET
+//! `/series`, `/labels`, `/label/{name}/values`, `/metadata`, `/rules`, `/alerts`,
+//! `/status/buildinfo`, each as GET
 //! and as POST with an `application/x-www-form-urlencoded` body (parameters from the URL and
 //! the body are merged, as Prometheus does). Responses have Prometheus's JSON shapes; histogram
 //! samples use the native-histogram form with one bucket per llhist bin. Evaluation blocks on
@@ -17,8 +18,11 @@ use axum::Router;
 use hist::Bin;
 use store::{Kind, Pattern, Store, TagQuery, Term};
 
-use crate::ast::{Expr, Selector};
-use crate::eval::{self, EvalError, HistSample, Labels, Limits, Output, RangeSeries, Sample};
+use crate::ast::{quote, Expr, Selector};
+use crate::eval::{
+    self, Annotations, EvalError, HistSample, Labels, Limits, Output, RangeSeries, Sample,
+};
+pub use crate::number::format_value;
 
 /// Most parameters one request may carry.
 pub const PARAMS_MAX: usize = 1_024;
@@ -31,19 +35,107 @@ pub const PROMETHEUS_VERSION: &str = "3.5.0";
 /// Timestamps accepted, in seconds: ±(2^53 ms) keeps every millisecond exact.
 const TIME_S_MAX: f64 = 9.0e12;
 
+/// The tag the server's self-monitoring streams carry (`strata:self`): listings leave them
+/// out unless a selector asks for them (a matcher on the `strata` label, or on the exact
+/// metric name) or the request says `include_self=true`.
+pub const SELF_TAG: (&str, &str) = ("strata", "self");
+
+/// What `/api/v1/rules` and `/api/v1/alerts` serve. Alerting plugs its rules and alert states
+/// in through this; [`NoRules`] serves Prometheus's empty lists.
+pub trait RuleSource: Send + Sync + 'static {
+    /// The rule groups, each with its rules as Prometheus's JSON objects (`type`
+    /// `alerting` or `recording`, `name`, `query`, `health`, …).
+    fn rule_groups(&self) -> Vec<RuleGroup>;
+    /// The active alerts.
+    fn alerts(&self) -> Vec<Alert>;
+}
+
+/// One group of `/api/v1/rules` (Prometheus's `RuleGroup`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RuleGroup {
+    pub name: String,
+    pub file: String,
+    pub rules: Vec<serde_json::Value>,
+    /// Seconds.
+    pub interval: f64,
+    pub limit: u64,
+    #[serde(rename = "evaluationTime")]
+    pub evaluation_time: f64,
+    /// RFC 3339.
+    #[serde(rename = "lastEvaluation")]
+    pub last_evaluation: String,
+}
+
+/// One alert of `/api/v1/alerts` (Prometheus's `Alert`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Alert {
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub annotations: std::collections::BTreeMap<String, String>,
+    /// `pending` or `firing`.
+    pub state: String,
+    /// RFC 3339.
+    #[serde(rename = "activeAt", skip_serializing_if = "Option::is_none")]
+    pub active_at: Option<String>,
+    pub value: String,
+}
+
+/// No rules and no alerts (until alerting plugs in).
+pub struct NoRules;
+
+impl RuleSource for NoRules {
+    fn rule_groups(&self) -> Vec<RuleGroup> {
+        Vec::new()
+    }
+
+    fn alerts(&self) -> Vec<Alert> {
+        Vec::new()
+    }
+}
+
+/// What the router serves besides the store.
+#[derive(Clone)]
+pub struct Options {
+    pub limits: Limits,
+    pub rules: Arc<dyn RuleSource>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            limits: Limits::default(),
+            rules: Arc::new(NoRules),
+        }
+    }
+}
+
 #[derive(Clone)]
 struct Api {
     store: Arc<Store>,
     limits: Limits,
+    rules: Arc<dyn RuleSource>,
 }
 
 /// The router with the default [`Limits`].
 pub fn router(store: Arc<Store>) -> Router {
-    router_with_limits(store, Limits::default())
+    router_with(store, Options::default())
 }
 
 pub fn router_with_limits(store: Arc<Store>, limits: Limits) -> Router {
-    let api = Api { store, limits };
+    router_with(
+        store,
+        Options {
+            limits,
+            ..Options::default()
+        },
+    )
+}
+
+pub fn router_with(store: Arc<Store>, options: Options) -> Router {
+    let api = Api {
+        store,
+        limits: options.limits,
+        rules: options.rules,
+    };
     Router::new()
         .route("/api/v1/query", get(query).post(query))
         .route("/api/v1/query_range", get(query_range).post(query_range))
@@ -59,6 +151,8 @@ pub fn router_with_limits(store: Arc<Store>, limits: Limits) -> Router {
             get(no_exemplars).post(no_exemplars),
         )
         .route("/api/v1/status/buildinfo", get(buildinfo))
+        .route("/api/v1/rules", get(rules).post(rules))
+        .route("/api/v1/alerts", get(alerts).post(alerts))
         .with_state(api)
 }
 
@@ -97,6 +191,33 @@ fn respond(result: Result<String, EvalError>) -> Response {
     match result {
         Ok(data) => success(&data),
         Err(e) => error_response(&e),
+    }
+}
+
+/// Prometheus's warning when a `limit` cut a result.
+pub const TRUNCATED_WARNING: &str = "results truncated due to limit";
+
+/// A success with Prometheus's `warnings` and `infos` arrays (left out when empty).
+fn respond_annotated(result: Result<(String, Annotations), EvalError>) -> Response {
+    let (data, notes) = match result {
+        Ok(r) => r,
+        Err(e) => return error_response(&e),
+    };
+    let mut body = format!("{{\"status\":\"success\",\"data\":{data}");
+    for (key, list) in [("warnings", &notes.warnings), ("infos", &notes.infos)] {
+        if !list.is_empty() {
+            let _ = write!(body, ",\"{key}\":{}", json_string_list(list));
+        }
+    }
+    body.push('}');
+    json_response(StatusCode::OK, body)
+}
+
+/// Cuts a listing to `limit`, with Prometheus's warning when something was cut.
+fn truncate<T>(items: &mut Vec<T>, limit: usize, notes: &mut Annotations) {
+    if items.len() > limit {
+        items.truncate(limit);
+        notes.warn(TRUNCATED_WARNING.to_string());
     }
 }
 
@@ -174,11 +295,11 @@ fn now_ms() -> i64 {
 pub fn parse_time(text: &str) -> Result<i64, String> {
     if let Ok(s) = text.parse::<f64>() {
         if !s.is_finite() || s.abs() > TIME_S_MAX {
-            return Err(format!("cannot parse {text:?} to a valid timestamp"));
+            return Err(format!("cannot parse {} to a valid timestamp", quote(text)));
         }
         return Ok((s * 1000.0).round() as i64);
     }
-    parse_rfc3339(text).ok_or_else(|| format!("cannot parse {text:?} to a valid timestamp"))
+    parse_rfc3339(text).ok_or_else(|| format!("cannot parse {} to a valid timestamp", quote(text)))
 }
 
 fn digits(text: &str, from: usize, len: usize) -> Option<i64> {
@@ -257,12 +378,12 @@ pub fn parse_duration_param(text: &str) -> Result<i64, String> {
     if let Ok(s) = text.parse::<f64>() {
         let ms = (s * 1000.0).round();
         if !ms.is_finite() || ms.abs() > crate::parser::DURATION_MS_MAX as f64 {
-            return Err(format!("cannot parse {text:?} to a valid duration"));
+            return Err(format!("cannot parse {} to a valid duration", quote(text)));
         }
         return Ok(ms as i64);
     }
     crate::parser::parse_duration(text)
-        .ok_or_else(|| format!("cannot parse {text:?} to a valid duration"))
+        .ok_or_else(|| format!("cannot parse {} to a valid duration", quote(text)))
 }
 
 fn time_param(params: &Params, name: &str, default: i64) -> Result<i64, EvalError> {
@@ -284,14 +405,57 @@ fn limits_for(api: &Api, params: &Params) -> Result<Limits, EvalError> {
     Ok(limits)
 }
 
+/// The `limit` parameter (0 or none: no limit but our listing bound).
 fn limit_param(params: &Params) -> Result<usize, EvalError> {
     match param(params, "limit") {
         None | Some("") | Some("0") => Ok(LISTING_MAX),
         Some(l) => l
             .parse::<usize>()
             .map(|l| l.min(LISTING_MAX))
-            .map_err(|_| bad(format!("invalid parameter \"limit\": {l:?}"))),
+            .map_err(|_| bad(format!("invalid parameter \"limit\": {}", quote(l)))),
     }
+}
+
+/// The `limit` parameter of a query: none when absent or 0.
+fn query_limit(params: &Params) -> Result<Option<usize>, EvalError> {
+    match param(params, "limit") {
+        None | Some("") | Some("0") => Ok(None),
+        Some(l) => l
+            .parse::<usize>()
+            .map(Some)
+            .map_err(|_| bad(format!("invalid parameter \"limit\": {}", quote(l)))),
+    }
+}
+
+/// A query's result cut to `limit` series, with Prometheus's warning.
+fn limit_output(out: &mut Output, limit: Option<usize>, notes: &mut Annotations) {
+    let Some(limit) = limit else {
+        return;
+    };
+    match out {
+        Output::Vector { samples, .. } => truncate(samples, limit, notes),
+        Output::Matrix(series) => truncate(series, limit, notes),
+        Output::Scalar { .. } | Output::String { .. } => {}
+    }
+}
+
+/// Whether listings include the self-monitoring streams: `include_self=true`, or a selector
+/// that names them (a matcher on the `strata` label, or an exact metric name).
+fn wants_self(params: &Params, selectors: &[Selector]) -> bool {
+    param(params, "include_self").is_some_and(|v| v == "true" || v == "1")
+        || selectors.iter().any(|s| {
+            s.name.is_some()
+                || s.matchers.iter().any(|m| {
+                    m.label == SELF_TAG.0
+                        || (m.label == "__name__" && m.op == crate::ast::MatchOp::Equal)
+                })
+        })
+}
+
+fn is_self(labels: &Labels) -> bool {
+    labels
+        .iter()
+        .any(|(k, v)| k == SELF_TAG.0 && v == SELF_TAG.1)
 }
 
 async fn blocking<T: Send + 'static>(
@@ -308,7 +472,7 @@ async fn query(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    respond(
+    respond_annotated(
         async {
             let params = params(raw, &headers, &body)?;
             let q = param(&params, "query")
@@ -316,9 +480,12 @@ async fn query(
                 .to_string();
             let t = time_param(&params, "time", now_ms())?;
             let limits = limits_for(&api, &params)?;
+            let limit = query_limit(&params)?;
             let store = Arc::clone(&api.store);
-            let out = blocking(move || eval::instant(&store, &q, t, limits)).await?;
-            Ok(output_json(&out))
+            let (mut out, mut notes) =
+                blocking(move || eval::instant_annotated(&store, &q, t, limits)).await?;
+            limit_output(&mut out, limit, &mut notes);
+            Ok((output_json(&out), notes))
         }
         .await,
     )
@@ -330,7 +497,7 @@ async fn query_range(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    respond(
+    respond_annotated(
         async {
             let params = params(raw, &headers, &body)?;
             let q = param(&params, "query")
@@ -347,9 +514,13 @@ async fn query_range(
             let step = parse_duration_param(step_text)
                 .map_err(|e| bad(format!("invalid parameter \"step\": {e}")))?;
             let limits = limits_for(&api, &params)?;
+            let limit = query_limit(&params)?;
             let store = Arc::clone(&api.store);
-            let out = blocking(move || eval::range(&store, &q, start, end, step, limits)).await?;
-            Ok(output_json(&out))
+            let (mut out, mut notes) =
+                blocking(move || eval::range_annotated(&store, &q, start, end, step, limits))
+                    .await?;
+            limit_output(&mut out, limit, &mut notes);
+            Ok((output_json(&out), notes))
         }
         .await,
     )
@@ -366,7 +537,8 @@ fn matchers(params: &Params) -> Result<Vec<Selector>, EvalError> {
             Ok(Expr::Selector(s)) => out.push(s),
             Ok(_) => {
                 return Err(bad(format!(
-                    "invalid parameter \"{k}\": {v:?} is not a selector"
+                    "invalid parameter \"{k}\": {} is not a selector",
+                    quote(v)
                 )))
             }
             Err(e) => return Err(bad(format!("invalid parameter \"{k}\": {e}"))),
@@ -375,21 +547,25 @@ fn matchers(params: &Params) -> Result<Vec<Selector>, EvalError> {
     Ok(out)
 }
 
-/// Label sets of the series any selector matches, deduplicated and sorted, at most `limit`.
+/// Label sets of the series any selector matches, deduplicated and sorted, at most `limit`
+/// (one more when more match: the caller then warns), the self-monitoring streams left out
+/// unless `with_self`.
 fn matched_series(
     store: &Store,
     selectors: &[Selector],
-    start: i64,
-    end: i64,
+    (start, end): (i64, i64),
     limit: usize,
+    with_self: bool,
 ) -> Result<Vec<Labels>, EvalError> {
     let mut all: Vec<Labels> = Vec::new();
+    let want = limit.saturating_add(1);
     for sel in selectors {
-        all.extend(eval::select_series(store, sel, start, end, limit)?);
+        let found = eval::select_series(store, sel, start, end, want.min(LISTING_MAX + 1))?;
+        all.extend(found.into_iter().filter(|l| with_self || !is_self(l)));
     }
     all.sort();
     all.dedup();
-    all.truncate(limit);
+    all.truncate(want);
     Ok(all)
 }
 
@@ -400,24 +576,46 @@ fn window(params: &Params) -> Result<(i64, i64), EvalError> {
     Ok((start, end.saturating_add(1)))
 }
 
+/// A listing endpoint's common parameters.
+struct Listing {
+    selectors: Vec<Selector>,
+    window: (i64, i64),
+    limit: usize,
+    with_self: bool,
+}
+
+fn listing(params: &Params) -> Result<Listing, EvalError> {
+    let selectors = matchers(params)?;
+    let with_self = wants_self(params, &selectors);
+    Ok(Listing {
+        window: window(params)?,
+        limit: limit_param(params)?,
+        with_self,
+        selectors,
+    })
+}
+
 async fn series(
     State(api): State<Api>,
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    respond(
+    respond_annotated(
         async {
             let params = params(raw, &headers, &body)?;
-            let selectors = matchers(&params)?;
-            if selectors.is_empty() {
+            let l = listing(&params)?;
+            if l.selectors.is_empty() {
                 return Err(bad("no match[] parameter provided"));
             }
-            let (start, end) = window(&params)?;
-            let limit = limit_param(&params)?;
             let store = Arc::clone(&api.store);
-            let found =
-                blocking(move || matched_series(&store, &selectors, start, end, limit)).await?;
+            let mut found = blocking(move || {
+                matched_series(&store, &l.selectors, l.window, l.limit, l.with_self)
+            })
+            .await?;
+            let mut notes = Annotations::default();
+            let limit = limit_param(&params)?;
+            truncate(&mut found, limit, &mut notes);
             let mut out = String::from("[");
             for (i, labels) in found.iter().enumerate() {
                 if i > 0 {
@@ -426,7 +624,7 @@ async fn series(
                 write_labels(&mut out, labels);
             }
             out.push(']');
-            Ok(out)
+            Ok((out, notes))
         }
         .await,
     )
@@ -448,48 +646,134 @@ fn index_err(e: impl std::fmt::Display) -> EvalError {
     EvalError::Execution(format!("series index: {e}"))
 }
 
+fn search_err(e: impl std::fmt::Display) -> EvalError {
+    EvalError::Execution(format!("series search: {e}"))
+}
+
+/// Most self-monitoring series looked at to tell which names, categories and values only
+/// they have (the server writes a few dozen).
+const SELF_SERIES_MAX: usize = 4_096;
+
+/// The metric names, label names and label values that only self-monitoring streams have:
+/// what listings without a selector leave out.
+#[derive(Default)]
+struct SelfOnly {
+    names: Vec<String>,
+    categories: Vec<Vec<u8>>,
+    values: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+fn self_tag_query() -> TagQuery {
+    TagQuery::Term(Term::Tag {
+        category: Pattern::Exact(SELF_TAG.0.as_bytes().to_vec()),
+        value: Pattern::Exact(SELF_TAG.1.as_bytes().to_vec()),
+    })
+}
+
+/// Whether a series other than the self-monitoring ones matches `q`.
+fn others_have(store: &Store, q: TagQuery) -> Result<bool, EvalError> {
+    let q = TagQuery::And(vec![q, TagQuery::Not(Box::new(self_tag_query()))]);
+    Ok(!store
+        .find(&q, eval::FIND_WORK_MAX)
+        .map_err(search_err)?
+        .is_empty())
+}
+
+fn self_only(store: &Store) -> Result<SelfOnly, EvalError> {
+    let ids = store
+        .find(&self_tag_query(), eval::FIND_WORK_MAX)
+        .map_err(search_err)?;
+    let snapshot = store.index().snapshot().map_err(index_err)?;
+    let (mut names, mut tags) = (Vec::new(), Vec::new());
+    for id in ids.into_iter().take(SELF_SERIES_MAX) {
+        let Some(info) = snapshot.series(id).map_err(index_err)? else {
+            continue;
+        };
+        names.push(info.key.name().to_string());
+        for t in info.key.tags() {
+            tags.push((t.category().to_vec(), t.value().to_vec()));
+        }
+    }
+    names.sort();
+    names.dedup();
+    tags.sort();
+    tags.dedup();
+    let mut out = SelfOnly::default();
+    for name in names {
+        let q = TagQuery::Term(Term::Name(Pattern::Exact(name.as_bytes().to_vec())));
+        if !others_have(store, q)? {
+            out.names.push(name);
+        }
+    }
+    for (category, value) in tags {
+        let tag = |v: Pattern| {
+            TagQuery::Term(Term::Tag {
+                category: Pattern::Exact(category.clone()),
+                value: v,
+            })
+        };
+        if !out.categories.contains(&category)
+            && !others_have(store, tag(Pattern::Glob(b"*".to_vec())))?
+        {
+            out.categories.push(category.clone());
+        }
+        if !others_have(store, tag(Pattern::Exact(value.clone())))? {
+            out.values.push((category, value));
+        }
+    }
+    Ok(out)
+}
+
 async fn labels(
     State(api): State<Api>,
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    respond(
+    respond_annotated(
         async {
             let params = params(raw, &headers, &body)?;
-            let selectors = matchers(&params)?;
-            let (start, end) = window(&params)?;
-            let limit = limit_param(&params)?;
+            let l = listing(&params)?;
             let store = Arc::clone(&api.store);
-            let names = blocking(move || {
-                let mut names: Vec<String> = if selectors.is_empty() {
-                    let snapshot = store.index().snapshot().map_err(index_err)?;
-                    let mut names: Vec<String> = snapshot
-                        .categories(LISTING_MAX)
-                        .map_err(index_err)?
-                        .iter()
-                        .map(|c| store::key::label_name(c))
-                        .collect();
-                    if snapshot.series_count() > 0 {
-                        names.push("__name__".to_string());
-                    }
-                    names
-                } else {
-                    matched_series(&store, &selectors, start, end, LISTING_MAX)?
-                        .into_iter()
-                        .flat_map(|l| l.into_iter().map(|(k, _)| k))
-                        .collect()
-                };
-                names.sort();
-                names.dedup();
-                names.truncate(limit);
-                Ok(names)
-            })
-            .await?;
-            Ok(json_string_list(&names))
+            let mut names = blocking(move || label_names(&store, &l)).await?;
+            let mut notes = Annotations::default();
+            truncate(&mut names, limit_param(&params)?, &mut notes);
+            Ok((json_string_list(&names), notes))
         }
         .await,
     )
+}
+
+/// The label names of `/api/v1/labels`, sorted, one more than the limit when more exist.
+fn label_names(store: &Store, l: &Listing) -> Result<Vec<String>, EvalError> {
+    let mut names: Vec<String> = if l.selectors.is_empty() {
+        let hidden = if l.with_self {
+            SelfOnly::default()
+        } else {
+            self_only(store)?
+        };
+        let snapshot = store.index().snapshot().map_err(index_err)?;
+        let mut names: Vec<String> = snapshot
+            .categories(LISTING_MAX + 1)
+            .map_err(index_err)?
+            .iter()
+            .filter(|c| !hidden.categories.contains(c))
+            .map(|c| eval::label_name_of(c))
+            .collect();
+        if snapshot.series_count() > 0 {
+            names.push("__name__".to_string());
+        }
+        names
+    } else {
+        matched_series(store, &l.selectors, l.window, LISTING_MAX, l.with_self)?
+            .into_iter()
+            .flat_map(|l| l.into_iter().map(|(k, _)| k))
+            .collect()
+    };
+    names.sort();
+    names.dedup();
+    names.truncate(l.limit.saturating_add(1));
+    Ok(names)
 }
 
 async fn label_values(
@@ -499,53 +783,71 @@ async fn label_values(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    respond(
+    respond_annotated(
         async {
             let params = params(raw, &headers, &body)?;
-            if !crate::ast::is_label_name(&name) {
-                return Err(bad(format!("invalid label name: {name:?}")));
-            }
-            let selectors = matchers(&params)?;
-            let (start, end) = window(&params)?;
-            let limit = limit_param(&params)?;
+            let name = label_path_name(&name)?;
+            let l = listing(&params)?;
             let store = Arc::clone(&api.store);
-            let values = blocking(move || {
-                let mut values: Vec<String> = if !selectors.is_empty() {
-                    matched_series(&store, &selectors, start, end, LISTING_MAX)?
-                        .into_iter()
-                        .filter_map(|l| l.into_iter().find(|(k, _)| *k == name).map(|(_, v)| v))
-                        .collect()
-                } else if name == "__name__" {
-                    let snapshot = store.index().snapshot().map_err(index_err)?;
-                    snapshot
-                        .names(LISTING_MAX)
-                        .map_err(index_err)?
-                        .into_iter()
-                        .map(|(n, _)| n)
-                        .collect()
-                } else {
-                    let category = label_category(&name);
-                    let snapshot = store.index().snapshot().map_err(index_err)?;
-                    snapshot
-                        .values(&category, LISTING_MAX)
-                        .map_err(index_err)?
-                        .iter()
-                        .map(|(v, _)| store::key::label_value(v))
-                        .collect()
-                };
-                values.sort();
-                values.dedup();
-                values.truncate(limit);
-                Ok(values)
-            })
-            .await?;
-            Ok(json_string_list(&values))
+            let mut values = blocking(move || label_value_list(&store, &name, &l)).await?;
+            let mut notes = Annotations::default();
+            truncate(&mut values, limit_param(&params)?, &mut notes);
+            Ok((json_string_list(&values), notes))
         }
         .await,
     )
 }
 
-/// The tag category a label name stands for (`U__` escapes decoded by the store's mapping).
+/// The label name of `/label/<name>/values`: Prometheus 3 accepts any UTF-8 name, written as
+/// is or in the `U__` value-escaping form (`U__host_2e_name` for `host.name`).
+fn label_path_name(name: &str) -> Result<String, EvalError> {
+    if name.is_empty() {
+        return Err(bad(format!("invalid label name: {}", quote(name))));
+    }
+    Ok(name.to_string())
+}
+
+/// The values of `/api/v1/label/<name>/values`, sorted, one more than the limit when more exist.
+fn label_value_list(store: &Store, name: &str, l: &Listing) -> Result<Vec<String>, EvalError> {
+    let mut values: Vec<String> = if !l.selectors.is_empty() {
+        matched_series(store, &l.selectors, l.window, LISTING_MAX, l.with_self)?
+            .into_iter()
+            .filter_map(|labels| labels.into_iter().find(|(k, _)| *k == name).map(|(_, v)| v))
+            .collect()
+    } else {
+        let hidden = if l.with_self {
+            SelfOnly::default()
+        } else {
+            self_only(store)?
+        };
+        let snapshot = store.index().snapshot().map_err(index_err)?;
+        if name == "__name__" {
+            snapshot
+                .names(LISTING_MAX + 1)
+                .map_err(index_err)?
+                .into_iter()
+                .map(|(n, _)| n)
+                .filter(|n| !hidden.names.contains(n))
+                .collect()
+        } else {
+            let category = label_category(name);
+            snapshot
+                .values(&category, LISTING_MAX + 1)
+                .map_err(index_err)?
+                .into_iter()
+                .filter(|(v, _)| !hidden.values.contains(&(category.clone(), v.clone())))
+                .map(|(v, _)| store::key::label_value(&v))
+                .collect()
+        }
+    };
+    values.sort();
+    values.dedup();
+    values.truncate(l.limit.saturating_add(1));
+    Ok(values)
+}
+
+/// The tag category a label name stands for: the name's own bytes, or the category a legacy
+/// `U__` escape stands for.
 fn label_category(label: &str) -> Vec<u8> {
     store::key::StreamKey::from_labels([("__name__", "x"), (label, "v")])
         .ok()
@@ -564,43 +866,10 @@ async fn metadata(
             let params = params(raw, &headers, &body)?;
             let limit = limit_param(&params)?;
             let only = param(&params, "metric").map(str::to_string);
+            let with_self = wants_self(&params, &[]);
             let store = Arc::clone(&api.store);
-            let entries = blocking(move || {
-                let snapshot = store.index().snapshot().map_err(index_err)?;
-                let names: Vec<String> = match only {
-                    Some(m) if !m.is_empty() => vec![m],
-                    _ => snapshot
-                        .names(limit)
-                        .map_err(index_err)?
-                        .into_iter()
-                        .map(|(n, _)| n)
-                        .collect(),
-                };
-                let mut out = Vec::new();
-                for name in names {
-                    let of_kind = |kind: Kind| -> Result<bool, EvalError> {
-                        let q = TagQuery::And(vec![
-                            TagQuery::Term(Term::Name(Pattern::Exact(name.as_bytes().to_vec()))),
-                            TagQuery::Term(Term::Type(kind)),
-                        ]);
-                        let ids = store
-                            .find(&q, eval::FIND_WORK_MAX)
-                            .map_err(|e| EvalError::Execution(format!("series search: {e}")))?;
-                        Ok(!ids.is_empty())
-                    };
-                    // Our streams carry no type or help text; histograms are known by kind.
-                    let ty = if of_kind(Kind::Histogram)? {
-                        "histogram"
-                    } else if of_kind(Kind::Numeric)? {
-                        "unknown"
-                    } else {
-                        continue;
-                    };
-                    out.push((name, ty));
-                }
-                Ok(out)
-            })
-            .await?;
+            let entries =
+                blocking(move || metadata_entries(&store, only, limit, with_self)).await?;
             let mut data = String::from("{");
             for (i, (name, ty)) in entries.iter().enumerate() {
                 if i > 0 {
@@ -614,6 +883,74 @@ async fn metadata(
         }
         .await,
     )
+}
+
+/// Metric names and their type: `histogram` for our histogram streams, else `unknown` (no
+/// type or help text is stored). A `metric` asked for by name is listed even if only
+/// self-monitoring streams have it.
+fn metadata_entries(
+    store: &Store,
+    only: Option<String>,
+    limit: usize,
+    with_self: bool,
+) -> Result<Vec<(String, &'static str)>, EvalError> {
+    let snapshot = store.index().snapshot().map_err(index_err)?;
+    let names: Vec<String> = match only {
+        Some(m) if !m.is_empty() => vec![m],
+        _ => {
+            let hidden = if with_self {
+                SelfOnly::default()
+            } else {
+                self_only(store)?
+            };
+            snapshot
+                .names(limit.saturating_add(hidden.names.len()))
+                .map_err(index_err)?
+                .into_iter()
+                .map(|(n, _)| n)
+                .filter(|n| !hidden.names.contains(n))
+                .take(limit)
+                .collect()
+        }
+    };
+    let mut out = Vec::new();
+    for name in names {
+        let of_kind = |kind: Kind| -> Result<bool, EvalError> {
+            let q = TagQuery::And(vec![
+                TagQuery::Term(Term::Name(Pattern::Exact(name.as_bytes().to_vec()))),
+                TagQuery::Term(Term::Type(kind)),
+            ]);
+            Ok(!store
+                .find(&q, eval::FIND_WORK_MAX)
+                .map_err(search_err)?
+                .is_empty())
+        };
+        let ty = if of_kind(Kind::Histogram)? {
+            "histogram"
+        } else if of_kind(Kind::Numeric)? {
+            "unknown"
+        } else {
+            continue;
+        };
+        out.push((name, ty));
+    }
+    Ok(out)
+}
+
+async fn rules(State(api): State<Api>) -> Response {
+    let groups = api.rules.rule_groups();
+    match serde_json::to_string(&groups) {
+        Ok(list) => success(&format!("{{\"groups\":{list}}}")),
+        Err(e) => error_response(&EvalError::Execution(format!("rules: {e}"))),
+    }
+}
+
+async fn alerts(State(api): State<Api>) -> Response {
+    let alerts = api.rules.alerts();
+    match serde_json::to_string(&alerts) {
+        Ok(list) => success(&format!("{{\"alerts\":{list}}}")),
+        Err(e) => error_response(&EvalError::Execution(format!("alerts: {e}"))),
+    }
 }
 
 /// Grafana asks for exemplars alongside panels; the store keeps none.
@@ -649,21 +986,14 @@ fn write_labels(out: &mut String, labels: &Labels) {
     out.push('}');
 }
 
-/// Unix seconds as Prometheus writes them: a JSON number with at most millisecond digits.
+/// Unix seconds as Prometheus writes them: whole seconds, then `.` and three digits of
+/// milliseconds when there are any (`1700000000.200`).
 pub fn format_time(ms: i64) -> String {
-    format!("{}", ms as f64 / 1000.0)
-}
-
-/// A sample value as Prometheus writes it (Go's `'f'` format, `+Inf`, `-Inf`, `NaN`).
-pub fn format_value(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".to_string()
-    } else if v == f64::INFINITY {
-        "+Inf".to_string()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".to_string()
-    } else {
-        format!("{v}")
+    let sign = if ms < 0 { "-" } else { "" };
+    let abs = ms.unsigned_abs();
+    match abs % 1000 {
+        0 => format!("{sign}{}", abs / 1000),
+        frac => format!("{sign}{}.{frac:03}", abs / 1000),
     }
 }
 

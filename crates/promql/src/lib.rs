@@ -11,6 +11,7 @@
 pub mod ast;
 pub mod eval;
 pub mod http;
+mod number;
 pub mod parser;
 
 pub use ast::Expr;

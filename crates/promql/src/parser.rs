@@ -168,7 +168,10 @@ impl Lexer<'_> {
                 c if c.is_ascii_alphabetic() || c == b'_' || c == b':' => self.ident(),
                 _ => {
                     let c = self.text[start..].chars().next().unwrap_or('?');
-                    return Err(err(start, format!("unexpected character {c:?}")));
+                    return Err(err(
+                        start,
+                        format!("unexpected character {}", crate::ast::quote(&c.to_string())),
+                    ));
                 }
             };
             out.push((start, tok));
@@ -251,9 +254,12 @@ impl Lexer<'_> {
             }
         }
         let text = &self.text[start..self.pos];
-        text.parse::<f64>()
-            .map(Tok::Number)
-            .map_err(|_| err(start, format!("expected a number, found {text:?}")))
+        text.parse::<f64>().map(Tok::Number).map_err(|_| {
+            err(
+                start,
+                format!("expected a number, found {}", crate::ast::quote(text)),
+            )
+        })
     }
 
     /// Reads `<digits><unit>…` if the text is a duration; `None` (position unchanged) if not.
@@ -361,8 +367,21 @@ impl Lexer<'_> {
     }
 }
 
-/// Parses a PromQL expression.
+/// What the language accepts beyond Prometheus 3.5's defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParseOptions {
+    /// The functions and aggregations Prometheus enables with
+    /// `--enable-feature=promql-experimental-functions` (off by default, as there).
+    pub experimental_functions: bool,
+}
+
+/// Parses a PromQL expression as Prometheus 3.5 does by default.
 pub fn parse(text: &str) -> Result<Expr, ParseError> {
+    parse_with(text, ParseOptions::default())
+}
+
+/// Parses a PromQL expression with `options`.
+pub fn parse_with(text: &str, options: ParseOptions) -> Result<Expr, ParseError> {
     if text.len() > QUERY_SIZE_MAX {
         return Err(err(
             QUERY_SIZE_MAX,
@@ -379,6 +398,7 @@ pub fn parse(text: &str) -> Result<Expr, ParseError> {
         tokens,
         i: 0,
         depth: 0,
+        options,
     };
     let expr = p.expr()?;
     let (pos, tok) = p.peek_pos();
@@ -407,6 +427,7 @@ struct Parser {
     tokens: Vec<(usize, Tok)>,
     i: usize,
     depth: usize,
+    options: ParseOptions,
 }
 
 impl Parser {
@@ -464,6 +485,7 @@ impl Parser {
                 "and" => Some(BinOp::And),
                 "or" => Some(BinOp::Or),
                 "unless" => Some(BinOp::Unless),
+                "atan2" => Some(BinOp::Atan2),
                 _ => None,
             },
             _ => None,
@@ -565,71 +587,108 @@ impl Parser {
 
     fn postfix(&mut self) -> Result<Expr, ParseError> {
         let mut e = self.primary()?;
-        if *self.peek() == Tok::LBracket {
-            let bracket = self.next().0;
-            let Expr::Selector(selector) = e else {
-                return Err(err(
-                    bracket,
-                    "ranges are only allowed after an instant vector selector (subqueries are not supported)",
-                ));
-            };
-            if selector.offset_ms != 0 || selector.at.is_some() {
-                return Err(err(bracket, "the range must come before offset and @"));
-            }
-            let (pos, tok) = self.next();
-            let Tok::Duration(range_ms) = tok else {
-                return Err(err(
-                    pos,
-                    format!("expected a duration, found {}", tok.describe()),
-                ));
-            };
-            if range_ms <= 0 {
-                return Err(err(pos, "range must be positive"));
-            }
-            if matches!(self.peek(), Tok::Colon)
-                || matches!(self.peek(), Tok::Ident(w) if w.starts_with(':'))
-            {
-                return Err(err(self.pos(), "subqueries are not supported"));
-            }
-            self.expect(Tok::RBracket, "\"]\"")?;
-            e = Expr::Range { selector, range_ms };
-        }
         loop {
-            if self.peek_word("offset") {
+            if *self.peek() == Tok::LBracket {
+                e = self.range_or_subquery(e)?;
+            } else if self.peek_word("offset") {
                 let pos = self.next().0;
-                let neg = if *self.peek() == Tok::Op(BinOp::Sub) {
-                    self.next();
-                    true
-                } else {
-                    false
-                };
-                let (dpos, tok) = self.next();
-                let Tok::Duration(ms) = tok else {
-                    return Err(err(
-                        dpos,
-                        format!("expected a duration after offset, found {}", tok.describe()),
-                    ));
-                };
-                let sel = selector_mut(&mut e)
-                    .ok_or_else(|| err(pos, "offset is only allowed after a selector"))?;
-                if sel.offset_ms != 0 {
+                let ms = self.duration_value(true)?;
+                let slot = modifiers_mut(&mut e).ok_or_else(|| {
+                    err(
+                        pos,
+                        "offset modifier must be preceded by an instant vector selector or range vector selector or a subquery",
+                    )
+                })?;
+                if *slot.0 != 0 {
                     return Err(err(pos, "offset may not be set multiple times"));
                 }
-                sel.offset_ms = if neg { -ms } else { ms };
+                *slot.0 = ms;
             } else if *self.peek() == Tok::At {
                 let pos = self.next().0;
                 let at = self.at_value()?;
-                let sel = selector_mut(&mut e)
-                    .ok_or_else(|| err(pos, "@ is only allowed after a selector"))?;
-                if sel.at.is_some() {
-                    return Err(err(pos, "@ may not be set multiple times"));
+                let slot = modifiers_mut(&mut e).ok_or_else(|| {
+                    err(
+                        pos,
+                        "@ modifier must be preceded by an instant vector selector or range vector selector or a subquery",
+                    )
+                })?;
+                if slot.1.is_some() {
+                    return Err(err(pos, "@ <timestamp> may not be set multiple times"));
                 }
-                sel.at = Some(at);
+                *slot.1 = Some(at);
             } else {
                 break;
             }
         }
         Ok(e)
+    }
+
+    /// After an expression, `[range]` (a range selector) or `[range:step]` (a subquery).
+    fn range_or_subquery(&mut self, e: Expr) -> Result<Expr, ParseError> {
+        let bracket = self.next().0;
+        let range_ms = self.duration_value(false)?;
+        if *self.peek() == Tok::Colon {
+            self.next();
+            let step_ms = if *self.peek() == Tok::RBracket {
+                0
+            } else {
+                self.duration_value(false)?
+            };
+            self.expect(Tok::RBracket, "\"]\"")?;
+            if e.value_type() != ValueType::Vector {
+                return Err(err(
+                    bracket,
+                    format!(
+                        "subquery is only allowed on instant vector, got {} instead",
+                        prom_type_name(e.value_type())
+                    ),
+                ));
+            }
+            return Ok(Expr::Subquery {
+                expr: Box::new(e),
+                range_ms,
+                step_ms,
+                offset_ms: 0,
+                at: None,
+            });
+        }
+        self.expect(Tok::RBracket, "\"]\" or \":\"")?;
+        let Expr::Selector(selector) = e else {
+            return Err(err(bracket, "ranges only allowed for vector selectors"));
+        };
+        if selector.offset_ms != 0 {
+            return Err(err(bracket, "no offset modifiers allowed before range"));
+        }
+        if selector.at.is_some() {
+            return Err(err(bracket, "no @ modifiers allowed before range"));
+        }
+        Ok(Expr::Range { selector, range_ms })
+    }
+
+    /// A duration (`5m`) or a number of seconds (`300`, Prometheus 3), in milliseconds; a
+    /// leading `-` only where `signed` (offsets). Ranges and steps must be positive.
+    fn duration_value(&mut self, signed: bool) -> Result<i64, ParseError> {
+        let neg = signed && *self.peek() == Tok::Op(BinOp::Sub);
+        if neg || (signed && *self.peek() == Tok::Op(BinOp::Add)) {
+            self.next();
+        }
+        let (pos, tok) = self.next();
+        let ms = match tok {
+            Tok::Duration(ms) => ms,
+            Tok::Number(v) => seconds_to_ms(v)
+                .filter(|ms| ms.abs() <= DURATION_MS_MAX)
+                .ok_or_else(|| err(pos, "duration out of range"))?,
+            t => {
+                return Err(err(
+                    pos,
+                    format!("expected a duration, found {}", t.describe()),
+                ))
+            }
+        };
+        if !signed && ms <= 0 {
+            return Err(err(pos, "duration must be greater than 0"));
+        }
+        Ok(if neg { -ms } else { ms })
     }
 
     fn at_value(&mut self) -> Result<At, ParseError> {
@@ -682,7 +741,7 @@ impl Parser {
                 }
                 if *self.peek() == Tok::LParen {
                     let Some(func) = Func::from_name(&word) else {
-                        return Err(err(pos, format!("unknown function \"{word}\"")));
+                        return Err(err(pos, format!("unknown function with name \"{word}\"")));
                     };
                     return self.call(func, pos);
                 }
@@ -726,16 +785,22 @@ impl Parser {
             let (pos, tok) = self.next();
             match tok {
                 Tok::RBrace => break,
-                Tok::Str(s) => {
+                // A quoted string alone is the metric name; followed by an operator it is a
+                // (UTF-8) label name.
+                Tok::Str(s) if !self.peek_match_op() => {
                     if sel.name.is_some() {
-                        return Err(err(pos, "metric name given twice"));
+                        return Err(err(pos, "metric name must not be set twice"));
                     }
                     sel.name = Some(s);
                 }
-                Tok::Ident(label) => {
-                    if !is_label_name(&label) {
-                        return Err(err(pos, format!("invalid label name \"{label}\"")));
-                    }
+                Tok::Ident(_) | Tok::Str(_) => {
+                    let label = match tok {
+                        Tok::Ident(l) if is_label_name(&l) => l,
+                        Tok::Str(l) => l,
+                        _ => {
+                            return Err(err(pos, format!("invalid label name {}", tok.describe())))
+                        }
+                    };
                     let (op_pos, op_tok) = self.next();
                     let op = match op_tok {
                         Tok::Assign => MatchOp::Equal,
@@ -792,6 +857,13 @@ impl Parser {
         Ok(Expr::Selector(sel))
     }
 
+    fn peek_match_op(&self) -> bool {
+        matches!(
+            self.peek(),
+            Tok::Assign | Tok::Op(BinOp::Ne) | Tok::EqRegex | Tok::NeRegex
+        )
+    }
+
     fn label_list(&mut self) -> Result<Vec<String>, ParseError> {
         self.expect(Tok::LParen, "\"(\" starting a label list")?;
         let mut labels = Vec::new();
@@ -800,6 +872,7 @@ impl Parser {
             match tok {
                 Tok::RParen => return Ok(labels),
                 Tok::Ident(l) if is_label_name(&l) => labels.push(l),
+                Tok::Str(l) => labels.push(l),
                 t => {
                     return Err(err(
                         pos,
@@ -835,18 +908,27 @@ impl Parser {
 
     fn aggregate(&mut self, op: AggOp, pos: usize) -> Result<Expr, ParseError> {
         self.enter()?;
+        if op.is_experimental() && !self.options.experimental_functions {
+            return Err(err(
+                pos,
+                format!(
+                    "{}() is experimental and must be enabled with --enable-feature=promql-experimental-functions",
+                    op.name()
+                ),
+            ));
+        }
         let mut grouping = self.grouping()?;
         self.expect(Tok::LParen, &format!("\"(\" after {}", op.name()))?;
         let mut param = None;
         if op.has_param() {
             let ppos = self.pos();
             let p = self.expr()?;
-            if p.value_type() != ValueType::Scalar {
+            if p.value_type() != op.param_type() {
                 return Err(err(
                     ppos,
                     format!(
-                        "expected type scalar in {} parameter, got {}",
-                        op.name(),
+                        "expected type {} in aggregation parameter, got {}",
+                        op.param_type().name(),
                         p.value_type().name()
                     ),
                 ));
@@ -884,28 +966,39 @@ impl Parser {
 
     fn call(&mut self, func: Func, pos: usize) -> Result<Expr, ParseError> {
         self.enter()?;
+        if func.is_experimental() && !self.options.experimental_functions {
+            return Err(err(
+                pos,
+                format!("function \"{}\" is not enabled", func.name()),
+            ));
+        }
         self.expect(Tok::LParen, "\"(\"")?;
-        let (types, optional) = func.signature();
+        let (types, optional, repeats) = func.arity();
         let mut args = Vec::new();
         if *self.peek() != Tok::RParen {
             loop {
                 let apos = self.pos();
                 let arg = self.expr()?;
-                let Some(&want) = types.get(args.len()) else {
-                    return Err(err(
-                        apos,
-                        format!(
-                            "too many arguments to {} (takes {})",
-                            func.name(),
-                            types.len()
-                        ),
-                    ));
+                let want = match types.get(args.len()) {
+                    Some(&t) => t,
+                    None if repeats => types[types.len() - 1],
+                    None => {
+                        return Err(err(
+                            apos,
+                            format!(
+                                "expected at most {} argument(s) in call to \"{}\", got {}",
+                                types.len(),
+                                func.name(),
+                                args.len() + 1
+                            ),
+                        ))
+                    }
                 };
                 if arg.value_type() != want {
                     return Err(err(
                         apos,
                         format!(
-                            "expected type {} in call to {}, got {}",
+                            "expected type {} in call to function \"{}\", got {}",
                             want.name(),
                             func.name(),
                             arg.value_type().name()
@@ -925,35 +1018,75 @@ impl Parser {
             return Err(err(
                 close,
                 format!(
-                    "{} takes {} arguments, got {}",
-                    func.name(),
+                    "expected {} argument(s) in call to \"{}\", got {}",
                     types.len() - optional,
+                    func.name(),
                     args.len()
                 ),
             ));
         }
-        if func == Func::LabelReplace {
-            let (Some(Expr::String(dst)), Some(Expr::String(re))) = (args.get(1), args.get(4))
-            else {
-                return Err(err(pos, "label_replace needs string literals"));
-            };
-            if !is_label_name(dst) {
-                return Err(err(
-                    pos,
-                    format!("invalid destination label name \"{dst}\""),
-                ));
-            }
-            anchored_regex(re).map_err(|e| err(pos, format!("invalid regex: {e}")))?;
-        }
+        check_call_literals(func, &args, pos)?;
         self.depth -= 1;
         Ok(Expr::Call { func, args })
     }
 }
 
-fn selector_mut(e: &mut Expr) -> Option<&mut Selector> {
+/// The string arguments of `label_replace` / `label_join` checked where Prometheus checks
+/// them (label names: any non-empty UTF-8 text; the regex must compile).
+fn check_call_literals(func: Func, args: &[Expr], pos: usize) -> Result<(), ParseError> {
+    let name = func.name();
+    match func {
+        Func::LabelReplace => {
+            let (Some(Expr::String(dst)), Some(Expr::String(re))) = (args.get(1), args.get(4))
+            else {
+                return Err(err(pos, "label_replace needs string literals"));
+            };
+            if dst.is_empty() {
+                return Err(err(
+                    pos,
+                    format!("invalid destination label name in {name}(): {dst}"),
+                ));
+            }
+            anchored_regex(re).map_err(|e| {
+                err(
+                    pos,
+                    format!("invalid regular expression in {name}(): {re}: {e}"),
+                )
+            })?;
+        }
+        Func::LabelJoin => {
+            for (i, a) in args.iter().enumerate().skip(1) {
+                match a {
+                    Expr::String(l) if i == 1 && l.is_empty() => {
+                        return Err(err(
+                            pos,
+                            format!("invalid destination label name in {name}(): {l}"),
+                        ))
+                    }
+                    Expr::String(_) => {}
+                    _ => return Err(err(pos, format!("{name} needs string literals"))),
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A type as Prometheus's parser names it in some messages (`matrix` for a range vector).
+fn prom_type_name(t: ValueType) -> &'static str {
+    match t {
+        ValueType::Matrix => "matrix",
+        ValueType::Vector => "vector",
+        t => t.name(),
+    }
+}
+
+/// The `offset` and `@` slots of a selector, range selector or subquery.
+fn modifiers_mut(e: &mut Expr) -> Option<(&mut i64, &mut Option<At>)> {
     match e {
-        Expr::Selector(s) => Some(s),
-        Expr::Range { selector, .. } => Some(selector),
+        Expr::Selector(s) | Expr::Range { selector: s, .. } => Some((&mut s.offset_ms, &mut s.at)),
+        Expr::Subquery { offset_ms, at, .. } => Some((offset_ms, at)),
         _ => None,
     }
 }
@@ -1006,7 +1139,7 @@ fn check_binary(
     if op.is_comparison() && lt == ValueType::Scalar && rt == ValueType::Scalar && !return_bool {
         return Err(err(
             op_pos,
-            "comparisons between scalars must use bool modifier",
+            "comparisons between scalars must use BOOL modifier",
         ));
     }
     if matching.is_some() && (lt != ValueType::Vector || rt != ValueType::Vector) {

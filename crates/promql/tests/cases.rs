@@ -15,7 +15,11 @@
 //!   metric{a="b"} 0 10 _ 30            #   one value per step, _ for none
 //! eval_fail instant at 0 <query>       # must fail; an optional indented line
 //!   error <substring>                  #   is a substring of the message
+//! eval_warn … / eval_info …            # as eval, and the query must give a warning / info
+//! eval_ordered instant at …            # as eval; the series must come in the order listed
+//! experimental on                      # the experimental functions from here on (off first)
 //! ```
+//! In `load`, `stale` is a Prometheus stale marker (the NaN with bits 0x7ff0000000000002).
 //! Floats compare with a relative tolerance of 1e-9 (NaN equals NaN).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -25,7 +29,7 @@ use std::sync::Arc;
 use hist::Histogram;
 use promql::ast::{Expr, MatchOp};
 use promql::eval::{self, Labels, Limits, Output, Sample};
-use store::key::StreamKey;
+use store::key::{StreamKey, Tag};
 use store::{Store, StoreOptions, WriteBatch};
 
 #[derive(Debug, Clone)]
@@ -95,12 +99,39 @@ fn parse_hist(text: &str) -> (Histogram, f64) {
     (h, scale)
 }
 
+/// A series line's label part and the rest: up to the `}` closing its braces (label names and
+/// values may be quoted and hold spaces), else up to the first space.
+fn split_series(line: &str) -> (&str, &str) {
+    let first_space = line.find(char::is_whitespace).unwrap_or(line.len());
+    let Some(open) = line.find('{').filter(|&o| o < first_space) else {
+        return (&line[..first_space], &line[first_space..]);
+    };
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (i, c) in line[open..].char_indices() {
+        match (quote, c) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), '\\') => escaped = true,
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'' | '`') => quote = Some(c),
+            (None, '}') => return line.split_at(open + i + 1),
+            (None, _) => {}
+        }
+    }
+    (line, "")
+}
+
 /// Expands one series line's value tokens.
 fn parse_values(tokens: &[&str]) -> Vec<Expected> {
     let mut out = Vec::new();
     for &tok in tokens {
         if tok == "_" {
             out.push(Expected::Missing);
+        } else if tok == "stale" {
+            out.push(Expected::Float(f64::from_bits(
+                promql::eval::STALE_NAN_BITS,
+            )));
         } else if tok.starts_with("h(") {
             let (h, s) = parse_hist(tok);
             out.push(Expected::Hist(h, s));
@@ -150,16 +181,29 @@ struct Runner {
     _dir: tempfile::TempDir,
     failures: Vec<String>,
     evals: usize,
+    limits: Limits,
 }
 
 impl Runner {
     fn load(&mut self, interval_ms: i64, lines: &[(usize, String)]) {
         let mut batch = WriteBatch::new();
         for (_, line) in lines {
-            let mut tokens = line.split_whitespace();
-            let labels = parse_labels(tokens.next().unwrap());
-            let key = StreamKey::from_labels(labels.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .unwrap();
+            let (series, rest) = split_series(line);
+            let tokens = rest.split_whitespace();
+            let labels = parse_labels(series);
+            // Each label but the name is a tag of its own text (UTF-8 names included), as
+            // remote write stores them.
+            let name = labels
+                .iter()
+                .find(|(k, _)| k == "__name__")
+                .unwrap()
+                .1
+                .clone();
+            let tags = labels
+                .iter()
+                .filter(|(k, v)| k != "__name__" && !v.is_empty())
+                .map(|(k, v)| Tag::new(k.as_bytes(), v.as_bytes()).unwrap());
+            let key = StreamKey::new(name, tags).unwrap();
             let rest: Vec<&str> = tokens.collect();
             for (i, v) in parse_values(&rest).into_iter().enumerate() {
                 let ts = i as i64 * interval_ms;
@@ -181,13 +225,25 @@ impl Runner {
         self.evals += 1;
         let (must_fail, rest) = match header.strip_prefix("eval_fail ") {
             Some(r) => (true, r),
-            None => (false, header.strip_prefix("eval ").unwrap()),
+            None => (false, header.strip_prefix("eval ").unwrap_or(header)),
+        };
+        let (ordered, rest) = match rest.strip_prefix("eval_ordered ") {
+            Some(r) => (true, r),
+            None => (false, rest),
+        };
+        let (note, rest) = match (
+            rest.strip_prefix("eval_warn "),
+            rest.strip_prefix("eval_info "),
+        ) {
+            (Some(r), _) => (Some("warning"), r),
+            (_, Some(r)) => (Some("info"), r),
+            _ => (None, rest),
         };
         let (result, steps) = if let Some(r) = rest.strip_prefix("instant at ") {
             let (t, query) = r.split_once(' ').unwrap();
             let t = parse_duration_ms(t);
             (
-                eval::instant(&self.store, query, t, Limits::default()),
+                eval::instant_annotated(&self.store, query, t, self.limits),
                 vec![t],
             )
         } else if let Some(r) = rest.strip_prefix("range from ") {
@@ -206,7 +262,7 @@ impl Runner {
                 .take_while(|&t| t <= end)
                 .collect();
             (
-                eval::range(&self.store, parts[5], start, end, step, Limits::default()),
+                eval::range_annotated(&self.store, parts[5], start, end, step, self.limits),
                 steps,
             )
         } else {
@@ -226,11 +282,22 @@ impl Runner {
             }
             return;
         }
-        let out = match result {
+        let (out, notes) = match result {
             Ok(out) => out,
             Err(e) => return self.fail(at, format!("query failed: {e}")),
         };
+        let noted = match note {
+            Some("warning") => !notes.warnings.is_empty(),
+            Some(_) => !notes.infos.is_empty(),
+            None => true,
+        };
+        if !noted {
+            self.fail(at, format!("expected a {note:?} annotation, got {notes:?}"));
+        }
         let instant = rest.starts_with("instant");
+        if ordered {
+            self.check_order(at, &out, expect);
+        }
         self.compare(at, out, &steps, instant, expect);
     }
 
@@ -298,8 +365,9 @@ impl Runner {
         }
         let mut unmatched: Vec<bool> = vec![true; got.len()];
         for (line_no, line) in expect {
-            let mut tokens = line.split_whitespace();
-            let labels = parse_labels(tokens.next().unwrap());
+            let (series, rest) = split_series(line);
+            let tokens = rest.split_whitespace();
+            let labels = parse_labels(series);
             let rest: Vec<&str> = tokens.collect();
             if rest.iter().any(|t| t.contains('@')) {
                 continue; // raw form, checked in compare_raw
@@ -342,16 +410,37 @@ impl Runner {
         }
     }
 
+    /// The series of an instant vector in the order of the expected lines.
+    fn check_order(&mut self, at: &str, out: &Output, expect: &[(usize, String)]) {
+        let Output::Vector { samples, .. } = out else {
+            return self.fail(at, "eval_ordered needs an instant vector".into());
+        };
+        let got: Vec<&Labels> = samples.iter().map(|(l, _)| l).collect();
+        let want: Vec<Labels> = expect
+            .iter()
+            .map(|(_, l)| parse_labels(split_series(l).0))
+            .collect();
+        if got.len() != want.len() || got.iter().zip(&want).any(|(g, w)| *g != w) {
+            self.fail(at, format!("order: expected {want:?}, got {got:?}"));
+        }
+    }
+
     fn compare_raw(&mut self, at: &str, labels: &Labels, got: &str, expect: &[(usize, String)]) {
         for (_, line) in expect {
-            let mut tokens = line.split_whitespace();
-            if parse_labels(tokens.next().unwrap()) != *labels {
+            let (series, rest) = split_series(line);
+            let tokens = rest.split_whitespace();
+            if parse_labels(series) != *labels {
                 continue;
             }
             let want: Vec<String> = tokens
                 .map(|t| {
                     let (v, d) = t.split_once('@').unwrap();
-                    format!("{}@{}", parse_float(v), parse_duration_ms(d))
+                    let v = if v == "hist" {
+                        v.to_string()
+                    } else {
+                        parse_float(v).to_string()
+                    };
+                    format!("{v}@{}", parse_duration_ms(d))
                 })
                 .collect();
             if want.join(" ") != got {
@@ -399,6 +488,7 @@ fn run_file(path: &Path) -> (usize, Vec<String>) {
         _dir: dir,
         failures: Vec::new(),
         evals: 0,
+        limits: Limits::default(),
     };
     let mut i = 0;
     while i < lines.len() {
@@ -418,6 +508,8 @@ fn run_file(path: &Path) -> (usize, Vec<String>) {
         let at = format!("{name}:{line_no}");
         if let Some(interval) = header.strip_prefix("load ") {
             runner.load(parse_duration_ms(interval.trim()), &body);
+        } else if let Some(flag) = header.strip_prefix("experimental ") {
+            runner.limits.experimental_functions = flag.trim() == "on";
         } else if header.starts_with("eval") {
             runner.eval(&at, &header, &body);
         } else {

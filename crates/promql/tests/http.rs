@@ -208,7 +208,8 @@ fn instant_query_get_and_post_give_prometheus_vectors() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json(), expected);
 
-    // Fractional times keep their milliseconds; RFC 3339 is accepted too.
+    // Fractional times keep their milliseconds, written as Prometheus does (three digits);
+    // RFC 3339 is accepted too.
     let r = get(
         s.addr,
         &format!("/api/v1/query?query={}&time={}.5", enc("sum(up)"), t(120)),
@@ -216,7 +217,7 @@ fn instant_query_get_and_post_give_prometheus_vectors() {
     assert_eq!(
         r.body,
         format!(
-            "{{\"status\":\"success\",\"data\":{{\"resultType\":\"vector\",\"result\":[{{\"metric\":{{}},\"value\":[{}.5,\"1\"]}}]}}}}",
+            "{{\"status\":\"success\",\"data\":{{\"resultType\":\"vector\",\"result\":[{{\"metric\":{{}},\"value\":[{}.500,\"1\"]}}]}}}}",
             t(120)
         )
     );
@@ -498,13 +499,21 @@ fn series_labels_and_values() {
     assert_eq!(
         r.json()["data"],
         json!([
-            {"U__host_2e_name": "web-1", "__name__": "disk.used"},
+            {"host.name": "web-1", "__name__": "disk.used"},
             {"__name__": "up", "instance": "b", "job": "db"}
         ])
     );
+    // A limit that cuts the listing comes with Prometheus's warning; one that does not, none.
     let r = get(s.addr, "/api/v1/series?match[]=up&limit=1");
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["data"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        r.json()["warnings"],
+        json!(["results truncated due to limit"])
+    );
+    let r = get(s.addr, "/api/v1/series?match[]=up&limit=2");
+    assert_eq!(r.json()["data"].as_array().unwrap().len(), 2);
+    assert!(r.json().get("warnings").is_none(), "{}", r.body);
     // Series that had no sample in the window are left out.
     let r = get(
         s.addr,
@@ -521,7 +530,7 @@ fn series_labels_and_values() {
     let r = get(s.addr, "/api/v1/labels");
     assert_eq!(
         r.json(),
-        json!({"status": "success", "data": ["U__host_2e_name", "__name__", "instance", "job", "svc"]})
+        json!({"status": "success", "data": ["__name__", "host.name", "instance", "job", "svc"]})
     );
     let r = post(s.addr, "/api/v1/labels", &format!("match[]={}", enc("lat")));
     assert_eq!(r.json()["data"], json!(["__name__", "svc"]));
@@ -530,6 +539,9 @@ fn series_labels_and_values() {
     assert_eq!(r.json()["data"], json!(["disk.used", "lat", "up"]));
     let r = get(s.addr, "/api/v1/label/job/values");
     assert_eq!(r.json()["data"], json!(["api", "db"]));
+    let r = get(s.addr, "/api/v1/label/host.name/values");
+    assert_eq!(r.json()["data"], json!(["web-1"]));
+    // The legacy escape of the name still finds it.
     let r = get(s.addr, "/api/v1/label/U__host_2e_name/values");
     assert_eq!(r.json()["data"], json!(["web-1"]));
     let r = get(
@@ -542,27 +554,64 @@ fn series_labels_and_values() {
     assert_eq!(r.json()["data"], json!(["a"]));
     let r = get(s.addr, "/api/v1/label/job/values?limit=1");
     assert_eq!(r.json()["data"], json!(["api"]));
+    assert_eq!(
+        r.json()["warnings"],
+        json!(["results truncated due to limit"])
+    );
+    let r = get(s.addr, "/api/v1/labels?limit=2");
+    assert_eq!(r.json()["data"], json!(["__name__", "host.name"]));
+    assert_eq!(
+        r.json()["warnings"],
+        json!(["results truncated due to limit"])
+    );
     let r = post(
         s.addr,
         "/api/v1/label/job/values",
         &format!("match[]={}", enc("up{instance=\"b\"}")),
     );
     assert_eq!(r.json()["data"], json!(["db"]));
+    // Any UTF-8 label name is valid in Prometheus 3: no such label, no values.
     let r = get(s.addr, "/api/v1/label/1bad/values");
-    assert_eq!(r.status, 400);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["data"], json!([]));
 
-    // Selecting by the escaped label finds the dotted tag.
+    // The dotted tag is selected, grouped by and returned under its real name (Prometheus 3
+    // quoting), and the legacy escape still selects it.
+    for query in [
+        "{\"disk.used\", \"host.name\"=\"web-1\"}",
+        "{__name__=\"disk.used\", U__host_2e_name=\"web-1\"}",
+    ] {
+        let r = get(
+            s.addr,
+            &format!("/api/v1/query?query={}&time={}", enc(query), t(60)),
+        );
+        assert_eq!(
+            r.json()["data"]["result"],
+            json!([{"metric": {"host.name": "web-1", "__name__": "disk.used"}, "value": [t(60), "7"]}]),
+            "{query}"
+        );
+    }
     let r = get(
         s.addr,
         &format!(
             "/api/v1/query?query={}&time={}",
-            enc("{__name__=\"disk.used\", U__host_2e_name=\"web-1\"}"),
+            enc("sum by (\"host.name\") ({\"disk.used\"})"),
             t(60)
         ),
     );
     assert_eq!(
         r.json()["data"]["result"],
-        json!([{"metric": {"U__host_2e_name": "web-1", "__name__": "disk.used"}, "value": [t(60), "7"]}])
+        json!([{"metric": {"host.name": "web-1"}, "value": [t(60), "7"]}])
+    );
+    // A query's `limit` cuts its result, with the warning.
+    let r = get(
+        s.addr,
+        &format!("/api/v1/query?query=up&time={}&limit=1", t(60)),
+    );
+    assert_eq!(r.json()["data"]["result"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        r.json()["warnings"],
+        json!(["results truncated due to limit"])
     );
 }
 
@@ -652,4 +701,141 @@ fn queries_during_writes_see_whole_batches() {
     writer.join().unwrap();
     assert_eq!(last, BATCHES as f64);
     assert!(answers >= 1);
+}
+
+#[test]
+fn self_monitoring_streams_stay_out_of_listings() {
+    let s = server(Limits::default());
+    let own =
+        StreamKey::parse("strata.http.request_latency|ST[endpoint:query,strata:self]").unwrap();
+    let mut h = Histogram::new();
+    h.insert_n(0.001, 2);
+    let mut batch = WriteBatch::new();
+    batch.histogram(&own, T0_S * 1000, &h).unwrap();
+    s.store.write(&batch).unwrap();
+
+    let r = get(s.addr, "/api/v1/labels");
+    assert_eq!(
+        r.json()["data"],
+        json!(["__name__", "host.name", "instance", "job", "svc"])
+    );
+    let r = get(s.addr, "/api/v1/label/__name__/values");
+    assert_eq!(r.json()["data"], json!(["disk.used", "lat", "up"]));
+    let r = get(s.addr, "/api/v1/label/strata/values");
+    assert_eq!(r.json()["data"], json!([]));
+    let r = get(
+        s.addr,
+        &format!("/api/v1/series?match[]={}", enc("{__name__=~\".+\"}")),
+    );
+    assert_eq!(r.json()["data"].as_array().unwrap().len(), 4, "{}", r.body);
+    let r = get(s.addr, "/api/v1/metadata");
+    assert!(r.json()["data"]
+        .get("strata.http.request_latency")
+        .is_none());
+
+    // Asked for: by the `strata` label, by exact name, or with include_self=true.
+    let r = get(
+        s.addr,
+        &format!("/api/v1/series?match[]={}", enc("{strata=\"self\"}")),
+    );
+    assert_eq!(
+        r.json()["data"],
+        json!([{"__name__": "strata.http.request_latency", "endpoint": "query", "strata": "self"}])
+    );
+    let r = get(
+        s.addr,
+        &format!(
+            "/api/v1/label/endpoint/values?match[]={}",
+            enc("{\"strata.http.request_latency\"}")
+        ),
+    );
+    assert_eq!(r.json()["data"], json!(["query"]));
+    let r = get(s.addr, "/api/v1/label/__name__/values?include_self=true");
+    assert_eq!(
+        r.json()["data"],
+        json!(["disk.used", "lat", "strata.http.request_latency", "up"])
+    );
+    let r = get(s.addr, "/api/v1/labels?include_self=true");
+    assert_eq!(
+        r.json()["data"],
+        json!([
+            "__name__",
+            "endpoint",
+            "host.name",
+            "instance",
+            "job",
+            "strata",
+            "svc"
+        ])
+    );
+    let r = get(
+        s.addr,
+        "/api/v1/metadata?metric=strata.http.request_latency",
+    );
+    assert_eq!(
+        r.json()["data"]["strata.http.request_latency"][0]["type"],
+        "histogram"
+    );
+}
+
+#[test]
+fn rules_and_alerts_answer_prometheus_empty_lists() {
+    let s = server(Limits::default());
+    let r = get(s.addr, "/api/v1/rules");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.json(),
+        json!({"status": "success", "data": {"groups": []}})
+    );
+    let r = get(s.addr, "/api/v1/alerts");
+    assert_eq!(
+        r.json(),
+        json!({"status": "success", "data": {"alerts": []}})
+    );
+}
+
+#[test]
+fn warnings_and_infos_come_in_their_arrays() {
+    let s = server(Limits::default());
+    let r = get(
+        s.addr,
+        &format!(
+            "/api/v1/query?query={}&time={}",
+            enc("rate(up[5m])"),
+            t(600)
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.json()["infos"],
+        json!(["PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: \"up\""])
+    );
+    assert!(r.json().get("warnings").is_none(), "{}", r.body);
+    let r = get(
+        s.addr,
+        &format!(
+            "/api/v1/query_range?query={}&start={}&end={}&step=60",
+            enc("quantile(2, up)"),
+            t(0),
+            t(120)
+        ),
+    );
+    assert_eq!(
+        r.json()["warnings"],
+        json!(["PromQL warning: quantile value should be between 0 and 1, got 2"])
+    );
+    // An error carries no annotations, only Prometheus's error shape.
+    let r = get(
+        s.addr,
+        &format!(
+            "/api/v1/query?query={}&time={}",
+            enc("label_replace(label_replace(up, \"job\", \"\", \"\", \"\"), \"instance\", \"\", \"\", \"\")"),
+            t(60)
+        ),
+    );
+    assert_eq!(r.status, 422);
+    assert_eq!(
+        r.json(),
+        json!({"status": "error", "errorType": "execution", "error": "vector cannot contain metrics with the same labelset"})
+    );
 }

@@ -18,7 +18,17 @@ const NAMES: &[&str] = &[
     "by",
     "nan",
 ];
-const LABELS: &[&str] = &["job", "le", "U__host_2e_name", "on", "bool", "_x"];
+const LABELS: &[&str] = &[
+    "job",
+    "le",
+    "U__host_2e_name",
+    "on",
+    "bool",
+    "_x",
+    "host.name",
+    "a b",
+    "é",
+];
 const REGEXES: &[&str] = &["a.*", "(x|y)+", "", "[0-9]{2}", "\\.", "é+"];
 
 fn selector() -> impl Strategy<Value = Selector> {
@@ -94,7 +104,7 @@ fn scalar(depth: u32) -> BoxedStrategy<Expr> {
     }
     prop_oneof![
         2 => leaf,
-        1 => (scalar(depth - 1), scalar(depth - 1), 0..10u8, any::<bool>()).prop_map(
+        1 => (scalar(depth - 1), scalar(depth - 1), 0..11u8, any::<bool>()).prop_map(
             |(l, r, op, flag)| {
                 let op = [
                     BinOp::Add,
@@ -107,6 +117,7 @@ fn scalar(depth: u32) -> BoxedStrategy<Expr> {
                     BinOp::Gt,
                     BinOp::Le,
                     BinOp::Ne,
+                    BinOp::Atan2,
                 ][op as usize];
                 Expr::Binary {
                     op,
@@ -128,6 +139,30 @@ fn scalar(depth: u32) -> BoxedStrategy<Expr> {
         }),
     ]
     .boxed()
+}
+
+/// A subquery of a vector tree, with or without a step, offset and `@`.
+fn subquery(depth: u32) -> BoxedStrategy<Expr> {
+    let at = prop_oneof![
+        Just(None),
+        Just(Some(At::End)),
+        (-1_000_000_000i64..1_000_000_000).prop_map(|ms| Some(At::TimeMs(ms))),
+    ];
+    (
+        vector(depth),
+        1i64..100_000_000,
+        prop_oneof![Just(0i64), 1i64..10_000_000],
+        prop_oneof![Just(0i64), -100_000_000i64..100_000_000],
+        at,
+    )
+        .prop_map(|(e, range_ms, step_ms, offset_ms, at)| Expr::Subquery {
+            expr: Box::new(e),
+            range_ms,
+            step_ms,
+            offset_ms,
+            at,
+        })
+        .boxed()
 }
 
 /// Instant-vector-typed trees.
@@ -155,6 +190,12 @@ fn vector(depth: u32) -> BoxedStrategy<Expr> {
         Func::Deriv,
     ]);
     let vector_funcs = prop::sample::select(vec![
+        Func::Sqrt,
+        Func::Atanh,
+        Func::Sgn,
+        Func::Sort,
+        Func::Hour,
+        Func::HistogramStddev,
         Func::Abs,
         Func::Ceil,
         Func::Floor,
@@ -167,7 +208,8 @@ fn vector(depth: u32) -> BoxedStrategy<Expr> {
     let d = depth - 1;
     prop_oneof![
         3 => leaf,
-        1 => (range_funcs, range_selector()).prop_map(|(func, m)| Expr::Call { func, args: vec![m] }),
+        1 => (range_funcs.clone(), range_selector()).prop_map(|(func, m)| Expr::Call { func, args: vec![m] }),
+        1 => (range_funcs, subquery(d)).prop_map(|(func, m)| Expr::Call { func, args: vec![m] }),
         1 => (scalar(d), range_selector()).prop_map(|(q, m)| Expr::Call {
             func: Func::QuantileOverTime,
             args: vec![q, m]
@@ -201,7 +243,10 @@ fn vector(depth: u32) -> BoxedStrategy<Expr> {
             ]
         }),
         2 => (
-            prop::sample::select(AggOp::ALL.to_vec()),
+            // The experimental aggregations are refused by default (as in Prometheus).
+            prop::sample::select(
+                AggOp::ALL.into_iter().filter(|op| !op.is_experimental()).collect::<Vec<_>>()
+            ),
             prop::option::of((any::<bool>(), labels())),
             scalar(d),
             vector(d)
@@ -209,10 +254,13 @@ fn vector(depth: u32) -> BoxedStrategy<Expr> {
             .prop_map(|(op, grouping, param, v)| Expr::Aggregate {
                 op,
                 grouping: grouping.map(|(without, labels)| Grouping { without, labels }),
-                param: op.has_param().then(|| Box::new(param)),
+                param: op.has_param().then(|| match op {
+                    AggOp::CountValues => Box::new(Expr::String("value.label".into())),
+                    _ => Box::new(param),
+                }),
                 expr: Box::new(v),
             }),
-        2 => (vector(d), vector(d), 0..15u8, any::<bool>(), prop::option::of((any::<bool>(), labels(), 0..3u8, labels())))
+        2 => (vector(d), vector(d), 0..16u8, any::<bool>(), prop::option::of((any::<bool>(), labels(), 0..3u8, labels())))
             .prop_map(|(l, r, op, flag, matching)| {
                 let op = [
                     BinOp::Add,
@@ -230,6 +278,7 @@ fn vector(depth: u32) -> BoxedStrategy<Expr> {
                     BinOp::And,
                     BinOp::Or,
                     BinOp::Unless,
+                    BinOp::Atan2,
                 ][op as usize];
                 Expr::Binary {
                     op,

@@ -22,6 +22,7 @@ use crate::ast::{BinOp, Call, Constant, Expr, Query, UnOp};
 use crate::parser::{parse, ParseError};
 
 mod funcs;
+pub mod stale;
 
 /// Bounds on one evaluation.
 #[derive(Clone, Copy, Debug)]

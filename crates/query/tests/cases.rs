@@ -4,7 +4,7 @@
 //! File format (times in seconds; blank lines and lines starting with `;` are ignored):
 //! ```text
 //! == data
-//! num  <stream key>  <t>=<value> …          numeric samples
+//! num  <stream key>  <t>=<value> …          numeric samples (`stale`: a Prometheus stale marker)
 //! hist <stream key>  <t>=<v>x<n>,<v>x<n> …  histogram samples (n samples of value v)
 //! == query start=<s> end=<s> period=<s>
 //! <query, any number of lines>
@@ -36,6 +36,14 @@ fn load(store: &Store, lines: &[String], file: &str) {
                 .unwrap_or_else(|| panic!("{file}: {line}"));
             let ts_ms = (t.parse::<f64>().unwrap() * 1000.0) as i64;
             match kind {
+                // `stale`: Prometheus's stale marker, as remote write stores it.
+                "num" if v == "stale" => batch
+                    .numeric(
+                        &key,
+                        ts_ms,
+                        f64::from_bits(query::eval::stale::STALE_NAN_BITS),
+                    )
+                    .unwrap(),
                 "num" => batch.numeric(&key, ts_ms, v.parse().unwrap()).unwrap(),
                 "hist" => {
                     let mut h = Histogram::new();

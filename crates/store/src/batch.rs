@@ -46,6 +46,22 @@ impl Value {
     }
 }
 
+/// A value's kind as the WAL record names it (`FORMAT.md`, "WAL record"): the batch decides its
+/// samples' runs by it, the WAL writes and reads it.
+pub(crate) const TAG_NUMERIC: u8 = 1;
+pub(crate) const TAG_TEXT: u8 = 2;
+pub(crate) const TAG_HISTOGRAM: u8 = 3;
+pub(crate) const TAG_CUMULATIVE: u8 = 4;
+
+pub(crate) fn tag_of(value: &Value) -> u8 {
+    match value {
+        Value::Numeric(_) => TAG_NUMERIC,
+        Value::Text(_) => TAG_TEXT,
+        Value::Histogram(_) => TAG_HISTOGRAM,
+        Value::CumulativeHistogram(_) => TAG_CUMULATIVE,
+    }
+}
+
 /// How a batch entry names its series.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyRef<'a> {
@@ -123,9 +139,9 @@ impl<'a> BatchValues<'a> {
     /// The value kind's WAL tag.
     pub(crate) fn tag(self, sample: &BatchSample) -> u8 {
         match sample.value {
-            SampleValue::Numeric(_) => crate::wal::TAG_NUMERIC,
-            SampleValue::Packed(_) => crate::wal::TAG_HISTOGRAM,
-            SampleValue::Other(i) => crate::wal::tag_of(&self.others[i as usize]),
+            SampleValue::Numeric(_) => TAG_NUMERIC,
+            SampleValue::Packed(_) => TAG_HISTOGRAM,
+            SampleValue::Other(i) => tag_of(&self.others[i as usize]),
         }
     }
 }

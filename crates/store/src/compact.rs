@@ -14,8 +14,8 @@ use std::sync::Arc;
 use hist::Histogram;
 
 use crate::block::{Block, BlockId, BlockWriter, ChunkData, SeriesData};
-use crate::db::Inner;
-use crate::flush::{Blocks, BLOCKS_DIR};
+use crate::blockset::{Blocks, BLOCKS_DIR};
+use crate::engine::Inner;
 use crate::manifest::{BlockRef, Tombstone};
 use crate::read::merge_runs;
 use crate::rollup::{failpoint, read_chunk};

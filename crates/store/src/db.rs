@@ -7,37 +7,30 @@
 //! commit: each waits for its own ticket, one fsync covers them all.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use journal::vfs::{RealFs, Vfs};
-use journal::{Durability, Journal, Start, Ticket};
+use journal::vfs::Vfs;
+use journal::{Journal, Start, Ticket};
 
 use crate::batch::{KeyRef, SampleValue, Value, WriteBatch};
-use crate::block::BlockId;
-use crate::flush::{self, Blocks, Frozen};
+use crate::blockset::{self, Blocks, Frozen};
+use crate::engine::{Inner, ReplayReport, StoreOptions, BASE_PERIOD_MS_MIN, HEAD_SUBSCRIBER};
+use crate::flush;
 use crate::head::{CumulativeState, Head};
 use crate::index::SeriesIndex;
 use crate::key::StreamKey;
 use crate::manifest::Manifest;
 use crate::read::View;
 use crate::series::{Kind, SeriesId};
-use crate::sources::{Admission, Origin, Sources};
+use crate::sources::{Admission, Origin};
 use crate::tagquery::TagQuery;
 use crate::wal::{self, Group};
 use crate::StoreError;
 
-/// Smallest and default base period: histograms are merged per base period.
-pub const BASE_PERIOD_MS_MIN: i64 = 1_000;
-pub const BASE_PERIOD_MS_DEFAULT: i64 = 60_000;
-/// Default time partition of a block: two hours.
-pub const PARTITION_MS_DEFAULT: i64 = 2 * 3600 * 1000;
-/// The journal subscriber that marks what the blocks hold: advanced to the manifest's
-/// checkpoint after each flush, so the journal can purge what is in blocks.
-pub const HEAD_SUBSCRIBER: &str = "head";
 /// Longest a write waits for another request writing the same batch (same origin) to finish.
 const SAME_BATCH_WAIT_MS_MAX: u64 = 60_000;
 /// How often the background flusher looks at the head.
@@ -54,89 +47,6 @@ const BACKGROUND_ROLLUP_PARTITIONS_MAX: usize = 8;
 /// the bytes of one block of the whole partition (15-minute flushes: 23.8 against 15.8 bytes
 /// per histogram sample), and reads open each.
 const BACKGROUND_COMPACT_PARTITIONS_MAX: usize = 2;
-pub const MINUTE_MS: i64 = 60_000;
-pub const HOUR_MS: i64 = 60 * MINUTE_MS;
-pub const DAY_MS: i64 = 24 * HOUR_MS;
-
-/// One rollup level: slices of `period_ms`, kept for `retention_ms`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LevelOptions {
-    pub period_ms: i64,
-    pub retention_ms: i64,
-}
-
-/// The default levels: 5 m kept 1 year, 1 h and 1 d kept 5 years.
-pub fn default_levels() -> Vec<LevelOptions> {
-    vec![
-        LevelOptions {
-            period_ms: 5 * MINUTE_MS,
-            retention_ms: 365 * DAY_MS,
-        },
-        LevelOptions {
-            period_ms: HOUR_MS,
-            retention_ms: 5 * 365 * DAY_MS,
-        },
-        LevelOptions {
-            period_ms: DAY_MS,
-            retention_ms: 5 * 365 * DAY_MS,
-        },
-    ]
-}
-
-#[derive(Clone)]
-pub struct StoreOptions {
-    /// Histograms are merged per period of this length; ≥ `BASE_PERIOD_MS_MIN`. Fixed when the
-    /// store is created (kept in the manifest).
-    pub base_period_ms: i64,
-    /// Time partition of a block; a multiple of the base period. Fixed at creation too.
-    pub partition_ms: i64,
-    /// When `write` returns (the journal's modes; group commit by default).
-    pub durability: Durability,
-    /// Size of each preallocated WAL segment file.
-    pub wal_segment_size_bytes: u64,
-    /// The file layer of the WAL, blocks and manifest: `RealFs` unless a test injects faults
-    /// (the series index uses `std::fs`).
-    pub vfs: Arc<dyn Vfs>,
-    /// The background flusher writes the head to blocks once it holds this many samples…
-    pub head_samples_max: u64,
-    /// …or once its oldest sample was written this long ago.
-    pub flush_interval_ms: u64,
-    /// Run the background flusher (tests that drive `flush` themselves turn it off).
-    pub background_flush: bool,
-    /// Rollup levels, finest first: each period a multiple of the one before (the first of the
-    /// base period). Fixed at creation (kept in the manifest); retentions may change.
-    pub levels: Vec<LevelOptions>,
-    /// Base blocks (histograms at the base period, text) are dropped after this long.
-    pub base_retention_ms: i64,
-    /// Raw numeric samples are dropped after this long (their rollups stay).
-    pub raw_numeric_retention_ms: i64,
-    /// A rollup partition is built once its end is this much older than now.
-    pub rollup_grace_ms: i64,
-    /// The background flusher also builds rollups and applies retention (wall clock), every
-    /// `MAINTENANCE_TICK_MS`.
-    pub background_maintenance: bool,
-}
-
-impl Default for StoreOptions {
-    fn default() -> StoreOptions {
-        StoreOptions {
-            base_period_ms: BASE_PERIOD_MS_DEFAULT,
-            partition_ms: PARTITION_MS_DEFAULT,
-            durability: Durability::default(),
-            wal_segment_size_bytes: 64 << 20,
-            vfs: Arc::new(RealFs),
-            head_samples_max: 16 << 20,
-            flush_interval_ms: 15 * 60 * 1000,
-            background_flush: true,
-            levels: default_levels(),
-            base_retention_ms: 30 * DAY_MS,
-            raw_numeric_retention_ms: 7 * DAY_MS,
-            rollup_grace_ms: 30 * MINUTE_MS,
-            background_maintenance: true,
-        }
-    }
-}
-
 /// What a write did with its batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Written {
@@ -155,56 +65,6 @@ pub struct KindRejection {
     pub requested: Kind,
     /// How many of the batch's samples named it.
     pub samples: usize,
-}
-
-/// What recovery did on open.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ReplayReport {
-    pub records: u64,
-    pub samples: u64,
-    /// The WAL offset replay started from (the manifest's checkpoint).
-    pub from_offset: u64,
-    pub blocks: u64,
-    /// Blocks found damaged on open and moved to `quarantine/`, with why.
-    pub quarantined: Vec<(String, String)>,
-}
-
-/// The store's shared state; `Store` owns it with the background flusher.
-pub(crate) struct Inner {
-    pub dir: PathBuf,
-    pub opts: StoreOptions,
-    pub journal: Journal,
-    pub index: SeriesIndex,
-    /// Writers hold it shared from submitting a record until it is in the head; a flush takes
-    /// it exclusively to freeze the head at a point where every record below the checkpoint
-    /// is in it. Lock order: gate, then `state`, then `head`.
-    pub gate: RwLock<()>,
-    pub state: RwLock<flush::State>,
-    pub head: RwLock<Head>,
-    /// Held from computing cumulative differences until the record is submitted, so the
-    /// differences follow WAL order (which replay reproduces).
-    pub cumulative: Mutex<CumulativeState>,
-    /// Which batches each sender had applied (exactly-once effect); writers of a batch whose
-    /// origin another request is writing wait on `sources_changed`.
-    pub sources: Mutex<Sources>,
-    pub sources_changed: Condvar,
-    /// End offset of the newest record applied to the head.
-    pub applied_end: AtomicU64,
-    /// When the oldest sample now in the head was applied (for the flush interval).
-    pub head_since: Mutex<Option<Instant>>,
-    /// Series ids below this are durable in the index file.
-    pub series_durable_count: AtomicU32,
-    pub sync_lock: Mutex<()>,
-    pub flush_lock: Mutex<()>,
-    /// Chunks found damaged by reads: (block, series), never read again.
-    pub damaged: Mutex<HashSet<(BlockId, SeriesId)>>,
-    /// Base partitions whose background rewrite failed (a damaged chunk in them): not retried
-    /// by the background pass in this process (`Store::compact` still tries, and reports).
-    pub compact_failed: Mutex<HashSet<i64>>,
-    pub replay: ReplayReport,
-    stop: (Mutex<bool>, Condvar),
-    /// The last background flush failed (it is retried every tick).
-    pub flush_failing: AtomicBool,
 }
 
 pub struct Store {
@@ -240,8 +100,8 @@ impl Store {
         {
             journal.add_subscriber(HEAD_SUBSCRIBER, Start::Begin)?;
         }
-        let (state, quarantined) = flush::open_blocks(&*vfs, &dir, manifest)?;
-        let (cumulative, sources) = flush::load_checkpoint_state(&*vfs, &dir, &state.manifest)?;
+        let (state, quarantined) = blockset::open_blocks(&*vfs, &dir, manifest)?;
+        let (cumulative, sources) = blockset::load_checkpoint_state(&*vfs, &dir, &state.manifest)?;
         let inner = Inner {
             dir,
             journal,

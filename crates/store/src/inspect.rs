@@ -6,7 +6,8 @@ use std::path::Path;
 use journal::vfs::RealFs;
 
 use crate::block::{self, Block};
-use crate::flush::{block_info, BlockInfo, BLOCKS_DIR, QUARANTINE_DIR};
+use crate::blockset::{level_dir, BLOCKS_DIR, QUARANTINE_DIR, ROLLUPS_DIR};
+use crate::flush::{block_info, BlockInfo};
 use crate::index::{Cardinality, SeriesIndex};
 use crate::manifest::{self, Manifest};
 use crate::StoreError;
@@ -133,7 +134,7 @@ pub fn inspect(dir: &Path) -> Result<Inspection, StoreError> {
                 .map(|d| d.retention_ms),
             ..LevelInfo::default()
         };
-        let ldir = crate::rollup::level_dir(dir, l.period_ms);
+        let ldir = level_dir(dir, l.period_ms);
         for r in &l.rollups {
             info.size_bytes += r.size_bytes;
             match Block::open(&RealFs, &ldir.join(r.id.file_name())) {
@@ -213,12 +214,7 @@ pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
     }
     for l in &m.levels {
         for r in &l.rollups {
-            let name = format!(
-                "{}/{}/{}",
-                crate::rollup::ROLLUPS_DIR,
-                l.period_ms,
-                r.id.file_name()
-            );
+            let name = format!("{}/{}/{}", ROLLUPS_DIR, l.period_ms, r.id.file_name());
             blocks += 1;
             match block::verify(&RealFs, &dir.join(&name)) {
                 Ok(stats) => chunks += stats.chunks,

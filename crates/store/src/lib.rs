@@ -5,8 +5,9 @@
 //! the series' names and kinds (`series`), slice aggregates (`aggregate`) and the errors
 //! (`error`); the per-series chunk codecs (`encode`); keys, the series index (`index`) and the
 //! tag query language (`tagquery`); on the journal the write path (`batch`, the WAL record in
-//! `wal`, `db`), the in-memory head (`head`, `hist_head`), flushing it to immutable `block`s
-//! listed by the `manifest` (`flush`), reads over all of them (`read`, `fetch`), rollup levels
+//! `wal`, `db`, exactly-once state in `sources`), the in-memory head (`head`, `hist_head`), the
+//! engine's shared state (`engine`) and its open block set (`blockset`), flushing the head to
+//! immutable `block`s listed by the `manifest` (`flush`), reads over all of them (`read`, `fetch`), rollup levels
 //! and retention (`rollup`), deletion and compaction (`compact`), and the read-only inspection
 //! behind `strata store inspect | verify` (`inspect`). Within every module, sibling modules
 //! never use each other in a cycle (checked by `tools/modgraph` in `scripts/test`).
@@ -17,9 +18,11 @@
 mod aggregate;
 mod batch;
 mod block;
+mod blockset;
 mod compact;
 mod db;
 mod encode;
+mod engine;
 mod error;
 mod fetch;
 mod flush;
@@ -40,9 +43,10 @@ mod test_util;
 mod wal;
 
 // Open and configure.
-pub use db::{
-    default_levels, LevelOptions, ReplayReport, Store, StoreOptions, Written,
-    BASE_PERIOD_MS_DEFAULT, BASE_PERIOD_MS_MIN, DAY_MS, HOUR_MS, MINUTE_MS, PARTITION_MS_DEFAULT,
+pub use db::{Store, Written};
+pub use engine::{
+    default_levels, LevelOptions, ReplayReport, StoreOptions, BASE_PERIOD_MS_DEFAULT,
+    BASE_PERIOD_MS_MIN, DAY_MS, HOUR_MS, MINUTE_MS, PARTITION_MS_DEFAULT,
 };
 pub use error::{IndexError, QueryError, StoreError};
 pub use journal::Durability;
@@ -57,7 +61,7 @@ pub use sources::{
 };
 
 // Read.
-pub use aggregate::{NumericAggregate, SliceAggregate};
+pub use aggregate::{counter_step, NumericAggregate, SliceAggregate};
 pub use read::{Latest, Slicing, View, SLICES_MAX};
 
 // Fetch: many series by tag query, merged per slice and group.
@@ -98,7 +102,8 @@ pub mod internals {
     }
 
     pub mod rollup {
-        pub use crate::rollup::{level_dir, FAILPOINT_ENV, FAILPOINT_EXIT_CODE};
+        pub use crate::blockset::level_dir;
+        pub use crate::rollup::{FAILPOINT_ENV, FAILPOINT_EXIT_CODE};
     }
 
     pub mod wal {

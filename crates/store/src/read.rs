@@ -19,7 +19,7 @@ use hist::{Accumulator, Histogram};
 
 use crate::aggregate::{NumericAggregate, SliceAggregate};
 use crate::block::{Block, BlockError, BlockId, ChunkData};
-use crate::flush::{Blocks, Frozen};
+use crate::blockset::{Blocks, Frozen};
 use crate::head::{Head, Points, SeriesHead};
 use crate::series::SeriesId;
 use crate::StoreError;

@@ -24,22 +24,19 @@
 //! `STRATA_STORE_FAILPOINT=<name>` makes the process exit at that step (crash tests).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hist::Histogram;
-use journal::vfs::Vfs;
 
 use crate::aggregate::SliceAggregate;
 use crate::block::{Block, BlockError, BlockId, BlockWriter, ChunkData, Entry, SeriesData};
-use crate::db::{Inner, StoreOptions};
-use crate::flush::{Blocks, LevelBlocks, BLOCKS_DIR, QUARANTINE_DIR};
+use crate::blockset::{level_dir, Blocks, LevelBlocks, BLOCKS_DIR};
+use crate::engine::{Inner, StoreOptions};
 use crate::manifest::{BlockRef, LevelManifest, Manifest};
 use crate::read::merge_runs;
 use crate::series::{Kind, SeriesId};
 use crate::StoreError;
 
-pub const ROLLUPS_DIR: &str = "rollups";
 /// A level's partition holds this many of its slices (rounded up to the finer partition).
 pub const LEVEL_PARTITION_SLICES: i64 = 288;
 /// A rollup chunk holds at most this many slices, aligned in time: a short read (4 h at a 1 h
@@ -133,72 +130,8 @@ pub(crate) fn empty_levels(layout: &[(i64, i64)]) -> Vec<LevelManifest> {
         .collect()
 }
 
-pub fn level_dir(dir: &Path, period_ms: i64) -> PathBuf {
-    dir.join(ROLLUPS_DIR).join(period_ms.to_string())
-}
-
 fn part_start(ts_ms: i64, partition_ms: i64) -> i64 {
     ts_ms - ts_ms.rem_euclid(partition_ms)
-}
-
-/// Opens every level's listed rollups; deletes unlisted files (left-overs of a build or a
-/// replacement that did not finish). A damaged rollup is moved to `quarantine/` and dropped from
-/// the manifest (its finer data, while kept, rebuilds it).
-pub(crate) fn open_levels(
-    vfs: &dyn Vfs,
-    dir: &Path,
-    manifest: &mut Manifest,
-) -> Result<Vec<LevelBlocks>, StoreError> {
-    let mut out = Vec::with_capacity(manifest.levels.len());
-    let mut changed = false;
-    for level in &mut manifest.levels {
-        let ldir = level_dir(dir, level.period_ms);
-        vfs.create_dir_all(&ldir).map_err(StoreError::Io)?;
-        let listed: BTreeSet<String> = level.rollups.iter().map(|r| r.id.file_name()).collect();
-        for name in vfs.list(&ldir).map_err(StoreError::Io)? {
-            if !listed.contains(&name) {
-                vfs.remove_file(&ldir.join(&name)).map_err(StoreError::Io)?;
-            }
-        }
-        let mut blocks = LevelBlocks {
-            period_ms: level.period_ms,
-            partition_ms: level.partition_ms,
-            by_partition: BTreeMap::new(),
-        };
-        let mut kept = Vec::with_capacity(level.rollups.len());
-        for r in std::mem::take(&mut level.rollups) {
-            let path = ldir.join(r.id.file_name());
-            let ok = Block::open(vfs, &path).ok().filter(|b| {
-                b.id == r.id
-                    && b.size_bytes == r.size_bytes
-                    && b.base_period_ms == level.period_ms
-                    && b.partition_end_ms - b.id.partition_start_ms == level.partition_ms
-            });
-            match ok {
-                Some(mut b) => {
-                    b.content_generation = r.content_generation;
-                    blocks
-                        .by_partition
-                        .insert(r.id.partition_start_ms, Arc::new(b));
-                    kept.push(r);
-                }
-                None => {
-                    let qdir = dir.join(QUARANTINE_DIR);
-                    vfs.create_dir_all(&qdir).map_err(StoreError::Io)?;
-                    let name = format!("rollup{}_{}", level.period_ms, r.id.file_name());
-                    vfs.rename(&path, &qdir.join(name))
-                        .map_err(StoreError::Io)?;
-                    changed = true;
-                }
-            }
-        }
-        level.rollups = kept;
-        out.push(blocks);
-    }
-    if changed {
-        manifest.store(vfs, dir).map_err(StoreError::Io)?;
-    }
-    Ok(out)
 }
 
 /// Reads one chunk of a block the store lists, naming it on damage.

@@ -6,7 +6,8 @@ use hist::convert::Cumulative;
 use hist::Histogram;
 
 use crate::batch::{
-    BatchSample, BatchValues, SampleValue, Value, BATCH_SAMPLES_MAX, TEXT_BYTES_MAX,
+    tag_of, BatchSample, BatchValues, SampleValue, Value, BATCH_SAMPLES_MAX, TAG_CUMULATIVE,
+    TAG_HISTOGRAM, TAG_NUMERIC, TAG_TEXT, TEXT_BYTES_MAX,
 };
 use crate::series::SeriesId;
 use crate::sources::{Origin, SourceId};
@@ -20,11 +21,6 @@ pub(crate) const REJECTED: SeriesId = SeriesId(u32::MAX);
 pub const WAL_VERSION: u8 = 3;
 /// Header flag: the record names its sender (`Origin`).
 const FLAG_ORIGIN: u8 = 1;
-
-pub(crate) const TAG_NUMERIC: u8 = 1;
-const TAG_TEXT: u8 = 2;
-pub(crate) const TAG_HISTOGRAM: u8 = 3;
-const TAG_CUMULATIVE: u8 = 4;
 
 /// The samples of one series with one value tag, in submission order.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,15 +41,6 @@ pub struct Record {
 pub struct WalDecodeError {
     pub offset: usize,
     pub what: &'static str,
-}
-
-pub(crate) fn tag_of(value: &Value) -> u8 {
-    match value {
-        Value::Numeric(_) => TAG_NUMERIC,
-        Value::Text(_) => TAG_TEXT,
-        Value::Histogram(_) => TAG_HISTOGRAM,
-        Value::CumulativeHistogram(_) => TAG_CUMULATIVE,
-    }
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {

@@ -220,9 +220,10 @@ impl Evaluator<'_> {
         for (id, key) in &sel.series {
             self.tick()?;
             let v: Vec<Option<f64>> = match f {
-                "counter" => store::counter_rates(&view, *id, range.slicing())?,
+                // Prometheus stale markers (remote write) are not values.
+                "counter" => super::stale::counter_rates(&view, *id, range.slicing())?,
                 _ => {
-                    let aggs = view.numeric_aggregates(*id, wide.slicing())?;
+                    let aggs = super::stale::numeric_aggregates(&view, *id, wide.slicing())?;
                     let pick = |a: &store::NumericAggregate| -> f64 {
                         match f {
                             "count" => a.count as f64,
