@@ -45,7 +45,10 @@ fn open_store(dir: &std::path::Path, base: i64) -> Arc<Store> {
 /// A login-latency-like histogram: `n` fast samples spread over 8 bins, `slow` over 1.5 s.
 fn latency(n: u64, slow: u64) -> Histogram {
     let mut h = Histogram::new();
-    for (i, v) in [0.05, 0.07, 0.09, 0.12, 0.15, 0.2, 0.3, 0.5].iter().enumerate() {
+    for (i, v) in [0.05, 0.07, 0.09, 0.12, 0.15, 0.2, 0.3, 0.5]
+        .iter()
+        .enumerate()
+    {
         h.insert_n(*v, n / 8 + i as u64);
     }
     if slow > 0 {
@@ -168,7 +171,8 @@ fn latency_run(eager: bool, samples: usize) -> Vec<Duration> {
         let key = StreamKey::parse(&format!("lat|ST[s:{i}]")).expect("key");
         let fp = alert::core::fingerprint("lat", key.canonical_str());
         let mut b = WriteBatch::new();
-        b.histogram(&key, alert::util::wall_ms(), &latency(10, 5)).expect("sample");
+        b.histogram(&key, alert::util::wall_ms(), &latency(10, 5))
+            .expect("sample");
         store.write(&b).expect("write");
         let acked = Instant::now();
         loop {

@@ -57,7 +57,12 @@ pub struct Cache {
 }
 
 /// Observes `rs` at period end `t_ms`. `Err` is an error of the whole ruleset.
-pub fn observe(store: &Store, rs: &Ruleset, t_ms: i64, cache: &mut Cache) -> Result<Vec<Obs>, String> {
+pub fn observe(
+    store: &Store,
+    rs: &Ruleset,
+    t_ms: i64,
+    cache: &mut Cache,
+) -> Result<Vec<Obs>, String> {
     observe_with(store, rs, t_ms, cache, true)
 }
 
@@ -287,10 +292,17 @@ impl Cache {
         let sel: Arc<Vec<(SeriesId, Arc<str>, Tags)>> = Arc::new(
             series
                 .into_iter()
-                .map(|s| (s.id, Arc::from(s.key.canonical_str()), Arc::new(tags_of(&s.key))))
+                .map(|s| {
+                    (
+                        s.id,
+                        Arc::from(s.key.canonical_str()),
+                        Arc::new(tags_of(&s.key)),
+                    )
+                })
                 .collect(),
         );
-        self.selections.insert(ruleset.to_string(), (count, sel.clone()));
+        self.selections
+            .insert(ruleset.to_string(), (count, sel.clone()));
         Ok(sel)
     }
 }
@@ -326,7 +338,11 @@ fn observe_direct(
         let value = if present == 0 || coverage < rs.min_coverage {
             None
         } else if last {
-            periods.iter().rev().find(|a| !a.is_empty()).map(Accumulator::to_histogram)
+            periods
+                .iter()
+                .rev()
+                .find(|a| !a.is_empty())
+                .map(Accumulator::to_histogram)
         } else {
             window.clear();
             periods.iter().for_each(|a| window.add_accumulator(a));

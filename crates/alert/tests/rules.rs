@@ -380,7 +380,12 @@ fn the_direct_histogram_read_equals_caql() {
     for m in 0..10 {
         for (i, host) in ["a", "b", "c"].iter().enumerate() {
             if (m + i as i64) % 3 != 0 {
-                write_hist(&s, &format!("lat|ST[host:{host}]"), m * MIN + 5, &[(0.2, 10), (1.7, m as u64)]);
+                write_hist(
+                    &s,
+                    &format!("lat|ST[host:{host}]"),
+                    m * MIN + 5,
+                    &[(0.2, 10), (1.7, m as u64)],
+                );
             }
         }
     }
@@ -391,8 +396,10 @@ fn the_direct_histogram_read_equals_caql() {
         let rs = rulesets(&text, MIN);
         let mut cache = alert::observe::Cache::default();
         for t in 1..=10 {
-            let direct = alert::observe::observe_with(&s, &rs[0], t * MIN, &mut cache, true).unwrap();
-            let caql = alert::observe::observe_with(&s, &rs[0], t * MIN, &mut cache, false).unwrap();
+            let direct =
+                alert::observe::observe_with(&s, &rs[0], t * MIN, &mut cache, true).unwrap();
+            let caql =
+                alert::observe::observe_with(&s, &rs[0], t * MIN, &mut cache, false).unwrap();
             assert_eq!(direct, caql, "window {window}, coverage {cov}, minute {t}");
         }
     }

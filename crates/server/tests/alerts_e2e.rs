@@ -108,6 +108,7 @@ fn the_people_example_fires_at_the_right_minute() {
         "603 people (2.927%) waited more than 1.5 s to log in on web"
     );
     cli_sees_it(&server, base);
+    prometheus_api_sees_it(&server, base);
     // SIGTERM: a clean stop (snapshot); the alert is firing again from the same start.
     server.stop();
     let server = Server::start(&data, &[]);
@@ -124,6 +125,44 @@ fn the_people_example_fires_at_the_right_minute() {
         .filter(|t| t["state"] == "firing" && t["from"] != "firing")
         .count();
     assert_eq!(fires, 1, "fired once across both restarts: {h}");
+    prometheus_api_sees_it(&server, base);
+}
+
+/// Grafana's view: `/api/v1/alerts` and `/api/v1/rules` in Prometheus's shapes.
+fn prometheus_api_sees_it(server: &Server, base: i64) {
+    let a = get_json(&server.url("/api/v1/alerts"));
+    assert_eq!(a["status"], "success", "{a}");
+    let list = a["data"]["alerts"].as_array().unwrap();
+    let login: Vec<&Value> = list
+        .iter()
+        .filter(|x| x["labels"]["alertname"] == "login-slow")
+        .collect();
+    assert_eq!(login.len(), 1, "{a}");
+    assert_eq!(login[0]["state"], "firing");
+    assert_eq!(login[0]["labels"]["severity"], "1");
+    // The annotation shows the latest period's numbers, as the Strata API does.
+    assert_eq!(
+        login[0]["annotations"]["summary"],
+        firing_login(server)["annotations"]["summary"]
+    );
+    // `for` is 0: active from the minute it fired.
+    let active = alert::util::rfc3339(base + 9 * MIN_MS);
+    assert_eq!(login[0]["activeAt"], active.as_str());
+    let r = get_json(&server.url("/api/v1/rules"));
+    assert_eq!(r["status"], "success", "{r}");
+    let rule = r["data"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap().iter())
+        .find(|x| x["name"] == "login-slow")
+        .unwrap()
+        .clone();
+    assert_eq!(rule["type"], "alerting");
+    assert_eq!(rule["state"], "firing");
+    assert_eq!(rule["query"], "find:histogram(\"login\")");
+    assert_eq!(rule["alerts"].as_array().unwrap().len(), 1);
+    assert_eq!(rule["alerts"][0]["activeAt"], active.as_str());
 }
 
 fn cli_sees_it(server: &Server, base: i64) {

@@ -59,6 +59,58 @@ pub async fn start(config: &Config, store: &Arc<Store>) -> Result<(), String> {
     Ok(())
 }
 
+fn engine() -> Option<Arc<Engine>> {
+    running().as_ref().map(|r| r.engine.clone())
+}
+
+/// The alert states and rulesets as Prometheus's `/api/v1/rules` and `/api/v1/alerts` show them
+/// (empty lists while alerting is off), so Grafana lists them with no plugin.
+struct PromRules;
+
+impl promql::http::RuleSource for PromRules {
+    fn rule_groups(&self) -> Vec<promql::http::RuleGroup> {
+        let Some(engine) = engine() else {
+            return Vec::new();
+        };
+        alert::prom::rule_groups(&engine)
+            .into_iter()
+            .map(|g| promql::http::RuleGroup {
+                name: g.name,
+                file: g.file,
+                rules: g.rules,
+                interval: g.interval_s,
+                limit: 0,
+                evaluation_time: g.evaluation_time_s,
+                last_evaluation: g.last_evaluation,
+            })
+            .collect()
+    }
+
+    fn alerts(&self) -> Vec<promql::http::Alert> {
+        let Some(engine) = engine() else {
+            return Vec::new();
+        };
+        alert::prom::alerts(&engine)
+            .into_iter()
+            .map(|a| promql::http::Alert {
+                labels: a.labels,
+                annotations: a.annotations,
+                state: a.state,
+                active_at: a.active_at,
+                value: a.value,
+            })
+            .collect()
+    }
+}
+
+/// The promql router's options with alerting's rules and alerts plugged in.
+pub fn promql_options() -> promql::http::Options {
+    promql::http::Options {
+        rules: Arc::new(PromRules),
+        ..promql::http::Options::default()
+    }
+}
+
 /// The alerting API (empty when alerting is off).
 pub fn router(config: &Config) -> Router {
     let wait_max_ms = config
