@@ -7,6 +7,7 @@
 //!   clock, the engine's own threads): 1-second periods with 500 ms grace, and eager.
 //!
 //! Results go into `crates/alert/README.md`'s table.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -73,7 +74,7 @@ fn write_minute(store: &Store, keys: &[Vec<StreamKey>], m: i64) {
     for (r, ks) in keys.iter().enumerate() {
         let mut b = WriteBatch::new();
         for (s, k) in ks.iter().enumerate() {
-            let bad = (r * STREAMS + s) % 100 == 0 && m >= 3;
+            let bad = (r * STREAMS + s).is_multiple_of(100) && m >= 3;
             let h = latency(400, if bad { 200 } else { 1 });
             b.histogram(k, m * MIN + 1_000, &h).expect("sample");
         }

@@ -55,6 +55,8 @@ pub struct EngineOptions {
     pub durability: journal::Durability,
     pub journal_segment_bytes: u64,
     pub clock: Clock,
+    /// Notifications: routes, receivers, maintenance windows (off when None).
+    pub notify: Option<Arc<crate::notify::Config>>,
 }
 
 impl EngineOptions {
@@ -70,6 +72,7 @@ impl EngineOptions {
             durability: journal::Durability::default(),
             journal_segment_bytes: 4 << 20,
             clock: Arc::new(wall_ms),
+            notify: None,
         }
     }
 }
@@ -149,6 +152,7 @@ pub struct Engine {
     wake: (Mutex<u64>, Condvar),
     /// Serialises cycles (ticks from tests and the evaluator thread).
     cycle_lock: Mutex<()>,
+    notifier: Option<Arc<crate::notify::Notifier>>,
 }
 
 fn io_err(what: &str, e: impl std::fmt::Display) -> EngineError {
@@ -180,7 +184,10 @@ fn load_epoch(dir: &Path) -> Result<u64, EngineError> {
     }
 }
 
-fn open_journal(opts: &EngineOptions) -> Result<Journal, EngineError> {
+fn open_journal(
+    opts: &EngineOptions,
+    notify_subscribers: &[String],
+) -> Result<Journal, EngineError> {
     let j = Journal::open(
         opts.dir.join("journal"),
         journal::Options {
@@ -206,6 +213,21 @@ fn open_journal(opts: &EngineOptions) -> Result<Journal, EngineError> {
                 .map_err(|e| io_err("alert journal", e))?;
         }
     }
+    // A receiver new to the configuration hears of transitions from now on (not the whole
+    // retained history); one no longer configured stops holding the journal's segments.
+    for name in notify_subscribers {
+        if !have.contains(name) {
+            j.add_subscriber(name, Start::End)
+                .map_err(|e| io_err("alert journal", e))?;
+        }
+    }
+    for name in &have {
+        if name.starts_with(crate::notify::SUBSCRIBER_PREFIX) && !notify_subscribers.contains(name)
+        {
+            j.remove_subscriber(name)
+                .map_err(|e| io_err("alert journal", e))?;
+        }
+    }
     Ok(j)
 }
 
@@ -227,7 +249,17 @@ impl Engine {
         std::fs::create_dir_all(opts.dir.join("rules"))
             .map_err(|e| io_err("alerts directory", e))?;
         let epoch = load_epoch(&opts.dir)?;
-        let journal = open_journal(&opts)?;
+        let notifier = match &opts.notify {
+            Some(c) => Some(Arc::new(
+                crate::notify::Notifier::open(c.clone(), &opts.dir).map_err(EngineError)?,
+            )),
+            None => None,
+        };
+        let names = notifier
+            .as_ref()
+            .map(|n| n.subscriber_names())
+            .unwrap_or_default();
+        let journal = open_journal(&opts, &names)?;
         let (version, _) = tokio::sync::watch::channel(0u64);
         let engine = Engine {
             store,
@@ -242,6 +274,7 @@ impl Engine {
             stop: AtomicBool::new(false),
             wake: (Mutex::new(0), Condvar::new()),
             cycle_lock: Mutex::new(()),
+            notifier,
             opts,
         };
         engine.reload_rules(true);
@@ -263,6 +296,16 @@ impl Engine {
 
     pub fn options(&self) -> &EngineOptions {
         &self.opts
+    }
+
+    /// Notifications, when configured.
+    pub fn notifier(&self) -> Option<&Arc<crate::notify::Notifier>> {
+        self.notifier.as_ref()
+    }
+
+    /// True once `stop` was called.
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
     }
 
     fn now(&self) -> i64 {
@@ -858,7 +901,11 @@ impl Engine {
                 .name("strata-alert-history".into())
                 .spawn(move || hist.history_loop()),
         ];
-        threads.into_iter().filter_map(Result::ok).collect()
+        let mut out: Vec<_> = threads.into_iter().filter_map(Result::ok).collect();
+        if let Some(n) = &self.notifier {
+            out.extend(n.start(self));
+        }
+        out
     }
 
     fn evaluator_loop(&self) {

@@ -12,6 +12,8 @@
 //! - [`backtest`] and [`testfile`]: the same evaluation over a past range and over test files.
 //! - [`http`]: the axum router the server mounts; [`prom`]: the Prometheus-shaped views.
 //! - [`sources`]: push sources and the built-in absence rule.
+//! - [`notify`]: notifications — routing, maintenance, acknowledgement, reminders, escalation,
+//!   delivery through journal subscribers that advance only after a receiver accepted.
 //!
 //! `README.md` is the design; `STATUS.md` what is done.
 #![forbid(unsafe_code)]
@@ -23,6 +25,7 @@ pub mod engine;
 pub mod flap;
 pub mod history;
 pub mod http;
+pub mod notify;
 pub mod observe;
 pub mod prom;
 pub mod record;

@@ -7,6 +7,9 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+/// A ruleset's selected series: id, key text, tags.
+type Selection = Arc<Vec<(SeriesId, Arc<str>, Tags)>>;
+
 use hist::{Accumulator, Histogram};
 use query::eval::{Data, Limits, Stream};
 use store::key::StreamKey;
@@ -53,7 +56,7 @@ fn tags_of(key: &StreamKey) -> Vec<(String, String)> {
 /// are never removed from it, so the same count means the same answer).
 #[derive(Default)]
 pub struct Cache {
-    selections: HashMap<String, (u32, Arc<Vec<(SeriesId, Arc<str>, Tags)>>)>,
+    selections: HashMap<String, (u32, Selection)>,
 }
 
 /// Observes `rs` at period end `t_ms`. `Err` is an error of the whole ruleset.
@@ -277,7 +280,7 @@ impl Cache {
         ruleset: &str,
         name: &str,
         tags: Option<&str>,
-    ) -> Result<Arc<Vec<(SeriesId, Arc<str>, Tags)>>, String> {
+    ) -> Result<Selection, String> {
         let count = store
             .index()
             .snapshot()
@@ -289,7 +292,7 @@ impl Cache {
             }
         }
         let series = select(store, name, tags, Some(SeriesKind::Histogram))?;
-        let sel: Arc<Vec<(SeriesId, Arc<str>, Tags)>> = Arc::new(
+        let sel: Selection = Arc::new(
             series
                 .into_iter()
                 .map(|s| {
