@@ -8,6 +8,12 @@
 //!   body, `?backfill=15m` to evaluate a new ruleset over the recent past first)
 //! - `POST /api/strata/v1/rules/evaluate?start=&end=` — a backtest of the TOML body's rulesets.
 //!
+//! - `POST /api/strata/v1/alerts/{fp}/ack` — JSON `{"note", "by", "until"}` (`until` optional:
+//!   RFC 3339 or ms; without it the acknowledgement lasts until the alert resolves);
+//!   `DELETE` removes it. Acknowledged alerts get no reminders and no escalation.
+//! - `GET /api/strata/v1/notifications?fp=` — recent deliveries (receiver, key, attempts,
+//!   outcome) and the acknowledgements.
+//!
 //! Errors are `{"error": message}` with 400 (bad request), 404, 409 (a file-provisioned
 //! ruleset), 503 (too many waiters, journal failing).
 
@@ -57,6 +63,11 @@ pub fn router(engine: Arc<Engine>, wait_max_ms: i64) -> Router {
     Router::new()
         .route("/api/strata/v1/alerts", get(alerts))
         .route("/api/strata/v1/alerts/history", get(history))
+        .route(
+            "/api/strata/v1/alerts/{fp}/ack",
+            post(ack_post).delete(ack_delete),
+        )
+        .route("/api/strata/v1/notifications", get(notifications))
         .route("/api/strata/v1/rules", get(rules))
         .route("/api/strata/v1/rules/evaluate", post(evaluate))
         .route(
@@ -261,6 +272,154 @@ async fn alerts(
             _ => return with_etag(StatusCode::NOT_MODIFIED, String::new(), &etag),
         }
     }
+}
+
+fn parse_fp(f: &str) -> Result<u64, String> {
+    u64::from_str_radix(f, 16).map_err(|_| format!("fp: '{f}' is not 16 hex digits"))
+}
+
+fn notifier(api: &Api) -> Result<&Arc<crate::notify::Notifier>, Response> {
+    api.engine.notifier().ok_or_else(|| {
+        error(
+            StatusCode::NOT_FOUND,
+            "notifications are not configured (alerts.notify)",
+        )
+    })
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AckBody {
+    #[serde(default)]
+    note: String,
+    #[serde(default)]
+    by: String,
+    until: Option<Value>,
+}
+
+async fn ack_post(State(api): State<Arc<Api>>, Path(fp): Path<String>, body: Bytes) -> Response {
+    let n = match notifier(&api) {
+        Ok(n) => n.clone(),
+        Err(r) => return r,
+    };
+    let fp = match parse_fp(&fp) {
+        Ok(f) => f,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let b: AckBody = if body.is_empty() {
+        AckBody {
+            note: String::new(),
+            by: String::new(),
+            until: None,
+        }
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(b) => b,
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("acknowledgement body: {e}"),
+                )
+            }
+        }
+    };
+    let until_ms = match &b.until {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => n.as_i64(),
+        Some(Value::String(t)) => match crate::notify::config::parse_time_ms(t) {
+            Ok(ms) => Some(ms),
+            Err(e) => return error(StatusCode::BAD_REQUEST, format!("until: {e}")),
+        },
+        Some(_) => return error(StatusCode::BAD_REQUEST, "until: a time (RFC 3339) or ms"),
+    };
+    let fired_ms = {
+        let core = api.engine.core();
+        match core.instances.get(&fp) {
+            None => return error(StatusCode::NOT_FOUND, format!("no alert {fp:016x}")),
+            Some(i) if !matches!(i.state, AlertState::Firing | AlertState::Recovering) => {
+                return error(
+                    StatusCode::CONFLICT,
+                    format!("alert {fp:016x} is {}, not firing", i.state.name()),
+                )
+            }
+            Some(i) => i.fired_ms,
+        }
+    };
+    let a = crate::notify::Ack {
+        fp,
+        fired_ms,
+        at_ms: crate::util::wall_ms(),
+        until_ms,
+        by: b.by,
+        note: b.note,
+    };
+    let saved = a.clone();
+    match tokio::task::spawn_blocking(move || n.ack(saved)).await {
+        Ok(Ok(())) => json_body(StatusCode::OK, &ack_json(&a)),
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+fn ack_json(a: &crate::notify::Ack) -> Value {
+    json!({
+        "fp": format!("{:016x}", a.fp),
+        "fired": a.fired_ms,
+        "at": a.at_ms,
+        "until": a.until_ms,
+        "by": a.by,
+        "note": a.note,
+    })
+}
+
+async fn ack_delete(State(api): State<Arc<Api>>, Path(fp): Path<String>) -> Response {
+    let n = match notifier(&api) {
+        Ok(n) => n.clone(),
+        Err(r) => return r,
+    };
+    let fp = match parse_fp(&fp) {
+        Ok(f) => f,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    match tokio::task::spawn_blocking(move || n.unack(fp)).await {
+        Ok(Ok(true)) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Ok(false)) => error(
+            StatusCode::NOT_FOUND,
+            format!("alert {fp:016x} is not acknowledged"),
+        ),
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+async fn notifications(
+    State(api): State<Arc<Api>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let n = match notifier(&api) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    let fp = match q.get("fp").map(|f| parse_fp(f)).transpose() {
+        Ok(f) => f,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let (delivered, dropped) = n.counts();
+    let acks: Vec<Value> = n
+        .acks()
+        .iter()
+        .filter(|a| fp.is_none_or(|f| f == a.fp))
+        .map(ack_json)
+        .collect();
+    json_body(
+        StatusCode::OK,
+        &json!({
+            "deliveries": n.deliveries(fp),
+            "acks": acks,
+            "delivered": delivered,
+            "dropped": dropped,
+        }),
+    )
 }
 
 fn time_param(q: &HashMap<String, String>, k: &str) -> Result<Option<i64>, String> {

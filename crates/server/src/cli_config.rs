@@ -85,6 +85,9 @@ eager_interval_ms = 250        # eager rulesets look at the open period this oft
 push_sources = true            # built-in rule: a push source silent for `factor` × its interval
 push_sources_factor = 3.0
 push_sources_severity = 3
+# Notifications: routes, receivers (webhook, alertmanager, file), maintenance windows, in the
+# alert crate's notification TOML (see crates/alert/README.md).
+# notify = "/etc/strata/notify.toml"
 
 [log]
 # tracing filter (RUST_LOG syntax), e.g. "info" or "server=debug,info"; RUST_LOG and
@@ -119,6 +122,8 @@ pub struct AlertsConfig {
     pub push_sources: bool,
     pub push_sources_factor: f64,
     pub push_sources_severity: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notify: Option<PathBuf>,
 }
 
 impl Default for AlertsConfig {
@@ -132,6 +137,7 @@ impl Default for AlertsConfig {
             push_sources: true,
             push_sources_factor: 3.0,
             push_sources_severity: 3,
+            notify: None,
         }
     }
 }

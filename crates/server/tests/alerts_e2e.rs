@@ -307,3 +307,89 @@ fn rules_check_and_test_on_files() {
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("expr"), "{text}");
 }
+
+/// Lines of a JSON-lines file (none while it does not exist).
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn the_people_alert_is_notified_once_across_kill_9_and_can_be_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = dir.path().join("notifications.jsonl");
+    let notify = dir.path().join("notify.toml");
+    std::fs::write(
+        &notify,
+        format!(
+            "[route]\nreceiver = \"oncall\"\ngroup_by = [\"alertname\"]\n\
+             [[receiver]]\nname = \"oncall\"\nfile = \"{}\"\nreminders = [\"4h\"]\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    let config = dir.path().join("strata.toml");
+    std::fs::write(
+        &config,
+        format!("[alerts]\nnotify = \"{}\"\n", notify.display()),
+    )
+    .unwrap();
+    let args = ["--config", config.to_str().unwrap()];
+    let server = Server::start(&data, &args);
+    let base = (now_s() * 1000).div_euclid(MIN_MS) * MIN_MS - 20 * MIN_MS;
+    write_logins(&server, base);
+    let r = client()
+        .put(server.url("/api/strata/v1/rules/login-slow?backfill=25m"))
+        .body(LOGIN_RULE)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201, "{}", r.text().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while lines(&out).is_empty() {
+        assert!(Instant::now() < deadline, "no notification arrived");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let sent = lines(&out);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let n = &sent[0];
+    assert_eq!(n["status"], "firing");
+    assert_eq!(n["receiver"], "oncall");
+    assert_eq!(n["alerts"][0]["labels"]["alertname"], "login-slow");
+    assert_eq!(
+        n["alerts"][0]["startsAt"],
+        alert::util::rfc3339(base + 9 * MIN_MS).as_str()
+    );
+    let fp = firing_login(&server)["fp"].as_str().unwrap().to_string();
+    assert_eq!(n["alerts"][0]["fingerprint"], fp.as_str());
+    // Acknowledge it through the API; a bad body is a 400 naming the field.
+    let bad = client()
+        .post(server.url(&format!("/api/strata/v1/alerts/{fp}/ack")))
+        .body(r#"{"until": "tomorrow"}"#)
+        .send()
+        .unwrap();
+    assert_eq!(bad.status().as_u16(), 400);
+    assert!(bad.text().unwrap().contains("until"));
+    let ok = client()
+        .post(server.url(&format!("/api/strata/v1/alerts/{fp}/ack")))
+        .body(r#"{"note": "rolling back the deploy", "by": "ana"}"#)
+        .send()
+        .unwrap();
+    assert_eq!(ok.status().as_u16(), 200, "{}", ok.text().unwrap());
+    let h = get_json(&server.url(&format!("/api/strata/v1/notifications?fp={fp}")));
+    assert_eq!(h["acks"][0]["note"], "rolling back the deploy", "{h}");
+    assert_eq!(h["deliveries"][0]["outcome"], "delivered", "{h}");
+    // kill -9, restart: the notification was accepted and committed, so it is not sent
+    // again, and the acknowledgement is still there.
+    std::thread::sleep(Duration::from_millis(500));
+    drop(server);
+    let server = Server::start(&data, &args);
+    assert_eq!(firing_login(&server)["fp"], fp.as_str());
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(lines(&out).len(), 1, "{:?}", lines(&out));
+    let h = get_json(&server.url(&format!("/api/strata/v1/notifications?fp={fp}")));
+    assert_eq!(h["acks"][0]["by"], "ana", "{h}");
+}
