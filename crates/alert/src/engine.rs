@@ -903,7 +903,8 @@ impl Engine {
         ];
         let mut out: Vec<_> = threads.into_iter().filter_map(Result::ok).collect();
         if let Some(n) = &self.notifier {
-            out.extend(n.start(self));
+            let host: Arc<dyn crate::notify::Host> = self.clone();
+            out.extend(n.start(&host));
         }
         out
     }
@@ -1021,6 +1022,16 @@ impl Engine {
         let truncated = from > earliest || out.len() > limit;
         out.truncate(limit);
         Ok((out, truncated))
+    }
+}
+
+impl crate::notify::Host for Engine {
+    fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
     }
 }
 

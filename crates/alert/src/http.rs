@@ -278,12 +278,12 @@ fn parse_fp(f: &str) -> Result<u64, String> {
     u64::from_str_radix(f, 16).map_err(|_| format!("fp: '{f}' is not 16 hex digits"))
 }
 
-fn notifier(api: &Api) -> Result<&Arc<crate::notify::Notifier>, Response> {
+fn notifier(api: &Api) -> Result<&Arc<crate::notify::Notifier>, Box<Response>> {
     api.engine.notifier().ok_or_else(|| {
-        error(
+        Box::new(error(
             StatusCode::NOT_FOUND,
             "notifications are not configured (alerts.notify)",
-        )
+        ))
     })
 }
 
@@ -300,7 +300,7 @@ struct AckBody {
 async fn ack_post(State(api): State<Arc<Api>>, Path(fp): Path<String>, body: Bytes) -> Response {
     let n = match notifier(&api) {
         Ok(n) => n.clone(),
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let fp = match parse_fp(&fp) {
         Ok(f) => f,
@@ -375,7 +375,7 @@ fn ack_json(a: &crate::notify::Ack) -> Value {
 async fn ack_delete(State(api): State<Arc<Api>>, Path(fp): Path<String>) -> Response {
     let n = match notifier(&api) {
         Ok(n) => n.clone(),
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let fp = match parse_fp(&fp) {
         Ok(f) => f,
@@ -398,7 +398,7 @@ async fn notifications(
 ) -> Response {
     let n = match notifier(&api) {
         Ok(n) => n,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let fp = match q.get("fp").map(|f| parse_fp(f)).transpose() {
         Ok(f) => f,

@@ -204,8 +204,8 @@ impl Setup {
     /// Runs receiver `name`'s worker until it has read everything.
     fn notify(&self, name: &str) {
         let n = self.engine.notifier().unwrap();
-        let mut w = n.worker(&self.engine, name).unwrap();
-        while n.run_once(&self.engine, &mut w).unwrap() > 0 {}
+        let mut w = n.worker(&*self.engine, name).unwrap();
+        while n.run_once(&*self.engine, &mut w).unwrap() > 0 {}
     }
 
     fn fp(&self, stream: &str) -> u64 {
@@ -506,8 +506,8 @@ fn a_delivery_cut_by_a_restart_is_sent_again_with_the_same_key() {
     r.inbox.fail.store(0, Ordering::SeqCst);
     let engine = open(&s.store, &s.dir, &s.rules, &s.clock, &s.config);
     let n = engine.notifier().unwrap();
-    let mut w = n.worker(&engine, "team").unwrap();
-    while n.run_once(&engine, &mut w).unwrap() > 0 {}
+    let mut w = n.worker(&*engine, "team").unwrap();
+    while n.run_once(&*engine, &mut w).unwrap() > 0 {}
     assert_eq!(r.summary(), ["/team firing a"]);
     let tried = r.inbox.tried.lock().unwrap().clone();
     assert!(
@@ -523,8 +523,8 @@ fn a_delivery_cut_by_a_restart_is_sent_again_with_the_same_key() {
     drop(engine);
     let engine = open(&s.store, &s.dir, &s.rules, &s.clock, &s.config);
     let n = engine.notifier().unwrap();
-    let mut w = n.worker(&engine, "team").unwrap();
-    while n.run_once(&engine, &mut w).unwrap() > 0 {}
+    let mut w = n.worker(&*engine, "team").unwrap();
+    while n.run_once(&*engine, &mut w).unwrap() > 0 {}
     assert_eq!(r.got().len(), 1);
 }
 

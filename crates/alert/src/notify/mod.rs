@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::engine::Engine;
 use crate::record::Record;
 use crate::state::State;
 use crate::util::{fnv1a, rfc3339};
@@ -45,6 +44,12 @@ const FALLBACK_HOPS_MAX: usize = 3;
 const IDLE_MS: u64 = 200;
 /// Sleeps are cut into slices this long so that stopping is quick.
 const SLEEP_SLICE_MS: u64 = 50;
+
+/// What a notifier needs of the engine that owns it: the alert journal and whether to stop.
+pub trait Host: Send + Sync {
+    fn journal(&self) -> &journal::Journal;
+    fn stopping(&self) -> bool;
+}
 
 /// An acknowledgement: no reminders or escalation for this firing episode (until `until_ms`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -471,7 +476,7 @@ impl Notifier {
     /// hands it to the fallback. Err only when the engine is stopping (nothing is committed).
     fn deliver(
         &self,
-        engine: &Engine,
+        engine: &dyn Host,
         sender: &Sender,
         p: &Planned,
         key: &str,
@@ -601,7 +606,7 @@ impl Notifier {
     }
 
     /// Opens the worker of receiver `recv` at its saved state.
-    pub fn worker(&self, engine: &Engine, recv: &str) -> Result<Worker, String> {
+    pub fn worker(&self, engine: &dyn Host, recv: &str) -> Result<Worker, String> {
         let receiver = self
             .config
             .receiver(recv)
@@ -635,7 +640,7 @@ impl Notifier {
 
     /// Reads, plans and delivers the next batch of records; saves and commits after.
     /// Returns the records read (0: nothing new). Err: stopping or a journal failure.
-    pub fn run_once(&self, engine: &Engine, w: &mut Worker) -> Result<usize, String> {
+    pub fn run_once(&self, engine: &dyn Host, w: &mut Worker) -> Result<usize, String> {
         let n = w
             .sub
             .next_batch(&mut w.batch)
@@ -680,13 +685,13 @@ impl Notifier {
     }
 
     /// One thread per receiver, until the engine stops.
-    pub fn start(self: &Arc<Self>, engine: &Arc<Engine>) -> Vec<std::thread::JoinHandle<()>> {
+    pub fn start(self: &Arc<Self>, engine: &Arc<dyn Host>) -> Vec<std::thread::JoinHandle<()>> {
         let mut out = Vec::new();
         for r in &self.config.receivers {
             let (me, engine, name) = (self.clone(), engine.clone(), r.name.clone());
             let t = std::thread::Builder::new()
                 .name(format!("strata-notify-{name}"))
-                .spawn(move || me.worker_loop(&engine, &name));
+                .spawn(move || me.worker_loop(&*engine, &name));
             match t {
                 Ok(t) => out.push(t),
                 Err(e) => tracing::error!(receiver = %r.name, error = %e, "notifier not started"),
@@ -695,7 +700,7 @@ impl Notifier {
         out
     }
 
-    fn worker_loop(&self, engine: &Engine, name: &str) {
+    fn worker_loop(&self, engine: &dyn Host, name: &str) {
         let mut w = match self.worker(engine, name) {
             Ok(w) => w,
             Err(e) => {
@@ -737,7 +742,7 @@ pub struct Worker {
 }
 
 /// Sleeps `ms` unless the engine stops first; false when it did.
-fn sleep(engine: &Engine, ms: i64) -> bool {
+fn sleep(engine: &dyn Host, ms: i64) -> bool {
     let until = Instant::now() + Duration::from_millis(ms.max(0) as u64);
     loop {
         if engine.stopping() {
