@@ -40,6 +40,9 @@ pub const DELIVERY_LOG_MAX: usize = 10_000;
 pub const GROUP_ALERTS_MAX: usize = 1_000;
 /// How many fallback hops a delivery may take (a fallback's own fallback, …).
 const FALLBACK_HOPS_MAX: usize = 3;
+/// A worker saves its progress at least this often while delivering, so that a crash re-sends
+/// at most this much work and a long batch still moves forward across repeated crashes.
+const SAVE_INTERVAL_MS: u64 = 50;
 /// How long a worker waits for new records before looking again.
 const IDLE_MS: u64 = 200;
 /// Sleeps are cut into slices this long so that stopping is quick.
@@ -107,9 +110,14 @@ struct Sent {
 }
 
 /// A worker's saved state: the journal offset it covers and what it notified.
-#[derive(Default, Serialize, Deserialize)]
+#[derive(Clone, Default, Serialize, Deserialize)]
 struct WorkerState {
+    /// The next record to read.
     offset: u64,
+    /// Deliveries of record `offset` already accepted (`sent` is as before that record, so
+    /// planning it again gives the same list, and these are skipped).
+    #[serde(default)]
+    skip: u64,
     sent: BTreeMap<u64, Sent>,
 }
 
@@ -618,7 +626,7 @@ impl Notifier {
             .map_err(|e| format!("alert journal: {e}"))?;
         let state = match self.load_state(recv)? {
             // Saved past the checkpoint (a crash between the two): the state file rules.
-            Some(s) if s.offset > sub.checkpoint() => {
+            Some(s) if s.offset != sub.checkpoint() => {
                 sub.seek(s.offset)
                     .map_err(|e| format!("alert journal: {e}"))?;
                 s
@@ -641,24 +649,40 @@ impl Notifier {
     /// Reads, plans and delivers the next batch of records; saves and commits after.
     /// Returns the records read (0: nothing new). Err: stopping or a journal failure.
     pub fn run_once(&self, engine: &dyn Host, w: &mut Worker) -> Result<usize, String> {
-        let n = w
-            .sub
-            .next_batch(&mut w.batch)
+        let Worker {
+            receiver,
+            sender,
+            sub,
+            state,
+            batch,
+        } = w;
+        let n = sub
+            .next_batch(batch)
             .map_err(|e| format!("alert journal: {e}"))?;
         if n == 0 {
             return Ok(0);
         }
-        let mut end = w.state.offset;
-        for (offset, payload) in w.batch.iter() {
+        let mut end = state.offset;
+        let mut saved = Instant::now();
+        for (offset, payload) in batch.iter() {
             end = offset + 1;
-            if offset < w.state.offset {
+            if offset < state.offset {
                 continue;
             }
             let Ok(r) = Record::decode(payload) else {
                 continue;
             };
-            let planned = self.plan(&w.receiver, &mut w.state, &r);
+            let skip = if offset == state.offset {
+                std::mem::take(&mut state.skip)
+            } else {
+                0
+            };
+            let before = state.clone();
+            let planned = self.plan(receiver, state, &r);
             for (idx, p) in planned.iter().enumerate() {
+                if (idx as u64) < skip {
+                    continue;
+                }
                 let key = format!(
                     "{:016x}",
                     fnv1a(&[
@@ -669,19 +693,52 @@ impl Notifier {
                     ])
                 );
                 if self
-                    .deliver(engine, &w.sender, p, &key, &w.receiver.name)
+                    .deliver(engine, sender, p, &key, &receiver.name)
                     .is_err()
                 {
                     return Err("stopping".into());
                 }
+                if saved.elapsed() >= Duration::from_millis(SAVE_INTERVAL_MS)
+                    && idx + 1 < planned.len()
+                {
+                    // Mid-record: the state before it, and how many of its deliveries are done.
+                    let progress = WorkerState {
+                        offset,
+                        skip: idx as u64 + 1,
+                        sent: before.sent.clone(),
+                    };
+                    self.commit(&receiver.name, sub, &progress)?;
+                    saved = Instant::now();
+                }
+            }
+            if saved.elapsed() >= Duration::from_millis(SAVE_INTERVAL_MS) {
+                state.offset = end;
+                let st = std::mem::take(state);
+                let r = self.commit(&receiver.name, sub, &st);
+                *state = st;
+                r?;
+                saved = Instant::now();
             }
         }
-        w.state.offset = end;
-        self.save_state(&w.receiver.name, &w.state)?;
-        w.sub
-            .commit_offset(end)
-            .map_err(|e| format!("alert journal: {e}"))?;
+        state.offset = end;
+        state.skip = 0;
+        let st = std::mem::take(state);
+        let r = self.commit(&receiver.name, sub, &st);
+        *state = st;
+        r?;
         Ok(n)
+    }
+
+    /// Saves `st` and moves the subscriber's checkpoint to its offset.
+    fn commit(
+        &self,
+        recv: &str,
+        sub: &mut journal::Subscriber,
+        st: &WorkerState,
+    ) -> Result<(), String> {
+        self.save_state(recv, st)?;
+        sub.commit_offset(st.offset)
+            .map_err(|e| format!("alert journal: {e}"))
     }
 
     /// One thread per receiver, until the engine stops.
