@@ -40,9 +40,12 @@ pub const DELIVERY_LOG_MAX: usize = 10_000;
 pub const GROUP_ALERTS_MAX: usize = 1_000;
 /// How many fallback hops a delivery may take (a fallback's own fallback, …).
 const FALLBACK_HOPS_MAX: usize = 3;
-/// A worker saves its progress at least this often while delivering, so that a crash re-sends
-/// at most this much work and a long batch still moves forward across repeated crashes.
+/// A worker saves its progress this often while delivering (or, when saving a large state
+/// takes long, after ten times as long as the last save took, so that saving stays under a
+/// tenth of the work), so that a crash re-sends little and a long batch still moves forward
+/// across repeated crashes.
 const SAVE_INTERVAL_MS: u64 = 50;
+const SAVE_SHARE_INVERSE: u32 = 10;
 /// How long a worker waits for new records before looking again.
 const IDLE_MS: u64 = 200;
 /// Sleeps are cut into slices this long so that stopping is quick.
@@ -664,6 +667,7 @@ impl Notifier {
         }
         let mut end = state.offset;
         let mut saved = Instant::now();
+        let mut interval = Duration::from_millis(SAVE_INTERVAL_MS);
         for (offset, payload) in batch.iter() {
             end = offset + 1;
             if offset < state.offset {
@@ -698,25 +702,27 @@ impl Notifier {
                 {
                     return Err("stopping".into());
                 }
-                if saved.elapsed() >= Duration::from_millis(SAVE_INTERVAL_MS)
-                    && idx + 1 < planned.len()
-                {
+                if saved.elapsed() >= interval && idx + 1 < planned.len() {
                     // Mid-record: the state before it, and how many of its deliveries are done.
                     let progress = WorkerState {
                         offset,
                         skip: idx as u64 + 1,
                         sent: before.sent.clone(),
                     };
+                    let t = Instant::now();
                     self.commit(&receiver.name, sub, &progress)?;
+                    interval = interval.max(t.elapsed() * SAVE_SHARE_INVERSE);
                     saved = Instant::now();
                 }
             }
-            if saved.elapsed() >= Duration::from_millis(SAVE_INTERVAL_MS) {
+            if saved.elapsed() >= interval {
+                let t = Instant::now();
                 state.offset = end;
                 let st = std::mem::take(state);
                 let r = self.commit(&receiver.name, sub, &st);
                 *state = st;
                 r?;
+                interval = interval.max(t.elapsed() * SAVE_SHARE_INVERSE);
                 saved = Instant::now();
             }
         }
