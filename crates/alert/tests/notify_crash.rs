@@ -263,7 +263,7 @@ fn main() {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
-            if run_child(&crashed, &format!("{base}{crash_path}"), Some(seed % 200)) {
+            if run_child(&crashed, &format!("{base}{crash_path}"), Some(seed % 600)) {
                 break;
             }
             kills += 1;

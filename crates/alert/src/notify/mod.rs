@@ -42,10 +42,12 @@ pub const GROUP_ALERTS_MAX: usize = 1_000;
 const FALLBACK_HOPS_MAX: usize = 3;
 /// A worker saves its progress this often while delivering (or, when saving a large state
 /// takes long, after ten times as long as the last save took, so that saving stays under a
-/// tenth of the work), so that a crash re-sends little and a long batch still moves forward
+/// tenth of the work, up to `SAVE_INTERVAL_MAX`), so that a crash re-sends little and a long batch still moves forward
 /// across repeated crashes.
 const SAVE_INTERVAL_MS: u64 = 50;
 const SAVE_SHARE_INVERSE: u32 = 10;
+/// The longest interval between saves: a crash re-sends at most this much delivery work.
+const SAVE_INTERVAL_MAX: Duration = Duration::from_millis(250);
 /// How long a worker waits for new records before looking again.
 const IDLE_MS: u64 = 200;
 /// Sleeps are cut into slices this long so that stopping is quick.
@@ -711,7 +713,9 @@ impl Notifier {
                     };
                     let t = Instant::now();
                     self.commit(&receiver.name, sub, &progress)?;
-                    interval = interval.max(t.elapsed() * SAVE_SHARE_INVERSE);
+                    interval = interval
+                        .max(t.elapsed() * SAVE_SHARE_INVERSE)
+                        .min(SAVE_INTERVAL_MAX);
                     saved = Instant::now();
                 }
             }
@@ -722,7 +726,9 @@ impl Notifier {
                 let r = self.commit(&receiver.name, sub, &st);
                 *state = st;
                 r?;
-                interval = interval.max(t.elapsed() * SAVE_SHARE_INVERSE);
+                interval = interval
+                    .max(t.elapsed() * SAVE_SHARE_INVERSE)
+                    .min(SAVE_INTERVAL_MAX);
                 saved = Instant::now();
             }
         }
