@@ -128,6 +128,7 @@ fn measurement(s: ingest::Sample) -> Option<Measurement> {
         ingest::Value::CumulativeHistogram(h) => {
             Value::Cumulative(hist::convert::Cumulative::Bins(h))
         }
+        ingest::Value::Cumulative(c) => Value::Cumulative(c),
         // A metric present with no value: nothing to record this run.
         ingest::Value::Null => return None,
     };

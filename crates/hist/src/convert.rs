@@ -199,6 +199,18 @@ pub enum Part {
     Buckets,
 }
 
+impl fmt::Display for Part {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Part::Positive => "positive buckets",
+            Part::Negative => "negative buckets",
+            Part::Zero => "zero bucket",
+            Part::Count => "count",
+            Part::Buckets => "buckets",
+        })
+    }
+}
+
 /// Why a source histogram could not be converted. Each names what was wrong and where.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ConvertError {
@@ -249,10 +261,10 @@ impl fmt::Display for ConvertError {
             }
             ConvertError::TooManyBuckets { part, count } => write!(
                 f,
-                "{part:?} has {count} buckets or spans, more than {SOURCE_BUCKETS_MAX}"
+                "{part}: {count} buckets or spans, more than {SOURCE_BUCKETS_MAX}"
             ),
             ConvertError::BadSpan { part, index } => {
-                write!(f, "{part:?} span {index} is malformed")
+                write!(f, "{part}: span {index} is malformed")
             }
             ConvertError::SpanLengthMismatch {
                 part,
@@ -260,16 +272,16 @@ impl fmt::Display for ConvertError {
                 counts,
             } => write!(
                 f,
-                "{part:?} spans cover {spans_total} buckets but {counts} counts are given"
+                "{part}: the spans cover {spans_total} buckets but {counts} counts are given"
             ),
             ConvertError::BadCount { part, index, value } => {
                 write!(
                     f,
-                    "{part:?} count {index} is {value} (must be finite and >= 0)"
+                    "{part}: count {index} is {value} (must be finite and >= 0)"
                 )
             }
             ConvertError::CountOverflow { part, index } => {
-                write!(f, "{part:?} delta {index} overflows the bucket count")
+                write!(f, "{part}: delta {index} overflows the bucket count")
             }
             ConvertError::CountBelowBuckets { count, buckets } => write!(
                 f,

@@ -178,16 +178,17 @@ fn flat_vs_json(measured: &[(&str, f64, usize, f64)], rounds: usize, cpu_seconds
 /// Both httptrap encodings into a `store::WriteBatch` as strata serve fills one (with the
 /// request's `__check` tag): JSON through `httptrap::parse` and the server's mapping (each
 /// distinct tag list checked and printed once as a `TagSet`, each sample's key printed from
-/// it), flatbuffers through `flat::visit` with a visitor like the server's
-/// (`server/src/serve/httptrap.rs`: one `TagSet` per tag set per document). Every payload
+/// it), flatbuffers through `flat::parse_into` with a sink like the server's (crate `insert`:
+/// one `TagSet` per tag set per document). Every payload
 /// here uses mode `Set` and parses cleanly, so the rejection bookkeeping both paths also do
 /// is left out of both.
 mod into_batch {
     use std::collections::HashMap;
     use std::sync::Arc;
 
-    use ingest::flat::{HistogramRef, Metric, ValueRef, Visitor};
-    use ingest::{httptrap, Options, Reason};
+    use ingest::{
+        httptrap, HistogramRef, Options, Point, Reason, Scope, Series, TagsRef, ValueRef,
+    };
     use store::key::{Tag, TagSet};
     use store::WriteBatch;
 
@@ -225,7 +226,8 @@ mod into_batch {
         owned(httptrap::parse(body, &Options::at(NOW_MS)))
     }
 
-    /// `flat::parse`, then the mapping: strata serve's flatbuffers path before `flat::visit`.
+    /// `flat::parse`, then the mapping: strata serve's flatbuffers path before it read bodies
+    /// straight into the batch.
     pub fn flat_owned(body: &[u8]) -> WriteBatch {
         owned(ingest::flat::parse(body, &Options::at(NOW_MS)))
     }
@@ -250,6 +252,7 @@ mod into_batch {
                 ingest::Value::CumulativeHistogram(h) => {
                     store::Value::CumulativeHistogram(hist::convert::Cumulative::Bins(h))
                 }
+                ingest::Value::Cumulative(c) => store::Value::CumulativeHistogram(c),
             };
             let at = match &last {
                 Some((tags, at)) if Arc::ptr_eq(tags, &sample.tags) => *at,
@@ -273,19 +276,19 @@ mod into_batch {
         out
     }
 
-    /// `flat::visit` straight into the batch.
+    /// `flat::parse_into` straight into the batch.
     pub fn flat(body: &[u8]) -> WriteBatch {
         let extra = [check_tag()];
         let mut writer = Writer::new(&extra, false);
-        ingest::flat::visit(body, &Options::at(NOW_MS), &mut writer);
+        ingest::flat::parse_into(body, &Options::at(NOW_MS), &mut writer);
         writer.batch
     }
 
-    /// `httptrap::visit` straight into the batch: strata serve's JSON path.
+    /// `httptrap::parse_into` straight into the batch: strata serve's JSON path.
     pub fn json_visit(body: &[u8]) -> WriteBatch {
         let extra = [check_tag()];
         let mut writer = Writer::new(&extra, true);
-        httptrap::visit(body, &Options::at(NOW_MS), &mut writer);
+        httptrap::parse_into(body, &Options::at(NOW_MS), &mut writer);
         writer.batch
     }
 
@@ -331,16 +334,16 @@ mod into_batch {
         }
     }
 
-    impl Visitor for Writer<'_> {
+    impl ingest::Sink for Writer<'_> {
         fn document(&mut self, _index: usize, _metrics: usize) {
             self.sets.clear();
             self.last_id = None;
         }
 
-        fn metric(&mut self, metric: Metric<'_>) -> bool {
+        fn sample(&mut self, series: &Series<'_>, point: Point<'_>) -> bool {
             // As the server: bins lent sorted or packed go into the batch as they are.
             let mut lent = None;
-            let value = match metric.value {
+            let value = match point.value {
                 ValueRef::Null => return true,
                 ValueRef::Numeric(v) => store::Value::Numeric(v),
                 ValueRef::Text(t) => store::Value::Text(t.to_owned()),
@@ -356,22 +359,28 @@ mod into_batch {
                 ValueRef::CumulativeHistogram(h) => store::Value::CumulativeHistogram(
                     hist::convert::Cumulative::Bins(h.into_histogram()),
                 ),
+                ValueRef::Cumulative(c) => store::Value::CumulativeHistogram(c),
             };
             self.key.clear();
             let extra = self.extra;
-            if let Some(text) = metric.suffix {
-                // As the server: a stream's own tag list printed straight into its key.
-                let pairs = ingest::visit::suffix_tags(text)
-                    .map(|(c, v)| (c.as_bytes(), v.as_bytes()))
-                    .chain(extra.iter().map(|t| (t.category(), t.value())));
-                store::key::write_key_with_tags(metric.name, pairs, &mut self.key).unwrap();
-            } else {
-                let at = self.slot(metric.tags_id);
-                let set = self.sets[at].get_or_insert_with(|| tag_set(metric.tags.iter(), extra));
-                let set = set.as_ref().unwrap();
-                set.write_key(metric.name, &mut self.key).unwrap();
+            let name = series.name.head;
+            match series.tags {
+                TagsRef::Suffix(text) => {
+                    // As the server: a stream's own tag list printed straight into its key.
+                    let pairs = store::key::suffix::suffix_tags(text)
+                        .map(|(c, v)| (c.as_bytes(), v.as_bytes()))
+                        .chain(extra.iter().map(|t| (t.category(), t.value())));
+                    store::key::write_key_with_tags(name, pairs, &mut self.key).unwrap();
+                }
+                TagsRef::List { id, tags } => {
+                    let at = self.slot(id);
+                    let set = self.sets[at].get_or_insert_with(|| tag_set(tags.iter(), extra));
+                    let set = set.as_ref().unwrap();
+                    set.write_key(name, &mut self.key).unwrap();
+                }
+                other => panic!("httptrap lends no {other:?}"),
             }
-            let ts_ms = metric.ts_ms.unwrap_or(NOW_MS);
+            let ts_ms = point.ts_ms.unwrap_or(NOW_MS);
             let batch = &mut self.batch;
             match lent {
                 Some(HistogramRef::Packed(bins)) => {
@@ -386,7 +395,7 @@ mod into_batch {
             true
         }
 
-        fn reject(&mut self, location: &dyn Fn() -> String, reason: Reason, _rest: bool) {
+        fn reject(&mut self, location: &dyn Fn() -> String, reason: Reason, _scope: Scope) {
             panic!("{}: {reason}", location());
         }
     }

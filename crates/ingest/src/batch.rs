@@ -88,6 +88,10 @@ pub enum Value {
     /// A running total since some start (httptrap `_type: "H"`); the store keeps per-period
     /// differences.
     CumulativeHistogram(hist::Histogram),
+    /// A running total in the sender's own buckets (Prometheus native and custom-bucket
+    /// histograms, OTel exponential and explicit ones): differenced in those buckets, where a
+    /// bucket that grew never looks like a reset, and only then converted to llhist.
+    Cumulative(hist::convert::Cumulative),
     /// The metric is present with no value (JSON `null`).
     Null,
 }
@@ -241,7 +245,7 @@ impl Batch {
 
     /// Rejects one sample, line, key or document. The location is only built for listed
     /// rejections: a body of a million bad lines must not cost a million strings.
-    pub(crate) fn reject(&mut self, location: impl FnOnce() -> String, reason: Reason) {
+    pub(crate) fn reject_one(&mut self, location: impl FnOnce() -> String, reason: Reason) {
         self.push_rejection(location, reason, false);
     }
 

@@ -4,7 +4,7 @@
 use hist::packed::{PackedChunk, PackedList};
 use hist::{Histogram, ValidKey};
 
-use crate::visit::HistogramRef;
+use crate::sink::HistogramRef;
 
 /// The key of bin `(val, exp)` (`hist::ValidKey::of`, inlined into the per-bin loops).
 #[inline(always)]

@@ -34,10 +34,10 @@ use crate::batch::{
     check_name, check_tag_count, excerpt, Batch, Mode, Options, Reason, Sample, TagList, Tags,
     Value, SAMPLES_PER_BATCH_MAX,
 };
+use crate::sink::{
+    HistogramRef, Lookup, Name, Point, RawSeries, Scope, Series, Sink, TagsRef, ValueRef,
+};
 use crate::tags::{parse_tag, plain_suffix, split_stream_tags, suffix_tags_owned, PlainSuffix};
-use crate::visit::BatchBuilder;
-/// The borrowed metric a [`visit`] hands over (shared with `httptrap::visit`).
-pub use crate::visit::{HistogramRef, Metric, ValueRef, Visitor};
 
 // flatc's output, checked in unchanged (regenerate: `schema/httptrap.fbs`, first lines). It is
 // the crate's only `unsafe` code, and it is not written to our lints or our formatting.
@@ -121,22 +121,24 @@ const FLAGS_RESERVED_MASK: u8 = 0xf0;
 /// on its own, by the rules of the JSON form (location `document D, metric N (`name`)`, both
 /// counted from 0 like the verifier's indices). An empty body is an empty list, as for JSON.
 pub fn parse(body: &[u8], options: &Options) -> Batch {
-    let mut builder = BatchBuilder::default();
-    visit(body, options, &mut builder);
-    builder.batch
+    let mut batch = Batch::default();
+    parse_into(body, options, &mut batch);
+    batch
 }
 
-/// Reads a flatbuffer metric list into `visitor`, with every check and rejection of [`parse`]
-/// (which is this with a visitor building samples): the body is verified whole first, so a
-/// body rejected whole is one `reject` call and nothing else. At most `SAMPLES_PER_BATCH_MAX`
-/// metrics are handed over; the one after rejects the rest of the body.
-pub fn visit<V: Visitor>(body: &[u8], options: &Options, visitor: &mut V) {
+/// Reads a flatbuffer metric list into `sink`, with every check and rejection of [`parse`]
+/// (which is this into the owned batch): the body is verified whole first, so a body rejected
+/// whole is one `reject` call and nothing else. Names, tag sets and histogram bins are lent from
+/// the body and the reader (a name's plain `|ST[…]` suffix unsplit, with the name as its raw
+/// series bytes, when no tag set joins it). At most `SAMPLES_PER_BATCH_MAX` metrics are handed
+/// over; the one after rejects the rest of the body.
+pub fn parse_into<S: Sink>(body: &[u8], options: &Options, sink: &mut S) {
     if body.is_empty() {
         return;
     }
-    let whole = |visitor: &mut V, reason| visitor.reject(&|| "body".to_owned(), reason, true);
+    let whole = |sink: &mut S, reason| sink.reject(&|| "body".to_owned(), reason, Scope::Whole);
     if let Err(reason) = check_identifier(body) {
-        return whole(visitor, reason);
+        return whole(sink, reason);
     }
     let decoded_bytes_max = body
         .len()
@@ -150,10 +152,10 @@ pub fn visit<V: Visitor>(body: &[u8], options: &Options, visitor: &mut V) {
     };
     let list = match flatbuffers::root_with_opts::<schema::MetricList>(&verifier, body) {
         Ok(list) => list,
-        Err(error) => return whole(visitor, verifier_reason(&error, &verifier)),
+        Err(error) => return whole(sink, verifier_reason(&error, &verifier)),
     };
     if let Err(reason) = check_vectors(&list, body.len()) {
-        return whole(visitor, reason);
+        return whole(sink, reason);
     }
     let mut shared = Shared {
         options,
@@ -167,7 +169,7 @@ pub fn visit<V: Visitor>(body: &[u8], options: &Options, visitor: &mut V) {
     };
     for (index, document) in list.documents().iter().flatten().enumerate() {
         let mut reader = DocumentReader::new(index, &document, &mut shared);
-        if !reader.read(visitor) {
+        if !reader.read(sink) {
             break;
         }
     }
@@ -282,7 +284,7 @@ struct Shared<'o> {
     /// Name and tag bytes copied into samples so far, against `decoded_bytes_max`.
     decoded_bytes: usize,
     decoded_bytes_max: usize,
-    /// Metrics handed to the visitor so far, against `SAMPLES_PER_BATCH_MAX`.
+    /// Metrics handed to the sink so far, against `SAMPLES_PER_BATCH_MAX`.
     accepted: usize,
     /// The empty tag list every untagged sample shares.
     no_tags: Tags,
@@ -390,13 +392,13 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         }
     }
 
-    /// Hands the document's metrics and rejections to `visitor`; false once the rest of the
-    /// body is rejected or the visitor stopped.
-    fn read<V: Visitor>(&mut self, visitor: &mut V) -> bool {
+    /// Hands the document's metrics and rejections to `sink`; false once the rest of the
+    /// body is rejected or the sink stopped.
+    fn read<S: Sink>(&mut self, sink: &mut S) -> bool {
         let Some(metrics) = self.document.metrics() else {
             return true;
         };
-        visitor.document(self.index, metrics.len());
+        sink.document(self.index, metrics.len());
         // The structs' bytes, 6 per metric (verified as one vector): read without per-field
         // calls into the generated accessors.
         let raw = metrics.bytes();
@@ -423,18 +425,21 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
                         size,
                         max: SAMPLES_PER_BATCH_MAX,
                     };
-                    visitor.reject(&|| location(self), reason, true);
+                    sink.reject(&|| location(self), reason, Scope::Rest);
                     return false;
                 }
                 Ok(prepared) => {
                     self.shared.accepted += 1;
-                    if !visitor.metric(self.lend(prepared)) {
+                    let (series, point) = self.lend(prepared);
+                    if !sink.sample(&series, point) {
                         return false;
                     }
                 }
-                Err(Stop::Metric(reason)) => visitor.reject(&|| location(self), reason, false),
+                Err(Stop::Metric(reason)) => {
+                    sink.reject(&|| location(self), reason, Scope::One);
+                }
                 Err(Stop::Body(reason)) => {
-                    visitor.reject(&|| location(self), reason, true);
+                    sink.reject(&|| location(self), reason, Scope::Rest);
                     return false;
                 }
             }
@@ -442,37 +447,45 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         true
     }
 
-    /// The metric of a prepared one, borrowing its tags and bins from the reader.
+    /// The series and point of a prepared metric, borrowing its tags and bins from the reader.
     #[inline]
-    fn lend<'r>(&'r self, prepared: Prepared<'a>) -> Metric<'r> {
+    fn lend<'r>(&'r self, prepared: Prepared<'a>) -> (Series<'r>, Point<'r>) {
         let no_tags = &self.shared.no_tags;
-        let mut suffix = None;
-        let (tags_id, tags) = match prepared.tags {
-            TagsAt::None => (0, no_tags),
+        let list = |id, tags| TagsRef::List { id, tags };
+        let tags = match prepared.tags {
+            TagsAt::None => list(0, no_tags),
             TagsAt::Set(set) => match self.tag_sets.get(set) {
-                Some(Some(Ok(tags))) => (set as u64 + 1, tags),
+                Some(Some(Ok(tags))) => list(set as u64 + 1, tags),
                 _ => {
                     debug_assert!(false, "tag set {set} read");
-                    (0, no_tags)
+                    list(0, no_tags)
                 }
             },
             TagsAt::Suffix(slot) => match self.names.get(slot) {
-                Some(Ok(entry)) => {
-                    suffix = entry.plain.map(|plain| plain.text);
-                    (TAGS_ID_SUFFIX + slot as u64, &entry.suffix_tags)
-                }
+                Some(Ok(entry)) => match entry.plain {
+                    Some(plain) => TagsRef::Suffix(plain.text),
+                    None => list(TAGS_ID_SUFFIX + slot as u64, &entry.suffix_tags),
+                },
                 _ => {
                     debug_assert!(false, "name {slot} read");
-                    (0, no_tags)
+                    list(0, no_tags)
                 }
             },
             TagsAt::Combined => match &self.combined {
-                Some((_, _, tags)) => (TAGS_ID_COMBINED + self.combined_serial, tags),
+                Some((_, _, tags)) => list(TAGS_ID_COMBINED + self.combined_serial, tags),
                 None => {
                     debug_assert!(false, "combination read");
-                    (0, no_tags)
+                    list(0, no_tags)
                 }
             },
+        };
+        // A name's own suffix alone: the name (suffix included) determines the series.
+        let raw = match tags {
+            TagsRef::Suffix(text) => Some(RawSeries {
+                first: prepared.name.as_bytes(),
+                second: text.as_bytes(),
+            }),
+            _ => None,
         };
         let histogram = |h: PreparedHistogram| match h {
             PreparedHistogram::Sorted => HistogramRef::Sorted {
@@ -488,15 +501,19 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
             PreparedValue::Histogram(h) => ValueRef::Histogram(histogram(h)),
             PreparedValue::CumulativeHistogram(h) => ValueRef::CumulativeHistogram(histogram(h)),
         };
-        Metric {
-            name: prepared.name,
-            tags_id,
+        let series = Series {
+            name: Name::new(prepared.name),
             tags,
-            suffix,
+            lookup: Lookup::NotAsked,
+            raw,
+            index: None,
+        };
+        let point = Point {
             ts_ms: prepared.ts_ms,
             value,
             mode: prepared.mode,
-        }
+        };
+        (series, point)
     }
 
     // Inlined into `read` (one call per metric; out of line it cost ~10 ns per numeric).
@@ -850,9 +867,10 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
     }
 }
 
-/// `Metric::tags_id` of a name's suffix tags: this plus the name's slot.
+/// The tag-list id ([`TagsRef::List`]) of a name's suffix tags: this plus the name's slot.
 const TAGS_ID_SUFFIX: u64 = 1 << 32;
-/// `Metric::tags_id` of a name's suffix tags with a tag set: this plus the combination's serial.
+/// The tag-list id ([`TagsRef::List`]) of a name's suffix tags with a tag set: this plus the
+/// combination's serial.
 const TAGS_ID_COMBINED: u64 = 2 << 32;
 
 /// A metric that passed every check, its borrowed parts still in the reader.
@@ -1019,10 +1037,15 @@ impl DocumentEncoder {
                     self.histogram(h, form);
                     schema::Kind::Histogram
                 }
-                Value::CumulativeHistogram(h) => {
+                Value::CumulativeHistogram(h)
+                | Value::Cumulative(hist::convert::Cumulative::Bins(h)) => {
                     self.histogram(h, form);
                     schema::Kind::CumulativeHistogram
                 }
+                // The flatbuffer form carries llhist bins only, and a running total converted
+                // before it is differenced miscounts: such a sample is sent as present with no
+                // value (a sender differences it first and sends `Value::Histogram`).
+                Value::Cumulative(_) => schema::Kind::Null,
             };
             self.metrics
                 .push(schema::Metric::new(name, tags, kind, flags));
@@ -1205,24 +1228,31 @@ mod tests {
         rejected: usize,
     }
 
-    impl Visitor for Recorder {
+    /// The id recorded for a suffix lent unsplit (it has none).
+    const LENT: u64 = u64::MAX;
+
+    impl Sink for Recorder {
         fn document(&mut self, index: usize, _metrics: usize) {
             self.document = index;
         }
 
-        fn metric(&mut self, metric: Metric<'_>) -> bool {
-            let mut tags: TagList = metric
-                .suffix
-                .map_or_else(Vec::new, |text| suffix_tags_owned(text).collect());
-            assert!(metric.suffix.is_none() || metric.tags.is_empty());
-            tags.extend(metric.tags.iter().cloned());
-            let (name, lent) = (metric.name.to_owned(), metric.suffix.is_some());
-            self.seen
-                .push((self.document, metric.tags_id, tags, name, lent));
+        fn sample(&mut self, series: &Series<'_>, _point: Point<'_>) -> bool {
+            let (id, tags, lent) = match series.tags {
+                TagsRef::Suffix(text) => (LENT, suffix_tags_owned(text).collect(), true),
+                TagsRef::List { id, tags } => (id, tags.to_vec(), false),
+                other => panic!("flatbuffers lend no {other:?}"),
+            };
+            assert_eq!(
+                series.raw.is_some(),
+                lent,
+                "raw bytes go with a lent suffix"
+            );
+            let name = series.name.to_string();
+            self.seen.push((self.document, id, tags, name, lent));
             true
         }
 
-        fn reject(&mut self, _location: &dyn Fn() -> String, _reason: Reason, _rest: bool) {
+        fn reject(&mut self, _location: &dyn Fn() -> String, _reason: Reason, _scope: Scope) {
             self.rejected += 1;
         }
     }
@@ -1255,10 +1285,12 @@ mod tests {
             sample("t|ST[app:y]", &[("host", "1")]),
             sample("s|ST[app:x]", &[("host", "1")]),
             sample("b", &[("host", "2")]),
+            // A suffix that is decoded, not lent.
+            sample("u|ST[b\"YXBw\":x]", &[]),
         ];
         let body = encode(&samples);
         let mut recorder = Recorder::default();
-        visit(&body, &Options::at(1_795_305_600_000), &mut recorder);
+        parse_into(&body, &Options::at(1_795_305_600_000), &mut recorder);
         assert_eq!(recorder.rejected, 0);
         let parsed = parse(&body, &Options::at(1_795_305_600_000));
         assert_eq!(recorder.seen.len(), parsed.samples.len());
@@ -1266,13 +1298,16 @@ mod tests {
             assert_eq!((name, &tags[..]), (&sample.name, &sample.tags[..]));
         }
         let mut by_id: HashMap<(usize, u64), &TagList> = HashMap::new();
-        for (document, id, tags, _, _) in &recorder.seen {
+        for (document, id, tags, _, _) in recorder.seen.iter().filter(|s| !s.4) {
             let first = by_id.entry((*document, *id)).or_insert(tags);
             assert_eq!(*first, tags, "tags_id {id}");
         }
         // Suffix tags and their combinations were handed over (not only plain sets), a
         // suffix alone lent unsplit.
-        assert!(recorder.seen.iter().any(|s| s.1 >= TAGS_ID_COMBINED));
+        assert!(recorder
+            .seen
+            .iter()
+            .any(|s| (TAGS_ID_COMBINED..LENT).contains(&s.1)));
         assert!(recorder.seen.iter().any(|s| s.4));
         assert!(recorder
             .seen

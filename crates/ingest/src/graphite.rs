@@ -4,28 +4,33 @@
 use crate::batch::{
     check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample, TagList, Value,
 };
+use crate::feed::Feed;
 use crate::lines::{self, finite, offset_in, LineError};
+use crate::sink::Sink;
 
 /// Parses a chunk of whole lines. Bad lines are rejected with line and column; good ones kept.
 pub fn parse(input: &[u8], options: &Options) -> Batch {
     let mut batch = Batch::default();
+    parse_into(input, options, &mut batch);
+    batch
+}
+
+/// [`parse`] into any sink.
+pub fn parse_into<S: Sink>(input: &[u8], options: &Options, sink: &mut S) {
+    let mut feed = Feed::new(sink);
     for (line_no, bytes) in lines::lines(input) {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let Some(line) = lines::utf8(&mut batch, line_no, bytes) else {
-            continue;
-        };
-        match parse_line(line, options) {
+        match lines::utf8(bytes).and_then(|line| parse_line(line, options)) {
             Ok(sample) => {
-                if !batch.push(sample, || lines::at(line_no, 0)) {
+                if !feed.push(sample, || lines::at(line_no, 0)) {
                     break;
                 }
             }
-            Err((offset, reason)) => batch.reject(|| lines::at(line_no, offset), reason),
+            Err((offset, reason)) => feed.reject(|| lines::at(line_no, offset), reason),
         }
     }
-    batch
 }
 
 fn parse_line(line: &str, options: &Options) -> Result<Sample, LineError> {

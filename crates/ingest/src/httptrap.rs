@@ -12,8 +12,10 @@ use crate::batch::{
 };
 use crate::bins::{bin_key, KeyedBins};
 use crate::json::{self, DocumentError, Kind, Token, Tokenizer};
+use crate::sink::{
+    HistogramRef, Lookup, Name, Point, RawSeries, Scope, Series, Sink, TagsRef, ValueRef,
+};
 use crate::tags::{parse_tag, split_stream_tags, suffix_tags_owned, PlainSuffix, SuffixMemo};
-use crate::visit::{BatchBuilder, HistogramRef, Metric, ValueRef, Visitor};
 
 /// Tokens reserved up front for one body (16 bytes each); larger tapes grow as needed.
 const TAPE_RESERVE_TOKENS_MAX: usize = 1 << 20;
@@ -24,27 +26,27 @@ pub const FLATTEN_DELIMITER: char = '`';
 /// Parses a whole httptrap body. Keys that cannot be accepted are rejected one by one and the
 /// rest of their document is kept; a JSON syntax error rejects the rest of the body.
 pub fn parse(input: &[u8], options: &Options) -> Batch {
-    let mut builder = BatchBuilder::default();
+    let mut batch = Batch::default();
     // Histograms are built for the batch anyway: bin lists are read as keys and counts, not
     // packed first (packing pays where bins are lent to a store).
     let mut scratch = Scratch::one_body();
     scratch.bins.pack = false;
-    visit_with(input, options, &mut builder, &mut scratch);
-    builder.batch
+    parse_into_with(input, options, &mut batch, &mut scratch);
+    batch
 }
 
-/// Reads an httptrap body into `visitor`, with every check and rejection of [`parse`] (which is
-/// this with a visitor building samples). Names are lent from the walk's path, tag lists once
-/// per list of `|ST[…]` tags above the values, text from the body when it has no escapes, and
-/// `"H[…]=n"` bin arrays in storage order as the tokenizer's keys and counts. At most
+/// Reads an httptrap body into `sink`, with every check and rejection of [`parse`] (which is
+/// this into the owned batch). Names are lent from the walk's path, tag lists once per list of
+/// `|ST[…]` tags above the values, a value's own key suffix unsplit (with the metric's name as
+/// its raw series bytes) when no other tags join it, text from the body when it has no
+/// escapes, and `"H[…]=n"` bin arrays packed as the tokenizer read them. At most
 /// `SAMPLES_PER_BATCH_MAX` metrics are handed over; the one after rejects the rest of the body.
-pub fn visit<V: Visitor>(input: &[u8], options: &Options, visitor: &mut V) {
-    visit_with(input, options, visitor, &mut Scratch::one_body());
+pub fn parse_into<S: Sink>(input: &[u8], options: &Options, sink: &mut S) {
+    parse_into_with(input, options, sink, &mut Scratch::one_body());
 }
 
 /// The buffers reading a body needs (the token tape, the bin vectors), for a caller that reads
 /// many bodies and keeps them from one to the next: grown and faulted in once, not per body.
-#[derive(Default)]
 pub struct Scratch {
     tape: Vec<Token>,
     bins: KeyedBins,
@@ -56,11 +58,23 @@ pub struct Scratch {
     suffixes: SuffixMemo,
 }
 
+impl Default for Scratch {
+    fn default() -> Scratch {
+        Scratch {
+            tape: Vec::new(),
+            bins: KeyedBins::default(),
+            walk_bins: None,
+            decoded_bins: None,
+            suffixes: crate::tags::suffix_memo(),
+        }
+    }
+}
+
 impl Scratch {
     /// Buffers for one body: no key is seen again, so none is remembered.
     fn one_body() -> Scratch {
         Scratch {
-            suffixes: SuffixMemo::off(),
+            suffixes: SuffixMemo::off(crate::tags::LIMITS),
             ..Scratch::default()
         }
     }
@@ -75,11 +89,11 @@ impl Scratch {
     }
 }
 
-/// [`visit`] with the caller's buffers.
-pub fn visit_with<V: Visitor>(
+/// [`parse_into`] with the caller's buffers.
+pub fn parse_into_with<S: Sink>(
     input: &[u8],
     options: &Options,
-    visitor: &mut V,
+    sink: &mut S,
     scratch: &mut Scratch,
 ) {
     if input.len() > json::BODY_BYTES_MAX {
@@ -88,7 +102,7 @@ pub fn visit_with<V: Visitor>(
             size: input.len(),
             max: json::BODY_BYTES_MAX,
         };
-        visitor.reject(&|| "body".to_owned(), reason, true);
+        sink.reject(&|| "body".to_owned(), reason, Scope::Whole);
         return;
     }
     let mut tokenizer = Tokenizer::with_bins(input, std::mem::take(&mut scratch.bins));
@@ -105,7 +119,7 @@ pub fn visit_with<V: Visitor>(
     // plain slices instead of a UTF-8 check per token.
     let text = simdutf8::basic::from_utf8(input).ok();
     while let Some(result) = tokenizer.next_document(&mut tape) {
-        visitor.document(document, 0);
+        sink.document(document, 0);
         document += 1;
         match result {
             Err(e) => {
@@ -114,10 +128,10 @@ pub fn visit_with<V: Visitor>(
                 let reason = Reason::Syntax {
                     expected: e.expected,
                 };
-                visitor.reject(&location, reason, true);
+                sink.reject(&location, reason, Scope::Rest);
                 break;
             }
-            Ok(Err(e)) => reject_document(visitor, input, document, e),
+            Ok(Err(e)) => reject_document(sink, input, document, e),
             Ok(Ok(())) => {
                 let mut walker = Walker {
                     input,
@@ -125,7 +139,7 @@ pub fn visit_with<V: Visitor>(
                     tape: &tape,
                     options,
                     document,
-                    visitor: &mut *visitor,
+                    sink: &mut *sink,
                     accepted,
                     path: String::new(),
                     key_tags: KeyTags::default(),
@@ -150,7 +164,7 @@ pub fn visit_with<V: Visitor>(
     scratch.decoded_bins = decoded.take();
 }
 
-fn reject_document(visitor: &mut impl Visitor, input: &[u8], document: usize, e: DocumentError) {
+fn reject_document(sink: &mut impl Sink, input: &[u8], document: usize, e: DocumentError) {
     let (position, reason) = match e {
         DocumentError::InvalidUtf8 { position } => (position, Reason::InvalidUtf8),
         DocumentError::TooDeep { position } => (
@@ -163,7 +177,7 @@ fn reject_document(visitor: &mut impl Visitor, input: &[u8], document: usize, e:
         ),
     };
     let location = || format!("document {document}, {}", position_text(input, position));
-    visitor.reject(&location, reason, false);
+    sink.reject(&location, reason, Scope::One);
 }
 
 fn position_text(input: &[u8], position: usize) -> String {
@@ -172,28 +186,28 @@ fn position_text(input: &[u8], position: usize) -> String {
 }
 
 /// Walks one document's tape, building names from the path of keys.
-struct Walker<'a, 'b, V> {
+struct Walker<'a, 'b, S> {
     input: &'a [u8],
     /// `input` as text when all of it is UTF-8.
     text: Option<&'a str>,
     tape: &'b [Token],
     options: &'b Options,
     document: usize,
-    visitor: &'b mut V,
-    /// Metrics handed to the visitor in this body so far, against `SAMPLES_PER_BATCH_MAX`.
+    sink: &'b mut S,
+    /// Metrics handed to the sink in this body so far, against `SAMPLES_PER_BATCH_MAX`.
     accepted: usize,
     /// The flattened name of the value being visited, without `|ST[…]` suffixes.
     path: String,
     /// The stream tags of the keys on the way to the value being visited.
     key_tags: KeyTags,
     /// The plain `|ST[…]` suffix of the value's own key while no key above it has tags: lent
-    /// to the visitor as it is, or moved into `key_tags` when the value turns out to hold
+    /// to the sink as it is, or moved into `key_tags` when the value turns out to hold
     /// other values or carries `_tags`.
     suffix: Option<PlainSuffix<'a>>,
     /// The bins of the histogram being read, kept between histograms (and documents) so that
     /// each `_value` array does not allocate its own; a `Cell` as the walk borrows `self` shared.
     bins: &'b Cell<Option<Box<KeyedBins>>>,
-    /// The bins of a base64 `_value` decoded in place, lent to the visitor as they are; kept
+    /// The bins of a base64 `_value` decoded in place, lent to the sink as they are; kept
     /// between histograms like `bins`.
     decoded: &'b Cell<Option<Box<KeyedBins>>>,
     /// The bins the tokenizer read for this document's `Bins` arrays.
@@ -292,7 +306,7 @@ struct Explicit {
     tags: Option<usize>,
 }
 
-impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
+impl<'a: 'b, 'b, S: Sink> Walker<'a, 'b, S> {
     /// Visits each member of the object at `index`; false once the batch is full.
     fn members(&mut self, index: usize) -> bool {
         self.suffix_into_key_tags();
@@ -740,7 +754,7 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
     }
 
     /// Hands over a metric named by the current path; false once the batch is full or the
-    /// visitor stops.
+    /// sink stops.
     fn emit(
         &mut self,
         found: Found<'_>,
@@ -784,15 +798,26 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
             self.suffix.is_none() || tags.is_empty(),
             "a suffix is lent alone"
         );
-        self.visitor.metric(Metric {
-            name: &self.path,
-            tags_id,
+        // A value's own suffix, with no other tags: its name and suffix text determine the
+        // series alone.
+        let (tags, raw) = match self.suffix {
+            Some(plain) => (
+                TagsRef::Suffix(plain.text),
+                Some(RawSeries {
+                    first: self.path.as_bytes(),
+                    second: plain.text.as_bytes(),
+                }),
+            ),
+            None => (TagsRef::List { id: tags_id, tags }, None),
+        };
+        let series = Series {
+            name: Name::new(&self.path),
             tags,
-            suffix: self.suffix.map(|plain| plain.text),
-            ts_ms,
-            value,
-            mode,
-        })
+            lookup: Lookup::NotAsked,
+            raw,
+            index: None,
+        };
+        self.sink.sample(&series, Point { ts_ms, value, mode })
     }
 
     /// Rejects the rest of the body at the metric one past `SAMPLES_PER_BATCH_MAX`.
@@ -804,15 +829,15 @@ impl<'a: 'b, 'b, V: Visitor> Walker<'a, 'b, V> {
             max: SAMPLES_PER_BATCH_MAX,
         };
         let (document, path) = (self.document, &self.path);
-        self.visitor
-            .reject(&|| key_location(document, path), reason, true);
+        self.sink
+            .reject(&|| key_location(document, path), reason, Scope::Rest);
         false
     }
 
     fn reject_here(&mut self, reason: Reason) -> bool {
         let (document, path) = (self.document, &self.path);
-        self.visitor
-            .reject(&|| key_location(document, path), reason, false);
+        self.sink
+            .reject(&|| key_location(document, path), reason, Scope::One);
         true
     }
 

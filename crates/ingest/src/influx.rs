@@ -6,10 +6,11 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::batch::{
-    check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample, TagList, Tags, Value,
-    NAME_BYTES_MAX,
+    check_tag, check_tag_count, Batch, Mode, Options, Reason, TagList, Tags, Value, NAME_BYTES_MAX,
+    SAMPLES_PER_BATCH_MAX,
 };
 use crate::lines::{self, LineError};
+use crate::sink::{Lookup, Name, Point, RawSeries, Scope, Series, Sink, TagsRef, ValueRef};
 
 /// Joins the measurement and the field key into the stream name.
 pub const FIELD_SEPARATOR: char = '_';
@@ -49,17 +50,26 @@ impl Precision {
 
 /// Parses a body of lines. Bad lines are rejected with line and column; good ones kept.
 pub fn parse(input: &[u8], options: &Options, precision: Precision) -> Batch {
-    let mut builder = BatchBuilder {
-        batch: Batch::default(),
+    let mut batch = Batch::default();
+    parse_into(input, options, precision, &mut batch);
+    batch
+}
+
+/// [`parse`] into any sink. Each field is a series whose raw bytes are the line's measurement
+/// and tag section as sent, then the field key as sent: a line whose fields the sink all knows
+/// ([`Sink::known_series`]) has its tags neither read nor checked.
+pub fn parse_into<S: Sink>(input: &[u8], options: &Options, precision: Precision, sink: &mut S) {
+    let mut feeder = Feeder {
+        sink,
         tag_sets: TagSets::default(),
+        handed: 0,
     };
-    visit(input, options, precision, &mut builder);
-    builder.batch
+    visit(input, options, precision, &mut feeder);
 }
 
 /// One field of a well-formed line.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Field<'a> {
+pub(crate) struct Field<'a> {
     /// The key exactly as sent (escapes kept).
     pub raw_key: &'a str,
     /// The key with its escapes removed.
@@ -72,7 +82,7 @@ pub struct Field<'a> {
 /// Its tags are read only when asked for ([`Line::tags`]): a caller that already knows the
 /// series by its bytes (`series`) does not pay for them.
 #[derive(Debug)]
-pub struct Line<'a, 'f> {
+pub(crate) struct Line<'a, 'f> {
     /// 1-based, as in rejections.
     pub line_no: usize,
     /// The measurement and tag section exactly as sent (escapes kept): equal sections always
@@ -108,9 +118,8 @@ impl<'a> Line<'a, '_> {
     }
 }
 
-/// Receives the lines of a body in order: the zero-copy path ([`visit`]); [`parse`] builds a
-/// [`Batch`] with one.
-pub trait Visitor<'a> {
+/// Receives the lines of a body in order.
+trait Visitor<'a> {
     /// A well-formed line (its tags not read yet: [`Line::tags`]). Returns `false` to stop
     /// reading the body.
     fn line(&mut self, line: &Line<'a, '_>) -> bool;
@@ -119,8 +128,8 @@ pub trait Visitor<'a> {
 }
 
 /// Reads a body of lines into `visitor`: each well-formed line to [`Visitor::line`], each bad
-/// one to [`Visitor::reject`] (the first error in the line, as [`parse`] names it).
-pub fn visit<'a>(
+/// one to [`Visitor::reject`] (the first error in the line).
+fn visit<'a>(
     input: &'a [u8],
     options: &Options,
     precision: Precision,
@@ -165,43 +174,94 @@ pub fn visit<'a>(
     }
 }
 
-/// The [`Visitor`] behind [`parse`]: owned samples, each distinct tag section's tags shared.
-struct BatchBuilder<'a> {
-    batch: Batch,
+/// Lines into a sink: each field a sample, each distinct tag section's tags read once and
+/// shared (one list per section: cloning it per field made parsing 10× slower).
+struct Feeder<'a, 's, S> {
+    sink: &'s mut S,
     tag_sets: TagSets<'a>,
+    /// Samples handed over, against `SAMPLES_PER_BATCH_MAX`.
+    handed: usize,
 }
 
-impl<'a> Visitor<'a> for BatchBuilder<'a> {
-    fn line(&mut self, line: &Line<'a, '_>) -> bool {
-        let line_no = line.line_no;
+impl<'a, S: Sink> Feeder<'a, '_, S> {
+    /// The line's tags as a shared list and its id, read once per distinct section; `Err`
+    /// rejects the line.
+    fn tags(&mut self, line: &Line<'a, '_>) -> Result<(u64, Tags), (usize, Reason)> {
         let section = line.tag_section();
-        let tags = match self.tag_sets.get(section) {
-            Some(tags) => tags.clone(),
-            None => match line.tags() {
-                Ok(list) => {
-                    let tags: Tags = list.into();
-                    self.tag_sets.insert(section, tags.clone());
-                    tags
-                }
-                Err((offset, reason)) => {
-                    self.batch.reject(|| lines::at(line_no, offset), reason);
-                    return true;
-                }
-            },
+        if let Some(found) = self.tag_sets.get(section) {
+            return Ok(found.clone());
+        }
+        let tags: Tags = line.tags()?.into();
+        let id = self.tag_sets.len() as u64;
+        self.tag_sets.insert(section, (id, tags.clone()));
+        Ok((id, tags))
+    }
+}
+
+impl<'a, S: Sink> Visitor<'a> for Feeder<'a, '_, S> {
+    fn line(&mut self, line: &Line<'a, '_>) -> bool {
+        let (line_no, fields) = (line.line_no, line.fields);
+        if self.handed + fields.len() > SAMPLES_PER_BATCH_MAX {
+            // A line is atomic: the body stops before it.
+            let reason = Reason::Bound {
+                what: "samples in the batch",
+                size: SAMPLES_PER_BATCH_MAX + 1,
+                max: SAMPLES_PER_BATCH_MAX,
+            };
+            self.sink
+                .reject(&|| lines::at(line_no, 0), reason, Scope::Rest);
+            return false;
+        }
+        self.handed += fields.len();
+        let section = line.series.as_bytes();
+        // Read at the first field the sink does not know. A known field's section read
+        // without error before, so reading it cannot fail once a field was handed over: the
+        // line is never half handed over. (A cell, so that the series below, made once per
+        // line, can borrow the tags once they are read.)
+        let tags: std::cell::OnceCell<(u64, Tags)> = std::cell::OnceCell::new();
+        let mut series = Series {
+            name: Name::joined(&line.measurement, FIELD_SEPARATOR, ""),
+            tags: TagsRef::Unread,
+            lookup: Lookup::Unknown,
+            raw: None,
+            index: None,
         };
-        for field in line.fields {
-            let mut name = String::with_capacity(line.measurement.len() + 1 + field.key.len());
-            name.push_str(&line.measurement);
-            name.push(FIELD_SEPARATOR);
-            name.push_str(&field.key);
-            let sample = Sample {
-                name,
-                tags: tags.clone(),
+        for (i, field) in fields.iter().enumerate() {
+            let raw = RawSeries {
+                first: section,
+                second: field.raw_key.as_bytes(),
+            };
+            series.lookup = match self.sink.known_series(raw) {
+                Some(known) => Lookup::Known(known),
+                None => Lookup::Unknown,
+            };
+            if series.lookup == Lookup::Unknown && tags.get().is_none() {
+                match self.tags(line) {
+                    Ok(read) => {
+                        let (id, tags) = tags.get_or_init(|| read);
+                        series.tags = TagsRef::List { id: *id, tags };
+                    }
+                    Err((offset, reason)) => {
+                        debug_assert_eq!(i, 0, "a known section reads without error");
+                        self.reject(line_no, offset, reason);
+                        return true;
+                    }
+                }
+            }
+            let value = match &field.value {
+                Value::Numeric(v) => ValueRef::Numeric(*v),
+                Value::Text(text) => ValueRef::Text(text),
+                // The line protocol has no other kinds.
+                _ => continue,
+            };
+            series.name.tail = Some((FIELD_SEPARATOR, &field.key));
+            series.raw = Some(raw);
+            let point = Point {
                 ts_ms: line.ts_ms,
-                value: field.value.clone(),
+                value,
                 mode: Mode::Set,
             };
-            if !self.batch.push(sample, || lines::at(line_no, 0)) {
+            if !self.sink.sample(&series, point) {
                 return false;
             }
         }
@@ -209,7 +269,8 @@ impl<'a> Visitor<'a> for BatchBuilder<'a> {
     }
 
     fn reject(&mut self, line_no: usize, offset: usize, reason: Reason) {
-        self.batch.reject(|| lines::at(line_no, offset), reason);
+        self.sink
+            .reject(&|| lines::at(line_no, offset), reason, Scope::One);
     }
 }
 
@@ -265,7 +326,9 @@ fn line_len(s: &[u8]) -> (usize, usize) {
 }
 
 /// Tag sections already read in this batch, by their text.
-type TagSets<'a> = HashMap<&'a str, Tags>;
+/// foldhash: the std hasher (SipHash) cost 450 instructions a section, 6 a sample of a body whose
+/// series a sink does not know yet.
+type TagSets<'a> = HashMap<&'a str, (u64, Tags), foldhash::fast::RandomState>;
 
 /// The length of the tag section at the start of `s`: up to the first unescaped space.
 fn section_len(s: &[u8]) -> usize {

@@ -1,6 +1,7 @@
-//! Parsers for every wire format Strata accepts, each from bytes to one [`Batch`]: accepted
-//! samples plus a rejection (place and reason) for everything else. Parsing never touches
-//! storage, never panics on any input, and allocates in proportion to the input only.
+//! Parsers for every wire format Strata accepts, each from bytes into one [`Sink`]: accepted
+//! samples lent from the body, plus a rejection (place and reason) for everything else. Each
+//! protocol's `parse_into` feeds any sink; its `parse` feeds the owned [`Batch`]. Parsing never
+//! touches storage, never panics on any input, and allocates in proportion to the input only.
 //! What each protocol accepts and how it maps: `FORMAT.md`.
 //!
 //! ```
@@ -24,6 +25,7 @@
 
 pub mod batch;
 mod bins;
+mod feed;
 pub mod flat;
 pub mod graphite;
 pub mod httptrap;
@@ -32,12 +34,16 @@ mod json;
 mod lines;
 pub mod otlp;
 pub mod remote_write;
+pub mod sink;
 pub mod statsd;
 mod tags;
-pub mod visit;
 mod wire;
 
 pub use batch::{
     Batch, Mode, Options, Reason, Rejection, Sample, Tags, Value, JSON_DEPTH_MAX, NAME_BYTES_MAX,
     REJECTIONS_LISTED_MAX, SAMPLES_PER_BATCH_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
+};
+pub use sink::{
+    HistogramRef, Known, Lookup, Name, Point, PointAt, RawSeries, Scope, Series, Sink, TagsRef,
+    ValueRef,
 };

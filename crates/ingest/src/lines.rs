@@ -2,7 +2,7 @@
 //! quote awareness itself) on `\n` or `\r\n`, a missing final newline accepted, each line
 //! checked for UTF-8 on its own, and `line N, column C` locations.
 
-use crate::batch::{Batch, Reason};
+use crate::batch::Reason;
 
 /// The lines of `input`, numbered from 1, without their `\n` / `\r\n`.
 pub(crate) fn lines(input: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
@@ -12,15 +12,9 @@ pub(crate) fn lines(input: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
         .map(|(i, line)| (i + 1, line.strip_suffix(b"\r").unwrap_or(line)))
 }
 
-/// The line as text, or `None` after rejecting it with the position of the first bad byte.
-pub(crate) fn utf8<'a>(batch: &mut Batch, line_no: usize, line: &'a [u8]) -> Option<&'a str> {
-    match std::str::from_utf8(line) {
-        Ok(text) => Some(text),
-        Err(e) => {
-            batch.reject(|| at(line_no, e.valid_up_to()), Reason::InvalidUtf8);
-            None
-        }
-    }
+/// The line as text, or the position of its first byte that is not UTF-8.
+pub(crate) fn utf8(line: &[u8]) -> Result<&str, LineError> {
+    std::str::from_utf8(line).map_err(|e| (e.valid_up_to(), Reason::InvalidUtf8))
 }
 
 /// "line 7, column 12" for a 0-based byte offset in the line.

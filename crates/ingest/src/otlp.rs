@@ -7,11 +7,13 @@
 //! is rejected alone and counted — `Batch::rejected_total` is the response's
 //! `partial_success.rejected_data_points`, the first rejection its `error_message`.
 
-use hist::convert::{self, ExplicitHistogram, ExponentialBuckets};
+use hist::convert::{self, Cumulative, ExplicitHistogram, ExponentialBuckets};
 use prost::Message;
 
 use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
 use crate::batch::{TagList, Value, SAMPLES_PER_BATCH_MAX};
+use crate::feed::Feed;
+use crate::sink::Sink;
 use crate::wire::{varint_elements, walk, walk_fields, Field};
 
 /// Request body size (after any gzip): both decoders allocate in proportion to it.
@@ -53,6 +55,13 @@ use proto::{metric, number_data_point, AnyValue, KeyValue};
 
 /// Parses a protobuf `ExportMetricsServiceRequest`.
 pub fn parse_protobuf(body: &[u8], options: &Options) -> Batch {
+    let mut batch = Batch::default();
+    parse_protobuf_into(body, options, &mut batch);
+    batch
+}
+
+/// [`parse_protobuf`] into any sink.
+pub fn parse_protobuf_into<S: Sink>(body: &[u8], options: &Options, sink: &mut S) {
     let decoded = check_size(body)
         .and_then(|()| check_counts(body))
         .and_then(|()| {
@@ -61,7 +70,7 @@ pub fn parse_protobuf(body: &[u8], options: &Options) -> Batch {
                 detail: e.to_string(),
             })
         });
-    batch_of(decoded, options)
+    feed_request(decoded, options, sink)
 }
 
 /// Wire counts of one protobuf request (see `METRIC_MESSAGES_PER_REQUEST_MAX`).
@@ -215,6 +224,13 @@ fn count_exponential_buckets(point: &[u8], count: &mut usize) -> Result<(), Reas
 /// Parses an `ExportMetricsServiceRequest` in the OTLP JSON encoding (camelCase names, 64-bit
 /// integers as strings or numbers, enums as integers).
 pub fn parse_json(body: &[u8], options: &Options) -> Batch {
+    let mut batch = Batch::default();
+    parse_json_into(body, options, &mut batch);
+    batch
+}
+
+/// [`parse_json`] into any sink.
+pub fn parse_json_into<S: Sink>(body: &[u8], options: &Options, sink: &mut S) {
     let decoded = check_size(body)
         .and_then(|()| check_json_counts(body))
         .and_then(|()| {
@@ -225,7 +241,7 @@ pub fn parse_json(body: &[u8], options: &Options) -> Batch {
                 }
             })
         });
-    batch_of(decoded, options)
+    feed_request(decoded, options, sink)
 }
 
 /// Counts JSON objects and the values inside arrays in one pass over the bytes (strings
@@ -313,13 +329,16 @@ fn check_size(body: &[u8]) -> Result<(), Reason> {
     Ok(())
 }
 
-fn batch_of(decoded: Result<proto::ExportMetricsServiceRequest, Reason>, o: &Options) -> Batch {
-    let mut batch = Batch::default();
+fn feed_request<S: Sink>(
+    decoded: Result<proto::ExportMetricsServiceRequest, Reason>,
+    o: &Options,
+    sink: &mut S,
+) {
+    let mut feed = Feed::new(sink);
     match decoded {
-        Ok(request) => add_request(&mut batch, &request, o),
-        Err(reason) => batch.reject_rest(|| "body".to_owned(), reason),
+        Ok(request) => add_request(&mut feed, &request, o),
+        Err(reason) => feed.reject_whole(|| "body".to_owned(), reason),
     }
-    batch
 }
 
 /// Where a data point is: resource, scope and metric indexes and the metric's name.
@@ -343,7 +362,11 @@ impl Place<'_> {
     }
 }
 
-fn add_request(batch: &mut Batch, request: &proto::ExportMetricsServiceRequest, o: &Options) {
+fn add_request<S: Sink>(
+    feed: &mut Feed<'_, S>,
+    request: &proto::ExportMetricsServiceRequest,
+    o: &Options,
+) {
     for (r, resource_metrics) in request.resource_metrics.iter().enumerate() {
         let attributes = resource_metrics
             .resource
@@ -357,7 +380,7 @@ fn add_request(batch: &mut Batch, request: &proto::ExportMetricsServiceRequest, 
                     metric: m,
                     name: &metric.name,
                 };
-                if !add_metric(batch, attributes, metric, &place, o) {
+                if !add_metric(feed, attributes, metric, &place, o) {
                     return;
                 }
             }
@@ -366,8 +389,8 @@ fn add_request(batch: &mut Batch, request: &proto::ExportMetricsServiceRequest, 
 }
 
 /// One metric's data points, in order; `false` once the batch is full.
-fn add_metric(
-    batch: &mut Batch,
+fn add_metric<S: Sink>(
+    feed: &mut Feed<'_, S>,
     resource: &[KeyValue],
     metric: &proto::Metric,
     place: &Place<'_>,
@@ -376,14 +399,14 @@ fn add_metric(
     let points = match points(metric) {
         Ok(points) => points,
         Err(reason) => {
-            batch.reject(|| place.metric(), reason);
+            feed.reject(|| place.metric(), reason);
             return true;
         }
     };
     if let Err(reason) = check_name(&metric.name) {
         // Every point of an unnamed metric is rejected: each one counts as rejected_data_points.
         for i in 0..points.len().max(1) {
-            batch.reject(|| place.point(i), reason.clone());
+            feed.reject(|| place.point(i), reason.clone());
         }
         return true;
     }
@@ -412,11 +435,11 @@ fn add_metric(
         });
         match sample {
             Ok(s) => {
-                if !batch.push(s, || place.point(i)) {
+                if !feed.push(s, || place.point(i)) {
                     return false;
                 }
             }
-            Err(reason) => batch.reject(|| place.point(i), reason),
+            Err(reason) => feed.reject(|| place.point(i), reason),
         }
     }
     true
@@ -451,7 +474,7 @@ fn points(metric: &proto::Metric) -> Result<Vec<Point<'_>>, Reason> {
             Ok(h.data_points
                 .iter()
                 .map(|p| {
-                    let v = histogram(explicit(p), cumulative)?;
+                    let v = explicit(p, cumulative)?;
                     Ok((&p.attributes[..], p.time_unix_nano, v, Mode::Set))
                 })
                 .collect())
@@ -461,7 +484,7 @@ fn points(metric: &proto::Metric) -> Result<Vec<Point<'_>>, Reason> {
             Ok(h.data_points
                 .iter()
                 .map(|p| {
-                    let v = histogram(exponential(p), cumulative)?;
+                    let v = exponential(p, cumulative)?;
                     Ok((&p.attributes[..], p.time_unix_nano, v, Mode::Set))
                 })
                 .collect())
@@ -493,18 +516,6 @@ fn cumulative(temporality: i32) -> Result<bool, Reason> {
     }
 }
 
-fn histogram(
-    converted: Result<convert::Converted, convert::ConvertError>,
-    cumulative: bool,
-) -> Result<Value, Reason> {
-    let h = converted.map_err(Reason::Histogram)?.histogram;
-    Ok(if cumulative {
-        Value::CumulativeHistogram(h)
-    } else {
-        Value::Histogram(h)
-    })
-}
-
 fn number(p: &proto::NumberDataPoint) -> Result<Value, Reason> {
     let v = match p.value {
         Some(number_data_point::Value::AsDouble(v)) => v,
@@ -517,20 +528,29 @@ fn number(p: &proto::NumberDataPoint) -> Result<Value, Reason> {
     Ok(Value::Numeric(v))
 }
 
-fn explicit(p: &proto::HistogramDataPoint) -> Result<convert::Converted, convert::ConvertError> {
-    convert::from_explicit(&ExplicitHistogram {
+/// A cumulative point stays in its own buckets until the store has differenced it; a delta
+/// point is converted now.
+fn explicit(p: &proto::HistogramDataPoint, cumulative: bool) -> Result<Value, Reason> {
+    let h = ExplicitHistogram {
         explicit_bounds: p.explicit_bounds.clone(),
         bucket_counts: p.bucket_counts.clone(),
         count: p.count,
         sum: p.sum,
         min: p.min,
         max: p.max,
-    })
+    };
+    let value = if cumulative {
+        Cumulative::from_explicit(&h).map(Value::Cumulative)
+    } else {
+        convert::from_explicit(&h).map(|c| Value::Histogram(c.histogram))
+    };
+    value.map_err(Reason::Histogram)
 }
 
 fn exponential(
     p: &proto::ExponentialHistogramDataPoint,
-) -> Result<convert::Converted, convert::ConvertError> {
+    cumulative: bool,
+) -> Result<Value, Reason> {
     let buckets = |b: &Option<proto::Buckets>| {
         b.as_ref()
             .map_or_else(ExponentialBuckets::default, |b| ExponentialBuckets {
@@ -538,7 +558,7 @@ fn exponential(
                 bucket_counts: b.bucket_counts.clone(),
             })
     };
-    convert::from_exponential(&convert::ExponentialHistogram {
+    let h = convert::ExponentialHistogram {
         scale: p.scale,
         count: p.count,
         sum: p.sum,
@@ -548,7 +568,13 @@ fn exponential(
         negative: buckets(&p.negative),
         min: p.min,
         max: p.max,
-    })
+    };
+    let value = if cumulative {
+        Cumulative::from_exponential(&h).map(Value::Cumulative)
+    } else {
+        convert::from_exponential(&h).map(|c| Value::Histogram(c.histogram))
+    };
+    value.map_err(Reason::Histogram)
 }
 
 /// `time_unix_nano` in ms (rounded down); 0 (unset) means at receipt.

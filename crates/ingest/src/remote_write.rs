@@ -7,11 +7,14 @@
 //! A body that cannot be decompressed or decoded is rejected whole (`rest_of_body`: the server
 //! answers 400, which senders do not retry); a bad series or sample is rejected alone, named.
 
-use hist::convert::{self, NativeCounts, NativeHistogram, Span};
+use hist::convert::{self, Cumulative, NativeCounts, NativeHistogram, Span};
 use prost::Message;
 
 use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
 use crate::batch::{TagList, Value, SAMPLES_PER_BATCH_MAX};
+use crate::sink::{
+    HistogramRef, Lookup, Name, Point, PointAt, RawSeries, Scope, Series, Sink, TagsRef, ValueRef,
+};
 use crate::wire::{packed_varints, varint_elements, walk_wire, Field, Wire};
 
 /// Decompressed body size: checked against the length snappy declares in its header before
@@ -139,7 +142,7 @@ pub mod proto {
     }
 }
 
-/// Which kind of point a [`Visitor`] is handed; its `name` is how rejections call it.
+/// Which kind of point a series holds; its `name` is how rejections call it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PointKind {
     /// A float sample (`TimeSeries.samples`).
@@ -157,64 +160,53 @@ impl PointKind {
     }
 }
 
-/// Receives a decoded request one series at a time, borrowing from the body: the zero-copy
-/// path the server writes through ([`visit`]); [`parse`] builds a [`Batch`] with one.
-pub trait Visitor {
-    /// Called first for each series with its bytes as sent up to the end of its last label
-    /// (labels and their field headers, plus anything sent between them): equal bytes always
-    /// decode to equal labels, and bytes whose labels were accepted once always are. `true`
-    /// = the visitor knows the series from such bytes (an earlier request): its labels are
-    /// then neither decoded nor checked nor handed to [`Visitor::series`]; its points follow.
-    fn known_series(&mut self, index: usize, labels_raw: &[u8]) -> bool {
-        let _ = (index, labels_raw);
-        false
-    }
-    /// Series `index` (0-based, in request order): its metric name (`__name__`) and every
-    /// label in the order sent (`__name__` included), UTF-8 and within the crate's bounds.
-    /// Returns whether to visit the series' points.
-    fn series(&mut self, index: usize, name: &str, labels: &[(&str, &str)]) -> bool;
-    /// Series `index` is rejected whole (a label not UTF-8, a bound): none of its points follow.
-    fn reject_series(&mut self, index: usize, reason: Reason);
-    /// Point `i` (counted per kind, in order sent) of the last series accepted by
-    /// [`Visitor::series`]: its timestamp (checked against the options) and value
-    /// (`Numeric`, `Histogram` or `CumulativeHistogram`), or why it is rejected. Floats come
-    /// before histograms, stale markers included. Returns `false` to stop the request.
-    fn point(&mut self, kind: PointKind, i: usize, point: Result<(i64, Value), Reason>) -> bool;
-}
-
 /// Parses one remote write 1.0 body (snappy block format, as the HTTP body arrives).
 pub fn parse(body: &[u8], options: &Options) -> Batch {
+    let mut batch = Batch::default();
+    parse_into(body, options, &mut batch);
+    batch
+}
+
+/// [`parse`] into any sink.
+pub fn parse_into<S: Sink>(body: &[u8], options: &Options, sink: &mut S) {
     match decompress(body) {
-        Ok(raw) => parse_decompressed(&raw, options),
-        Err(reason) => rejected_body(reason),
+        Ok(raw) => parse_decompressed_into(&raw, options, sink),
+        Err(reason) => reject_body(sink, reason),
     }
 }
 
 /// Parses an already decompressed `WriteRequest` (the fuzz targets reach the protobuf decoder
 /// through it without having to produce valid snappy).
 pub fn parse_decompressed(raw: &[u8], options: &Options) -> Batch {
-    let mut builder = BatchBuilder {
-        batch: Batch::default(),
-        id: None,
-    };
-    match visit(raw, options, &mut builder) {
-        Ok(()) => builder.batch,
-        Err(reason) => rejected_body(reason),
-    }
-}
-
-fn rejected_body(reason: Reason) -> Batch {
     let mut batch = Batch::default();
-    batch.reject_rest(|| "body".to_owned(), reason);
+    parse_decompressed_into(raw, options, &mut batch);
     batch
 }
 
-/// Decodes a decompressed `WriteRequest` into `visitor`, checking the body's structure (as
+/// [`parse_decompressed`] into any sink: each series' labels lent from the body (its raw
+/// bytes asked about first, [`Sink::known_series`]: a known series' labels are not decoded),
+/// announced ([`Sink::series`]) and then its points. A body found malformed after some series
+/// were handed over is rejected whole ([`Scope::Whole`]): the sink drops what it got.
+pub fn parse_decompressed_into<S: Sink>(raw: &[u8], options: &Options, sink: &mut S) {
+    // The decoder itself is compiled here once, not per sink: its wire walk is inlined into
+    // one loop here, and a few calls per series through a `dyn` sink cost far less than the
+    // walk's helpers called across crates (+1,000 instructions a series, measured).
+    if let Err(reason) = feed(raw, options, sink) {
+        reject_body(sink, reason);
+    }
+}
+
+/// Rejects the body whole, as location `body`.
+pub fn reject_body<S: Sink + ?Sized>(sink: &mut S, reason: Reason) {
+    sink.reject(&|| "body".to_owned(), reason, Scope::Whole);
+}
+
+/// Decodes a decompressed `WriteRequest` into `sink`, checking the body's structure (as
 /// prost would decode it) and the request bounds in the same pass. An `Err` — the body
-/// rejected whole — may come after some series were visited: the caller drops what it got.
-/// Past a bound nothing more is visited, but the rest is still checked, so a body is refused
-/// for a malformed field before a bound, as when it was checked first.
-pub fn visit(raw: &[u8], options: &Options, visitor: &mut dyn Visitor) -> Result<(), Reason> {
+/// rejected whole — may come after some series were handed over.
+/// Past a bound nothing more is handed over, but the rest is still checked, so a body is
+/// refused for a malformed field before a bound, as when it was checked first.
+fn feed(raw: &[u8], options: &Options, sink: &mut dyn Sink) -> Result<(), Reason> {
     if raw.len() > DECOMPRESSED_BYTES_MAX {
         return Err(Reason::Bound {
             what: "decompressed body size in bytes",
@@ -231,7 +223,7 @@ pub fn visit(raw: &[u8], options: &Options, visitor: &mut dyn Visitor) -> Result
             counts.series += 1;
             visiting &= counts.over().is_none();
             if visiting {
-                visiting = visit_series(index, series, options, &mut labels, visitor, &mut counts)?;
+                visiting = feed_series(index, series, options, &mut labels, sink, &mut counts)?;
             } else {
                 check_series(series, &mut counts)?;
             }
@@ -289,14 +281,14 @@ struct Labels<'a> {
     text: Vec<(&'a str, &'a str)>,
 }
 
-/// One series, checked as it is read; `false` once nothing more is to be visited (the
-/// visitor stopped the request, or a bound was passed).
-fn visit_series<'a>(
+/// One series, checked as it is read; `false` once nothing more is to be handed over (the
+/// sink stopped the request, or a bound was passed).
+fn feed_series<'a>(
     index: usize,
     series: &'a [u8],
     options: &Options,
     scratch: &mut Labels<'a>,
-    visitor: &mut dyn Visitor,
+    sink: &mut dyn Sink,
     counts: &mut Counts,
 ) -> Result<bool, Reason> {
     scratch.payloads.clear();
@@ -328,43 +320,86 @@ fn visit_series<'a>(
         check_series(series, &mut Counts::default())?;
         return Ok(false);
     }
-    // Bytes whose labels were read before are not read again (nor checked: they were).
-    if !visitor.known_series(index, &series[..labels_end]) {
-        for &label in &scratch.payloads {
-            scratch.raw.push(read_label(label)?);
-        }
-        // One UTF-8 check over the series up to its last label (the labels and their field
-        // headers, which are ASCII for labels under 128 bytes) instead of two short ones per
-        // label: within valid UTF-8, a part is valid exactly when it starts and ends on char
-        // boundaries.
-        let text = std::str::from_utf8(&series[..labels_end]).ok();
-        let mut utf8_ok = true;
-        for &(name, value) in &scratch.raw {
-            match (
-                utf8_part(text, series, name),
-                utf8_part(text, series, value),
-            ) {
-                (Some(name), Some(value)) => scratch.text.push((name, value)),
-                _ => {
-                    utf8_ok = false;
-                    break;
-                }
-            }
-        }
-        let labels = &scratch.text;
-        let accepted = match check_labels(labels, utf8_ok) {
-            Ok(name) => visitor.series(index, name, labels),
+    // The series' bytes up to the end of its last label (labels and their field headers,
+    // plus anything sent between them): equal bytes always decode to equal labels, and bytes
+    // whose labels were accepted once always are. A series the sink knows by them is not
+    // decoded (nor checked: it was).
+    let raw = RawSeries {
+        first: &series[..labels_end],
+        second: b"",
+    };
+    let handed = match sink.known_series(raw) {
+        Some(known) => Series {
+            name: Name::new(""),
+            tags: TagsRef::Unread,
+            lookup: Lookup::Known(known),
+            raw: Some(raw),
+            index: Some(index),
+        },
+        None => match read_labels(series, labels_end, scratch) {
+            Ok(name) => Series {
+                name: Name::new(name),
+                tags: TagsRef::Labels(&scratch.text),
+                lookup: Lookup::Unknown,
+                raw: Some(raw),
+                index: Some(index),
+            },
             Err(reason) => {
-                visitor.reject_series(index, reason);
-                false
+                let reason = reason?;
+                sink.reject(&|| format!("series {index}"), reason, Scope::One);
+                // Its points are not handed over, but checked and counted all the same.
+                check_points(series, counts)?;
+                return Ok(counts.over().is_none());
             }
-        };
-        if !accepted {
-            // Its points are not visited, but checked and counted all the same.
-            check_points(series, counts)?;
-            return Ok(counts.over().is_none());
+        },
+    };
+    if !sink.series(&handed) {
+        check_points(series, counts)?;
+        return Ok(counts.over().is_none());
+    }
+    feed_points(series, has_histograms, &handed, options, sink, counts)
+}
+
+/// A series' labels decoded into `scratch.text`, checked; its name. `Err(Ok(reason))`
+/// rejects the series alone, `Err(Err(reason))` the body.
+fn read_labels<'a>(
+    series: &'a [u8],
+    labels_end: usize,
+    scratch: &mut Labels<'a>,
+) -> Result<&'a str, Result<Reason, Reason>> {
+    for &label in &scratch.payloads {
+        scratch.raw.push(read_label(label).map_err(Err)?);
+    }
+    // One UTF-8 check over the series up to its last label (the labels and their field
+    // headers, which are ASCII for labels under 128 bytes) instead of two short ones per
+    // label: within valid UTF-8, a part is valid exactly when it starts and ends on char
+    // boundaries.
+    let text = std::str::from_utf8(&series[..labels_end]).ok();
+    let mut utf8_ok = true;
+    for &(name, value) in &scratch.raw {
+        match (
+            utf8_part(text, series, name),
+            utf8_part(text, series, value),
+        ) {
+            (Some(name), Some(value)) => scratch.text.push((name, value)),
+            _ => {
+                utf8_ok = false;
+                break;
+            }
         }
     }
+    check_labels(&scratch.text, utf8_ok).map_err(Ok)
+}
+
+/// The points of a series the sink took: floats, then native histograms.
+fn feed_points(
+    series: &[u8],
+    has_histograms: bool,
+    handed: &Series<'_>,
+    options: &Options,
+    sink: &mut dyn Sink,
+    counts: &mut Counts,
+) -> Result<bool, Reason> {
     let mut go_on = true;
     let mut i = 0usize;
     check_message(series, series_fields, &mut |field, wire| {
@@ -372,7 +407,7 @@ fn visit_series<'a>(
             let sample = read_sample(sample)?;
             if go_on {
                 if let Some(point) = float_point(sample, options) {
-                    go_on = visitor.point(PointKind::Sample, i, point);
+                    go_on = hand_point(sink, handed, PointKind::Sample, i, point);
                 }
             }
             i += 1;
@@ -396,12 +431,55 @@ fn visit_series<'a>(
                 return Ok(());
             }
             let point = native_point(&histogram, options);
-            go_on = visitor.point(PointKind::Histogram, i, point);
+            go_on = hand_point(sink, handed, PointKind::Histogram, i, point);
             i += 1;
         }
         Ok(())
     })?;
     Ok(go_on && counts.over().is_none())
+}
+
+/// One point of a series to the sink, or its rejection; `false` when the sink stopped.
+fn hand_point(
+    sink: &mut dyn Sink,
+    series: &Series<'_>,
+    kind: PointKind,
+    i: usize,
+    point: Result<(i64, Value), Reason>,
+) -> bool {
+    match point {
+        Ok((ts_ms, value)) => {
+            let text: String;
+            let value = match value {
+                Value::Numeric(v) => ValueRef::Numeric(v),
+                Value::Histogram(h) => ValueRef::Histogram(HistogramRef::Built(h)),
+                Value::CumulativeHistogram(h) => {
+                    ValueRef::CumulativeHistogram(HistogramRef::Built(h))
+                }
+                Value::Cumulative(c) => ValueRef::Cumulative(c),
+                // The decoder makes only numerics and histograms.
+                Value::Null => ValueRef::Null,
+                Value::Text(owned) => {
+                    text = owned;
+                    ValueRef::Text(&text)
+                }
+            };
+            let point = Point {
+                ts_ms: Some(ts_ms),
+                value,
+                mode: Mode::Set,
+            };
+            sink.sample(series, point)
+        }
+        Err(reason) => {
+            let at = PointAt {
+                kind: kind.name(),
+                index: i,
+            };
+            sink.reject_point(series, at, reason);
+            true
+        }
+    }
 }
 
 /// A series' structure checked and its parts counted, nothing decoded.
@@ -569,13 +647,7 @@ fn float_point(s: proto::Sample, o: &Options) -> Option<Result<(i64, Value), Rea
 /// per-period differences); `reset_hint = GAUGE` ones are snapshots.
 fn native_point(h: &proto::Histogram, o: &Options) -> Result<(i64, Value), Reason> {
     let ts_ms = o.check_ts(h.timestamp)?;
-    let converted = convert::from_native(&native(h)).map_err(Reason::Histogram)?;
-    let value = if h.reset_hint == RESET_HINT_GAUGE {
-        Value::Histogram(converted.histogram)
-    } else {
-        Value::CumulativeHistogram(converted.histogram)
-    };
-    Ok((ts_ms, value))
+    Ok((ts_ms, native_value(h)?))
 }
 
 /// A histogram read from the wire as prost reads it (scalars and oneofs last one wins,
@@ -799,67 +871,7 @@ fn snappy_error(e: snap::Error) -> Reason {
     }
 }
 
-/// The series' metric name and tags, as the batch's samples carry them.
-struct SeriesId {
-    index: usize,
-    name: String,
-    tags: crate::Tags,
-}
-
-/// The [`Visitor`] behind [`parse`]: owned samples in a [`Batch`].
-struct BatchBuilder {
-    batch: Batch,
-    /// The series whose points come next.
-    id: Option<SeriesId>,
-}
-
-impl Visitor for BatchBuilder {
-    fn series(&mut self, index: usize, name: &str, labels: &[(&str, &str)]) -> bool {
-        let tags: TagList = labels
-            .iter()
-            .filter(|(key, _)| *key != "__name__")
-            .map(|&(key, value)| (key.to_owned(), value.to_owned()))
-            .collect();
-        self.id = Some(SeriesId {
-            index,
-            name: name.to_owned(),
-            tags: tags.into(),
-        });
-        true
-    }
-
-    fn reject_series(&mut self, index: usize, reason: Reason) {
-        self.id = None;
-        self.batch.reject(|| format!("series {index}"), reason);
-    }
-
-    fn point(&mut self, kind: PointKind, i: usize, point: Result<(i64, Value), Reason>) -> bool {
-        let Some(id) = &self.id else {
-            // Points follow only a series the builder accepted.
-            debug_assert!(false, "a point without its series");
-            return true;
-        };
-        let at = || format!("series {} (`{}`), {} {i}", id.index, id.name, kind.name());
-        match point {
-            Ok((ts_ms, value)) => {
-                let sample = Sample {
-                    name: id.name.clone(),
-                    tags: id.tags.clone(),
-                    ts_ms: Some(ts_ms),
-                    value,
-                    mode: Mode::Set,
-                };
-                self.batch.push(sample, at)
-            }
-            Err(reason) => {
-                self.batch.reject(at, reason);
-                true
-            }
-        }
-    }
-}
-
-/// The decoder this crate had before [`visit`]: prost decodes the whole request into owned
+/// The decoder this crate had before [`parse_into`]: prost decodes the whole request into owned
 /// structs, then each sample is built from them. Kept as the reference the proptests compare
 /// [`parse`] with; not for production use (several allocations per label and sample).
 #[doc(hidden)]
@@ -893,7 +905,7 @@ fn add_series(batch: &mut Batch, index: usize, series: &proto::TimeSeries, o: &O
     let id = match series_id(&series.labels) {
         Ok(id) => id,
         Err(reason) => {
-            batch.reject(|| format!("series {index}"), reason);
+            batch.reject_one(|| format!("series {index}"), reason);
             return true;
         }
     };
@@ -906,7 +918,7 @@ fn add_series(batch: &mut Batch, index: usize, series: &proto::TimeSeries, o: &O
                 }
             }
             Ok(None) => {}
-            Err(reason) => batch.reject(|| at("sample", i), reason),
+            Err(reason) => batch.reject_one(|| at("sample", i), reason),
         }
     }
     for (i, histogram) in series.histograms.iter().enumerate() {
@@ -916,7 +928,7 @@ fn add_series(batch: &mut Batch, index: usize, series: &proto::TimeSeries, o: &O
                     return false;
                 }
             }
-            Err(reason) => batch.reject(|| at("histogram", i), reason),
+            Err(reason) => batch.reject_one(|| at("histogram", i), reason),
         }
     }
     true
@@ -963,13 +975,7 @@ fn float_sample(
 /// differences); `reset_hint = GAUGE` ones are snapshots.
 fn native_sample(id: &ProstSeriesId, h: &proto::Histogram, o: &Options) -> Result<Sample, Reason> {
     let ts_ms = o.check_ts(h.timestamp)?;
-    let converted = convert::from_native(&native(h)).map_err(Reason::Histogram)?;
-    let value = if h.reset_hint == RESET_HINT_GAUGE {
-        Value::Histogram(converted.histogram)
-    } else {
-        Value::CumulativeHistogram(converted.histogram)
-    };
-    Ok(prost_sample(id, ts_ms, value))
+    Ok(prost_sample(id, ts_ms, native_value(h)?))
 }
 
 fn prost_sample(id: &ProstSeriesId, ts_ms: i64, value: Value) -> Sample {
@@ -985,6 +991,19 @@ fn prost_sample(id: &ProstSeriesId, ts_ms: i64, value: Value) -> Sample {
 /// The wire histogram as `hist::convert`'s input. Float counts are used when the count, the
 /// zero count or any bucket is sent as a float (upstream, a histogram is all-integer or
 /// all-float; a mix is read as float so no count is dropped).
+/// A gauge histogram is a snapshot, converted now; a counter histogram stays in its own buckets
+/// until the store has differenced it.
+fn native_value(h: &proto::Histogram) -> Result<Value, Reason> {
+    let native = native(h);
+    if h.reset_hint == RESET_HINT_GAUGE {
+        let converted = convert::from_native(&native).map_err(Reason::Histogram)?;
+        Ok(Value::Histogram(converted.histogram))
+    } else {
+        let cumulative = Cumulative::from_native(&native).map_err(Reason::Histogram)?;
+        Ok(Value::Cumulative(cumulative))
+    }
+}
+
 fn native(h: &proto::Histogram) -> NativeHistogram {
     let float = matches!(h.count, Some(proto::Count::CountFloat(_)))
         || matches!(h.zero_count, Some(proto::ZeroCount::ZeroCountFloat(_)))

@@ -9,30 +9,42 @@ use crate::batch::{
     check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample, TagList, Tags,
     Value,
 };
+use crate::feed::Feed;
 use crate::lines::{self, finite, offset_in, LineError};
+use crate::sink::Sink;
 
 /// Parses one datagram (or a TCP chunk of whole lines). Bad lines are rejected with their line
 /// number and column; good lines are kept.
 pub fn parse(input: &[u8], options: &Options) -> Batch {
     let mut batch = Batch::default();
+    parse_into(input, options, &mut batch);
+    batch
+}
+
+/// [`parse`] into any sink.
+pub fn parse_into<S: Sink>(input: &[u8], options: &Options, sink: &mut S) {
+    let mut feed = Feed::new(sink);
     let mut state = State::default();
     for (line_no, bytes) in lines::lines(input) {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let Some(line) = lines::utf8(&mut batch, line_no, bytes) else {
-            continue;
+        let line = match lines::utf8(bytes) {
+            Ok(line) => line,
+            Err((offset, reason)) => {
+                feed.reject(|| lines::at(line_no, offset), reason);
+                continue;
+            }
         };
         match parse_line(line, options, &mut state) {
             Ok(metric) => {
-                if !metric.push_into(&mut batch, &mut state, line_no) {
+                if !metric.push_into(&mut feed, &mut state, line_no) {
                     break;
                 }
             }
-            Err((offset, reason)) => batch.reject(|| lines::at(line_no, offset), reason),
+            Err((offset, reason)) => feed.reject(|| lines::at(line_no, offset), reason),
         }
     }
-    batch
 }
 
 /// What one batch remembers across its lines.
@@ -144,18 +156,23 @@ impl<'a> Metric<'a> {
     }
 
     /// Turns the line into samples; false once the batch is full.
-    fn push_into(mut self, batch: &mut Batch, state: &mut State<'_>, line_no: usize) -> bool {
+    fn push_into<S: Sink>(
+        mut self,
+        feed: &mut Feed<'_, S>,
+        state: &mut State<'_>,
+        line_no: usize,
+    ) -> bool {
         let location = || lines::at(line_no, 0);
         let tags = self.tags.take().unwrap_or_else(|| state.no_tags.clone());
         let samples = match self.samples(tags, &mut state.sets) {
             Ok(samples) => samples,
             Err(reason) => {
                 let offset = self.name.len() + 1;
-                batch.reject(|| lines::at(line_no, offset), reason);
+                feed.reject(|| lines::at(line_no, offset), reason);
                 return true;
             }
         };
-        samples.into_iter().all(|s| batch.push(s, location))
+        samples.into_iter().all(|s| feed.push(s, location))
     }
 
     fn samples(&self, tags: Tags, sets: &mut SetMembers) -> Result<Vec<Sample>, Reason> {

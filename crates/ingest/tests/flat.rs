@@ -873,6 +873,7 @@ fn render_json(samples: &[Sample], base64_histograms: bool) -> String {
                     (kind, serde_json::to_string(&h.to_text()).unwrap())
                 }
             }
+            Value::Cumulative(_) => panic!("the flat strategy makes no native-bucket totals"),
         };
         let mut fields = vec![
             format!("\"_type\":\"{kind}\""),

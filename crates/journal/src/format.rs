@@ -85,6 +85,18 @@ pub enum Invalid {
     Field(&'static str),
 }
 
+/// What a damage report says (`strata journal verify`, a store's WAL error).
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Invalid::Magic => write!(f, "bad magic bytes"),
+            Invalid::Version(version) => write!(f, "unsupported format version {version}"),
+            Invalid::Checksum => write!(f, "checksum mismatch"),
+            Invalid::Field(what) => write!(f, "bad {what}"),
+        }
+    }
+}
+
 impl SegmentHeader {
     pub fn encode(&self) -> [u8; SEGMENT_HEADER_SIZE_BYTES as usize] {
         let mut b = [0u8; SEGMENT_HEADER_SIZE_BYTES as usize];

@@ -55,7 +55,7 @@ pub(crate) fn read_committed_file(f: &dyn VFile) -> Result<u64> {
     Err(Error::Corrupt {
         segment: 0,
         offset: 0,
-        reason: format!("committed file: {last:?}"),
+        reason: format!("committed file: {last}"),
     })
 }
 
@@ -224,7 +224,7 @@ impl Reader {
             Step::Invalid(why) => {
                 scanner.invalidate();
                 // Below the committed offset every byte must be valid: this is damage.
-                return Err(scanner.corrupt(format!("{why:?}")));
+                return Err(scanner.corrupt(why.to_string()));
             }
         };
         if h.first_offset >= committed {
@@ -244,7 +244,7 @@ impl Reader {
         let start = batch.data.len();
         let body = scanner.body(&h);
         if let Err(why) = format::decode_body_append(&h, body, &mut batch.data) {
-            return Err(scanner.corrupt(format!("{why:?}")));
+            return Err(scanner.corrupt(why.to_string()));
         }
         scanner.advance(&h);
         if h.is_gap() {
@@ -307,7 +307,7 @@ fn skip_before(scanner: &mut Scanner, offset: u64) -> Result<()> {
             Step::Frame(h) if h.end_offset() <= offset => scanner.advance(&h),
             Step::Frame(_) => return Ok(()),
             Step::End => break,
-            Step::Invalid(why) => return Err(scanner.corrupt(format!("{why:?}"))),
+            Step::Invalid(why) => return Err(scanner.corrupt(why.to_string())),
         }
     }
     scanner.invalidate();

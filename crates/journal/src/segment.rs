@@ -44,7 +44,7 @@ pub fn read_header(file: &dyn VFile, base: u64) -> Result<SegmentHeader> {
             segment: base,
             version,
         },
-        other => corrupt(format!("segment header: {other:?}")),
+        other => corrupt(format!("segment header: {other}")),
     })?;
     if h.base_offset != base {
         return Err(corrupt(format!(

@@ -152,7 +152,7 @@ fn walk_segment(seg: Segment, last: bool, committed: Option<u64>) -> Result<Segm
         s.damage = Some(Damage {
             segment: s.base_offset,
             byte_offset: scanner.pos,
-            reason: format!("{why:?}"),
+            reason: why.to_string(),
             torn_tail,
         });
         break;

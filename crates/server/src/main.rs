@@ -4,6 +4,8 @@
 //! errors into exit codes: 0 success, 1 runtime failure, 2 bad input or usage.
 
 mod cli_alerts;
+mod cli_broker;
+mod cli_check;
 mod cli_clock;
 mod cli_config;
 mod cli_journal;
@@ -63,6 +65,14 @@ enum Command {
         #[command(subcommand)]
         command: cli_alerts::AlertsCommand,
     },
+    /// Run a broker: checks on a schedule and pushes, journaled and forwarded to a core exactly
+    /// once.
+    Broker(cli_broker::BrokerArgs),
+    /// Try a check: run a spec once and print what a broker would record.
+    Check {
+        #[command(subcommand)]
+        command: cli_check::CheckCommand,
+    },
     /// Check the clock Strata times itself with: its source (TSC or OS), why, and its cost.
     Clock {
         #[command(subcommand)]
@@ -86,5 +96,7 @@ fn main() -> ExitCode {
         Command::Query(args) => cli_query::run(args),
         Command::Rules { command } => cli_rules::run(command),
         Command::Alerts { command } => cli_alerts::run(command),
+        Command::Broker(args) => cli_broker::run(args),
+        Command::Check { command } => cli_check::run(command),
     }
 }

@@ -622,6 +622,7 @@ fn check(sample_count: usize, packed_bytes: usize, value: &Incoming<'_>) -> Resu
         Incoming::Value(Value::Text(text)) if text.len() > TEXT_BYTES_MAX => {
             Err(StoreError::TextTooLong {
                 len_bytes: text.len(),
+                max_bytes: TEXT_BYTES_MAX,
             })
         }
         Incoming::Bins { keys, counts } => check_bins(keys, counts),

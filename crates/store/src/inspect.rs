@@ -115,7 +115,7 @@ pub fn inspect(dir: &Path) -> Result<Inspection, StoreError> {
             }
             Err(e) => out
                 .unreadable_blocks
-                .push((r.id.file_name(), format!("{e:?}"))),
+                .push((r.id.file_name(), format!("{e}"))),
         }
     }
     let defaults = crate::StoreOptions::default();
@@ -148,7 +148,7 @@ pub fn inspect(dir: &Path) -> Result<Inspection, StoreError> {
                         });
                     }
                 }
-                Err(e) => info.unreadable.push((r.id.file_name(), format!("{e:?}"))),
+                Err(e) => info.unreadable.push((r.id.file_name(), format!("{e}"))),
             }
         }
         out.levels.push(info);
@@ -181,14 +181,14 @@ pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
         Ok(Some(m)) => m,
         Ok(None) => return Err(NOT_A_STORE),
         Err(e) => {
-            problems.push(problem(manifest::MANIFEST_FILE, format!("{e:?}")));
+            problems.push(problem(manifest::MANIFEST_FILE, format!("{e}")));
             return Ok((problems, 0, 0));
         }
     };
     if m.state_generation != 0 {
         if let Err(e) = manifest::load_state(&RealFs, dir, m.state_generation) {
             let name = manifest::state_file_name(m.state_generation);
-            problems.push(problem(&name, format!("{e:?}")));
+            problems.push(problem(&name, e.to_string()));
         }
     }
     match SeriesIndex::open_read_only(&dir.join("index")) {
@@ -197,7 +197,7 @@ pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
             "index",
             format!("torn tail of {torn} bytes (an unacknowledged series; cut on next open)"),
         )),
-        Err(e) => problems.push(problem("index", format!("{e:?}"))),
+        Err(e) => problems.push(problem("index", format!("{e}"))),
     }
     let (mut blocks, mut chunks) = (0u64, 0u64);
     for r in &m.blocks {
@@ -207,7 +207,7 @@ pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
             Ok(stats) => chunks += stats.chunks,
             Err(errors) => {
                 for e in errors {
-                    problems.push(problem(&name, format!("{e:?}")));
+                    problems.push(problem(&name, format!("{e}")));
                 }
             }
         }
@@ -220,7 +220,7 @@ pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
                 Ok(stats) => chunks += stats.chunks,
                 Err(errors) => {
                     for e in errors {
-                        problems.push(problem(&name, format!("{e:?}")));
+                        problems.push(problem(&name, format!("{e}")));
                     }
                 }
             }
@@ -236,10 +236,13 @@ pub fn verify(dir: &Path) -> Result<(Vec<Problem>, u64, u64), StoreError> {
     match journal::tools::inspect(&RealFs, &dir.join("wal")) {
         Ok(j) => {
             for d in j.damage.iter().filter(|d| !d.torn_tail) {
-                problems.push(problem("wal", format!("{d:?}")));
+                problems.push(problem(
+                    "wal",
+                    format!("segment {} byte {}: {}", d.segment, d.byte_offset, d.reason),
+                ));
             }
         }
-        Err(e) => problems.push(problem("wal", format!("{e:?}"))),
+        Err(e) => problems.push(problem("wal", format!("{e}"))),
     }
     Ok((problems, blocks, chunks))
 }

@@ -616,7 +616,7 @@ impl<'a> View<'a> {
                 if let Ok(mut set) = self.damaged.lock() {
                     set.insert(key);
                 }
-                Err(damaged(format!("{e:?}")))
+                Err(damaged(format!("{e}")))
             }
         }
     }

@@ -35,12 +35,7 @@ use crate::index::{Snapshot, View};
 use crate::key::{is_literal, is_literal_byte, Part};
 use crate::series::{Kind, SeriesId};
 
-/// Longest query text, in bytes.
-pub const QUERY_SIZE_MAX: usize = 16 * 1024;
-/// Deepest nesting of `and`/`or`/`not`.
-pub const QUERY_DEPTH_MAX: usize = 32;
-/// Most terms and operators in one query.
-pub const QUERY_NODES_MAX: usize = 512;
+pub use crate::error::{QUERY_DEPTH_MAX, QUERY_NODES_MAX, QUERY_SIZE_MAX};
 /// Largest compiled regex, in bytes (the `regex` crate's size limit).
 pub const REGEX_SIZE_MAX: usize = 1 << 20;
 /// Default evaluation budget: visited index entries plus series ids.

@@ -18,13 +18,14 @@ pub fn httptrap(data: &[u8]) {
     httptrap_visit(data, &batch);
 }
 
-/// `httptrap::visit` keeps the promises of its borrowed metrics: within a document, equal
-/// `tags_id`s carry equal tags and an id does not come back once another followed it (the
-/// server keeps only the last id's tag set), lent histogram bins are strictly ascending with
-/// counts above zero, and the metrics and rejections are `parse`'s, in its order.
+/// `httptrap::parse_into` keeps the promises of its lent series and points: within a document,
+/// equal tag-list ids carry equal tags and an id does not come back once another followed it,
+/// a lent suffix comes with the name as its raw series bytes, lent histogram bins are strictly
+/// ascending with counts above zero, and the samples and rejections are `parse`'s, in its
+/// order.
 pub fn httptrap_visit(data: &[u8], batch: &Batch) {
     let mut checker = VisitChecker::default();
-    httptrap::visit(data, &Options::at(NOW_MS), &mut checker);
+    httptrap::parse_into(data, &Options::at(NOW_MS), &mut checker);
     assert_eq!(
         checker.samples, batch.samples,
         "visit hands over parse's samples"
@@ -35,7 +36,7 @@ pub fn httptrap_visit(data: &[u8], batch: &Batch) {
     // keeps them): what earlier bodies left in them changes nothing.
     let mut kept = VisitChecker::default();
     SCRATCH.with(|scratch| {
-        httptrap::visit_with(
+        httptrap::parse_into_with(
             data,
             &Options::at(NOW_MS),
             &mut kept,
@@ -63,57 +64,75 @@ struct VisitChecker {
     stopped: bool,
 }
 
-impl ingest::visit::Visitor for VisitChecker {
+impl ingest::Sink for VisitChecker {
     fn document(&mut self, _index: usize, _metrics: usize) {
         self.ids.clear();
     }
 
-    fn metric(&mut self, metric: ingest::visit::Metric<'_>) -> bool {
-        assert!(!self.stopped, "no metric after a stopping rejection");
-        assert!(
-            metric.suffix.is_none() || metric.tags.is_empty(),
-            "a lent suffix comes alone"
-        );
-        let tags = metric.tags.to_vec();
-        match self.ids.iter().position(|(id, _)| *id == metric.tags_id) {
-            Some(at) => {
-                assert_eq!(
-                    at,
-                    self.ids.len() - 1,
-                    "tags_id {} came back",
-                    metric.tags_id
+    fn sample(&mut self, series: &ingest::Series<'_>, point: ingest::Point<'_>) -> bool {
+        assert!(!self.stopped, "no sample after a stopping rejection");
+        match series.tags {
+            ingest::TagsRef::List { id, tags } => {
+                assert!(
+                    series.raw.is_none(),
+                    "raw bytes only with a lent suffix alone"
                 );
-                assert_eq!(self.ids[at].1, tags, "tags_id {}", metric.tags_id);
+                let tags = tags.to_vec();
+                match self.ids.iter().position(|(seen, _)| *seen == id) {
+                    Some(at) => {
+                        assert_eq!(at, self.ids.len() - 1, "tag-list id {id} came back");
+                        assert_eq!(self.ids[at].1, tags, "tag-list id {id}");
+                    }
+                    None => self.ids.push((id, tags)),
+                }
             }
-            None => self.ids.push((metric.tags_id, tags)),
+            ingest::TagsRef::Suffix(text) => {
+                let raw = series.raw.expect("a lent suffix alone has raw bytes");
+                assert_eq!(raw.first, series.name.to_string().as_bytes());
+                assert_eq!(raw.second, text.as_bytes());
+            }
+            other => panic!("httptrap lends no {other:?}"),
         }
-        if let ingest::visit::ValueRef::Histogram(h)
-        | ingest::visit::ValueRef::CumulativeHistogram(h) = &metric.value
+        assert_eq!(series.lookup, ingest::Lookup::NotAsked);
+        if let ingest::ValueRef::Histogram(h) | ingest::ValueRef::CumulativeHistogram(h) =
+            &point.value
         {
             match h {
-                ingest::visit::HistogramRef::Sorted { keys, counts } => {
+                ingest::HistogramRef::Sorted { keys, counts } => {
                     assert_eq!(keys.len(), counts.len());
                     assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted keys");
                     assert!(counts.iter().all(|&c| c > 0), "counts above zero");
                 }
                 // Packed bins the store copies unchecked: they must unpack under every check.
-                ingest::visit::HistogramRef::Packed(bins) => {
+                ingest::HistogramRef::Packed(bins) => {
                     let (h, used) = hist::packed::unpack_prefix(bins.bytes(), bins.bins())
                         .expect("packed bins unpack");
                     assert_eq!(used, bins.bytes().len(), "no byte after the bins");
                     assert_eq!(h.bin_count(), bins.bins());
                 }
-                ingest::visit::HistogramRef::Built(_) => {}
+                ingest::HistogramRef::Built(_) => {}
             }
         }
-        self.samples.push(metric.into_sample());
+        let (name, tags) = series.to_owned_parts();
+        self.samples.push(ingest::Sample {
+            name,
+            tags,
+            ts_ms: point.ts_ms,
+            value: point.value.into_value(),
+            mode: point.mode,
+        });
         true
     }
 
-    fn reject(&mut self, _location: &dyn Fn() -> String, _reason: ingest::Reason, rest: bool) {
+    fn reject(
+        &mut self,
+        _location: &dyn Fn() -> String,
+        _reason: ingest::Reason,
+        scope: ingest::Scope,
+    ) {
         assert!(!self.stopped, "nothing after a stopping rejection");
         self.rejections += 1;
-        self.stopped = rest;
+        self.stopped = scope != ingest::Scope::One;
     }
 }
 
@@ -226,6 +245,7 @@ fn check_within(input_len: usize, batch: &Batch) {
                 "non-finite numeric {v}"
             ),
             Value::Histogram(h) | Value::CumulativeHistogram(h) => h.assert_invariants(),
+            Value::Cumulative(c) => c.to_histogram().assert_invariants(),
             Value::Text(_) | Value::Null => {}
         }
     }

@@ -12,6 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
+use super::write::{write_body, Protocol};
 use super::{Endpoint, Shared};
 
 /// Reads of already queued bytes after the stop signal, before the last flush.
@@ -178,25 +179,17 @@ async fn flush(app: &Shared, lines: &mut Lines) {
     let body = Bytes::from(std::mem::take(&mut lines.pending));
     lines.pending_lines = 0;
     let start_ns = clock::now();
-    let result = app
-        .ingest(
-            Endpoint::Graphite,
-            body,
-            false,
-            Vec::new(),
-            ingest::graphite::parse,
-        )
-        .await;
+    let result = write_body(app, Protocol::Graphite, body, false, Vec::new(), None).await;
     let status = match &result {
-        Ok(mapped) if mapped.rejected_total == 0 => 200,
-        Ok(mapped) => {
-            if let Some(text) = mapped.error_text() {
+        Ok(outcome) if outcome.rejected_total == 0 => 200,
+        Ok(outcome) => {
+            if let Some(text) = &outcome.error {
                 tracing::debug!(error = %text, "graphite: lines rejected");
             }
             400
         }
         Err(e) => {
-            tracing::error!(error = ?e, "graphite: write to the store failed; lines lost");
+            tracing::error!(error = %e, "graphite: write to the store failed; lines lost");
             500
         }
     };

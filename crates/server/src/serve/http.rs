@@ -18,21 +18,9 @@ use serde_json::json;
 use store::key::Tag;
 use tokio::sync::Semaphore;
 
-use super::httptrap::Encoding;
-use super::{read, Endpoint, Mapped, Shared, WriteError};
-
-/// The content type of OTLP protobuf bodies (and responses to them).
-const PROTOBUF: &str = "application/x-protobuf";
-
-/// A JSON response with a status.
-pub fn json_response(status: StatusCode, body: serde_json::Value) -> Response {
-    (status, axum::Json(body)).into_response()
-}
-
-/// `{"error": message}` with a status.
-pub fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    json_response(status, json!({ "error": message.into() }))
-}
+use super::reply::{self, error, json_response, ServeError, Shape, PROTOBUF};
+use super::write::{write_body, Encoding, Protocol};
+use super::{origin, read, Endpoint, Shared};
 
 pub fn router(app: Shared) -> Router {
     let limits = &app.config.limits;
@@ -225,22 +213,18 @@ impl Drop for PooledBody {
     }
 }
 
-/// A body problem as (status, message).
-struct BodyError(StatusCode, String);
-
 /// Reads the body within the size limit and the body budget; `Ok((bytes, gzip, budget share))`
 /// — the caller holds the share until it has answered.
 async fn read_body<'a>(
     app: &'a Shared,
     headers: &HeaderMap,
     body: Body,
-) -> Result<(PooledBody, bool, tokio::sync::SemaphorePermit<'a>), BodyError> {
+) -> Result<(PooledBody, bool, tokio::sync::SemaphorePermit<'a>), ServeError> {
     let size_max = app.config.limits.body_size_bytes_max;
     let too_large = || {
-        BodyError(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("request body is over limits.body_size_bytes_max = {size_max} bytes"),
-        )
+        ServeError::too_large(format!(
+            "request body is over limits.body_size_bytes_max = {size_max} bytes"
+        ))
     };
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -257,7 +241,7 @@ async fn read_body<'a>(
         None | Some("") | Some("identity") | Some("snappy") => false,
         Some("gzip") | Some("x-gzip") => true,
         Some(other) => {
-            return Err(BodyError(
+            return Err(ServeError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 format!("Content-Encoding `{other}` is not supported (gzip or none)"),
             ))
@@ -271,7 +255,7 @@ async fn read_body<'a>(
         .body_budget_kib
         .acquire_many(share_kib)
         .await
-        .map_err(|_| BodyError(StatusCode::SERVICE_UNAVAILABLE, "shutting down".to_owned()))?;
+        .map_err(|_| ServeError::shutting_down())?;
     let limit = usize::try_from(size_max).unwrap_or(usize::MAX);
     // Each frame is copied out as it comes and dropped, so the connection's read buffer is
     // reused for the next (collecting every frame first held the whole body in fresh read
@@ -291,38 +275,14 @@ async fn read_body<'a>(
             }
             Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
             Err(e) => {
-                return Err(BodyError(
-                    StatusCode::BAD_REQUEST,
-                    format!("reading the request body: {e}"),
-                ))
+                return Err(ServeError::bad_request(format!(
+                    "reading the request body: {e}"
+                )))
             }
         }
     }
     debug_assert!(out.0.len() <= limit);
     Ok((out, gzip, permit))
-}
-
-/// The status and message of a failed ingest.
-fn write_error_status(e: &WriteError) -> (StatusCode, String) {
-    match e {
-        WriteError::Client(m) => (StatusCode::BAD_REQUEST, m.clone()),
-        WriteError::Store { retryable, message } => (
-            if *retryable {
-                StatusCode::SERVICE_UNAVAILABLE
-            } else {
-                StatusCode::INTERNAL_SERVER_ERROR
-            },
-            message.clone(),
-        ),
-        WriteError::Body { too_large, message } => (
-            if *too_large {
-                StatusCode::PAYLOAD_TOO_LARGE
-            } else {
-                StatusCode::BAD_REQUEST
-            },
-            message.clone(),
-        ),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -373,21 +333,13 @@ async fn httptrap_common(
     body: Body,
 ) -> Response {
     if let Some(refusal) = secret_refusal(&app, &check, secret.as_deref()) {
-        return error(StatusCode::FORBIDDEN, refusal);
+        return ServeError::new(StatusCode::FORBIDDEN, refusal).response(Shape::Json);
     }
     let check_tag = match Tag::new("__check", check.as_bytes()) {
         Ok(tag) => tag,
         Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("check name `{check}`: {e}"),
-            )
-        }
-    };
-    let (bytes, gzip, _budget) = match read_body(&app, &headers, body).await {
-        Ok(read) => read,
-        Err(BodyError(status, message)) => {
-            return json_response(status, json!({"stats": 0, "filtered": 0, "error": message}))
+            return ServeError::bad_request(format!("check name `{check}`: {e}"))
+                .response(Shape::Json)
         }
     };
     // The flatbuffer metric list on the same endpoint, chosen by Content-Type.
@@ -397,34 +349,40 @@ async fn httptrap_common(
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case(ingest::flat::CONTENT_TYPE));
     let encoding = if flat { Encoding::Flat } else { Encoding::Json };
-    // Straight from the body into the store batch, without a sample per metric.
-    let result = super::httptrap::ingest(&app, encoding, bytes, gzip, vec![check_tag]).await;
-    match result {
-        Ok(mapped) => httptrap_response(&mapped),
-        Err(e) => {
-            let (status, message) = write_error_status(&e);
-            json_response(status, json!({"stats": 0, "filtered": 0, "error": message}))
-        }
+    let protocol = Protocol::Httptrap(encoding);
+    let written = ingest_body(
+        &app,
+        &headers,
+        body,
+        protocol,
+        vec![check_tag],
+        Shape::Httptrap,
+    );
+    match written.await {
+        Ok(outcome) => reply::acknowledged(&outcome, reply::httptrap(&outcome)),
+        Err(response) => response,
     }
 }
 
-fn httptrap_response(mapped: &Mapped) -> Response {
-    if mapped.stopped {
-        // Nothing of a body whose parse stopped is stored.
-        return json_response(
-            mapped.rejected_status(),
-            json!({
-                "stats": 0,
-                "filtered": mapped.rejected_total + mapped.accepted,
-                "error": mapped.error_text(),
-            }),
-        );
-    }
-    let mut body = json!({ "stats": mapped.accepted, "filtered": mapped.rejected_total });
-    if let Some(text) = mapped.error_text() {
-        body["error"] = json!(text);
-    }
-    json_response(StatusCode::OK, body)
+/// One ingest request after its protocol's own checks: the sender identity its headers name
+/// (refused with a 400 before the body is read when malformed), the body within its budget,
+/// then the one write path. `Err` is the answer in the protocol's `shape`.
+async fn ingest_body(
+    app: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+    protocol: Protocol,
+    extra_tags: Vec<Tag>,
+    shape: Shape,
+) -> Result<reply::Outcome, Response> {
+    let origin = origin::from_headers(headers, super::now_ms())
+        .map_err(|message| ServeError::bad_request(message).response(shape))?;
+    let (bytes, gzip, _budget) = read_body(app, headers, body)
+        .await
+        .map_err(|e| e.response(shape))?;
+    write_body(app, protocol, bytes, gzip, extra_tags, origin)
+        .await
+        .map_err(|e| e.response(shape))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -433,10 +391,6 @@ fn httptrap_response(mapped: &Mapped) -> Response {
 #[derive(serde::Deserialize)]
 struct InfluxParams {
     precision: Option<String>,
-}
-
-fn influx_error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
-    json_response(status, json!({ "code": code, "message": message.into() }))
 }
 
 async fn influx(
@@ -450,55 +404,15 @@ async fn influx(
         Some(text) => match ingest::influx::Precision::from_param(text) {
             Some(p) => p,
             None => {
-                return influx_error(
-                    StatusCode::BAD_REQUEST,
-                    "invalid",
-                    format!("precision `{text}` is not one of ns, us, ms, s"),
-                )
+                let message = format!("precision `{text}` is not one of ns, us, ms, s");
+                return ServeError::bad_request(message).response(Shape::Influx);
             }
         },
     };
-    let (bytes, gzip, _budget) = match read_body(&app, &headers, body).await {
-        Ok(read) => read,
-        Err(BodyError(status, message)) => {
-            let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                "request too large"
-            } else {
-                "invalid"
-            };
-            return influx_error(status, code, message);
-        }
-    };
-    // Straight into the store batch, series known from earlier requests by id.
-    let result = super::influx::ingest(&app, bytes, gzip, precision).await;
-    match result {
-        Ok(mapped) => match mapped.error_text() {
-            None => StatusCode::NO_CONTENT.into_response(),
-            Some(text) => {
-                let prefix = if mapped.stopped || mapped.accepted == 0 {
-                    ""
-                } else {
-                    "partial write: "
-                };
-                let status = mapped.rejected_status();
-                let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                    "request too large"
-                } else {
-                    "invalid"
-                };
-                influx_error(status, code, format!("{prefix}{text}"))
-            }
-        },
-        Err(e) => {
-            let (status, message) = write_error_status(&e);
-            let code = match status {
-                StatusCode::BAD_REQUEST => "invalid",
-                StatusCode::PAYLOAD_TOO_LARGE => "request too large",
-                StatusCode::SERVICE_UNAVAILABLE => "unavailable",
-                _ => "internal error",
-            };
-            influx_error(status, code, message)
-        }
+    let protocol = Protocol::Influx(precision);
+    match ingest_body(&app, &headers, body, protocol, Vec::new(), Shape::Influx).await {
+        Ok(outcome) => reply::acknowledged(&outcome, reply::influx(&outcome)),
+        Err(response) => response,
     }
 }
 
@@ -506,106 +420,23 @@ async fn influx(
 // Prometheus remote write 1.0
 
 async fn remote_write(State(app): State<Shared>, headers: HeaderMap, body: Body) -> Response {
-    let (bytes, gzip, _budget) = match read_body(&app, &headers, body).await {
-        Ok(read) => read,
-        Err(BodyError(status, message)) => return error(status, message),
-    };
-    let result = super::remote_write::ingest(&app, bytes, gzip).await;
-    match result {
-        // Prometheus drops a batch on a 4xx (other than 429) and retries on 5xx: permanently
-        // bad data is a 400 naming it (the good series of the request are stored).
-        Ok(mapped) => match mapped.error_text() {
-            None => StatusCode::NO_CONTENT.into_response(),
-            Some(text) => error(mapped.rejected_status(), text),
-        },
-        Err(e) => {
-            let (status, message) = write_error_status(&e);
-            error(status, message)
-        }
+    match ingest_body(
+        &app,
+        &headers,
+        body,
+        Protocol::RemoteWrite,
+        Vec::new(),
+        Shape::Json,
+    )
+    .await
+    {
+        Ok(outcome) => reply::acknowledged(&outcome, reply::remote_write(&outcome)),
+        Err(response) => response,
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // OTLP/HTTP metrics
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn put_bytes_field(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
-    put_varint(out, u64::from(field << 3 | 2));
-    put_varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
-}
-
-/// `ExportMetricsServiceResponse { partial_success { rejected_data_points, error_message } }`
-/// (an empty message when nothing was rejected).
-pub fn otlp_response_protobuf(rejected: u64, message: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    if rejected == 0 && message.is_empty() {
-        return out;
-    }
-    let mut inner = Vec::new();
-    if rejected > 0 {
-        put_varint(&mut inner, 1 << 3);
-        put_varint(&mut inner, rejected);
-    }
-    if !message.is_empty() {
-        put_bytes_field(&mut inner, 2, message.as_bytes());
-    }
-    put_bytes_field(&mut out, 1, &inner);
-    out
-}
-
-/// `google.rpc.Status { code, message }`, the body of an OTLP error response.
-fn rpc_status_protobuf(code: u32, message: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    put_varint(&mut out, 1 << 3);
-    put_varint(&mut out, u64::from(code));
-    put_bytes_field(&mut out, 2, message.as_bytes());
-    out
-}
-
-/// gRPC status codes used in OTLP error bodies.
-const RPC_INVALID_ARGUMENT: u32 = 3;
-const RPC_UNAVAILABLE: u32 = 14;
-const RPC_INTERNAL: u32 = 13;
-
-fn otlp_reply(
-    json_body: bool,
-    status: StatusCode,
-    json: serde_json::Value,
-    proto: Vec<u8>,
-) -> Response {
-    if json_body {
-        json_response(status, json)
-    } else {
-        (
-            status,
-            [(header::CONTENT_TYPE, HeaderValue::from_static(PROTOBUF))],
-            proto,
-        )
-            .into_response()
-    }
-}
-
-fn otlp_error(json_body: bool, status: StatusCode, message: String) -> Response {
-    let code = match status {
-        StatusCode::SERVICE_UNAVAILABLE => RPC_UNAVAILABLE,
-        StatusCode::INTERNAL_SERVER_ERROR => RPC_INTERNAL,
-        _ => RPC_INVALID_ARGUMENT,
-    };
-    otlp_reply(
-        json_body,
-        status,
-        json!({ "code": code, "message": message }),
-        rpc_status_protobuf(code, &message),
-    )
-}
 
 async fn otlp(State(app): State<Shared>, headers: HeaderMap, body: Body) -> Response {
     let content_type = headers
@@ -621,61 +452,18 @@ async fn otlp(State(app): State<Shared>, headers: HeaderMap, body: Body) -> Resp
         "application/json" => true,
         PROTOBUF | "application/protobuf" => false,
         other => {
-            return error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!(
-                    "Content-Type `{other}`: OTLP takes application/x-protobuf or application/json"
-                ),
-            )
+            let message = format!(
+                "Content-Type `{other}`: OTLP takes application/x-protobuf or application/json"
+            );
+            return ServeError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, message)
+                .response(Shape::Json);
         }
     };
-    let (bytes, gzip, _budget) = match read_body(&app, &headers, body).await {
-        Ok(read) => read,
-        Err(BodyError(status, message)) => return otlp_error(json_body, status, message),
-    };
-    let result = app
-        .ingest(
-            Endpoint::Otlp,
-            bytes,
-            gzip,
-            Vec::new(),
-            move |body, options| {
-                if json_body {
-                    ingest::otlp::parse_json(body, options)
-                } else {
-                    ingest::otlp::parse_protobuf(body, options)
-                }
-            },
-        )
-        .await;
-    match result {
-        Ok(mapped) if mapped.stopped => otlp_error(
-            json_body,
-            mapped.rejected_status(),
-            mapped.error_text().unwrap_or_default(),
-        ),
-        Ok(mapped) => {
-            let rejected = mapped.rejected_total as u64;
-            let message = mapped.error_text().unwrap_or_default();
-            let json = if rejected == 0 {
-                json!({})
-            } else {
-                json!({ "partialSuccess": {
-                    "rejectedDataPoints": rejected.to_string(),
-                    "errorMessage": message,
-                }})
-            };
-            otlp_reply(
-                json_body,
-                StatusCode::OK,
-                json,
-                otlp_response_protobuf(rejected, &message),
-            )
-        }
-        Err(e) => {
-            let (status, message) = write_error_status(&e);
-            otlp_error(json_body, status, message)
-        }
+    let shape = Shape::Otlp { json: json_body };
+    let protocol = Protocol::Otlp { json: json_body };
+    match ingest_body(&app, &headers, body, protocol, Vec::new(), shape).await {
+        Ok(outcome) => reply::acknowledged(&outcome, reply::otlp(&outcome, json_body)),
+        Err(response) => response,
     }
 }
 
@@ -715,15 +503,5 @@ mod tests {
         assert!(!same_secret("ab", "abc"));
         assert!(!same_secret("abcd", "abc"));
         assert!(!same_secret("", "abc"));
-    }
-
-    #[test]
-    fn otlp_partial_success_bytes() {
-        assert!(otlp_response_protobuf(0, "").is_empty());
-        // field 1 (len 6) { field 1 = 3, field 2 = "ab" }
-        assert_eq!(
-            otlp_response_protobuf(3, "ab"),
-            vec![0x0a, 6, 0x08, 3, 0x12, 2, b'a', b'b']
-        );
     }
 }

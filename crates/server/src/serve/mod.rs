@@ -1,38 +1,38 @@
 //! `strata serve`: the HTTP API, the statsd and Graphite listeners, self-monitoring, and the
 //! embedded store they all write to.
 //!
-//! Every write is acknowledged only after `Store::write` returned (durable at the configured
-//! level). The store blocks (fsync), so writes run on tokio's blocking pool, at most
-//! `WRITERS_MAX` at once; concurrent writers share the journal's group commit.
+//! Every write is acknowledged only after the store's write returned (durable at the
+//! configured level), and every write goes through one function, [`App::store_inserted`]. The
+//! store blocks (fsync), so writes run on tokio's blocking pool, at most `WRITERS_MAX` at once;
+//! concurrent writers share the journal's group commit.
 
 mod alerts;
 mod conn;
 mod graphite;
 mod http;
-mod httptrap;
-mod idcache;
-mod influx;
 mod kept;
-mod mapping;
 mod metrics;
+mod origin;
+mod overview;
 mod read;
-mod remote_write;
+mod reply;
+mod saved;
 mod statsd;
 mod ui;
-mod worksheets;
+mod write;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use store::key::Tag;
-use store::{Store, StoreError, StoreOptions};
+use insert::{Inserted, SeriesCache};
+use store::{Store, StoreOptions, Written};
 use tokio::sync::{watch, Semaphore};
 
 use crate::cli_config::{self, Config, ServeArgs};
-pub use mapping::Mapped;
 pub use metrics::{Endpoint, Metrics};
+pub use reply::ServeError;
 
 /// Store writes in flight at once (each holds a blocking-pool thread until its group commit).
 pub const WRITERS_MAX: usize = 32;
@@ -52,8 +52,36 @@ pub struct App {
     /// reading, so many large bodies wait instead of exhausting memory.
     pub body_budget_kib: Semaphore,
     pub body_budget_kib_max: u32,
-    /// Series ids by the bytes clients send for a series (Influx, remote write): this store's.
-    pub series_ids: idcache::SeriesIds,
+    /// Series ids by the bytes clients send for a series (httptrap, Influx, remote write):
+    /// this store's.
+    pub series_ids: SeriesCache,
+    /// The addresses actually bound (port 0 resolved), for the landing page's examples.
+    pub listening: Listening,
+}
+
+/// Where the server listens: `None` for a listener that is off.
+#[derive(Clone, Debug, Default)]
+pub struct Listening {
+    pub http: Option<String>,
+    pub statsd: Option<String>,
+    pub graphite: Option<String>,
+    pub tls: bool,
+}
+
+/// The environment variable that lowers a server's series id cache bound (entries), so tests
+/// can push many series past it.
+pub const SERIES_CACHE_ENTRIES_MAX_ENV: &str = "STRATA_SERIES_CACHE_ENTRIES_MAX";
+
+/// The series id cache, with the bound from [`SERIES_CACHE_ENTRIES_MAX_ENV`] when set (lower
+/// only).
+fn series_cache_from_env() -> SeriesCache {
+    let entries_max = std::env::var(SERIES_CACHE_ENTRIES_MAX_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map_or(insert::ENTRIES_MAX_DEFAULT, |n| {
+            n.clamp(1, insert::ENTRIES_MAX_DEFAULT)
+        });
+    SeriesCache::new(entries_max, insert::KEY_BYTES_MAX_DEFAULT)
 }
 
 /// How many maximum-size bodies may be held at once.
@@ -66,43 +94,12 @@ pub fn now_ms() -> i64 {
     (clock::wall() / 1_000_000) as i64
 }
 
-/// Why an ingest did not reach the store.
-#[derive(Debug)]
-pub enum WriteError {
-    /// The data itself is unacceptable (a kind clash that raced past the mapping, …): 400.
-    Client(String),
-    /// The store failed; the client may retry (503 for the journal, 500 otherwise).
-    Store { retryable: bool, message: String },
-    /// A body that does not decompress (400) or decompresses past the limit (413).
-    Body { too_large: bool, message: String },
-}
-
-fn classify(e: &StoreError) -> WriteError {
-    use store::IndexError;
-    match e {
-        StoreError::KindMismatchInBatch { .. }
-        | StoreError::TextTooLong { .. }
-        | StoreError::InvalidBins { .. }
-        | StoreError::BatchTooLarge
-        | StoreError::Index(IndexError::KindMismatch { .. })
-        | StoreError::Index(IndexError::Key(_)) => WriteError::Client(e.to_string()),
-        StoreError::Journal(_) | StoreError::Io(_) => WriteError::Store {
-            retryable: true,
-            message: e.to_string(),
-        },
-        _ => WriteError::Store {
-            retryable: false,
-            message: e.to_string(),
-        },
-    }
-}
-
 /// The body as sent, or gunzipped (with the body limit applied to the output) when `gzip`.
 pub fn unzipped(
     body: &[u8],
     gzip: bool,
     size_bytes_max: u64,
-) -> Result<std::borrow::Cow<'_, [u8]>, WriteError> {
+) -> Result<std::borrow::Cow<'_, [u8]>, ServeError> {
     Ok(if gzip {
         std::borrow::Cow::Owned(gunzip(body, size_bytes_max)?)
     } else {
@@ -111,129 +108,96 @@ pub fn unzipped(
 }
 
 /// gunzip with the body limit applied to the output.
-pub fn gunzip(body: &[u8], size_bytes_max: u64) -> Result<Vec<u8>, WriteError> {
+pub fn gunzip(body: &[u8], size_bytes_max: u64) -> Result<Vec<u8>, ServeError> {
     use std::io::Read;
     let mut out = Vec::new();
     let mut reader = flate2::read::GzDecoder::new(body).take(size_bytes_max + 1);
-    reader.read_to_end(&mut out).map_err(|e| WriteError::Body {
-        too_large: false,
-        message: format!("gzip body: {e}"),
-    })?;
+    reader
+        .read_to_end(&mut out)
+        .map_err(|e| ServeError::bad_request(format!("gzip body: {e}")))?;
     if out.len() as u64 > size_bytes_max {
-        return Err(WriteError::Body {
-            too_large: true,
-            message: format!("gzip body decompresses past the limit of {size_bytes_max} bytes"),
-        });
+        return Err(ServeError::too_large(format!(
+            "gzip body decompresses past the limit of {size_bytes_max} bytes"
+        )));
     }
     Ok(out)
 }
 
 impl App {
-    /// Writes a batch on the blocking pool and records its time.
-    pub async fn write(self: &Arc<Self>, batch: store::WriteBatch) -> Result<(), WriteError> {
+    /// Writes a batch the server made itself (a statsd interval, self-monitoring) on the
+    /// blocking pool.
+    pub async fn write(self: &Arc<Self>, batch: store::WriteBatch) -> Result<(), ServeError> {
         if batch.is_empty() {
             return Ok(());
         }
-        let _permit = self
-            .writers
-            .acquire()
+        self.write_blocking(move |app| app.store_inserted(None, &mut Inserted::from(batch)))
             .await
-            .map_err(|_| WriteError::Store {
-                retryable: true,
-                message: "shutting down".to_owned(),
-            })?;
-        let app = self.clone();
-        let joined = tokio::task::spawn_blocking(move || {
-            let stopwatch = clock::Stopwatch::start();
-            let result = app.store.write(&batch);
-            app.metrics
-                .store_write(stopwatch.elapsed_ns(), result.is_ok());
-            result
-        })
-        .await;
-        match joined {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "store write failed");
-                Err(classify(&e))
-            }
-            Err(e) => Err(WriteError::Store {
-                retryable: false,
-                message: format!("writer task failed: {e}"),
-            }),
-        }
+            .map(drop)
     }
 
-    /// Writes what a body became (unless its parse stopped or nothing is left), turns the
-    /// store's kind refusals into rejections, and counts it — every ingest path's last step.
-    pub(crate) fn store_mapped(
+    /// Writes what a body became — the one place the server writes to the store — unless its
+    /// parse stopped or nothing is left: the store leaves out (and reports) samples of a key
+    /// that exists with another kind, which become rejections; the series the batch created
+    /// are then learned into the id cache. Counted under `endpoint` (bodies of clients only).
+    /// A batch whose origin was applied before is not applied again: `Written::Duplicate`.
+    pub(crate) fn store_inserted(
         &self,
-        endpoint: Endpoint,
-        mapped: &mut Mapped,
-    ) -> Result<(), WriteError> {
-        if !mapped.stopped && !mapped.batch.is_empty() {
+        endpoint: Option<Endpoint>,
+        inserted: &mut Inserted,
+    ) -> Result<Written, ServeError> {
+        let mut written = Written::Applied;
+        if !inserted.stopped && !inserted.batch.is_empty() {
             let stopwatch = clock::Stopwatch::start();
-            let result = self.store.write_partial(&mapped.batch);
+            let result = self.store.write_partial(&inserted.batch);
             self.metrics
                 .store_write(stopwatch.elapsed_ns(), result.is_ok());
             match result {
-                Ok((_, rejected)) => mapping::apply_kind_rejections(mapped, &rejected),
+                Ok((Written::Applied, rejected)) => {
+                    inserted.apply_kind_rejections(&rejected);
+                    inserted.learn(&self.store, &self.series_ids);
+                }
+                Ok((Written::Duplicate, _)) => written = Written::Duplicate,
                 Err(e) => {
-                    tracing::warn!(error = %e, endpoint = endpoint.name(), "store write failed");
-                    return Err(classify(&e));
+                    let endpoint = endpoint.map_or("server", |e| e.name());
+                    let refusal = ServeError::from_store(&e);
+                    // The client's own fault (a stale epoch, a kind clash) is its answer, not
+                    // the operator's concern.
+                    if refusal.status.is_server_error() {
+                        tracing::warn!(error = %e, endpoint, "store write failed");
+                    } else {
+                        tracing::debug!(error = %e, endpoint, "store write refused");
+                    }
+                    return Err(refusal);
                 }
             }
         }
-        self.metrics
-            .batch(endpoint, mapped.accepted, mapped.rejected_total);
-        Ok(())
+        // A duplicate's samples were counted when first applied.
+        if let (Some(endpoint), Written::Applied) = (endpoint, written) {
+            self.metrics
+                .batch(endpoint, inserted.accepted, inserted.rejected_total);
+        }
+        Ok(written)
     }
 
-    /// Decompresses (gzip), parses, maps and writes one body; returns what it became. A body
-    /// whose parse stopped is not written at all.
-    pub async fn ingest<F>(
-        self: &Arc<Self>,
-        endpoint: Endpoint,
-        body: impl AsRef<[u8]> + Send + 'static,
-        gzip: bool,
-        extra_tags: Vec<Tag>,
-        parse: F,
-    ) -> Result<Mapped, WriteError>
+    /// Runs one write on the blocking pool, holding a writer permit (`writers` bounds the
+    /// bodies being written at once); every write goes through here.
+    pub async fn write_blocking<T, F>(self: &Arc<Self>, write: F) -> Result<T, ServeError>
     where
-        F: FnOnce(&[u8], &ingest::Options) -> ingest::Batch + Send + 'static,
-    {
-        self.write_blocking(move |app| {
-            let bytes = unzipped(body.as_ref(), gzip, app.config.limits.body_size_bytes_max)?;
-            let now_ms = now_ms();
-            let batch = parse(&bytes, &ingest::Options::at(now_ms));
-            let mut mapped = mapping::map_batch(batch, now_ms, &extra_tags);
-            app.store_mapped(endpoint, &mut mapped)?;
-            Ok(mapped)
-        })
-        .await
-    }
-
-    /// Runs one body's write on the blocking pool, holding a writer permit (`writers` bounds the
-    /// bodies being written at once); every ingest endpoint's body goes through here.
-    pub async fn write_blocking<F>(self: &Arc<Self>, write: F) -> Result<Mapped, WriteError>
-    where
-        F: FnOnce(&App) -> Result<Mapped, WriteError> + Send + 'static,
+        T: Send + 'static,
+        F: FnOnce(&App) -> Result<T, ServeError> + Send + 'static,
     {
         let _permit = self
             .writers
             .acquire()
             .await
-            .map_err(|_| WriteError::Store {
-                retryable: true,
-                message: "shutting down".to_owned(),
-            })?;
+            .map_err(|_| ServeError::shutting_down())?;
         let app = self.clone();
         let joined = tokio::task::spawn_blocking(move || write(&app)).await;
         joined.unwrap_or_else(|e| {
-            Err(WriteError::Store {
-                retryable: false,
-                message: format!("ingest task failed: {e}"),
-            })
+            Err(ServeError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("write task failed: {e}"),
+            ))
         })
     }
 }
@@ -248,10 +212,11 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     };
     init_logging(&args, &config);
-    // Transparent huge pages cost the server more than they give: the allocator hands freed
-    // request and batch buffers back to the kernel in small pieces and takes them again, and
-    // every fault in a huge-page region zeroes 2 MiB — 20–30 % of the server's CPU on histogram
-    // ingest (bench/RESULTS.md, issue 6). Process-wide; an older kernel just keeps them.
+    // Transparent huge pages off for this process: the allocator hands freed request and batch
+    // buffers back to the kernel in small pieces and takes them again, and every fault in a
+    // huge-page region zeroes 2 MiB, which on histogram ingest cost a fifth to a third of the
+    // server's CPU (the ingest rates are in bench/RESULTS.md, "strata serve ingest"). An older
+    // kernel without the switch just keeps them.
     if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
         tracing::debug!("transparent huge pages stay enabled: {e}");
     }
@@ -269,8 +234,8 @@ pub fn run(args: ServeArgs) -> ExitCode {
     match runtime.block_on(serve(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // Once, plainly: the log and the terminal are the same stream here.
             eprintln!("strata serve: {e}");
-            tracing::error!(error = %e, "strata serve stopped");
             ExitCode::from(1)
         }
     }
@@ -346,6 +311,14 @@ async fn serve(config: Config) -> Result<(), String> {
         (Some(cert), Some(key)) => Some(conn::acceptor(cert, key)?),
         _ => None,
     };
+    let bound =
+        |r: Option<std::io::Result<SocketAddr>>| r.and_then(Result::ok).map(|a| a.to_string());
+    let listening = Listening {
+        http: bound(http_listener.as_ref().map(|l| l.local_addr())),
+        statsd: bound(statsd_socket.as_ref().map(|s| s.local_addr())),
+        graphite: bound(graphite_listener.as_ref().map(|l| l.local_addr())),
+        tls: tls.is_some(),
+    };
     let line = format!(
         "strata serve: listening http={} statsd={} graphite={} tls={} data_dir={}",
         local(http_local),
@@ -373,7 +346,8 @@ async fn serve(config: Config) -> Result<(), String> {
         writers: Semaphore::new(WRITERS_MAX),
         body_budget_kib: Semaphore::new(body_budget_kib as usize),
         body_budget_kib_max: body_budget_kib,
-        series_ids: idcache::SeriesIds::from_env(),
+        series_ids: series_cache_from_env(),
+        listening,
     });
     drop(store);
 
@@ -392,9 +366,11 @@ async fn serve(config: Config) -> Result<(), String> {
     }
     tasks.spawn(self_monitor(app.clone(), stop_rx.clone()));
 
+    // The handlers are in place before the start line: whoever reads it may signal at once.
+    let signalled = shutdown_signal();
+    // Once, on stdout, where scripts read it (the log on stderr would repeat it on a terminal).
     println!("{line}");
-    tracing::info!("{line}");
-    shutdown_signal().await;
+    signalled.await;
     tracing::info!("shutting down: no new connections; finishing requests and flushing buffers");
     let _ = stop_tx.send(true);
     while let Some(joined) = tasks.join_next().await {
@@ -417,7 +393,7 @@ async fn self_monitor(app: Shared, mut stop: watch::Receiver<bool>) {
         };
         let batch = app.metrics.period_batch(now_ms());
         if let Err(e) = app.write(batch).await {
-            tracing::warn!(error = ?e, "writing self-monitoring failed");
+            tracing::warn!(error = %e, "writing self-monitoring failed");
         }
         if stopping {
             return;
@@ -459,19 +435,22 @@ pub async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
-async fn shutdown_signal() {
+/// SIGTERM or SIGINT; the handlers are registered when this is called, not when awaited.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let term = signal(SignalKind::terminate());
     let int = signal(SignalKind::interrupt());
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
             }
-        }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
 }

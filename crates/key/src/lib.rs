@@ -1,12 +1,17 @@
 //! Stream keys: a metric name plus stream tags, with the canonical text form
-//! `name|ST[cat:val,cat2:val2]` and the one-to-one Prometheus label view.
+//! `name|ST[cat:val,cat2:val2]` and the one-to-one Prometheus label view. The one place that
+//! syntax is read and written: the store keeps series by it, and the parsers read the forms
+//! clients write (a name's `|ST[…]` suffix, `"cat:val"` strings: [`suffix`]) with it.
 //!
 //! Tag categories and values are byte strings. In text, a category is written literally when
 //! every byte is in ``[`+A-Za-z0-9!@#$%^&"'/?._-]`` (values may also hold `:` and `=`) and it
 //! does not start with `b"`; otherwise it is written `b"<base64>"` (standard alphabet, padded).
+#![forbid(unsafe_code)]
 
 use std::cmp::Ordering;
 use std::fmt;
+
+pub mod suffix;
 
 /// Longest metric name, in bytes.
 pub const NAME_SIZE_MAX: usize = 4096;
@@ -79,14 +84,56 @@ pub enum KeyError {
 
 impl fmt::Display for KeyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("stream key: ")?;
         match self {
+            KeyError::NameEmpty => write!(f, "empty metric name"),
+            KeyError::NameTooLong { size_bytes } => write!(
+                f,
+                "metric name is {size_bytes} bytes, over the max {NAME_SIZE_MAX}"
+            ),
+            KeyError::NameHasTagMarker { position } => write!(
+                f,
+                "metric name holds `{TAG_MARKER}` at byte {position} (it starts the stream tags)"
+            ),
+            KeyError::CategoryEmpty => write!(f, "empty tag category"),
+            KeyError::ValueEmpty => write!(f, "empty tag value"),
+            KeyError::TagPartTooLong { size_bytes } => write!(
+                f,
+                "tag category or value is {size_bytes} bytes, over the max {TAG_PART_SIZE_MAX}"
+            ),
+            KeyError::TooManyTags { count } => {
+                write!(f, "{count} tags, over the max {TAGS_MAX}")
+            }
+            KeyError::TextTooLong { size_bytes } => write!(
+                f,
+                "key text is {size_bytes} bytes, over the max {KEY_TEXT_SIZE_MAX}"
+            ),
             KeyError::Syntax { position, expected } => {
-                write!(f, "stream key: expected {expected} at byte {position}")
+                write!(f, "expected {expected} at byte {position}")
             }
             KeyError::Base64 { position } => {
-                write!(f, "stream key: invalid base64 literal at byte {position}")
+                write!(f, "invalid base64 literal at byte {position}")
             }
-            other => write!(f, "stream key: {other:?}"),
+            KeyError::RepeatedCategory { category } => {
+                let mut text = String::new();
+                write_part(&mut text, category, Part::Category);
+                write!(
+                    f,
+                    "tag category `{text}` repeats (Prometheus labels hold one value per name)"
+                )
+            }
+            KeyError::LabelNameMissing => write!(f, "no `{PROM_NAME_LABEL}` label"),
+            KeyError::LabelNameInvalid { label } => write!(
+                f,
+                "label name `{label}` is not a label name Strata reads (`[a-zA-Z_][a-zA-Z0-9_]*`, \
+                 not starting with `__` unless `{PROM_ESCAPE_PREFIX}`-escaped)"
+            ),
+            KeyError::LabelDuplicate { label } => write!(f, "label `{label}` is repeated"),
+            KeyError::LabelNotCanonical { label } => write!(
+                f,
+                "label `{label}` is not written the way Strata writes that tag, so it would \
+                 not map back to the same label"
+            ),
         }
     }
 }
@@ -644,7 +691,7 @@ fn check_name(name: &str) -> Result<(), KeyError> {
 
 /// Where `TAG_MARKER` first occurs in `text`: a scan for its `|`, where `str::find` would set
 /// up a substring searcher for every key written.
-fn find_tag_marker(text: &str) -> Option<usize> {
+pub(crate) fn find_tag_marker(text: &str) -> Option<usize> {
     let bytes = text.as_bytes();
     (0..bytes.len()).find(|&i| bytes[i] == b'|' && bytes[i..].starts_with(TAG_MARKER.as_bytes()))
 }

@@ -3,28 +3,33 @@
 //!
 //! Clients resend the same series every scrape or flush byte for byte (remote write: a
 //! `TimeSeries`' labels; Influx: a line's measurement and tag section, then the field key;
-//! httptrap: the check's tags and a metric's name, then its `|ST[…]` text). The
-//! bytes determine the canonical key, and a store never removes a series nor reuses an id, so
-//! an id learned from one successful write stays right for as long as the `Store` lives: each
-//! [`super::App`] (one store) has its own caches. A kind clash needs no care here: a sample
-//! pushed by id to a series of another kind is refused by `Store::write_partial` exactly as by
-//! key (the rejection names the series' canonical key).
+//! httptrap: a metric's name, then its `|ST[…]` text). Within one protocol, and for httptrap
+//! one check (whose tag every key gets), the bytes determine the canonical key: one cache holds
+//! every protocol's series, each key in a [`Namespace`] of its own, so bytes of different
+//! protocols or checks never meet. A store never removes a series nor reuses an id, so an id
+//! learned from one successful write stays right for as long as the `Store` lives: each store
+//! has its own cache. A kind clash needs no care here: a sample pushed by id to a series of
+//! another kind is refused by `Store::write_partial` exactly as by key (the rejection names the
+//! series' canonical key).
 //!
-//! Bounded in entries and key bytes; a full cache is emptied (clients resend, so what is still
-//! in use is learned again on its next miss). A request reads under one shared lock for its
-//! whole body ([`SeriesCache::reader`]), so a hit takes no lock of its own; misses are learned
-//! under the exclusive lock after the write that created their series ([`Misses::learn`]),
-//! never before, so a body rejected whole creates nothing. Keys are kept back to back in the
-//! order first seen, which is the order clients resend them in: a request's lookups read the
-//! key bytes nearly sequentially (they are not in the CPU's caches any more by the time the
-//! series comes again; the store's work in between evicts them).
+//! Bounded in entries, key bytes and namespaces; a full cache is emptied (clients resend, so
+//! what is still in use is learned again on its next miss). A body reads under one shared lock
+//! for its whole length ([`SeriesCache::reader`]), so a hit takes no lock of its own; misses
+//! are learned under the exclusive lock after the write that created their series
+//! ([`Misses::learn`]), never before, so a body rejected whole creates nothing. Keys are kept
+//! back to back in the order first seen, which is the order clients resend them in: a body's
+//! lookups read the key bytes nearly sequentially (they are not in the CPU's caches any more by
+//! the time the series comes again; the store's work in between evicts them).
 
+use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::{RwLock, RwLockReadGuard};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
+use ingest::RawSeries;
+use store::key::Tag;
 use store::{KeyRef, Kind, SeriesId, Store};
 
-/// Series one cache holds by default (Influx: one per series and field).
+/// Series the cache holds by default (Influx: one per series and field).
 pub const ENTRIES_MAX_DEFAULT: usize = 1 << 20;
 /// Raw key bytes one cache holds by default.
 pub const KEY_BYTES_MAX_DEFAULT: usize = 128 << 20;
@@ -35,34 +40,64 @@ pub const KEY_BYTES_ONE_MAX: usize = 16 << 10;
 const PROBES_MAX: usize = 16;
 /// First slot table size; it doubles up to twice the entry bound.
 const SLOTS_INITIAL: usize = 64;
+/// Namespaces remembered by name at once; past it the names are forgotten (their ids are never
+/// given again, so entries under them are simply never found and age out).
+pub const NAMESPACES_MAX: usize = 4096;
 
-/// The environment variable that lowers a server's cache bound (entries per cache), so tests
-/// can push many series past it.
-pub const ENTRIES_MAX_ENV: &str = "STRATA_SERIES_CACHE_ENTRIES_MAX";
-
-/// One cache of raw series bytes → series id.
+/// Raw series bytes → series id, for every protocol.
 pub struct SeriesCache {
     table: RwLock<Table>,
     hasher: foldhash::quality::RandomState,
     entries_max: usize,
     bytes_max: usize,
+    namespaces: Mutex<Namespaces>,
 }
 
-/// A request's read access to a cache (the shared lock, held until dropped: drop it before
-/// [`Misses::learn`] on the same thread).
+/// Where a body's series bytes mean one thing: a protocol, and for httptrap its check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Namespace(u32);
+
+/// Namespaces by name; ids only grow.
+#[derive(Default)]
+struct Namespaces {
+    by_name: HashMap<Vec<u8>, u32>,
+    next: u32,
+}
+
+/// A body's read access to the cache in one namespace (the shared lock, held until dropped:
+/// drop it before [`Misses::learn`] on the same thread).
 pub struct Reader<'c> {
     cache: &'c SeriesCache,
+    namespace: Namespace,
     /// `None` when the lock is poisoned: every lookup misses.
     table: Option<RwLockReadGuard<'c, Table>>,
     /// The entry after the one found last (the first guess for the next lookup).
     next: usize,
+    /// The key of the last lookup that missed, by where its parts are: the miss is remembered
+    /// for the write right after it (`Misses::add`), which need not hash the bytes again. A
+    /// stale hash (parts rewritten in place between the two) cannot name a wrong series: an
+    /// entry is found only if its bytes are equal.
+    last_miss: Option<(RawSeriesAt, u64)>,
 }
 
-/// A key: its hash and its bytes, in two parts (Influx: series section, field key; remote
-/// write: the labels, nothing). Keys are equal when both parts are.
+/// Where a series' raw parts are in memory.
+type RawSeriesAt = (usize, usize, usize, usize);
+
+fn raw_at(raw: &RawSeries<'_>) -> RawSeriesAt {
+    (
+        raw.first.as_ptr() as usize,
+        raw.first.len(),
+        raw.second.as_ptr() as usize,
+        raw.second.len(),
+    )
+}
+
+/// A key: its namespace, hash and bytes, in two parts (Influx: series section, field key;
+/// remote write: the labels, nothing). Keys are equal when all three are.
 #[derive(Clone, Copy, Debug)]
 pub struct CacheKey<'a> {
     hash: u64,
+    namespace: u32,
     first: &'a [u8],
     second: &'a [u8],
 }
@@ -82,16 +117,19 @@ struct Slot {
     entry: u32,
 }
 
-/// A cached key, in insertion order.
+/// A cached key, in insertion order (24 bytes: keys are at most `KEY_BYTES_ONE_MAX` long).
 #[derive(Clone, Copy)]
 struct Entry {
     hash: u64,
     /// The key's bytes: `arena[at..at + len]`, its first part `first_len` long.
     at: u32,
-    len: u32,
-    first_len: u32,
+    len: u16,
+    first_len: u16,
+    namespace: u32,
     id: u32,
 }
+
+const _: () = assert!(KEY_BYTES_ONE_MAX <= u16::MAX as usize);
 
 #[derive(Default)]
 struct Table {
@@ -121,33 +159,59 @@ impl SeriesCache {
             hasher: foldhash::quality::RandomState::default(),
             entries_max: entries_max.clamp(1, u32::MAX as usize / 4),
             bytes_max: bytes_max.clamp(1, u32::MAX as usize / 2),
+            namespaces: Mutex::default(),
         }
     }
 
-    /// Read access for one request's lookups.
-    pub fn reader(&self) -> Reader<'_> {
+    /// The namespace of `protocol` with `extra_tags` (the tags a sink adds to every key, which
+    /// change what the bytes mean: httptrap's check). `None` (nothing cached) only once 2^32
+    /// namespaces were given, or if a thread panicked holding the registry.
+    pub fn namespace(&self, protocol: &str, extra_tags: &[Tag]) -> Option<Namespace> {
+        // Length-prefixed parts, so no two lists read alike.
+        let mut name = Vec::with_capacity(protocol.len() + 16);
+        let parts = std::iter::once(protocol.as_bytes())
+            .chain(extra_tags.iter().flat_map(|t| [t.category(), t.value()]));
+        for part in parts {
+            name.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            name.extend_from_slice(part);
+        }
+        let mut namespaces = self.namespaces.lock().ok()?;
+        if let Some(&id) = namespaces.by_name.get(&name) {
+            return Some(Namespace(id));
+        }
+        if namespaces.by_name.len() >= NAMESPACES_MAX {
+            namespaces.by_name.clear();
+        }
+        let id = namespaces.next;
+        namespaces.next = id.checked_add(1)?;
+        namespaces.by_name.insert(name, id);
+        Some(Namespace(id))
+    }
+
+    /// Read access for one body's lookups in `namespace`.
+    pub fn reader(&self, namespace: Namespace) -> Reader<'_> {
         Reader {
             cache: self,
+            namespace,
             table: self.table.read().ok(),
             next: usize::MAX,
+            last_miss: None,
         }
     }
 
-    /// The hash of a key's first part, to build its keys from ([`SeriesCache::key`]); an Influx
-    /// line hashes its series section once for all its fields.
-    pub fn prefix_hash(&self, first: &[u8]) -> u64 {
-        self.hasher.hash_one(first)
-    }
-
-    /// The key of `first` (whose [`SeriesCache::prefix_hash`] is `prefix_hash`) and `second`.
-    pub fn key<'a>(&self, prefix_hash: u64, first: &'a [u8], second: &'a [u8]) -> CacheKey<'a> {
+    /// The key of `raw` in `namespace`.
+    pub fn key<'a>(&self, namespace: Namespace, raw: RawSeries<'a>) -> CacheKey<'a> {
         let mut h = self.hasher.build_hasher();
-        h.write_u64(prefix_hash);
-        h.write(second);
+        h.write_u32(namespace.0);
+        h.write(raw.first);
+        // The split matters (`cpu,a=b` + `cx` is not `cpu,a=bc` + `x`): the length goes in.
+        h.write_usize(raw.first.len());
+        h.write(raw.second);
         CacheKey {
             hash: h.finish(),
-            first,
-            second,
+            namespace: namespace.0,
+            first: raw.first,
+            second: raw.second,
         }
     }
 
@@ -177,71 +241,65 @@ impl SeriesCache {
 
     /// The series id cached for `key` (a lookup under its own shared lock).
     #[cfg(test)]
-    pub fn get(&self, key: &CacheKey<'_>) -> Option<SeriesId> {
-        let mut hash = Some(key.hash);
-        self.reader()
-            .get_with(key.first, key.second, || hash.take().unwrap_or(0))
+    pub(crate) fn get(&self, key: &CacheKey<'_>) -> Option<SeriesId> {
+        let mut reader = self.reader(Namespace(key.namespace));
+        let raw = RawSeries {
+            first: key.first,
+            second: key.second,
+        };
+        reader.get(raw)
     }
 
     /// Caches `key` → `id`.
     #[cfg(test)]
-    pub fn insert(&self, key: &CacheKey<'_>, id: SeriesId) {
+    pub(crate) fn insert(&self, key: &CacheKey<'_>, id: SeriesId) {
         self.insert_all(std::iter::once((*key, id)));
     }
 
     /// Series cached now.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.table.read().map(|t| t.entries.len()).unwrap_or(0)
     }
 }
 
 impl Reader<'_> {
-    /// [`SeriesCache::prefix_hash`].
-    pub fn prefix_hash(&self, first: &[u8]) -> u64 {
-        self.cache.prefix_hash(first)
+    /// The namespace this reader looks up in.
+    pub fn namespace(&self) -> Namespace {
+        self.namespace
     }
 
-    /// [`SeriesCache::key`].
-    pub fn key<'a>(&self, prefix_hash: u64, first: &'a [u8], second: &'a [u8]) -> CacheKey<'a> {
-        self.cache.key(prefix_hash, first, second)
+    /// [`SeriesCache::key`] in this reader's namespace (the last miss's hash reused).
+    pub fn key<'a>(&self, raw: RawSeries<'a>) -> CacheKey<'a> {
+        match self.last_miss {
+            Some((at, hash)) if at == raw_at(&raw) => CacheKey {
+                hash,
+                namespace: self.namespace.0,
+                first: raw.first,
+                second: raw.second,
+            },
+            _ => self.cache.key(self.namespace, raw),
+        }
     }
 
-    /// The series id cached for the key of `first` and `second`. Clients resend their series
-    /// in the same order, so the entry after the one found last is compared first; only when
-    /// it is another key is the key hashed (`prefix_hash`: its first part's hash, computed
-    /// only then) and looked up.
-    pub fn get(
-        &mut self,
-        first: &[u8],
-        second: &[u8],
-        prefix_hash: impl FnOnce(&SeriesCache) -> u64,
-    ) -> Option<SeriesId> {
-        let cache = self.cache;
-        self.get_with(first, second, || {
-            cache.key(prefix_hash(cache), first, second).hash
-        })
-    }
-
-    fn get_with(
-        &mut self,
-        first: &[u8],
-        second: &[u8],
-        hash: impl FnOnce() -> u64,
-    ) -> Option<SeriesId> {
+    /// The series id cached for `raw`. Clients resend their series in the same order, so the
+    /// entry after the one found last is compared first; only when it is another key is the
+    /// key hashed and looked up. Inlined into the parsers' loops (the next entry's compare is
+    /// the whole cost of a hit).
+    #[inline(always)]
+    pub fn get(&mut self, raw: RawSeries<'_>) -> Option<SeriesId> {
         let table = self.table.as_ref()?;
         if let Some(entry) = table.entries.get(self.next) {
-            if table.holds(entry, first, second) {
+            if table.holds(entry, self.namespace.0, raw.first, raw.second) {
                 self.next += 1;
                 return Some(SeriesId(entry.id));
             }
         }
-        let key = CacheKey {
-            hash: hash(),
-            first,
-            second,
+        let key = self.cache.key(self.namespace, raw);
+        let Some(at) = table.find(&key) else {
+            self.last_miss = Some((raw_at(&raw), key.hash));
+            return None;
         };
-        let at = table.find(&key)?;
         self.next = at + 1;
         Some(SeriesId(table.entries[at].id))
     }
@@ -250,6 +308,7 @@ impl Reader<'_> {
 /// Equality of short slices (an Influx field key, remote write's empty second part) without a
 /// call to `memcmp`, whose short-length path measured slow here (a call per lookup cost remote
 /// write 1/3 of its throughput for an empty slice); long ones are compared by `memcmp`.
+#[inline]
 fn short_eq(a: &[u8], b: &[u8]) -> bool {
     const SHORT_BYTES_MAX: usize = 32;
     if a.len() != b.len() {
@@ -266,10 +325,12 @@ fn short_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl Table {
-    /// Whether `entry` is the key `first`, `second`.
-    fn holds(&self, entry: &Entry, first: &[u8], second: &[u8]) -> bool {
+    /// Whether `entry` is the key `first`, `second` in `namespace`.
+    #[inline]
+    fn holds(&self, entry: &Entry, namespace: u32, first: &[u8], second: &[u8]) -> bool {
         if entry.first_len as usize != first.len()
             || entry.len as usize != first.len() + second.len()
+            || entry.namespace != namespace
         {
             return false;
         }
@@ -294,7 +355,8 @@ impl Table {
             }
             if slot.tag == tag {
                 let entry = &self.entries[slot.entry as usize];
-                if entry.hash == key.hash && self.holds(entry, key.first, key.second) {
+                if entry.hash == key.hash && self.holds(entry, key.namespace, key.first, key.second)
+                {
                     return Some(slot.entry as usize);
                 }
             }
@@ -357,8 +419,9 @@ impl Table {
         self.entries.push(Entry {
             hash: key.hash,
             at: start as u32,
-            len: key.len() as u32,
-            first_len: key.first.len() as u32,
+            len: key.len() as u16,
+            first_len: key.first.len() as u16,
+            namespace: key.namespace,
             id: id.0,
         });
         self.slots[at] = Slot {
@@ -368,8 +431,8 @@ impl Table {
     }
 }
 
-/// A request's misses: the keys it pushed by canonical text, to cache once the write that
-/// creates their series has succeeded. Bounded; what does not fit is learned on a later miss.
+/// A body's misses: the keys it pushed by canonical text, to cache once the write that creates
+/// their series has succeeded. Bounded; what does not fit is learned on a later miss.
 #[derive(Default)]
 pub struct Misses {
     /// Key bytes, back to back.
@@ -386,6 +449,7 @@ pub const MISS_BYTES_MAX: usize = 64 << 20;
 
 struct Miss {
     hash: u64,
+    namespace: u32,
     first_len: u32,
     /// Ends of this miss's key in `keys` and its text in `texts`.
     key_end: usize,
@@ -407,6 +471,7 @@ impl Misses {
         self.texts.push_str(text);
         self.entries.push(Miss {
             hash: key.hash,
+            namespace: key.namespace,
             first_len: key.first.len() as u32,
             key_end: self.keys.len(),
             text_end: self.texts.len(),
@@ -414,7 +479,6 @@ impl Misses {
         });
     }
 
-    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -453,6 +517,7 @@ impl Misses {
                     let (first, second) = bytes.split_at(miss.first_len as usize);
                     let key = CacheKey {
                         hash: miss.hash,
+                        namespace: miss.namespace,
                         first,
                         second,
                     };
@@ -466,91 +531,87 @@ impl Misses {
     }
 }
 
-/// The caches of one server (one store): one per protocol, so keys of different protocols
-/// never meet.
-pub struct SeriesIds {
-    pub influx: SeriesCache,
-    pub remote_write: SeriesCache,
-    /// httptrap, JSON and flatbuffers alike: a metric's name (after its check's tags) and its
-    /// own `|ST[…]` text determine its key the same way in both.
-    pub httptrap: SeriesCache,
-}
-
-impl SeriesIds {
-    /// Bounds from [`ENTRIES_MAX_ENV`] when set (lower only), else the defaults.
-    pub fn from_env() -> SeriesIds {
-        let entries_max = std::env::var(ENTRIES_MAX_ENV)
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .map_or(ENTRIES_MAX_DEFAULT, |n| n.clamp(1, ENTRIES_MAX_DEFAULT));
-        SeriesIds {
-            influx: SeriesCache::new(entries_max, KEY_BYTES_MAX_DEFAULT),
-            remote_write: SeriesCache::new(entries_max, KEY_BYTES_MAX_DEFAULT),
-            httptrap: SeriesCache::new(entries_max, KEY_BYTES_MAX_DEFAULT),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    fn raw<'a>(first: &'a [u8], second: &'a [u8]) -> RawSeries<'a> {
+        RawSeries { first, second }
+    }
+
     #[test]
-    fn a_key_is_found_only_with_both_parts_equal() {
+    fn a_key_is_found_only_with_both_parts_and_the_namespace_equal() {
         let cache = SeriesCache::new(1000, 1 << 20);
-        let h = cache.prefix_hash(b"cpu,a=b");
-        cache.insert(&cache.key(h, b"cpu,a=b", b"cx"), SeriesId(7));
+        let influx = cache.namespace("influx", &[]).unwrap();
+        cache.insert(&cache.key(influx, raw(b"cpu,a=b", b"cx")), SeriesId(7));
         assert_eq!(
-            cache.get(&cache.key(h, b"cpu,a=b", b"cx")),
+            cache.get(&cache.key(influx, raw(b"cpu,a=b", b"cx"))),
             Some(SeriesId(7))
         );
         // The same bytes split elsewhere are another series (`cpu_x{a=bc}`).
-        let h2 = cache.prefix_hash(b"cpu,a=bc");
-        assert_eq!(cache.get(&cache.key(h2, b"cpu,a=bc", b"x")), None);
-        assert_eq!(cache.get(&cache.key(h, b"cpu,a=b", b"cy")), None);
-        cache.insert(&cache.key(h, b"cpu,a=b", b"cx"), SeriesId(9));
+        assert_eq!(cache.get(&cache.key(influx, raw(b"cpu,a=bc", b"x"))), None);
+        assert_eq!(cache.get(&cache.key(influx, raw(b"cpu,a=b", b"cy"))), None);
+        // The same bytes in another namespace (protocol, or check) are another series.
+        let other = cache.namespace("remote_write", &[]).unwrap();
+        let check = Tag::new("__check", "c").unwrap();
+        let checked = cache.namespace("influx", &[check]).unwrap();
+        assert_ne!(other, influx);
+        assert_ne!(checked, influx);
+        assert_eq!(cache.namespace("influx", &[]), Some(influx));
+        assert_eq!(cache.get(&cache.key(other, raw(b"cpu,a=b", b"cx"))), None);
+        assert_eq!(cache.get(&cache.key(checked, raw(b"cpu,a=b", b"cx"))), None);
+        cache.insert(&cache.key(influx, raw(b"cpu,a=b", b"cx")), SeriesId(9));
         assert_eq!(
-            cache.get(&cache.key(h, b"cpu,a=b", b"cx")),
+            cache.get(&cache.key(influx, raw(b"cpu,a=b", b"cx"))),
             Some(SeriesId(9))
         );
         assert_eq!(cache.len(), 1);
     }
 
     #[test]
+    fn namespaces_are_bounded_and_never_given_twice() {
+        let cache = SeriesCache::new(1000, 1 << 20);
+        let first = cache.namespace("httptrap", &[]).unwrap();
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..NAMESPACES_MAX * 2 {
+            let check = Tag::new("__check", format!("c{i}")).unwrap();
+            assert!(seen.insert(cache.namespace("httptrap", &[check]).unwrap()));
+            assert!(cache.namespaces.lock().unwrap().by_name.len() <= NAMESPACES_MAX);
+        }
+        // Forgotten, then given a new id: nothing cached under the old one is found with it.
+        assert_ne!(cache.namespace("httptrap", &[]), Some(first));
+    }
+
+    #[test]
     fn every_key_within_the_bound_is_kept_and_the_bound_holds() {
         let entries_max = 6400;
         let cache = SeriesCache::new(entries_max, 1 << 30);
+        let ns = cache.namespace("test", &[]).unwrap();
         let key = |i: usize| format!("series {i}").into_bytes();
         let n = entries_max / 2;
         for i in 0..n {
             let k = key(i);
-            cache.insert(
-                &cache.key(cache.prefix_hash(&k), &k, b""),
-                SeriesId(i as u32),
-            );
+            cache.insert(&cache.key(ns, raw(&k, b"")), SeriesId(i as u32));
         }
         let found = (0..n)
             .filter(|&i| {
                 let k = key(i);
-                cache.get(&cache.key(cache.prefix_hash(&k), &k, b"")) == Some(SeriesId(i as u32))
+                cache.get(&cache.key(ns, raw(&k, b""))) == Some(SeriesId(i as u32))
             })
             .count();
         // A key is forgotten only when its probe window is full (rare at half the bound).
         assert!(found as f64 >= n as f64 * 0.99, "{found} of {n}");
         for i in n..entries_max * 10 {
             let k = key(i);
-            cache.insert(
-                &cache.key(cache.prefix_hash(&k), &k, b""),
-                SeriesId(i as u32),
-            );
+            cache.insert(&cache.key(ns, raw(&k, b"")), SeriesId(i as u32));
             assert!(cache.len() <= entries_max);
         }
         // Whatever is still cached maps to its own id.
         let wrong = (0..entries_max * 10)
             .filter(|&i| {
                 let k = key(i);
-                let got = cache.get(&cache.key(cache.prefix_hash(&k), &k, b""));
+                let got = cache.get(&cache.key(ns, raw(&k, b"")));
                 got.is_some_and(|id| id != SeriesId(i as u32))
             })
             .count();
@@ -560,34 +621,35 @@ mod tests {
     #[test]
     fn lookups_in_the_order_inserted_or_any_other_find_each_key_s_own_id() {
         let cache = SeriesCache::new(10_000, 1 << 20);
+        let ns = cache.namespace("influx", &[]).unwrap();
         let section = |i: usize| format!("cpu,host=h{}", i / 3).into_bytes();
         let field = |i: usize| format!("f{}", i % 3).into_bytes();
         let n = 300;
         let keys: Vec<_> = (0..n).map(|i| (section(i), field(i))).collect();
         for (i, (a, b)) in keys.iter().enumerate() {
-            let key = cache.key(cache.prefix_hash(a), a, b);
-            cache.insert(&key, SeriesId(1000 + i as u32));
+            cache.insert(&cache.key(ns, raw(a, b)), SeriesId(1000 + i as u32));
         }
         let mut orders: Vec<Vec<usize>> = vec![(0..n).collect(), (0..n).rev().collect()];
         // Every other key, then each key twice in a row, then a stride.
         orders.push((0..n).step_by(2).collect());
         orders.push((0..n).flat_map(|i| [i, i]).collect());
         orders.push((0..n).map(|i| (i * 7) % n).collect());
+        let other = cache.namespace("other", &[]).unwrap();
         for order in orders {
-            let mut reader = cache.reader();
+            let mut reader = cache.reader(ns);
+            let mut elsewhere = cache.reader(other);
             for &i in &order {
                 let (a, b) = &keys[i];
-                let got = reader.get(a, b, |c| c.prefix_hash(a));
+                let got = reader.get(raw(a, b));
                 assert_eq!(got, Some(SeriesId(1000 + i as u32)), "key {i}");
                 // A key that is not cached, between cached ones: the same first part with
-                // another second, and the next key's bytes split elsewhere.
-                assert_eq!(reader.get(a, b"zz", |c| c.prefix_hash(a)), None);
+                // another second, the next key's bytes split elsewhere, the same bytes in
+                // another namespace.
+                assert_eq!(reader.get(raw(a, b"zz")), None);
                 let mut joined = a.clone();
                 joined.extend_from_slice(&b[..1]);
-                assert_eq!(
-                    reader.get(&joined, &b[1..], |c| c.prefix_hash(&joined)),
-                    None
-                );
+                assert_eq!(reader.get(raw(&joined, &b[1..])), None);
+                assert_eq!(elsewhere.get(raw(a, b)), None);
             }
         }
     }
@@ -595,9 +657,10 @@ mod tests {
     #[test]
     fn the_byte_bound_holds() {
         let cache = SeriesCache::new(1 << 20, 64_000);
+        let ns = cache.namespace("test", &[]).unwrap();
         for i in 0..10_000u32 {
             let k = format!("{i:0>100}").into_bytes();
-            cache.insert(&cache.key(cache.prefix_hash(&k), &k, b""), SeriesId(i));
+            cache.insert(&cache.key(ns, raw(&k, b"")), SeriesId(i));
         }
         assert!(cache.table.read().unwrap().arena.len() <= 64_000);
         assert!(cache.len() > 0);

@@ -1,0 +1,177 @@
+//! Every ingest body's path, whatever its protocol: decompress, pick the parser, parse into the
+//! insert sink (crate `insert`), hand the batch to the one function that writes to the store
+//! (`App::store_inserted`), and report what the body became.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use ingest::httptrap::Scratch;
+use ingest::influx::Precision;
+use ingest::Options;
+use insert::{Buffers, Inserted, Setup};
+use store::key::Tag;
+use store::{Origin, Written};
+
+use super::kept::Kept;
+use super::reply::{Outcome, ServeError};
+use super::{now_ms, unzipped, App, Endpoint};
+
+/// The two encodings of an httptrap body, chosen by `Content-Type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    Json,
+    Flat,
+}
+
+/// Which parser reads a body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Httptrap(Encoding),
+    Influx(Precision),
+    RemoteWrite,
+    Otlp { json: bool },
+    Graphite,
+}
+
+impl Protocol {
+    fn endpoint(self) -> Endpoint {
+        match self {
+            Protocol::Httptrap(_) => Endpoint::Httptrap,
+            Protocol::Influx(_) => Endpoint::Influx,
+            Protocol::RemoteWrite => Endpoint::RemoteWrite,
+            Protocol::Otlp { .. } => Endpoint::Otlp,
+            Protocol::Graphite => Endpoint::Graphite,
+        }
+    }
+
+    /// The protocol's namespace in the series id cache, for those whose parsers lend the bytes
+    /// a client sent for a series. httptrap JSON and flatbuffers share one: a metric's name and
+    /// its own `|ST[…]` text determine its key the same way in both.
+    fn cache_name(self) -> Option<&'static str> {
+        match self {
+            Protocol::Httptrap(_) => Some("httptrap"),
+            Protocol::Influx(_) => Some("influx"),
+            Protocol::RemoteWrite => Some("remote_write"),
+            Protocol::Otlp { .. } | Protocol::Graphite => None,
+        }
+    }
+}
+
+/// Decompresses (gzip if sent so), parses and writes one body on the blocking pool; what it
+/// became. `extra_tags` go on every key (httptrap's `__check`). A body whose parse stopped is
+/// not written at all. A body with an `origin` already applied is acknowledged again without
+/// being applied (`Outcome::duplicate`).
+pub async fn write_body(
+    app: &Arc<App>,
+    protocol: Protocol,
+    body: impl AsRef<[u8]> + Send + 'static,
+    gzip: bool,
+    extra_tags: Vec<Tag>,
+    origin: Option<Origin>,
+) -> Result<Outcome, ServeError> {
+    app.write_blocking(move |app| {
+        let bytes = unzipped(body.as_ref(), gzip, app.config.limits.body_size_bytes_max)?;
+        read_and_write(app, protocol, &bytes, &extra_tags, origin)
+    })
+    .await
+}
+
+/// Bytes of reading buffers kept for a next body (larger ones are dropped after use, so one huge
+/// body does not pin its memory; the batch's bound is `Inserted::take_buffers`').
+const RETAINED_SCRATCH_BYTES_MAX: usize = 32 << 20;
+/// Bytes of a decompressed remote write body kept for the next.
+const RETAINED_RAW_BYTES_MAX: usize = 8 << 20;
+
+thread_local! {
+    /// A blocking-pool thread's batch buffers and decompression buffer, kept between bodies: a
+    /// steady stream of requests then does not fault in fresh pages for each.
+    static BUFFERS: RefCell<(Buffers, Vec<u8>)> = RefCell::new(Default::default());
+}
+
+/// The httptrap JSON reading buffers (bin vectors, tape, remembered bin prefixes and key
+/// splits), taken only while a body is read.
+static SCRATCH: Kept<Scratch> = Kept::new();
+
+fn read_and_write(
+    app: &App,
+    protocol: Protocol,
+    body: &[u8],
+    extra_tags: &[Tag],
+    origin: Option<Origin>,
+) -> Result<Outcome, ServeError> {
+    let now_ms = now_ms();
+    let cache = &app.series_ids;
+    let setup = Setup {
+        now_ms,
+        extra_tags,
+        cache: protocol
+            .cache_name()
+            .and_then(|name| cache.namespace(name, extra_tags))
+            .map(|namespace| (cache, namespace)),
+        names: Some(&app.store),
+    };
+    let (buffers, mut raw) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    let mut inserted = read(protocol, body, &setup, buffers, &mut raw);
+    inserted.batch.set_origin(origin);
+    let result = app.store_inserted(Some(protocol.endpoint()), &mut inserted);
+    let outcome = Outcome {
+        duplicate: matches!(result, Ok(Written::Duplicate)),
+        accepted: inserted.accepted,
+        rejected_total: inserted.rejected_total,
+        error: inserted.error_text(),
+        stopped: inserted.stopped,
+        too_large: inserted.stopped_too_large,
+    };
+    if raw.capacity() > RETAINED_RAW_BYTES_MAX {
+        raw = Vec::new();
+    }
+    let buffers = inserted.take_buffers();
+    BUFFERS.with(|b| *b.borrow_mut() = (buffers, raw));
+    result.map(|_| outcome)
+}
+
+/// One body through its protocol's parser into the insert sink.
+fn read(
+    protocol: Protocol,
+    body: &[u8],
+    setup: &Setup<'_>,
+    buffers: Buffers,
+    raw: &mut Vec<u8>,
+) -> Inserted {
+    let options = Options::at(setup.now_ms);
+    match protocol {
+        Protocol::Httptrap(Encoding::Json) => {
+            let mut scratch = SCRATCH.take();
+            let inserted = insert::insert(setup, buffers, |sink| {
+                ingest::httptrap::parse_into_with(body, &options, sink, &mut scratch)
+            });
+            if scratch.capacity_bytes() <= RETAINED_SCRATCH_BYTES_MAX {
+                SCRATCH.give(scratch);
+            }
+            inserted
+        }
+        Protocol::Httptrap(Encoding::Flat) => insert::insert(setup, buffers, |sink| {
+            ingest::flat::parse_into(body, &options, sink)
+        }),
+        Protocol::Influx(precision) => insert::insert(setup, buffers, |sink| {
+            ingest::influx::parse_into(body, &options, precision, sink)
+        }),
+        Protocol::RemoteWrite => {
+            // Snappy into a kept buffer; a body that does not decompress is rejected whole.
+            let decompressed = ingest::remote_write::decompress_into(body, raw);
+            insert::insert(setup, buffers, |sink| match &decompressed {
+                Ok(()) => ingest::remote_write::parse_decompressed_into(raw, &options, sink),
+                Err(reason) => ingest::remote_write::reject_body(sink, reason.clone()),
+            })
+        }
+        Protocol::Otlp { json: true } => insert::insert(setup, buffers, |sink| {
+            ingest::otlp::parse_json_into(body, &options, sink)
+        }),
+        Protocol::Otlp { json: false } => insert::insert(setup, buffers, |sink| {
+            ingest::otlp::parse_protobuf_into(body, &options, sink)
+        }),
+        Protocol::Graphite => insert::insert(setup, buffers, |sink| {
+            ingest::graphite::parse_into(body, &options, sink)
+        }),
+    }
+}
