@@ -49,9 +49,14 @@ pub fn router(app: Shared) -> Router {
         .fallback(not_found)
         .with_state(app.clone())
         // The Prometheus-compatible read API (/api/v1/query, series, labels, …).
-        .merge(promql::http::router(app.store.clone()))
+        .merge(promql::http::router_with(
+            app.store.clone(),
+            super::alerts::promql_options(),
+        ))
         // The analytics language endpoint (/api/strata/v1/caql).
         .merge(query::http::router(app.store.clone()))
+        // Alerting: /api/strata/v1/alerts, /api/strata/v1/rules.
+        .merge(super::alerts::router(&app.config))
         // The web UI at `/` and the worksheets API.
         .merge(super::ui::router(app.clone()));
     routes.layer(middleware::from_fn_with_state(frame_state, frame))

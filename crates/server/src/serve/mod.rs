@@ -6,6 +6,7 @@
 //! store blocks (fsync), so writes run on tokio's blocking pool, at most `WRITERS_MAX` at once;
 //! concurrent writers share the journal's group commit.
 
+mod alerts;
 mod conn;
 mod graphite;
 mod http;
@@ -286,6 +287,7 @@ async fn serve(config: Config) -> Result<(), String> {
         "store open"
     );
     let store = Arc::new(store);
+    alerts::start(&config, &store).await?;
 
     // Bind everything before announcing, so the printed addresses are live.
     let http_listener = bind_tcp(http_addr, "http").await?;
@@ -376,6 +378,7 @@ async fn serve(config: Config) -> Result<(), String> {
             tracing::error!(error = %e, "a listener task failed");
         }
     }
+    alerts::stop().await;
     close_store(app).await
 }
 
