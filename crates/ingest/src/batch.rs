@@ -235,7 +235,13 @@ pub struct Batch {
     pub rejected: Vec<Rejection>,
     /// Every rejection, listed or not (httptrap's `filtered`).
     pub rejected_total: usize,
+    /// Metric family metadata the body carried, in body order (at most
+    /// `METADATA_PER_BATCH_MAX`; the rest is dropped, not rejected).
+    pub metadata: Vec<crate::sink::MetadataOwned>,
 }
+
+/// Metadata entries a [`Batch`] keeps.
+pub const METADATA_PER_BATCH_MAX: usize = 100_000;
 
 impl Batch {
     /// True when a rejection stopped the parse (see `Rejection::rest_of_body`).

@@ -34,6 +34,7 @@ mod json;
 mod lines;
 pub mod otlp;
 pub mod remote_write;
+pub mod remote_write2;
 pub mod sink;
 pub mod statsd;
 mod tags;
@@ -44,6 +45,6 @@ pub use batch::{
     REJECTIONS_LISTED_MAX, SAMPLES_PER_BATCH_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
 };
 pub use sink::{
-    HistogramRef, Known, Lookup, Name, Point, PointAt, RawSeries, Scope, Series, Sink, TagsRef,
-    ValueRef,
+    HistogramRef, Known, Lookup, Metadata, MetadataOwned, MetricType, Name, Point, PointAt,
+    RawSeries, Scope, Series, Sink, TagsRef, ValueRef,
 };

@@ -62,6 +62,88 @@ pub trait Sink {
         let location = || at.location(series.index.unwrap_or(0), &series.name);
         self.reject(&location, reason, Scope::One);
     }
+
+    /// What the sender says a metric family is (remote write's metadata, OTLP's metric type,
+    /// unit and description). Not a sample: it is neither counted nor rejected, and a sink that
+    /// keeps no metadata ignores it.
+    fn metadata(&mut self, metadata: &Metadata<'_>) {
+        let _ = metadata;
+    }
+}
+
+/// A metric family's type as Prometheus names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MetricType {
+    Unknown,
+    Counter,
+    Gauge,
+    Histogram,
+    GaugeHistogram,
+    Summary,
+    Info,
+    StateSet,
+}
+
+impl MetricType {
+    /// Prometheus's name for it (`/api/v1/metadata`'s `type`).
+    pub fn name(self) -> &'static str {
+        match self {
+            MetricType::Unknown => "unknown",
+            MetricType::Counter => "counter",
+            MetricType::Gauge => "gauge",
+            MetricType::Histogram => "histogram",
+            MetricType::GaugeHistogram => "gaugehistogram",
+            MetricType::Summary => "summary",
+            MetricType::Info => "info",
+            MetricType::StateSet => "stateset",
+        }
+    }
+
+    /// The type named so (`None` for a name Prometheus does not use).
+    pub fn from_name(name: &str) -> Option<MetricType> {
+        Some(match name {
+            "unknown" => MetricType::Unknown,
+            "counter" => MetricType::Counter,
+            "gauge" => MetricType::Gauge,
+            "histogram" => MetricType::Histogram,
+            "gaugehistogram" => MetricType::GaugeHistogram,
+            "summary" => MetricType::Summary,
+            "info" => MetricType::Info,
+            "stateset" => MetricType::StateSet,
+            _ => return None,
+        })
+    }
+}
+
+/// One metric family's metadata, lent from the body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Metadata<'m> {
+    /// The family name: a metric name, or for a classic histogram or summary the name its
+    /// `_bucket`, `_sum`, `_count` series share.
+    pub family: &'m str,
+    pub kind: MetricType,
+    pub help: &'m str,
+    pub unit: &'m str,
+}
+
+impl Metadata<'_> {
+    pub fn to_owned(&self) -> MetadataOwned {
+        MetadataOwned {
+            family: self.family.to_owned(),
+            kind: self.kind,
+            help: self.help.to_owned(),
+            unit: self.unit.to_owned(),
+        }
+    }
+}
+
+/// [`Metadata`] owned (what [`Batch`] keeps).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetadataOwned {
+    pub family: String,
+    pub kind: MetricType,
+    pub help: String,
+    pub unit: String,
 }
 
 /// What a rejection covers.
@@ -316,6 +398,12 @@ impl Sink for Batch {
             mode: point.mode,
         });
         true
+    }
+
+    fn metadata(&mut self, metadata: &Metadata<'_>) {
+        if self.metadata.len() < crate::batch::METADATA_PER_BATCH_MAX {
+            self.metadata.push(metadata.to_owned());
+        }
     }
 
     fn reject(&mut self, location: &dyn Fn() -> String, reason: Reason, scope: Scope) {
