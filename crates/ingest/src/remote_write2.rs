@@ -367,7 +367,7 @@ fn resolve<'a>(
     symbols: &[&'a str],
     out: &mut Vec<(&'a str, &'a str)>,
 ) -> Result<(), Reason> {
-    if refs.len() % 2 != 0 {
+    if !refs.len().is_multiple_of(2) {
         return Err(Reason::bad_value(
             "label references in name-value pairs",
             &format!("{} references", refs.len()),
@@ -452,7 +452,7 @@ fn check_exemplar(exemplar: &[u8], symbols: &[&str]) -> Result<(), Reason> {
             symbols.len()
         )));
     }
-    if refs % 2 != 0 {
+    if !refs.is_multiple_of(2) {
         return Err(malformed(format!(
             "exemplar has {refs} label references, not name-value pairs"
         )));

@@ -110,6 +110,27 @@ fn prometheus_library_sends_remote_write_2_and_reads_the_written_counts() {
         ],
         "{series}"
     );
+
+    // What the sender described, as Prometheus lists it, kept across a restart.
+    let expected = serde_json::json!({
+        "rw2_latency_seconds": [{"type": "histogram", "help": "Request latency.", "unit": "seconds"}],
+        "rw2_nhcb_seconds": [{"type": "histogram", "help": "Queue wait.", "unit": "seconds"}],
+        "rw2_requests_total": [{"type": "counter", "help": "Requests served.", "unit": ""}],
+        "rw2_temperature_celsius": [{"type": "gauge", "help": "Room temperature.", "unit": "celsius"}],
+    });
+    let metadata = get_json(&server.url("/api/v1/metadata"));
+    assert_eq!(metadata["data"], expected, "{metadata}");
+    let one = get_json(&server.url("/api/v1/metadata?metric=rw2_requests_total"));
+    assert_eq!(
+        one["data"],
+        serde_json::json!({"rw2_requests_total": expected["rw2_requests_total"]})
+    );
+    let limited = get_json(&server.url("/api/v1/metadata?limit=1"));
+    assert_eq!(limited["data"].as_object().unwrap().len(), 1, "{limited}");
+    server.stop();
+    let server = Server::start(dir.path(), &[]);
+    let metadata = get_json(&server.url("/api/v1/metadata"));
+    assert_eq!(metadata["data"], expected, "after a restart: {metadata}");
 }
 
 #[test]

@@ -49,7 +49,13 @@ pub fn router(app: Shared) -> Router {
         .fallback(not_found)
         .with_state(app.clone())
         // The Prometheus-compatible read API (/api/v1/query, series, labels, …).
-        .merge(promql::http::router(app.store.clone()))
+        .merge(promql::http::router_with(
+            app.store.clone(),
+            promql::http::Options {
+                metadata: app.metadata.clone(),
+                ..promql::http::Options::default()
+            },
+        ))
         // The analytics language endpoint (/api/strata/v1/caql).
         .merge(query::http::router(app.store.clone()))
         // The web UI at `/` and the worksheets API.

@@ -13,6 +13,7 @@ use store::key::Tag;
 use store::{Origin, Written};
 
 use super::kept::Kept;
+use super::metadata::Described;
 use super::reply::{Outcome, ServeError};
 use super::{now_ms, unzipped, App, Endpoint};
 
@@ -117,9 +118,21 @@ fn read_and_write(
     };
     let (buffers, mut raw) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
     let mut written = None;
-    let mut inserted = read(protocol, body, &setup, buffers, &mut raw, &mut written);
+    let mut described = Vec::new();
+    let mut inserted = read(
+        protocol,
+        body,
+        &setup,
+        buffers,
+        &mut raw,
+        &mut written,
+        &mut described,
+    );
     inserted.batch.set_origin(origin);
     let result = app.store_inserted(Some(protocol.endpoint()), &mut inserted);
+    if result.is_ok() && !inserted.stopped {
+        app.metadata.record(&described);
+    }
     let outcome = Outcome {
         written: written.map(|w| stored_share(w, &inserted)),
         duplicate: matches!(result, Ok(Written::Duplicate)),
@@ -157,7 +170,8 @@ fn stored_share(
 }
 
 /// One body through its protocol's parser into the insert sink; a remote write 2.0 body's
-/// written counts into `written`.
+/// written counts into `written`, the metric metadata a remote write body describes into
+/// `described`.
 fn read(
     protocol: Protocol,
     body: &[u8],
@@ -165,6 +179,7 @@ fn read(
     buffers: Buffers,
     raw: &mut Vec<u8>,
     written: &mut Option<ingest::remote_write2::Written>,
+    described: &mut Vec<ingest::MetadataOwned>,
 ) -> Inserted {
     let options = Options::at(setup.now_ms);
     match protocol {
@@ -187,18 +202,34 @@ fn read(
         Protocol::RemoteWrite => {
             // Snappy into a kept buffer; a body that does not decompress is rejected whole.
             let decompressed = ingest::remote_write::decompress_into(body, raw);
-            insert::insert(setup, buffers, |sink| match &decompressed {
-                Ok(()) => ingest::remote_write::parse_decompressed_into(raw, &options, sink),
-                Err(reason) => ingest::remote_write::reject_body(sink, reason.clone()),
+            insert::insert(setup, buffers, |sink| {
+                described.clear();
+                let mut sink = Described {
+                    inner: sink,
+                    metadata: described,
+                };
+                match &decompressed {
+                    Ok(()) => {
+                        ingest::remote_write::parse_decompressed_into(raw, &options, &mut sink)
+                    }
+                    Err(reason) => ingest::remote_write::reject_body(&mut sink, reason.clone()),
+                }
             })
         }
         Protocol::RemoteWrite2 => {
             let decompressed = ingest::remote_write::decompress_into(body, raw);
             insert::insert(setup, buffers, |sink| {
+                described.clear();
+                let mut sink = Described {
+                    inner: sink,
+                    metadata: described,
+                };
                 *written = Some(match &decompressed {
-                    Ok(()) => ingest::remote_write2::parse_decompressed_into(raw, &options, sink),
+                    Ok(()) => {
+                        ingest::remote_write2::parse_decompressed_into(raw, &options, &mut sink)
+                    }
                     Err(reason) => {
-                        ingest::remote_write::reject_body(sink, reason.clone());
+                        ingest::remote_write::reject_body(&mut sink, reason.clone());
                         ingest::remote_write2::Written::default()
                     }
                 });
