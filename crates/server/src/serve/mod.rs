@@ -13,11 +13,12 @@ mod kept;
 mod metadata;
 mod metrics;
 mod origin;
+mod overview;
 mod read;
 mod reply;
+mod saved;
 mod statsd;
 mod ui;
-mod worksheets;
 mod write;
 
 use std::net::SocketAddr;
@@ -56,6 +57,17 @@ pub struct App {
     pub series_ids: SeriesCache,
     /// Metric metadata senders described (`/api/v1/metadata`).
     pub metadata: Arc<metadata::Registry>,
+    /// The addresses actually bound (port 0 resolved), for the landing page's examples.
+    pub listening: Listening,
+}
+
+/// Where the server listens: `None` for a listener that is off.
+#[derive(Clone, Debug, Default)]
+pub struct Listening {
+    pub http: Option<String>,
+    pub statsd: Option<String>,
+    pub graphite: Option<String>,
+    pub tls: bool,
 }
 
 /// The environment variable that lowers a server's series id cache bound (entries), so tests
@@ -202,10 +214,11 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     };
     init_logging(&args, &config);
-    // Transparent huge pages cost the server more than they give: the allocator hands freed
-    // request and batch buffers back to the kernel in small pieces and takes them again, and
-    // every fault in a huge-page region zeroes 2 MiB — 20–30 % of the server's CPU on histogram
-    // ingest (bench/RESULTS.md, issue 6). Process-wide; an older kernel just keeps them.
+    // Transparent huge pages off for this process: the allocator hands freed request and batch
+    // buffers back to the kernel in small pieces and takes them again, and every fault in a
+    // huge-page region zeroes 2 MiB, which on histogram ingest cost a fifth to a third of the
+    // server's CPU (the ingest rates are in bench/RESULTS.md, "strata serve ingest"). An older
+    // kernel without the switch just keeps them.
     if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
         tracing::debug!("transparent huge pages stay enabled: {e}");
     }
@@ -223,8 +236,8 @@ pub fn run(args: ServeArgs) -> ExitCode {
     match runtime.block_on(serve(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // Once, plainly: the log and the terminal are the same stream here.
             eprintln!("strata serve: {e}");
-            tracing::error!(error = %e, "strata serve stopped");
             ExitCode::from(1)
         }
     }
@@ -299,6 +312,14 @@ async fn serve(config: Config) -> Result<(), String> {
         (Some(cert), Some(key)) => Some(conn::acceptor(cert, key)?),
         _ => None,
     };
+    let bound =
+        |r: Option<std::io::Result<SocketAddr>>| r.and_then(Result::ok).map(|a| a.to_string());
+    let listening = Listening {
+        http: bound(http_listener.as_ref().map(|l| l.local_addr())),
+        statsd: bound(statsd_socket.as_ref().map(|s| s.local_addr())),
+        graphite: bound(graphite_listener.as_ref().map(|l| l.local_addr())),
+        tls: tls.is_some(),
+    };
     let line = format!(
         "strata serve: listening http={} statsd={} graphite={} tls={} data_dir={}",
         local(http_local),
@@ -328,6 +349,7 @@ async fn serve(config: Config) -> Result<(), String> {
         body_budget_kib_max: body_budget_kib,
         series_ids: series_cache_from_env(),
         metadata: Arc::new(metadata::Registry::open(&config.store.data_dir)),
+        listening,
     });
     drop(store);
 
@@ -346,9 +368,11 @@ async fn serve(config: Config) -> Result<(), String> {
     }
     tasks.spawn(self_monitor(app.clone(), stop_rx.clone()));
 
+    // The handlers are in place before the start line: whoever reads it may signal at once.
+    let signalled = shutdown_signal();
+    // Once, on stdout, where scripts read it (the log on stderr would repeat it on a terminal).
     println!("{line}");
-    tracing::info!("{line}");
-    shutdown_signal().await;
+    signalled.await;
     tracing::info!("shutting down: no new connections; finishing requests and flushing buffers");
     let _ = stop_tx.send(true);
     while let Some(joined) = tasks.join_next().await {
@@ -412,19 +436,22 @@ pub async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
-async fn shutdown_signal() {
+/// SIGTERM or SIGINT; the handlers are registered when this is called, not when awaited.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let term = signal(SignalKind::terminate());
     let int = signal(SignalKind::interrupt());
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
             }
-        }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
 }
