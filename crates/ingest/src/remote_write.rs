@@ -10,11 +10,12 @@
 use hist::convert::{self, Cumulative, NativeCounts, NativeHistogram, Span};
 use prost::Message;
 
+use crate::batch::MetricType;
 use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
 use crate::batch::{TagList, Value, SAMPLES_PER_BATCH_MAX};
 use crate::sink::{
-    HistogramRef, Lookup, Metadata, MetricType, Name, Point, PointAt, RawSeries, Scope, Series,
-    Sink, TagsRef, ValueRef,
+    HistogramRef, Lookup, Metadata, Name, Point, PointAt, RawSeries, Scope, Series, Sink, TagsRef,
+    ValueRef,
 };
 use crate::wire::{packed_varints, varint_elements, walk_wire, Field, Wire};
 

@@ -11,13 +11,14 @@
 //! a bad series (a label reference past the symbols table, an odd number of references, a bad
 //! label) or point is rejected alone, named.
 
+use crate::batch::MetricType;
 use crate::batch::{Batch, Options, Reason};
 use crate::remote_write::{
     check_labels, check_message, float_point, hand_point, histogram_buckets, malformed,
     metric_type, native_point, read_histogram, read_sample, reject_body, sample_fields, Counts,
     Expect, PointKind, DECOMPRESSED_BYTES_MAX, LABELS_PER_REQUEST_MAX,
 };
-use crate::sink::{Lookup, Metadata, MetricType, Name, Scope, Series, Sink, TagsRef};
+use crate::sink::{Lookup, Metadata, Name, Scope, Series, Sink, TagsRef};
 use crate::wire::{packed_varints, Wire};
 
 /// The `proto=` parameter of the Content-Type naming this message.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use hist::Histogram;
 
-use crate::batch::{Batch, Mode, Reason, Sample, Tags, Value};
+use crate::batch::{Batch, MetadataOwned, MetricType, Mode, Reason, Sample, Tags, Value};
 use crate::tags::suffix_tags_owned;
 
 /// Receives one body's parse. Static dispatch: parsers are generic over their sink, so the
@@ -71,50 +71,6 @@ pub trait Sink {
     }
 }
 
-/// A metric family's type as Prometheus names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MetricType {
-    Unknown,
-    Counter,
-    Gauge,
-    Histogram,
-    GaugeHistogram,
-    Summary,
-    Info,
-    StateSet,
-}
-
-impl MetricType {
-    /// Prometheus's name for it (`/api/v1/metadata`'s `type`).
-    pub fn name(self) -> &'static str {
-        match self {
-            MetricType::Unknown => "unknown",
-            MetricType::Counter => "counter",
-            MetricType::Gauge => "gauge",
-            MetricType::Histogram => "histogram",
-            MetricType::GaugeHistogram => "gaugehistogram",
-            MetricType::Summary => "summary",
-            MetricType::Info => "info",
-            MetricType::StateSet => "stateset",
-        }
-    }
-
-    /// The type named so (`None` for a name Prometheus does not use).
-    pub fn from_name(name: &str) -> Option<MetricType> {
-        Some(match name {
-            "unknown" => MetricType::Unknown,
-            "counter" => MetricType::Counter,
-            "gauge" => MetricType::Gauge,
-            "histogram" => MetricType::Histogram,
-            "gaugehistogram" => MetricType::GaugeHistogram,
-            "summary" => MetricType::Summary,
-            "info" => MetricType::Info,
-            "stateset" => MetricType::StateSet,
-            _ => return None,
-        })
-    }
-}
-
 /// One metric family's metadata, lent from the body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Metadata<'m> {
@@ -135,15 +91,6 @@ impl Metadata<'_> {
             unit: self.unit.to_owned(),
         }
     }
-}
-
-/// [`Metadata`] owned (what [`Batch`] keeps).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MetadataOwned {
-    pub family: String,
-    pub kind: MetricType,
-    pub help: String,
-    pub unit: String,
 }
 
 /// What a rejection covers.
