@@ -235,7 +235,13 @@ pub struct Batch {
     pub rejected: Vec<Rejection>,
     /// Every rejection, listed or not (httptrap's `filtered`).
     pub rejected_total: usize,
+    /// Metric family metadata the body carried, in body order (at most
+    /// `METADATA_PER_BATCH_MAX`; the rest is dropped, not rejected).
+    pub metadata: Vec<MetadataOwned>,
 }
+
+/// Metadata entries a [`Batch`] keeps.
+pub const METADATA_PER_BATCH_MAX: usize = 100_000;
 
 impl Batch {
     /// True when a rejection stopped the parse (see `Rejection::rest_of_body`).
@@ -330,4 +336,57 @@ pub(crate) fn check_tag_count(count: usize) -> Result<(), Reason> {
         });
     }
     Ok(())
+}
+
+/// A metric family's type as Prometheus names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MetricType {
+    Unknown,
+    Counter,
+    Gauge,
+    Histogram,
+    GaugeHistogram,
+    Summary,
+    Info,
+    StateSet,
+}
+
+impl MetricType {
+    /// Prometheus's name for it (`/api/v1/metadata`'s `type`).
+    pub fn name(self) -> &'static str {
+        match self {
+            MetricType::Unknown => "unknown",
+            MetricType::Counter => "counter",
+            MetricType::Gauge => "gauge",
+            MetricType::Histogram => "histogram",
+            MetricType::GaugeHistogram => "gaugehistogram",
+            MetricType::Summary => "summary",
+            MetricType::Info => "info",
+            MetricType::StateSet => "stateset",
+        }
+    }
+
+    /// The type named so (`None` for a name Prometheus does not use).
+    pub fn from_name(name: &str) -> Option<MetricType> {
+        Some(match name {
+            "unknown" => MetricType::Unknown,
+            "counter" => MetricType::Counter,
+            "gauge" => MetricType::Gauge,
+            "histogram" => MetricType::Histogram,
+            "gaugehistogram" => MetricType::GaugeHistogram,
+            "summary" => MetricType::Summary,
+            "info" => MetricType::Info,
+            "stateset" => MetricType::StateSet,
+            _ => return None,
+        })
+    }
+}
+
+/// A metric family's metadata (`sink::Metadata`) owned, as [`Batch`] keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetadataOwned {
+    pub family: String,
+    pub kind: MetricType,
+    pub help: String,
+    pub unit: String,
 }

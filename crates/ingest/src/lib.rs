@@ -34,16 +34,18 @@ mod json;
 mod lines;
 pub mod otlp;
 pub mod remote_write;
+pub mod remote_write2;
 pub mod sink;
 pub mod statsd;
 mod tags;
 mod wire;
 
 pub use batch::{
-    Batch, Mode, Options, Reason, Rejection, Sample, Tags, Value, JSON_DEPTH_MAX, NAME_BYTES_MAX,
-    REJECTIONS_LISTED_MAX, SAMPLES_PER_BATCH_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
+    Batch, MetadataOwned, MetricType, Mode, Options, Reason, Rejection, Sample, Tags, Value,
+    JSON_DEPTH_MAX, NAME_BYTES_MAX, REJECTIONS_LISTED_MAX, SAMPLES_PER_BATCH_MAX,
+    TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
 };
 pub use sink::{
-    HistogramRef, Known, Lookup, Name, Point, PointAt, RawSeries, Scope, Series, Sink, TagsRef,
-    ValueRef,
+    HistogramRef, Known, Lookup, Metadata, Name, Point, PointAt, RawSeries, Scope, Series, Sink,
+    TagsRef, ValueRef,
 };

@@ -10,10 +10,12 @@
 use hist::convert::{self, Cumulative, NativeCounts, NativeHistogram, Span};
 use prost::Message;
 
+use crate::batch::MetricType;
 use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
 use crate::batch::{TagList, Value, SAMPLES_PER_BATCH_MAX};
 use crate::sink::{
-    HistogramRef, Lookup, Name, Point, PointAt, RawSeries, Scope, Series, Sink, TagsRef, ValueRef,
+    HistogramRef, Lookup, Metadata, Name, Point, PointAt, RawSeries, Scope, Series, Sink, TagsRef,
+    ValueRef,
 };
 use crate::wire::{packed_varints, varint_elements, walk_wire, Field, Wire};
 
@@ -41,10 +43,11 @@ const RESET_HINT_GAUGE: i32 = 3;
 
 /// The subset of upstream `prompb/remote.proto` and `prompb/types.proto` Strata reads, as prost
 /// derive structs (no build script, no `protoc`). Field numbers are the upstream ones; fields
-/// not listed here (metadata, exemplars) are skipped by the decoder as unknown fields. Label
+/// not listed here (exemplars) are skipped by the decoder as unknown fields; metadata is read
+/// by the decoder alone (the reference decoder here has no use for it). Label
 /// text is read as bytes so invalid UTF-8 rejects one series, not the whole body.
 pub mod proto {
-    /// `WriteRequest { repeated TimeSeries timeseries = 1; }` (metadata = 3 ignored).
+    /// `WriteRequest { repeated TimeSeries timeseries = 1; }` (metadata = 3 read by the decoder).
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct WriteRequest {
         #[prost(message, repeated, tag = "1")]
@@ -219,15 +222,26 @@ fn feed(raw: &[u8], options: &Options, sink: &mut dyn Sink) -> Result<(), Reason
     let mut index = 0usize;
     let mut visiting = true;
     check_message(raw, request_fields, &mut |field, wire| {
-        if let (1, Wire::Bytes(series)) = (field, wire) {
-            counts.series += 1;
-            visiting &= counts.over().is_none();
-            if visiting {
-                visiting = feed_series(index, series, options, &mut labels, sink, &mut counts)?;
-            } else {
-                check_series(series, &mut counts)?;
+        match (field, wire) {
+            (1, Wire::Bytes(series)) => {
+                counts.series += 1;
+                visiting &= counts.over().is_none();
+                if visiting {
+                    visiting = feed_series(index, series, options, &mut labels, sink, &mut counts)?;
+                } else {
+                    check_series(series, &mut counts)?;
+                }
+                index += 1;
             }
-            index += 1;
+            (3, Wire::Bytes(metadata)) => {
+                let metadata = read_metadata(metadata)?;
+                if visiting {
+                    if let Some(metadata) = metadata {
+                        sink.metadata(&metadata);
+                    }
+                }
+            }
+            _ => {}
         }
         Ok(())
     })?;
@@ -236,18 +250,18 @@ fn feed(raw: &[u8], options: &Options, sink: &mut dyn Sink) -> Result<(), Reason
 
 /// What a request holds, counted against the request bounds as it is read.
 #[derive(Default)]
-struct Counts {
-    series: usize,
-    labels: usize,
+pub(crate) struct Counts {
+    pub(crate) series: usize,
+    pub(crate) labels: usize,
     /// Samples and histograms.
-    points: usize,
+    pub(crate) points: usize,
     /// Native histogram spans and integer bucket deltas.
-    buckets: usize,
+    pub(crate) buckets: usize,
 }
 
 impl Counts {
     /// The first bound exceeded.
-    fn over(&self) -> Option<Reason> {
+    pub(crate) fn over(&self) -> Option<Reason> {
         for (what, size, max) in [
             ("series in the request", self.series, SERIES_PER_REQUEST_MAX),
             ("labels in the request", self.labels, LABELS_PER_REQUEST_MAX),
@@ -440,7 +454,7 @@ fn feed_points(
 }
 
 /// One point of a series to the sink, or its rejection; `false` when the sink stopped.
-fn hand_point(
+pub(crate) fn hand_point(
     sink: &mut dyn Sink,
     series: &Series<'_>,
     kind: PointKind,
@@ -524,7 +538,57 @@ fn check_points(series: &[u8], counts: &mut Counts) -> Result<(), Reason> {
 
 /// How each message's fields must arrive (the rest are skipped, as prost skips them).
 fn request_fields(field: u64) -> Option<Expect> {
-    (field == 1).then_some(Expect::Bytes)
+    matches!(field, 1 | 3).then_some(Expect::Bytes)
+}
+
+/// `MetricMetadata { type = 1; metric_family_name = 2; help = 4; unit = 5; }`.
+fn metadata_fields(field: u64) -> Option<Expect> {
+    match field {
+        1 => Some(Expect::Varint),
+        2 | 4 | 5 => Some(Expect::Bytes),
+        _ => None,
+    }
+}
+
+/// A `MetricMetadata` entry, checked; `None` when a text is not UTF-8 or the family name is
+/// empty (the entry is dropped: metadata is advisory, never a reason to refuse samples).
+fn read_metadata(m: &[u8]) -> Result<Option<Metadata<'_>>, Reason> {
+    let (mut kind, mut family, mut help, mut unit) = (0u64, &b""[..], &b""[..], &b""[..]);
+    check_message(m, metadata_fields, &mut |field, wire| {
+        match (field, wire) {
+            (1, Wire::Varint(v)) => kind = v,
+            (2, Wire::Bytes(b)) => family = b,
+            (4, Wire::Bytes(b)) => help = b,
+            (5, Wire::Bytes(b)) => unit = b,
+            _ => {}
+        }
+        Ok(())
+    })?;
+    let text = |b| std::str::from_utf8(b).ok();
+    Ok(match (text(family), text(help), text(unit)) {
+        (Some(family), Some(help), Some(unit)) if !family.is_empty() => Some(Metadata {
+            family,
+            kind: metric_type(kind),
+            help,
+            unit,
+        }),
+        _ => None,
+    })
+}
+
+/// Remote write's `MetricType` enum value (the same numbers in 1.0 and 2.0) as a type; an
+/// unknown number reads as `unknown`.
+pub(crate) fn metric_type(value: u64) -> MetricType {
+    match value {
+        1 => MetricType::Counter,
+        2 => MetricType::Gauge,
+        3 => MetricType::Histogram,
+        4 => MetricType::GaugeHistogram,
+        5 => MetricType::Summary,
+        6 => MetricType::Info,
+        7 => MetricType::StateSet,
+        _ => MetricType::Unknown,
+    }
 }
 
 fn series_fields(field: u64) -> Option<Expect> {
@@ -535,7 +599,7 @@ fn label_fields(field: u64) -> Option<Expect> {
     matches!(field, 1 | 2).then_some(Expect::Bytes)
 }
 
-fn sample_fields(field: u64) -> Option<Expect> {
+pub(crate) fn sample_fields(field: u64) -> Option<Expect> {
     match field {
         1 => Some(Expect::Fixed64),
         2 => Some(Expect::Varint),
@@ -543,7 +607,7 @@ fn sample_fields(field: u64) -> Option<Expect> {
     }
 }
 
-fn histogram_fields(field: u64) -> Option<Expect> {
+pub(crate) fn histogram_fields(field: u64) -> Option<Expect> {
     match field {
         1 | 4 | 6 | 14 | 15 => Some(Expect::Varint),
         2 | 3 | 5 | 7 => Some(Expect::Fixed64),
@@ -554,12 +618,12 @@ fn histogram_fields(field: u64) -> Option<Expect> {
     }
 }
 
-fn span_fields(field: u64) -> Option<Expect> {
+pub(crate) fn span_fields(field: u64) -> Option<Expect> {
     matches!(field, 1 | 2).then_some(Expect::Varint)
 }
 
 /// Where `part` starts in `base`, when it lies within it.
-fn offset_in(base: &[u8], part: &[u8]) -> Option<usize> {
+pub(crate) fn offset_in(base: &[u8], part: &[u8]) -> Option<usize> {
     let at = (part.as_ptr() as usize).checked_sub(base.as_ptr() as usize)?;
     (at.checked_add(part.len())? <= base.len()).then_some(at)
 }
@@ -596,7 +660,10 @@ fn read_label(label: &[u8]) -> Result<(&[u8], &[u8]), Reason> {
 /// `__name__`) and the tag count as they come, so a series with a million labels stops early,
 /// then the name (the last `__name__`). `utf8_ok` false: the label after `labels` is not UTF-8.
 /// Returns the name.
-fn check_labels<'a>(labels: &[(&'a str, &'a str)], utf8_ok: bool) -> Result<&'a str, Reason> {
+pub(crate) fn check_labels<'a>(
+    labels: &[(&'a str, &'a str)],
+    utf8_ok: bool,
+) -> Result<&'a str, Reason> {
     let mut name = None;
     let mut tags = 0usize;
     for &(key, value) in labels {
@@ -616,7 +683,7 @@ fn check_labels<'a>(labels: &[(&'a str, &'a str)], utf8_ok: bool) -> Result<&'a 
     Ok(name)
 }
 
-fn read_sample(sample: &[u8]) -> Result<proto::Sample, Reason> {
+pub(crate) fn read_sample(sample: &[u8]) -> Result<proto::Sample, Reason> {
     let mut out = proto::Sample::default();
     check_message(sample, sample_fields, &mut |field, wire| {
         match (field, wire) {
@@ -630,7 +697,7 @@ fn read_sample(sample: &[u8]) -> Result<proto::Sample, Reason> {
 }
 
 /// A float sample's point (always `Some`); a stale marker keeps its exact bits.
-fn float_point(s: proto::Sample, o: &Options) -> Option<Result<(i64, Value), Reason>> {
+pub(crate) fn float_point(s: proto::Sample, o: &Options) -> Option<Result<(i64, Value), Reason>> {
     if !s.value.is_finite() && s.value.to_bits() != STALE_NAN_BITS {
         return Some(Err(Reason::bad_value(
             "a finite number",
@@ -645,7 +712,7 @@ fn float_point(s: proto::Sample, o: &Options) -> Option<Result<(i64, Value), Rea
 
 /// A native histogram's point. Counter histograms are running totals (the store keeps
 /// per-period differences); `reset_hint = GAUGE` ones are snapshots.
-fn native_point(h: &proto::Histogram, o: &Options) -> Result<(i64, Value), Reason> {
+pub(crate) fn native_point(h: &proto::Histogram, o: &Options) -> Result<(i64, Value), Reason> {
     let ts_ms = o.check_ts(h.timestamp)?;
     Ok((ts_ms, native_value(h)?))
 }
@@ -653,7 +720,7 @@ fn native_point(h: &proto::Histogram, o: &Options) -> Result<(i64, Value), Reaso
 /// A histogram read from the wire as prost reads it (scalars and oneofs last one wins,
 /// repeated fields appended, packed or not), checked as prost would refuse it, with its
 /// bucket count as [`histogram_buckets`] counts it.
-fn read_histogram(h: &[u8]) -> Result<(proto::Histogram, usize), Reason> {
+pub(crate) fn read_histogram(h: &[u8]) -> Result<(proto::Histogram, usize), Reason> {
     let mut out = proto::Histogram::default();
     let mut buckets = 0usize;
     check_message(h, histogram_fields, &mut |field, wire| {
@@ -702,12 +769,12 @@ fn read_span(span: &[u8]) -> Result<proto::BucketSpan, Reason> {
 }
 
 /// `sint32` as prost decodes it: the varint truncated to 32 bits, then zigzag.
-fn zigzag32(v: u64) -> i32 {
+pub(crate) fn zigzag32(v: u64) -> i32 {
     let v = v as u32;
     ((v >> 1) as i32) ^ -((v & 1) as i32)
 }
 
-fn zigzag64(v: u64) -> i64 {
+pub(crate) fn zigzag64(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
@@ -747,13 +814,13 @@ pub fn decode(body: &[u8]) -> Result<proto::WriteRequest, Reason> {
 /// What a decode error names.
 const WHAT: &str = "protobuf WriteRequest";
 
-fn malformed(detail: String) -> Reason {
+pub(crate) fn malformed(detail: String) -> Reason {
     Reason::Decode { what: WHAT, detail }
 }
 
 /// How a known field must arrive on the wire (what prost accepts for its type).
 #[derive(Clone, Copy)]
-enum Expect {
+pub(crate) enum Expect {
     Varint,
     Fixed64,
     Bytes,
@@ -763,7 +830,7 @@ enum Expect {
     Doubles,
 }
 
-fn check_wire(field: u64, wire: Wire<'_>, expect: Expect) -> Result<(), Reason> {
+pub(crate) fn check_wire(field: u64, wire: Wire<'_>, expect: Expect) -> Result<(), Reason> {
     let ok = match (expect, wire) {
         (Expect::Varint | Expect::Varints, Wire::Varint(_)) => true,
         (Expect::Fixed64 | Expect::Doubles, Wire::Fixed64(_)) => true,
@@ -783,7 +850,7 @@ fn check_wire(field: u64, wire: Wire<'_>, expect: Expect) -> Result<(), Reason> 
 
 /// Walks a message checking every field this decoder reads (`expect` by field number; others
 /// are skipped, as prost skips unknown fields). Field number 0 is invalid, as in prost.
-fn check_message<'a, F>(
+pub(crate) fn check_message<'a, F>(
     buf: &'a [u8],
     expect: fn(u64) -> Option<Expect>,
     f: &mut F,
@@ -809,9 +876,15 @@ where
 fn check_counts(raw: &[u8]) -> Result<(), Reason> {
     let mut counts = Counts::default();
     check_message(raw, request_fields, &mut |field, wire| {
-        if let (1, Wire::Bytes(series)) = (field, wire) {
-            counts.series += 1;
-            check_series(series, &mut counts)?;
+        match (field, wire) {
+            (1, Wire::Bytes(series)) => {
+                counts.series += 1;
+                check_series(series, &mut counts)?;
+            }
+            (3, Wire::Bytes(metadata)) => {
+                read_metadata(metadata)?;
+            }
+            _ => {}
         }
         Ok(())
     })?;
@@ -821,7 +894,7 @@ fn check_counts(raw: &[u8]) -> Result<(), Reason> {
 /// Checks one native histogram's fields and counts its spans (fields 8, 11) and integer
 /// bucket deltas (fields 9, 12, packed or not) as they will be decoded. Float counts are 8
 /// bytes on the wire and decoded alike.
-fn histogram_buckets(histogram: &[u8]) -> Result<usize, Reason> {
+pub(crate) fn histogram_buckets(histogram: &[u8]) -> Result<usize, Reason> {
     let mut buckets = 0usize;
     check_message(histogram, histogram_fields, &mut |number, wire| {
         buckets += match (number, wire) {

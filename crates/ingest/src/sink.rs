@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use hist::Histogram;
 
-use crate::batch::{Batch, Mode, Reason, Sample, Tags, Value};
+use crate::batch::{Batch, MetadataOwned, MetricType, Mode, Reason, Sample, Tags, Value};
 use crate::tags::suffix_tags_owned;
 
 /// Receives one body's parse. Static dispatch: parsers are generic over their sink, so the
@@ -61,6 +61,35 @@ pub trait Sink {
     fn reject_point(&mut self, series: &Series<'_>, at: PointAt, reason: Reason) {
         let location = || at.location(series.index.unwrap_or(0), &series.name);
         self.reject(&location, reason, Scope::One);
+    }
+
+    /// What the sender says a metric family is (remote write's metadata, OTLP's metric type,
+    /// unit and description). Not a sample: it is neither counted nor rejected, and a sink that
+    /// keeps no metadata ignores it.
+    fn metadata(&mut self, metadata: &Metadata<'_>) {
+        let _ = metadata;
+    }
+}
+
+/// One metric family's metadata, lent from the body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Metadata<'m> {
+    /// The family name: a metric name, or for a classic histogram or summary the name its
+    /// `_bucket`, `_sum`, `_count` series share.
+    pub family: &'m str,
+    pub kind: MetricType,
+    pub help: &'m str,
+    pub unit: &'m str,
+}
+
+impl Metadata<'_> {
+    pub fn to_owned(&self) -> MetadataOwned {
+        MetadataOwned {
+            family: self.family.to_owned(),
+            kind: self.kind,
+            help: self.help.to_owned(),
+            unit: self.unit.to_owned(),
+        }
     }
 }
 
@@ -316,6 +345,12 @@ impl Sink for Batch {
             mode: point.mode,
         });
         true
+    }
+
+    fn metadata(&mut self, metadata: &Metadata<'_>) {
+        if self.metadata.len() < crate::batch::METADATA_PER_BATCH_MAX {
+            self.metadata.push(metadata.to_owned());
+        }
     }
 
     fn reject(&mut self, location: &dyn Fn() -> String, reason: Reason, scope: Scope) {

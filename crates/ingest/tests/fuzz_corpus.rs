@@ -49,6 +49,11 @@ fn remote_write_corpus() {
 }
 
 #[test]
+fn remote_write2_corpus() {
+    replay("remote_write2", fuzz_checks::remote_write2);
+}
+
+#[test]
 fn otlp_corpus() {
     replay("otlp", fuzz_checks::otlp);
 }

@@ -92,11 +92,38 @@ impl RuleSource for NoRules {
     }
 }
 
+/// A metric family's type, help and unit, as senders described it (`/api/v1/metadata`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FamilyMetadata {
+    pub family: String,
+    /// Prometheus's type name: `counter`, `gauge`, `histogram`, …
+    pub kind: String,
+    pub help: String,
+    pub unit: String,
+}
+
+/// Where metric metadata comes from (the server keeps what senders send); [`NoMetadata`]
+/// knows none, and `/api/v1/metadata` then types names from the store alone.
+pub trait MetadataSource: Send + Sync + 'static {
+    /// Every family known, or only `metric` when given, sorted by family.
+    fn families(&self, metric: Option<&str>) -> Vec<FamilyMetadata>;
+}
+
+/// No metadata kept.
+pub struct NoMetadata;
+
+impl MetadataSource for NoMetadata {
+    fn families(&self, _metric: Option<&str>) -> Vec<FamilyMetadata> {
+        Vec::new()
+    }
+}
+
 /// What the router serves besides the store.
 #[derive(Clone)]
 pub struct Options {
     pub limits: Limits,
     pub rules: Arc<dyn RuleSource>,
+    pub metadata: Arc<dyn MetadataSource>,
 }
 
 impl Default for Options {
@@ -104,6 +131,7 @@ impl Default for Options {
         Options {
             limits: Limits::default(),
             rules: Arc::new(NoRules),
+            metadata: Arc::new(NoMetadata),
         }
     }
 }
@@ -113,6 +141,7 @@ struct Api {
     store: Arc<Store>,
     limits: Limits,
     rules: Arc<dyn RuleSource>,
+    metadata: Arc<dyn MetadataSource>,
 }
 
 /// The router with the default [`Limits`].
@@ -135,6 +164,7 @@ pub fn router_with(store: Arc<Store>, options: Options) -> Router {
         store,
         limits: options.limits,
         rules: options.rules,
+        metadata: options.metadata,
     };
     Router::new()
         .route("/api/v1/query", get(query).post(query))
@@ -868,15 +898,31 @@ async fn metadata(
             let only = param(&params, "metric").map(str::to_string);
             let with_self = wants_self(&params, &[]);
             let store = Arc::clone(&api.store);
-            let entries =
-                blocking(move || metadata_entries(&store, only, limit, with_self)).await?;
+            let source = Arc::clone(&api.metadata);
+            let entries = blocking(move || {
+                // A classic histogram's three names list as one family: read enough for the limit.
+                let names_max = limit.saturating_mul(3).min(LISTING_MAX);
+                let typed = metadata_entries(&store, only.clone(), names_max, with_self)?;
+                Ok(merge_metadata(
+                    typed,
+                    source.families(only.as_deref()),
+                    limit,
+                ))
+            })
+            .await?;
             let mut data = String::from("{");
-            for (i, (name, ty)) in entries.iter().enumerate() {
+            for (i, m) in entries.iter().enumerate() {
                 if i > 0 {
                     data.push(',');
                 }
-                write_json_str(&mut data, name);
-                let _ = write!(data, ":[{{\"type\":\"{ty}\",\"help\":\"\",\"unit\":\"\"}}]");
+                write_json_str(&mut data, &m.family);
+                data.push_str(":[{\"type\":");
+                write_json_str(&mut data, &m.kind);
+                data.push_str(",\"help\":");
+                write_json_str(&mut data, &m.help);
+                data.push_str(",\"unit\":");
+                write_json_str(&mut data, &m.unit);
+                data.push_str("}]");
             }
             data.push('}');
             Ok(data)
@@ -885,8 +931,55 @@ async fn metadata(
     )
 }
 
-/// Metric names and their type: `histogram` for our histogram streams, else `unknown` (no
-/// type or help text is stored). A `metric` asked for by name is listed even if only
+/// The families `/api/v1/metadata` lists, sorted, at most `limit`: what senders described
+/// (`known`), then every stored name they did not — typed `histogram` when its streams are
+/// histograms or it is a classic histogram's family (`x` for stored `x_bucket` and `x_count`,
+/// whose `x_bucket`, `x_sum`, `x_count` are then not listed apart), else `unknown`. A name
+/// stored as histogram streams is a native histogram family under its own name.
+fn merge_metadata(
+    stored: Vec<(String, &'static str)>,
+    known: Vec<FamilyMetadata>,
+    limit: usize,
+) -> Vec<FamilyMetadata> {
+    use std::collections::BTreeMap;
+    let names: std::collections::HashSet<&str> = stored.iter().map(|(n, _)| n.as_str()).collect();
+    let mut out: BTreeMap<String, FamilyMetadata> = BTreeMap::new();
+    let mut hidden: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let entry = |family: &str, kind: &str| FamilyMetadata {
+        family: family.to_owned(),
+        kind: kind.to_owned(),
+        help: String::new(),
+        unit: String::new(),
+    };
+    for (name, _) in &stored {
+        if let Some(family) = name.strip_suffix("_bucket") {
+            if !family.is_empty() && names.contains(format!("{family}_count").as_str()) {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    hidden.insert(format!("{family}{suffix}"));
+                }
+                out.insert(family.to_owned(), entry(family, "histogram"));
+            }
+        }
+    }
+    for (name, kind) in &stored {
+        if !hidden.contains(name) && !out.contains_key(name) {
+            out.insert(name.clone(), entry(name, kind));
+        }
+    }
+    for m in known {
+        // A described family's own series are not listed apart either.
+        if matches!(m.kind.as_str(), "histogram" | "gaugehistogram" | "summary") {
+            for suffix in ["_bucket", "_sum", "_count"] {
+                out.remove(&format!("{}{suffix}", m.family));
+            }
+        }
+        out.insert(m.family.clone(), m);
+    }
+    out.into_values().take(limit).collect()
+}
+
+/// Metric names and their type: `histogram` for our histogram streams, else `unknown` (what
+/// senders describe comes from the [`MetadataSource`]). A `metric` asked for by name is listed even if only
 /// self-monitoring streams have it.
 fn metadata_entries(
     store: &Store,

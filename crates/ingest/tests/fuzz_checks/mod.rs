@@ -5,8 +5,8 @@
 
 use ingest::influx::Precision;
 use ingest::{
-    flat, graphite, httptrap, influx, otlp, remote_write, statsd, Batch, Options, Value,
-    NAME_BYTES_MAX, REJECTIONS_LISTED_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
+    flat, graphite, httptrap, influx, otlp, remote_write, remote_write2, statsd, Batch, Options,
+    Value, NAME_BYTES_MAX, REJECTIONS_LISTED_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
 };
 
 /// 2026-11-22T00:00:00Z.
@@ -172,6 +172,25 @@ pub fn remote_write(data: &[u8]) {
         check_within(raw_len_max, &remote_write::parse(body, &options));
     } else {
         check(body, &remote_write::parse_decompressed(body, &options));
+    }
+}
+
+/// Remote write 2.0 as [`remote_write`]; also: what the decoder reports written is what the
+/// batch holds.
+pub fn remote_write2(data: &[u8]) {
+    let Some((&first, body)) = data.split_first() else {
+        return;
+    };
+    let options = Options::at(NOW_MS);
+    let mut batch = Batch::default();
+    if first % 2 == 1 {
+        let written = remote_write2::parse_into(body, &options, &mut batch);
+        assert_eq!(written.samples + written.histograms, batch.samples.len());
+        check_within(body.len().saturating_mul(22), &batch);
+    } else {
+        let written = remote_write2::parse_decompressed_into(body, &options, &mut batch);
+        assert_eq!(written.samples + written.histograms, batch.samples.len());
+        check(body, &batch);
     }
 }
 

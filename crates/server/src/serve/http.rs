@@ -51,7 +51,10 @@ pub fn router(app: Shared) -> Router {
         // The Prometheus-compatible read API (/api/v1/query, series, labels, …).
         .merge(promql::http::router_with(
             app.store.clone(),
-            super::alerts::promql_options(),
+            promql::http::Options {
+                metadata: app.metadata.clone(),
+                ..super::alerts::promql_options()
+            },
         ))
         // The analytics language endpoint (/api/strata/v1/caql).
         .merge(query::http::router(app.store.clone()))
@@ -417,21 +420,53 @@ async fn influx(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Prometheus remote write 1.0
+// Prometheus remote write 1.0 and 2.0
 
 async fn remote_write(State(app): State<Shared>, headers: HeaderMap, body: Body) -> Response {
-    match ingest_body(
-        &app,
-        &headers,
-        body,
-        Protocol::RemoteWrite,
-        Vec::new(),
-        Shape::Json,
-    )
-    .await
-    {
-        Ok(outcome) => reply::acknowledged(&outcome, reply::remote_write(&outcome)),
-        Err(response) => response,
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let protocol = match remote_write_version(content_type) {
+        Ok(protocol) => protocol,
+        Err(message) => {
+            return ServeError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, message)
+                .response(Shape::Json)
+        }
+    };
+    let written = ingest_body(&app, &headers, body, protocol, Vec::new(), Shape::Json).await;
+    match (protocol, written) {
+        (Protocol::RemoteWrite2, Ok(outcome)) => {
+            reply::acknowledged(&outcome, reply::remote_write2(&outcome))
+        }
+        (_, Ok(outcome)) => reply::acknowledged(&outcome, reply::remote_write(&outcome)),
+        (Protocol::RemoteWrite2, Err(response)) => {
+            reply::with_written(response, Default::default())
+        }
+        (_, Err(response)) => response,
+    }
+}
+
+/// The remote write message a Content-Type names by its `proto=` parameter: none or
+/// `prometheus.WriteRequest` is 1.0, `io.prometheus.write.v2.Request` 2.0; any other is refused
+/// (415), never acknowledged, so the sender does not believe it delivered.
+fn remote_write_version(content_type: &str) -> Result<Protocol, String> {
+    let mut parts = content_type.split(';');
+    let media = parts.next().unwrap_or("").trim();
+    let proto = parts
+        .filter_map(|p| p.split_once('='))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("proto"))
+        .map(|(_, v)| v.trim().trim_matches('"'));
+    match proto {
+        None | Some("prometheus.WriteRequest") => Ok(Protocol::RemoteWrite),
+        Some(ingest::remote_write2::PROTO) if media.eq_ignore_ascii_case(PROTOBUF) => {
+            Ok(Protocol::RemoteWrite2)
+        }
+        Some(other) => Err(format!(
+            "Content-Type `{content_type}`: remote write message `{other}` is not spoken here; \
+             send prometheus.WriteRequest (1.0) or {} (2.0) as {PROTOBUF}",
+            ingest::remote_write2::PROTO
+        )),
     }
 }
 

@@ -11,6 +11,7 @@ mod conn;
 mod graphite;
 mod http;
 mod kept;
+mod metadata;
 mod metrics;
 mod origin;
 mod overview;
@@ -55,6 +56,8 @@ pub struct App {
     /// Series ids by the bytes clients send for a series (httptrap, Influx, remote write):
     /// this store's.
     pub series_ids: SeriesCache,
+    /// Metric metadata senders described (`/api/v1/metadata`).
+    pub metadata: Arc<metadata::Registry>,
     /// The addresses actually bound (port 0 resolved), for the landing page's examples.
     pub listening: Listening,
 }
@@ -347,6 +350,7 @@ async fn serve(config: Config) -> Result<(), String> {
         body_budget_kib: Semaphore::new(body_budget_kib as usize),
         body_budget_kib_max: body_budget_kib,
         series_ids: series_cache_from_env(),
+        metadata: Arc::new(metadata::Registry::open(&config.store.data_dir)),
         listening,
     });
     drop(store);

@@ -143,6 +143,8 @@ pub struct Outcome {
     pub too_large: bool,
     /// Its origin (sender, epoch, sequence) was applied before: acknowledged, not applied.
     pub duplicate: bool,
+    /// A remote write 2.0 body: what of it was stored, by kind.
+    pub written: Option<ingest::remote_write2::Written>,
 }
 
 impl Outcome {
@@ -216,6 +218,31 @@ pub fn remote_write(outcome: &Outcome) -> Response {
         Some(e) => e.response(Shape::Json),
     }
 }
+
+/// Remote write 2.0: as 1.0, with the written counts the 2.0 spec requires on every answer.
+pub fn remote_write2(outcome: &Outcome) -> Response {
+    let written = outcome.written.unwrap_or_default();
+    with_written(remote_write(outcome), written)
+}
+
+/// The `X-Prometheus-Remote-Write-*-Written` headers on a response (a 2.0 sender reads a 2xx
+/// without them as a receiver that does not speak 2.0).
+pub fn with_written(mut response: Response, written: ingest::remote_write2::Written) -> Response {
+    for (name, count) in [
+        (WRITTEN_SAMPLES, written.samples),
+        (WRITTEN_HISTOGRAMS, written.histograms),
+        (WRITTEN_EXEMPLARS, written.exemplars),
+    ] {
+        response
+            .headers_mut()
+            .insert(name, HeaderValue::from(count as u64));
+    }
+    response
+}
+
+pub const WRITTEN_SAMPLES: &str = "x-prometheus-remote-write-samples-written";
+pub const WRITTEN_HISTOGRAMS: &str = "x-prometheus-remote-write-histograms-written";
+pub const WRITTEN_EXEMPLARS: &str = "x-prometheus-remote-write-exemplars-written";
 
 /// OTLP: `ExportMetricsServiceResponse` with `partial_success` when points were rejected; a
 /// body whose parse stopped is an error `Status`.
