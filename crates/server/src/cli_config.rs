@@ -44,6 +44,20 @@ graphite_idle_timeout_ms = 300000   # a Graphite connection silent this long is 
 udp_datagram_bytes_max = 65507      # longer statsd datagrams are truncated by the kernel
 line_bytes_max = 65536              # a longer Graphite line is rejected (and skipped)
 query_series_max = 10000            # series one find / fetch returns at most
+# Open HTTP and Graphite connections from one client address at once (each listener): more
+# are closed when accepted. HTTP and Graphite connections at once are bounded by the open-file
+# limit too (raised to its hard limit at start): 3/4 of it for HTTP (at most 10,000), 1/4 for
+# Graphite (at most graphite_connections_max).
+connections_per_address_max = 256
+# For a connection's first byte, a request's headers and the next request on a kept-alive
+# connection: a connection that sends nothing this long is closed.
+header_read_timeout_ms = 10000
+# After the first 10 s of a body, it must have arrived at least this fast on average, or the
+# request is answered 408 and its connection closed.
+body_rate_bytes_per_s_min = 1024
+# Memory all native fetches at once may hold, estimated from series x slices before reading:
+# one fetch over it is refused with a 422, one that does not fit beside the others with a 503.
+query_memory_bytes_max = 536870912
 
 [statsd]
 # Datagrams are aggregated per interval (counters summed, gauges last, timers merged into
@@ -120,6 +134,10 @@ pub struct Limits {
     pub udp_datagram_bytes_max: usize,
     pub line_bytes_max: usize,
     pub query_series_max: usize,
+    pub query_memory_bytes_max: u64,
+    pub connections_per_address_max: usize,
+    pub header_read_timeout_ms: u64,
+    pub body_rate_bytes_per_s_min: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -196,6 +214,10 @@ impl Default for Limits {
             udp_datagram_bytes_max: 65_507,
             line_bytes_max: 65_536,
             query_series_max: 10_000,
+            query_memory_bytes_max: 512 << 20,
+            connections_per_address_max: 256,
+            header_read_timeout_ms: 10_000,
+            body_rate_bytes_per_s_min: 1024,
         }
     }
 }
@@ -379,6 +401,22 @@ fn validate(config: &Config) -> Result<(), String> {
         (
             "limits.query_series_max",
             config.limits.query_series_max as u64,
+        ),
+        (
+            "limits.query_memory_bytes_max",
+            config.limits.query_memory_bytes_max,
+        ),
+        (
+            "limits.connections_per_address_max",
+            config.limits.connections_per_address_max as u64,
+        ),
+        (
+            "limits.header_read_timeout_ms",
+            config.limits.header_read_timeout_ms,
+        ),
+        (
+            "limits.body_rate_bytes_per_s_min",
+            config.limits.body_rate_bytes_per_s_min,
         ),
         ("statsd.flush_interval_ms", config.statsd.flush_interval_ms),
         (
