@@ -63,6 +63,9 @@ query_memory_bytes_max = 536870912
 # Datagrams are aggregated per interval (counters summed, gauges last, timers merged into
 # histograms) and written to the store once per interval.
 flush_interval_ms = 10000
+# The socket's kernel receive buffer: a burst larger than it is dropped by the kernel (counted
+# in /metrics as strata_statsd_kernel_drops_total). The kernel caps it at net.core.rmem_max.
+receive_buffer_bytes = 8388608
 
 [graphite]
 # Each connection's samples are written at least this often, or when this many are buffered.
@@ -72,6 +75,15 @@ flush_samples_max = 10000
 [auth]
 # A bearer token required on every request but /health (Authorization: Bearer <token>).
 # token = "change-me"
+# Web pages of these origins ("https://grafana.example.com:3000") may call the API from a
+# browser. A request whose Origin is another site's, or whose Sec-Fetch-Site says cross-site
+# or same-site, is refused with a 403; the server's own UI, Telegraf, Prometheus, statsd and
+# the SDKs send none or their own and are unaffected.
+allowed_origins = []
+# Host names (no port) the HTTP API answers to, so a DNS-rebinding page cannot reach it by a
+# name of its own. Empty: localhost, 127.0.0.1 and [::1] while the HTTP listener is loopback;
+# any name otherwise.
+allowed_hosts = []
 
 [tls]
 # PEM files; when both are set the HTTP listener speaks HTTPS only.
@@ -144,6 +156,7 @@ pub struct Limits {
 #[serde(deny_unknown_fields, default)]
 pub struct StatsdConfig {
     pub flush_interval_ms: u64,
+    pub receive_buffer_bytes: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -158,6 +171,8 @@ pub struct GraphiteConfig {
 pub struct Auth {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    pub allowed_origins: Vec<String>,
+    pub allowed_hosts: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -226,6 +241,7 @@ impl Default for StatsdConfig {
     fn default() -> StatsdConfig {
         StatsdConfig {
             flush_interval_ms: 10_000,
+            receive_buffer_bytes: 8 << 20,
         }
     }
 }
@@ -419,6 +435,10 @@ fn validate(config: &Config) -> Result<(), String> {
             config.limits.body_rate_bytes_per_s_min,
         ),
         ("statsd.flush_interval_ms", config.statsd.flush_interval_ms),
+        (
+            "statsd.receive_buffer_bytes",
+            config.statsd.receive_buffer_bytes,
+        ),
         (
             "graphite.flush_interval_ms",
             config.graphite.flush_interval_ms,

@@ -129,7 +129,79 @@ async fn frame(State(frame): State<Arc<Frame>>, request: Request, next: Next) ->
     response
 }
 
+/// Host names a loopback server answers to when `auth.allowed_hosts` is empty.
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+/// The host name of a `Host` value or an origin's authority, without its port.
+fn host_name(authority: &str) -> &str {
+    match authority.strip_prefix('[') {
+        Some(rest) => rest
+            .find(']')
+            .map_or(authority, |end| &authority[..end + 2]),
+        None => authority.split(':').next().unwrap_or(authority),
+    }
+}
+
+/// Why a request a browser may have sent for another site is refused (`None`: it is not).
+/// A foreign `Host` is a DNS-rebinding page reaching a local server by a name of its own; a
+/// foreign `Origin` or `Sec-Fetch-Site` is a page of another site writing or reading.
+fn browser_refusal(app: &Shared, request: &Request) -> Option<String> {
+    let headers = request.headers();
+    let auth = &app.config.auth;
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()));
+    if let Some(host) = host {
+        let name = host_name(host);
+        let allowed = if !auth.allowed_hosts.is_empty() {
+            auth.allowed_hosts
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(name))
+        } else {
+            !app.http_loopback || LOOPBACK_HOSTS.iter().any(|h| h.eq_ignore_ascii_case(name))
+        };
+        if !allowed {
+            return Some(format!(
+                "Host `{name}` is not a name of this server (auth.allowed_hosts; a loopback \
+                 server answers to localhost, 127.0.0.1 and [::1] by default)"
+            ));
+        }
+    }
+    match headers
+        .get(header::ORIGIN)
+        .map(|v| v.to_str().unwrap_or("?"))
+    {
+        Some(origin) => {
+            let own = host.is_some_and(|host| {
+                origin
+                    .split_once("://")
+                    .is_some_and(|(_, authority)| authority.eq_ignore_ascii_case(host))
+            });
+            let configured = auth
+                .allowed_origins
+                .iter()
+                .any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(origin));
+            (!own && !configured).then(|| {
+                format!(
+                    "a request from the web page of `{origin}` is refused: that origin is not \
+                     in auth.allowed_origins"
+                )
+            })
+        }
+        None => match headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+            Some(site @ ("cross-site" | "same-site")) => Some(format!(
+                "a request from another site's web page (Sec-Fetch-Site: {site}) is refused"
+            )),
+            _ => None,
+        },
+    }
+}
+
 async fn frame_inner(frame: &Frame, endpoint: Endpoint, request: Request, next: Next) -> Response {
+    if let Some(refusal) = browser_refusal(&frame.app, &request) {
+        return error(StatusCode::FORBIDDEN, refusal);
+    }
     if let Some(token) = &frame.app.config.auth.token {
         if endpoint != Endpoint::Health {
             let given = request
@@ -182,6 +254,15 @@ async fn health() -> Response {
 async fn metrics(State(app): State<Shared>) -> Response {
     let mut text = app.metrics.prometheus_text();
     text.push_str(&app.conn_metrics.prometheus_text());
+    if let Some(drops) = app.statsd_inode.and_then(super::statsd::kernel_drops) {
+        let _ = write!(
+            text,
+            "# HELP strata_statsd_kernel_drops_total statsd datagrams the kernel dropped because \
+             the socket's receive buffer (statsd.receive_buffer_bytes) was full.\n\
+             # TYPE strata_statsd_kernel_drops_total counter\n\
+             strata_statsd_kernel_drops_total {drops}\n"
+        );
+    }
     // Only fails if a writer panicked holding the store's cumulative state.
     if let Ok(n) = app.store.cumulative_left_out() {
         let _ = write!(

@@ -48,6 +48,8 @@ pub struct App {
     writers: Semaphore,
     /// Request body bytes held at once, counted as they arrive and as gzip produces them.
     pub body_budget: Arc<budget::BodyBudget>,
+    /// The statsd socket's inode, to read its kernel drops from `/proc` for `/metrics`.
+    pub statsd_inode: Option<u64>,
     /// HTTP connections the connection limits closed.
     pub conn_metrics: Arc<conn::ConnMetrics>,
     /// Memory all native fetches at once may hold, taken before a fetch reads.
@@ -346,6 +348,9 @@ async fn serve(config: Config, open_files_max: u64) -> Result<(), String> {
         body_budget: Arc::new(budget::BodyBudget::new(config.limits.body_size_bytes_max)),
         query_budget: budget::QueryBudget::new(config.limits.query_memory_bytes_max),
         conn_metrics: Arc::new(conn::ConnMetrics::default()),
+        statsd_inode: statsd_socket
+            .as_ref()
+            .and_then(|s| statsd::prepare_socket(s, config.statsd.receive_buffer_bytes)),
         series_ids: series_cache_from_env(),
     });
     drop(store);
