@@ -285,6 +285,10 @@ pub struct ServeArgs {
     /// Log filter (RUST_LOG syntax); overrides the file's `log.level` and RUST_LOG.
     #[arg(long, value_name = "FILTER")]
     pub log_level: Option<String>,
+    /// Serve HTTP on a non-loopback address without `auth.token`: every write, read and delete
+    /// open to the network. Without it such a server refuses to start.
+    #[arg(long)]
+    pub insecure_open: bool,
 }
 
 #[derive(Subcommand)]

@@ -571,3 +571,43 @@ fn cross_site_requests_and_rebound_hosts_are_refused() {
     let found = serve_common::get_json(&server.url("/api/strata/v1/find?query=and(__name:xs_v)"));
     assert_eq!(found.as_array().unwrap().len(), 1);
 }
+
+/// A server on a non-loopback address without a token refuses to start, saying why and what
+/// to do; with a token, or with `--insecure-open`, it starts.
+#[test]
+fn an_open_network_listener_needs_a_token_or_insecure_open() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let output = serve_common::strata()
+        .args([
+            "serve",
+            "--http",
+            "0.0.0.0:0",
+            "--statsd",
+            "off",
+            "--graphite",
+            "off",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("auth.token") && stderr.contains("--insecure-open"),
+        "{stderr}"
+    );
+    let open = Server::start(
+        &dir.path().join("open"),
+        &["--http", "0.0.0.0:0", "--insecure-open"],
+    );
+    drop(open);
+    let config = dir.path().join("strata.toml");
+    std::fs::write(&config, "[auth]\ntoken = \"t0ken\"\n").unwrap();
+    let tokened = Server::start(
+        &dir.path().join("tokened"),
+        &["--http", "0.0.0.0:0", "--config", config.to_str().unwrap()],
+    );
+    drop(tokened);
+}

@@ -190,7 +190,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(serve(config, open_files_max)) {
+    match runtime.block_on(serve(config, open_files_max, args.insecure_open)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("strata serve: {e}");
@@ -273,7 +273,7 @@ fn connection_budget(open_files_max: u64, config: &Config) -> ConnectionBudget {
     }
 }
 
-async fn serve(config: Config, open_files_max: u64) -> Result<(), String> {
+async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Result<(), String> {
     let connection_budget = connection_budget(open_files_max, &config);
     tracing::info!(
         open_files_max,
@@ -326,6 +326,17 @@ async fn serve(config: Config, open_files_max: u64) -> Result<(), String> {
     };
     let http_local = http_listener.as_ref().map(|l| l.local_addr());
     let http_loopback = matches!(&http_local, Some(Ok(a)) if a.ip().is_loopback());
+    if let (Some(Ok(addr)), false, None) = (&http_local, http_loopback, &config.auth.token) {
+        if !insecure_open {
+            return Err(format!(
+                "listeners.http {addr} is not a loopback address and auth.token is not set: \
+                 every write, read and delete would be open to the network. Set auth.token \
+                 (every request then needs Authorization: Bearer <token>), bind 127.0.0.1, or \
+                 pass --insecure-open"
+            ));
+        }
+        tracing::warn!(%addr, "HTTP open to the network without a token (--insecure-open)");
+    }
     let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(cert), Some(key)) => Some(conn::acceptor(cert, key)?),
         _ => None,
