@@ -2,9 +2,9 @@
 //! into the `strata` binary, so `cargo build` / `cargo run -- serve` is the only step.
 //!
 //! `npm install --no-save && npm run build` runs only when the UI sources changed: a hash of
-//! `ui/src`, `ui/index.html` and the package/tool files is kept in `ui/dist/.strata-src-hash`
-//! (and of the lock file in `ui/node_modules/.strata-lock-hash`), so other target dirs and
-//! rebuilds reuse it.
+//! `ui/src`, `ui/public`, `ui/index.html` and the package/tool files is kept in
+//! `ui/dist/.strata-src-hash` (and of the lock file in `ui/node_modules/.strata-lock-hash`), so
+//! other target dirs and rebuilds reuse it.
 //! Builds from several target dirs at once take turns through a lock directory.
 //!
 //! `STRATA_UI_SKIP_BUILD=1` embeds whatever `ui/dist` holds (a placeholder page when empty), for
@@ -38,6 +38,7 @@ fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default());
     println!("cargo:rerun-if-env-changed=STRATA_UI_SKIP_BUILD");
     println!("cargo:rerun-if-changed={}", ui.join("src").display());
+    println!("cargo:rerun-if-changed={}", ui.join("public").display());
     for f in TOOL_FILES {
         println!("cargo:rerun-if-changed={}", ui.join(f).display());
     }
@@ -122,6 +123,9 @@ fn fnv(hash: &mut u64, bytes: &[u8]) {
 fn hash_sources(ui: &Path) -> String {
     let mut files = Vec::new();
     walk(&ui.join("src"), &ui.join("src"), 0, &mut files);
+    if ui.join("public").is_dir() {
+        walk(&ui.join("public"), &ui.join("public"), 0, &mut files);
+    }
     for f in TOOL_FILES {
         if ui.join(f).exists() {
             files.push((f.to_string(), ui.join(f)));

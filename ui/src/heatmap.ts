@@ -71,6 +71,37 @@ export function levelOf(count: number, maxCount: number): number {
   return Math.max(0, Math.min(LEVELS - 1, Math.round(f * (LEVELS - 1))));
 }
 
+/**
+ * A log colour scale from `lo` to `hi` (both > 0): the lowest level at `lo`, the highest at `hi`,
+ * one level per equal ratio in between. `lo === hi` is all top level.
+ */
+export interface Scale {
+  lo: number;
+  hi: number;
+}
+
+export function scaleLevel(v: number, s: Scale): number {
+  if (!(s.hi > s.lo)) return LEVELS - 1;
+  const f = Math.log(Math.max(v, s.lo) / s.lo) / Math.log(s.hi / s.lo);
+  return Math.max(0, Math.min(LEVELS - 1, Math.round(f * (LEVELS - 1))));
+}
+
+/** The value a level stands for (its centre), the inverse of `scaleLevel`. */
+export function levelValue(level: number, s: Scale): number {
+  if (!(s.hi > s.lo)) return s.hi;
+  return s.lo * Math.pow(s.hi / s.lo, level / (LEVELS - 1));
+}
+
+/** The CSS colour of a level, for legends. */
+export function levelCss(level: number): string {
+  return CSS[Math.max(0, Math.min(LEVELS - 1, level))];
+}
+
+/** The RGB of a level (tests compare canvas pixels against it). */
+export function levelRgb(level: number): [number, number, number] {
+  return PALETTE[Math.max(0, Math.min(LEVELS - 1, level))];
+}
+
 export type Mode = 'path' | 'image';
 
 export function chooseMode(cells: Cells): Mode {
@@ -102,7 +133,14 @@ function drawPaths(ctx: CanvasRenderingContext2D, cells: Cells, box: Box): void 
       p = new Path2D();
       paths[l] = p;
     }
-    p.rect(cells.x0[i], cells.y0[i], cells.x1[i] - cells.x0[i], cells.y1[i] - cells.y0[i]);
+    // Edges snapped to whole pixels: neighbouring cells then share an edge exactly, where
+    // anti-aliased fractional edges would leave a light seam between them.
+    const x0 = Math.round(cells.x0[i]);
+    const y0 = Math.round(cells.y0[i]);
+    const x1 = Math.max(x0 + 1, Math.round(cells.x1[i]));
+    // At least one pixel, as in the ImageData path, so a thin bin alone in its slice shows.
+    const y1 = Math.max(y0 + 1, Math.round(cells.y1[i]));
+    p.rect(x0, y0, x1 - x0, y1 - y0);
   }
   ctx.save();
   ctx.beginPath();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clock::{check, Choice, Clock, Config, Reason, Source, WALL_ERROR_NS_MAX};
 
-/// The bar: 10 M reads across two threads, which swap CPUs every 100 k reads.
+/// The bar the clock must clear: 10 M reads across two threads, which swap CPUs every 100 k reads.
 const READS_TOTAL: u64 = 10_000_000;
 const BOUNCE_EVERY: u64 = 100_000;
 

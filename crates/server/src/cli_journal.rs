@@ -118,11 +118,29 @@ const TICKETS_IN_FLIGHT_MAX: usize = 32;
 
 pub fn run(cmd: JournalCommand) -> ExitCode {
     let fs: Arc<dyn Vfs> = Arc::new(RealFs);
+    let resolved = |dir: PathBuf| -> Result<PathBuf, ExitCode> {
+        journal_dir(&dir).map_err(|message| {
+            eprintln!("strata journal: {message}");
+            ExitCode::from(2)
+        })
+    };
     let result = match cmd {
-        JournalCommand::Inspect { dir, json } => inspect(&*fs, &dir, json),
-        JournalCommand::Subscribers { dir, action } => subscribers(&*fs, &dir, action),
-        JournalCommand::Verify { dir } => verify(&*fs, &dir),
-        JournalCommand::Repair { dir } => repair(&*fs, &dir),
+        JournalCommand::Inspect { dir, json } => match resolved(dir) {
+            Ok(dir) => inspect(&*fs, &dir, json),
+            Err(code) => return code,
+        },
+        JournalCommand::Subscribers { dir, action } => match resolved(dir) {
+            Ok(dir) => subscribers(&*fs, &dir, action),
+            Err(code) => return code,
+        },
+        JournalCommand::Verify { dir } => match resolved(dir) {
+            Ok(dir) => verify(&*fs, &dir),
+            Err(code) => return code,
+        },
+        JournalCommand::Repair { dir } => match resolved(dir) {
+            Ok(dir) => repair(&*fs, &dir),
+            Err(code) => return code,
+        },
         JournalCommand::Bench(args) => bench(&args),
     };
     match result {
@@ -132,6 +150,48 @@ pub fn run(cmd: JournalCommand) -> ExitCode {
             ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// Whether `dir` holds a journal: a segment file (`<20 digits>.seg`) or the `committed` file.
+fn is_journal(dir: &Path) -> bool {
+    if dir.join("committed").is_file() {
+        return true;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        name.strip_suffix(".seg")
+            .is_some_and(|n| n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+/// The journal a command means: `dir` itself, or — given a store's data directory (the natural
+/// guess, `strata journal inspect strata-data`) — its write-ahead log `dir/wal`, said on stderr.
+/// Anything else is an error that says where journals are.
+fn journal_dir(dir: &Path) -> Result<PathBuf, String> {
+    if !dir.is_dir() {
+        return Err(format!("{}: no such directory", dir.display()));
+    }
+    if is_journal(dir) {
+        return Ok(dir.to_path_buf());
+    }
+    let wal = dir.join("wal");
+    if wal.is_dir() && is_journal(&wal) {
+        eprintln!(
+            "strata journal: {} is a store's data directory; using its write-ahead log {}",
+            dir.display(),
+            wal.display()
+        );
+        return Ok(wal);
+    }
+    Err(format!(
+        "{} holds no journal (no segment files and no `committed` file); a store's \
+         write-ahead log is the `wal` directory inside its data directory, e.g. strata-data/wal",
+        dir.display()
+    ))
 }
 
 fn exit_code(e: &Error) -> u8 {

@@ -1,8 +1,9 @@
 //! `strata store …`: look into a store directory without changing it. Both commands are
-//! read-only and safe beside a running server. Exit codes: 0 ok, 1 damage found or the store
-//! cannot be read, 2 bad usage.
+//! read-only and safe beside a running server. Given a store's `wal` directory, or a directory
+//! holding one store, they use that store and say so. Exit codes: 0 ok, 1 damage found or the
+//! store cannot be read, 2 bad usage (a directory that is not a store, with where to look).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -41,15 +42,85 @@ pub fn run(command: StoreCommand) -> ExitCode {
     }
 }
 
+/// Whether `dir` is a store's data directory (it has the manifest).
+fn is_store(dir: &Path) -> bool {
+    dir.join("MANIFEST").is_file()
+}
+
+/// The store a command means: `dir` itself; or, for the natural near misses, the store next to
+/// it, said on stderr: its write-ahead log (`strata-data/wal`) means its parent, and a directory
+/// holding exactly one store (`.` beside `./strata-data`) means that one. Anything else is an
+/// error that says what a store's data directory looks like.
+fn store_dir(dir: &Path) -> Result<PathBuf, String> {
+    if !dir.is_dir() {
+        return Err(format!("{}: no such directory", dir.display()));
+    }
+    if is_store(dir) {
+        return Ok(dir.to_path_buf());
+    }
+    let near = |found: &Path, why: &str| {
+        eprintln!(
+            "strata store: {} {why}; using the store {}",
+            dir.display(),
+            found.display()
+        );
+    };
+    if dir.file_name().is_some_and(|n| n == "wal") {
+        if let Some(parent) = dir.parent().filter(|p| is_store(p)) {
+            near(parent, "is a store's write-ahead log");
+            return Ok(parent.to_path_buf());
+        }
+    }
+    let mut stores = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        // Bounded: a directory with many entries is not searched through.
+        for entry in entries.flatten().take(CHILDREN_LOOKED_AT_MAX) {
+            let path = entry.path();
+            if path.is_dir() && is_store(&path) {
+                stores.push(path);
+            }
+        }
+    }
+    if let [only] = stores.as_slice() {
+        near(only, "holds one store");
+        return Ok(only.clone());
+    }
+    Err(format!(
+        "{} is not a store's data directory (no MANIFEST); a data directory holds MANIFEST, \
+         blocks/, index/ and wal/ (strata serve's default is ./strata-data){}",
+        dir.display(),
+        if stores.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<String> = stores.iter().map(|p| p.display().to_string()).collect();
+            format!("; stores inside it: {}", names.join(", "))
+        }
+    ))
+}
+
+/// Entries of a directory looked at for a store inside it.
+const CHILDREN_LOOKED_AT_MAX: usize = 1000;
+
+fn resolved(dir: &Path) -> Result<PathBuf, ExitCode> {
+    store_dir(dir).map_err(|message| {
+        eprintln!("strata store: {message}");
+        ExitCode::from(2)
+    })
+}
+
 fn fail(dir: &std::path::Path, error: &store::StoreError) -> ExitCode {
     eprintln!("strata store: {}: {error}", dir.display());
     ExitCode::from(1)
 }
 
 fn run_inspect(args: &InspectArgs) -> ExitCode {
-    let report = match store::inspect(&args.dir) {
+    let dir = match resolved(&args.dir) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let report = match store::inspect(&dir) {
         Ok(r) => r,
-        Err(e) => return fail(&args.dir, &e),
+        Err(e) => return fail(&dir, &e),
     };
     if args.json {
         println!("{}", inspection_json(&report));
@@ -192,9 +263,13 @@ fn print_inspection(r: &Inspection) {
 }
 
 fn run_verify(args: &VerifyArgs) -> ExitCode {
-    let (problems, blocks, chunks) = match store::verify(&args.dir) {
+    let dir = match resolved(&args.dir) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let (problems, blocks, chunks) = match store::verify(&dir) {
         Ok(r) => r,
-        Err(e) => return fail(&args.dir, &e),
+        Err(e) => return fail(&dir, &e),
     };
     if args.json {
         let list: Vec<serde_json::Value> = problems

@@ -3,6 +3,8 @@
 //! Each subcommand family lives in its own module (`cli_*.rs`); `main` only dispatches and turns
 //! errors into exit codes: 0 success, 1 runtime failure, 2 bad input or usage.
 
+mod cli_broker;
+mod cli_check;
 mod cli_clock;
 mod cli_config;
 mod cli_journal;
@@ -51,6 +53,14 @@ enum Command {
     },
     /// Evaluate an analytics (CAQL) query against a running server or a store directory.
     Query(cli_query::QueryArgs),
+    /// Run a broker: checks on a schedule and pushes, journaled and forwarded to a core exactly
+    /// once.
+    Broker(cli_broker::BrokerArgs),
+    /// Try a check: run a spec once and print what a broker would record.
+    Check {
+        #[command(subcommand)]
+        command: cli_check::CheckCommand,
+    },
     /// Check the clock Strata times itself with: its source (TSC or OS), why, and its cost.
     Clock {
         #[command(subcommand)]
@@ -72,5 +82,7 @@ fn main() -> ExitCode {
         Command::Store { command } => cli_store::run(command),
         Command::Clock { command } => cli_clock::run(command),
         Command::Query(args) => cli_query::run(args),
+        Command::Broker(args) => cli_broker::run(args),
+        Command::Check { command } => cli_check::run(command),
     }
 }

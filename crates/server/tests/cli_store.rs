@@ -113,6 +113,60 @@ fn verify_passes_a_healthy_store_and_names_a_damaged_block() {
 fn a_directory_that_is_not_a_store_is_an_error() {
     let tmp = tempfile::tempdir().unwrap();
     let out = strata(&["store", "inspect", tmp.path().to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no MANIFEST"));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is not a store's data directory (no MANIFEST)"),
+        "{err}"
+    );
+    assert!(err.contains("./strata-data"), "{err}");
+    // No Rust Debug text in what the user reads.
+    assert!(!err.contains("InvalidOptions"), "{err}");
+    let missing = tmp.path().join("nope");
+    let out = strata(&["store", "verify", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such directory"));
+}
+
+#[test]
+fn the_wal_or_a_directory_holding_one_store_means_that_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("strata-data");
+    make_store(&data);
+    let inspect = |dir: &Path| {
+        let out = strata(&["store", "inspect", dir.to_str().unwrap(), "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (report, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (direct, quiet) = inspect(&data);
+    assert!(quiet.is_empty(), "{quiet}");
+    let (from_wal, said) = inspect(&data.join("wal"));
+    assert_eq!(from_wal, direct);
+    assert!(
+        said.contains("is a store's write-ahead log; using the store"),
+        "{said}"
+    );
+    let (from_parent, said) = inspect(tmp.path());
+    assert_eq!(from_parent, direct);
+    assert!(said.contains("holds one store; using the store"), "{said}");
+    let out = strata(&["store", "verify", tmp.path().to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Two stores side by side: which one is meant is not guessed.
+    make_store(&tmp.path().join("other-data"));
+    let out = strata(&["store", "inspect", tmp.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("stores inside it:") && err.contains("other-data"),
+        "{err}"
+    );
 }

@@ -1,5 +1,6 @@
 //! The web UI in a real browser: starts `strata serve` on port 0 with a temporary data
-//! directory, writes a histogram, a numeric and a text stream through httptrap, and runs
+//! directory, writes histogram, numeric and text streams through httptrap (among them a smooth
+//! log-normal histogram, one with empty slices, and 10^5 heatmap cells), and runs
 //! `ui/tests/browser.mjs` (playwright-core driving Debian's headless Chromium) against it.
 //! Screenshots, the render benchmark and per-test results are saved under
 //! `<target dir>/ui-artifacts/`. Installs what is missing (the npm packages; Chromium with
@@ -111,6 +112,28 @@ fn samples(slice: i64, n: u64) -> Vec<f64> {
         .collect()
 }
 
+/// The bins of `smooth`: a power law, smooth in log-log, from 10^-3 to 10^1 — the density per
+/// decade of value is `SMOOTH_PER_DECADE` × 10^(-x/2) at value 10^x (100 times less at the top
+/// than at the bottom), and each bin holds that density times its width in decades. Its density
+/// heatmap must change colour smoothly through a power of ten, while its count per bin drops
+/// about tenfold there (llhist bins are ten times wider just above a power of ten than just below).
+const SMOOTH_PER_DECADE: f64 = 1e4;
+
+fn smooth_bins() -> Vec<String> {
+    let mut out = Vec::new();
+    for exp in -3..=0 {
+        for val in 10..=99 {
+            let lo = f64::from(val) / 10.0 * 10f64.powi(exp);
+            let hi = f64::from(val + 1) / 10.0 * 10f64.powi(exp);
+            let mid = (lo.log10() + hi.log10()) / 2.0;
+            let count = (SMOOTH_PER_DECADE * 10f64.powf(-mid / 2.0) * (hi / lo).log10()).round();
+            let centre = (f64::from(val) + 0.5) / 10.0 * 10f64.powi(exp);
+            out.push(format!("H[{centre:e}]={count}"));
+        }
+    }
+    out
+}
+
 fn write_data(server: &Server) {
     let now_ms = serve_common::now_s() * 1000;
     let base_ms = now_ms - now_ms % 60_000;
@@ -118,11 +141,21 @@ fn write_data(server: &Server) {
     for i in 0..SLICES {
         // Inside the slice, so it is read back at the slice's start.
         let ts = base_ms - (SLICES - 1 - i) * 60_000 + 1_000;
-        let body = json!({
+        let mut body = json!({
             "lat|ST[svc:api]": { "_type": "h", "_ts": ts, "_value": samples(i, SAMPLES_PER_SLICE) },
             "reqs": { "_type": "n", "_ts": ts, "_value": 100 + i },
             "ver": { "_type": "s", "_ts": ts, "_value": format!("v{}", i / 20) },
+            "smooth": { "_type": "h", "_ts": ts, "_value": smooth_bins() },
+            "tiny": { "_type": "n", "_ts": ts, "_value": 1e-4 * (1.0 + i as f64 / 100.0) },
         });
+        // Every third slice only: the others are empty.
+        if i % 3 == 0 {
+            body["gappy"] = json!({ "_type": "h", "_ts": ts, "_value": samples(i, 50) });
+        }
+        if i >= SLICES - 10 {
+            body["checkout_latency|ST[env:prod,svc:checkout]"] =
+                json!({ "_type": "h", "_ts": ts, "_value": samples(i + 7, 100) });
+        }
         let response = http
             .put(server.url("/module/httptrap/web/secret"))
             .json(&body)
@@ -187,7 +220,8 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &["--statsd", "off", "--graphite", "off"]);
+    // Every listener on port 0: the landing page's statsd and Graphite examples are run too.
+    let server = Server::start(dir.path(), &[]);
     write_data(&server);
     let started = std::time::Instant::now();
     write_big(&server);
@@ -210,6 +244,7 @@ fn main() -> ExitCode {
         .env("STRATA_URL", server.url(""))
         .env("ARTIFACTS", &artifacts)
         .env("CHROMIUM", chromium_path())
+        .env("STRATA_LINE", server.line.trim())
         .stderr(Stdio::inherit())
         .output()
         .expect("run node");

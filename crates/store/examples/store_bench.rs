@@ -1,4 +1,4 @@
-//! Measurement program for `store`, the figures `STATUS.md` cites: series index cost (new series
+//! Measurement program for `store`, the figures in `bench/RESULTS.md`: series index cost (new series
 //! per CPU-second, resident bytes per series, existing-series lookups) and numeric and histogram
 //! chunk encode/decode speed, and the write path end to end. Robust to a shared, noisy machine: each time is *thread CPU time*
 //! (time the thread was not running does not count), the median of several runs.

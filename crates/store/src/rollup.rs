@@ -48,7 +48,8 @@ pub const ROLLUP_CHUNK_SLICES: i64 = 4;
 /// amortised over 144 slices — 12 h at 5 m (≈ 140 B per stream-day of the 5 m level's bytes on
 /// disk against ≈ 1,800 B of slices) — while a short read still decodes one or two chunks.
 pub const ROLLUP_NUMERIC_CHUNK_SLICES: i64 = 144;
-/// The environment variable naming a failpoint: the process exits there (crash tests only).
+/// The environment variable naming a failpoint: the process exits there (crash tests only;
+/// debug builds only).
 pub const FAILPOINT_ENV: &str = "STRATA_STORE_FAILPOINT";
 /// The exit status of a process stopped at a failpoint.
 pub const FAILPOINT_EXIT_CODE: i32 = 97;
@@ -78,12 +79,18 @@ pub struct RetentionReport {
     pub bytes_freed: u64,
 }
 
-/// Exits the process when `FAILPOINT_ENV` names this step.
+/// Exits the process when `FAILPOINT_ENV` names this step. Compiled into debug builds only (the
+/// test suite's): a release binary has no way to be stopped half-way by its environment.
+#[cfg(debug_assertions)]
 pub(crate) fn failpoint(name: &str) {
     if std::env::var(FAILPOINT_ENV).is_ok_and(|v| v == name) {
         std::process::exit(FAILPOINT_EXIT_CODE);
     }
 }
+
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub(crate) fn failpoint(_name: &str) {}
 
 pub(crate) fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()

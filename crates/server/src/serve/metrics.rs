@@ -126,7 +126,22 @@ pub struct Metrics {
     endpoints: Vec<PerEndpoint>,
     store_write: Mutex<Timing>,
     store_write_errors: AtomicU64,
+    /// When the server started (unix ms), for its uptime.
+    started_ms: i64,
 }
+
+/// Counters since start, for the landing page's health summary.
+pub struct Totals {
+    pub started_ms: i64,
+    /// Requests by status class: 2xx, 3xx, 4xx, 5xx.
+    pub requests: [u64; 4],
+    /// `(endpoint, accepted, rejected)` for endpoints that ingested anything.
+    pub ingest: Vec<(&'static str, u64, u64)>,
+    pub store_write_errors: u64,
+}
+
+/// The status classes `Totals::requests` counts, in order.
+pub const STATUS_CLASS_NAMES: [&str; 4] = STATUS_CLASSES;
 
 impl Default for Metrics {
     fn default() -> Metrics {
@@ -148,6 +163,30 @@ impl Metrics {
                 .collect(),
             store_write: Mutex::new(Timing::default()),
             store_write_errors: AtomicU64::new(0),
+            started_ms: super::now_ms(),
+        }
+    }
+
+    /// Everything counted since start.
+    pub fn totals(&self) -> Totals {
+        let mut requests = [0u64; 4];
+        let mut ingest = Vec::new();
+        for e in Endpoint::ALL {
+            let at = self.at(e);
+            for (i, n) in requests.iter_mut().enumerate() {
+                *n += at.requests[i].load(Ordering::Relaxed);
+            }
+            let accepted = at.samples_accepted.load(Ordering::Relaxed);
+            let rejected = at.samples_rejected.load(Ordering::Relaxed);
+            if accepted + rejected > 0 {
+                ingest.push((e.name(), accepted, rejected));
+            }
+        }
+        Totals {
+            started_ms: self.started_ms,
+            requests,
+            ingest,
+            store_write_errors: self.store_write_errors.load(Ordering::Relaxed),
         }
     }
 

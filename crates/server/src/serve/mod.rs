@@ -13,11 +13,12 @@ mod http;
 mod kept;
 mod metrics;
 mod origin;
+mod overview;
 mod read;
 mod reply;
+mod saved;
 mod statsd;
 mod ui;
-mod worksheets;
 mod write;
 
 use std::net::SocketAddr;
@@ -57,6 +58,17 @@ pub struct App {
     /// Series ids by the bytes clients send for a series (httptrap, Influx, remote write):
     /// this store's.
     pub series_ids: SeriesCache,
+    /// The addresses actually bound (port 0 resolved), for the landing page's examples.
+    pub listening: Listening,
+}
+
+/// Where the server listens: `None` for a listener that is off.
+#[derive(Clone, Debug, Default)]
+pub struct Listening {
+    pub http: Option<String>,
+    pub statsd: Option<String>,
+    pub graphite: Option<String>,
+    pub tls: bool,
 }
 
 /// The environment variable that lowers a server's series id cache bound (entries), so tests
@@ -172,10 +184,11 @@ pub fn run(args: ServeArgs) -> ExitCode {
     };
     init_logging(&args, &config);
     let open_files_max = raise_open_files_limit();
-    // Transparent huge pages cost the server more than they give: the allocator hands freed
-    // request and batch buffers back to the kernel in small pieces and takes them again, and
-    // every fault in a huge-page region zeroes 2 MiB — 20–30 % of the server's CPU on histogram
-    // ingest (bench/RESULTS.md, issue 6). Process-wide; an older kernel just keeps them.
+    // Transparent huge pages off for this process: the allocator hands freed request and batch
+    // buffers back to the kernel in small pieces and takes them again, and every fault in a
+    // huge-page region zeroes 2 MiB, which on histogram ingest cost a fifth to a third of the
+    // server's CPU (the ingest rates are in bench/RESULTS.md, "strata serve ingest"). An older
+    // kernel without the switch just keeps them.
     if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
         tracing::debug!("transparent huge pages stay enabled: {e}");
     }
@@ -193,8 +206,8 @@ pub fn run(args: ServeArgs) -> ExitCode {
     match runtime.block_on(serve(config, open_files_max, args.insecure_open)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // Once, plainly: the log and the terminal are the same stream here.
             eprintln!("strata serve: {e}");
-            tracing::error!(error = %e, "strata serve stopped");
             ExitCode::from(1)
         }
     }
@@ -341,6 +354,14 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
         (Some(cert), Some(key)) => Some(conn::acceptor(cert, key)?),
         _ => None,
     };
+    let bound =
+        |r: Option<std::io::Result<SocketAddr>>| r.and_then(Result::ok).map(|a| a.to_string());
+    let listening = Listening {
+        http: bound(http_listener.as_ref().map(|l| l.local_addr())),
+        statsd: bound(statsd_socket.as_ref().map(|s| s.local_addr())),
+        graphite: bound(graphite_listener.as_ref().map(|l| l.local_addr())),
+        tls: tls.is_some(),
+    };
     let line = format!(
         "strata serve: listening http={} statsd={} graphite={} tls={} data_dir={}",
         local(http_local),
@@ -363,6 +384,7 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
             .as_ref()
             .and_then(|s| statsd::prepare_socket(s, config.statsd.receive_buffer_bytes)),
         series_ids: series_cache_from_env(),
+        listening,
     });
     drop(store);
 
@@ -393,9 +415,11 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
     }
     tasks.spawn(self_monitor(app.clone(), stop_rx.clone()));
 
+    // The handlers are in place before the start line: whoever reads it may signal at once.
+    let signalled = shutdown_signal();
+    // Once, on stdout, where scripts read it (the log on stderr would repeat it on a terminal).
     println!("{line}");
-    tracing::info!("{line}");
-    shutdown_signal().await;
+    signalled.await;
     tracing::info!("shutting down: no new connections; finishing requests and flushing buffers");
     let _ = stop_tx.send(true);
     while let Some(joined) = tasks.join_next().await {
@@ -459,19 +483,22 @@ pub async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
-async fn shutdown_signal() {
+/// SIGTERM or SIGINT; the handlers are registered when this is called, not when awaited.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let term = signal(SignalKind::terminate());
     let int = signal(SignalKind::interrupt());
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
             }
-        }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
 }

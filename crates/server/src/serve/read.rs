@@ -1,4 +1,5 @@
-//! The native read API: `GET /api/strata/v1/find` (series by IRONdb tag query) and
+//! The native read API: `GET /api/strata/v1/find` (series by IRONdb tag query; `order=recent`
+//! lists the most recently written first, self-monitoring streams last) and
 //! `GET|POST /api/strata/v1/fetch` (per-slice aggregates, merged histograms, text changes).
 //!
 //! Inputs: times as unix seconds (integer or decimal) or RFC 3339; periods as seconds or with a
@@ -29,6 +30,8 @@ const FETCH_SPAN_MS_DEFAULT: i64 = 3_600_000;
 const FETCH_BODY_BYTES_MAX: usize = 64 << 10;
 /// Quantiles or thresholds in one transform.
 const TRANSFORM_ARGS_MAX: usize = 64;
+/// Most matches looked at to order a `find` by recent activity (`order=recent`).
+const ORDER_SCAN_MAX: usize = 100_000;
 
 type Params = HashMap<String, String>;
 
@@ -172,7 +175,29 @@ fn key_tags(key: &StreamKey) -> Vec<String> {
         .collect()
 }
 
-fn series_json(info: &SeriesInfo) -> Value {
+/// Self-monitoring streams carry the tag `strata:self`.
+pub fn is_self(info: &SeriesInfo) -> bool {
+    info.key
+        .tags()
+        .iter()
+        .any(|t| t.category() == b"strata" && t.value() == b"self")
+}
+
+/// Orders streams for people: the user's own before self-monitoring, then the most recently
+/// written first, then by key.
+pub fn order_recent(list: &mut [SeriesInfo]) {
+    list.sort_by(|a, b| {
+        is_self(a)
+            .cmp(&is_self(b))
+            .then_with(|| {
+                let last = |s: &SeriesInfo| s.activity_ms.map_or(i64::MIN, |(_, l)| l);
+                last(b).cmp(&last(a))
+            })
+            .then_with(|| a.key.canonical().cmp(&b.key.canonical()))
+    });
+}
+
+pub(super) fn series_json(info: &SeriesInfo) -> Value {
     json!({
         "key": info.key.canonical(),
         "name": info.key.name(),
@@ -211,18 +236,35 @@ fn find_series(
         .find(&query, WORK_MAX_DEFAULT)
         .map_err(|e| bad("query", e))?;
     let truncated = ids.len() > limit;
+    let recent = match params.get("order").map(String::as_str) {
+        None | Some("") | Some("id") => false,
+        Some("recent") => true,
+        Some(other) => {
+            return Err(bad(
+                "order",
+                format!("`{other}`: expected id (the default) or recent"),
+            ))
+        }
+    };
     let snapshot = app
         .store
         .index()
         .snapshot()
         .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let mut out = Vec::with_capacity(ids.len().min(limit));
-    for id in ids.into_iter().take(limit) {
+    // Ordered by activity, every match is looked at (up to a bound), then the first `limit`
+    // kept; in id order, the first `limit` ids are the answer.
+    let take = if recent { ORDER_SCAN_MAX } else { limit };
+    let mut out = Vec::with_capacity(ids.len().min(take));
+    for id in ids.into_iter().take(take) {
         match snapshot.series(id) {
             Ok(Some(info)) => out.push(info),
             Ok(None) => {}
             Err(e) => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
         }
+    }
+    if recent {
+        order_recent(&mut out);
+        out.truncate(limit);
     }
     Ok((out, truncated))
 }

@@ -1,5 +1,5 @@
-//! The web UI at `/`: the files of `ui/dist`, embedded into the binary by build.rs, and the
-//! worksheets API beside it.
+//! The web UI at `/`: the files of `ui/dist`, embedded into the binary by build.rs, and the APIs
+//! only it uses: worksheets, dashboards and the landing page's overview.
 
 use axum::extract::Path;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -7,19 +7,25 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use super::{worksheets, Shared};
+use super::{overview, saved, Shared};
 
 mod assets {
     include!(concat!(env!("OUT_DIR"), "/ui_assets.rs"));
 }
 
-/// The UI's routes (static files and the worksheets API), merged into the main router.
+/// The UI's routes (static files, worksheets, dashboards, the overview), merged into the main
+/// router.
 pub fn router(app: Shared) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/index.html", get(index))
+        .route("/favicon.ico", get(|| async { file("favicon.ico") }))
+        .route("/favicon.svg", get(|| async { file("favicon.svg") }))
         .route("/assets/{*path}", get(asset))
-        .merge(worksheets::router(app))
+        .route("/api/strata/v1/overview", get(overview::overview))
+        .with_state(app.clone())
+        .merge(saved::router(&app, &saved::WORKSHEETS))
+        .merge(saved::router(&app, &saved::DASHBOARDS))
 }
 
 async fn index() -> Response {

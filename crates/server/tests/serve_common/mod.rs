@@ -72,6 +72,12 @@ impl Server {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        Server::spawn(cmd, data_dir)
+    }
+
+    /// Spawns `cmd` (a `strata serve`, or a script that execs one) and waits for its start line.
+    pub fn spawn(mut cmd: Command, data_dir: &Path) -> Server {
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn strata serve");
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();

@@ -401,7 +401,7 @@ mod tests {
 
     #[test]
     fn bytes_per_slice_of_an_integer_walk() {
-        // Issue 5: ≤ 2,000 B per stream-day at the rollup level; a day is 288 slices of 5 min,
+        // The rollup target: ≤ 2,000 B per stream-day at a level; a day is 288 slices of 5 min,
         // 1,440 of 1 min (block directory entries come on top).
         for (period_ms, budget_bytes) in [(300_000, 2_000.0 / 288.0), (60_000, 5.0)] {
             let slices = slices_of(&walk(7, 8640, true), period_ms);

@@ -296,7 +296,8 @@ mod tests {
         ));
     }
 
-    /// Integer random walk 0–100 (step −1, 0 or +1, clamped) at 10 s: the numeric shape.
+    /// Integer random walk 0–100 (step −1, 0 or +1, clamped) at 10 s: the shape the
+    /// bytes-per-sample target is set on.
     /// 4-hour chunks (1,440 samples). Prints and bounds bytes per sample for the encoder alone.
     #[test]
     fn bytes_per_sample_integer_walk() {

@@ -1,0 +1,339 @@
+//! Store-and-forward over the core's HTTP ingest: every journal record is sent to the core's
+//! httptrap endpoint as one flatbuffer metric list carrying the exactly-once headers
+//! (`Strata-Source` = broker id, `Strata-Epoch` = the journal's life, `Strata-Sequence` = the
+//! record's offset). Delivery is at least once — anything not answered 2xx is sent again, after
+//! any crash of either side, from the core's journal checkpoint — and the core applies each
+//! (source, epoch, sequence) once, so the effect is exactly once. The checkpoint moves only
+//! over the contiguous prefix of records the core answered 2xx (or refused for good, counted).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinSet;
+
+use crate::record::{self, Value};
+use crate::spool::Spool;
+
+/// Batches of this source sent and not yet answered 2xx, at most (the core's contract).
+pub const IN_FLIGHT_MAX: u64 = 64;
+/// One request's whole time, connect to answer.
+pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// Resend backoff: from the first to the last, doubling.
+pub const RETRY_MS_MIN: u64 = 200;
+pub const RETRY_MS_MAX: u64 = 5_000;
+/// The journal checkpoint is written after this many more records are at the core, or this
+/// long after the last write, whichever is first (and whenever nothing is in flight).
+pub const ACK_EVERY_RECORDS: u64 = 64;
+pub const ACK_EVERY_MS: u64 = 200;
+
+/// The httptrap flatbuffer content type (`ingest::flat::CONTENT_TYPE`).
+const FLAT_CONTENT_TYPE: &str = ingest::flat::CONTENT_TYPE;
+
+/// Where and as whom a broker forwards.
+#[derive(Clone, Debug)]
+pub struct ForwardConfig {
+    /// The core's HTTP base URL, e.g. `http://core:8080`.
+    pub url: String,
+    /// The journal subscriber (core name) whose checkpoint this forwarder moves.
+    pub core: String,
+    /// `Strata-Source`: the broker's id.
+    pub source: String,
+    /// The httptrap check name (the core tags every sample `__check:<check>`).
+    pub check: String,
+    /// The httptrap secret, when the core wants one.
+    pub secret: Option<String>,
+}
+
+/// Counters a person reads (health, logs, tests).
+#[derive(Default)]
+pub struct ForwardStats {
+    /// Records answered 2xx as newly applied.
+    pub applied: AtomicU64,
+    /// Records answered 2xx with `Strata-Duplicate: true` (resends after a lost answer).
+    pub duplicates: AtomicU64,
+    /// Records the core refused for good (400, 409 stale epoch, 413), counted and passed over.
+    pub refused: AtomicU64,
+    /// Sends that will be tried again (503, 5xx, no answer).
+    pub retries: AtomicU64,
+    /// Samples left out because the record could not be read back (never expected).
+    pub unreadable: AtomicU64,
+    /// The journal checkpoint: every record below it is at the core.
+    pub acked_through: AtomicU64,
+    /// Wall-clock ms of the last 2xx from the core.
+    pub last_contact_ms: AtomicU64,
+    /// Time made (ms) of the newest record acknowledged: lag = now − this.
+    pub newest_acked_made_ms: AtomicU64,
+}
+
+/// How one send ended.
+enum Sent {
+    /// The core has it (2xx).
+    Done { duplicate: bool },
+    /// The core will never take it (counted, passed over).
+    Refused(String),
+    /// Try again later.
+    Retry(String),
+}
+
+fn now_ms() -> u64 {
+    clock::wall() / 1_000_000
+}
+
+/// The request body: a record's samples as an httptrap flatbuffer metric list, and the time the
+/// record was made. An error when the record cannot be read (one this broker wrote always can).
+pub fn body_of(bytes: &[u8]) -> Result<(Vec<u8>, i64), String> {
+    let rec = record::decode(bytes).map_err(|e| e.to_string())?;
+    let samples: Vec<ingest::Sample> = rec
+        .samples
+        .iter()
+        .map(|s| ingest::Sample {
+            name: s.name.clone(),
+            tags: s.tags.clone().into(),
+            ts_ms: Some(s.ts_ms),
+            value: match &s.value {
+                Value::Null => ingest::Value::Null,
+                Value::Numeric(v) => ingest::Value::Numeric(*v),
+                Value::Text(t) => ingest::Value::Text(t.clone()),
+                Value::Histogram(h) => ingest::Value::Histogram(h.clone()),
+                // httptrap carries cumulative histograms as llhist bins; other forms (native
+                // exponential, explicit bounds) are converted to bins first.
+                Value::Cumulative(hist::convert::Cumulative::Bins(h)) => {
+                    ingest::Value::CumulativeHistogram(h.clone())
+                }
+                Value::Cumulative(c) => ingest::Value::CumulativeHistogram(c.to_histogram()),
+            },
+            mode: match s.mode {
+                record::Mode::Set => ingest::Mode::Set,
+                record::Mode::Accumulate => ingest::Mode::Accumulate,
+                record::Mode::Average => ingest::Mode::Average,
+            },
+        })
+        .collect();
+    Ok((ingest::flat::encode(&samples), rec.made_ms))
+}
+
+/// One send's end, with what a resend needs.
+struct Flown {
+    offset: u64,
+    sent: Sent,
+    body: Arc<Vec<u8>>,
+    made_ms: i64,
+    backoff: u64,
+}
+
+struct Sender {
+    client: reqwest::Client,
+    endpoint: String,
+    config: ForwardConfig,
+    epoch: u64,
+}
+
+impl Sender {
+    async fn send(&self, seq: u64, body: Arc<Vec<u8>>) -> Sent {
+        let request = self
+            .client
+            .post(&self.endpoint)
+            .header(reqwest::header::CONTENT_TYPE, FLAT_CONTENT_TYPE)
+            .header("Strata-Source", &self.config.source)
+            .header("Strata-Epoch", self.epoch.to_string())
+            .header("Strata-Sequence", seq.to_string())
+            .body(body.to_vec());
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) => return Sent::Retry(format!("no answer from {}: {e}", self.config.url)),
+        };
+        let status = response.status();
+        let duplicate = response
+            .headers()
+            .get("strata-duplicate")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+        if status.is_success() {
+            return Sent::Done { duplicate };
+        }
+        let text = response.text().await.unwrap_or_default();
+        let text: String = text.chars().take(300).collect();
+        match status.as_u16() {
+            // The body itself is refused, or a newer life of this broker was seen: sending it
+            // again can never succeed.
+            400 | 409 | 413 | 422 => Sent::Refused(format!("HTTP {status}: {text}")),
+            // Busy, not there yet, misconfigured (a secret, a path): the data waits.
+            _ => Sent::Retry(format!("HTTP {status}: {text}")),
+        }
+    }
+}
+
+/// Forwards the journal to one core until the task is aborted. Never gives up: an unreachable
+/// core only grows the backlog.
+pub async fn forward_loop(spool: Arc<Spool>, config: ForwardConfig, stats: Arc<ForwardStats>) {
+    let client = match reqwest::Client::builder()
+        .timeout(Duration::from_millis(REQUEST_TIMEOUT_MS))
+        .pool_max_idle_per_host(IN_FLIGHT_MAX as usize)
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "the forwarder's HTTP client could not be made");
+            return;
+        }
+    };
+    let base = config.url.trim_end_matches('/');
+    let endpoint = match &config.secret {
+        Some(secret) => format!("{base}/module/httptrap/{}/{secret}", config.check),
+        None => format!("{base}/write/{}", config.check),
+    };
+    let sender = Arc::new(Sender {
+        client,
+        endpoint,
+        epoch: spool.epoch(),
+        config,
+    });
+    let core = sender.config.core.clone();
+    let mut committed = spool.watch_committed();
+    // Every record below `prefix` is at the core; `next` is the first not yet sent; `done`
+    // holds records at or above `prefix` that are at the core.
+    let mut prefix = match spool.ensure_subscriber(&core) {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::error!(error = %e, "the forwarder has no journal checkpoint");
+            return;
+        }
+    };
+    stats.acked_through.store(prefix, Ordering::Relaxed);
+    let mut next = prefix;
+    let mut done: BTreeSet<u64> = BTreeSet::new();
+    // Records read from the journal and not yet sent (at most one journal batch), and the
+    // reader, kept open so that each record is read once.
+    let mut ahead: VecDeque<(u64, Vec<u8>)> = VecDeque::new();
+    let mut reader: Option<journal::Reader> = None;
+    let mut batch = journal::Batch::new();
+    // Records waiting to be sent (or resent), by offset, with their backoff.
+    let mut pending: BTreeMap<u64, (Arc<Vec<u8>>, i64, u64)> = BTreeMap::new();
+    let mut flight: JoinSet<Flown> = JoinSet::new();
+    let mut acked = prefix;
+    let mut acked_at = Instant::now();
+    loop {
+        // Read ahead when nothing is left to send and the journal has more.
+        if ahead.is_empty() && next < prefix + IN_FLIGHT_MAX && next < spool.committed() {
+            if reader.is_none() {
+                match spool.reader(next) {
+                    Ok((first, r)) => {
+                        if first > next {
+                            // The disk budget dropped these before they were sent (counted
+                            // there).
+                            tracing::warn!(from = next, to = first, "records dropped unsent");
+                            done.extend(next..first);
+                            next = first;
+                        }
+                        reader = Some(r);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "reading the journal to forward"),
+                }
+            }
+            if let Some(r) = reader.as_mut() {
+                match r.next_batch(&mut batch) {
+                    Ok(_) => {
+                        ahead.extend(batch.iter().map(|(o, payload)| (o, payload.to_vec())));
+                    }
+                    Err(e) => {
+                        // A segment dropped underneath, or damage: open again where we are.
+                        tracing::warn!(error = %e, "reading the journal to forward");
+                        reader = None;
+                    }
+                }
+            }
+        }
+        // Fill the window: never beyond IN_FLIGHT_MAX records past the acknowledged prefix.
+        while next < prefix + IN_FLIGHT_MAX {
+            let Some((offset, bytes)) = ahead.pop_front() else {
+                break;
+            };
+            if offset < next {
+                continue;
+            }
+            match body_of(&bytes) {
+                Ok((body, made_ms)) => {
+                    pending.insert(offset, (Arc::new(body), made_ms, 0));
+                }
+                Err(e) => {
+                    tracing::warn!(offset, error = %e, "an unreadable record passed over");
+                    stats.unreadable.fetch_add(1, Ordering::Relaxed);
+                    done.insert(offset);
+                }
+            }
+            next = offset + 1;
+        }
+        for (offset, (body, made_ms, backoff)) in std::mem::take(&mut pending) {
+            let sender = sender.clone();
+            flight.spawn(async move {
+                if backoff > 0 {
+                    tokio::time::sleep(Duration::from_millis(backoff)).await;
+                }
+                let sent = sender.send(offset, body.clone()).await;
+                Flown {
+                    offset,
+                    sent,
+                    body,
+                    made_ms,
+                    backoff,
+                }
+            });
+        }
+        // The prefix the core has moves at once; the journal checkpoint (a synced file) only
+        // every ACK_EVERY_RECORDS records or ACK_EVERY_MS, so a sync is not paid per record.
+        let before = prefix;
+        while done.remove(&prefix) {
+            prefix += 1;
+        }
+        let due = prefix - acked >= ACK_EVERY_RECORDS
+            || acked_at.elapsed() >= Duration::from_millis(ACK_EVERY_MS)
+            || flight.is_empty();
+        if prefix > acked && due {
+            let (s, c) = (spool.clone(), core.clone());
+            match tokio::task::spawn_blocking(move || s.ack(&c, prefix)).await {
+                Ok(Ok(_)) => {
+                    acked = prefix;
+                    acked_at = Instant::now();
+                    stats.acked_through.store(prefix, Ordering::Relaxed);
+                }
+                Ok(Err(e)) => tracing::warn!(error = %e, "moving the journal checkpoint"),
+                Err(e) => tracing::warn!(error = %e, "moving the journal checkpoint"),
+            }
+        }
+        if prefix > before {
+            continue;
+        }
+        tokio::select! {
+            joined = flight.join_next(), if !flight.is_empty() => {
+                let Some(Ok(Flown { offset, sent, body, made_ms, backoff })) = joined else {
+                    continue;
+                };
+                match sent {
+                    Sent::Done { duplicate } => {
+                        let counter = if duplicate { &stats.duplicates } else { &stats.applied };
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        stats.last_contact_ms.store(now_ms(), Ordering::Relaxed);
+                        let made = u64::try_from(made_ms).unwrap_or(0);
+                        stats.newest_acked_made_ms.fetch_max(made, Ordering::Relaxed);
+                        done.insert(offset);
+                    }
+                    Sent::Refused(why) => {
+                        tracing::warn!(offset, reason = %why, "the core refused a record for good");
+                        stats.refused.fetch_add(1, Ordering::Relaxed);
+                        done.insert(offset);
+                    }
+                    Sent::Retry(why) => {
+                        let backoff = (backoff * 2).clamp(RETRY_MS_MIN, RETRY_MS_MAX);
+                        if stats.retries.fetch_add(1, Ordering::Relaxed).is_multiple_of(100) {
+                            tracing::warn!(offset, reason = %why, "forwarding: will send again");
+                        }
+                        pending.insert(offset, (body, made_ms, backoff));
+                    }
+                }
+            }
+            _ = committed.changed(), if next < prefix + IN_FLIGHT_MAX => {}
+            _ = tokio::time::sleep(Duration::from_millis(ACK_EVERY_MS)) => {}
+        }
+    }
+}

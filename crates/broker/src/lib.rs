@@ -1,0 +1,31 @@
+//! `broker`: the collection tier. A broker runs checks on a schedule, accepts pushed data, and
+//! keeps everything in its own journal until each core it serves has written it; the core's
+//! side (dialling brokers or accepting their dials, pulling their journals into the store, the
+//! checks and brokers APIs) is [`core`]. Design, data flow, failure cases and bounds:
+//! `README.md`; byte formats: `FORMAT.md`.
+//!
+//! Inside, bottom-up: the record format (`record`), small durable files (`state`), check
+//! placement (`phases`), the journal with its subscribers and disk budget (`spool`), the
+//! scheduler thread (`sched`) and runs (`runs`), push inputs (`push`), forwarding to a core's
+//! HTTP ingest exactly once (`forward`), identities and pinned TLS (`tls`), dialling (`dial`),
+//! the link protocol (`link`), the broker runtime (`broker`) and the core's side (`core`).
+
+mod broker;
+pub mod core;
+mod dial;
+pub mod forward;
+pub mod link;
+pub mod phases;
+mod push;
+pub mod record;
+mod runs;
+pub mod sched;
+pub mod spool;
+mod state;
+pub mod tls;
+
+pub use broker::{load_local_checks, Bound, Broker, BrokerConfig, CHECKS_MAX};
+pub use forward::{ForwardConfig, ForwardStats};
+pub use push::{PUSH_BODY_BYTES_MAX, STATSD_FLUSH_MS};
+pub use runs::RUNS_MAX_DEFAULT;
+pub use spool::{SpoolOptions, DISK_AGE_MS_MAX_DEFAULT, DISK_BYTES_MAX_DEFAULT};

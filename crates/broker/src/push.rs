@@ -1,0 +1,304 @@
+//! Push inputs at the broker: httptrap (JSON and flatbuffers), Prometheus remote write and OTLP
+//! over HTTP, statsd over UDP — the parsers of `strata serve` (the `ingest` crate). A body
+//! becomes one journal record, and the sender is answered only once that record is durable.
+
+// A helper's early answer is the whole response; boxing it buys nothing here.
+#![allow(clippy::result_large_err)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+
+use crate::record::{self, Encoder, Origin};
+use crate::spool::Spool;
+
+/// Longest push body (after gzip).
+pub const PUSH_BODY_BYTES_MAX: usize = 16 << 20;
+/// Push HTTP connections served at once.
+pub const PUSH_CONNECTIONS_MAX: usize = 256;
+/// statsd datagrams are gathered this long into one record (stamped with its end).
+pub const STATSD_FLUSH_MS: u64 = 1000;
+/// Longest statsd datagram read.
+pub const DATAGRAM_BYTES_MAX: usize = 65_535;
+
+/// Push counters, by input.
+#[derive(Default)]
+pub struct PushStats {
+    pub accepted: AtomicU64,
+    pub rejected: AtomicU64,
+    pub bodies: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+#[derive(Clone)]
+pub struct Push {
+    pub spool: Arc<Spool>,
+    pub stats: Arc<PushStats>,
+}
+
+pub fn router(push: Push) -> Router {
+    Router::new()
+        .route(
+            "/module/httptrap/{check}/{secret}",
+            post(httptrap).put(httptrap),
+        )
+        .route("/write/{check}", post(httptrap).put(httptrap))
+        .route("/api/v1/write", post(remote_write))
+        .route("/v1/metrics", post(otlp))
+        .layer(DefaultBodyLimit::max(PUSH_BODY_BYTES_MAX))
+        .with_state(push)
+}
+
+fn now_ms() -> i64 {
+    (clock::wall() / 1_000_000) as i64
+}
+
+/// An error answer: JSON `{"error": "..."}` naming what was wrong.
+fn refusal(status: StatusCode, message: String) -> Response {
+    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+fn gunzipped(headers: &HeaderMap, body: Bytes) -> Result<Bytes, Response> {
+    let gzip = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("gzip"));
+    if !gzip {
+        return Ok(body);
+    }
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut r = flate2::read::GzDecoder::new(&body[..]).take(PUSH_BODY_BYTES_MAX as u64 + 1);
+    r.read_to_end(&mut out)
+        .map_err(|e| refusal(StatusCode::BAD_REQUEST, format!("gzip body: {e}")))?;
+    if out.len() > PUSH_BODY_BYTES_MAX {
+        return Err(refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("gzip body: more than {PUSH_BODY_BYTES_MAX} bytes unzipped"),
+        ));
+    }
+    Ok(Bytes::from(out))
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default()
+}
+
+/// What a body became once journaled: samples accepted and the rejections.
+struct Taken {
+    accepted: usize,
+    rejected: usize,
+    error: Option<String>,
+    stopped: bool,
+}
+
+/// Parses a body on the blocking pool, journals what was accepted, and waits until durable.
+async fn take(
+    push: &Push,
+    origin: Origin,
+    body: Bytes,
+    parse: impl FnOnce(&[u8], &ingest::Options) -> ingest::Batch + Send + 'static,
+) -> Result<Taken, Response> {
+    let now = now_ms();
+    let parsed = tokio::task::spawn_blocking(move || {
+        let batch = parse(&body, &ingest::Options::at(now));
+        let mut enc = Encoder::new(origin, now);
+        if !batch.stopped() {
+            for s in &batch.samples {
+                enc.push_sample(&record::from_ingest(s, now));
+            }
+        }
+        let error = (!batch.rejected.is_empty()).then(|| {
+            let listed: Vec<String> = batch.rejected.iter().map(|r| r.to_string()).collect();
+            listed.join("; ")
+        });
+        let taken = Taken {
+            accepted: if batch.stopped() {
+                0
+            } else {
+                batch.samples.len()
+            },
+            rejected: batch.rejected_total,
+            error,
+            stopped: batch.stopped(),
+        };
+        (enc, taken)
+    })
+    .await
+    .map_err(|e| {
+        refusal(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("parsing the body: {e}"),
+        )
+    })?;
+    let (enc, taken) = parsed;
+    let stats = &push.stats;
+    stats.bodies.fetch_add(1, Ordering::Relaxed);
+    stats
+        .rejected
+        .fetch_add(taken.rejected as u64, Ordering::Relaxed);
+    if !enc.is_empty() {
+        if let Err(e) = push.spool.append(enc.finish()).await {
+            stats.failed.fetch_add(1, Ordering::Relaxed);
+            let msg = format!("not journaled, send again: {e}");
+            return Err(refusal(StatusCode::SERVICE_UNAVAILABLE, msg));
+        }
+    }
+    stats
+        .accepted
+        .fetch_add(taken.accepted as u64, Ordering::Relaxed);
+    Ok(taken)
+}
+
+async fn httptrap(State(push): State<Push>, headers: HeaderMap, body: Bytes) -> Response {
+    let body = match gunzipped(&headers, body) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let flat = content_type(&headers) == ingest::flat::CONTENT_TYPE;
+    let parse = if flat {
+        ingest::flat::parse
+    } else {
+        ingest::httptrap::parse
+    };
+    match take(&push, Origin::Httptrap, body, parse).await {
+        Ok(t) => {
+            let status = if t.stopped {
+                StatusCode::BAD_REQUEST
+            } else {
+                StatusCode::OK
+            };
+            let doc = serde_json::json!({
+                "stats": t.accepted, "filtered": t.rejected, "error": t.error,
+            });
+            (status, axum::Json(doc)).into_response()
+        }
+        Err(r) => r,
+    }
+}
+
+async fn remote_write(State(push): State<Push>, headers: HeaderMap, body: Bytes) -> Response {
+    let body = match gunzipped(&headers, body) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    answer(
+        take(
+            &push,
+            Origin::RemoteWrite,
+            body,
+            ingest::remote_write::parse,
+        )
+        .await,
+    )
+}
+
+async fn otlp(State(push): State<Push>, headers: HeaderMap, body: Bytes) -> Response {
+    let body = match gunzipped(&headers, body) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let parse = match content_type(&headers).as_str() {
+        "application/json" => ingest::otlp::parse_json,
+        _ => ingest::otlp::parse_protobuf,
+    };
+    answer(take(&push, Origin::Otlp, body, parse).await)
+}
+
+/// 204 when all was taken, 400 naming the rejections otherwise (what was accepted is kept,
+/// unless the parse stopped).
+fn answer(taken: Result<Taken, Response>) -> Response {
+    match taken {
+        Ok(t) if t.error.is_none() => StatusCode::NO_CONTENT.into_response(),
+        Ok(t) => refusal(StatusCode::BAD_REQUEST, t.error.unwrap_or_default()),
+        Err(r) => r,
+    }
+}
+
+/// Serves pushes on `listener`, at most `PUSH_CONNECTIONS_MAX` connections at once.
+pub async fn serve_http(listener: tokio::net::TcpListener, push: Push) {
+    let router = router(push);
+    let permits = Arc::new(tokio::sync::Semaphore::new(PUSH_CONNECTIONS_MAX));
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "push listener accept");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let router = router.clone();
+        tokio::spawn(async move {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let service = hyper_util::service::TowerToHyperService::new(router);
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(io, service)
+                    .await;
+            drop(permit);
+        });
+    }
+}
+
+/// statsd over UDP: datagrams gathered for `STATSD_FLUSH_MS` into one record whose samples
+/// without their own time get the flush time, so a counter's increments within the interval
+/// add up at the core as they do in `strata serve` (modes combine within one record).
+pub async fn serve_statsd(socket: tokio::net::UdpSocket, push: Push) {
+    let mut buf = vec![0u8; DATAGRAM_BYTES_MAX];
+    loop {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(STATSD_FLUSH_MS);
+        let mut samples: Vec<ingest::Sample> = Vec::new();
+        let mut rejected = 0usize;
+        loop {
+            let got = tokio::time::timeout_at(deadline, socket.recv_from(&mut buf)).await;
+            let Ok(Ok((n, _))) = got else { break };
+            let batch = ingest::statsd::parse(&buf[..n], &ingest::Options::at(now_ms()));
+            rejected += batch.rejected_total;
+            let room = record::SAMPLES_MAX.saturating_sub(samples.len());
+            rejected += batch.samples.len().saturating_sub(room);
+            samples.extend(batch.samples.into_iter().take(room));
+        }
+        push.stats
+            .rejected
+            .fetch_add(rejected as u64, Ordering::Relaxed);
+        if samples.is_empty() {
+            continue;
+        }
+        let now = now_ms();
+        let mut enc = Encoder::new(Origin::Statsd, now);
+        for s in &samples {
+            enc.push_sample(&record::from_ingest(s, now));
+        }
+        match push.spool.append(enc.finish()).await {
+            Ok(_) => push
+                .stats
+                .accepted
+                .fetch_add(samples.len() as u64, Ordering::Relaxed),
+            Err(e) => {
+                tracing::warn!(error = %e, "statsd samples not journaled");
+                push.stats.failed.fetch_add(1, Ordering::Relaxed)
+            }
+        };
+    }
+}

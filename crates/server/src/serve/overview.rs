@@ -1,0 +1,129 @@
+//! `GET /api/strata/v1/overview?limit=N`: what the landing page shows — the streams by recent
+//! activity (the user's own, and the self-monitoring `strata:self` ones apart), series counts
+//! (in all, and the user's by kind among the series looked at),
+//! the addresses the server listens on, and its health since start (samples accepted and
+//! rejected, requests by status class, store write errors, what is in memory and on disk).
+//!
+//! Bounded: at most `SCAN_SERIES_MAX` series are looked at (the newest ids, when there are
+//! more; `scan_truncated` says so) and at most `LIMIT_MAX` streams are listed per group.
+
+use std::collections::HashMap;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{json, Value};
+use store::SeriesId;
+
+use super::metrics::STATUS_CLASS_NAMES;
+use super::read::{is_self, order_recent};
+use super::reply::{error, json_response};
+use super::{now_ms, Shared};
+
+/// Most series whose activity is looked at for one answer.
+pub const SCAN_SERIES_MAX: u32 = 200_000;
+/// Most streams listed per group (`limit`); the default is `LIMIT_DEFAULT`.
+pub const LIMIT_MAX: usize = 200;
+const LIMIT_DEFAULT: usize = 20;
+
+pub async fn overview(
+    State(app): State<Shared>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    let limit = match params.get("limit").map(|l| l.trim().parse::<usize>()) {
+        None => LIMIT_DEFAULT,
+        Some(Ok(n)) if (1..=LIMIT_MAX).contains(&n) => n,
+        Some(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("parameter `limit`: give an integer from 1 to {LIMIT_MAX}"),
+            )
+        }
+    };
+    let joined = tokio::task::spawn_blocking(move || answer(&app, limit)).await;
+    joined.unwrap_or_else(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+fn answer(app: &Shared, limit: usize) -> Response {
+    let snapshot = match app.store.index().snapshot() {
+        Ok(s) => s,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let count = snapshot.series_count();
+    let first = count.saturating_sub(SCAN_SERIES_MAX);
+    let mut mine = Vec::new();
+    let mut selfs = Vec::new();
+    for id in first..count {
+        match snapshot.series(SeriesId(id)) {
+            Ok(Some(info)) if is_self(&info) => selfs.push(info),
+            Ok(Some(info)) => mine.push(info),
+            Ok(None) => {}
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
+    }
+    let self_count = selfs.len();
+    let mut by_kind = [0u64; 3];
+    for s in &mine {
+        by_kind[match s.kind {
+            store::Kind::Numeric => 0,
+            store::Kind::Histogram => 1,
+            store::Kind::Text => 2,
+        }] += 1;
+    }
+    order_recent(&mut mine);
+    order_recent(&mut selfs);
+    mine.truncate(limit);
+    selfs.truncate(limit);
+    let cardinality = snapshot.cardinality();
+    let stats = app.store.stats().ok();
+    let totals = app.metrics.totals();
+    let accepted: u64 = totals.ingest.iter().map(|(_, a, _)| a).sum();
+    let rejected: u64 = totals.ingest.iter().map(|(_, _, r)| r).sum();
+    let by_endpoint: serde_json::Map<String, Value> = totals
+        .ingest
+        .iter()
+        .map(|(e, a, r)| ((*e).to_owned(), json!({ "accepted": a, "rejected": r })))
+        .collect();
+    let requests: serde_json::Map<String, Value> = STATUS_CLASS_NAMES
+        .iter()
+        .zip(totals.requests)
+        .map(|(class, n)| ((*class).to_owned(), json!(n)))
+        .collect();
+    let listen = &app.listening;
+    json_response(
+        StatusCode::OK,
+        json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "started_ms": totals.started_ms,
+            "now_ms": now_ms(),
+            "series": {
+                "total": cardinality.total,
+                "numeric": cardinality.numeric,
+                "histogram": cardinality.histogram,
+                "text": cardinality.text,
+                "self": self_count,
+                "mine": { "numeric": by_kind[0], "histogram": by_kind[1], "text": by_kind[2] },
+            },
+            "streams": mine.iter().map(super::read::series_json).collect::<Vec<_>>(),
+            "self_streams": selfs.iter().map(super::read::series_json).collect::<Vec<_>>(),
+            "scanned": count - first,
+            "scan_truncated": first > 0,
+            "listeners": {
+                "http": listen.http,
+                "statsd": listen.statsd,
+                "graphite": listen.graphite,
+                "tls": listen.tls,
+            },
+            "auth": app.config.auth.token.is_some(),
+            "ingest": { "accepted": accepted, "rejected": rejected, "by_endpoint": by_endpoint },
+            "requests": requests,
+            "store": {
+                "write_errors": totals.store_write_errors,
+                "head_samples": stats.as_ref().map_or(0, |s| s.head_samples),
+                "blocks": stats.as_ref().map_or(0, |s| s.blocks.len()),
+                "block_bytes": stats.as_ref().map_or(0, |s| s.blocks.iter().map(|b| b.size_bytes).sum::<u64>()),
+                "quarantined": stats.as_ref().map_or(0, |s| s.quarantined.len()),
+            },
+        }),
+    )
+}
