@@ -60,6 +60,9 @@ enum Workload {
     HttptrapHistB64,
     /// The same histograms as the flatbuffers metric list (`ingest::flat`), same endpoint.
     HttptrapHistFlat,
+    /// The same draws as Prometheus native histograms (schema 3, cumulative, as clients send
+    /// them) over remote write 1.0: what Prometheus itself can be given.
+    RemoteWriteHist,
 }
 
 impl Workload {
@@ -70,9 +73,10 @@ impl Workload {
             "httptrap-hist" => Ok(Workload::HttptrapHist),
             "httptrap-hist-b64" => Ok(Workload::HttptrapHistB64),
             "httptrap-hist-flat" => Ok(Workload::HttptrapHistFlat),
+            "remote-write-hist" => Ok(Workload::RemoteWriteHist),
             _ => Err(format!(
                 "--workload: unknown `{s}` (influx, remote-write, httptrap-hist, \
-                 httptrap-hist-b64, httptrap-hist-flat)"
+                 httptrap-hist-b64, httptrap-hist-flat, remote-write-hist)"
             )),
         }
     }
@@ -100,6 +104,19 @@ struct Args {
     /// Where generated request plans are kept and read back (A/B rounds skip generating).
     plan_cache: Option<PathBuf>,
     hist_shape: HistShape,
+    values: ValueShape,
+    /// Generate the bodies while sending (numeric workloads): for loads too large to hold.
+    stream: bool,
+}
+
+/// What the numeric workloads' values look like.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ValueShape {
+    /// TSBS-like: an integer random walk in 0..=100, steps −5..=5.
+    Walk,
+    /// A gauge with noise in its second decimal: a walk in hundredths (steps ≈ N(0, 0.3),
+    /// 0.00..=100.00), sent with two decimals (`57.23`).
+    Gauge,
 }
 
 /// What each histogram of the httptrap workloads holds (both ≈ 75 bins).
@@ -114,12 +131,13 @@ enum HistShape {
 }
 
 const USAGE: &str =
-    "usage: serve-load --workload influx|remote-write|httptrap-hist|httptrap-hist-b64|httptrap-hist-flat
+    "usage: serve-load --workload influx|remote-write|httptrap-hist|httptrap-hist-b64|httptrap-hist-flat|remote-write-hist
   (--spawn PATH_TO_STRATA [--server-cpu 0] [--work-dir DIR] | --url http://HOST:PORT --pid PID)
   [--hosts 1000] [--interval-s 10] [--hours 4 | --steps N]
   [--hist-metrics 10] [--hist-steps 6] [--hist-per-request 1000]
   [--influx-lines-per-request 1000] [--rw-series-per-request 2000]
-  [--connections 4] [--runs 3] [--seed 1] [--plan-cache DIR] [--hist-shape narrow|store]";
+  [--connections 4] [--runs 3] [--seed 1] [--plan-cache DIR] [--hist-shape narrow|store]
+  [--values walk|gauge] [--stream 1]";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -142,6 +160,8 @@ fn parse_args() -> Result<Args, String> {
         seed: 1,
         plan_cache: None,
         hist_shape: HistShape::Narrow,
+        values: ValueShape::Walk,
+        stream: false,
     };
     let mut it = std::env::args().skip(1);
     let mut workload_seen = false;
@@ -187,6 +207,14 @@ fn parse_args() -> Result<Args, String> {
             "--runs" => a.runs = num(&value)?,
             "--seed" => a.seed = num(&value)? as u64,
             "--plan-cache" => a.plan_cache = Some(PathBuf::from(value)),
+            "--values" => {
+                a.values = match value.as_str() {
+                    "walk" => ValueShape::Walk,
+                    "gauge" => ValueShape::Gauge,
+                    other => return Err(format!("--values {other:?}: walk or gauge")),
+                }
+            }
+            "--stream" => a.stream = value == "1",
             "--hist-shape" => {
                 a.hist_shape = match value.as_str() {
                     "narrow" => HistShape::Narrow,
@@ -305,20 +333,45 @@ struct Plan {
     shape: String,
 }
 
-/// Integer random walk in 0..=100, one value per host × field, stepped once per interval.
+/// One value per host × field, stepped once per interval: an integer random walk in 0..=100
+/// (`ValueShape::Walk`), or a walk in hundredths (`ValueShape::Gauge`, `values` in 0..=10,000
+/// and sent divided by 100).
 struct Walk {
     values: Vec<i64>,
+    shape: ValueShape,
 }
 
 impl Walk {
-    fn new(n: usize, rng: &mut Rng) -> Walk {
+    fn new(n: usize, rng: &mut Rng, shape: ValueShape) -> Walk {
+        let top = match shape {
+            ValueShape::Walk => 101,
+            ValueShape::Gauge => 10_001,
+        };
         Walk {
-            values: (0..n).map(|_| rng.below(101) as i64).collect(),
+            values: (0..n).map(|_| rng.below(top) as i64).collect(),
+            shape,
         }
     }
     fn step(&mut self, rng: &mut Rng) {
         for v in &mut self.values {
-            *v = (*v + rng.below(11) as i64 - 5).clamp(0, 100);
+            *v = match self.shape {
+                ValueShape::Walk => (*v + rng.below(11) as i64 - 5).clamp(0, 100),
+                ValueShape::Gauge => (*v + (rng.normal() * 30.0).round() as i64).clamp(0, 10_000),
+            };
+        }
+    }
+    /// Value `i` as the wire's float.
+    fn value(&self, i: usize) -> f64 {
+        match self.shape {
+            ValueShape::Walk => self.values[i] as f64,
+            ValueShape::Gauge => self.values[i] as f64 / 100.0,
+        }
+    }
+    /// Value `i` as Influx line-protocol text (the shortest text that reads back the same).
+    fn text(&self, i: usize) -> String {
+        match self.shape {
+            ValueShape::Walk => self.values[i].to_string(),
+            ValueShape::Gauge => self.value(i).to_string(),
         }
     }
 }
@@ -352,7 +405,7 @@ fn plan_influx(a: &Args, run: usize) -> Result<Plan, String> {
                 .collect::<String>()
         })
         .collect();
-    let mut walk = Walk::new(a.hosts * CPU_FIELDS.len(), &mut rng);
+    let mut walk = Walk::new(a.hosts * CPU_FIELDS.len(), &mut rng, a.values);
     let t0 = start_ms(a.steps, a.interval_s, run)?;
     let mut bodies = Vec::new();
     let mut cur = Vec::with_capacity(a.influx_lines_per_request * 400);
@@ -364,7 +417,7 @@ fn plan_influx(a: &Args, run: usize) -> Result<Plan, String> {
             cur.extend_from_slice(tag.as_bytes());
             for (f, field) in CPU_FIELDS.iter().enumerate() {
                 let sep = if f == 0 { ' ' } else { ',' };
-                let v = walk.values[h * CPU_FIELDS.len() + f];
+                let v = walk.text(h * CPU_FIELDS.len() + f);
                 write!(cur, "{sep}{field}={v}").map_err(|e| e.to_string())?;
             }
             writeln!(cur, " {ts_ns}").map_err(|e| e.to_string())?;
@@ -399,84 +452,272 @@ fn plan_influx(a: &Args, run: usize) -> Result<Plan, String> {
     })
 }
 
-fn plan_remote_write(a: &Args, run: usize) -> Result<Plan, String> {
-    use ingest::remote_write::proto::{Label, Sample, TimeSeries, WriteRequest};
-    let mut rng = Rng(a.seed);
-    // Labels per stream, sorted by name as Prometheus sends them.
-    let mut series_labels: Vec<Vec<Label>> = Vec::with_capacity(a.hosts * CPU_FIELDS.len());
-    for h in 0..a.hosts {
-        let tags = host_tags(h, &mut rng);
-        for field in CPU_FIELDS {
-            let mut labels: Vec<(String, String)> = tags.clone();
-            labels.push(("__name__".to_owned(), format!("cpu_{field}")));
-            labels.sort();
-            series_labels.push(
-                labels
-                    .into_iter()
-                    .map(|(n, v)| Label {
-                        name: n.into_bytes(),
-                        value: v.into_bytes(),
-                    })
-                    .collect(),
-            );
-        }
-    }
-    let mut walk = Walk::new(series_labels.len(), &mut rng);
-    let t0 = start_ms(a.steps, a.interval_s, run)?;
-    let mut bodies = Vec::new();
-    let mut req = WriteRequest {
-        timeseries: Vec::with_capacity(a.rw_series_per_request),
-    };
-    let mut encoder = snap::raw::Encoder::new();
-    let mut flush = |req: &mut WriteRequest, bodies: &mut Vec<Body>| -> Result<(), String> {
-        let samples = req.timeseries.len() as u64;
-        let raw = req.encode_to_vec();
-        let bytes = encoder
-            .compress_vec(&raw)
-            .map_err(|e| format!("snappy: {e}"))?;
-        bodies.push(Body { bytes, samples });
-        req.timeseries.clear();
-        Ok(())
-    };
-    for step in 0..a.steps {
-        let ts = t0 + step as i64 * a.interval_s as i64 * 1000;
-        for (i, labels) in series_labels.iter().enumerate() {
-            req.timeseries.push(TimeSeries {
-                labels: labels.clone(),
-                samples: vec![Sample {
-                    value: walk.values[i] as f64,
-                    timestamp: ts,
-                }],
-                histograms: Vec::new(),
-            });
-            if req.timeseries.len() == a.rw_series_per_request {
-                flush(&mut req, &mut bodies)?;
+/// The remote-write workload, generated a step at a time (all at once for a plan, or while
+/// sending with `--stream`).
+struct RwGen {
+    series_labels: Vec<Vec<ingest::remote_write::proto::Label>>,
+    walk: Walk,
+    rng: Rng,
+    t0: i64,
+    step: usize,
+    steps: usize,
+    interval_ms: i64,
+    per_request: usize,
+    encoder: snap::raw::Encoder,
+}
+
+impl RwGen {
+    fn new(a: &Args, run: usize) -> Result<RwGen, String> {
+        use ingest::remote_write::proto::Label;
+        let mut rng = Rng(a.seed);
+        // Labels per stream, sorted by name as Prometheus sends them.
+        let mut series_labels: Vec<Vec<Label>> = Vec::with_capacity(a.hosts * CPU_FIELDS.len());
+        for h in 0..a.hosts {
+            let tags = host_tags(h, &mut rng);
+            for field in CPU_FIELDS {
+                let mut labels: Vec<(String, String)> = tags.clone();
+                labels.push(("__name__".to_owned(), format!("cpu_{field}")));
+                labels.sort();
+                series_labels.push(
+                    labels
+                        .into_iter()
+                        .map(|(n, v)| Label {
+                            name: n.into_bytes(),
+                            value: v.into_bytes(),
+                        })
+                        .collect(),
+                );
             }
         }
-        walk.step(&mut rng);
+        let walk = Walk::new(series_labels.len(), &mut rng, a.values);
+        Ok(RwGen {
+            series_labels,
+            walk,
+            rng,
+            t0: start_ms(a.steps, a.interval_s, run)?,
+            step: 0,
+            steps: a.steps,
+            interval_ms: a.interval_s as i64 * 1000,
+            per_request: a.rw_series_per_request,
+            encoder: snap::raw::Encoder::new(),
+        })
     }
-    if !req.timeseries.is_empty() {
-        flush(&mut req, &mut bodies)?;
+
+    /// The next step's request bodies, `None` after the last step.
+    fn next_step(&mut self) -> Result<Option<Vec<Body>>, String> {
+        use ingest::remote_write::proto::{Sample, TimeSeries, WriteRequest};
+        if self.step == self.steps {
+            return Ok(None);
+        }
+        let ts = self.t0 + self.step as i64 * self.interval_ms;
+        let mut bodies = Vec::new();
+        for (c, labels) in self.series_labels.chunks(self.per_request).enumerate() {
+            let req = WriteRequest {
+                timeseries: labels
+                    .iter()
+                    .enumerate()
+                    .map(|(i, labels)| TimeSeries {
+                        labels: labels.clone(),
+                        samples: vec![Sample {
+                            value: self.walk.value(c * self.per_request + i),
+                            timestamp: ts,
+                        }],
+                        histograms: Vec::new(),
+                    })
+                    .collect(),
+            };
+            let samples = req.timeseries.len() as u64;
+            let bytes = self
+                .encoder
+                .compress_vec(&req.encode_to_vec())
+                .map_err(|e| format!("snappy: {e}"))?;
+            bodies.push(Body { bytes, samples });
+        }
+        self.walk.step(&mut self.rng);
+        self.step += 1;
+        Ok(Some(bodies))
+    }
+}
+
+fn remote_write_headers() -> Vec<(String, String)> {
+    vec![
+        (
+            "Content-Type".to_owned(),
+            "application/x-protobuf".to_owned(),
+        ),
+        ("Content-Encoding".to_owned(), "snappy".to_owned()),
+        (
+            "X-Prometheus-Remote-Write-Version".to_owned(),
+            "0.1.0".to_owned(),
+        ),
+    ]
+}
+
+fn remote_write_shape(a: &Args) -> String {
+    format!(
+        "{} hosts x 10 metrics x {} steps, {} series (1 sample each) per request, {:?} values",
+        a.hosts, a.steps, a.rw_series_per_request, a.values
+    )
+}
+
+fn plan_remote_write(a: &Args, run: usize) -> Result<Plan, String> {
+    let mut gen = RwGen::new(a, run)?;
+    let mut bodies = Vec::new();
+    while let Some(step) = gen.next_step()? {
+        bodies.extend(step);
     }
     Ok(Plan {
         path: "/api/v1/write".to_owned(),
-        headers: vec![
-            (
-                "Content-Type".to_owned(),
-                "application/x-protobuf".to_owned(),
-            ),
-            ("Content-Encoding".to_owned(), "snappy".to_owned()),
-            (
-                "X-Prometheus-Remote-Write-Version".to_owned(),
-                "0.1.0".to_owned(),
-            ),
-        ],
+        headers: remote_write_headers(),
+        bodies,
+        shape: remote_write_shape(a),
+    })
+}
+
+/// Native histogram schema of `remote-write-hist`: Prometheus's default resolution (bucket
+/// bounds 2^(i/8), ≈ 9 % wide).
+const NATIVE_SCHEMA: i32 = 3;
+
+/// A series' running totals per native bucket (schema 3) and in all, as a client keeps them.
+#[derive(Default)]
+struct NativeCounter {
+    buckets: std::collections::BTreeMap<i32, u64>,
+    count: u64,
+    sum: f64,
+}
+
+impl NativeCounter {
+    fn observe(&mut self, v: f64) {
+        let index = (v.log2() * f64::from(1 << NATIVE_SCHEMA)).ceil() as i32;
+        *self.buckets.entry(index).or_default() += 1;
+        self.count += 1;
+        self.sum += v;
+    }
+
+    /// The running totals as a remote-write histogram: spans of consecutive buckets, counts as
+    /// deltas (the first of each histogram absolute).
+    fn to_proto(&self, ts: i64) -> ingest::remote_write::proto::Histogram {
+        use ingest::remote_write::proto::{BucketSpan, Count, Histogram, ZeroCount};
+        let mut spans: Vec<BucketSpan> = Vec::new();
+        let mut deltas = Vec::with_capacity(self.buckets.len());
+        let (mut last_index, mut last_count) = (None::<i32>, 0i64);
+        for (&index, &count) in &self.buckets {
+            match last_index {
+                Some(l) if index == l + 1 => {
+                    if let Some(s) = spans.last_mut() {
+                        s.length += 1;
+                    }
+                }
+                _ => spans.push(BucketSpan {
+                    offset: last_index.map_or(index, |l| index - l - 1),
+                    length: 1,
+                }),
+            }
+            deltas.push(count as i64 - last_count);
+            (last_index, last_count) = (Some(index), count as i64);
+        }
+        Histogram {
+            count: Some(Count::CountInt(self.count)),
+            sum: self.sum,
+            schema: NATIVE_SCHEMA,
+            zero_threshold: 2.938_735_877_055_719e-39,
+            zero_count: Some(ZeroCount::ZeroCountInt(0)),
+            positive_spans: spans,
+            positive_deltas: deltas,
+            timestamp: ts,
+            ..Histogram::default()
+        }
+    }
+}
+
+/// `remote-write-hist`: the draws of `httptrap-hist` (same seed, same order) added to each
+/// series' running native histogram, sent after every step.
+fn plan_remote_write_hist(a: &Args, run: usize) -> Result<Plan, String> {
+    use ingest::remote_write::proto::{Label, TimeSeries, WriteRequest};
+    let mut rng = Rng(a.seed);
+    let t0 = start_ms(a.hist_steps, a.interval_s, run)?;
+    let mut counters: Vec<NativeCounter> = (0..a.hosts * a.hist_metrics)
+        .map(|_| NativeCounter::default())
+        .collect();
+    let mut encoder = snap::raw::Encoder::new();
+    let (mut bodies, mut cur, mut buckets) = (Vec::new(), Vec::new(), 0usize);
+    let label = |n: &str, v: String| Label {
+        name: n.as_bytes().to_vec(),
+        value: v.into_bytes(),
+    };
+    for step in 0..a.hist_steps {
+        let ts = t0 + step as i64 * a.interval_s as i64 * 1000;
+        for host in 0..a.hosts {
+            for metric in 0..a.hist_metrics {
+                let (mu, sigma, draws) = hist_draw_shape(a, host, metric);
+                let counter = &mut counters[host * a.hist_metrics + metric];
+                for _ in 0..draws {
+                    counter.observe((mu + sigma * rng.normal()).exp());
+                }
+                buckets += counter.buckets.len();
+                cur.push(TimeSeries {
+                    labels: vec![
+                        label("__name__", "latency".to_owned()),
+                        label("host", format!("host_{host}")),
+                        label("metric", format!("m{metric}")),
+                    ],
+                    samples: Vec::new(),
+                    histograms: vec![counter.to_proto(ts)],
+                });
+                if cur.len() == a.hist_per_request {
+                    let req = WriteRequest {
+                        timeseries: std::mem::take(&mut cur),
+                    };
+                    let bytes = encoder
+                        .compress_vec(&req.encode_to_vec())
+                        .map_err(|e| format!("snappy: {e}"))?;
+                    bodies.push(Body {
+                        bytes,
+                        samples: req.timeseries.len() as u64,
+                    });
+                }
+            }
+        }
+    }
+    if !cur.is_empty() {
+        let req = WriteRequest { timeseries: cur };
+        let bytes = encoder
+            .compress_vec(&req.encode_to_vec())
+            .map_err(|e| format!("snappy: {e}"))?;
+        bodies.push(Body {
+            bytes,
+            samples: req.timeseries.len() as u64,
+        });
+    }
+    let total = (a.hist_steps * a.hosts * a.hist_metrics).max(1);
+    Ok(Plan {
+        path: "/api/v1/write".to_owned(),
+        headers: remote_write_headers(),
         bodies,
         shape: format!(
-            "{} hosts x 10 metrics x {} steps, {} series (1 sample each) per request",
-            a.hosts, a.steps, a.rw_series_per_request
+            "{} hosts x {} metrics x {} steps, {} native histograms (schema {NATIVE_SCHEMA}, \
+             cumulative, {:.1} buckets) per request, {:?} draws",
+            a.hosts,
+            a.hist_metrics,
+            a.hist_steps,
+            a.hist_per_request,
+            buckets as f64 / total as f64,
+            a.hist_shape
         ),
     })
+}
+
+/// The lognormal a histogram series draws from, and how many draws per step (as
+/// `httptrap-hist` makes them).
+fn hist_draw_shape(a: &Args, host: usize, metric: usize) -> (f64, f64, usize) {
+    match a.hist_shape {
+        // Median latency differs per stream (2–200 ms) so streams are not identical.
+        HistShape::Narrow => {
+            let mu = (0.002f64).ln() + ((host * 7 + metric * 13) % 100) as f64 / 100.0 * 4.6;
+            (mu, HIST_SIGMA, HIST_DRAWS)
+        }
+        HistShape::Store => (STORE_HIST_MU, STORE_HIST_SIGMA, STORE_HIST_DRAWS),
+    }
 }
 
 /// Samples drawn per histogram: with σ = 0.35 (natural log) this populates ≈ 75 llhist bins.
@@ -511,16 +752,7 @@ fn plan_httptrap_hist(a: &Args, run: usize, form: HistForm) -> Result<Plan, Stri
         let ts = t0 + step as i64 * a.interval_s as i64 * 1000;
         for host in 0..a.hosts {
             for metric in 0..a.hist_metrics {
-                let (mu, sigma, draws) = match a.hist_shape {
-                    // Median latency differs per stream (2–200 ms) so streams are not
-                    // identical.
-                    HistShape::Narrow => {
-                        let mu =
-                            (0.002f64).ln() + ((host * 7 + metric * 13) % 100) as f64 / 100.0 * 4.6;
-                        (mu, HIST_SIGMA, HIST_DRAWS)
-                    }
-                    HistShape::Store => (STORE_HIST_MU, STORE_HIST_SIGMA, STORE_HIST_DRAWS),
-                };
+                let (mu, sigma, draws) = hist_draw_shape(a, host, metric);
                 let mut h = hist::Histogram::with_capacity(96);
                 for _ in 0..draws {
                     h.insert((mu + sigma * rng.normal()).exp());
@@ -952,6 +1184,105 @@ fn send_all(host: &str, pid: u32, plan: &Plan, connections: usize) -> Result<Run
     })
 }
 
+/// Bodies generated ahead of the senders in `--stream` mode (a few steps' worth of requests).
+const STREAM_AHEAD_BODIES: usize = 2048;
+
+/// `send_all` for bodies generated while sending (`--stream`): a generator thread fills a
+/// bounded queue that the connections drain. The loader's generating runs on its own core, so
+/// the server's CPU is measured the same way.
+fn send_stream(
+    host: &str,
+    pid: u32,
+    mut gen: RwGen,
+    connections: usize,
+) -> Result<RunResult, String> {
+    let ticks = clock_ticks_per_s();
+    Conn::open(host)?;
+    let (tx, rx) = mpsc::sync_channel::<Body>(STREAM_AHEAD_BODIES);
+    let rx = Mutex::new(rx);
+    let stop = AtomicBool::new(false);
+    let error: Mutex<Option<String>> = Mutex::new(None);
+    let (samples, bytes, requests) = (
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+    );
+    let fail = |msg: String| {
+        stop.store(true, Ordering::SeqCst);
+        if let Ok(mut e) = error.lock() {
+            e.get_or_insert(msg);
+        }
+    };
+    let path = "/api/v1/write";
+    let headers = remote_write_headers();
+    let cpu0 = cpu_seconds(pid, ticks)?;
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        let (stop, fail) = (&stop, &fail);
+        // The generator owns the sender: its end (or the receiver's, below) ends the queue.
+        s.spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                match gen.next_step() {
+                    Ok(Some(bodies)) => {
+                        for b in bodies {
+                            if tx.send(b).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Ok(None) => return,
+                    Err(e) => return fail(e),
+                }
+            }
+        });
+        std::thread::scope(|conns| {
+            for _ in 0..connections {
+                conns.spawn(|| {
+                    let mut conn = match Conn::open(host) {
+                        Ok(c) => c,
+                        Err(e) => return fail(e),
+                    };
+                    while !stop.load(Ordering::SeqCst) {
+                        let body = match rx.lock().map(|r| r.recv()) {
+                            Ok(Ok(b)) => b,
+                            _ => return,
+                        };
+                        match conn.post(path, &headers, &body.bytes) {
+                            Ok((status, _)) if (200..300).contains(&status) => {
+                                samples.fetch_add(body.samples as usize, Ordering::Relaxed);
+                                bytes.fetch_add(body.bytes.len(), Ordering::Relaxed);
+                                requests.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Ok((status, reply)) => {
+                                let text = String::from_utf8_lossy(&reply[..reply.len().min(500)])
+                                    .into_owned();
+                                return fail(format!("HTTP {status}: {text}"));
+                            }
+                            Err(e) => return fail(e),
+                        }
+                    }
+                });
+            }
+        });
+        // Every connection is done: a generator blocked on a full queue gets an error.
+        drop(rx);
+    });
+    let wall_s = t0.elapsed().as_secs_f64();
+    let cpu1 = cpu_seconds(pid, ticks)?;
+    if let Ok(mut e) = error.lock() {
+        if let Some(msg) = e.take() {
+            return Err(msg);
+        }
+    }
+    Ok(RunResult {
+        samples: samples.into_inner() as u64,
+        bytes: bytes.into_inner() as u64,
+        requests: requests.into_inner(),
+        wall_s,
+        cpu_s: cpu1 - cpu0,
+    })
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
@@ -970,6 +1301,7 @@ fn cached_plan(a: &Args, r: usize) -> Result<Plan, String> {
         Workload::HttptrapHist => plan_httptrap_hist(a, r, HistForm::Strings),
         Workload::HttptrapHistB64 => plan_httptrap_hist(a, r, HistForm::Base64),
         Workload::HttptrapHistFlat => plan_httptrap_hist(a, r, HistForm::Flat),
+        Workload::RemoteWriteHist => plan_remote_write_hist(a, r),
     };
     let Some(dir) = &a.plan_cache else {
         return generate();
@@ -982,9 +1314,10 @@ fn cached_plan(a: &Args, r: usize) -> Result<Plan, String> {
         .as_secs()
         / 3600;
     let name = format!(
-        "{:?}-{:?}-h{}-i{}-s{}-hm{}-hs{}-hpr{}-ilpr{}-rwspr{}-seed{}-run{r}-hour{hour}-m30.plan",
+        "{:?}-{:?}-{:?}-h{}-i{}-s{}-hm{}-hs{}-hpr{}-ilpr{}-rwspr{}-seed{}-run{r}-hour{hour}-m30.plan",
         a.workload,
         a.hist_shape,
+        a.values,
         a.hosts,
         a.interval_s,
         a.steps,
@@ -1068,6 +1401,12 @@ fn run(a: &Args) -> Result<(), String> {
     let mut per_cpu = Vec::new();
     let mut per_wall = Vec::new();
     for r in 0..a.runs {
+        if a.stream {
+            let (rate_cpu, rate_wall) = run_streamed(a, r)?;
+            per_cpu.push(rate_cpu);
+            per_wall.push(rate_wall);
+            continue;
+        }
         let gen0 = Instant::now();
         let plan = cached_plan(a, r)?;
         let gen_s = gen0.elapsed().as_secs_f64();
@@ -1108,6 +1447,42 @@ fn run(a: &Args) -> Result<(), String> {
         median(per_wall)
     );
     Ok(())
+}
+
+/// One `--stream` run of the remote-write workload: (samples per server CPU-s, per wall-s).
+fn run_streamed(a: &Args, r: usize) -> Result<(f64, f64), String> {
+    if a.workload != Workload::RemoteWrite {
+        return Err("--stream 1 is for --workload remote-write".to_owned());
+    }
+    let spawned = match &a.spawn {
+        Some(bin) => Some(spawn_server(a, bin, r)?),
+        None => None,
+    };
+    let (host, pid) = match (&spawned, &a.url, a.pid) {
+        (Some(s), _, _) => (s.host.clone(), s.child.id()),
+        (None, Some(url), Some(pid)) => (url.trim_start_matches("http://").to_owned(), pid),
+        _ => return Err("no server".to_owned()),
+    };
+    let res = send_stream(&host, pid, RwGen::new(a, r)?, a.connections)?;
+    drop(spawned);
+    let (rate_cpu, rate_wall) = (
+        res.samples as f64 / res.cpu_s.max(1e-9),
+        res.samples as f64 / res.wall_s.max(1e-9),
+    );
+    println!(
+        "run {r}: {:?} {} (streamed): {} samples in {} requests ({:.1} MB); server CPU {:.2} s, \
+         wall {:.2} s -> {:.0} samples/server-CPU-s, {:.0} samples/wall-s",
+        a.workload,
+        remote_write_shape(a),
+        res.samples,
+        res.requests,
+        res.bytes as f64 / 1e6,
+        res.cpu_s,
+        res.wall_s,
+        rate_cpu,
+        rate_wall
+    );
+    Ok((rate_cpu, rate_wall))
 }
 
 fn main() {
@@ -1213,6 +1588,8 @@ mod tests {
             seed: 3,
             plan_cache: None,
             hist_shape: HistShape::Narrow,
+            values: ValueShape::Walk,
+            stream: false,
         };
         let now = start_ms(1, 10, 0).unwrap() + 3_600_000;
         let opts = ingest::Options::at(now);
@@ -1226,6 +1603,32 @@ mod tests {
         }
         let p = plan_remote_write(&a, 0).unwrap();
         assert_eq!(p.bodies.iter().map(|b| b.samples).sum::<u64>(), 7 * 10 * 3);
+        for b in &p.bodies {
+            let batch = ingest::remote_write::parse(&b.bytes, &opts);
+            assert_eq!(batch.rejected_total, 0, "{:?}", batch.rejected);
+            assert_eq!(batch.samples.len() as u64, b.samples);
+        }
+        let gauge = Args {
+            values: ValueShape::Gauge,
+            ..a.clone()
+        };
+        for p in [
+            plan_influx(&gauge, 0).unwrap(),
+            plan_remote_write(&gauge, 0).unwrap(),
+        ] {
+            assert_eq!(p.bodies.iter().map(|b| b.samples).sum::<u64>(), 7 * 10 * 3);
+            for b in &p.bodies {
+                let batch = if p.path == "/api/v1/write" {
+                    ingest::remote_write::parse(&b.bytes, &opts)
+                } else {
+                    ingest::influx::parse(&b.bytes, &opts, ingest::influx::Precision::Nanoseconds)
+                };
+                assert_eq!(batch.rejected_total, 0, "{:?}", batch.rejected);
+                assert_eq!(batch.samples.len() as u64, b.samples);
+            }
+        }
+        let p = plan_remote_write_hist(&a, 0).unwrap();
+        assert_eq!(p.bodies.iter().map(|b| b.samples).sum::<u64>(), 7 * 2 * 2);
         for b in &p.bodies {
             let batch = ingest::remote_write::parse(&b.bytes, &opts);
             assert_eq!(batch.rejected_total, 0, "{:?}", batch.rejected);

@@ -31,6 +31,7 @@
 use std::fmt;
 
 mod cumulative;
+mod tables;
 pub use cumulative::{Bounded, Cumulative, CumulativeDecodeError, Exponential, Increase};
 
 use crate::bin::{Bin, Parts, BIN_COUNT_MAX};
@@ -331,8 +332,7 @@ pub fn from_native(h: &NativeHistogram) -> Result<Converted, ConvertError> {
             if is_custom {
                 emit_bounded(&mut sink, &h.custom_values, index, count, (None, None));
             } else {
-                let (la, lb) = native_log2_bounds(h.schema, index);
-                split_log2(&mut sink, la, lb, count, negative);
+                split_exponential(&mut sink, h.schema, index, count, negative);
             }
         }
     }
@@ -368,8 +368,13 @@ pub fn from_exponential(h: &ExponentialHistogram) -> Result<Converted, ConvertEr
         for (k, &count) in side.bucket_counts.iter().enumerate() {
             let index = i64::from(side.offset) + k as i64;
             // min == max narrows a bucket to a point, which split_log2 puts in one bin.
-            let (la, lb) = narrow(index as f64 * step, (index + 1) as f64 * step, lo, hi);
-            split_log2(&mut sink, la, lb, count, negative);
+            let whole = (index as f64 * step, (index + 1) as f64 * step);
+            let (la, lb) = narrow(whole.0, whole.1, lo, hi);
+            if (la, lb) == whole {
+                split_exponential(&mut sink, h.scale, index + 1, count, negative);
+            } else {
+                split_log2(&mut sink, la, lb, count, negative);
+            }
         }
     }
     add_uncounted(&mut sink, Total::Integer(h.count))?;
@@ -636,9 +641,18 @@ fn check_float_count(part: Part, index: usize, value: f64) -> Result<f64, Conver
     }
 }
 
-/// `round(x)` as a count, saturating at `u64::MAX` (x is finite and ≥ 0).
+/// `round(x)` (half away from zero) as a count, saturating at `u64::MAX`; 0 for NaN and
+/// negative `x`. The same as `x.round() as u64` for every `x`, without the call to libm's
+/// `round` (no single instruction rounds half away from zero): the truncation is exact, and so
+/// is `x − t` below 2^53, where alone a fraction is left.
+#[inline]
 fn round_count(x: f64) -> u64 {
-    x.round() as u64
+    let t = x as u64;
+    if x - t as f64 >= 0.5 {
+        t.saturating_add(1)
+    } else {
+        t
+    }
 }
 
 /// Rounds a sequence of float counts so that the integers emitted so far always add up to the
@@ -838,7 +852,38 @@ fn split_log2(sink: &mut Sink, la: f64, lb: f64, count: u64, negative: bool) {
         return sink.add(Bin::from_f64(if negative { -value } else { value }), count);
     }
     let share_below = |x: f64| ((x.log2() - la) / (lb - la)).clamp(0.0, 1.0);
-    split_magnitudes(sink, la.exp2(), lb.exp2(), count, negative, share_below);
+    split_magnitudes(
+        sink,
+        la.exp2(),
+        lb.exp2(),
+        count,
+        negative,
+        |edge| match edge {
+            Edge::Magnitude(x) | Edge::Upper(_, x) => share_below(x),
+        },
+    );
+}
+
+/// Splits base-2 bucket `index` of `scale` (Prometheus schema or OTel scale: magnitudes
+/// `(2^((index−1)·2^−scale), 2^(index·2^−scale)]`) as [`split_log2`] does, bit for bit, from
+/// tables where the scale has them (`tables`): no `exp2` or `log2` per bucket.
+fn split_exponential(sink: &mut Sink, scale: i32, index: i64, count: u64, negative: bool) {
+    let (la, lb) = native_log2_bounds(scale, index);
+    let bounds = match tables::schema_bounds(scale) {
+        Some(b) if la.abs() <= tables::LOG2_RANGE && lb.abs() <= tables::LOG2_RANGE => b,
+        _ => return split_log2(sink, la, lb, count, negative),
+    };
+    if count == 0 {
+        return;
+    }
+    let (lo, hi) = (bounds.bound(index - 1), bounds.bound(index));
+    split_magnitudes(sink, lo, hi, count, negative, |edge| {
+        let l = match edge {
+            Edge::Upper(parts, _) => tables::edge_log2(parts),
+            Edge::Magnitude(x) => x.log2(),
+        };
+        ((l - la) / (lb - la)).clamp(0.0, 1.0)
+    });
 }
 
 /// Splits a bucket whose magnitudes are `(0, hi]` in proportion to length (a log-width from 0 is
@@ -848,12 +893,22 @@ fn split_linear_from_zero(sink: &mut Sink, hi: f64, count: u64, negative: bool) 
         return;
     }
     let lo = hi * (-f64::from(LINEAR_START_LOG2)).exp2();
-    split_magnitudes(sink, lo, hi, count, negative, |x| (x / hi).clamp(0.0, 1.0));
+    split_magnitudes(sink, lo, hi, count, negative, |edge| match edge {
+        Edge::Magnitude(x) | Edge::Upper(_, x) => (x / hi).clamp(0.0, 1.0),
+    });
+}
+
+/// Where `split_magnitudes` asks for a bucket's share below: a magnitude, or a positive
+/// regular bin's upper edge (with the bin, so a table can answer for it).
+#[derive(Clone, Copy)]
+enum Edge {
+    Magnitude(f64),
+    Upper(Parts, f64),
 }
 
 /// Walks the bins overlapping magnitudes `(lo, hi]` in ascending order, giving each the piece of
-/// `count` between the bucket's cumulative share at its lower and upper edge; `share_below(x)`
-/// is the share of the bucket below magnitude `x`. Magnitudes below 1e-128 go to the zero bin,
+/// `count` between the bucket's cumulative share at its lower and upper edge; `share_below(e)`
+/// is the share of the bucket below edge `e`. Magnitudes below 1e-128 go to the zero bin,
 /// those from 1e128 on to the NaN bin. At most `BIN_COUNT_MAX` steps.
 fn split_magnitudes(
     sink: &mut Sink,
@@ -861,7 +916,7 @@ fn split_magnitudes(
     hi: f64,
     count: u64,
     negative: bool,
-    share_below: impl Fn(f64) -> f64,
+    share_below: impl Fn(Edge) -> f64,
 ) {
     if lo >= MAGNITUDE_MAX {
         return sink.add(Bin::NAN, count);
@@ -876,7 +931,10 @@ fn split_magnitudes(
         val_abs: 10,
     };
     let mut parts = if lo < MAGNITUDE_MIN {
-        sink.add(Bin::ZERO, pieces.take(share_below(MAGNITUDE_MIN)));
+        sink.add(
+            Bin::ZERO,
+            pieces.take(share_below(Edge::Magnitude(MAGNITUDE_MIN))),
+        );
         first_regular
     } else {
         match parts_of(Bin::from_f64(lo)) {
@@ -890,7 +948,11 @@ fn split_magnitudes(
         let bin = Bin::from_parts(parts);
         let upper = bin.upper();
         let last = upper >= hi_reached;
-        let piece = pieces.take(if last { 1.0 } else { share_below(upper) });
+        let piece = pieces.take(if last {
+            1.0
+        } else {
+            share_below(Edge::Upper(parts, upper))
+        });
         sink.add(Bin::from_parts(Parts { negative, ..parts }), piece);
         if last {
             return;
@@ -1042,5 +1104,56 @@ mod tests {
         let mut sink = Sink::with_capacity(1);
         split_log2(&mut sink, -500.0, -499.0, 7, true);
         assert_eq!(bins(&sink.finish()), vec![((0, 0), 7)]);
+    }
+
+    proptest::proptest! {
+        /// The truncating rounding is `f64::round` as a count, for every double.
+        #[test]
+        fn round_count_is_rounding(bits in proptest::prelude::any::<u64>(), small in 0.0f64..1e6) {
+            for x in [f64::from_bits(bits), small, small.floor() + 0.5, small.floor() + 0.49999999999999994] {
+                proptest::prop_assert_eq!(round_count(x), x.round() as u64, "{}", x);
+            }
+        }
+
+        /// From the tables, every base-2 bucket of every schema splits into the same bins and
+        /// counts as from `exp2` and `log2` (the path before the tables), bit for bit.
+        #[test]
+        fn tables_split_as_the_direct_path(
+            schema in -4i32..=8,
+            first in -3_000i64..3_000,
+            counts in proptest::collection::vec(0u64..5_000_000, 1..40),
+            big in proptest::prelude::any::<u64>(),
+            negative in proptest::prelude::any::<bool>(),
+        ) {
+            let span = 425i64 << schema.max(0);
+            let first = first.rem_euclid(2 * span + 60) - span - 30;
+            let mut fast = Sink::with_capacity(counts.len() + 1);
+            let mut direct = Sink::with_capacity(counts.len() + 1);
+            for (k, &count) in counts.iter().chain(std::iter::once(&big)).enumerate() {
+                let index = first + k as i64;
+                split_exponential(&mut fast, schema, index, count, negative);
+                let (la, lb) = native_log2_bounds(schema, index);
+                split_log2(&mut direct, la, lb, count, negative);
+            }
+            proptest::prop_assert_eq!(fast.pairs, direct.pairs);
+        }
+    }
+
+    /// Every bucket of schemas 0 and 3 across llhist's whole range, with awkward counts.
+    #[test]
+    fn tables_split_every_bucket_as_the_direct_path() {
+        for schema in [0, 3] {
+            let span = 430i64 << schema;
+            for index in -span..=span {
+                for count in [1, 7, 1_000_003, u64::MAX] {
+                    let mut fast = Sink::with_capacity(4);
+                    let mut direct = Sink::with_capacity(4);
+                    split_exponential(&mut fast, schema, index, count, false);
+                    let (la, lb) = native_log2_bounds(schema, index);
+                    split_log2(&mut direct, la, lb, count, false);
+                    assert_eq!(fast.pairs, direct.pairs, "schema {schema} index {index}");
+                }
+            }
+        }
     }
 }

@@ -473,14 +473,17 @@ fn hist_stat(h: &Histogram, f: impl Fn(&Histogram) -> f64) -> Option<f64> {
     clean(f(h))
 }
 
-fn quantile(h: &Histogram, q: f64) -> f64 {
+/// The `q`-quantile (type 1), NaN for an empty histogram; public so that alert conditions
+/// reduce histograms with exactly `histogram:percentile`'s meaning.
+pub fn quantile(h: &Histogram, q: f64) -> f64 {
     h.quantiles(&[q], QuantileType::Type1)
         .ok()
         .and_then(|v| v.first().copied())
         .unwrap_or(f64::NAN)
 }
 
-fn inverse_quantile(h: &Histogram, t: f64) -> f64 {
+/// The share of samples at or below `t` (interpolated inside its bin), NaN when empty.
+pub fn inverse_quantile(h: &Histogram, t: f64) -> f64 {
     h.inverse_quantiles(&[t])
         .ok()
         .and_then(|v| v.first().copied())
@@ -488,7 +491,7 @@ fn inverse_quantile(h: &Histogram, t: f64) -> f64 {
 }
 
 /// Samples in bins lying entirely at or above `t` (libcircllhist's `count_above`).
-fn count_above(h: &Histogram, t: f64) -> u64 {
+pub fn count_above(h: &Histogram, t: f64) -> u64 {
     h.bins()
         .filter(|(b, _)| !b.is_nan() && bin_lo(*b) >= t)
         .map(|(_, c)| c)
@@ -496,7 +499,7 @@ fn count_above(h: &Histogram, t: f64) -> u64 {
 }
 
 /// Samples in bins lying entirely at or below `t`.
-fn count_below(h: &Histogram, t: f64) -> u64 {
+pub fn count_below(h: &Histogram, t: f64) -> u64 {
     h.bins()
         .filter(|(b, _)| !b.is_nan() && bin_hi(*b) <= t)
         .map(|(_, c)| c)

@@ -99,6 +99,22 @@ allowed_hosts = []
 # Per-check secrets: check name = secret.
 # mycheck = "s3cret"
 
+[alerts]
+# Rulesets evaluated when each period closes; states journaled in <data_dir>/alerts.
+enabled = true
+# A directory of read-only rules files (*.toml); rulesets made through the API live in
+# <data_dir>/alerts/rules.
+# rules_dir = "/etc/strata/rules"
+grace_ms = 5000                # a period is evaluated this long after it closes (late data)
+catch_up_periods_max = 1440    # after downtime, periods re-evaluated per ruleset
+eager_interval_ms = 250        # eager rulesets look at the open period this often
+push_sources = true            # built-in rule: a push source silent for `factor` × its interval
+push_sources_factor = 3.0
+push_sources_severity = 3
+# Notifications: routes, receivers (webhook, alertmanager, file), maintenance windows, in the
+# alert crate's notification TOML (see crates/alert/README.md).
+# notify = "/etc/strata/notify.toml"
+
 [log]
 # tracing filter (RUST_LOG syntax), e.g. "info" or "server=debug,info"; RUST_LOG and
 # --log-level override it.
@@ -116,7 +132,40 @@ pub struct Config {
     pub auth: Auth,
     pub tls: Tls,
     pub httptrap: Httptrap,
+    pub alerts: AlertsConfig,
     pub log: Log,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AlertsConfig {
+    pub enabled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rules_dir: Option<PathBuf>,
+    pub grace_ms: u64,
+    pub catch_up_periods_max: u64,
+    pub eager_interval_ms: u64,
+    pub push_sources: bool,
+    pub push_sources_factor: f64,
+    pub push_sources_severity: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notify: Option<PathBuf>,
+}
+
+impl Default for AlertsConfig {
+    fn default() -> AlertsConfig {
+        AlertsConfig {
+            enabled: true,
+            rules_dir: None,
+            grace_ms: 5_000,
+            catch_up_periods_max: 1_440,
+            eager_interval_ms: 250,
+            push_sources: true,
+            push_sources_factor: 3.0,
+            push_sources_severity: 3,
+            notify: None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -386,6 +435,19 @@ pub fn durability(text: &str) -> Result<store::Durability, String> {
     }
 }
 
+fn validate_alerts(a: &AlertsConfig) -> Result<(), String> {
+    if !(a.push_sources_factor.is_finite() && a.push_sources_factor >= 1.0) {
+        return Err("alerts.push_sources_factor must be at least 1".into());
+    }
+    if !(1..=5).contains(&a.push_sources_severity) {
+        return Err("alerts.push_sources_severity must be 1 to 5".into());
+    }
+    if a.catch_up_periods_max == 0 || a.eager_interval_ms == 0 {
+        return Err("alerts.catch_up_periods_max and eager_interval_ms must be positive".into());
+    }
+    Ok(())
+}
+
 fn validate(config: &Config) -> Result<(), String> {
     listener_addr("http", &config.listeners.http)?;
     listener_addr("statsd", &config.listeners.statsd)?;
@@ -457,6 +519,7 @@ fn validate(config: &Config) -> Result<(), String> {
             return Err(format!("{key} must be positive"));
         }
     }
+    validate_alerts(&config.alerts)?;
     if config.limits.udp_datagram_bytes_max > 65_535 {
         return Err("limits.udp_datagram_bytes_max: a UDP datagram is at most 65535 bytes".into());
     }

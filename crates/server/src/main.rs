@@ -3,12 +3,15 @@
 //! Each subcommand family lives in its own module (`cli_*.rs`); `main` only dispatches and turns
 //! errors into exit codes: 0 success, 1 runtime failure, 2 bad input or usage.
 
+mod cli_alerts;
 mod cli_broker;
 mod cli_check;
 mod cli_clock;
 mod cli_config;
 mod cli_journal;
+mod cli_observe;
 mod cli_query;
+mod cli_rules;
 mod cli_store;
 mod serve;
 
@@ -53,6 +56,19 @@ enum Command {
     },
     /// Evaluate an analytics (CAQL) query against a running server or a store directory.
     Query(cli_query::QueryArgs),
+    /// Record every request's latency off the wire (HTTP, PostgreSQL, Redis, MySQL, Kafka,
+    /// Cassandra).
+    Observe(cli_observe::ObserveArgs),
+    /// Check, unit-test and backtest alerting rulesets.
+    Rules {
+        #[command(subcommand)]
+        command: cli_rules::RulesCommand,
+    },
+    /// List the alerts a running server holds.
+    Alerts {
+        #[command(subcommand)]
+        command: cli_alerts::AlertsCommand,
+    },
     /// Run a broker: checks on a schedule and pushes, journaled and forwarded to a core exactly
     /// once.
     Broker(cli_broker::BrokerArgs),
@@ -82,6 +98,9 @@ fn main() -> ExitCode {
         Command::Store { command } => cli_store::run(command),
         Command::Clock { command } => cli_clock::run(command),
         Command::Query(args) => cli_query::run(args),
+        Command::Observe(args) => cli_observe::run(args),
+        Command::Rules { command } => cli_rules::run(command),
+        Command::Alerts { command } => cli_alerts::run(command),
         Command::Broker(args) => cli_broker::run(args),
         Command::Check { command } => cli_check::run(command),
     }

@@ -18,9 +18,11 @@ use journal::{Journal, Start, Ticket};
 
 use crate::batch::{KeyRef, SampleValue, Value, WriteBatch};
 use crate::blockset::{self, Blocks, Frozen};
-use crate::engine::{Inner, ReplayReport, StoreOptions, BASE_PERIOD_MS_MIN, HEAD_SUBSCRIBER};
+use crate::engine::{
+    InFlight, Inner, ReplayReport, StoreOptions, BASE_PERIOD_MS_MIN, HEAD_SUBSCRIBER,
+};
 use crate::flush;
-use crate::head::{CumulativeState, Head};
+use crate::head::{CumulativeState, Head, Offsets};
 use crate::index::SeriesIndex;
 use crate::key::StreamKey;
 use crate::manifest::Manifest;
@@ -113,6 +115,7 @@ impl Store {
             sources: Mutex::new(sources),
             sources_changed: Condvar::new(),
             applied_end: AtomicU64::new(0),
+            in_flight: Mutex::new(InFlight::default()),
             head_since: Mutex::new(None),
             series_durable_count: AtomicU32::new(series_count),
             sync_lock: Mutex::new(()),
@@ -419,6 +422,20 @@ fn load_or_create_manifest(
     }
 }
 
+/// A WAL record registered in flight (`Inner::in_flight`) until this is dropped.
+struct InFlightRecord<'a> {
+    inner: &'a Inner,
+    start: u64,
+}
+
+impl Drop for InFlightRecord<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut in_flight) = self.inner.in_flight.lock() {
+            in_flight.done(self.start);
+        }
+    }
+}
+
 /// A batch admitted for writing: its origin (if any) is marked as being written until it is
 /// marked applied, or (dropped on any other path) freed for a resend to try again.
 pub(crate) struct Admitted<'a> {
@@ -521,10 +538,11 @@ impl Inner {
         if batch.has_cumulative() {
             self.submit_and_apply_cumulative(batch, ids)?;
         } else {
-            let ticket = self.submit_record(batch, ids)?;
+            let (ticket, in_flight) = self.submit_record(batch, ids)?;
             let range = ticket.range();
             ticket.wait()?;
             self.apply_batch(range.start, range.end, batch, ids)?;
+            drop(in_flight);
         }
         admitted.applied();
         Ok(())
@@ -533,7 +551,15 @@ impl Inner {
     /// Submits the batch's WAL record, encoded straight from the batch into the journal's
     /// buffer: building WAL groups first would copy every value (histograms included) once
     /// more, and a record of our own once more again.
-    fn submit_record(&self, batch: &WriteBatch, ids: &[SeriesId]) -> Result<Ticket, StoreError> {
+    /// The record stays registered in flight until the returned guard is dropped (after it is
+    /// applied, or on failure).
+    fn submit_record(
+        &self,
+        batch: &WriteBatch,
+        ids: &[SeriesId],
+    ) -> Result<(Ticket, InFlightRecord<'_>), StoreError> {
+        // Registered under the lock the submit runs in, so records enter in offset order.
+        let mut in_flight = self.in_flight.lock().map_err(|_| StoreError::Poisoned)?;
         let ticket = self
             .journal
             .submit_encoded(16 + batch.record_size_hint_bytes(), |out| {
@@ -545,7 +571,18 @@ impl Inner {
                     out,
                 )
             })?;
-        Ok(ticket)
+        let start = ticket.range().start;
+        in_flight.add(start);
+        Ok((ticket, InFlightRecord { inner: self, start }))
+    }
+
+    /// The offset below which every record is applied, for a writer about to apply its own.
+    fn settled(&self) -> Result<u64, StoreError> {
+        Ok(self
+            .in_flight
+            .lock()
+            .map_err(|_| StoreError::Poisoned)?
+            .settled())
     }
 
     /// Appends a batch with cumulative histograms to the WAL, waits until it is durable, and
@@ -558,7 +595,7 @@ impl Inner {
         // Differences need owned groups, made in WAL order under the state lock.
         let groups = wal::batch_groups(batch.batch_samples(), batch.values(), ids);
         let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
-        let ticket = self.submit_record(batch, ids)?;
+        let (ticket, in_flight) = self.submit_record(batch, ids)?;
         let groups = differences(&mut state, groups);
         drop(state);
         // The journal offset orders duplicates in the head exactly as replay will.
@@ -567,7 +604,9 @@ impl Inner {
         // and refuses further appends); the cumulative state already counts it, as replay
         // would if the record survived. Nothing is acknowledged either way.
         ticket.wait()?;
-        self.apply(range.start, range.end, groups)
+        self.apply(range.start, range.end, groups)?;
+        drop(in_flight);
+        Ok(())
     }
 
     /// The series id of each of the batch's entries (by slot), durable in the index.
@@ -648,11 +687,15 @@ impl Inner {
 
     fn apply(&self, seq: u64, end: u64, groups: Vec<Group>) -> Result<(), StoreError> {
         let activity: Vec<(SeriesId, i64)> = groups.iter().flat_map(activity_of).collect();
+        let at = Offsets {
+            seq,
+            settled: self.settled()?,
+        };
         {
             let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
             for group in groups {
                 for (ts_ms, value) in group.samples {
-                    let applied = head.insert(group.id, seq, ts_ms, value);
+                    let applied = head.insert(group.id, at, ts_ms, value);
                     assert!(applied, "series {:?} got a value of another kind", group.id);
                 }
             }
@@ -677,6 +720,10 @@ impl Inner {
         // Sized once (two entries per run at most): grown by doubling it took fresh pages
         // from the kernel on every write.
         let mut activity: Vec<(SeriesId, i64)> = Vec::with_capacity(2 * samples.len());
+        let at = Offsets {
+            seq,
+            settled: self.settled()?,
+        };
         {
             let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
             for run in samples.chunk_by(|a, b| a.entry == b.entry) {
@@ -702,7 +749,7 @@ impl Inner {
                             (other, &[][..])
                         }
                     };
-                    let applied = head.insert_encoded(id, seq, s.ts_ms, value, bins);
+                    let applied = head.insert_encoded(id, at, s.ts_ms, value, bins);
                     assert!(applied, "series {id:?} got a value of another kind");
                     first = first.min(s.ts_ms);
                     last = last.max(s.ts_ms);
@@ -803,7 +850,7 @@ impl Inner {
                     activity.extend(activity_of(&group));
                     for (ts_ms, value) in group.samples {
                         report.samples += 1;
-                        if !head.insert(group.id, offset, ts_ms, value) {
+                        if !head.insert(group.id, Offsets::in_order(offset), ts_ms, value) {
                             return Err(StoreError::WalUnknownSeries {
                                 journal_offset: offset,
                                 id: group.id.0,

@@ -1,7 +1,7 @@
 //! The engine's shared state and its options: what `Store` owns and the write path, flush,
 //! rollups and compaction (each an `impl Inner` in its own module) work on. Below all of them.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -68,10 +68,13 @@ pub struct StoreOptions {
     /// The file layer of the WAL, blocks and manifest: `RealFs` unless a test injects faults
     /// (the series index uses `std::fs`).
     pub vfs: Arc<dyn Vfs>,
-    /// The background flusher writes the head to blocks once it holds this many samples…
-    pub head_samples_max: u64,
-    /// …or once its oldest sample was written this long ago.
+    /// The background flusher writes the head to blocks once its oldest sample was written
+    /// `flush_interval_ms` ago (flushes are sized by time: a block then holds a partition's
+    /// worth of each series, its chunks long)…
     pub flush_interval_ms: u64,
+    /// …or, as a backstop for memory, once it holds this many samples (numeric points take
+    /// about a byte each in the head, `STATUS.md` has the budget).
+    pub head_samples_max: u64,
     /// Run the background flusher (tests that drive `flush` themselves turn it off).
     pub background_flush: bool,
     /// Rollup levels, finest first: each period a multiple of the one before (the first of the
@@ -96,8 +99,8 @@ impl Default for StoreOptions {
             durability: Durability::default(),
             wal_segment_size_bytes: 64 << 20,
             vfs: Arc::new(RealFs),
-            head_samples_max: 16 << 20,
-            flush_interval_ms: 15 * 60 * 1000,
+            flush_interval_ms: PARTITION_MS_DEFAULT as u64,
+            head_samples_max: 1 << 30,
             background_flush: true,
             levels: default_levels(),
             base_retention_ms: 30 * DAY_MS,
@@ -141,6 +144,10 @@ pub(crate) struct Inner {
     pub sources_changed: Condvar,
     /// End offset of the newest record applied to the head.
     pub applied_end: AtomicU64,
+    /// WAL records submitted and not yet applied to the head: what says which numeric points
+    /// the head may compress (`Head::insert`'s `settled`). A leaf lock: nothing is locked while
+    /// it is held but the journal's own state (a submit registers under it).
+    pub in_flight: Mutex<InFlight>,
     /// When the oldest sample now in the head was applied (for the flush interval).
     pub head_since: Mutex<Option<Instant>>,
     /// Series ids below this are durable in the index file.
@@ -156,4 +163,37 @@ pub(crate) struct Inner {
     pub stop: (Mutex<bool>, Condvar),
     /// The last background flush failed (it is retried every tick).
     pub flush_failing: AtomicBool,
+}
+
+/// The WAL records submitted and not yet applied to the head, by start offset (ascending:
+/// each is registered as it is submitted, under the same lock). Writers remove theirs once
+/// applied, or on failure; at most one per writer thread is ever here.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    starts: VecDeque<(u64, bool)>,
+}
+
+impl InFlight {
+    pub fn add(&mut self, start: u64) {
+        assert!(
+            self.starts.back().is_none_or(|&(s, _)| s < start),
+            "records are registered in offset order"
+        );
+        self.starts.push_back((start, false));
+    }
+
+    pub fn done(&mut self, start: u64) {
+        if let Some(entry) = self.starts.iter_mut().find(|(s, _)| *s == start) {
+            entry.1 = true;
+        }
+        while self.starts.front().is_some_and(|&(_, done)| done) {
+            self.starts.pop_front();
+        }
+    }
+
+    /// Every record below this offset is applied (`u64::MAX`: every record submitted so far).
+    /// Any earlier answer stays true, so a writer may use one read before it took the head.
+    pub fn settled(&self) -> u64 {
+        self.starts.front().map_or(u64::MAX, |&(s, _)| s)
+    }
 }

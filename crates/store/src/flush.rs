@@ -58,6 +58,8 @@ pub struct StoreStats {
     pub quarantined: Vec<String>,
     pub head_samples: u64,
     pub head_series: u64,
+    /// Bytes the head's numeric and text series take (`Head::points_size_bytes`).
+    pub head_points_bytes: u64,
     pub frozen_heads: u64,
 }
 
@@ -256,6 +258,7 @@ impl Inner {
                 .collect(),
             head_samples: head.samples,
             head_series: head.series.len() as u64,
+            head_points_bytes: head.points_size_bytes() as u64,
             frozen_heads: state.frozen.len() as u64,
         })
     }
@@ -280,8 +283,8 @@ fn partitions(head: &Head, partition_ms: i64) -> BTreeMap<i64, Vec<SeriesId>> {
         };
         match series {
             // A search per partition, not a step per point.
-            SeriesHead::Numeric(points) => add(&mut partition_times(partition_ms, |t| {
-                points.first_at_or_after(t)
+            SeriesHead::Numeric(series) => add(&mut partition_times(partition_ms, |t| {
+                series.first_at_or_after(t)
             })),
             SeriesHead::Text(points) => add(&mut partition_times(partition_ms, |t| {
                 points.first_at_or_after(t)
@@ -332,9 +335,7 @@ fn write_block(
         };
         let start = id.partition_start_ms;
         let data = match data {
-            SeriesHead::Numeric(points) => {
-                SeriesData::Numeric(points.map_in_range(start, end_ms, |p| (p.ts_ms, p.value)))
-            }
+            SeriesHead::Numeric(series) => SeriesData::Numeric(series.in_range(start, end_ms)),
             SeriesHead::Text(points) => {
                 SeriesData::Text(points.map_in_range(start, end_ms, |p| (p.ts_ms, p.value.clone())))
             }

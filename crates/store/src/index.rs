@@ -337,6 +337,22 @@ impl SeriesIndex {
             .map(|s| s.key.to_string()))
     }
 
+    /// The activity ranges of series `from..` (at most `max`), in id order, without building
+    /// or parsing keys: alerting reads every series' newest sample time once per period.
+    pub fn activities(
+        &self,
+        from: SeriesId,
+        max: usize,
+    ) -> Result<Vec<Option<(i64, i64)>>, IndexError> {
+        let inner = self.read()?;
+        let start = (from.0 as usize).min(inner.series.len());
+        Ok(inner.series[start..]
+            .iter()
+            .take(max)
+            .map(activity)
+            .collect())
+    }
+
     /// The kind of series `id`, if it exists (no key text is built or parsed).
     pub fn kind_of(&self, id: SeriesId) -> Result<Option<Kind>, IndexError> {
         Ok(self.read()?.series.get(id.0 as usize).map(|s| s.kind))

@@ -34,6 +34,8 @@ mod inspect;
 /// Stream keys live in their own crate, which the parsers share; the store keeps its path.
 pub use key;
 mod manifest;
+mod num_head;
+mod points;
 mod read;
 mod rollup;
 mod series;

@@ -20,9 +20,15 @@ use hist::{Accumulator, Histogram};
 use crate::aggregate::{NumericAggregate, SliceAggregate};
 use crate::block::{Block, BlockError, BlockId, ChunkData};
 use crate::blockset::{Blocks, Frozen};
-use crate::head::{Head, Points, SeriesHead};
+use crate::head::{Head, SeriesHead};
+use crate::points::Points;
 use crate::series::SeriesId;
 use crate::StoreError;
+
+/// A head text series' points in `[start_ms, end_ms)`.
+fn text_in_range(points: &Points<String>, start_ms: i64, end_ms: i64) -> Vec<(i64, String)> {
+    points.map_in_range(start_ms, end_ms, |p| (p.ts_ms, p.value.clone()))
+}
 
 /// Bound on the slices one read may ask for (per series).
 pub const SLICES_MAX: u64 = 1 << 20;
@@ -416,7 +422,7 @@ impl<'a> View<'a> {
     /// Whether a head holds numeric samples of `id` in `[start_ms, end_ms)`.
     fn heads_have_numeric(&self, id: SeriesId, start_ms: i64, end_ms: i64) -> bool {
         self.heads().any(|h| match series_head(h, id) {
-            Some(SeriesHead::Numeric(points)) => points.in_range(start_ms, end_ms).next().is_some(),
+            Some(SeriesHead::Numeric(series)) => series.has_in_range(start_ms, end_ms),
             _ => false,
         })
     }
@@ -628,7 +634,7 @@ impl<'a> View<'a> {
         id: SeriesId,
         (start_ms, end_ms): (i64, i64),
         chunk: fn(ChunkData) -> Option<Run<T>>,
-        head: fn(&SeriesHead) -> Option<&Points<T>>,
+        head: fn(&SeriesHead, i64, i64) -> Option<Run<T>>,
     ) -> Result<Vec<Run<T>>, StoreError> {
         let mut runs = Vec::new();
         for data in self.block_chunks(id, start_ms, end_ms)? {
@@ -637,8 +643,7 @@ impl<'a> View<'a> {
             }
         }
         for h in self.heads() {
-            if let Some(points) = series_head(h, id).and_then(head) {
-                let run = points.map_in_range(start_ms, end_ms, |p| (p.ts_ms, p.value.clone()));
+            if let Some(run) = series_head(h, id).and_then(|s| head(s, start_ms, end_ms)) {
                 if !run.is_empty() {
                     runs.push(run);
                 }
@@ -661,8 +666,8 @@ impl<'a> View<'a> {
                 ChunkData::Numeric(points) => Some(points),
                 _ => None,
             },
-            |h| match h {
-                SeriesHead::Numeric(points) => Some(points),
+            |h, start_ms, end_ms| match h {
+                SeriesHead::Numeric(series) => Some(series.in_range(start_ms, end_ms)),
                 _ => None,
             },
         )?;
@@ -684,8 +689,8 @@ impl<'a> View<'a> {
                 ChunkData::Text(points) => Some(points),
                 _ => None,
             },
-            |h| match h {
-                SeriesHead::Text(points) => Some(points),
+            |h, start_ms, end_ms| match h {
+                SeriesHead::Text(points) => Some(text_in_range(points, start_ms, end_ms)),
                 _ => None,
             },
         )?;
@@ -824,7 +829,7 @@ impl<'a> View<'a> {
         }
         for head in self.heads() {
             let last = match series_head(head, id) {
-                Some(SeriesHead::Numeric(p)) => p.last().map(|p| p.ts_ms),
+                Some(SeriesHead::Numeric(s)) => s.last_ts(),
                 Some(SeriesHead::Text(p)) => p.last().map(|p| p.ts_ms),
                 Some(SeriesHead::Histogram(s)) => s.last_start_ms(),
                 None => None,

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use super::{
-    check_bounds, emit_bounded, native_buckets, split_log2, ConvertError, ExplicitHistogram,
+    check_bounds, emit_bounded, native_buckets, split_exponential, ConvertError, ExplicitHistogram,
     ExponentialHistogram, NativeHistogram, Part, Sink, Total, NATIVE_SCHEMA_CUSTOM, OTEL_SCALE_MAX,
     OTEL_SCALE_MIN, SOURCE_BUCKETS_MAX,
 };
@@ -251,11 +251,9 @@ impl Cumulative {
             Cumulative::Exponential(e) => {
                 let mut sink = Sink::with_capacity(e.positive.len() + e.negative.len() + 1);
                 sink.add(Bin::ZERO, e.zero_count);
-                let step = (-f64::from(e.scale)).exp2();
                 for (side, negative) in [(&e.negative, true), (&e.positive, false)] {
                     for &(index, count) in side {
-                        let i = f64::from(index);
-                        split_log2(&mut sink, (i - 1.0) * step, i * step, count, negative);
+                        split_exponential(&mut sink, e.scale, i64::from(index), count, negative);
                     }
                 }
                 add_count(&mut sink, e.count);

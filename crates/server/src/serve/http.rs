@@ -50,13 +50,18 @@ pub fn router(app: Shared) -> Router {
         .fallback(not_found)
         .with_state(app.clone())
         // The Prometheus-compatible read API (/api/v1/query, series, labels, …).
-        .merge(promql::http::router(app.store.clone()))
+        .merge(promql::http::router_with(
+            app.store.clone(),
+            super::alerts::promql_options(),
+        ))
         // The analytics language endpoint (/api/strata/v1/caql): its point bound and its share
         // of the query memory budget from `limits.query_memory_bytes_max`.
         .merge(
             query::http::router_with_limits(app.store.clone(), caql_limits(&app))
                 .layer(middleware::from_fn_with_state(app.clone(), caql_budget)),
         )
+        // Alerting: /api/strata/v1/alerts, /api/strata/v1/rules.
+        .merge(super::alerts::router(&app.config))
         // The web UI at `/` and the worksheets API.
         .merge(super::ui::router(app.clone()));
     routes.layer(middleware::from_fn_with_state(frame_state, frame))

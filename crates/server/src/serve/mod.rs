@@ -6,6 +6,7 @@
 //! store blocks (fsync), so writes run on tokio's blocking pool, at most `WRITERS_MAX` at once;
 //! concurrent writers share the journal's group commit.
 
+mod alerts;
 mod budget;
 mod conn;
 mod graphite;
@@ -320,6 +321,7 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
         "store open"
     );
     let store = Arc::new(store);
+    alerts::start(&config, &store).await?;
 
     // Bind everything before announcing, so the printed addresses are live.
     let http_listener = bind_tcp(http_addr, "http").await?;
@@ -427,6 +429,7 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
             tracing::error!(error = %e, "a listener task failed");
         }
     }
+    alerts::stop().await;
     close_store(app).await
 }
 

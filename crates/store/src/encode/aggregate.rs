@@ -10,7 +10,7 @@
 //! numeric chunks (`numeric.rs`) at the same timestamps, floats XOR-coded.
 
 use super::bits::{best_rice_k, get_varint, put_varint, unzigzag, zigzag, BitReader, BitWriter};
-use super::numeric::INT_EXACT_MAX;
+use super::decimal::INT_EXACT_MAX;
 use super::{check_timestamps, read_count, timestamps};
 use super::{frame_body, frame_finish, frame_start, numeric, ChunkKind, DecodeError, EncodeError};
 use crate::aggregate::{NumericAggregate, SliceAggregate};

@@ -560,7 +560,9 @@ impl<'a> BitReader<'a> {
     /// `n` Rice codes with parameter `k`, each passed to `each`: the same values, bits and
     /// errors as `n` calls of `read_rice`. Codes are taken from one 64-bit window for as long as
     /// they fit in it, so consecutive codes depend on a register, not on a load each (a numeric
-    /// chunk's values are one such run: this is most of a raw scan).
+    /// chunk's values were one such run before their parameter adapted; kept as the reference
+    /// the window reader is tested against).
+    #[cfg(test)]
     pub fn read_rice_run(
         &mut self,
         k: u32,

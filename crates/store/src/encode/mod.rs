@@ -8,9 +8,11 @@
 
 pub mod aggregate;
 pub mod bits;
+pub mod decimal;
 pub mod histogram;
 
 pub mod numeric;
+pub mod numeric_stream;
 pub mod packed_hist;
 pub mod rice_hist;
 pub mod text;

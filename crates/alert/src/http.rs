@@ -1,0 +1,651 @@
+//! The alerting API, an axum router the server mounts.
+//!
+//! - `GET /api/strata/v1/alerts?state=&severity=&rule=&suppressed=&wait=` — instances that are
+//!   not ok. `ETag` is a hash of the answer; with `If-None-Match` and `wait` the request waits
+//!   for the answer to differ (at most `wait_max_ms`), else answers 304.
+//! - `GET /api/strata/v1/alerts/history?rule=&fp=&start=&end=&limit=`
+//! - `GET /api/strata/v1/rules`, `GET|PUT|DELETE /api/strata/v1/rules/{name}` (PUT: TOML
+//!   body, `?backfill=15m` to evaluate a new ruleset over the recent past first)
+//! - `POST /api/strata/v1/rules/evaluate?start=&end=` — a backtest of the TOML body's rulesets.
+//!
+//! - `POST /api/strata/v1/alerts/{fp}/ack` — JSON `{"note", "by", "until"}` (`until` optional:
+//!   RFC 3339 or ms; without it the acknowledgement lasts until the alert resolves);
+//!   `DELETE` removes it. Acknowledged alerts get no reminders and no escalation.
+//! - `GET /api/strata/v1/notifications?fp=` — recent deliveries (receiver, key, attempts,
+//!   outcome) and the acknowledgements.
+//!
+//! Errors are `{"error": message}` with 400 (bad request), 404, 409 (a file-provisioned
+//! ruleset), 503 (too many waiters, journal failing).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::{json, Map, Value};
+
+use crate::engine::{ChangeError, Engine, RuleInfo};
+use crate::history::{Filter, Transition};
+use crate::record::{Record, FLAG_BACKFILL, FLAG_EAGER, FLAG_LATE};
+use crate::rule::{self, Source};
+use crate::state::{Instance, State as AlertState};
+use crate::util::{fnv1a, parse_duration_ms};
+
+/// Long-poll waiters at once; more get 503.
+pub const WAITERS_MAX: usize = 1_024;
+/// Longest long poll.
+pub const WAIT_MS_MAX: i64 = 60_000;
+/// Transitions one history answer holds at most (and the default).
+pub const HISTORY_LIMIT_MAX: usize = 10_000;
+const HISTORY_LIMIT_DEFAULT: usize = 1_000;
+/// Journal records one history request reads.
+pub const HISTORY_SCAN_RECORDS_MAX: u64 = 1_000_000;
+
+struct Api {
+    engine: Arc<Engine>,
+    wait_max_ms: i64,
+    waiters: AtomicUsize,
+}
+
+/// The router; `wait_max_ms` keeps long polls under the server's request timeout.
+pub fn router(engine: Arc<Engine>, wait_max_ms: i64) -> Router {
+    let api = Arc::new(Api {
+        engine,
+        wait_max_ms: wait_max_ms.clamp(0, WAIT_MS_MAX),
+        waiters: AtomicUsize::new(0),
+    });
+    Router::new()
+        .route("/api/strata/v1/alerts", get(alerts))
+        .route("/api/strata/v1/alerts/history", get(history))
+        .route(
+            "/api/strata/v1/alerts/{fp}/ack",
+            post(ack_post).delete(ack_delete),
+        )
+        .route("/api/strata/v1/notifications", get(notifications))
+        .route("/api/strata/v1/rules", get(rules))
+        .route("/api/strata/v1/rules/evaluate", post(evaluate))
+        .route(
+            "/api/strata/v1/rules/{name}",
+            get(rule_get).put(rule_put).delete(rule_delete),
+        )
+        .with_state(api)
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, axum::Json(json!({ "error": message.into() }))).into_response()
+}
+
+fn json_body(status: StatusCode, v: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+fn num(v: f64) -> Value {
+    if v.is_finite() {
+        json!(v)
+    } else {
+        Value::Null
+    }
+}
+
+fn pairs(p: &[(String, String)]) -> Value {
+    Value::Object(
+        p.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect::<Map<_, _>>(),
+    )
+}
+
+pub fn instance_json(i: &Instance) -> Value {
+    json!({
+        "fp": format!("{:016x}", i.fp),
+        "rule": i.ruleset,
+        "stream": i.stream,
+        "state": i.state.name(),
+        "severity": i.severity,
+        "since": i.since_ms,
+        "active_since": (i.active_ms > 0).then_some(i.active_ms),
+        "fired": (i.fired_ms > 0).then_some(i.fired_ms),
+        "value": num(i.value),
+        "flapping": i.flapping,
+        "suppressed": i.suppressed,
+        "labels": pairs(&i.labels),
+        "annotations": pairs(&i.annotations),
+    })
+}
+
+pub fn transition_json(t: &Transition) -> Value {
+    let mut v = instance_json(&t.instance);
+    v["t"] = json!(t.t_ms);
+    v["written"] = json!(t.written_ms);
+    v["from"] = json!(t.from_state.name());
+    v["from_severity"] = json!(t.from_severity);
+    v["late"] = json!(t.flags & FLAG_LATE != 0);
+    v["eager"] = json!(t.flags & FLAG_EAGER != 0);
+    v["backfill"] = json!(t.flags & FLAG_BACKFILL != 0);
+    v
+}
+
+/// Which instances an alerts request wants.
+struct AlertFilter {
+    states: Option<Vec<AlertState>>,
+    severities: Option<Vec<u8>>,
+    rule: Option<String>,
+    suppressed: Option<bool>,
+}
+
+fn list<T>(
+    text: Option<&String>,
+    parse: impl Fn(&str) -> Option<T>,
+    what: &str,
+) -> Result<Option<Vec<T>>, String> {
+    text.map(|t| {
+        t.split(',')
+            .map(|x| parse(x.trim()).ok_or_else(|| format!("{what}: {x:?} is not one")))
+            .collect()
+    })
+    .transpose()
+}
+
+impl AlertFilter {
+    fn parse(q: &HashMap<String, String>) -> Result<AlertFilter, String> {
+        Ok(AlertFilter {
+            states: list(q.get("state"), AlertState::parse, "state")?,
+            severities: list(
+                q.get("severity"),
+                |s| s.parse().ok().filter(|n| (0..=5).contains(n)),
+                "severity",
+            )?,
+            rule: q.get("rule").cloned(),
+            suppressed: match q.get("suppressed").map(String::as_str) {
+                None => None,
+                Some("true") => Some(true),
+                Some("false") => Some(false),
+                Some(o) => return Err(format!("suppressed: {o:?} is not true or false")),
+            },
+        })
+    }
+
+    fn admits(&self, i: &Instance) -> bool {
+        let state_ok = match &self.states {
+            Some(s) => s.contains(&i.state),
+            None => i.state != AlertState::Ok,
+        };
+        state_ok
+            && self
+                .severities
+                .as_ref()
+                .is_none_or(|s| s.contains(&i.severity))
+            && self.rule.as_ref().is_none_or(|r| *r == i.ruleset)
+            && self.suppressed.is_none_or(|s| s == i.suppressed)
+    }
+}
+
+/// The answer and its ETag.
+fn render_alerts(engine: &Engine, f: &AlertFilter) -> (String, String) {
+    let core = engine.core();
+    let alerts: Vec<Value> = core
+        .sorted_instances()
+        .into_iter()
+        .filter(|i| f.admits(i))
+        .map(instance_json)
+        .collect();
+    drop(core);
+    let body = json!({ "alerts": alerts }).to_string();
+    let etag = format!("\"{:016x}\"", fnv1a(&[body.as_bytes()]));
+    (body, etag)
+}
+
+struct Waiter<'a>(&'a AtomicUsize);
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn with_etag(status: StatusCode, body: String, etag: &str) -> Response {
+    let mut r = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        r.headers_mut().insert(header::ETAG, v);
+    }
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+async fn alerts(
+    State(api): State<Arc<Api>>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let f = match AlertFilter::parse(&q) {
+        Ok(f) => f,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let wait_ms = match q.get("wait").map(|w| parse_duration_ms(w)).transpose() {
+        Ok(w) => w.unwrap_or(0).clamp(0, api.wait_max_ms),
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("wait: {e}")),
+    };
+    let known = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let mut changes = api.engine.subscribe();
+    let (body, etag) = render_alerts(&api.engine, &f);
+    if known.as_deref() != Some(etag.as_str()) {
+        return with_etag(StatusCode::OK, body, &etag);
+    }
+    if wait_ms == 0 {
+        return with_etag(StatusCode::NOT_MODIFIED, String::new(), &etag);
+    }
+    if api.waiters.fetch_add(1, Ordering::Relaxed) >= WAITERS_MAX {
+        api.waiters.fetch_sub(1, Ordering::Relaxed);
+        let mut r = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("more than {WAITERS_MAX} waiting requests; retry"),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return r;
+    }
+    let _w = Waiter(&api.waiters);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms as u64);
+    loop {
+        match tokio::time::timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => {
+                let (body, etag) = render_alerts(&api.engine, &f);
+                if known.as_deref() != Some(etag.as_str()) {
+                    return with_etag(StatusCode::OK, body, &etag);
+                }
+            }
+            _ => return with_etag(StatusCode::NOT_MODIFIED, String::new(), &etag),
+        }
+    }
+}
+
+fn parse_fp(f: &str) -> Result<u64, String> {
+    u64::from_str_radix(f, 16).map_err(|_| format!("fp: '{f}' is not 16 hex digits"))
+}
+
+fn notifier(api: &Api) -> Result<&Arc<crate::notify::Notifier>, Box<Response>> {
+    api.engine.notifier().ok_or_else(|| {
+        Box::new(error(
+            StatusCode::NOT_FOUND,
+            "notifications are not configured (alerts.notify)",
+        ))
+    })
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AckBody {
+    #[serde(default)]
+    note: String,
+    #[serde(default)]
+    by: String,
+    until: Option<Value>,
+}
+
+async fn ack_post(State(api): State<Arc<Api>>, Path(fp): Path<String>, body: Bytes) -> Response {
+    let n = match notifier(&api) {
+        Ok(n) => n.clone(),
+        Err(r) => return *r,
+    };
+    let fp = match parse_fp(&fp) {
+        Ok(f) => f,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let b: AckBody = if body.is_empty() {
+        AckBody {
+            note: String::new(),
+            by: String::new(),
+            until: None,
+        }
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(b) => b,
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("acknowledgement body: {e}"),
+                )
+            }
+        }
+    };
+    let until_ms = match &b.until {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => n.as_i64(),
+        Some(Value::String(t)) => match crate::notify::config::parse_time_ms(t) {
+            Ok(ms) => Some(ms),
+            Err(e) => return error(StatusCode::BAD_REQUEST, format!("until: {e}")),
+        },
+        Some(_) => return error(StatusCode::BAD_REQUEST, "until: a time (RFC 3339) or ms"),
+    };
+    let fired_ms = {
+        let core = api.engine.core();
+        match core.instances.get(&fp) {
+            None => return error(StatusCode::NOT_FOUND, format!("no alert {fp:016x}")),
+            Some(i) if !matches!(i.state, AlertState::Firing | AlertState::Recovering) => {
+                return error(
+                    StatusCode::CONFLICT,
+                    format!("alert {fp:016x} is {}, not firing", i.state.name()),
+                )
+            }
+            Some(i) => i.fired_ms,
+        }
+    };
+    let a = crate::notify::Ack {
+        fp,
+        fired_ms,
+        at_ms: crate::util::wall_ms(),
+        until_ms,
+        by: b.by,
+        note: b.note,
+    };
+    let saved = a.clone();
+    match tokio::task::spawn_blocking(move || n.ack(saved)).await {
+        Ok(Ok(())) => json_body(StatusCode::OK, &ack_json(&a)),
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+fn ack_json(a: &crate::notify::Ack) -> Value {
+    json!({
+        "fp": format!("{:016x}", a.fp),
+        "fired": a.fired_ms,
+        "at": a.at_ms,
+        "until": a.until_ms,
+        "by": a.by,
+        "note": a.note,
+    })
+}
+
+async fn ack_delete(State(api): State<Arc<Api>>, Path(fp): Path<String>) -> Response {
+    let n = match notifier(&api) {
+        Ok(n) => n.clone(),
+        Err(r) => return *r,
+    };
+    let fp = match parse_fp(&fp) {
+        Ok(f) => f,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    match tokio::task::spawn_blocking(move || n.unack(fp)).await {
+        Ok(Ok(true)) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Ok(false)) => error(
+            StatusCode::NOT_FOUND,
+            format!("alert {fp:016x} is not acknowledged"),
+        ),
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+async fn notifications(
+    State(api): State<Arc<Api>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let n = match notifier(&api) {
+        Ok(n) => n,
+        Err(r) => return *r,
+    };
+    let fp = match q.get("fp").map(|f| parse_fp(f)).transpose() {
+        Ok(f) => f,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let (delivered, dropped) = n.counts();
+    let acks: Vec<Value> = n
+        .acks()
+        .iter()
+        .filter(|a| fp.is_none_or(|f| f == a.fp))
+        .map(ack_json)
+        .collect();
+    json_body(
+        StatusCode::OK,
+        &json!({
+            "deliveries": n.deliveries(fp),
+            "acks": acks,
+            "delivered": delivered,
+            "dropped": dropped,
+        }),
+    )
+}
+
+fn time_param(q: &HashMap<String, String>, k: &str) -> Result<Option<i64>, String> {
+    q.get(k)
+        .map(|t| query::output::parse_time_ms(t).map_err(|e| format!("{k}: {e}")))
+        .transpose()
+}
+
+async fn history(
+    State(api): State<Arc<Api>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let parsed = (|| -> Result<(Filter, usize), String> {
+        let fp = q
+            .get("fp")
+            .map(|f| {
+                u64::from_str_radix(f, 16).map_err(|_| format!("fp: {f:?} is not 16 hex digits"))
+            })
+            .transpose()?;
+        let limit = q
+            .get("limit")
+            .map(|l| l.parse::<usize>().map_err(|_| format!("limit: {l:?}")))
+            .transpose()?
+            .unwrap_or(HISTORY_LIMIT_DEFAULT)
+            .min(HISTORY_LIMIT_MAX);
+        Ok((
+            Filter {
+                ruleset: q.get("rule").cloned(),
+                fp,
+                start_ms: time_param(&q, "start")?,
+                end_ms: time_param(&q, "end")?,
+            },
+            limit,
+        ))
+    })();
+    let (f, limit) = match parsed {
+        Ok(x) => x,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let engine = api.engine.clone();
+    let result =
+        tokio::task::spawn_blocking(move || engine.history(&f, limit, HISTORY_SCAN_RECORDS_MAX))
+            .await;
+    match result {
+        Ok(Ok((ts, truncated))) => {
+            let v: Vec<Value> = ts.iter().map(transition_json).collect();
+            json_body(
+                StatusCode::OK,
+                &json!({ "transitions": v, "truncated": truncated }),
+            )
+        }
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("history failed: {e}"),
+        ),
+    }
+}
+
+fn rule_json(info: &RuleInfo) -> Value {
+    let h = info.health.as_ref();
+    let health = match (h, &info.error) {
+        (_, Some(_)) => "error",
+        (Some(h), None) if h.error.is_some() => "error",
+        (Some(_), None) => "ok",
+        (None, None) => "unknown",
+    };
+    let mut v = json!({
+        "name": info.name,
+        "source": info.source.describe(),
+        "read_only": !matches!(info.source, Source::Api),
+        "health": health,
+        "error": info.error.clone().or_else(|| h.and_then(|h| h.error.clone())),
+        "last_evaluation": h.map(|h| h.last_t_ms),
+        "evaluation_ms": h.map(|h| h.duration_ns as f64 / 1e6),
+        "streams": h.map(|h| h.instances),
+    });
+    if let Some(r) = &info.ruleset {
+        v["period_ms"] = json!(r.period_ms);
+        v["definition"] = json!(r.to_toml());
+    }
+    v
+}
+
+async fn rules(State(api): State<Arc<Api>>) -> Response {
+    let v: Vec<Value> = api.engine.rule_infos().iter().map(rule_json).collect();
+    json_body(StatusCode::OK, &json!({ "rules": v }))
+}
+
+async fn rule_get(State(api): State<Arc<Api>>, Path(name): Path<String>) -> Response {
+    match api.engine.rule_infos().iter().find(|r| r.name == name) {
+        Some(info) => json_body(StatusCode::OK, &rule_json(info)),
+        None => error(StatusCode::NOT_FOUND, format!("no ruleset {name:?}")),
+    }
+}
+
+fn change_error(e: ChangeError) -> Response {
+    let status = match e {
+        ChangeError::Invalid(_) => StatusCode::BAD_REQUEST,
+        ChangeError::ReadOnly(_) => StatusCode::CONFLICT,
+        ChangeError::NotFound => StatusCode::NOT_FOUND,
+        ChangeError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    error(status, e.to_string())
+}
+
+async fn rule_put(
+    State(api): State<Arc<Api>>,
+    Path(name): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    let Ok(text) = String::from_utf8(body.to_vec()) else {
+        return error(StatusCode::BAD_REQUEST, "the body is not UTF-8 TOML");
+    };
+    let backfill = match q.get("backfill").map(|b| parse_duration_ms(b)).transpose() {
+        Ok(b) => b.unwrap_or(0),
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("backfill: {e}")),
+    };
+    let engine = api.engine.clone();
+    let n = name.clone();
+    let result = tokio::task::spawn_blocking(move || engine.put_ruleset(&n, &text, backfill)).await;
+    match result {
+        Ok(Ok(created)) => {
+            let status = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            match api.engine.rule_infos().iter().find(|r| r.name == name) {
+                Some(info) => json_body(status, &rule_json(info)),
+                None => json_body(status, &json!({ "name": name })),
+            }
+        }
+        Ok(Err(e)) => change_error(e),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("saving the ruleset failed: {e}"),
+        ),
+    }
+}
+
+async fn rule_delete(State(api): State<Arc<Api>>, Path(name): Path<String>) -> Response {
+    let engine = api.engine.clone();
+    match tokio::task::spawn_blocking(move || engine.delete_ruleset(&name)).await {
+        Ok(Ok(())) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Err(e)) => change_error(e),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("deleting the ruleset failed: {e}"),
+        ),
+    }
+}
+
+/// A backtest's records as transitions.
+pub fn transitions_of(records: &[Record]) -> Vec<Transition> {
+    let mut out = Vec::new();
+    for r in records {
+        if let Record::Eval(e) = r {
+            for u in &e.updates {
+                out.push(Transition {
+                    offset: 0,
+                    t_ms: e.t_ms,
+                    written_ms: e.written_ms,
+                    flags: e.flags,
+                    from_state: u.from_state,
+                    from_severity: u.from_severity,
+                    instance: u.instance.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+async fn evaluate(
+    State(api): State<Arc<Api>>,
+    Query(q): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    let parsed = (|| -> Result<(i64, i64, String), String> {
+        let end = time_param(&q, "end")?.unwrap_or_else(crate::util::wall_ms);
+        let start = time_param(&q, "start")?.unwrap_or(end - 3_600_000);
+        let text = String::from_utf8(body.to_vec())
+            .map_err(|_| "the body is not UTF-8 TOML".to_string())?;
+        Ok((start, end, text))
+    })();
+    let (start, end, text) = match parsed {
+        Ok(x) => x,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let engine = api.engine.clone();
+    let result = tokio::task::spawn_blocking(move || -> Result<Vec<Transition>, String> {
+        let base = engine.store().options().base_period_ms;
+        let specs = match rule::parse_file_text(&text) {
+            Ok(s) if !s.is_empty() => s,
+            _ => vec![rule::parse_one(&text).map_err(|e| e.to_string())?],
+        };
+        let rulesets = specs
+            .into_iter()
+            .map(|s| {
+                rule::compile(s, Source::Api, base)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let records = crate::backtest::backtest(engine.store(), rulesets, start, end)?;
+        Ok(transitions_of(&records))
+    })
+    .await;
+    match result {
+        Ok(Ok(ts)) => {
+            let v: Vec<Value> = ts.iter().map(transition_json).collect();
+            let summary: BTreeMap<&str, usize> = ts.iter().fold(BTreeMap::new(), |mut m, t| {
+                *m.entry(t.instance.state.name()).or_default() += 1;
+                m
+            });
+            json_body(
+                StatusCode::OK,
+                &json!({ "start": start, "end": end, "transitions": v, "into": summary }),
+            )
+        }
+        Ok(Err(e)) => error(StatusCode::BAD_REQUEST, e),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("backtest failed: {e}"),
+        ),
+    }
+}

@@ -1,0 +1,737 @@
+//! The notification configuration (TOML): a routing tree in Alertmanager's shape, receivers
+//! with their retries, reminders, escalation and fallback, and maintenance windows.
+//!
+//! ```toml
+//! [route]
+//! receiver = "team"
+//! group_by = ["alertname"]
+//! [[route.routes]]
+//! matchers = ['severity="1"']
+//! receiver = "pager"
+//! continue = true
+//!
+//! [[receiver]]
+//! name = "team"
+//! webhook = "http://127.0.0.1:8080/hook"   # or alertmanager = "http://…:9093", file = "/…"
+//! fallback = "log"
+//! reminders = ["1h", "4h"]
+//! escalate = [{ after = "30m", receiver = "pager" }]
+//!
+//! [[maintenance]]
+//! name = "db upgrade"
+//! start = "2026-11-28T22:00:00Z"
+//! end = "2026-11-28T23:00:00Z"
+//! matchers = ['team="db"']
+//! severities = [2, 3, 4, 5]
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use regex::Regex;
+use serde::Deserialize;
+
+use crate::util::parse_duration_ms;
+
+/// Receivers one configuration may name.
+pub const RECEIVERS_MAX: usize = 64;
+/// Routes in the whole tree.
+pub const ROUTES_MAX: usize = 1_024;
+/// How deep the routing tree may nest.
+pub const ROUTE_DEPTH_MAX: usize = 16;
+/// Maintenance windows.
+pub const MAINTENANCE_MAX: usize = 1_024;
+/// Reminder delays and escalation steps per receiver.
+pub const STEPS_MAX: usize = 16;
+/// Matchers per route or window.
+pub const MATCHERS_MAX: usize = 32;
+
+/// Where a receiver delivers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    /// POST of Alertmanager's webhook JSON (version 4).
+    Webhook(String),
+    /// An existing Alertmanager: POST `<url>/api/v2/alerts`, firing alerts re-sent every
+    /// `resend_ms` as Prometheus does, so its own routing, silences and UI keep working.
+    Alertmanager(String),
+    /// One JSON line per delivery appended to a file, synced.
+    File(PathBuf),
+}
+
+#[derive(Clone, Debug)]
+pub struct Receiver {
+    pub name: String,
+    pub target: Target,
+    /// Takes a delivery this receiver failed permanently (4xx) or for longer than
+    /// `give_up_after_ms`; without one, a failing delivery is retried until it succeeds.
+    pub fallback: Option<String>,
+    pub give_up_after_ms: i64,
+    pub retry_initial_ms: i64,
+    pub retry_max_ms: i64,
+    /// Per-request timeout.
+    pub timeout_ms: i64,
+    /// Delays between reminders of an unacknowledged firing alert; the last one repeats.
+    pub reminders_ms: Vec<i64>,
+    /// (delay since firing, receiver) steps for an unacknowledged firing alert.
+    pub escalate: Vec<(i64, String)>,
+    /// Alertmanager targets: how often firing alerts are sent again.
+    pub resend_ms: i64,
+}
+
+/// One label matcher, Alertmanager's syntax: `name="v"`, `!=`, `=~` and `!~` (anchored).
+#[derive(Clone, Debug)]
+pub struct Matcher {
+    pub name: String,
+    op: Op,
+    value: String,
+    re: Option<Regex>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Op {
+    Eq,
+    Ne,
+    Re,
+    NotRe,
+}
+
+impl Matcher {
+    pub fn parse(text: &str) -> Result<Matcher, String> {
+        let bad = || format!("matcher '{text}': expected name=\"value\", !=, =~ or !~");
+        let t = text.trim();
+        let at = t.find(['=', '!']).ok_or_else(bad)?;
+        let name = t[..at].trim();
+        let rest = &t[at..];
+        let (op, value) = if let Some(v) = rest.strip_prefix("=~") {
+            (Op::Re, v)
+        } else if let Some(v) = rest.strip_prefix("!~") {
+            (Op::NotRe, v)
+        } else if let Some(v) = rest.strip_prefix("!=") {
+            (Op::Ne, v)
+        } else if let Some(v) = rest.strip_prefix('=') {
+            (Op::Eq, v)
+        } else {
+            return Err(bad());
+        };
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c == b'-')
+        {
+            return Err(bad());
+        }
+        let v = value.trim();
+        let v = v
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .unwrap_or(v)
+            .to_string();
+        let re = match op {
+            Op::Re | Op::NotRe => Some(
+                Regex::new(&format!("^(?:{v})$"))
+                    .map_err(|e| format!("matcher '{text}': bad regular expression: {e}"))?,
+            ),
+            _ => None,
+        };
+        Ok(Matcher {
+            name: name.to_string(),
+            op,
+            value: v,
+            re,
+        })
+    }
+
+    /// A missing label reads as the empty string, as in Alertmanager.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        let v = labels.get(&self.name).map_or("", String::as_str);
+        match (self.op, &self.re) {
+            (Op::Eq, _) => v == self.value,
+            (Op::Ne, _) => v != self.value,
+            (Op::Re, Some(re)) => re.is_match(v),
+            (Op::NotRe, Some(re)) => !re.is_match(v),
+            _ => false,
+        }
+    }
+}
+
+/// One node of the routing tree, its unset fields inherited from its parent.
+#[derive(Clone, Debug)]
+pub struct Route {
+    /// `0`, `0.1`, `0.1.0`: the node's place in the tree (part of the group key).
+    pub id: String,
+    pub receiver: String,
+    pub matchers: Vec<Matcher>,
+    pub group_by: Vec<String>,
+    pub cont: bool,
+    pub routes: Vec<Route>,
+}
+
+/// Where one alert goes: the route node that took it, its receiver, its group's labels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dest {
+    pub route: String,
+    pub receiver: String,
+    pub group_labels: BTreeMap<String, String>,
+}
+
+impl Route {
+    fn admits(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.matchers.iter().all(|m| m.matches(labels))
+    }
+
+    /// Alertmanager's walk: children in order, the first that matches taken (and later ones
+    /// too while the matching child says `continue`); the node itself when none matched.
+    fn walk(&self, labels: &BTreeMap<String, String>, out: &mut Vec<Dest>) {
+        let mut any = false;
+        for c in &self.routes {
+            if !c.admits(labels) {
+                continue;
+            }
+            c.walk(labels, out);
+            any = true;
+            if !c.cont {
+                break;
+            }
+        }
+        if !any {
+            let group_labels = if self.group_by.iter().any(|g| g == "...") {
+                labels.clone()
+            } else {
+                self.group_by
+                    .iter()
+                    .filter_map(|g| labels.get(g).map(|v| (g.clone(), v.clone())))
+                    .collect()
+            };
+            out.push(Dest {
+                route: self.id.clone(),
+                receiver: self.receiver.clone(),
+                group_labels,
+            });
+        }
+    }
+
+    /// Every destination of an alert with these labels, in tree order.
+    pub fn route(&self, labels: &BTreeMap<String, String>) -> Vec<Dest> {
+        let mut out = Vec::new();
+        self.walk(labels, &mut out);
+        out
+    }
+}
+
+/// A window during which matching alerts are not notified (evaluation and history go on).
+#[derive(Clone, Debug)]
+pub struct Maintenance {
+    pub name: String,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub matchers: Vec<Matcher>,
+    /// Empty: every severity.
+    pub severities: Vec<u8>,
+}
+
+impl Maintenance {
+    pub fn mutes(&self, t_ms: i64, labels: &BTreeMap<String, String>, severity: u8) -> bool {
+        (self.start_ms..self.end_ms).contains(&t_ms)
+            && (self.severities.is_empty() || self.severities.contains(&severity))
+            && self.matchers.iter().all(|m| m.matches(labels))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub route: Route,
+    pub receivers: Vec<Receiver>,
+    pub maintenance: Vec<Maintenance>,
+}
+
+impl Config {
+    pub fn receiver(&self, name: &str) -> Option<&Receiver> {
+        self.receivers.iter().find(|r| r.name == name)
+    }
+
+    /// The window muting this alert at `t_ms`, if any.
+    pub fn muted_by(
+        &self,
+        t_ms: i64,
+        labels: &BTreeMap<String, String>,
+        severity: u8,
+    ) -> Option<&Maintenance> {
+        self.maintenance
+            .iter()
+            .find(|m| m.mutes(t_ms, labels, severity))
+    }
+}
+
+// ---- the file ----
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RouteFile {
+    receiver: Option<String>,
+    #[serde(default)]
+    matchers: Vec<String>,
+    group_by: Option<Vec<String>>,
+    #[serde(default, rename = "continue")]
+    cont: bool,
+    #[serde(default)]
+    routes: Vec<RouteFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepFile {
+    after: String,
+    receiver: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReceiverFile {
+    name: String,
+    webhook: Option<String>,
+    alertmanager: Option<String>,
+    file: Option<PathBuf>,
+    fallback: Option<String>,
+    give_up_after: Option<String>,
+    retry_initial: Option<String>,
+    retry_max: Option<String>,
+    timeout: Option<String>,
+    #[serde(default)]
+    reminders: Vec<String>,
+    #[serde(default)]
+    escalate: Vec<StepFile>,
+    resend: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MaintenanceFile {
+    name: String,
+    start: String,
+    end: String,
+    #[serde(default)]
+    matchers: Vec<String>,
+    #[serde(default)]
+    severities: Vec<u8>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    route: RouteFile,
+    #[serde(default)]
+    receiver: Vec<ReceiverFile>,
+    #[serde(default)]
+    maintenance: Vec<MaintenanceFile>,
+}
+
+fn duration(what: &str, text: Option<&String>, default_ms: i64) -> Result<i64, String> {
+    match text {
+        None => Ok(default_ms),
+        Some(t) => parse_duration_ms(t).map_err(|e| format!("{what}: {e}")),
+    }
+}
+
+fn matchers(what: &str, list: &[String]) -> Result<Vec<Matcher>, String> {
+    if list.len() > MATCHERS_MAX {
+        return Err(format!("{what}: more than {MATCHERS_MAX} matchers"));
+    }
+    list.iter()
+        .map(|m| Matcher::parse(m).map_err(|e| format!("{what}: {e}")))
+        .collect()
+}
+
+struct Parent<'a> {
+    receiver: Option<&'a str>,
+    group_by: &'a [String],
+}
+
+fn route(f: &RouteFile, id: String, parent: &Parent, count: &mut usize) -> Result<Route, String> {
+    *count += 1;
+    if *count > ROUTES_MAX {
+        return Err(format!("more than {ROUTES_MAX} routes"));
+    }
+    if id.split('.').count() > ROUTE_DEPTH_MAX {
+        return Err(format!("route {id}: nested deeper than {ROUTE_DEPTH_MAX}"));
+    }
+    let receiver = f
+        .receiver
+        .as_deref()
+        .or(parent.receiver)
+        .ok_or_else(|| format!("route {id}: no receiver (the top route must name one)"))?;
+    let group_by = f.group_by.as_deref().unwrap_or(parent.group_by);
+    let here = Parent {
+        receiver: Some(receiver),
+        group_by,
+    };
+    let mut routes = Vec::with_capacity(f.routes.len());
+    for (n, c) in f.routes.iter().enumerate() {
+        routes.push(route(c, format!("{id}.{n}"), &here, count)?);
+    }
+    Ok(Route {
+        matchers: matchers(&format!("route {id}"), &f.matchers)?,
+        receiver: receiver.to_string(),
+        group_by: group_by.to_vec(),
+        cont: f.cont,
+        routes,
+        id,
+    })
+}
+
+fn receiver(f: &ReceiverFile) -> Result<Receiver, String> {
+    let what = format!("receiver '{}'", f.name);
+    let valid = !f.name.is_empty()
+        && f.name.len() <= 48
+        && f.name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-');
+    if !valid {
+        return Err(format!(
+            "{what}: a name is 1-48 of [A-Za-z0-9_-] (it names files and journal subscribers)"
+        ));
+    }
+    let target = match (&f.webhook, &f.alertmanager, &f.file) {
+        (Some(u), None, None) => Target::Webhook(url(&what, u)?),
+        (None, Some(u), None) => Target::Alertmanager(url(&what, u)?.trim_end_matches('/').into()),
+        (None, None, Some(p)) => Target::File(p.clone()),
+        _ => {
+            return Err(format!(
+                "{what}: give exactly one of webhook, alertmanager or file"
+            ))
+        }
+    };
+    let reminders_ms = f
+        .reminders
+        .iter()
+        .map(|r| duration(&format!("{what} reminders"), Some(r), 0))
+        .collect::<Result<Vec<_>, _>>()?;
+    if reminders_ms.iter().any(|&r| r <= 0) {
+        return Err(format!("{what}: reminders must be longer than 0"));
+    }
+    let escalate = f
+        .escalate
+        .iter()
+        .map(|s| {
+            Ok((
+                duration(&format!("{what} escalate"), Some(&s.after), 0)?,
+                s.receiver.clone(),
+            ))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    if reminders_ms.len() > STEPS_MAX || escalate.len() > STEPS_MAX {
+        return Err(format!(
+            "{what}: more than {STEPS_MAX} reminders or escalation steps"
+        ));
+    }
+    let r = Receiver {
+        name: f.name.clone(),
+        target,
+        fallback: f.fallback.clone(),
+        give_up_after_ms: duration(
+            &format!("{what} give_up_after"),
+            f.give_up_after.as_ref(),
+            300_000,
+        )?,
+        retry_initial_ms: duration(
+            &format!("{what} retry_initial"),
+            f.retry_initial.as_ref(),
+            500,
+        )?,
+        retry_max_ms: duration(&format!("{what} retry_max"), f.retry_max.as_ref(), 30_000)?,
+        timeout_ms: duration(&format!("{what} timeout"), f.timeout.as_ref(), 10_000)?,
+        reminders_ms,
+        escalate,
+        resend_ms: duration(&format!("{what} resend"), f.resend.as_ref(), 60_000)?,
+    };
+    if r.retry_initial_ms <= 0 || r.retry_max_ms < r.retry_initial_ms || r.timeout_ms <= 0 {
+        return Err(format!(
+            "{what}: retry_initial and timeout must be longer than 0, retry_max at least retry_initial"
+        ));
+    }
+    Ok(r)
+}
+
+fn url(what: &str, u: &str) -> Result<String, String> {
+    if u.starts_with("http://") || u.starts_with("https://") {
+        Ok(u.to_string())
+    } else {
+        Err(format!("{what}: '{u}' is not an http:// or https:// URL"))
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `2026-11-28T22:00:00Z` or with an offset (`+01:00`); or milliseconds since the epoch.
+pub fn parse_time_ms(text: &str) -> Result<i64, String> {
+    let t = text.trim();
+    if let Ok(ms) = t.parse::<i64>() {
+        return Ok(ms);
+    }
+    let bad = || format!("'{t}' is not a time (expected e.g. 2026-11-28T22:00:00Z)");
+    let b = t.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' {
+        return Err(bad());
+    }
+    let num = |r: std::ops::Range<usize>| t.get(r).and_then(|s| s.parse::<i64>().ok());
+    let (y, mo, d, h, mi, s) = (
+        num(0..4).ok_or_else(bad)?,
+        num(5..7).ok_or_else(bad)?,
+        num(8..10).ok_or_else(bad)?,
+        num(11..13).ok_or_else(bad)?,
+        num(14..16).ok_or_else(bad)?,
+        num(17..19).ok_or_else(bad)?,
+    );
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+        return Err(bad());
+    }
+    let zone = &t[19..];
+    let offset_s = if zone == "Z" {
+        0
+    } else {
+        let sign = match zone.as_bytes().first() {
+            Some(b'+') => 1,
+            Some(b'-') => -1,
+            _ => return Err(bad()),
+        };
+        let oh = zone.get(1..3).and_then(|x| x.parse::<i64>().ok());
+        let om = zone.get(4..6).and_then(|x| x.parse::<i64>().ok());
+        match (oh, om) {
+            (Some(oh), Some(om)) if zone.len() == 6 => sign * (oh * 3600 + om * 60),
+            _ => return Err(bad()),
+        }
+    };
+    Ok(((days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s) - offset_s) * 1000)
+}
+
+impl Config {
+    /// Reads and checks a configuration; errors name the receiver, route or window.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        let f: File = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        if f.receiver.len() > RECEIVERS_MAX || f.maintenance.len() > MAINTENANCE_MAX {
+            return Err(format!(
+                "at most {RECEIVERS_MAX} receivers and {MAINTENANCE_MAX} maintenance windows"
+            ));
+        }
+        let receivers = f
+            .receiver
+            .iter()
+            .map(receiver)
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut count = 0;
+        let top = Parent {
+            receiver: None,
+            group_by: &[],
+        };
+        let route = route(&f.route, "0".into(), &top, &mut count)?;
+        let mut maintenance = Vec::with_capacity(f.maintenance.len());
+        for m in &f.maintenance {
+            let what = format!("maintenance '{}'", m.name);
+            let start_ms = parse_time_ms(&m.start).map_err(|e| format!("{what} start: {e}"))?;
+            let end_ms = parse_time_ms(&m.end).map_err(|e| format!("{what} end: {e}"))?;
+            if end_ms <= start_ms {
+                return Err(format!("{what}: end must be after start"));
+            }
+            if m.severities.iter().any(|s| !(1..=5).contains(s)) {
+                return Err(format!("{what}: severities are 1 to 5"));
+            }
+            maintenance.push(Maintenance {
+                name: m.name.clone(),
+                start_ms,
+                end_ms,
+                matchers: matchers(&what, &m.matchers)?,
+                severities: m.severities.clone(),
+            });
+        }
+        let c = Config {
+            route,
+            receivers,
+            maintenance,
+        };
+        c.check_names()?;
+        Ok(c)
+    }
+
+    fn check_names(&self) -> Result<(), String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in &self.receivers {
+            if !seen.insert(r.name.as_str()) {
+                return Err(format!("receiver '{}' is defined twice", r.name));
+            }
+        }
+        let known = |n: &str, what: String| {
+            if seen.contains(n) {
+                Ok(())
+            } else {
+                Err(format!("{what} names receiver '{n}', which is not defined"))
+            }
+        };
+        let mut stack = vec![&self.route];
+        while let Some(r) = stack.pop() {
+            known(&r.receiver, format!("route {}", r.id))?;
+            stack.extend(r.routes.iter());
+        }
+        for r in &self.receivers {
+            if let Some(f) = &r.fallback {
+                known(f, format!("receiver '{}' fallback", r.name))?;
+                if *f == r.name {
+                    return Err(format!("receiver '{}' is its own fallback", r.name));
+                }
+            }
+            for (_, e) in &r.escalate {
+                known(e, format!("receiver '{}' escalate", r.name))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    const CONFIG: &str = r#"
+[route]
+receiver = "team"
+group_by = ["alertname"]
+[[route.routes]]
+matchers = ['severity="1"']
+receiver = "pager"
+continue = true
+[[route.routes]]
+matchers = ['team=~"db|storage"']
+receiver = "db"
+group_by = ["alertname", "instance"]
+[[route.routes]]
+matchers = ['team!=""']
+receiver = "other"
+
+[[receiver]]
+name = "team"
+webhook = "http://127.0.0.1:1/hook"
+[[receiver]]
+name = "pager"
+webhook = "http://127.0.0.1:1/page"
+fallback = "team"
+[[receiver]]
+name = "db"
+file = "/tmp/db.jsonl"
+[[receiver]]
+name = "other"
+alertmanager = "http://127.0.0.1:9093/"
+
+[[maintenance]]
+name = "db upgrade"
+start = "2026-11-28T22:00:00Z"
+end = "2026-11-28T23:30:00+01:00"
+matchers = ['team="db"']
+severities = [2, 3]
+"#;
+
+    #[test]
+    fn routes_walk_as_alertmanager_does() {
+        let c = Config::parse(CONFIG).unwrap();
+        let to = |l: &[(&str, &str)]| -> Vec<String> {
+            c.route
+                .route(&labels(l))
+                .into_iter()
+                .map(|d| format!("{}@{}{:?}", d.receiver, d.route, d.group_labels))
+                .collect()
+        };
+        // continue: the pager and then the first later match.
+        assert_eq!(
+            to(&[("alertname", "a"), ("severity", "1"), ("team", "db")]),
+            [
+                "pager@0.0{\"alertname\": \"a\"}",
+                "db@0.1{\"alertname\": \"a\"}"
+            ]
+        );
+        // Without continue the first match ends the walk.
+        assert_eq!(
+            to(&[("alertname", "a"), ("team", "storage"), ("instance", "x")]),
+            ["db@0.1{\"alertname\": \"a\", \"instance\": \"x\"}"]
+        );
+        assert_eq!(
+            to(&[("alertname", "a"), ("team", "web")]),
+            ["other@0.2{\"alertname\": \"a\"}"]
+        );
+        // No child matched: the top route.
+        assert_eq!(to(&[("alertname", "a")]), ["team@0{\"alertname\": \"a\"}"]);
+    }
+
+    #[test]
+    fn maintenance_windows_mute_by_time_labels_and_severity() {
+        let c = Config::parse(CONFIG).unwrap();
+        let start = parse_time_ms("2026-11-28T22:00:00Z").unwrap();
+        // 23:30 at +01:00 is 22:30 UTC.
+        assert_eq!(c.maintenance[0].end_ms, start + 1_800_000);
+        let db = labels(&[("team", "db")]);
+        assert!(c.muted_by(start, &db, 2).is_some());
+        assert!(c.muted_by(start + 1_799_999, &db, 3).is_some());
+        assert!(
+            c.muted_by(start + 1_800_000, &db, 2).is_none(),
+            "the end is open"
+        );
+        assert!(c.muted_by(start - 1, &db, 2).is_none());
+        assert!(
+            c.muted_by(start, &db, 1).is_none(),
+            "severity 1 still pages"
+        );
+        assert!(c.muted_by(start, &labels(&[("team", "web")]), 2).is_none());
+    }
+
+    #[test]
+    fn bad_configurations_say_what_and_where() {
+        let cases = [
+            (
+                CONFIG.replace("fallback = \"team\"", "fallback = \"nobody\""),
+                "receiver 'pager' fallback names receiver 'nobody', which is not defined",
+            ),
+            (
+                CONFIG.replace("severity=\"1\"", "severity~1"),
+                "route 0.0: matcher 'severity~1'",
+            ),
+            (
+                CONFIG.replace(
+                    "webhook = \"http://127.0.0.1:1/hook\"",
+                    "webhook = \"ftp://x\"",
+                ),
+                "receiver 'team': 'ftp://x' is not an http:// or https:// URL",
+            ),
+            (
+                CONFIG.replace("2026-11-28T22:00:00Z", "tomorrow"),
+                "maintenance 'db upgrade' start: 'tomorrow' is not a time",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = Config::parse(&text).unwrap_err();
+            assert!(e.contains(want), "{e} should say {want}");
+        }
+    }
+
+    #[test]
+    fn times_read_with_offsets() {
+        assert_eq!(parse_time_ms("1970-01-01T00:00:00Z").unwrap(), 0);
+        assert_eq!(parse_time_ms("1970-01-01T01:00:00+01:00").unwrap(), 0);
+        assert_eq!(
+            parse_time_ms("2000-03-01T00:00:00Z").unwrap(),
+            951_868_800_000
+        );
+        assert!(parse_time_ms("2000-13-01T00:00:00Z").is_err());
+    }
+}

@@ -1,0 +1,314 @@
+//! A numeric series in the head, compressed as it comes.
+//!
+//! Points kept as they came cost 24 bytes each (timestamp, journal offset, value) plus the
+//! vector's slack: a head of a million series could hold only a few minutes. Here the points
+//! that are **settled** are appended to compressed streams (`encode::numeric_stream`, about a
+//! byte a point for gauges with a few decimals), and only the others keep their offset:
+//!
+//! - **Settled** means every WAL record below the point's journal offset has been applied to
+//!   the head (the write path's watermark, `settled` below). Any sample that comes later for
+//!   the same millisecond then has a higher offset, so it wins by the duplicate rule: a stream
+//!   needs no offsets, a later point simply replaces. Replay applies records in offset order,
+//!   so there every point is settled at once.
+//! - `open`: points after the streams' last one, not settled yet — with several writers, the
+//!   records of the last few milliseconds. They move to the streams, oldest first, at the
+//!   series' next insert once settled (or stay, readable, until the flush).
+//! - `late`: points at or before the streams' last one (late or out-of-order data, a broker's
+//!   backfill), kept with their offsets in runs (`Points`). They never share a millisecond with
+//!   a point that entered the streams after them (those come from `open`, all newer), and one
+//!   that shares a millisecond with an older stream point was written after it: reads let
+//!   `late` win there.
+//!
+//! So the series reads exactly as the sorted map the duplicate rule defines, under any arrival
+//! order (property test below, against that map).
+
+use crate::encode::numeric_stream::{Append, Appender, NumericStream};
+use crate::points::{insert_point, Point, Points};
+
+#[derive(Debug, Default)]
+pub(crate) struct NumericSeries {
+    /// Ascending and disjoint in time; the last one is appended to.
+    streams: Vec<NumericStream>,
+    /// The last stream's appending state (meaningful while there is one).
+    appender: Option<Appender>,
+    /// Sorted and unique; every one after the streams' last point.
+    open: Vec<Point<f64>>,
+    /// Sorted and unique; every one at or before the streams' last point when it came.
+    late: Option<Box<Points<f64>>>,
+}
+
+impl NumericSeries {
+    /// Inserts a point (the duplicate rule: of two at one millisecond the higher offset wins,
+    /// a tie the later insert), then moves the settled points of `open` — offsets at or below
+    /// `settled`, a bound below which every record is applied — into the streams.
+    pub fn insert(&mut self, point: Point<f64>, settled: u64) {
+        match self.streams.last() {
+            Some(s) if point.ts_ms <= s.last_ts() => {
+                self.late.get_or_insert_default().insert(point);
+            }
+            _ => insert_point(&mut self.open, point),
+        }
+        self.settle(settled);
+    }
+
+    /// Moves the leading points of `open` with offsets at or below `settled` into the streams.
+    pub fn settle(&mut self, settled: u64) {
+        let n = self.open.iter().take_while(|p| p.seq <= settled).count();
+        if n == 0 {
+            return;
+        }
+        let open = std::mem::take(&mut self.open);
+        for p in &open[..n] {
+            self.append(p.ts_ms, p.value);
+        }
+        self.open = open;
+        self.open.drain(..n);
+    }
+
+    fn append(&mut self, ts_ms: i64, value: f64) {
+        if let (Some(s), Some(a)) = (self.streams.last_mut(), self.appender.as_mut()) {
+            if s.append(a, ts_ms, value) == Append::Done {
+                return;
+            }
+            s.seal();
+        }
+        // A new stream keeps the decimals of the one before (a gauge whose value happened to
+        // be whole, then had two decimals, does not start a stream at every change).
+        let (decimals_min, k0) = match (self.streams.last(), self.appender.as_ref()) {
+            (Some(s), Some(a)) => (s.mode(), NumericStream::next_k0(a)),
+            _ => (0, 0),
+        };
+        let (stream, appender) = NumericStream::start(ts_ms, value, decimals_min, k0);
+        self.streams.push(stream);
+        self.appender = Some(appender);
+    }
+
+    /// The newest point's timestamp.
+    pub fn last_ts(&self) -> Option<i64> {
+        // `late` holds nothing after the streams, `open` only points after them.
+        self.open
+            .last()
+            .map(|p| p.ts_ms)
+            .or_else(|| self.streams.last().map(NumericStream::last_ts))
+    }
+
+    /// The points in `[start_ms, end_ms)`, ascending, one per millisecond.
+    pub fn in_range(&self, start_ms: i64, end_ms: i64) -> Vec<(i64, f64)> {
+        let mut out = Vec::new();
+        if start_ms >= end_ms {
+            return out;
+        }
+        for s in self.streams_over(start_ms, end_ms) {
+            s.for_each(|t, v| {
+                if start_ms <= t && t < end_ms {
+                    out.push((t, v));
+                }
+            });
+        }
+        let open = crate::points::in_range(&self.open, start_ms, end_ms);
+        out.extend(open.iter().map(|p| (p.ts_ms, p.value)));
+        match &self.late {
+            Some(late) => overlay(
+                out,
+                late.map_in_range(start_ms, end_ms, |p| (p.ts_ms, p.value)),
+            ),
+            None => out,
+        }
+    }
+
+    /// Whether a point lies in `[start_ms, end_ms)`.
+    pub fn has_in_range(&self, start_ms: i64, end_ms: i64) -> bool {
+        if start_ms >= end_ms {
+            return false;
+        }
+        let in_range = |t: i64| start_ms <= t && t < end_ms;
+        let streams = self.streams_over(start_ms, end_ms).any(|s| {
+            // A stream's ends are points; one spanning the range is decoded.
+            in_range(s.first_ts()) || in_range(s.last_ts()) || {
+                let mut any = false;
+                s.for_each(|t, _| any |= in_range(t));
+                any
+            }
+        });
+        streams
+            || !crate::points::in_range(&self.open, start_ms, end_ms).is_empty()
+            || self
+                .late
+                .as_ref()
+                .is_some_and(|l| l.in_range(start_ms, end_ms).next().is_some())
+    }
+
+    /// The first point's timestamp at or after `ts_ms`.
+    pub fn first_at_or_after(&self, ts_ms: i64) -> Option<i64> {
+        let stream = self.streams.iter().find(|s| s.last_ts() >= ts_ms).map(|s| {
+            if s.first_ts() >= ts_ms {
+                return s.first_ts();
+            }
+            let mut first = s.last_ts();
+            s.for_each(|t, _| {
+                if t >= ts_ms && t < first {
+                    first = t;
+                }
+            });
+            first
+        });
+        let open = self.open.iter().find(|p| p.ts_ms >= ts_ms).map(|p| p.ts_ms);
+        let late = self.late.as_ref().and_then(|l| l.first_at_or_after(ts_ms));
+        [stream, open, late].into_iter().flatten().min()
+    }
+
+    /// Bytes this series holds beyond its slot in the head (streams, open and late points).
+    pub fn size_bytes(&self) -> usize {
+        let streams: usize = self.streams.iter().map(NumericStream::size_bytes).sum();
+        let open = self.open.capacity() * std::mem::size_of::<Point<f64>>();
+        let late = self.late.as_ref().map_or(0, |l| l.size_bytes());
+        streams + open + late
+    }
+
+    /// Points held compressed, and in all (duplicates resolved).
+    #[cfg(test)]
+    fn counts(&self) -> (usize, usize) {
+        let streamed = self.streams.iter().map(|s| s.count() as usize).sum();
+        (streamed, self.in_range(i64::MIN, i64::MAX).len())
+    }
+
+    fn streams_over(&self, start_ms: i64, end_ms: i64) -> impl Iterator<Item = &NumericStream> {
+        let from = self.streams.partition_point(|s| s.last_ts() < start_ms);
+        self.streams[from..]
+            .iter()
+            .take_while(move |s| s.first_ts() < end_ms)
+    }
+
+    /// Whether the series is in XOR mode (its values are not all short decimals).
+    #[cfg(test)]
+    fn xor_mode(&self) -> bool {
+        use crate::encode::numeric_stream::MODE_XOR;
+        self.streams.last().is_some_and(|s| s.mode() == MODE_XOR)
+    }
+}
+
+/// `base` with `over`'s points added, `over` winning a shared millisecond; both ascending and
+/// unique.
+fn overlay(base: Vec<(i64, f64)>, over: Vec<(i64, f64)>) -> Vec<(i64, f64)> {
+    if over.is_empty() {
+        return base;
+    }
+    let mut out = Vec::with_capacity(base.len() + over.len());
+    let (mut a, mut b) = (base.into_iter().peekable(), over.into_iter().peekable());
+    loop {
+        match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if x.0 < y.0 => out.extend(a.next()),
+            (Some(x), Some(y)) if x.0 == y.0 => {
+                a.next();
+                out.extend(b.next());
+            }
+            (_, Some(_)) => out.extend(b.next()),
+            (Some(_), None) => out.extend(a.next()),
+            (None, None) => break,
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    /// One insert: its time, its record's offset, its value, and the watermark the writer saw.
+    fn inserts() -> impl Strategy<Value = Vec<(i64, u64, f64, u64)>> {
+        proptest::collection::vec(
+            (
+                0i64..400,
+                0u64..60,
+                prop_oneof![
+                    (-50i64..50).prop_map(|v| v as f64),
+                    (-5000i64..5000).prop_map(|v| v as f64 / 100.0),
+                    any::<u64>().prop_map(f64::from_bits),
+                ],
+                0u64..70,
+            ),
+            0..600,
+        )
+    }
+
+    proptest! {
+        /// Any arrival order, any watermarks a writer could see: reads equal the sorted map of
+        /// the duplicate rule, bit for bit.
+        ///
+        /// The watermark a writer sees never passes an offset still to come, so the model
+        /// only draws schedules where that holds: an insert's offset is at least every
+        /// watermark seen before it. (Within that, offsets come in any order.)
+        #[test]
+        fn reads_equal_the_duplicate_rule_model(
+            raw in inserts(),
+            ranges in proptest::collection::vec((0i64..420, 0i64..200), 1..6),
+        ) {
+            let mut series = NumericSeries::default();
+            let mut model: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
+            let mut floor = 0u64;
+            for (ts_ms, seq, value, seen) in raw {
+                let seq = seq.max(floor);
+                // The writer's own record is not applied yet: it sees at most its own offset.
+                let settled = seen.min(seq);
+                floor = floor.max(settled);
+                series.insert(Point { ts_ms, seq, value }, settled);
+                match model.get(&ts_ms) {
+                    Some(&(s, _)) if seq < s => {}
+                    _ => {
+                        model.insert(ts_ms, (seq, value.to_bits()));
+                    }
+                }
+            }
+            let want: Vec<(i64, u64)> = model.iter().map(|(&t, &(_, v))| (t, v)).collect();
+            let got: Vec<(i64, u64)> = series
+                .in_range(i64::MIN, i64::MAX)
+                .into_iter()
+                .map(|(t, v)| (t, v.to_bits()))
+                .collect();
+            prop_assert_eq!(&got, &want);
+            for (start, len) in ranges {
+                let end = start + len;
+                let w: Vec<(i64, u64)> =
+                    want.iter().copied().filter(|&(t, _)| start <= t && t < end).collect();
+                let g: Vec<(i64, u64)> = series
+                    .in_range(start, end)
+                    .into_iter()
+                    .map(|(t, v)| (t, v.to_bits()))
+                    .collect();
+                prop_assert_eq!(series.has_in_range(start, end), !w.is_empty());
+                prop_assert_eq!(g, w);
+                prop_assert_eq!(
+                    series.first_at_or_after(start),
+                    want.iter().map(|p| p.0).find(|&t| t >= start)
+                );
+            }
+            prop_assert_eq!(series.last_ts(), want.last().map(|p| p.0));
+        }
+    }
+
+    /// In order, each point settled when written: every point goes into the streams, a
+    /// two-decimal gauge at about a byte a point.
+    #[test]
+    fn in_order_points_are_all_compressed() {
+        let mut series = NumericSeries::default();
+        let mut v = 2_000i64;
+        for i in 0..720u64 {
+            v += (i * 7919 % 41) as i64 - 20;
+            let point = Point {
+                ts_ms: 1_700_000_000_000 + i as i64 * 10_000,
+                seq: i,
+                value: v as f64 / 100.0,
+            };
+            series.insert(point, i);
+        }
+        assert_eq!(series.counts(), (720, 720));
+        assert!(!series.xor_mode());
+        assert!(
+            series.size_bytes() < 720 + 2 * 128,
+            "{}",
+            series.size_bytes()
+        );
+    }
+}
