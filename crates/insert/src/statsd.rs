@@ -124,7 +124,8 @@ impl Aggregator {
         (adding.accepted, adding.rejected)
     }
 
-    /// Adds one sample; false when it is dropped (a stream over the interval's bound).
+    /// Adds one sample; false when it is dropped (a stream over the interval's bound) or
+    /// refused (a sum or gauge delta that would overflow to an infinity).
     fn add_sample(
         &mut self,
         key: StreamKey,
@@ -142,10 +143,18 @@ impl Aggregator {
             (ValueRef::Numeric(v), Mode::Set) => {
                 self.put(slot_key, Agg::Gauge(v));
             }
+            // A sum or a gauge delta past f64's range would store ±Inf: that sample is refused
+            // and the value so far kept.
             (ValueRef::Numeric(v), _) => match self.slots.get_mut(&slot_key) {
-                Some(Agg::Sum(s)) | Some(Agg::Gauge(s)) => *s += v,
+                Some(Agg::Sum(s)) | Some(Agg::Gauge(s)) => {
+                    if !(*s + v).is_finite() {
+                        return false;
+                    }
+                    *s += v;
+                }
                 Some(other) => *other = Agg::Sum(v),
                 None => match remembered {
+                    Some(g) if !(g + v).is_finite() => return false,
                     Some(g) => self.put(slot_key, Agg::Gauge(g + v)),
                     None => self.put(slot_key, Agg::Sum(v)),
                 },
@@ -309,6 +318,23 @@ mod tests {
             vec![("temp".to_owned(), 12.0), ("hits".to_owned(), 1.0)]
         );
         assert!(agg.take(3).is_empty());
+    }
+
+    /// A counter sum or a gauge delta past f64's range is refused (it stored +Inf before) and
+    /// the value so far kept, within an interval and across intervals.
+    #[test]
+    fn overflowing_sums_and_deltas_are_refused() {
+        let opts = ingest::Options::at(1_800_000_000_000);
+        let mut agg = Aggregator::default();
+        assert_eq!(agg.add(b"g:1e308|g\ng:+1e308|g\n", &opts), (1, 1));
+        assert_eq!(agg.add(b"c:1e308|c\nc:1e308|c\n", &opts), (1, 1));
+        assert_eq!(
+            numbers(&agg.take(1)),
+            vec![("g".to_owned(), 1e308), ("c".to_owned(), 1e308)]
+        );
+        assert_eq!(agg.add(b"g:+1e308|g\n", &opts), (0, 1));
+        assert_eq!(agg.add(b"g:-1|g\n", &opts), (1, 0));
+        assert_eq!(numbers(&agg.take(2)), vec![("g".to_owned(), 1e308 - 1.0)]);
     }
 
     #[test]

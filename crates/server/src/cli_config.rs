@@ -44,11 +44,28 @@ graphite_idle_timeout_ms = 300000   # a Graphite connection silent this long is 
 udp_datagram_bytes_max = 65507      # longer statsd datagrams are truncated by the kernel
 line_bytes_max = 65536              # a longer Graphite line is rejected (and skipped)
 query_series_max = 10000            # series one find / fetch returns at most
+# Open HTTP and Graphite connections from one client address at once (each listener): more
+# are closed when accepted. HTTP and Graphite connections at once are bounded by the open-file
+# limit too (raised to its hard limit at start): 3/4 of it for HTTP (at most 10,000), 1/4 for
+# Graphite (at most graphite_connections_max).
+connections_per_address_max = 256
+# For a connection's first byte, a request's headers and the next request on a kept-alive
+# connection: a connection that sends nothing this long is closed.
+header_read_timeout_ms = 10000
+# After the first 10 s of a body, it must have arrived at least this fast on average, or the
+# request is answered 408 and its connection closed.
+body_rate_bytes_per_s_min = 1024
+# Memory all native fetches at once may hold, estimated from series x slices before reading:
+# one fetch over it is refused with a 422, one that does not fit beside the others with a 503.
+query_memory_bytes_max = 536870912
 
 [statsd]
 # Datagrams are aggregated per interval (counters summed, gauges last, timers merged into
 # histograms) and written to the store once per interval.
 flush_interval_ms = 10000
+# The socket's kernel receive buffer: a burst larger than it is dropped by the kernel (counted
+# in /metrics as strata_statsd_kernel_drops_total). The kernel caps it at net.core.rmem_max.
+receive_buffer_bytes = 8388608
 
 [graphite]
 # Each connection's samples are written at least this often, or when this many are buffered.
@@ -58,6 +75,15 @@ flush_samples_max = 10000
 [auth]
 # A bearer token required on every request but /health (Authorization: Bearer <token>).
 # token = "change-me"
+# Web pages of these origins ("https://grafana.example.com:3000") may call the API from a
+# browser. A request whose Origin is another site's, or whose Sec-Fetch-Site says cross-site
+# or same-site, is refused with a 403; the server's own UI, Telegraf, Prometheus, statsd and
+# the SDKs send none or their own and are unaffected.
+allowed_origins = []
+# Host names (no port) the HTTP API answers to, so a DNS-rebinding page cannot reach it by a
+# name of its own. Empty: localhost, 127.0.0.1 and [::1] while the HTTP listener is loopback;
+# any name otherwise.
+allowed_hosts = []
 
 [tls]
 # PEM files; when both are set the HTTP listener speaks HTTPS only.
@@ -169,12 +195,17 @@ pub struct Limits {
     pub udp_datagram_bytes_max: usize,
     pub line_bytes_max: usize,
     pub query_series_max: usize,
+    pub query_memory_bytes_max: u64,
+    pub connections_per_address_max: usize,
+    pub header_read_timeout_ms: u64,
+    pub body_rate_bytes_per_s_min: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StatsdConfig {
     pub flush_interval_ms: u64,
+    pub receive_buffer_bytes: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -189,6 +220,8 @@ pub struct GraphiteConfig {
 pub struct Auth {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    pub allowed_origins: Vec<String>,
+    pub allowed_hosts: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -245,6 +278,10 @@ impl Default for Limits {
             udp_datagram_bytes_max: 65_507,
             line_bytes_max: 65_536,
             query_series_max: 10_000,
+            query_memory_bytes_max: 512 << 20,
+            connections_per_address_max: 256,
+            header_read_timeout_ms: 10_000,
+            body_rate_bytes_per_s_min: 1024,
         }
     }
 }
@@ -253,6 +290,7 @@ impl Default for StatsdConfig {
     fn default() -> StatsdConfig {
         StatsdConfig {
             flush_interval_ms: 10_000,
+            receive_buffer_bytes: 8 << 20,
         }
     }
 }
@@ -296,6 +334,10 @@ pub struct ServeArgs {
     /// Log filter (RUST_LOG syntax); overrides the file's `log.level` and RUST_LOG.
     #[arg(long, value_name = "FILTER")]
     pub log_level: Option<String>,
+    /// Serve HTTP on a non-loopback address without `auth.token`: every write, read and delete
+    /// open to the network. Without it such a server refuses to start.
+    #[arg(long)]
+    pub insecure_open: bool,
 }
 
 #[derive(Subcommand)]
@@ -442,7 +484,27 @@ fn validate(config: &Config) -> Result<(), String> {
             "limits.query_series_max",
             config.limits.query_series_max as u64,
         ),
+        (
+            "limits.query_memory_bytes_max",
+            config.limits.query_memory_bytes_max,
+        ),
+        (
+            "limits.connections_per_address_max",
+            config.limits.connections_per_address_max as u64,
+        ),
+        (
+            "limits.header_read_timeout_ms",
+            config.limits.header_read_timeout_ms,
+        ),
+        (
+            "limits.body_rate_bytes_per_s_min",
+            config.limits.body_rate_bytes_per_s_min,
+        ),
         ("statsd.flush_interval_ms", config.statsd.flush_interval_ms),
+        (
+            "statsd.receive_buffer_bytes",
+            config.statsd.receive_buffer_bytes,
+        ),
         (
             "graphite.flush_interval_ms",
             config.graphite.flush_interval_ms,

@@ -185,7 +185,7 @@ fn unwrap_lines(expected: &str) -> Vec<String> {
 }
 
 fn output_matches(expected: &str, actual: &str) -> bool {
-    let actual: Vec<&str> = actual.trim_end_matches('\n').lines().collect();
+    let actual: Vec<&str> = actual.trim_end_matches(['\n', '\r']).lines().collect();
     lines_match(&unwrap_lines(expected), &actual)
 }
 

@@ -33,7 +33,7 @@ fn stalled_body_gets_408_and_idle_graphite_is_closed() {
         .unwrap();
     write!(
         http,
-        "POST /module/httptrap/c/s HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{\"a\": 1, "
+        "POST /module/httptrap/c/s HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{{\"a\": 1, "
     )
     .unwrap();
     let mut reply = String::new();

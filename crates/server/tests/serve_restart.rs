@@ -136,7 +136,7 @@ fn a_request_in_flight_at_sigterm_is_finished_and_kept() {
     // still in the listen backlog, or idle, which a shutting-down server may close).
     write!(
         stream,
-        "POST /module/httptrap/c/s HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\
+        "POST /module/httptrap/c/s HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\n\
          Content-Length: {}\r\n\r\n",
         body.len()
     )

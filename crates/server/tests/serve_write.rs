@@ -199,7 +199,7 @@ fn httptrap_secrets() {
 
     // No secret configured: any secret on loopback (every other test), none elsewhere.
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &["--http", "0.0.0.0:0"]);
+    let server = Server::start(dir.path(), &["--http", "0.0.0.0:0", "--insecure-open"]);
     let port = server
         .http
         .as_ref()

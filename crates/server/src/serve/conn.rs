@@ -1,10 +1,14 @@
 //! HTTP connections: an accept loop serving the router through hyper with a header-read timeout
-//! (a client that never finishes its headers is dropped), a bound on open connections, a graceful
-//! drain at shutdown, and optional HTTPS (rustls with the `ring` provider — aws-lc would need
+//! (a client that does not send its first byte, or a request's headers, or its next request on a
+//! kept-alive connection in time is dropped), a bound on open connections (derived from the
+//! open-file limit) and on connections from one client address, a graceful drain at shutdown, and optional HTTPS (rustls with the `ring` provider — aws-lc would need
 //! cmake — certificate and key from PEM files).
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -21,11 +25,92 @@ use tokio_rustls::TlsAcceptor;
 const HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 /// How long shutdown waits for open connections to finish their requests.
 const DRAIN_TIMEOUT_MS: u64 = 30_000;
-/// How long a client may take to send a request's headers.
-const HEADER_READ_TIMEOUT_MS: u64 = 30_000;
-/// Open HTTP connections at once (each request on them is bounded separately); further
-/// clients wait in the kernel's accept queue.
+/// Open HTTP connections at once at most, whatever the open-file limit allows (each request
+/// on them is bounded separately); further clients wait in the kernel's accept queue.
 pub const CONNECTIONS_MAX: usize = 10_000;
+
+/// The bounds on HTTP connections.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnLimits {
+    /// Open connections at once.
+    pub connections_max: usize,
+    /// Open connections from one client address at once; more are closed when accepted.
+    pub per_address_max: usize,
+    /// For the first byte, a request's headers, and the next request on a kept-alive
+    /// connection.
+    pub header_read_timeout: Duration,
+}
+
+/// Open connections per client address; an entry leaves with its last connection.
+#[derive(Default)]
+pub struct PerAddress(Mutex<HashMap<IpAddr, usize>>);
+
+/// One counted connection of an address, uncounted when dropped.
+pub struct AddressSlot {
+    table: Arc<PerAddress>,
+    ip: IpAddr,
+}
+
+impl PerAddress {
+    /// A slot for one more connection from `ip`, unless it has `max` already.
+    pub fn take(table: &Arc<PerAddress>, ip: IpAddr, max: usize) -> Option<AddressSlot> {
+        let mut open = table.0.lock().ok()?;
+        let count = open.entry(ip).or_insert(0);
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            table: table.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.table.0.lock() {
+            if let Some(count) = open.get_mut(&self.ip) {
+                *count -= 1;
+                if *count == 0 {
+                    open.remove(&self.ip);
+                }
+            }
+        }
+    }
+}
+
+/// Connections the limits closed, for `/metrics`.
+#[derive(Default)]
+pub struct ConnMetrics {
+    /// Closed when accepted: their address had `per_address_max` open already.
+    pub refused_per_address: AtomicU64,
+    /// Closed for sending no first byte within the header timeout.
+    pub closed_idle: AtomicU64,
+    /// Graphite connections closed when accepted: too many from their address.
+    pub graphite_refused_per_address: AtomicU64,
+}
+
+impl ConnMetrics {
+    /// The counters in Prometheus text.
+    pub fn prometheus_text(&self) -> String {
+        let read = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        format!(
+            "# HELP strata_connections_refused_total Connections closed when accepted: their \
+             client address had limits.connections_per_address_max open already.\n\
+             # TYPE strata_connections_refused_total counter\n\
+             strata_connections_refused_total{{listener=\"http\"}} {}\n\
+             strata_connections_refused_total{{listener=\"graphite\"}} {}\n\
+             # HELP strata_http_connections_idle_closed_total HTTP connections closed for \
+             sending no request within limits.header_read_timeout_ms.\n\
+             # TYPE strata_http_connections_idle_closed_total counter\n\
+             strata_http_connections_idle_closed_total {}\n",
+            read(&self.refused_per_address),
+            read(&self.graphite_refused_per_address),
+            read(&self.closed_idle),
+        )
+    }
+}
 
 pub fn acceptor(cert_path: &Path, key_path: &Path) -> Result<TlsAcceptor, String> {
     let read =
@@ -61,15 +146,21 @@ pub async fn serve(
     listener: TcpListener,
     acceptor: Option<TlsAcceptor>,
     router: Router,
+    limits: ConnLimits,
+    metrics: Arc<ConnMetrics>,
     mut stop: watch::Receiver<bool>,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let permits = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+    let permits = Arc::new(Semaphore::new(limits.connections_max));
+    let per_address = Arc::new(PerAddress::default());
     let mut builder = auto::Builder::new(TokioExecutor::new());
+    // hyper's header timeout also runs while a kept-alive connection waits for its next
+    // request; the first byte of a plain connection is awaited below (the version sniff
+    // before hyper has no deadline of its own).
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_millis(HEADER_READ_TIMEOUT_MS));
+        .header_read_timeout(limits.header_read_timeout);
     builder.http2().timer(TokioTimer::new());
     let builder = Arc::new(builder);
     loop {
@@ -92,14 +183,34 @@ pub async fn serve(
                 continue;
             }
         };
+        let Some(slot) = PerAddress::take(&per_address, peer.ip(), limits.per_address_max) else {
+            metrics.refused_per_address.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%peer, "http: too many connections from this address; closed");
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let acceptor = acceptor.clone();
+        let metrics = metrics.clone();
         let service = TowerToHyperService::new(router.clone());
         let watcher = graceful.watcher();
         let builder = builder.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            let _slot = slot;
             let Some(acceptor) = acceptor else {
+                let mut first = [0u8; 1];
+                let waited =
+                    tokio::time::timeout(limits.header_read_timeout, stream.peek(&mut first));
+                match waited.await {
+                    Ok(Ok(n)) if n > 0 => {}
+                    Ok(_) => return,
+                    Err(_) => {
+                        metrics.closed_idle.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(%peer, "http: no request within the header timeout");
+                        return;
+                    }
+                }
                 serve_io(&builder, stream, service, watcher, peer).await;
                 return;
             };

@@ -12,6 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
+use super::conn::PerAddress;
 use super::write::{write_body, Protocol};
 use super::{Endpoint, Shared};
 
@@ -20,8 +21,18 @@ const DRAIN_READS_MAX: usize = 1024;
 /// Bytes read from a socket at once.
 const READ_CHUNK_BYTES: usize = 64 << 10;
 
-pub async fn run(app: Shared, listener: TcpListener, mut stop: watch::Receiver<bool>) {
-    let permits = Arc::new(Semaphore::new(app.config.limits.graphite_connections_max));
+/// Serves Graphite connections until stopped: at most `connections_max` at once (from the
+/// configuration and the open-file limit) and `limits.connections_per_address_max` from one
+/// client address (more are closed when accepted, so one sender cannot lock the others out).
+pub async fn run(
+    app: Shared,
+    listener: TcpListener,
+    connections_max: usize,
+    mut stop: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(connections_max));
+    let per_address = Arc::new(PerAddress::default());
+    let per_address_max = app.config.limits.connections_per_address_max;
     let mut connections = JoinSet::new();
     loop {
         // Wait for a free connection slot first, so at most the max are served at once.
@@ -40,12 +51,19 @@ pub async fn run(app: Shared, listener: TcpListener, mut stop: watch::Receiver<b
         while connections.try_join_next().is_some() {}
         match accepted {
             Ok((stream, peer)) => {
+                let Some(slot) = PerAddress::take(&per_address, peer.ip(), per_address_max) else {
+                    app.conn_metrics
+                        .graphite_refused_per_address
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::debug!(%peer, "graphite: too many connections from this address");
+                    continue;
+                };
                 let app = app.clone();
                 let stop = stop.clone();
                 connections.spawn(async move {
                     tracing::debug!(%peer, "graphite: connection");
                     connection(app, stream, stop).await;
-                    drop(permit);
+                    drop((permit, slot));
                 });
             }
             Err(e) => {
@@ -179,7 +197,7 @@ async fn flush(app: &Shared, lines: &mut Lines) {
     let body = Bytes::from(std::mem::take(&mut lines.pending));
     lines.pending_lines = 0;
     let start_ns = clock::now();
-    let result = write_body(app, Protocol::Graphite, body, false, Vec::new(), None).await;
+    let result = write_body(app, Protocol::Graphite, body, Vec::new(), None).await;
     let status = match &result {
         Ok(outcome) if outcome.rejected_total == 0 => 200,
         Ok(outcome) => {

@@ -18,6 +18,7 @@ use serde_json::json;
 use store::key::Tag;
 use tokio::sync::Semaphore;
 
+use super::budget::Share;
 use super::reply::{self, error, json_response, ServeError, Shape, PROTOBUF};
 use super::write::{write_body, Encoding, Protocol};
 use super::{origin, read, Endpoint, Shared};
@@ -56,13 +57,49 @@ pub fn router(app: Shared) -> Router {
                 ..super::alerts::promql_options()
             },
         ))
-        // The analytics language endpoint (/api/strata/v1/caql).
-        .merge(query::http::router(app.store.clone()))
+        // The analytics language endpoint (/api/strata/v1/caql): its point bound and its share
+        // of the query memory budget from `limits.query_memory_bytes_max`.
+        .merge(
+            query::http::router_with_limits(app.store.clone(), caql_limits(&app))
+                .layer(middleware::from_fn_with_state(app.clone(), caql_budget)),
+        )
         // Alerting: /api/strata/v1/alerts, /api/strata/v1/rules.
         .merge(super::alerts::router(&app.config))
         // The web UI at `/` and the worksheets API.
         .merge(super::ui::router(app.clone()));
     routes.layer(middleware::from_fn_with_state(frame_state, frame))
+}
+
+/// Bytes a CAQL evaluation is estimated to hold per stream × slice point (the values of every
+/// stage, the find's reads and the response text; 15 M points held more than 6 GiB).
+const CAQL_POINT_BYTES: u64 = 512;
+/// CAQL queries that may run at once at their largest: each takes this fraction of the query
+/// memory budget.
+const CAQL_QUERIES_AT_ONCE: u64 = 4;
+
+/// The analytics language's bounds with its points bound set so that `CAQL_QUERIES_AT_ONCE`
+/// queries of the most points fit in the query memory budget.
+fn caql_limits(app: &Shared) -> query::Limits {
+    let share_bytes = app.config.limits.query_memory_bytes_max / CAQL_QUERIES_AT_ONCE;
+    query::Limits {
+        points_max: (share_bytes / CAQL_POINT_BYTES).max(1),
+        ..query::Limits::default()
+    }
+}
+
+/// Every CAQL query holds its share of the query memory budget (sized for its largest
+/// evaluation, which the language's points bound keeps it under) while it runs.
+async fn caql_budget(State(app): State<Shared>, request: Request, next: Next) -> Response {
+    let share_bytes = app.config.limits.query_memory_bytes_max / CAQL_QUERIES_AT_ONCE;
+    let what = format!(
+        "an analytics query of up to {} points",
+        share_bytes / CAQL_POINT_BYTES
+    );
+    let _held = match app.query_budget.take(share_bytes, &what) {
+        Ok(held) => held,
+        Err(e) => return e.response(Shape::Json),
+    };
+    next.run(request).await
 }
 
 struct Frame {
@@ -100,7 +137,79 @@ async fn frame(State(frame): State<Arc<Frame>>, request: Request, next: Next) ->
     response
 }
 
+/// Host names a loopback server answers to when `auth.allowed_hosts` is empty.
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+/// The host name of a `Host` value or an origin's authority, without its port.
+fn host_name(authority: &str) -> &str {
+    match authority.strip_prefix('[') {
+        Some(rest) => rest
+            .find(']')
+            .map_or(authority, |end| &authority[..end + 2]),
+        None => authority.split(':').next().unwrap_or(authority),
+    }
+}
+
+/// Why a request a browser may have sent for another site is refused (`None`: it is not).
+/// A foreign `Host` is a DNS-rebinding page reaching a local server by a name of its own; a
+/// foreign `Origin` or `Sec-Fetch-Site` is a page of another site writing or reading.
+fn browser_refusal(app: &Shared, request: &Request) -> Option<String> {
+    let headers = request.headers();
+    let auth = &app.config.auth;
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()));
+    if let Some(host) = host {
+        let name = host_name(host);
+        let allowed = if !auth.allowed_hosts.is_empty() {
+            auth.allowed_hosts
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(name))
+        } else {
+            !app.http_loopback || LOOPBACK_HOSTS.iter().any(|h| h.eq_ignore_ascii_case(name))
+        };
+        if !allowed {
+            return Some(format!(
+                "Host `{name}` is not a name of this server (auth.allowed_hosts; a loopback \
+                 server answers to localhost, 127.0.0.1 and [::1] by default)"
+            ));
+        }
+    }
+    match headers
+        .get(header::ORIGIN)
+        .map(|v| v.to_str().unwrap_or("?"))
+    {
+        Some(origin) => {
+            let own = host.is_some_and(|host| {
+                origin
+                    .split_once("://")
+                    .is_some_and(|(_, authority)| authority.eq_ignore_ascii_case(host))
+            });
+            let configured = auth
+                .allowed_origins
+                .iter()
+                .any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(origin));
+            (!own && !configured).then(|| {
+                format!(
+                    "a request from the web page of `{origin}` is refused: that origin is not \
+                     in auth.allowed_origins"
+                )
+            })
+        }
+        None => match headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+            Some(site @ ("cross-site" | "same-site")) => Some(format!(
+                "a request from another site's web page (Sec-Fetch-Site: {site}) is refused"
+            )),
+            _ => None,
+        },
+    }
+}
+
 async fn frame_inner(frame: &Frame, endpoint: Endpoint, request: Request, next: Next) -> Response {
+    if let Some(refusal) = browser_refusal(&frame.app, &request) {
+        return error(StatusCode::FORBIDDEN, refusal);
+    }
     if let Some(token) = &frame.app.config.auth.token {
         if endpoint != Endpoint::Health {
             let given = request
@@ -152,6 +261,16 @@ async fn health() -> Response {
 
 async fn metrics(State(app): State<Shared>) -> Response {
     let mut text = app.metrics.prometheus_text();
+    text.push_str(&app.conn_metrics.prometheus_text());
+    if let Some(drops) = app.statsd_inode.and_then(super::statsd::kernel_drops) {
+        let _ = write!(
+            text,
+            "# HELP strata_statsd_kernel_drops_total statsd datagrams the kernel dropped because \
+             the socket's receive buffer (statsd.receive_buffer_bytes) was full.\n\
+             # TYPE strata_statsd_kernel_drops_total counter\n\
+             strata_statsd_kernel_drops_total {drops}\n"
+        );
+    }
     // Only fails if a writer panicked holding the store's cumulative state.
     if let Ok(n) = app.store.cumulative_left_out() {
         let _ = write!(
@@ -216,13 +335,56 @@ impl Drop for PooledBody {
     }
 }
 
-/// Reads the body within the size limit and the body budget; `Ok((bytes, gzip, budget share))`
-/// — the caller holds the share until it has answered.
-async fn read_body<'a>(
-    app: &'a Shared,
+/// Compressed bytes fed to the gzip decoder between two looks at its output: deflate expands
+/// at most ~1,032:1, so the output outruns the budget by at most ~1 MiB before it is counted.
+const GZIP_INPUT_STEP_BYTES: usize = 1024;
+
+type Gunzip = flate2::write::GzDecoder<Vec<u8>>;
+
+fn gzip_error(e: std::io::Error) -> ServeError {
+    ServeError::bad_request(format!("gzip body: {e}"))
+}
+
+fn gzip_too_large(size_max: u64) -> ServeError {
+    ServeError::too_large(format!(
+        "gzip body decompresses past limits.body_size_bytes_max = {size_max} bytes"
+    ))
+}
+
+/// Feeds one frame of a gzip body to its decoder, `GZIP_INPUT_STEP_BYTES` at a time, growing
+/// the body's budget share to what is produced after each step (waiting for it on this
+/// blocking thread); a body past `size_max` decompressed is refused.
+fn gunzip_frame(
+    mut gunzip: Gunzip,
+    mut share: Share,
+    data: &[u8],
+    size_max: u64,
+) -> Result<(Gunzip, Share), ServeError> {
+    use std::io::Write as _;
+    let runtime = tokio::runtime::Handle::current();
+    // Bounded by the frame's length.
+    for step in data.chunks(GZIP_INPUT_STEP_BYTES) {
+        gunzip.write_all(step).map_err(gzip_error)?;
+        let produced = gunzip.get_ref().len() as u64;
+        if produced > size_max {
+            return Err(gzip_too_large(size_max));
+        }
+        runtime.block_on(share.grow_to(produced))?;
+    }
+    Ok((gunzip, share))
+}
+
+/// How long a body may take before `limits.body_rate_bytes_per_s_min` applies to it.
+const BODY_RATE_GRACE_MS: u64 = 10_000;
+
+/// Reads the body (gunzipped when sent so) within the size limit and the body budget, both
+/// counted on the bytes held — decompressed bytes as gzip produces them — not on what the
+/// request declares; the caller holds the share until it has answered.
+async fn read_body(
+    app: &Shared,
     headers: &HeaderMap,
     body: Body,
-) -> Result<(PooledBody, bool, tokio::sync::SemaphorePermit<'a>), ServeError> {
+) -> Result<(PooledBody, Share), ServeError> {
     let size_max = app.config.limits.body_size_bytes_max;
     let too_large = || {
         ServeError::too_large(format!(
@@ -250,42 +412,86 @@ async fn read_body<'a>(
             ))
         }
     };
-    let share_kib = declared
-        .map(|n| n.div_ceil(1024))
-        .unwrap_or(size_max.div_ceil(1024))
-        .clamp(1, u64::from(app.body_budget_kib_max)) as u32;
-    let permit = app
-        .body_budget_kib
-        .acquire_many(share_kib)
-        .await
-        .map_err(|_| ServeError::shutting_down())?;
+    let mut share = app.body_budget.share();
     let limit = usize::try_from(size_max).unwrap_or(usize::MAX);
     // Each frame is copied out as it comes and dropped, so the connection's read buffer is
     // reused for the next (collecting every frame first held the whole body in fresh read
     // buffers, then copied it once more into a new buffer: two bodies of newly faulted pages
     // per request). The buffer is a kept one, sized once from Content-Length (checked against
-    // the limit above).
+    // the limit above); only the bytes written to it count against the budget.
     let declared_bytes = declared.and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
-    let mut out = PooledBody::with_capacity(declared_bytes.min(limit));
+    let mut out = PooledBody::with_capacity(if gzip { 0 } else { declared_bytes.min(limit) });
+    let mut decoder = gzip.then(|| flate2::write::GzDecoder::new(std::mem::take(&mut out.0)));
     let mut body = http_body_util::Limited::new(body, limit);
+    // A body trickled in holds a request slot and a connection: after a grace period it must
+    // have arrived at `limits.body_rate_bytes_per_s_min` on average.
+    let rate_min = app.config.limits.body_rate_bytes_per_s_min.max(1);
+    let started = tokio::time::Instant::now();
+    let mut received_bytes: u64 = 0;
     // Bounded: `Limited` ends the body with an error past `limit` bytes.
-    while let Some(frame) = body.frame().await {
-        match frame {
-            Ok(frame) => {
-                if let Some(data) = frame.data_ref() {
-                    out.0.extend_from_slice(data);
-                }
+    loop {
+        let due_ms = BODY_RATE_GRACE_MS + received_bytes.saturating_mul(1000) / rate_min;
+        let deadline = started + Duration::from_millis(due_ms);
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(_) => {
+                return Err(ServeError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "the request body arrived slower than \
+                         limits.body_rate_bytes_per_s_min = {rate_min} bytes per second \
+                         ({received_bytes} bytes in {} ms)",
+                        started.elapsed().as_millis()
+                    ),
+                ))
             }
+        };
+        let frame = match frame {
+            Ok(frame) => frame,
             Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
             Err(e) => {
                 return Err(ServeError::bad_request(format!(
                     "reading the request body: {e}"
                 )))
             }
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        received_bytes += data.len() as u64;
+        match decoder.take() {
+            None => {
+                share.grow_to((out.0.len() + data.len()) as u64).await?;
+                out.0.extend_from_slice(&data);
+            }
+            Some(gunzip) => {
+                // On the blocking pool: a bomb's megabytes are produced away from the
+                // runtime's threads (and `/health`).
+                let joined = tokio::task::spawn_blocking(move || {
+                    gunzip_frame(gunzip, share, &data, size_max)
+                })
+                .await;
+                let (gunzip, held) = joined.map_err(|e| {
+                    ServeError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("decompressing the body failed: {e}"),
+                    )
+                })??;
+                share = held;
+                decoder = Some(gunzip);
+            }
         }
     }
+    if let Some(gunzip) = decoder {
+        out.0 = gunzip.finish().map_err(gzip_error)?;
+        if out.0.len() as u64 > size_max {
+            return Err(gzip_too_large(size_max));
+        }
+        share.grow_to(out.0.len() as u64).await?;
+    }
     debug_assert!(out.0.len() <= limit);
-    Ok((out, gzip, permit))
+    Ok((out, share))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -380,10 +586,10 @@ async fn ingest_body(
 ) -> Result<reply::Outcome, Response> {
     let origin = origin::from_headers(headers, super::now_ms())
         .map_err(|message| ServeError::bad_request(message).response(shape))?;
-    let (bytes, gzip, _budget) = read_body(app, headers, body)
+    let (bytes, _budget) = read_body(app, headers, body)
         .await
         .map_err(|e| e.response(shape))?;
-    write_body(app, protocol, bytes, gzip, extra_tags, origin)
+    write_body(app, protocol, bytes, extra_tags, origin)
         .await
         .map_err(|e| e.response(shape))
 }

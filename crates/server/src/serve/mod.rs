@@ -7,6 +7,7 @@
 //! concurrent writers share the journal's group commit.
 
 mod alerts;
+mod budget;
 mod conn;
 mod graphite;
 mod http;
@@ -48,11 +49,14 @@ pub struct App {
     pub http_loopback: bool,
     pub metrics: Metrics,
     writers: Semaphore,
-    /// Request body bytes held at once, in KiB (`BODY_BUDGET_BODIES` × the body limit): a
-    /// request takes its share (its `Content-Length`, or the whole limit when unknown) before
-    /// reading, so many large bodies wait instead of exhausting memory.
-    pub body_budget_kib: Semaphore,
-    pub body_budget_kib_max: u32,
+    /// Request body bytes held at once, counted as they arrive and as gzip produces them.
+    pub body_budget: Arc<budget::BodyBudget>,
+    /// The statsd socket's inode, to read its kernel drops from `/proc` for `/metrics`.
+    pub statsd_inode: Option<u64>,
+    /// HTTP connections the connection limits closed.
+    pub conn_metrics: Arc<conn::ConnMetrics>,
+    /// Memory all native fetches at once may hold, taken before a fetch reads.
+    pub query_budget: budget::QueryBudget,
     /// Series ids by the bytes clients send for a series (httptrap, Influx, remote write):
     /// this store's.
     pub series_ids: SeriesCache,
@@ -87,43 +91,11 @@ fn series_cache_from_env() -> SeriesCache {
     SeriesCache::new(entries_max, insert::KEY_BYTES_MAX_DEFAULT)
 }
 
-/// How many maximum-size bodies may be held at once.
-pub const BODY_BUDGET_BODIES: u64 = 4;
-
 pub type Shared = Arc<App>;
 
 /// Receipt time in ms since the epoch, from the fast wall clock.
 pub fn now_ms() -> i64 {
     (clock::wall() / 1_000_000) as i64
-}
-
-/// The body as sent, or gunzipped (with the body limit applied to the output) when `gzip`.
-pub fn unzipped(
-    body: &[u8],
-    gzip: bool,
-    size_bytes_max: u64,
-) -> Result<std::borrow::Cow<'_, [u8]>, ServeError> {
-    Ok(if gzip {
-        std::borrow::Cow::Owned(gunzip(body, size_bytes_max)?)
-    } else {
-        std::borrow::Cow::Borrowed(body)
-    })
-}
-
-/// gunzip with the body limit applied to the output.
-pub fn gunzip(body: &[u8], size_bytes_max: u64) -> Result<Vec<u8>, ServeError> {
-    use std::io::Read;
-    let mut out = Vec::new();
-    let mut reader = flate2::read::GzDecoder::new(body).take(size_bytes_max + 1);
-    reader
-        .read_to_end(&mut out)
-        .map_err(|e| ServeError::bad_request(format!("gzip body: {e}")))?;
-    if out.len() as u64 > size_bytes_max {
-        return Err(ServeError::too_large(format!(
-            "gzip body decompresses past the limit of {size_bytes_max} bytes"
-        )));
-    }
-    Ok(out)
 }
 
 impl App {
@@ -215,6 +187,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     };
     init_logging(&args, &config);
+    let open_files_max = raise_open_files_limit();
     // Transparent huge pages off for this process: the allocator hands freed request and batch
     // buffers back to the kernel in small pieces and takes them again, and every fault in a
     // huge-page region zeroes 2 MiB, which on histogram ingest cost a fifth to a third of the
@@ -234,7 +207,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(serve(config)) {
+    match runtime.block_on(serve(config, open_files_max, args.insecure_open)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Once, plainly: the log and the terminal are the same stream here.
@@ -263,7 +236,68 @@ fn init_logging(args: &ServeArgs, config: &Config) {
         .try_init();
 }
 
-async fn serve(config: Config) -> Result<(), String> {
+/// Files the server keeps open besides connections: the store's segments, journal, index and
+/// blocks, the listeners, the runtime's own.
+const FILES_RESERVED: u64 = 512;
+/// Open files when the limit cannot be read.
+const OPEN_FILES_ASSUMED: u64 = 1024;
+
+/// Raises the soft open-file limit to the hard one (a default soft limit of 1,024 hung the
+/// server at 1,100 idle connections); the soft limit in force afterwards.
+fn raise_open_files_limit() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let limit = getrlimit(Resource::Nofile);
+    let soft = limit.current.unwrap_or(u64::MAX);
+    if limit.current.is_some() && limit.current != limit.maximum {
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => {
+                let now = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+                tracing::info!(from = soft, to = now, "open-file limit raised");
+                return now;
+            }
+            Err(e) => tracing::warn!(soft, error = %e, "cannot raise the open-file limit"),
+        }
+    }
+    if soft == 0 {
+        OPEN_FILES_ASSUMED
+    } else {
+        soft
+    }
+}
+
+/// Connections the open-file limit leaves room for, after `FILES_RESERVED`: three quarters
+/// for HTTP (at most `conn::CONNECTIONS_MAX`), a quarter for Graphite (at most its configured
+/// bound).
+struct ConnectionBudget {
+    http: usize,
+    graphite: usize,
+}
+
+fn connection_budget(open_files_max: u64, config: &Config) -> ConnectionBudget {
+    let room = open_files_max.saturating_sub(FILES_RESERVED).max(64);
+    let share = |part: u64, cap: usize| {
+        usize::try_from(room / 4 * part)
+            .unwrap_or(usize::MAX)
+            .clamp(1, cap)
+    };
+    ConnectionBudget {
+        http: share(3, conn::CONNECTIONS_MAX),
+        graphite: share(1, config.limits.graphite_connections_max),
+    }
+}
+
+async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Result<(), String> {
+    let connection_budget = connection_budget(open_files_max, &config);
+    tracing::info!(
+        open_files_max,
+        http_connections_max = connection_budget.http,
+        graphite_connections_max = connection_budget.graphite,
+        "connection limits"
+    );
     let http_addr = cli_config::listener_addr("http", &config.listeners.http)?;
     let statsd_addr = cli_config::listener_addr("statsd", &config.listeners.statsd)?;
     let graphite_addr = cli_config::listener_addr("graphite", &config.listeners.graphite)?;
@@ -310,6 +344,17 @@ async fn serve(config: Config) -> Result<(), String> {
     };
     let http_local = http_listener.as_ref().map(|l| l.local_addr());
     let http_loopback = matches!(&http_local, Some(Ok(a)) if a.ip().is_loopback());
+    if let (Some(Ok(addr)), false, None) = (&http_local, http_loopback, &config.auth.token) {
+        if !insecure_open {
+            return Err(format!(
+                "listeners.http {addr} is not a loopback address and auth.token is not set: \
+                 every write, read and delete would be open to the network. Set auth.token \
+                 (every request then needs Authorization: Bearer <token>), bind 127.0.0.1, or \
+                 pass --insecure-open"
+            ));
+        }
+        tracing::warn!(%addr, "HTTP open to the network without a token (--insecure-open)");
+    }
     let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(cert), Some(key)) => Some(conn::acceptor(cert, key)?),
         _ => None,
@@ -331,24 +376,18 @@ async fn serve(config: Config) -> Result<(), String> {
         config.store.data_dir.display()
     );
 
-    let body_budget_kib = u32::try_from(
-        (config
-            .limits
-            .body_size_bytes_max
-            .saturating_mul(BODY_BUDGET_BODIES)
-            / 1024)
-            .max(1),
-    )
-    .unwrap_or(u32::MAX)
-    .min(Semaphore::MAX_PERMITS as u32);
     let app: Shared = Arc::new(App {
         store: store.clone(),
         config: config.clone(),
         http_loopback,
         metrics: Metrics::new(),
         writers: Semaphore::new(WRITERS_MAX),
-        body_budget_kib: Semaphore::new(body_budget_kib as usize),
-        body_budget_kib_max: body_budget_kib,
+        body_budget: Arc::new(budget::BodyBudget::new(config.limits.body_size_bytes_max)),
+        query_budget: budget::QueryBudget::new(config.limits.query_memory_bytes_max),
+        conn_metrics: Arc::new(conn::ConnMetrics::default()),
+        statsd_inode: statsd_socket
+            .as_ref()
+            .and_then(|s| statsd::prepare_socket(s, config.statsd.receive_buffer_bytes)),
         series_ids: series_cache_from_env(),
         metadata: Arc::new(metadata::Registry::open(&config.store.data_dir)),
         listening,
@@ -360,13 +399,25 @@ async fn serve(config: Config) -> Result<(), String> {
     if let Some(listener) = http_listener {
         let router = http::router(app.clone());
         let stop = stop_rx.clone();
-        tasks.spawn(conn::serve(listener, tls, router, stop));
+        let limits = conn::ConnLimits {
+            connections_max: connection_budget.http,
+            per_address_max: config.limits.connections_per_address_max,
+            header_read_timeout: Duration::from_millis(config.limits.header_read_timeout_ms),
+        };
+        let metrics = app.conn_metrics.clone();
+        tasks.spawn(conn::serve(listener, tls, router, limits, metrics, stop));
     }
     if let Some(socket) = statsd_socket {
         tasks.spawn(statsd::run(app.clone(), socket, stop_rx.clone()));
     }
     if let Some(listener) = graphite_listener {
-        tasks.spawn(graphite::run(app.clone(), listener, stop_rx.clone()));
+        let connections_max = connection_budget.graphite;
+        tasks.spawn(graphite::run(
+            app.clone(),
+            listener,
+            connections_max,
+            stop_rx.clone(),
+        ));
     }
     tasks.spawn(self_monitor(app.clone(), stop_rx.clone()));
 

@@ -14,14 +14,14 @@ use std::collections::HashMap;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use hist::{Histogram, QuantileType};
 use serde_json::{json, Value};
 use store::key::{write_part, Part, StreamKey};
 use store::{Kind, SeriesInfo};
 use store::{Slicing, TagQuery, SLICES_MAX, WORK_MAX_DEFAULT};
 
-use super::reply::{error, json_response};
+use super::reply::{error, json_response, Shape};
 use super::Shared;
 
 /// Default span of a fetch without `start`.
@@ -497,6 +497,19 @@ fn fetch_blocking(app: &Shared, params: &Params) -> Response {
         .iter()
         .filter(|s| kind_filter.is_none_or(|k| k == s.kind))
         .collect();
+    // Bounded before anything is read or allocated: the estimate of what this fetch holds
+    // (the slices read and the response text) is taken from the query memory budget all
+    // queries share, and held until the response is built.
+    let slices = slices as u64;
+    let estimate_bytes = wanted
+        .iter()
+        .map(|s| slices.saturating_mul(point_bytes(s.kind)))
+        .fold(0u64, u64::saturating_add);
+    let what = format!("{} series × {slices} slices", wanted.len());
+    let _held = match app.query_budget.take(estimate_bytes, &what) {
+        Ok(permit) => permit,
+        Err(e) => return e.response(Shape::Json),
+    };
     // Read everything under one view (one consistent snapshot), then let writers go on while
     // the response is built.
     let view = match app.store.view() {
@@ -520,14 +533,29 @@ fn fetch_blocking(app: &Shared, params: &Params) -> Response {
         }
     }
     drop(view);
-    let slice_ts = |i: usize| start_ms + i as i64 * period_ms;
-    let mut out = Vec::with_capacity(wanted.len());
-    for (info, data) in wanted.into_iter().zip(read) {
-        let data: Value = match data {
-            SeriesData::Numeric(aggs) => aggs
-                .iter()
-                .enumerate()
-                .map(|(i, agg)| match agg {
+    // The response is written as text slice by slice (a tree of JSON values cost ~0.75 KiB a
+    // slice), and each series' slices are dropped once written.
+    let head = json!({
+        "start_ms": start_ms,
+        "end_ms": end_ms,
+        "period_ms": period_ms,
+        "truncated": truncated,
+    });
+    let mut out = head.to_string().into_bytes();
+    out.pop(); // the closing brace: the series follow
+    out.extend_from_slice(b",\"series\":[");
+    let slice_ts = move |i: usize| start_ms + i as i64 * period_ms;
+    for (n, (info, data)) in wanted.into_iter().zip(read).enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        let mut entry = series_json(info).to_string().into_bytes();
+        entry.pop();
+        out.extend_from_slice(&entry);
+        out.extend_from_slice(b",\"data\":[");
+        let slice_values: Box<dyn Iterator<Item = Value> + '_> = match data {
+            SeriesData::Numeric(aggs) => {
+                Box::new(aggs.into_iter().enumerate().map(move |(i, agg)| match agg {
                     None => json!({ "ts_ms": slice_ts(i) }),
                     Some(a) => json!({
                         "ts_ms": slice_ts(i),
@@ -535,37 +563,53 @@ fn fetch_blocking(app: &Shared, params: &Params) -> Response {
                         "mean": a.mean(), "stddev": a.stddev(),
                         "first": a.first, "last": a.last,
                     }),
-                })
-                .collect(),
-            SeriesData::Histogram(hs) => hs
-                .iter()
-                .enumerate()
-                .map(|(i, h)| {
+                }))
+            }
+            SeriesData::Histogram(hs) => {
+                let transform = transform.as_ref();
+                Box::new(hs.into_iter().enumerate().map(move |(i, h)| {
                     json!({
                         "ts_ms": slice_ts(i),
-                        "value": histogram_json(h, transform.as_ref()),
+                        "value": histogram_json(&h, transform),
                     })
-                })
-                .collect(),
-            SeriesData::Text(changes) => changes
-                .into_iter()
-                .map(|(ts_ms, text)| json!({ "ts_ms": ts_ms, "value": text }))
-                .collect(),
+                }))
+            }
+            SeriesData::Text(changes) => Box::new(
+                changes
+                    .into_iter()
+                    .map(|(ts_ms, text)| json!({ "ts_ms": ts_ms, "value": text })),
+            ),
         };
-        let mut entry = series_json(info);
-        entry["data"] = data;
-        out.push(entry);
+        for (i, value) in slice_values.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            // Writing into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut out, &value);
+        }
+        out.extend_from_slice(b"]}");
     }
-    json_response(
+    out.extend_from_slice(b"]}");
+    (
         StatusCode::OK,
-        json!({
-            "start_ms": start_ms,
-            "end_ms": end_ms,
-            "period_ms": period_ms,
-            "truncated": truncated,
-            "series": out,
-        }),
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        out,
     )
+        .into_response()
+}
+
+/// Bytes a fetch is estimated to hold per slice of a series of this kind: the slice as read
+/// (a numeric aggregate is 80 bytes) and its response text (~170 bytes for a full numeric
+/// slice); a histogram slice's bins in both, estimated for a few dozen bins; text series are
+/// estimated per slice as well, though their changes are not bounded by the slices.
+fn point_bytes(kind: Kind) -> u64 {
+    match kind {
+        Kind::Numeric | Kind::Text => 256,
+        Kind::Histogram => 2048,
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,44 @@ use super::{now_ms, Endpoint, Shared};
 /// Datagrams read from the socket's queue after the stop signal, before the last flush.
 const DRAIN_DATAGRAMS_MAX: usize = 100_000;
 
+/// Asks the kernel for a receive buffer of `statsd.receive_buffer_bytes` (it caps the request at
+/// `net.core.rmem_max`); the socket's inode, by which `/proc/self/net/udp*` counts its drops.
+pub fn prepare_socket(socket: &tokio::net::UdpSocket, receive_buffer_bytes: u64) -> Option<u64> {
+    use rustix::net::sockopt;
+    let wanted = usize::try_from(receive_buffer_bytes).unwrap_or(usize::MAX);
+    if let Err(e) = sockopt::set_socket_recv_buffer_size(socket, wanted) {
+        tracing::warn!(error = %e, "statsd: cannot set the receive buffer size");
+    }
+    match sockopt::socket_recv_buffer_size(socket) {
+        // Linux reports twice the size asked for (its own bookkeeping included).
+        Ok(size) => tracing::info!(receive_buffer_bytes = size, "statsd: socket ready"),
+        Err(e) => tracing::debug!(error = %e, "statsd: receive buffer size unknown"),
+    }
+    rustix::fs::fstat(socket).ok().map(|stat| stat.st_ino)
+}
+
+/// Lines of `/proc/self/net/udp*` read when looking for the socket.
+const PROC_UDP_LINES_MAX: usize = 1_000_000;
+
+/// Datagrams the kernel dropped on the socket with this inode (its receive buffer was full),
+/// from the `drops` column of `/proc/self/net/udp` or `udp6`.
+pub fn kernel_drops(inode: u64) -> Option<u64> {
+    let inode = inode.to_string();
+    for table in ["/proc/self/net/udp", "/proc/self/net/udp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1).take(PROC_UDP_LINES_MAX) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref pointer drops
+            if fields.get(9) == Some(&inode.as_str()) {
+                return fields.last().and_then(|d| d.parse().ok());
+            }
+        }
+    }
+    None
+}
+
 /// Receives datagrams until stopped, flushing every `statsd.flush_interval_ms` and at the end.
 pub async fn run(app: Shared, socket: tokio::net::UdpSocket, mut stop: watch::Receiver<bool>) {
     let datagram_max = app.config.limits.udp_datagram_bytes_max;

@@ -50,6 +50,12 @@ fn content_type(path: &str) -> &'static str {
     }
 }
 
+/// Scripts, connections and images from this server only; styles may be set inline by the
+/// charts; no framing by any page.
+const UI_CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src \
+     'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; \
+     base-uri 'none'; form-action 'self'";
+
 fn file(path: &str) -> Response {
     let Some((_, bytes)) = assets::ASSETS.iter().find(|(p, _)| *p == path) else {
         return super::reply::error(StatusCode::NOT_FOUND, format!("no UI file `{path}`"));
@@ -64,6 +70,21 @@ fn file(path: &str) -> Response {
                 HeaderValue::from_static(content_type(path)),
             ),
             (header::CACHE_CONTROL, HeaderValue::from_static(cache)),
+            // The UI loads only its own files and talks only to this server; no other site may
+            // frame it (clickjacking) or have its responses sniffed as another type.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(UI_CONTENT_SECURITY_POLICY),
+            ),
+            (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+            (
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            ),
         ],
         *bytes,
     )

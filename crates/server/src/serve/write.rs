@@ -1,4 +1,4 @@
-//! Every ingest body's path, whatever its protocol: decompress, pick the parser, parse into the
+//! Every ingest body's path, whatever its protocol: pick the parser, parse into the
 //! insert sink (crate `insert`), hand the batch to the one function that writes to the store
 //! (`App::store_inserted`), and report what the body became.
 
@@ -15,7 +15,7 @@ use store::{Origin, Written};
 use super::kept::Kept;
 use super::metadata::Described;
 use super::reply::{Outcome, ServeError};
-use super::{now_ms, unzipped, App, Endpoint};
+use super::{now_ms, App, Endpoint};
 
 /// The two encodings of an httptrap body, chosen by `Content-Type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,7 +63,7 @@ impl Protocol {
     }
 }
 
-/// Decompresses (gzip if sent so), parses and writes one body on the blocking pool; what it
+/// Parses and writes one body (decompressed already, within the body budget) on the blocking pool; what it
 /// became. `extra_tags` go on every key (httptrap's `__check`). A body whose parse stopped is
 /// not written at all. A body with an `origin` already applied is acknowledged again without
 /// being applied (`Outcome::duplicate`).
@@ -71,15 +71,11 @@ pub async fn write_body(
     app: &Arc<App>,
     protocol: Protocol,
     body: impl AsRef<[u8]> + Send + 'static,
-    gzip: bool,
     extra_tags: Vec<Tag>,
     origin: Option<Origin>,
 ) -> Result<Outcome, ServeError> {
-    app.write_blocking(move |app| {
-        let bytes = unzipped(body.as_ref(), gzip, app.config.limits.body_size_bytes_max)?;
-        read_and_write(app, protocol, &bytes, &extra_tags, origin)
-    })
-    .await
+    app.write_blocking(move |app| read_and_write(app, protocol, body.as_ref(), &extra_tags, origin))
+        .await
 }
 
 /// Bytes of reading buffers kept for a next body (larger ones are dropped after use, so one huge

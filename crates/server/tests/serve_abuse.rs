@@ -1,0 +1,613 @@
+//! The real `strata serve` under attack: each test runs one attack while a watcher samples the
+//! server's resident memory and asks `/health`, and a well-behaved client writes one Influx
+//! sample at a time. Each asserts that the server stays up, its RSS stays under a bound, every
+//! `/health` answers within `HEALTH_WAIT_MS`, and every sample acknowledged before and during
+//! the attack reads back afterwards.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod serve_common;
+
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serve_common::{client, fetch, now_s, numeric_slices, series, Server};
+
+/// How long `/health` may take during an attack.
+const HEALTH_WAIT_MS: u64 = 1_000;
+/// The RSS every attack must stay under with default limits.
+const RSS_BYTES_MAX: u64 = 1 << 30;
+/// Between two looks of the watcher.
+const WATCH_EVERY_MS: u64 = 100;
+
+/// One attack at a time: each measures the server's answers under its own attack, not under
+/// the others' (the tests share two cores in CI).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Holds `ONE_AT_A_TIME` (a failed test leaves it poisoned; the next still runs).
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Resident memory of a process, from `/proc/<pid>/status`.
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .map(|v| v.trim().parse().unwrap())
+        .expect("VmRSS in /proc/<pid>/status");
+    kib * 1024
+}
+
+/// What the watcher and the well-behaved client saw during an attack.
+#[derive(Debug, Default)]
+struct Watched {
+    rss_peak_bytes: u64,
+    health_slowest_ms: u128,
+    health_failures: Vec<String>,
+    /// Millisecond timestamps of the samples the well-behaved client got a 2xx for.
+    acknowledged_ms: Vec<i64>,
+    write_failures: Vec<String>,
+    write_slowest_ms: u128,
+}
+
+/// Runs `attack` while watching the server; the well-behaved client writes
+/// `good,client=w v=1 <ms>` every `WATCH_EVERY_MS` from `start_ms` on, one millisecond apart.
+fn during(server: &Server, start_ms: i64, attack: impl FnOnce()) -> Watched {
+    let pid = server.child.as_ref().unwrap().id();
+    let done = Arc::new(AtomicBool::new(false));
+    let watched = Arc::new(Mutex::new(Watched::default()));
+    let health_url = server.url("/health");
+    let write_url = server.url("/write?precision=ms");
+    let watcher = {
+        let (done, watched) = (done.clone(), watched.clone());
+        std::thread::spawn(move || {
+            // A new connection per look, as a load balancer's probe would open.
+            while !done.load(Ordering::Relaxed) {
+                let rss = rss_bytes(pid);
+                let probe = reqwest::blocking::Client::builder()
+                    .timeout(Duration::from_millis(HEALTH_WAIT_MS))
+                    .build()
+                    .unwrap();
+                let started = Instant::now();
+                let answer = probe.get(&health_url).send();
+                let took_ms = started.elapsed().as_millis();
+                let mut w = watched.lock().unwrap();
+                w.rss_peak_bytes = w.rss_peak_bytes.max(rss);
+                w.health_slowest_ms = w.health_slowest_ms.max(took_ms);
+                match answer {
+                    Ok(r) if r.status().as_u16() == 200 => {}
+                    Ok(r) => w.health_failures.push(format!("status {}", r.status())),
+                    Err(e) => w.health_failures.push(format!("{e} after {took_ms} ms")),
+                }
+                drop(w);
+                std::thread::sleep(Duration::from_millis(WATCH_EVERY_MS));
+            }
+        })
+    };
+    let writer = {
+        let (done, watched) = (done.clone(), watched.clone());
+        std::thread::spawn(move || {
+            let http = client();
+            let mut ts_ms = start_ms;
+            while !done.load(Ordering::Relaxed) {
+                let started = Instant::now();
+                let answer = http
+                    .post(&write_url)
+                    .body(format!("good,client=w v=1 {ts_ms}\n"))
+                    .send();
+                let took_ms = started.elapsed().as_millis();
+                let mut w = watched.lock().unwrap();
+                w.write_slowest_ms = w.write_slowest_ms.max(took_ms);
+                match answer {
+                    Ok(r) if r.status().is_success() => w.acknowledged_ms.push(ts_ms),
+                    Ok(r) => {
+                        let status = r.status();
+                        w.write_failures
+                            .push(format!("{status}: {}", r.text().unwrap()))
+                    }
+                    Err(e) => w.write_failures.push(e.to_string()),
+                }
+                drop(w);
+                ts_ms += 1;
+                std::thread::sleep(Duration::from_millis(WATCH_EVERY_MS));
+            }
+        })
+    };
+    // Let the watcher and the writer see the server before the attack.
+    std::thread::sleep(Duration::from_millis(3 * WATCH_EVERY_MS));
+    attack();
+    std::thread::sleep(Duration::from_millis(3 * WATCH_EVERY_MS));
+    done.store(true, Ordering::Relaxed);
+    watcher.join().unwrap();
+    writer.join().unwrap();
+    Arc::into_inner(watched).unwrap().into_inner().unwrap()
+}
+
+/// The assertions every attack shares: up, under the RSS bound, `/health` always answered,
+/// every acknowledged sample there.
+fn assert_survived(server: &mut Server, watched: &Watched, what: &str, rss_bytes_max: u64) {
+    eprintln!(
+        "{what}: rss peak {} MiB, slowest /health {} ms, slowest write {} ms, {} writes \
+         acknowledged",
+        watched.rss_peak_bytes >> 20,
+        watched.health_slowest_ms,
+        watched.write_slowest_ms,
+        watched.acknowledged_ms.len()
+    );
+    let child = server.child.as_mut().unwrap();
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "{what}: the server exited"
+    );
+    assert!(
+        watched.rss_peak_bytes < rss_bytes_max,
+        "{what}: RSS reached {} MiB",
+        watched.rss_peak_bytes >> 20
+    );
+    assert!(
+        watched.health_failures.is_empty(),
+        "{what}: /health failed: {:?}",
+        watched.health_failures
+    );
+    assert!(
+        watched.write_failures.is_empty(),
+        "{what}: well-behaved writes failed: {:?}",
+        watched.write_failures
+    );
+    assert!(
+        !watched.acknowledged_ms.is_empty(),
+        "{what}: no write acknowledged"
+    );
+    let result = fetch(server, "and(client:w)", now_s(), "");
+    let stored: u64 = numeric_slices(series(&result, "good_v|ST[client:w]"))
+        .iter()
+        .map(|s| s["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        stored,
+        watched.acknowledged_ms.len() as u64,
+        "{what}: acknowledged samples missing"
+    );
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+/// The RSS bound of the gzip attack: the body limit is 16 MiB there, so the body budget is
+/// 64 MiB (the allocator keeps some freed buffers besides); 32 bombs decompressed at once, as
+/// before, held over 512 MiB.
+const GZIP_RSS_BYTES_MAX: u64 = 400 << 20;
+
+/// 32 clients at once, each sending a gzip body of ~100 KiB that decompresses to 96 MiB, with
+/// a 16 MiB body limit (a 64 MiB budget): the budget counts decompressed bytes as gzip
+/// produces them, so each bomb stops at the body limit (413), or waits for the budget and is
+/// refused (503), or outlasts the request timeout (408); memory stays near the budget.
+#[test]
+fn gzip_bombs_stay_within_the_body_budget() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("strata.toml");
+    std::fs::write(&config, "[limits]\nbody_size_bytes_max = 16777216\n").unwrap();
+    let mut server = Server::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let bomb = Arc::new(gzip(&vec![b'0'; 96 << 20]));
+    assert!(bomb.len() < 200 << 10, "bomb is {} bytes", bomb.len());
+    let url = server.url("/write?precision=ms");
+    let start_ms = now_s() * 1000;
+    let statuses = Arc::new(Mutex::new(Vec::new()));
+    let watched = during(&server, start_ms, || {
+        let senders: Vec<_> = (0..32)
+            .map(|_| {
+                let (bomb, url, statuses) = (bomb.clone(), url.clone(), statuses.clone());
+                std::thread::spawn(move || {
+                    let http = client();
+                    {
+                        let answer = http
+                            .post(&url)
+                            .header("Content-Encoding", "gzip")
+                            .body(bomb.as_ref().clone())
+                            .send();
+                        let seen = match answer {
+                            Ok(r) => r.status().as_u16().to_string(),
+                            // Refused before the whole body was read: the connection closes.
+                            Err(_) => "closed".to_owned(),
+                        };
+                        statuses.lock().unwrap().push(seen);
+                    }
+                })
+            })
+            .collect();
+        for sender in senders {
+            sender.join().unwrap();
+        }
+    });
+    let statuses = statuses.lock().unwrap();
+    eprintln!("bomb answers: {statuses:?}");
+    assert!(
+        statuses
+            .iter()
+            .all(|s| s == "413" || s == "503" || s == "408" || s == "closed"),
+        "{statuses:?}"
+    );
+    assert!(statuses.iter().any(|s| s == "413"), "{statuses:?}");
+    assert_survived(&mut server, &watched, "gzip bombs", GZIP_RSS_BYTES_MAX);
+}
+
+/// 40 series. Fetching all of them over 700 days at one-minute slices (0.75 GiB a series
+/// before) is refused with a 422 naming the limit before anything is read. With the query
+/// budget at 16 MiB, 4 clients at once fetching one series over 40 days (57,600 slices,
+/// ≈ 14 MiB estimated each: one fits at a time) are served while they fit and answered 503
+/// naming the limit otherwise.
+#[test]
+fn huge_fetches_are_bounded_before_they_allocate() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("strata.toml");
+    std::fs::write(&config, "[limits]\nquery_memory_bytes_max = 16777216\n").unwrap();
+    let mut server = Server::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let now = now_s();
+    let lines: String = (0..40)
+        .map(|n| format!("big,s={n} v={n} {now}\n"))
+        .collect();
+    let written = client()
+        .post(server.url("/write?precision=s"))
+        .body(lines)
+        .send()
+        .unwrap();
+    assert_eq!(written.status().as_u16(), 204);
+    let days = |d: i64| format!("start={}&end={now}&period=1m", now - d * 86_400);
+    let all = server.url(&format!(
+        "/api/strata/v1/fetch?query=and(__name:big_v)&{}",
+        days(700)
+    ));
+    let one = server.url(&format!(
+        "/api/strata/v1/fetch?query=and(__name:big_v,s:7)&{}",
+        days(40)
+    ));
+    let statuses = Arc::new(Mutex::new(Vec::new()));
+    let watched = during(&server, now * 1000, || {
+        let clients: Vec<_> = (0..4)
+            .map(|_| {
+                let (all, one, statuses) = (all.clone(), one.clone(), statuses.clone());
+                std::thread::spawn(move || {
+                    let http = client();
+                    for _ in 0..2 {
+                        let refused = http.get(&all).send().unwrap();
+                        assert_eq!(refused.status().as_u16(), 422);
+                        let reply: serde_json::Value = refused.json().unwrap();
+                        let message = reply["error"].as_str().unwrap();
+                        assert!(
+                            message.contains("limits.query_memory_bytes_max")
+                                && message.contains("40 series"),
+                            "{message}"
+                        );
+                        let answer = http.get(&one).send().unwrap();
+                        let status = answer.status().as_u16();
+                        if status == 200 {
+                            let body: serde_json::Value = answer.json().unwrap();
+                            let data = body["series"][0]["data"].as_array().unwrap();
+                            assert!(data.len() >= 57_600, "{} slices", data.len());
+                            let last = data.iter().rev().find(|d| d.get("count").is_some());
+                            assert_eq!(last.unwrap()["sum"], 7.0);
+                        } else {
+                            let text = answer.text().unwrap();
+                            assert!(text.contains("limits.query_memory_bytes_max"), "{text}");
+                        }
+                        statuses.lock().unwrap().push(status);
+                    }
+                })
+            })
+            .collect();
+        for c in clients {
+            c.join().unwrap();
+        }
+    });
+    let statuses = statuses.lock().unwrap();
+    eprintln!("one-series fetch answers: {statuses:?}");
+    assert!(statuses.iter().all(|s| *s == 200 || *s == 503));
+    assert!(statuses.contains(&200), "{statuses:?}");
+    assert_survived(&mut server, &watched, "huge fetches", RSS_BYTES_MAX);
+}
+
+/// Raises this test process's open-file limit to its hard limit (the attack holds over a
+/// thousand sockets).
+fn raise_own_open_files() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let raised = Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    setrlimit(Resource::Nofile, raised).unwrap();
+}
+
+/// Opens `count` TCP connections to `server` from the local address `source` (any 127.0.0.0/8
+/// address works on Linux), sending nothing.
+fn idle_connections(source: &str, server: &str, count: usize) -> Vec<std::net::TcpStream> {
+    use std::net::SocketAddr;
+    let target: SocketAddr = server.parse().unwrap();
+    (0..count)
+        .map(|_| {
+            let socket = socket2::Socket::new(
+                socket2::Domain::IPV4,
+                socket2::Type::STREAM,
+                Some(socket2::Protocol::TCP),
+            )
+            .unwrap();
+            let local: SocketAddr = format!("{source}:0").parse().unwrap();
+            socket.bind(&local.into()).unwrap();
+            socket
+                .connect_timeout(&target.into(), Duration::from_secs(10))
+                .unwrap();
+            socket.into()
+        })
+        .collect()
+}
+
+/// Whether the server has closed this connection (EOF or reset within the read timeout).
+fn closed_by_server(stream: &mut std::net::TcpStream) -> bool {
+    use std::io::Read as _;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
+/// 1,200 connections from four addresses that never send a byte, and 5 uploads that declare
+/// 64 MiB and send one byte a second: at most `connections_per_address_max` of an address's
+/// connections are kept (the rest closed when accepted), idle ones are closed after the header
+/// timeout, the trickled uploads are answered 408 once behind the minimum rate, and `/health`
+/// and a well-behaved client never wait.
+#[test]
+fn idle_floods_and_trickled_bodies_are_closed() {
+    let _alone = alone();
+    raise_own_open_files();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("strata.toml");
+    std::fs::write(
+        &config,
+        "[limits]\nheader_read_timeout_ms = 2000\nconnections_per_address_max = 256\n",
+    )
+    .unwrap();
+    let mut server = Server::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let http = server.http.clone().unwrap();
+    let start_ms = now_s() * 1000;
+    let slow_answers = Arc::new(Mutex::new(Vec::new()));
+    let watched = during(&server, start_ms, || {
+        let trickles: Vec<_> = (0..5)
+            .map(|_| {
+                let (http, answers) = (http.clone(), slow_answers.clone());
+                std::thread::spawn(move || {
+                    use std::io::Read as _;
+                    let mut stream = std::net::TcpStream::connect(&http).unwrap();
+                    stream
+                        .write_all(
+                            b"POST /write?precision=ms HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                              Content-Length: 67108864\r\n\r\n",
+                        )
+                        .unwrap();
+                    stream
+                        .set_read_timeout(Some(Duration::from_millis(1000)))
+                        .unwrap();
+                    let mut answer = Vec::new();
+                    // At most 30 s of one byte a second.
+                    for _ in 0..30 {
+                        if stream.write_all(b"x").is_err() {
+                            break;
+                        }
+                        let mut buffer = [0u8; 4096];
+                        match stream.read(&mut buffer) {
+                            Ok(0) => break,
+                            Ok(n) => {
+                                answer.extend_from_slice(&buffer[..n]);
+                                break;
+                            }
+                            Err(_) => {}
+                        }
+                    }
+                    answers
+                        .lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&answer).into_owned());
+                })
+            })
+            .collect();
+        let mut idle = Vec::new();
+        for source in ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"] {
+            idle.extend(idle_connections(source, &http, 300));
+        }
+        // The header timeout (2 s) has passed for all of them.
+        std::thread::sleep(Duration::from_secs(3));
+        let open = idle.iter_mut().position(|s| !closed_by_server(s));
+        assert_eq!(open, None, "an idle connection left open");
+        for t in trickles {
+            t.join().unwrap();
+        }
+    });
+    let answers = slow_answers.lock().unwrap();
+    for answer in answers.iter() {
+        assert!(
+            answer.starts_with("HTTP/1.1 408")
+                && answer.contains("limits.body_rate_bytes_per_s_min"),
+            "a trickled upload got {answer:?}"
+        );
+    }
+    let metrics = serve_common::metrics_text(&server);
+    let counter = |line: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(line))
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap_or_else(|| panic!("no {line} in /metrics"))
+    };
+    // Each idle connection was closed either when accepted (its address had 256 open) or
+    // after the header timeout.
+    let refused = counter("strata_connections_refused_total{listener=\"http\"}");
+    let idle_closed = counter("strata_http_connections_idle_closed_total");
+    assert!(refused >= 1, "none refused by the per-address limit");
+    assert!(
+        refused + idle_closed >= 4 * 300,
+        "{refused} + {idle_closed}"
+    );
+    assert_survived(
+        &mut server,
+        &watched,
+        "idle flood and trickled bodies",
+        RSS_BYTES_MAX,
+    );
+}
+
+/// A burst of 20,000 statsd datagrams: whatever the kernel dropped is counted in `/metrics`
+/// (`strata_statsd_kernel_drops_total`), and a gauge delta that would overflow is refused, so
+/// the stored gauge keeps its finite value (it stored +Inf before).
+#[test]
+fn statsd_bursts_are_counted_and_gauge_overflow_refused() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("strata.toml");
+    std::fs::write(&config, "[statsd]\nflush_interval_ms = 200\n").unwrap();
+    let server = Server::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let target = server.statsd.clone().unwrap();
+    socket
+        .send_to(b"big:1e308|g|#burst:no\nbig:+1e308|g|#burst:no\n", &target)
+        .unwrap();
+    for i in 0..20_000 {
+        let line = format!("burst.{}:1|c|#burst:yes", i % 100);
+        socket.send_to(line.as_bytes(), &target).unwrap();
+    }
+    let now = now_s();
+    let last = serve_common::eventually("the gauge", || {
+        let result = fetch(&server, "and(burst:no)", now, "");
+        let slices = result["series"].as_array()?.first()?["data"]
+            .as_array()?
+            .clone();
+        slices.iter().find_map(|s| s.get("last").cloned())
+    });
+    assert_eq!(last, serde_json::json!(1e308));
+    let metrics = serve_common::metrics_text(&server);
+    let drops = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("strata_statsd_kernel_drops_total "))
+        .unwrap_or_else(|| panic!("no kernel drop counter in {metrics}"));
+    eprintln!("statsd burst: {drops} datagrams dropped by the kernel");
+    assert!(drops.trim().parse::<u64>().is_ok());
+}
+
+/// What a browser page of another site sends is refused with a 403 naming why: a foreign
+/// `Origin` (unless configured), `Sec-Fetch-Site: cross-site`, and a `Host` that is not one of
+/// a loopback server's names (DNS rebinding). Same-origin requests and clients that send no
+/// `Origin` (every agent) keep working.
+#[test]
+fn cross_site_requests_and_rebound_hosts_are_refused() {
+    let _alone = alone();
+    use std::io::Read as _;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("strata.toml");
+    std::fs::write(
+        &config,
+        "[auth]\nallowed_origins = [\"https://grafana.example.com\"]\n",
+    )
+    .unwrap();
+    let server = Server::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let http = server.http.clone().unwrap();
+    let write = server.url("/write?precision=s");
+    let now = now_s();
+    let post = |headers: &[(&str, String)]| {
+        let mut request = client().post(&write).body(format!("xs v=1 {now}"));
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let response = request.send().unwrap();
+        let status = response.status().as_u16();
+        (status, response.text().unwrap())
+    };
+    let (status, text) = post(&[("Origin", "https://evil.example".to_owned())]);
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("auth.allowed_origins"), "{text}");
+    let (status, text) = post(&[("Sec-Fetch-Site", "cross-site".to_owned())]);
+    assert_eq!(status, 403, "{text}");
+    assert_eq!(post(&[("Origin", format!("http://{http}"))]).0, 204);
+    let configured = ("Origin", "https://grafana.example.com".to_owned());
+    assert_eq!(post(&[configured]).0, 204);
+    assert_eq!(post(&[]).0, 204, "no Origin: an agent");
+    // A rebinding page's request carries its own name as Host.
+    let mut stream = std::net::TcpStream::connect(&http).unwrap();
+    stream
+        .write_all(b"GET /api/strata/v1/find?query=and(__name:xs_v) HTTP/1.1\r\nHost: evil.example:8112\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(answer.contains("auth.allowed_hosts"), "{answer}");
+    let found = serve_common::get_json(&server.url("/api/strata/v1/find?query=and(__name:xs_v)"));
+    assert_eq!(found.as_array().unwrap().len(), 1);
+}
+
+/// A server on a non-loopback address without a token refuses to start, saying why and what
+/// to do; with a token, or with `--insecure-open`, it starts.
+#[test]
+fn an_open_network_listener_needs_a_token_or_insecure_open() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let output = serve_common::strata()
+        .args([
+            "serve",
+            "--http",
+            "0.0.0.0:0",
+            "--statsd",
+            "off",
+            "--graphite",
+            "off",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("auth.token") && stderr.contains("--insecure-open"),
+        "{stderr}"
+    );
+    let open = Server::start(
+        &dir.path().join("open"),
+        &["--http", "0.0.0.0:0", "--insecure-open"],
+    );
+    drop(open);
+    let config = dir.path().join("strata.toml");
+    std::fs::write(&config, "[auth]\ntoken = \"t0ken\"\n").unwrap();
+    let tokened = Server::start(
+        &dir.path().join("tokened"),
+        &["--http", "0.0.0.0:0", "--config", config.to_str().unwrap()],
+    );
+    drop(tokened);
+}
