@@ -83,7 +83,7 @@ pub fn run(args: QueryArgs) -> ExitCode {
     }
 }
 
-type Failure = (u8, String);
+pub(crate) type Failure = (u8, String);
 
 fn run_local(args: &QueryArgs, dir: &std::path::Path) -> Result<Value, Failure> {
     let now_ms = SystemTime::now()
@@ -170,10 +170,32 @@ fn run_remote(args: &QueryArgs) -> Result<Value, Failure> {
     }
     request.push_str("\r\n");
     conn.write_all(request.as_bytes()).map_err(io)?;
+    let (status, _head, body) = read_response(conn, host, RESPONSE_SIZE_MAX_BYTES)?;
+    let value: Result<Value, _> = serde_json::from_slice(&body);
+    match (status, value) {
+        (200, Ok(v)) => Ok(v),
+        (s, Ok(v)) => {
+            let msg = v["error"].as_str().unwrap_or("error").to_string();
+            Err((if s == 400 { 2 } else { 1 }, format!("HTTP {s}: {msg}")))
+        }
+        (s, Err(_)) => Err((
+            1,
+            format!("HTTP {s}: {}", String::from_utf8_lossy(&body).trim()),
+        )),
+    }
+}
+
+/// Reads a `Connection: close` HTTP/1.1 answer of at most `size_max_bytes`: its status, its
+/// header block and its body (de-chunked). Shared by the CLI's plain-HTTP clients.
+pub(crate) fn read_response(
+    conn: TcpStream,
+    host: &str,
+    size_max_bytes: u64,
+) -> Result<(u16, String, Vec<u8>), Failure> {
     let mut raw = Vec::new();
-    conn.take(RESPONSE_SIZE_MAX_BYTES)
+    conn.take(size_max_bytes)
         .read_to_end(&mut raw)
-        .map_err(io)?;
+        .map_err(|e| (1, format!("talking to {host}: {e}")))?;
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -191,18 +213,7 @@ fn run_remote(args: &QueryArgs) -> Result<Value, Failure> {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| (1, format!("{host}: no status line")))?;
-    let value: Result<Value, _> = serde_json::from_slice(&body);
-    match (status, value) {
-        (200, Ok(v)) => Ok(v),
-        (s, Ok(v)) => {
-            let msg = v["error"].as_str().unwrap_or("error").to_string();
-            Err((if s == 400 { 2 } else { 1 }, format!("HTTP {s}: {msg}")))
-        }
-        (s, Err(_)) => Err((
-            1,
-            format!("HTTP {s}: {}", String::from_utf8_lossy(&body).trim()),
-        )),
-    }
+    Ok((status, head, body))
 }
 
 fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {

@@ -4,7 +4,7 @@
 //! Exit codes: 0 ok, 1 a test failed or the server/store could not be reached, 2 a file or an
 //! argument is wrong.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -234,21 +234,6 @@ pub fn query_string(pairs: &[(&str, Option<String>)]) -> String {
     }
 }
 
-fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = body.windows(2).position(|w| w == b"\r\n")?;
-        let size_text = std::str::from_utf8(&body[..line_end]).ok()?;
-        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
-        body = &body[line_end + 2..];
-        if size == 0 {
-            return Some(out);
-        }
-        out.extend_from_slice(body.get(..size)?);
-        body = body.get(size + 2..)?;
-    }
-}
-
 /// A server's answer.
 pub struct Answer {
     pub status: u16,
@@ -297,27 +282,8 @@ pub fn http(
     request.push_str("\r\n");
     request.push_str(body);
     conn.write_all(request.as_bytes()).map_err(io)?;
-    let mut raw = Vec::new();
-    conn.take(RESPONSE_SIZE_MAX_BYTES)
-        .read_to_end(&mut raw)
-        .map_err(io)?;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| (1, format!("{host}: not an HTTP answer")))?;
-    let head = String::from_utf8_lossy(&raw[..split]).to_string();
-    let mut bytes = raw[split + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        bytes = dechunk(&bytes).ok_or_else(|| (1, format!("{host}: bad chunked body")))?;
-    }
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| (1, format!("{host}: no status line")))?;
+    let (status, head, bytes) =
+        crate::cli_query::read_response(conn, host, RESPONSE_SIZE_MAX_BYTES)?;
     let etag = head.lines().find_map(|l| {
         let (k, v) = l.split_once(':')?;
         k.trim()
