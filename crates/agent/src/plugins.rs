@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use broker::record::{self, Mode, Sample, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use crate::collect::Out;
 
@@ -29,6 +29,55 @@ pub const PLUGIN_LINES_MAX: usize = 10_000;
 pub const PLUGIN_LINE_BYTES_MAX: usize = 64 << 10;
 /// A one-shot plugin's run, at most.
 pub const PLUGIN_TIMEOUT_MS_MAX: u64 = 5_000;
+
+/// A line of a plugin's output.
+enum Line {
+    Text(String),
+    /// Longer than `PLUGIN_LINE_BYTES_MAX`, or not UTF-8.
+    Garbage,
+}
+
+/// A plugin's stdout as lines of at most `PLUGIN_LINE_BYTES_MAX` bytes: the rest of a longer
+/// line is read and dropped, so one endless line cannot grow the agent's memory.
+struct Lines<R> {
+    reader: BufReader<R>,
+    buf: Vec<u8>,
+}
+
+impl<R: AsyncRead + Unpin> Lines<R> {
+    async fn next(&mut self) -> std::io::Result<Option<Line>> {
+        self.buf.clear();
+        let mut too_long = false;
+        loop {
+            let chunk = self.reader.fill_buf().await?;
+            if chunk.is_empty() {
+                if self.buf.is_empty() && !too_long {
+                    return Ok(None);
+                }
+                break;
+            }
+            let newline = chunk.iter().position(|&b| b == b'\n');
+            let take = newline.map_or(chunk.len(), |i| i + 1);
+            let room = PLUGIN_LINE_BYTES_MAX + 1 - self.buf.len().min(PLUGIN_LINE_BYTES_MAX + 1);
+            too_long |= take > room;
+            self.buf.extend_from_slice(&chunk[..take.min(room)]);
+            self.reader.consume(take);
+            if newline.is_some() {
+                break;
+            }
+        }
+        while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
+            self.buf.pop();
+        }
+        if too_long || self.buf.len() > PLUGIN_LINE_BYTES_MAX {
+            return Ok(Some(Line::Garbage));
+        }
+        Ok(Some(match String::from_utf8(std::mem::take(&mut self.buf)) {
+            Ok(text) => Line::Text(text),
+            Err(_) => Line::Garbage,
+        }))
+    }
+}
 
 /// One plugin's latest state.
 #[derive(Default)]
@@ -74,7 +123,13 @@ fn executables(dir: &Path) -> Vec<(String, PathBuf)> {
 fn plugin_name(file: &str) -> String {
     let stem = file.split('.').next().unwrap_or(file);
     stem.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -86,7 +141,11 @@ pub fn parse_set(lines: &[String], now_ms: i64) -> (Vec<Sample>, u64) {
         let samples = if batch.stopped() {
             Vec::new()
         } else {
-            batch.samples.iter().map(|s| record::from_ingest(s, now_ms)).collect()
+            batch
+                .samples
+                .iter()
+                .map(|s| record::from_ingest(s, now_ms))
+                .collect()
         };
         return (samples, batch.rejected_total as u64);
     }
@@ -110,10 +169,14 @@ pub fn parse_set(lines: &[String], now_ms: i64) -> (Vec<Sample>, u64) {
 /// `name<TAB>type<TAB>value`, or `name<TAB>type` for a null.
 fn parse_line(line: &str) -> Option<(&str, Value)> {
     let mut f = line.splitn(3, '\t');
-    let name = f.next().filter(|n| !n.is_empty() && n.len() <= ingest::NAME_BYTES_MAX)?;
+    let name = f
+        .next()
+        .filter(|n| !n.is_empty() && n.len() <= ingest::NAME_BYTES_MAX)?;
     let kind = f.next()?;
     let Some(text) = f.next() else {
-        return ["i", "I", "l", "L", "n", "s"].contains(&kind).then_some((name, Value::Null));
+        return ["i", "I", "l", "L", "n", "s"]
+            .contains(&kind)
+            .then_some((name, Value::Null));
     };
     let value = match kind {
         "i" | "I" | "l" | "L" | "n" => {
@@ -173,15 +236,18 @@ impl Plugins {
         let Some(stdout) = child.stdout.take() else {
             return self.finish(&name, |s| s.failures += 1);
         };
-        let mut lines = BufReader::new(stdout).lines();
+        let mut lines = Lines {
+            reader: BufReader::new(stdout),
+            buf: Vec::new(),
+        };
         let deadline = tokio::time::Instant::now() + self.timeout;
         let mut set: Vec<String> = Vec::new();
         let mut long_running = false;
         loop {
             let next = if long_running {
-                lines.next_line().await
+                lines.next().await
             } else {
-                match tokio::time::timeout_at(deadline, lines.next_line()).await {
+                match tokio::time::timeout_at(deadline, lines.next()).await {
                     Ok(r) => r,
                     Err(_) => {
                         tracing::warn!(plugin = %name, "plugin timed out; killed");
@@ -195,26 +261,17 @@ impl Plugins {
                 }
             };
             match next {
-                Ok(Some(line)) if line.trim().is_empty() => {
+                Ok(Some(Line::Text(line))) if line.trim().is_empty() => {
                     if !set.is_empty() {
                         long_running = true;
                         self.commit(&name, &std::mem::take(&mut set), true);
                     }
                 }
-                Ok(Some(mut line)) => {
-                    if set.len() >= PLUGIN_LINES_MAX {
-                        self.with(|s| s.entry(name.clone()).or_default().garbage_lines += 1);
-                        continue;
-                    }
-                    line.truncate(PLUGIN_LINE_BYTES_MAX);
-                    set.push(line);
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    // Not UTF-8: a garbage line; the reader cannot go on past it.
+                Ok(Some(Line::Text(line))) if set.len() < PLUGIN_LINES_MAX => set.push(line),
+                Ok(Some(_)) => {
                     self.with(|s| s.entry(name.clone()).or_default().garbage_lines += 1);
-                    break;
                 }
+                Ok(None) | Err(_) => break,
             }
         }
         let status = tokio::time::timeout(self.timeout, child.wait()).await;
@@ -264,10 +321,19 @@ impl Plugins {
     pub fn emit(&self, host: &str, out: &mut Out) {
         self.with(|states| {
             for (name, s) in states.iter() {
-                let tags = vec![("host".to_owned(), host.to_owned()), ("plugin".to_owned(), name.clone())];
+                let tags = vec![
+                    ("host".to_owned(), host.to_owned()),
+                    ("plugin".to_owned(), name.clone()),
+                ];
                 for sample in &s.samples {
                     let mut t = tags.clone();
-                    t.extend(sample.tags.iter().filter(|(c, _)| c != "host" && c != "plugin").cloned());
+                    t.extend(
+                        sample
+                            .tags
+                            .iter()
+                            .filter(|(c, _)| c != "host" && c != "plugin")
+                            .cloned(),
+                    );
                     out.samples.push(Sample {
                         name: sample.name.clone(),
                         tags: t,
@@ -277,7 +343,11 @@ impl Plugins {
                     });
                 }
                 out.num("plugin_ok", tags.clone(), if s.ok { 1.0 } else { 0.0 });
-                out.num("plugin_long_running", tags.clone(), f64::from(u8::from(s.long_running)));
+                out.num(
+                    "plugin_long_running",
+                    tags.clone(),
+                    f64::from(u8::from(s.long_running)),
+                );
                 out.num("plugin_runs_total", tags.clone(), s.runs as f64);
                 out.num("plugin_timeouts_total", tags.clone(), s.timeouts as f64);
                 out.num("plugin_failures_total", tags.clone(), s.failures as f64);
@@ -293,10 +363,17 @@ mod tests {
 
     #[test]
     fn tab_lines_and_garbage() {
-        let lines: Vec<String> = ["a\tL\t5", "b\tn\t1.5", "c\ts\thello world", "d\ti", "junk", "e\tx\t1"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let lines: Vec<String> = [
+            "a\tL\t5",
+            "b\tn\t1.5",
+            "c\ts\thello world",
+            "d\ti",
+            "junk",
+            "e\tx\t1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let (samples, garbage) = parse_set(&lines, 7);
         assert_eq!(samples.len(), 4);
         assert_eq!(samples[0].value, Value::Numeric(5.0));
@@ -307,10 +384,13 @@ mod tests {
 
     #[test]
     fn json_with_histograms() {
-        let lines = vec![r#"{"lat": {"_type": "h", "_value": ["H[1.0e+00]=3"]}, "n": 2}"#.to_owned()];
+        let lines =
+            vec![r#"{"lat": {"_type": "h", "_value": ["H[1.0e+00]=3"]}, "n": 2}"#.to_owned()];
         let (samples, garbage) = parse_set(&lines, 7);
         assert_eq!((samples.len(), garbage), (2, 0));
-        let Value::Histogram(h) = &samples[0].value else { panic!("not a histogram") };
+        let Value::Histogram(h) = &samples[0].value else {
+            panic!("not a histogram")
+        };
         assert_eq!(h.sample_count(), 3);
     }
 }
