@@ -1,8 +1,9 @@
 //! `strata serve --cluster` on a real 3-broker Kafka 4.1 cluster (`scripts/kafka-cluster`) with
 //! three storage nodes on two sides and two fronts, under steady ingest of numerics and
 //! histograms sent with the exactly-once headers (a request that failed is resent as it was,
-//! to either front, until acknowledged): `kill -9` of a broker, then of a storage node, both
-//! restarted later; then a storage node's disk wiped and rebuilt from Kafka. Afterwards every
+//! to either front, until acknowledged): `kill -9` of a broker, of a storage node, of a front,
+//! of a broker and a storage node together, each restarted later; then a storage node's disk
+//! wiped and rebuilt from Kafka. Afterwards every
 //! acknowledged sample is there on both sides, histogram counts are exact (nothing counted
 //! twice), and both sides' answers for every partition are byte-identical.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -20,7 +21,7 @@ use serde_json::Value;
 use serve_common::{client, get_json, now_s, urlencode, Server, BIN};
 
 /// Ingest rounds; each sends one Influx body (numerics) and one httptrap body (histograms).
-const ROUNDS: usize = 240;
+const ROUNDS: usize = 320;
 /// Streams of each kind per body.
 const STREAMS: usize = 8;
 /// Samples in each histogram sample (two bins: 2 + 1).
@@ -281,9 +282,9 @@ fn acknowledged_writes_survive_broker_and_storage_node_kills() {
         root: tmp.path().to_path_buf(),
         ports,
     };
-    let a1 = cluster.start("a1");
+    let mut a1 = Some(cluster.start("a1"));
     let mut a2 = Some(cluster.start("a2"));
-    let b1 = cluster.start("b1");
+    let mut b1 = Some(cluster.start("b1"));
     let fronts = vec![cluster.http("a1"), cluster.http("b1")];
 
     // Steady ingest on another thread; faults on this one as it progresses.
@@ -303,24 +304,35 @@ fn acknowledged_writes_survive_broker_and_storage_node_kills() {
             }
         })
     };
-    let wait_for = |round: usize| {
-        while progress.load(Ordering::Acquire) < round {
-            assert!(!ingest.is_finished() || progress.load(Ordering::Acquire) >= ROUNDS);
+    let phase = |n: usize| {
+        while progress.load(Ordering::Acquire) < n * ROUNDS / 8 {
+            assert!(!ingest.is_finished(), "ingest stopped early");
             std::thread::sleep(Duration::from_millis(20));
         }
+        eprintln!("phase {n}");
     };
-    wait_for(ROUNDS / 6);
+    phase(1);
     kafka.kill9(3);
-    wait_for(2 * ROUNDS / 6);
-    drop(a2.take()); // kill -9 of a storage node under load
-    wait_for(3 * ROUNDS / 6);
+    phase(2);
+    drop(a2.take()); // kill -9 of a storage node
+    phase(3);
     a2 = Some(cluster.start("a2"));
     kafka.restart(3);
-    wait_for(4 * ROUNDS / 6);
+    phase(4);
+    drop(b1.take()); // kill -9 of a front (and the other side's only storage node)
+    phase(5);
+    b1 = Some(cluster.start("b1"));
+    phase(6);
+    // A broker and a storage node (also a front) together.
+    kafka.kill9(1);
+    drop(a1.take());
+    phase(7);
+    kafka.restart(1);
+    a1 = Some(cluster.start("a1"));
     // A storage node that lost its disk rebuilds its partitions from Kafka.
     drop(a2.take());
     std::fs::remove_dir_all(cluster.root.join("a2")).unwrap();
-    let _a2 = cluster.start("a2");
+    a2 = Some(cluster.start("a2"));
     ingest.join().unwrap();
     eprintln!(
         "longest wait for an acknowledgement: {} ms",
@@ -328,6 +340,9 @@ fn acknowledged_writes_survive_broker_and_storage_node_kills() {
     );
 
     cluster.wait_caught_up();
+    for row in cluster.status() {
+        eprintln!("{row}");
+    }
     let start = base_s - base_s.rem_euclid(60) - 60;
     let end = base_s + ROUNDS as i64 + 120;
     // Both sides' copies of every partition answer the same, byte for byte.
@@ -374,5 +389,5 @@ fn acknowledged_writes_survive_broker_and_storage_node_kills() {
             assert_eq!(count, ROUNDS as u64 * HIST_COUNT, "{}", s["key"]);
         }
     }
-    drop((a1, b1));
+    drop((a1, a2, b1));
 }
