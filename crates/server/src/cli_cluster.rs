@@ -110,7 +110,8 @@ fn status(args: &StatusArgs) -> Result<bool, String> {
                     json!({
                         "partition": p, "side": owner.side, "owner": owner.name,
                         "applied": part["next_offset"], "end": part["end_offset"],
-                        "lag": part["lag"], "health": health, "error": part["error"],
+                        "lag": part["lag"], "duplicates": part["duplicates"],
+                        "refused": part["refused"], "health": health, "error": part["error"],
                     })
                 }
                 Some(Err(e)) => json!({
