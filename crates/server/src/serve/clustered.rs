@@ -4,8 +4,8 @@
 //! once Kafka acknowledged every one (`App::store_inserted` calls [`ClusterRole::produce`]
 //! instead of the local store). A storage node consumes its partitions into stores of their own
 //! and answers reads on each at `/api/strata/v1/cluster/p/{n}/find|fetch`. A front's
-//! `/api/strata/v1/find` and `/fetch` ask one owner of every partition (its own side first, the
-//! other when that one fails) and join the answers: a stream lives in exactly one partition, so
+//! `/api/strata/v1/find` and `/fetch` ask one owner of every partition (an up-to-date one, its
+//! own side first; any that answers when none is) and join the answers: a stream lives in exactly one partition, so
 //! the series lists are disjoint and joining them is exact.
 
 // A helper's early answer is the whole response; boxing it buys nothing here.
@@ -27,6 +27,11 @@ use store::{KeyRef, Origin, SourceId, Store, WriteBatch};
 use super::reply::{error, json_response, ServeError};
 use super::{read, Shared};
 
+/// The parameter a front adds to its first choice of owner: answer only if at most this many
+/// records behind Kafka's end of the partition.
+const LAG_PARAM: &str = "lag_max";
+/// Records an owner may be behind and still count as up to date.
+const LAG_RECORDS_MAX: i64 = 100;
 /// How long a front waits for one storage node's answer to a read, in ms.
 const PEER_TIMEOUT_MS: u64 = 30_000;
 
@@ -159,8 +164,30 @@ pub fn read_routes(app: &Shared) -> Router<Shared> {
 
 type Params = std::collections::HashMap<String, String>;
 
-fn partition_app(app: &Shared, n: u32) -> Result<Shared, Response> {
+/// The reading `App` of partition `n`, unless the request asks for an owner at most `lag_max`
+/// records behind and this one is further behind, or its consumer stopped (503: ask another).
+fn partition_app(app: &Shared, n: u32, params: &mut Params) -> Result<Shared, Response> {
     let role = app.cluster.as_ref();
+    if let Some(text) = params.remove(LAG_PARAM) {
+        let Ok(lag_max) = text.trim().parse::<i64>() else {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                format!("parameter `{LAG_PARAM}`: `{text}` is not a whole number"),
+            ));
+        };
+        let status = role
+            .and_then(|r| r.storage.as_ref())
+            .and_then(|s| s.status().into_iter().find(|p| p.partition == n));
+        if let Some(p) = status {
+            let lag = p.end_offset - p.next_offset;
+            if p.failed.is_some() || p.end_offset < 0 || lag > lag_max {
+                return Err(error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("partition {n} here is not up to date ({lag} records behind)"),
+                ));
+            }
+        }
+    }
     match role.and_then(|r| r.partition_apps.get(&n)) {
         Some(p) => Ok(p.clone()),
         None => Err(error(
@@ -173,9 +200,9 @@ fn partition_app(app: &Shared, n: u32) -> Result<Shared, Response> {
 async fn partition_find(
     State(app): State<Shared>,
     Path(n): Path<u32>,
-    Query(params): Query<Params>,
+    Query(mut params): Query<Params>,
 ) -> Response {
-    match partition_app(&app, n) {
+    match partition_app(&app, n, &mut params) {
         Ok(p) => read::find(State(p), Query(params)).await,
         Err(r) => r,
     }
@@ -184,9 +211,9 @@ async fn partition_find(
 async fn partition_fetch(
     State(app): State<Shared>,
     Path(n): Path<u32>,
-    Query(params): Query<Params>,
+    Query(mut params): Query<Params>,
 ) -> Response {
-    match partition_app(&app, n) {
+    match partition_app(&app, n, &mut params) {
         Ok(p) => read::fetch_get(State(p), Query(params)).await,
         Err(r) => r,
     }
@@ -252,11 +279,20 @@ fn ask_partition(
     };
     let mut owners = role.topology.owners(partition);
     owners.sort_by_key(|n| n.side != role.node.side);
-    let path = format!("/api/strata/v1/cluster/p/{partition}/{what}?{query}");
     let token = app.config.auth.token.as_deref();
     let mut failures = Vec::new();
-    for owner in owners {
-        match crate::cli_cluster::peer_get(&owner.http, &path, token, PEER_TIMEOUT_MS) {
+    // First an owner that is up to date (own side first); then, when none is, any that answers:
+    // an answer a little behind beats none.
+    let fresh = format!(
+        "/api/strata/v1/cluster/p/{partition}/{what}?{query}&{LAG_PARAM}={LAG_RECORDS_MAX}"
+    );
+    let any = format!("/api/strata/v1/cluster/p/{partition}/{what}?{query}");
+    let attempts = owners
+        .iter()
+        .map(|o| (o, &fresh))
+        .chain(owners.iter().map(|o| (o, &any)));
+    for (owner, path) in attempts {
+        match crate::cli_cluster::peer_get(&owner.http, path, token, PEER_TIMEOUT_MS) {
             Ok((200, body)) => {
                 return serde_json::from_slice(&body).map_err(|e| {
                     let m = format!(
