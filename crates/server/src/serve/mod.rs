@@ -64,6 +64,8 @@ pub struct App {
     pub metadata: Arc<metadata::Registry>,
     /// The addresses actually bound (port 0 resolved), for the landing page's examples.
     pub listening: Listening,
+    /// How OTLP resource attributes become tags (`[otlp]` in the config).
+    pub otlp: ingest::otlp::Translation,
 }
 
 /// Where the server listens: `None` for a listener that is off.
@@ -391,6 +393,9 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
         series_ids: series_cache_from_env(),
         metadata: Arc::new(metadata::Registry::open(&config.store.data_dir)),
         listening,
+        otlp: ingest::otlp::Translation {
+            promote: config.otlp.promote_resource_attributes.clone(),
+        },
     });
     drop(store);
 
