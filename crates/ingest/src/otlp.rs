@@ -476,8 +476,8 @@ impl Target {
         let mut tags = identity.clone();
         let mut info = identity;
         for kv in attributes {
-            let identifying = [SERVICE_NAME, SERVICE_NAMESPACE, SERVICE_INSTANCE_ID]
-                .contains(&kv.key.as_str());
+            let identifying =
+                [SERVICE_NAME, SERVICE_NAMESPACE, SERVICE_INSTANCE_ID].contains(&kv.key.as_str());
             let value = any_text(kv.value.as_ref());
             check_tag(&kv.key, &value)?;
             if promote.contains(&kv.key) {

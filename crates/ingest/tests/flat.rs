@@ -1144,7 +1144,15 @@ fn a_bad_native_entry_rejects_the_native_metrics_after_it() {
     assert_eq!(batch.samples[0].value, Value::Cumulative(good));
     let reasons = reasons_of(&batch);
     assert_eq!(reasons.len(), 3, "{reasons:?}");
-    assert!(reasons[0].contains("native running total"), "{}", reasons[0]);
-    assert!(reasons[1].contains("native[") && reasons[1].contains("missing"), "{}", reasons[1]);
+    assert!(
+        reasons[0].contains("native running total"),
+        "{}",
+        reasons[0]
+    );
+    assert!(
+        reasons[1].contains("native[") && reasons[1].contains("missing"),
+        "{}",
+        reasons[1]
+    );
     assert!(reasons[2].contains("missing"), "{}", reasons[2]);
 }

@@ -122,7 +122,10 @@ fn check_gauge_and_sums(batch: &Batch) {
     assert_eq!(tags(batch, 0), [("job", "checkout"), ("cpu", "0")]);
     assert_eq!(tags(batch, 1), [("job", "checkout"), ("host.name", "h2")]);
     assert_eq!(s[4].name, "target_info");
-    assert_eq!((&s[4].value, s[4].ts_ms), (&Value::Numeric(1.0), Some(TS_MS)));
+    assert_eq!(
+        (&s[4].value, s[4].ts_ms),
+        (&Value::Numeric(1.0), Some(TS_MS))
+    );
     assert_eq!(tags(batch, 4), [("job", "checkout"), ("host.name", "h1")]);
     assert_eq!(s[1].value, Value::Numeric(-3.0));
     assert_eq!(s[0].mode, Mode::Set);

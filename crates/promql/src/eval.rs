@@ -2224,7 +2224,10 @@ fn check_matcher_query(m: &Matcher) -> Result<TagQuery, EvalError> {
                 category: Pattern::Exact(CHECK_CATEGORY.to_vec()),
                 value: Pattern::Glob(b"*".to_vec()),
             });
-            return Ok(TagQuery::Or(vec![any.clone(), TagQuery::Not(Box::new(any))]));
+            return Ok(TagQuery::Or(vec![
+                any.clone(),
+                TagQuery::Not(Box::new(any)),
+            ]));
         }
     };
     let terms = label_categories(&m.label)
@@ -2305,10 +2308,7 @@ mod check_label_tests {
         assert_eq!(labels("lat|ST[__check:web-1,check:mine]"), Some(want));
         let want = pairs(&[("__name__", "lat"), ("check", "mine")]);
         assert_eq!(labels("lat|ST[check:mine]"), Some(want));
-        assert_eq!(
-            labels("lat|ST[__check:a,check:b,exported_check:c]"),
-            None
-        );
+        assert_eq!(labels("lat|ST[__check:a,check:b,exported_check:c]"), None);
         assert_eq!(label_categories("check").len(), 2);
     }
 }
