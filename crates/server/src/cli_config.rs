@@ -571,6 +571,20 @@ mod tests {
     }
 
     #[test]
+    fn promoted_otlp_attributes_are_read_and_bounded() {
+        let config: Config =
+            toml::from_str("[otlp]\npromote_resource_attributes = [\"k8s.pod.name\"]\n").unwrap();
+        assert_eq!(config.otlp.promote_resource_attributes, ["k8s.pod.name"]);
+        assert!(validate(&config).is_ok());
+        let mut many = Config::default();
+        many.otlp.promote_resource_attributes = (0..=ingest::otlp::PROMOTE_MAX)
+            .map(|i| format!("a{i}"))
+            .collect();
+        let e = validate(&many).unwrap_err();
+        assert!(e.contains("otlp.promote_resource_attributes"), "{e}");
+    }
+
+    #[test]
     fn off_disables_and_bad_address_is_named() {
         assert_eq!(listener_addr("http", "off").unwrap(), None);
         let e = listener_addr("statsd", "localhost").unwrap_err();
