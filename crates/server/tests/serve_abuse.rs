@@ -611,3 +611,158 @@ fn an_open_network_listener_needs_a_token_or_insecure_open() {
     );
     drop(tokened);
 }
+
+/// An HTTP client whose connections come from the local address `source` (any 127.0.0.0/8
+/// address on Linux): another client address to the server.
+fn client_from(source: &str) -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .local_address(source.parse::<std::net::IpAddr>().unwrap())
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
+
+/// Posts Influx lines (ms precision); the status and the JSON body.
+fn influx_from(
+    http: &reqwest::blocking::Client,
+    server: &Server,
+    body: String,
+    headers: &[(&str, &str)],
+) -> (u16, serde_json::Value) {
+    let mut request = http.post(server.url("/write?precision=ms")).body(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().unwrap();
+    let json = if text.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap()
+    };
+    (status, json)
+}
+
+/// Series a tag query finds.
+fn found(server: &Server, query: &str) -> usize {
+    let url = server.url(&format!(
+        "/api/strata/v1/find?query={}",
+        serve_common::urlencode(query)
+    ));
+    serve_common::get_json(&url).as_array().unwrap().len()
+}
+
+/// One Influx line with 200,000 fields (each a new series) and floods of new series from other
+/// addresses: each source creates at most `source_series_new_per_minute_max` series a minute and
+/// all of them `series_new_per_minute_max`; the rest are refused with a 429 naming the limit and
+/// the metric, while series that exist keep being written (in the same request too), an
+/// exactly-once sender has its own allowance, and the refusals are counted in `/metrics`.
+#[test]
+fn new_series_floods_are_held_to_the_cardinality_limits() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("strata.toml");
+    std::fs::write(
+        &config,
+        "[cardinality]\nsource_series_new_per_minute_max = 2000\n\
+         series_new_per_minute_max = 5000\n",
+    )
+    .unwrap();
+    let mut server = Server::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let ts_ms = now_s() * 1000;
+    let a = client_from("127.0.0.2");
+    let pre: String = (0..10)
+        .map(|h| format!("pre,host=h{h} v=1 {ts_ms}\n"))
+        .collect();
+    let (status, body) = influx_from(&a, &server, pre, &[]);
+    assert_eq!(status, 204, "{body}");
+    let watched = during(&server, ts_ms, || {
+        let fields: Vec<String> = (0..200_000).map(|f| format!("f{f}=1")).collect();
+        let line = format!("flood,from=a {} {}\n", fields.join(","), ts_ms + 1);
+        let (status, body) = influx_from(&a, &server, line, &[]);
+        assert_eq!(status, 429, "{body}");
+        assert_eq!(
+            body["limit"],
+            "cardinality.source_series_new_per_minute_max"
+        );
+        assert!(
+            body["metric"].as_str().unwrap().starts_with("flood_f"),
+            "{body}"
+        );
+        assert!(
+            body["message"].as_str().unwrap().contains("partial write"),
+            "{body}"
+        );
+        // Existing series are written beside a refused new one.
+        let mut again: String = (0..10)
+            .map(|h| format!("pre,host=h{h} v=2 {}\n", ts_ms + 2))
+            .collect();
+        again.push_str(&format!("late,from=a v=1 {ts_ms}\n"));
+        let (status, body) = influx_from(&a, &server, again, &[]);
+        assert_eq!(status, 429, "{body}");
+        assert_eq!(body["metric"], "late_v|ST[from:a]");
+        // The same address as an exactly-once sender: that sender's own allowance.
+        let agent: String = (0..10)
+            .map(|n| format!("agent,n=n{n} v=1 {ts_ms}\n"))
+            .collect();
+        let headers = [
+            ("Strata-Source", "agent-7"),
+            ("Strata-Epoch", "1"),
+            ("Strata-Sequence", "1"),
+        ];
+        let (status, body) = influx_from(&a, &server, agent, &headers);
+        assert_eq!(status, 204, "{body}");
+        // Another address: its own allowance, then its own limit.
+        let b: String = (0..2500)
+            .map(|n| format!("bee,n=n{n} v=1 {ts_ms}\n"))
+            .collect();
+        let (status, body) = influx_from(&client_from("127.0.0.3"), &server, b, &[]);
+        assert_eq!(status, 429, "{body}");
+        assert_eq!(
+            body["limit"],
+            "cardinality.source_series_new_per_minute_max"
+        );
+        // A third: what is left of the minute's global allowance.
+        let c: String = (0..3000)
+            .map(|n| format!("sea,n=n{n} v=1 {ts_ms}\n"))
+            .collect();
+        let (status, body) = influx_from(&client_from("127.0.0.4"), &server, c, &[]);
+        assert_eq!(status, 429, "{body}");
+        assert_eq!(body["limit"], "cardinality.series_new_per_minute_max");
+    });
+    assert_survived(&mut server, &watched, "new series floods", RSS_BYTES_MAX);
+    let flood = found(&server, "and(from:a)");
+    // 10 of a's minute went to its first series (unless the minute turned in between).
+    assert!(
+        (1990..=2000).contains(&flood),
+        "{flood} series of a's flood"
+    );
+    assert_eq!(found(&server, "and(__name:agent_v)"), 10);
+    assert_eq!(found(&server, "and(__name:bee_v)"), 2000);
+    let sea = found(&server, "and(__name:sea_v)");
+    assert!(sea > 0 && sea < 1000, "{sea} series of the third address");
+    let result = fetch(&server, "and(__name:pre_v)", ts_ms / 1000, "");
+    let pre_samples: u64 = numeric_slices(series(&result, "pre_v|ST[host:h3]"))
+        .iter()
+        .map(|s| s["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(pre_samples, 2, "existing series keep being written");
+    let metrics = serve_common::metrics_text(&server);
+    let refused = |limit: &str| -> u64 {
+        let prefix = format!("strata_series_refused_total{{limit=\"{limit}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("no {prefix} in {metrics}"))
+            .parse()
+            .unwrap()
+    };
+    let source_refused = (200_000 - flood as u64) + 1 + 500;
+    assert_eq!(refused("source_series_new_per_minute_max"), source_refused);
+    assert!(refused("series_new_per_minute_max") > 2000);
+    assert!(metrics.contains("strata_series_active "), "{metrics}");
+}

@@ -12,6 +12,7 @@ use journal::{Durability, Journal};
 
 use crate::block::BlockId;
 use crate::blockset::State;
+use crate::cardinality::CardinalityOptions;
 use crate::head::{CumulativeState, Head};
 use crate::index::SeriesIndex;
 use crate::series::SeriesId;
@@ -89,6 +90,8 @@ pub struct StoreOptions {
     /// The background flusher also builds rollups and applies retention (wall clock), every
     /// `MAINTENANCE_TICK_MS`.
     pub background_maintenance: bool,
+    /// New and active series limits for `Store::write_limited` (none by default).
+    pub cardinality: CardinalityOptions,
 }
 
 impl Default for StoreOptions {
@@ -107,6 +110,7 @@ impl Default for StoreOptions {
             raw_numeric_retention_ms: 7 * DAY_MS,
             rollup_grace_ms: 30 * MINUTE_MS,
             background_maintenance: true,
+            cardinality: CardinalityOptions::UNLIMITED,
         }
     }
 }

@@ -19,6 +19,7 @@ mod aggregate;
 mod batch;
 mod block;
 mod blockset;
+mod cardinality;
 mod compact;
 mod db;
 mod encode;
@@ -56,7 +57,8 @@ pub use journal::Durability;
 
 // Write.
 pub use batch::{KeyRef, Value, WriteBatch};
-pub use db::KindRejection;
+pub use cardinality::{CardinalityLimit, CardinalityOptions, CardinalityStats};
+pub use db::{CardinalityRefusal, KindRejection, LimitedWrite};
 pub use series::{Kind, SeriesId};
 pub use sources::{
     Origin, SourceId, SourceIdError, IN_FLIGHT_MAX, SEQ_WINDOW, SOURCES_MAX, SOURCE_EVICT_IDLE_MS,
@@ -80,7 +82,7 @@ pub use inspect::{inspect, verify, Inspection, LevelInfo, Problem};
 pub use rollup::{RetentionReport, RollupReport};
 
 // The series index (`Store::index`).
-pub use index::{Cardinality, SeriesIndex, SeriesInfo, Snapshot};
+pub use index::{Cardinality, Resolved, SeriesIndex, SeriesInfo, Snapshot};
 
 // Tag queries.
 pub use tagquery::{Pattern, TagQuery, Term, WORK_MAX_DEFAULT};

@@ -93,6 +93,11 @@ fn series_cache_from_env() -> SeriesCache {
 
 pub type Shared = Arc<App>;
 
+/// The cardinality limits' sender of the server's own writes (self-monitoring, alert states).
+pub const SENDER_SERVER: &str = "server";
+/// The sender of statsd's aggregated intervals (a datagram's sender is not kept).
+pub const SENDER_STATSD: &str = "statsd";
+
 /// Receipt time in ms since the epoch, from the fast wall clock.
 pub fn now_ms() -> i64 {
     (clock::wall() / 1_000_000) as i64
@@ -101,11 +106,15 @@ pub fn now_ms() -> i64 {
 impl App {
     /// Writes a batch the server made itself (a statsd interval, self-monitoring) on the
     /// blocking pool.
-    pub async fn write(self: &Arc<Self>, batch: store::WriteBatch) -> Result<(), ServeError> {
+    pub async fn write(
+        self: &Arc<Self>,
+        batch: store::WriteBatch,
+        sender: &'static str,
+    ) -> Result<(), ServeError> {
         if batch.is_empty() {
             return Ok(());
         }
-        self.write_blocking(move |app| app.store_inserted(None, &mut Inserted::from(batch)))
+        self.write_blocking(move |app| app.store_inserted(None, &mut Inserted::from(batch), sender))
             .await
             .map(drop)
     }
@@ -115,23 +124,27 @@ impl App {
     /// that exists with another kind, which become rejections; the series the batch created
     /// are then learned into the id cache. Counted under `endpoint` (bodies of clients only).
     /// A batch whose origin was applied before is not applied again: `Written::Duplicate`.
+    /// New series are held to the cardinality limits for `sender` (unless the batch names its
+    /// exactly-once source, which is then the sender).
     pub(crate) fn store_inserted(
         &self,
         endpoint: Option<Endpoint>,
         inserted: &mut Inserted,
+        sender: &str,
     ) -> Result<Written, ServeError> {
         let mut written = Written::Applied;
         if !inserted.stopped && !inserted.batch.is_empty() {
             let stopwatch = clock::Stopwatch::start();
-            let result = self.store.write_partial(&inserted.batch);
+            let result = self.store.write_limited(&inserted.batch, sender);
             self.metrics
                 .store_write(stopwatch.elapsed_ns(), result.is_ok());
             match result {
-                Ok((Written::Applied, rejected)) => {
-                    inserted.apply_kind_rejections(&rejected);
+                Ok(w) if w.written == Written::Applied => {
+                    inserted.apply_kind_rejections(&w.kind_rejections);
+                    inserted.apply_cardinality_refusals(&w.refused);
                     inserted.learn(&self.store, &self.series_ids);
                 }
-                Ok((Written::Duplicate, _)) => written = Written::Duplicate,
+                Ok(_) => written = Written::Duplicate,
                 Err(e) => {
                     let endpoint = endpoint.map_or("server", |e| e.name());
                     let refusal = ServeError::from_store(&e);
@@ -304,6 +317,7 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
     let options = StoreOptions {
         base_period_ms: i64::from(config.store.base_period_s) * 1000,
         durability: cli_config::durability(&config.store.durability)?,
+        cardinality: config.cardinality.options(),
         ..StoreOptions::default()
     };
     let dir = config.store.data_dir.clone();
@@ -447,7 +461,7 @@ async fn self_monitor(app: Shared, mut stop: watch::Receiver<bool>) {
             _ = stopped(&mut stop) => true,
         };
         let batch = app.metrics.period_batch(now_ms());
-        if let Err(e) = app.write(batch).await {
+        if let Err(e) = app.write(batch, SENDER_SERVER).await {
             tracing::warn!(error = %e, "writing self-monitoring failed");
         }
         if stopping {
