@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ingest::remote_write::proto;
 use serve_common::{client, fetch, now_s, numeric_slices, series, Server};
 
 /// How long `/health` may take during an attack.
@@ -765,4 +766,169 @@ fn new_series_floods_are_held_to_the_cardinality_limits() {
     assert_eq!(refused("source_series_new_per_minute_max"), source_refused);
     assert!(refused("series_new_per_minute_max") > 2000);
     assert!(metrics.contains("strata_series_active "), "{metrics}");
+}
+
+/// Sends a remote write 1.0 request; the status and the body.
+fn remote_write(server: &Server, timeseries: Vec<proto::TimeSeries>) -> (u16, String) {
+    use prost::Message as _;
+    let raw = proto::WriteRequest { timeseries }.encode_to_vec();
+    let body = snap::raw::Encoder::new().compress_vec(&raw).unwrap();
+    let response = client()
+        .post(server.url("/api/v1/write"))
+        .header("Content-Encoding", "snappy")
+        .header("Content-Type", "application/x-protobuf")
+        .body(body)
+        .send()
+        .unwrap();
+    (response.status().as_u16(), response.text().unwrap())
+}
+
+/// One float sample of a series named `name`.
+fn float_series(name: &str, value: f64, ts_ms: i64) -> proto::TimeSeries {
+    proto::TimeSeries {
+        labels: vec![proto::Label {
+            name: b"__name__".to_vec(),
+            value: name.as_bytes().to_vec(),
+        }],
+        samples: vec![proto::Sample {
+            value,
+            timestamp: ts_ms,
+        }],
+        ..proto::TimeSeries::default()
+    }
+}
+
+/// A PromQL instant query's answer: status and JSON.
+fn promql(server: &Server, query: &str, time_s: i64) -> (u16, serde_json::Value) {
+    let url = server.url(&format!(
+        "/api/v1/query?query={}&time={time_s}",
+        serve_common::urlencode(query)
+    ));
+    let response = client().get(url).send().unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().unwrap())
+}
+
+/// Samples older than the store keeps (its coarsest level's retention, 5 years, less a day) are
+/// refused with a 400 naming the series and the timestamp while the rest of the request is
+/// stored (Influx `partial write`, remote write as Prometheus does); NaN and ±Inf in remote
+/// write are stored as values (PromQL answers `NaN`), apart from the stale marker, which ends
+/// its series.
+#[test]
+fn samples_past_retention_are_refused_and_nan_is_a_value() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let now_ms = now_s() * 1000 - 60_000;
+    let six_years_ms = 6 * 365 * 86_400_000i64;
+    let old_ms = now_ms - six_years_ms;
+    let body = format!("kept,a=b v=1 {now_ms}\nancient,a=b v=1 {old_ms}\n");
+    let (status, answer) = influx_from(&client(), &server, body, &[]);
+    assert_eq!(status, 400, "{answer}");
+    let message = answer["message"].as_str().unwrap();
+    assert!(message.starts_with("partial write: "), "{message}");
+    assert!(message.contains("line 2"), "{message}");
+    assert!(
+        message.contains(&format!("timestamp {old_ms} ms")),
+        "{message}"
+    );
+    assert_eq!(found(&server, "and(__name:kept_v)"), 1);
+    assert_eq!(found(&server, "and(__name:ancient_v)"), 0);
+
+    let (status, text) = remote_write(
+        &server,
+        vec![
+            float_series("rw_kept", 1.0, now_ms),
+            float_series("rw_ancient", 1.0, old_ms),
+        ],
+    );
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("rw_ancient") && text.contains(&old_ms.to_string()),
+        "{text}"
+    );
+    assert_eq!(found(&server, "and(__name:rw_kept)"), 1);
+    assert_eq!(found(&server, "and(__name:rw_ancient)"), 0);
+
+    let stale = f64::from_bits(0x7ff0_0000_0000_0002);
+    let (status, text) = remote_write(
+        &server,
+        vec![
+            float_series("quantile_empty", f64::NAN, now_ms),
+            float_series("overflowed", f64::INFINITY, now_ms),
+            float_series("ended", 1.0, now_ms - 1_000),
+            float_series("ended", stale, now_ms),
+        ],
+    );
+    assert_eq!(status, 204, "{text}");
+    let at_s = now_ms / 1000 + 1;
+    let (status, answer) = promql(&server, "quantile_empty", at_s);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["data"]["result"][0]["value"][1], "NaN", "{answer}");
+    let (_, answer) = promql(&server, "overflowed", at_s);
+    assert_eq!(answer["data"]["result"][0]["value"][1], "+Inf", "{answer}");
+    let (_, answer) = promql(&server, "ended", at_s);
+    assert_eq!(answer["data"]["result"], serde_json::json!([]), "{answer}");
+}
+
+/// PromQL queries share the query memory budget: with a 16 MiB budget each query holds 4 MiB
+/// and may load at most 131,072 samples. One loading more is refused with a 422 before it
+/// holds them; 16 at once each get a share or a 503 in the Prometheus error shape; the server
+/// stays up and small.
+#[test]
+fn promql_queries_share_the_query_memory_budget() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("strata.toml");
+    std::fs::write(&config, "[limits]\nquery_memory_bytes_max = 16777216\n").unwrap();
+    let mut server = Server::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    // 100 series × 1,800 samples (one a second over the half hour before now).
+    let end_ms = (now_s() - 60) * 1000;
+    let start_ms = end_ms - 1_800_000;
+    for s in 0..100 {
+        let lines: String = (0..1_800)
+            .map(|i| format!("big,s=s{s} v={i} {}\n", start_ms + i * 1_000))
+            .collect();
+        let (status, body) = influx_from(&client(), &server, lines, &[]);
+        assert_eq!(status, 204, "{body}");
+    }
+    let end_s = end_ms / 1000;
+    let (status, answer) = promql(&server, "sum(count_over_time(big_v[30m]))", end_s);
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(answer["errorType"], "execution", "{answer}");
+    let answers = Mutex::new(Vec::new());
+    let watched = during(&server, end_ms + 1, || {
+        std::thread::scope(|scope| {
+            for _ in 0..16 {
+                scope.spawn(|| {
+                    // About 1,200 samples of each of 100 series: within one query's share.
+                    let (status, answer) =
+                        promql(&server, "sum(count_over_time(big_v[20m]))", end_s);
+                    answers.lock().unwrap().push((status, answer));
+                });
+            }
+        });
+    });
+    let answers = answers.into_inner().unwrap();
+    let statuses: Vec<u16> = answers.iter().map(|(s, _)| *s).collect();
+    eprintln!("16 PromQL queries at once: {statuses:?}");
+    for (status, answer) in &answers {
+        match status {
+            200 => {
+                let counted = answer["data"]["result"][0]["value"][1].as_str().unwrap();
+                assert!(counted.parse::<f64>().unwrap() > 100_000.0, "{answer}");
+            }
+            503 => {
+                assert_eq!(answer["errorType"], "unavailable", "{answer}");
+                let error = answer["error"].as_str().unwrap();
+                assert!(error.contains("limits.query_memory_bytes_max"), "{error}");
+            }
+            other => panic!("status {other}: {answer}"),
+        }
+    }
+    assert!(statuses.contains(&200), "{statuses:?}");
+    assert_survived(&mut server, &watched, "PromQL queries", RSS_BYTES_MAX);
 }
