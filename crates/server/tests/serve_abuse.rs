@@ -932,3 +932,96 @@ fn promql_queries_share_the_query_memory_budget() {
     assert!(statuses.contains(&200), "{statuses:?}");
     assert_survived(&mut server, &watched, "PromQL queries", RSS_BYTES_MAX);
 }
+
+/// Rough edges a client meets: an httptrap body whose every metric is rejected (a bad key,
+/// invalid UTF-8) is a 400 naming the key, not a 200 with `stats: 0`; a method a route does not
+/// take is a 405 with a JSON body; rejected statsd datagrams and Graphite lines are counted in
+/// `/metrics` and logged at most once per 10 s per listener, with how many there were.
+#[test]
+fn rejections_are_4xx_with_bodies_and_bad_lines_are_logged_rate_limited() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let log = dir.path().join("stderr.log");
+    let mut cmd = serve_common::strata();
+    cmd.arg("serve")
+        .args(["--http", "127.0.0.1:0", "--statsd", "127.0.0.1:0"])
+        .args(["--graphite", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .stderr(std::fs::File::create(&log).unwrap());
+    let server = Server::spawn(cmd, &data);
+    let http = client();
+    let trap = server.url("/module/httptrap/edge/any");
+    let answer = http.put(&trap).body(r#"{"bad|ST[x": 1}"#).send().unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    let body: serde_json::Value = answer.json().unwrap();
+    assert_eq!(body["stats"], 0, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("bad|ST[x"),
+        "{body}"
+    );
+    let answer = http
+        .put(&trap)
+        .body(b"{\"ok\xff\": 1}".to_vec())
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    let body: serde_json::Value = answer.json().unwrap();
+    assert!(body["error"].as_str().unwrap().contains("UTF-8"), "{body}");
+    // Partly good: a 200 reporting what was stored and filtered.
+    let answer = http
+        .put(&trap)
+        .body(r#"{"fine": 1, "bad|ST[x": 1}"#)
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+
+    for (method, path) in [
+        ("GET", "/write"),
+        ("DELETE", "/api/v1/query"),
+        ("POST", "/health"),
+        ("PATCH", "/api/strata/v1/caql"),
+    ] {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let answer = http
+            .request(method.clone(), server.url(path))
+            .send()
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 405, "{method} {path}");
+        let body: serde_json::Value = answer.json().unwrap();
+        let error = body["error"].as_str().unwrap();
+        assert!(
+            error.contains(method.as_str()) && error.contains(path),
+            "{error}"
+        );
+    }
+
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..50 {
+        let datagram = format!("not a statsd line {i}");
+        socket
+            .send_to(datagram.as_bytes(), server.statsd.as_deref().unwrap())
+            .unwrap();
+    }
+    let mut graphite = std::net::TcpStream::connect(server.graphite.as_deref().unwrap()).unwrap();
+    graphite.write_all(b"no value here\nstill none\n").unwrap();
+    drop(graphite);
+    let rejected = |endpoint: &str| -> u64 {
+        let metrics = serve_common::metrics_text(&server);
+        let prefix = format!("strata_ingest_samples_rejected_total{{endpoint=\"{endpoint}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    };
+    serve_common::eventually("the rejections counted", || {
+        (rejected("statsd") >= 50 && rejected("graphite") >= 2).then_some(())
+    });
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let statsd_lines: Vec<&str> = logged.lines().filter(|l| l.contains("statsd: ")).collect();
+    assert_eq!(statsd_lines.len(), 1, "{logged}");
+    assert!(statsd_lines[0].contains("not a statsd line"), "{logged}");
+    let graphite_lines = logged.lines().filter(|l| l.contains("graphite: ")).count();
+    assert_eq!(graphite_lines, 1, "{logged}");
+}

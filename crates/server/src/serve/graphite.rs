@@ -13,6 +13,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use super::conn::PerAddress;
+use super::lograte::Rejections;
 use super::write::{write_body, Protocol};
 use super::{Endpoint, Shared};
 
@@ -126,6 +127,9 @@ impl Lines {
     }
 }
 
+/// Rejected Graphite lines, logged at most once per `lograte::LOG_EVERY_MS`.
+static REJECTED: Rejections = Rejections::new("graphite");
+
 /// `sender` (the client's address) is the cardinality limits' source of its lines.
 async fn connection(
     app: Shared,
@@ -191,10 +195,8 @@ async fn connection(
 async fn flush(app: &Shared, lines: &mut Lines, sender: &str) {
     if lines.too_long > 0 {
         app.metrics.batch(Endpoint::Graphite, 0, lines.too_long);
-        tracing::debug!(
-            lines = lines.too_long,
-            "graphite: lines over limits.line_bytes_max skipped"
-        );
+        let example = "a line over limits.line_bytes_max (skipped)";
+        REJECTED.note(lines.too_long as u64, super::now_ms(), sender, example);
         lines.too_long = 0;
     }
     if lines.pending_lines == 0 {
@@ -215,9 +217,9 @@ async fn flush(app: &Shared, lines: &mut Lines, sender: &str) {
     let status = match &result {
         Ok(outcome) if outcome.rejected_total == 0 => 200,
         Ok(outcome) => {
-            if let Some(text) = &outcome.error {
-                tracing::debug!(error = %text, "graphite: lines rejected");
-            }
+            let example = outcome.error.as_deref().unwrap_or("");
+            let count = outcome.rejected_total as u64;
+            REJECTED.note(count, super::now_ms(), sender, example);
             400
         }
         Err(e) => {

@@ -74,7 +74,20 @@ pub fn router(app: Shared) -> Router {
         .merge(super::alerts::router(&app.config))
         // The web UI at `/` and the worksheets API.
         .merge(super::ui::router(app.clone()));
-    routes.layer(middleware::from_fn_with_state(frame_state, frame))
+    routes
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(frame_state, frame))
+}
+
+/// A route asked with a method it does not take: 405 with a JSON body naming the method and
+/// the path (axum's own answer has no body).
+async fn method_not_allowed(request: Request) -> Response {
+    let message = format!(
+        "method {} is not allowed on {}",
+        request.method(),
+        request.uri().path()
+    );
+    error(StatusCode::METHOD_NOT_ALLOWED, message)
 }
 
 /// Bytes a CAQL evaluation is estimated to hold per stream × slice point (the values of every

@@ -12,6 +12,7 @@ mod conn;
 mod graphite;
 mod http;
 mod kept;
+mod lograte;
 mod metadata;
 mod metrics;
 mod origin;

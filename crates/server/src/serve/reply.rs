@@ -193,8 +193,9 @@ pub fn acknowledged(outcome: &Outcome, mut response: Response) -> Response {
     response
 }
 
-/// httptrap: `200 {"stats", "filtered"[, "error"]}`; a body whose parse stopped is a 4xx with
-/// nothing stored.
+/// httptrap: `200 {"stats", "filtered"[, "error"]}`; a body whose parse stopped, or of which
+/// every metric was rejected, is a 4xx with the rejections named; new series over a
+/// cardinality limit a 429.
 pub fn httptrap(outcome: &Outcome) -> Response {
     if outcome.stopped {
         return json_response(
@@ -209,6 +210,10 @@ pub fn httptrap(outcome: &Outcome) -> Response {
     let mut body = json!({ "stats": outcome.accepted, "filtered": outcome.rejected_total });
     if let Some(text) = &outcome.error {
         body["error"] = json!(text);
+    }
+    // Nothing stored and something rejected (a bad key, invalid UTF-8): not a success.
+    if outcome.accepted == 0 && outcome.rejected_total > 0 && outcome.limited.is_none() {
+        return json_response(StatusCode::BAD_REQUEST, body);
     }
     // New series over a cardinality limit: a 429 that still reports what was stored.
     if let Some((limit, metric)) = &outcome.limited {
