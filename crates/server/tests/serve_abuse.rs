@@ -1025,3 +1025,66 @@ fn rejections_are_4xx_with_bodies_and_bad_lines_are_logged_rate_limited() {
     let graphite_lines = logged.lines().filter(|l| l.contains("graphite: ")).count();
     assert_eq!(graphite_lines, 1, "{logged}");
 }
+
+/// A data directory on a volume too small for a new store (a 32 MiB tmpfs; the write-ahead log
+/// segment alone is 64 MiB) is refused at start with one line naming the path, the free bytes
+/// and what is needed, exit 1; `/health` and `/metrics` report the store's background work.
+#[test]
+fn a_volume_too_small_is_refused_at_start_in_one_line() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().join("small");
+    std::fs::create_dir(&mount).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=32m", "tmpfs"])
+        .arg(&mount)
+        .status()
+        .unwrap();
+    assert!(
+        mounted.success(),
+        "mounting a tmpfs (the tests run as root)"
+    );
+    let data = mount.join("data");
+    let output = serve_common::strata()
+        .arg("serve")
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--statsd",
+            "off",
+            "--graphite",
+            "off",
+        ])
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    let _ = std::process::Command::new("umount").arg(&mount).status();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("strata serve:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    let line = lines[0];
+    assert!(line.contains(data.to_str().unwrap()), "{line}");
+    assert!(
+        line.contains("bytes free") && line.contains("needs at least 83886080"),
+        "{line}"
+    );
+    assert!(!line.contains("Os {") && !line.contains("kind:"), "{line}");
+
+    let server = Server::start(&dir.path().join("roomy"), &[]);
+    let health = serve_common::get_json(&server.url("/health"));
+    assert_eq!(health["status"], "ok");
+    let metrics = serve_common::metrics_text(&server);
+    assert!(
+        metrics.contains("strata_store_flush_failures_total 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("strata_store_flush_failing 0"),
+        "{metrics}"
+    );
+}

@@ -20,7 +20,8 @@ use crate::batch::{KeyRef, SampleValue, Value, WriteBatch};
 use crate::blockset::{self, Blocks, Frozen};
 use crate::cardinality::{CardinalityLimit, CardinalityStats};
 use crate::engine::{
-    InFlight, Inner, ReplayReport, StoreOptions, BASE_PERIOD_MS_MIN, HEAD_SUBSCRIBER,
+    BackgroundFailures, InFlight, Inner, ReplayReport, StoreOptions, BASE_PERIOD_MS_MIN,
+    HEAD_SUBSCRIBER,
 };
 use crate::flush;
 use crate::head::{CumulativeState, Head, Offsets};
@@ -160,6 +161,7 @@ impl Store {
             },
             stop: (Mutex::new(false), Condvar::new()),
             flush_failing: AtomicBool::new(false),
+            background_failures: Mutex::new(BackgroundFailures::default()),
             opts,
         };
         let mut inner = inner;
@@ -295,6 +297,15 @@ impl Store {
     /// The cardinality limits' counts (new series this minute, active series, refusals).
     pub fn cardinality_stats(&self) -> Result<CardinalityStats, StoreError> {
         Ok(self.inner.index.cardinality_stats()?.unwrap_or_default())
+    }
+
+    /// Background flushes and maintenance passes that failed (a full disk, a failing device).
+    pub fn background_failures(&self) -> BackgroundFailures {
+        self.inner
+            .background_failures
+            .lock()
+            .map(|f| f.clone())
+            .unwrap_or_default()
     }
 
     /// Sources whose applied batches the store keeps (exactly-once state).
@@ -1008,8 +1019,10 @@ impl Inner {
             drop(stopped);
             let mut flushed = false;
             if self.flush_due() {
-                let failed = self.flush().is_err();
+                let result = self.flush();
+                let failed = result.is_err();
                 self.flush_failing.store(failed, Ordering::Release);
+                self.note_background(failed, result.err(), true);
                 flushed = !failed;
             }
             // Right after a flush too (its blocks make the finest level's partition still
@@ -1023,15 +1036,38 @@ impl Inner {
                 last_maintenance = Instant::now();
                 let now_ms = crate::rollup::wall_clock_ms();
                 // Failures are retried next tick; nothing is lost by a failed pass.
-                if self
+                let pass = self
                     .build_rollups(now_ms, BACKGROUND_ROLLUP_PARTITIONS_MAX)
-                    .is_ok()
-                {
-                    let _ = self.apply_retention(now_ms);
-                    let _ = self.compact_completed(now_ms, BACKGROUND_COMPACT_PARTITIONS_MAX);
+                    .map(drop)
+                    .and_then(|()| self.apply_retention(now_ms).map(drop))
+                    .and_then(|()| {
+                        self.compact_completed(now_ms, BACKGROUND_COMPACT_PARTITIONS_MAX)
+                            .map(drop)
+                    });
+                if let Err(e) = pass {
+                    self.note_background(true, Some(e), false);
                 }
             }
         }
+    }
+
+    /// Counts a background failure (`failed`) of a flush (`flush`) or a maintenance pass.
+    fn note_background(&self, failed: bool, error: Option<StoreError>, flush: bool) {
+        let Ok(mut f) = self.background_failures.lock() else {
+            return;
+        };
+        if flush {
+            f.flush_failing = failed;
+        }
+        if !failed {
+            return;
+        }
+        if flush {
+            f.flush_failures_total += 1;
+        } else {
+            f.maintenance_failures_total += 1;
+        }
+        f.last_error = error.map(|e| e.to_string());
     }
 
     fn flush_due(&self) -> bool {

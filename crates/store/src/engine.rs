@@ -167,6 +167,19 @@ pub(crate) struct Inner {
     pub stop: (Mutex<bool>, Condvar),
     /// The last background flush failed (it is retried every tick).
     pub flush_failing: AtomicBool,
+    /// Background flushes and maintenance passes that failed, and the last failure's text.
+    pub background_failures: Mutex<BackgroundFailures>,
+}
+
+/// What failed in the background (the store does not log; its owner reads this).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackgroundFailures {
+    /// The last background flush failed (and the head keeps growing until one succeeds).
+    pub flush_failing: bool,
+    pub flush_failures_total: u64,
+    pub maintenance_failures_total: u64,
+    /// The last failure, as its error says it.
+    pub last_error: Option<String>,
 }
 
 /// The WAL records submitted and not yet applied to the head, by start offset (ascending:

@@ -49,8 +49,8 @@ mod wal;
 // Open and configure.
 pub use db::{Store, Written};
 pub use engine::{
-    default_levels, LevelOptions, ReplayReport, StoreOptions, BASE_PERIOD_MS_DEFAULT,
-    BASE_PERIOD_MS_MIN, DAY_MS, HOUR_MS, MINUTE_MS, PARTITION_MS_DEFAULT,
+    default_levels, BackgroundFailures, LevelOptions, ReplayReport, StoreOptions,
+    BASE_PERIOD_MS_DEFAULT, BASE_PERIOD_MS_MIN, DAY_MS, HOUR_MS, MINUTE_MS, PARTITION_MS_DEFAULT,
 };
 pub use error::{IndexError, QueryError, StoreError};
 pub use journal::Durability;

@@ -321,7 +321,22 @@ async fn not_found() -> Response {
     error(StatusCode::NOT_FOUND, "no such endpoint")
 }
 
-async fn health() -> Response {
+/// `{"status": "ok"}`, or `"degraded"` with the problem while the store's background flushes
+/// fail (writes are still durable in the write-ahead log; a 200 either way, so a load
+/// balancer keeps the server that still accepts writes).
+async fn health(State(app): State<Shared>) -> Response {
+    let failures = app.store.background_failures();
+    if failures.flush_failing {
+        let problem = format!(
+            "background flushes are failing ({} so far): {}",
+            failures.flush_failures_total,
+            failures.last_error.as_deref().unwrap_or("unknown error")
+        );
+        return json_response(
+            StatusCode::OK,
+            json!({ "status": "degraded", "problems": [problem] }),
+        );
+    }
     json_response(StatusCode::OK, json!({ "status": "ok" }))
 }
 
@@ -351,6 +366,24 @@ async fn metrics(State(app): State<Shared>) -> Response {
     if let Ok(stats) = app.store.cardinality_stats() {
         cardinality_text(&mut text, &stats);
     }
+    let failures = app.store.background_failures();
+    let _ = write!(
+        text,
+        "# HELP strata_store_flush_failures_total Background flushes of the head to blocks that \
+         failed (retried; the data stays in the write-ahead log).\n\
+         # TYPE strata_store_flush_failures_total counter\n\
+         strata_store_flush_failures_total {}\n\
+         # HELP strata_store_maintenance_failures_total Background rollup, retention and \
+         compaction passes that failed (retried).\n\
+         # TYPE strata_store_maintenance_failures_total counter\n\
+         strata_store_maintenance_failures_total {}\n\
+         # HELP strata_store_flush_failing 1 while the last background flush failed.\n\
+         # TYPE strata_store_flush_failing gauge\n\
+         strata_store_flush_failing {}\n",
+        failures.flush_failures_total,
+        failures.maintenance_failures_total,
+        u8::from(failures.flush_failing)
+    );
     (
         [(
             header::CONTENT_TYPE,

@@ -321,6 +321,7 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
         cardinality: config.cardinality.options(),
         ..StoreOptions::default()
     };
+    check_volume(&config.store.data_dir, &options)?;
     let dir = config.store.data_dir.clone();
     let store = tokio::task::spawn_blocking(move || Store::open(&dir, options))
         .await
@@ -435,6 +436,7 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
         ));
     }
     tasks.spawn(self_monitor(app.clone(), stop_rx.clone()));
+    tasks.spawn(watch_background(app.clone(), stop_rx.clone()));
 
     // The handlers are in place before the start line: whoever reads it may signal at once.
     let signalled = shutdown_signal();
@@ -468,6 +470,76 @@ async fn self_monitor(app: Shared, mut stop: watch::Receiver<bool>) {
         if stopping {
             return;
         }
+    }
+}
+
+/// Room a new store needs besides its first write-ahead log segment: the series index, the
+/// manifest and the first blocks.
+const NEW_STORE_ROOM_BYTES: u64 = 16 << 20;
+
+/// Refuses to create a store on a volume too small for it (its write-ahead log segment is
+/// preallocated whole, so a smaller volume fails on the first write with an error that does not
+/// say why): one line naming the path, the free bytes and what is needed. An existing store
+/// (its `wal` directory there) opens whatever is free: it already holds its segment.
+fn check_volume(data_dir: &std::path::Path, options: &StoreOptions) -> Result<(), String> {
+    if data_dir.join("wal").is_dir() {
+        return Ok(());
+    }
+    // The data directory may not exist yet: the volume is that of its nearest existing parent.
+    let Some(existing) = data_dir.ancestors().find(|p| p.exists()) else {
+        return Ok(());
+    };
+    let Ok(stat) = rustix::fs::statvfs(existing) else {
+        return Ok(());
+    };
+    let free_bytes = stat.f_bavail.saturating_mul(stat.f_frsize);
+    let needed_bytes = options
+        .wal_segment_size_bytes
+        .saturating_add(NEW_STORE_ROOM_BYTES);
+    if free_bytes >= needed_bytes {
+        return Ok(());
+    }
+    Err(format!(
+        "the volume of {} has {free_bytes} bytes free; a new store needs at least {needed_bytes} \
+         ({} MiB write-ahead log segment, preallocated, and {} MiB for the index and first \
+         blocks): free space there or choose another --data-dir",
+        data_dir.display(),
+        options.wal_segment_size_bytes >> 20,
+        NEW_STORE_ROOM_BYTES >> 20
+    ))
+}
+
+/// How often the store's background failures are looked at (and logged when new).
+const BACKGROUND_WATCH_MS: u64 = 5_000;
+
+/// Logs the store's background flush and maintenance failures as they happen: at most one line
+/// per `BACKGROUND_WATCH_MS`, with how many failed since the last and the last error (also
+/// counted in `/metrics`; a failing flush makes `/health` degraded).
+async fn watch_background(app: Shared, mut stop: watch::Receiver<bool>) {
+    let every = Duration::from_millis(BACKGROUND_WATCH_MS);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    let mut seen = store::BackgroundFailures::default();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped(&mut stop) => return,
+        }
+        let now = app.store.background_failures();
+        let flushes = now.flush_failures_total - seen.flush_failures_total;
+        let passes = now.maintenance_failures_total - seen.maintenance_failures_total;
+        if flushes + passes > 0 {
+            let error = now.last_error.as_deref().unwrap_or("unknown");
+            tracing::error!(
+                failed_flushes = flushes,
+                failed_maintenance = passes,
+                error,
+                "store: background work failed; acknowledged data stays in the write-ahead log \
+                 and is retried"
+            );
+        } else if seen.flush_failing && !now.flush_failing {
+            tracing::warn!("store: background flushes succeed again");
+        }
+        seen = now;
     }
 }
 
