@@ -99,6 +99,12 @@ allowed_origins = []
 # any name otherwise.
 allowed_hosts = []
 
+[http]
+# Web pages of these origins ("https://grafana.example.com:3000") may read the answers of the
+# HTTP API from a browser (CORS: preflights answered, Access-Control-Allow-Origin on answers;
+# they are also let through the cross-site check above). Empty: no CORS answers at all.
+cors_origins = []
+
 [tls]
 # PEM files; when both are set the HTTP listener speaks HTTPS only.
 # cert = "/etc/strata/cert.pem"
@@ -145,6 +151,7 @@ pub struct Config {
     pub statsd: StatsdConfig,
     pub graphite: GraphiteConfig,
     pub auth: Auth,
+    pub http: HttpConfig,
     pub tls: Tls,
     pub httptrap: Httptrap,
     pub alerts: AlertsConfig,
@@ -273,6 +280,12 @@ pub struct Auth {
     pub token: Option<String>,
     pub allowed_origins: Vec<String>,
     pub allowed_hosts: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    pub cors_origins: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -611,6 +611,37 @@ fn an_open_network_listener_needs_a_token_or_insecure_open() {
         &["--http", "0.0.0.0:0", "--config", config.to_str().unwrap()],
     );
     drop(tokened);
+    // statsd and Graphite have no authentication: off loopback only with --insecure-open, even
+    // with a token.
+    for (listener, other) in [("--statsd", "--graphite"), ("--graphite", "--statsd")] {
+        let output = serve_common::strata()
+            .args(["serve", "--http", "127.0.0.1:0", other, "off"])
+            .args([listener, "0.0.0.0:0", "--config"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(dir.path().join("udp"))
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{listener}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let name = listener.trim_start_matches("--");
+        assert!(
+            stderr.contains(&format!("listeners.{name} 0.0.0.0:"))
+                && stderr.contains("--insecure-open"),
+            "{stderr}"
+        );
+    }
+    let open = Server::start(
+        &dir.path().join("open-udp"),
+        &[
+            "--statsd",
+            "0.0.0.0:0",
+            "--graphite",
+            "0.0.0.0:0",
+            "--insecure-open",
+        ],
+    );
+    drop(open);
 }
 
 /// An HTTP client whose connections come from the local address `source` (any 127.0.0.0/8
@@ -1087,4 +1118,71 @@ fn a_volume_too_small_is_refused_at_start_in_one_line() {
         metrics.contains("strata_store_flush_failing 0"),
         "{metrics}"
     );
+}
+
+/// CORS is off by default (no `Access-Control-*` answer, a foreign origin refused) and on for
+/// the origins of `http.cors_origins`: their preflight is answered 204 with the methods and
+/// headers the API takes (before the token check: a preflight carries none), and their
+/// requests, token included, get `Access-Control-Allow-Origin`.
+#[test]
+fn cors_is_off_by_default_and_answers_configured_origins() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let plain = Server::start(&dir.path().join("plain"), &[]);
+    let preflight = |server: &Server, origin: &str| {
+        client()
+            .request(reqwest::Method::OPTIONS, server.url("/api/v1/query"))
+            .header("Origin", origin)
+            .header("Access-Control-Request-Method", "POST")
+            .header("Access-Control-Request-Headers", "authorization")
+            .send()
+            .unwrap()
+    };
+    let answer = preflight(&plain, "https://grafana.example.com");
+    assert_eq!(answer.status().as_u16(), 403);
+    assert!(answer
+        .headers()
+        .get("access-control-allow-origin")
+        .is_none());
+    drop(plain);
+
+    let config = dir.path().join("strata.toml");
+    std::fs::write(
+        &config,
+        "[auth]\ntoken = \"t0ken\"\n[http]\ncors_origins = [\"https://grafana.example.com\"]\n",
+    )
+    .unwrap();
+    let server = Server::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let answer = preflight(&server, "https://grafana.example.com");
+    assert_eq!(answer.status().as_u16(), 204);
+    let headers = answer.headers();
+    assert_eq!(
+        headers["access-control-allow-origin"],
+        "https://grafana.example.com"
+    );
+    assert!(headers["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .contains("authorization"));
+    let answer = client()
+        .get(server.url("/api/v1/query?query=1"))
+        .header("Origin", "https://grafana.example.com")
+        .header("Authorization", "Bearer t0ken")
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    assert_eq!(
+        answer.headers()["access-control-allow-origin"],
+        "https://grafana.example.com"
+    );
+    // Another origin still gets nothing.
+    let answer = preflight(&server, "https://evil.example");
+    assert_eq!(answer.status().as_u16(), 403);
+    assert!(answer
+        .headers()
+        .get("access-control-allow-origin")
+        .is_none());
 }

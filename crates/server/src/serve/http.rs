@@ -255,11 +255,12 @@ fn browser_refusal(app: &Shared, request: &Request) -> Option<String> {
             let configured = auth
                 .allowed_origins
                 .iter()
+                .chain(&app.config.http.cors_origins)
                 .any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(origin));
             (!own && !configured).then(|| {
                 format!(
                     "a request from the web page of `{origin}` is refused: that origin is not \
-                     in auth.allowed_origins"
+                     in auth.allowed_origins or http.cors_origins"
                 )
             })
         }
@@ -272,10 +273,75 @@ fn browser_refusal(app: &Shared, request: &Request) -> Option<String> {
     }
 }
 
+/// The request's `Origin` when it is one of `http.cors_origins`.
+fn cors_origin(app: &Shared, request: &Request) -> Option<HeaderValue> {
+    let origin = request.headers().get(header::ORIGIN)?;
+    let text = origin.to_str().ok()?;
+    app.config
+        .http
+        .cors_origins
+        .iter()
+        .any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(text))
+        .then(|| origin.clone())
+}
+
+/// How long a browser may keep a preflight's answer.
+const CORS_MAX_AGE_S: &str = "600";
+
+/// The answer to a CORS preflight from a configured origin: the methods and headers the API
+/// takes (credentials are the bearer token, sent as a header).
+fn cors_preflight(origin: HeaderValue) -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, PUT, DELETE"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(
+            "authorization, content-type, content-encoding, strata-source, strata-epoch, \
+             strata-sequence",
+        ),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static(CORS_MAX_AGE_S),
+    );
+    headers.insert(header::VARY, HeaderValue::from_static("origin"));
+    response
+}
+
 async fn frame_inner(frame: &Frame, endpoint: Endpoint, request: Request, next: Next) -> Response {
     if let Some(refusal) = browser_refusal(&frame.app, &request) {
         return error(StatusCode::FORBIDDEN, refusal);
     }
+    let cors = cors_origin(&frame.app, &request);
+    // A preflight carries no credentials: answered before the token check.
+    let preflight = request.method() == axum::http::Method::OPTIONS
+        && request
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    if let (Some(origin), true) = (&cors, preflight) {
+        return cors_preflight(origin.clone());
+    }
+    let mut response = frame_checked(frame, endpoint, request, next).await;
+    if let Some(origin) = cors {
+        let headers = response.headers_mut();
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        headers.append(header::VARY, HeaderValue::from_static("origin"));
+    }
+    response
+}
+
+/// The token check, the concurrency bound and the request timeout around a request.
+async fn frame_checked(
+    frame: &Frame,
+    endpoint: Endpoint,
+    request: Request,
+    next: Next,
+) -> Response {
     if let Some(token) = &frame.app.config.auth.token {
         if endpoint != Endpoint::Health {
             let given = request

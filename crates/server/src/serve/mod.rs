@@ -371,6 +371,29 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
         }
         tracing::warn!(%addr, "HTTP open to the network without a token (--insecure-open)");
     }
+    // statsd and Graphite carry no credentials at all: off loopback anyone who reaches the
+    // port writes, whatever auth.token says.
+    let exposed = [
+        ("statsd", statsd_socket.as_ref().map(|s| s.local_addr())),
+        (
+            "graphite",
+            graphite_listener.as_ref().map(|l| l.local_addr()),
+        ),
+    ];
+    for (name, local_addr) in exposed {
+        let Some(Ok(addr)) = local_addr else { continue };
+        if addr.ip().is_loopback() {
+            continue;
+        }
+        if !insecure_open {
+            return Err(format!(
+                "listeners.{name} {addr} is not a loopback address: {name} has no \
+                 authentication, so anyone who reaches the port could write. Bind 127.0.0.1 \
+                 (or \"off\"), or pass --insecure-open"
+            ));
+        }
+        tracing::warn!(%addr, listener = name, "open to the network without authentication (--insecure-open)");
+    }
     let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(cert), Some(key)) => Some(conn::acceptor(cert, key)?),
         _ => None,
