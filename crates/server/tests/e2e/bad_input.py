@@ -204,13 +204,15 @@ def remote_write_cases():
           not stored("bad_rw_utf") and stored("good_rw_a"))
 
     req = rw_request([([("__name__", "bad_rw_ts")], [(1.0, 99999999999999), (2.0, 5)]),
-                      ([("__name__", "bad_rw_nan")], [(float("inf"), NOW)]),
+                      # +Inf is a value, kept as Prometheus keeps it.
+                      ([("__name__", "rw_inf_value")], [(float("inf"), NOW)]),
                       ([("__name__", "bad_rw_tags")] + [(f"t{i:02}", "v") for i in range(65)],
                        [(1.0, NOW)])])
     status, doc = rw_send(req.SerializeToString())
-    check("remote write absurd timestamps, inf, 65 labels: 400 naming series/sample",
+    check("remote write absurd timestamps, 65 labels: 400 naming series/sample",
           status == 400 and doc and names_in(doc.get("error"), "series"), (status, doc))
     check("remote write: none of those stored", not stored("bad_rw_*"))
+    check("remote write: +Inf stored as a value", stored("rw_inf_value"))
     healthy("bad remote write input")
 
 
