@@ -59,6 +59,20 @@ body_rate_bytes_per_s_min = 1024
 # one fetch over it is refused with a 422, one that does not fit beside the others with a 503.
 query_memory_bytes_max = 536870912
 
+[cardinality]
+# New series are held to these limits; series that exist are always written. A series over a
+# limit is refused (its samples left out, the rest of the request stored): 429 on Influx and
+# httptrap, 400 on remote write (Prometheus resends a 429 forever), OTLP partial success;
+# the body names the limit and the metric. A "source" is the exactly-once sender
+# (Strata-Source), or else the httptrap check, or the client's address (statsd: "statsd").
+# Counts and refusals: strata_series_* in /metrics.
+series_new_per_minute_max = 200000         # new series per minute, all sources
+series_active_max = 2000000                # active series, all sources
+source_series_new_per_minute_max = 100000  # new series per minute from one source
+source_series_active_max = 1000000         # active series one source created
+# A series is active while it has a sample timestamped this recently.
+active_window_s = 3600
+
 [statsd]
 # Datagrams are aggregated per interval (counters summed, gauges last, timers merged into
 # histograms) and written to the store once per interval.
@@ -85,6 +99,12 @@ allowed_origins = []
 # any name otherwise.
 allowed_hosts = []
 
+[http]
+# Web pages of these origins ("https://grafana.example.com:3000") may read the answers of the
+# HTTP API from a browser (CORS: preflights answered, Access-Control-Allow-Origin on answers;
+# they are also let through the cross-site check above). Empty: no CORS answers at all.
+cors_origins = []
+
 [tls]
 # PEM files; when both are set the HTTP listener speaks HTTPS only.
 # cert = "/etc/strata/cert.pem"
@@ -98,6 +118,13 @@ allowed_hosts = []
 [httptrap.checks]
 # Per-check secrets: check name = secret.
 # mycheck = "s3cret"
+
+[otlp]
+# OTLP resource attributes become labels as the OpenTelemetry-Prometheus compatibility spec
+# says: service.name (after service.namespace and "/") is `job`, service.instance.id is
+# `instance`, and every other attribute goes on one `target_info` series per resource. These
+# attributes also go on every series of their resource (at most 64).
+promote_resource_attributes = []
 
 [alerts]
 # Rulesets evaluated when each period closes; states journaled in <data_dir>/alerts.
@@ -127,13 +154,22 @@ pub struct Config {
     pub listeners: Listeners,
     pub store: StoreConfig,
     pub limits: Limits,
+    pub cardinality: CardinalityConfig,
     pub statsd: StatsdConfig,
     pub graphite: GraphiteConfig,
     pub auth: Auth,
+    pub http: HttpConfig,
     pub tls: Tls,
     pub httptrap: Httptrap,
+    pub otlp: OtlpConfig,
     pub alerts: AlertsConfig,
     pub log: Log,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OtlpConfig {
+    pub promote_resource_attributes: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -203,6 +239,42 @@ pub struct Limits {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+pub struct CardinalityConfig {
+    pub series_new_per_minute_max: u64,
+    pub series_active_max: u64,
+    pub source_series_new_per_minute_max: u64,
+    pub source_series_active_max: u64,
+    pub active_window_s: u64,
+}
+
+impl Default for CardinalityConfig {
+    fn default() -> CardinalityConfig {
+        CardinalityConfig {
+            series_new_per_minute_max: 200_000,
+            series_active_max: 2_000_000,
+            source_series_new_per_minute_max: 100_000,
+            source_series_active_max: 1_000_000,
+            active_window_s: 3_600,
+        }
+    }
+}
+
+impl CardinalityConfig {
+    /// The store's limits.
+    pub fn options(&self) -> store::CardinalityOptions {
+        store::CardinalityOptions {
+            series_new_per_minute_max: self.series_new_per_minute_max,
+            series_active_max: self.series_active_max,
+            source_series_new_per_minute_max: self.source_series_new_per_minute_max,
+            source_series_active_max: self.source_series_active_max,
+            active_window_ms: i64::try_from(self.active_window_s.saturating_mul(1000))
+                .unwrap_or(i64::MAX),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct StatsdConfig {
     pub flush_interval_ms: u64,
     pub receive_buffer_bytes: u64,
@@ -222,6 +294,12 @@ pub struct Auth {
     pub token: Option<String>,
     pub allowed_origins: Vec<String>,
     pub allowed_hosts: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    pub cors_origins: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -338,6 +416,12 @@ pub struct ServeArgs {
     /// open to the network. Without it such a server refuses to start.
     #[arg(long)]
     pub insecure_open: bool,
+    /// Run as one process of a cluster on Kafka: the topology file (`docs/cluster.md`).
+    #[arg(long, value_name = "FILE", requires = "node")]
+    pub cluster: Option<PathBuf>,
+    /// Which node of the topology this process is (its roles, side and HTTP address).
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    pub node: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -500,6 +584,26 @@ fn validate(config: &Config) -> Result<(), String> {
             "limits.body_rate_bytes_per_s_min",
             config.limits.body_rate_bytes_per_s_min,
         ),
+        (
+            "cardinality.series_new_per_minute_max",
+            config.cardinality.series_new_per_minute_max,
+        ),
+        (
+            "cardinality.series_active_max",
+            config.cardinality.series_active_max,
+        ),
+        (
+            "cardinality.source_series_new_per_minute_max",
+            config.cardinality.source_series_new_per_minute_max,
+        ),
+        (
+            "cardinality.source_series_active_max",
+            config.cardinality.source_series_active_max,
+        ),
+        (
+            "cardinality.active_window_s",
+            config.cardinality.active_window_s,
+        ),
         ("statsd.flush_interval_ms", config.statsd.flush_interval_ms),
         (
             "statsd.receive_buffer_bytes",
@@ -520,6 +624,13 @@ fn validate(config: &Config) -> Result<(), String> {
         }
     }
     validate_alerts(&config.alerts)?;
+    let promoted = config.otlp.promote_resource_attributes.len();
+    if promoted > ingest::otlp::PROMOTE_MAX {
+        return Err(format!(
+            "otlp.promote_resource_attributes: {promoted} attributes, at most {}",
+            ingest::otlp::PROMOTE_MAX
+        ));
+    }
     if config.limits.udp_datagram_bytes_max > 65_535 {
         return Err("limits.udp_datagram_bytes_max: a UDP datagram is at most 65535 bytes".into());
     }
@@ -547,6 +658,20 @@ mod tests {
     fn unknown_key_is_named() {
         let e = toml::from_str::<Config>("[limits]\nbody_size_max = 3\n").unwrap_err();
         assert!(e.to_string().contains("body_size_max"), "{e}");
+    }
+
+    #[test]
+    fn promoted_otlp_attributes_are_read_and_bounded() {
+        let config: Config =
+            toml::from_str("[otlp]\npromote_resource_attributes = [\"k8s.pod.name\"]\n").unwrap();
+        assert_eq!(config.otlp.promote_resource_attributes, ["k8s.pod.name"]);
+        assert!(validate(&config).is_ok());
+        let mut many = Config::default();
+        many.otlp.promote_resource_attributes = (0..=ingest::otlp::PROMOTE_MAX)
+            .map(|i| format!("a{i}"))
+            .collect();
+        let e = validate(&many).unwrap_err();
+        assert!(e.contains("otlp.promote_resource_attributes"), "{e}");
     }
 
     #[test]

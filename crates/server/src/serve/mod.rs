@@ -8,10 +8,12 @@
 
 mod alerts;
 mod budget;
+mod clustered;
 mod conn;
 mod graphite;
 mod http;
 mod kept;
+mod lograte;
 mod metadata;
 mod metrics;
 mod origin;
@@ -64,6 +66,10 @@ pub struct App {
     pub metadata: Arc<metadata::Registry>,
     /// The addresses actually bound (port 0 resolved), for the landing page's examples.
     pub listening: Listening,
+    /// This process's part of a cluster (`--cluster`); `None` for a single node.
+    pub cluster: Option<Arc<clustered::ClusterRole>>,
+    /// How OTLP resource attributes become tags (`[otlp]` in the config).
+    pub otlp: ingest::otlp::Translation,
 }
 
 /// Where the server listens: `None` for a listener that is off.
@@ -93,6 +99,11 @@ fn series_cache_from_env() -> SeriesCache {
 
 pub type Shared = Arc<App>;
 
+/// The cardinality limits' sender of the server's own writes (self-monitoring, alert states).
+pub const SENDER_SERVER: &str = "server";
+/// The sender of statsd's aggregated intervals (a datagram's sender is not kept).
+pub const SENDER_STATSD: &str = "statsd";
+
 /// Receipt time in ms since the epoch, from the fast wall clock.
 pub fn now_ms() -> i64 {
     (clock::wall() / 1_000_000) as i64
@@ -101,11 +112,15 @@ pub fn now_ms() -> i64 {
 impl App {
     /// Writes a batch the server made itself (a statsd interval, self-monitoring) on the
     /// blocking pool.
-    pub async fn write(self: &Arc<Self>, batch: store::WriteBatch) -> Result<(), ServeError> {
+    pub async fn write(
+        self: &Arc<Self>,
+        batch: store::WriteBatch,
+        sender: &'static str,
+    ) -> Result<(), ServeError> {
         if batch.is_empty() {
             return Ok(());
         }
-        self.write_blocking(move |app| app.store_inserted(None, &mut Inserted::from(batch)))
+        self.write_blocking(move |app| app.store_inserted(None, &mut Inserted::from(batch), sender))
             .await
             .map(drop)
     }
@@ -115,23 +130,37 @@ impl App {
     /// that exists with another kind, which become rejections; the series the batch created
     /// are then learned into the id cache. Counted under `endpoint` (bodies of clients only).
     /// A batch whose origin was applied before is not applied again: `Written::Duplicate`.
+    /// New series are held to the cardinality limits for `sender` (unless the batch names its
+    /// exactly-once source, which is then the sender).
     pub(crate) fn store_inserted(
         &self,
         endpoint: Option<Endpoint>,
         inserted: &mut Inserted,
+        sender: &str,
     ) -> Result<Written, ServeError> {
+        // A cluster front hands clients' bodies to Kafka; what the server makes itself
+        // (self-monitoring) stays in its own store.
+        if let (Some(role), Some(endpoint)) = (self.cluster_front(), endpoint) {
+            if !inserted.stopped && !inserted.batch.is_empty() {
+                role.produce(&self.store, &inserted.batch, now_ms())?;
+            }
+            self.metrics
+                .batch(endpoint, inserted.accepted, inserted.rejected_total);
+            return Ok(Written::Applied);
+        }
         let mut written = Written::Applied;
         if !inserted.stopped && !inserted.batch.is_empty() {
             let stopwatch = clock::Stopwatch::start();
-            let result = self.store.write_partial(&inserted.batch);
+            let result = self.store.write_limited(&inserted.batch, sender);
             self.metrics
                 .store_write(stopwatch.elapsed_ns(), result.is_ok());
             match result {
-                Ok((Written::Applied, rejected)) => {
-                    inserted.apply_kind_rejections(&rejected);
+                Ok(w) if w.written == Written::Applied => {
+                    inserted.apply_kind_rejections(&w.kind_rejections);
+                    inserted.apply_cardinality_refusals(&w.refused);
                     inserted.learn(&self.store, &self.series_ids);
                 }
-                Ok((Written::Duplicate, _)) => written = Written::Duplicate,
+                Ok(_) => written = Written::Duplicate,
                 Err(e) => {
                     let endpoint = endpoint.map_or("server", |e| e.name());
                     let refusal = ServeError::from_store(&e);
@@ -152,6 +181,27 @@ impl App {
                 .batch(endpoint, inserted.accepted, inserted.rejected_total);
         }
         Ok(written)
+    }
+
+    /// The cluster role when this process is a cluster front.
+    fn cluster_front(&self) -> Option<&clustered::ClusterRole> {
+        self.cluster.as_deref().filter(|r| r.is_front())
+    }
+
+    /// Writes a batch of client data the server aggregated itself (statsd): to Kafka on a
+    /// cluster front, to the store otherwise.
+    pub async fn write_ingest(
+        self: &Arc<Self>,
+        batch: store::WriteBatch,
+    ) -> Result<(), ServeError> {
+        if batch.is_empty() || self.cluster_front().is_none() {
+            return self.write(batch, SENDER_STATSD).await;
+        }
+        self.write_blocking(move |app| match app.cluster_front() {
+            Some(role) => role.produce(&app.store, &batch, now_ms()),
+            None => Ok(()),
+        })
+        .await
     }
 
     /// Runs one write on the blocking pool, holding a writer permit (`writers` bounds the
@@ -207,7 +257,22 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(serve(config, open_files_max, args.insecure_open)) {
+    let cluster = match (&args.cluster, &args.node) {
+        (Some(path), Some(node)) => match load_topology(path, node) {
+            Ok(found) => Some(found),
+            Err(e) => {
+                eprintln!("strata serve: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => None,
+    };
+    let mut config = config;
+    if let Some((_, node)) = &cluster {
+        // The topology says where each node listens, so that the others can reach it.
+        config.listeners.http = node.http.clone();
+    }
+    match runtime.block_on(serve(config, open_files_max, args.insecure_open, cluster)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Once, plainly: the log and the terminal are the same stream here.
@@ -215,6 +280,27 @@ pub fn run(args: ServeArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The topology and this process's node in it.
+fn load_topology(
+    path: &std::path::Path,
+    name: &str,
+) -> Result<(cluster::Topology, cluster::Node), String> {
+    let topology = cluster::Topology::load(path).map_err(|e| e.to_string())?;
+    let node = topology.node(name).cloned().ok_or_else(|| {
+        format!(
+            "--node {name}: {} names no such node (it has {})",
+            path.display(),
+            topology
+                .nodes
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    Ok((topology, node))
 }
 
 /// `--log-level` wins, then `RUST_LOG`, then the file's `log.level`.
@@ -290,7 +376,12 @@ fn connection_budget(open_files_max: u64, config: &Config) -> ConnectionBudget {
     }
 }
 
-async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Result<(), String> {
+async fn serve(
+    config: Config,
+    open_files_max: u64,
+    insecure_open: bool,
+    cluster: Option<(cluster::Topology, cluster::Node)>,
+) -> Result<(), String> {
     let connection_budget = connection_budget(open_files_max, &config);
     tracing::info!(
         open_files_max,
@@ -304,10 +395,13 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
     let options = StoreOptions {
         base_period_ms: i64::from(config.store.base_period_s) * 1000,
         durability: cli_config::durability(&config.store.durability)?,
+        cardinality: config.cardinality.options(),
         ..StoreOptions::default()
     };
+    check_volume(&config.store.data_dir, &options)?;
     let dir = config.store.data_dir.clone();
-    let store = tokio::task::spawn_blocking(move || Store::open(&dir, options))
+    let open_options = options.clone();
+    let store = tokio::task::spawn_blocking(move || Store::open(&dir, open_options))
         .await
         .map_err(|e| format!("opening the store: {e}"))?
         .map_err(|e| {
@@ -355,6 +449,29 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
         }
         tracing::warn!(%addr, "HTTP open to the network without a token (--insecure-open)");
     }
+    // statsd and Graphite carry no credentials at all: off loopback anyone who reaches the
+    // port writes, whatever auth.token says.
+    let exposed = [
+        ("statsd", statsd_socket.as_ref().map(|s| s.local_addr())),
+        (
+            "graphite",
+            graphite_listener.as_ref().map(|l| l.local_addr()),
+        ),
+    ];
+    for (name, local_addr) in exposed {
+        let Some(Ok(addr)) = local_addr else { continue };
+        if addr.ip().is_loopback() {
+            continue;
+        }
+        if !insecure_open {
+            return Err(format!(
+                "listeners.{name} {addr} is not a loopback address: {name} has no \
+                 authentication, so anyone who reaches the port could write. Bind 127.0.0.1 \
+                 (or \"off\"), or pass --insecure-open"
+            ));
+        }
+        tracing::warn!(%addr, listener = name, "open to the network without authentication (--insecure-open)");
+    }
     let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(cert), Some(key)) => Some(conn::acceptor(cert, key)?),
         _ => None,
@@ -376,26 +493,23 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
         config.store.data_dir.display()
     );
 
-    let app: Shared = Arc::new(App {
-        store: store.clone(),
-        config: config.clone(),
-        http_loopback,
-        metrics: Metrics::new(),
-        writers: Semaphore::new(WRITERS_MAX),
-        body_budget: Arc::new(budget::BodyBudget::new(config.limits.body_size_bytes_max)),
-        query_budget: budget::QueryBudget::new(config.limits.query_memory_bytes_max),
-        conn_metrics: Arc::new(conn::ConnMetrics::default()),
-        statsd_inode: statsd_socket
-            .as_ref()
-            .and_then(|s| statsd::prepare_socket(s, config.statsd.receive_buffer_bytes)),
-        series_ids: series_cache_from_env(),
-        metadata: Arc::new(metadata::Registry::open(&config.store.data_dir)),
-        listening,
-    });
-    drop(store);
-
+    let statsd_inode = statsd_socket
+        .as_ref()
+        .and_then(|s| statsd::prepare_socket(s, config.statsd.receive_buffer_bytes));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
+    let role = match cluster {
+        Some((topology, node)) => {
+            let role = start_cluster(&config, &options, topology, node, &mut tasks, &stop_rx);
+            Some(Arc::new(role.await?))
+        }
+        None => None,
+    };
+    let mut app = new_app(&config, store.clone(), http_loopback, listening, role);
+    app.statsd_inode = statsd_inode;
+    let app: Shared = Arc::new(app);
+    drop(store);
+
     if let Some(listener) = http_listener {
         let router = http::router(app.clone());
         let stop = stop_rx.clone();
@@ -420,6 +534,7 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
         ));
     }
     tasks.spawn(self_monitor(app.clone(), stop_rx.clone()));
+    tasks.spawn(watch_background(app.clone(), stop_rx.clone()));
 
     // The handlers are in place before the start line: whoever reads it may signal at once.
     let signalled = shutdown_signal();
@@ -437,6 +552,93 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
     close_store(app).await
 }
 
+/// An `App` over `store` (the process's own, or one partition's on a storage node).
+fn new_app(
+    config: &Config,
+    store: Arc<Store>,
+    http_loopback: bool,
+    listening: Listening,
+    cluster: Option<Arc<clustered::ClusterRole>>,
+) -> App {
+    App {
+        metadata: Arc::new(metadata::Registry::open(store.dir())),
+        store,
+        config: config.clone(),
+        http_loopback,
+        metrics: Metrics::new(),
+        writers: Semaphore::new(WRITERS_MAX),
+        body_budget: Arc::new(budget::BodyBudget::new(config.limits.body_size_bytes_max)),
+        query_budget: budget::QueryBudget::new(config.limits.query_memory_bytes_max),
+        conn_metrics: Arc::new(conn::ConnMetrics::default()),
+        statsd_inode: None,
+        series_ids: series_cache_from_env(),
+        listening,
+        cluster,
+        otlp: ingest::otlp::Translation {
+            promote: config.otlp.promote_resource_attributes.clone(),
+        },
+    }
+}
+
+/// This process's cluster roles: the front's producer (Kafka must answer), the storage node's
+/// partition stores and their consumers (run as `tasks` until `stop`).
+async fn start_cluster(
+    config: &Config,
+    options: &StoreOptions,
+    topology: cluster::Topology,
+    node: cluster::Node,
+    tasks: &mut tokio::task::JoinSet<()>,
+    stop: &watch::Receiver<bool>,
+) -> Result<clustered::ClusterRole, String> {
+    let client_id = format!("strata-{}", node.name);
+    let front = if node.has(cluster::Role::Front) {
+        let front = cluster::Front::connect(&topology, &client_id)
+            .await
+            .map_err(|e| format!("cluster front: {e}"))?;
+        Some(front)
+    } else {
+        None
+    };
+    let storage = if node.has(cluster::Role::Storage) {
+        let dir = config.store.data_dir.join("partitions");
+        let (t, n, o) = (topology.clone(), node.name.clone(), options.clone());
+        let opened =
+            tokio::task::spawn_blocking(move || cluster::StorageNode::open(&t, &n, &dir, &o))
+                .await
+                .map_err(|e| format!("opening the partition stores: {e}"))??;
+        Some(Arc::new(opened))
+    } else {
+        None
+    };
+    let mut role = clustered::ClusterRole::new(
+        topology.clone(),
+        node.clone(),
+        front,
+        storage.clone(),
+        now_ms(),
+    )?;
+    if let Some(storage) = storage {
+        for (p, partition) in &storage.partitions {
+            let app = new_app(
+                config,
+                partition.store.clone(),
+                true,
+                Listening::default(),
+                None,
+            );
+            role.partition_apps.insert(*p, Arc::new(app));
+        }
+        let stop = stop.clone();
+        tasks.spawn(async move {
+            if let Err(e) = storage.run(&topology, &client_id, stop).await {
+                tracing::error!(error = %e, "storage node stopped");
+            }
+        });
+    }
+    tracing::info!(node = %node.name, side = %node.side, "cluster node started");
+    Ok(role)
+}
+
 /// Writes the self-monitoring histograms every base period, and once more at shutdown.
 async fn self_monitor(app: Shared, mut stop: watch::Receiver<bool>) {
     let period = Duration::from_secs(u64::from(app.config.store.base_period_s));
@@ -447,12 +649,82 @@ async fn self_monitor(app: Shared, mut stop: watch::Receiver<bool>) {
             _ = stopped(&mut stop) => true,
         };
         let batch = app.metrics.period_batch(now_ms());
-        if let Err(e) = app.write(batch).await {
+        if let Err(e) = app.write(batch, SENDER_SERVER).await {
             tracing::warn!(error = %e, "writing self-monitoring failed");
         }
         if stopping {
             return;
         }
+    }
+}
+
+/// Room a new store needs besides its first write-ahead log segment: the series index, the
+/// manifest and the first blocks.
+const NEW_STORE_ROOM_BYTES: u64 = 16 << 20;
+
+/// Refuses to create a store on a volume too small for it (its write-ahead log segment is
+/// preallocated whole, so a smaller volume fails on the first write with an error that does not
+/// say why): one line naming the path, the free bytes and what is needed. An existing store
+/// (its `wal` directory there) opens whatever is free: it already holds its segment.
+fn check_volume(data_dir: &std::path::Path, options: &StoreOptions) -> Result<(), String> {
+    if data_dir.join("wal").is_dir() {
+        return Ok(());
+    }
+    // The data directory may not exist yet: the volume is that of its nearest existing parent.
+    let Some(existing) = data_dir.ancestors().find(|p| p.exists()) else {
+        return Ok(());
+    };
+    let Ok(stat) = rustix::fs::statvfs(existing) else {
+        return Ok(());
+    };
+    let free_bytes = stat.f_bavail.saturating_mul(stat.f_frsize);
+    let needed_bytes = options
+        .wal_segment_size_bytes
+        .saturating_add(NEW_STORE_ROOM_BYTES);
+    if free_bytes >= needed_bytes {
+        return Ok(());
+    }
+    Err(format!(
+        "the volume of {} has {free_bytes} bytes free; a new store needs at least {needed_bytes} \
+         ({} MiB write-ahead log segment, preallocated, and {} MiB for the index and first \
+         blocks): free space there or choose another --data-dir",
+        data_dir.display(),
+        options.wal_segment_size_bytes >> 20,
+        NEW_STORE_ROOM_BYTES >> 20
+    ))
+}
+
+/// How often the store's background failures are looked at (and logged when new).
+const BACKGROUND_WATCH_MS: u64 = 5_000;
+
+/// Logs the store's background flush and maintenance failures as they happen: at most one line
+/// per `BACKGROUND_WATCH_MS`, with how many failed since the last and the last error (also
+/// counted in `/metrics`; a failing flush makes `/health` degraded).
+async fn watch_background(app: Shared, mut stop: watch::Receiver<bool>) {
+    let every = Duration::from_millis(BACKGROUND_WATCH_MS);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    let mut seen = store::BackgroundFailures::default();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped(&mut stop) => return,
+        }
+        let now = app.store.background_failures();
+        let flushes = now.flush_failures_total - seen.flush_failures_total;
+        let passes = now.maintenance_failures_total - seen.maintenance_failures_total;
+        if flushes + passes > 0 {
+            let error = now.last_error.as_deref().unwrap_or("unknown");
+            tracing::error!(
+                failed_flushes = flushes,
+                failed_maintenance = passes,
+                error,
+                "store: background work failed; acknowledged data stays in the write-ahead log \
+                 and is retried"
+            );
+        } else if seen.flush_failing && !now.flush_failing {
+            tracing::warn!("store: background flushes succeed again");
+        }
+        seen = now;
     }
 }
 
