@@ -66,7 +66,9 @@ pub fn router(app: Shared) -> Router {
         // Alerting: /api/strata/v1/alerts, /api/strata/v1/rules.
         .merge(super::alerts::router(&app.config))
         // The web UI at `/` and the worksheets API.
-        .merge(super::ui::router(app.clone()));
+        .merge(super::ui::router(app.clone()))
+        // What `curl …/install.sh | sh` fetches.
+        .merge(super::download::router());
     routes.layer(middleware::from_fn_with_state(frame_state, frame))
 }
 
@@ -211,7 +213,8 @@ async fn frame_inner(frame: &Frame, endpoint: Endpoint, request: Request, next: 
         return error(StatusCode::FORBIDDEN, refusal);
     }
     if let Some(token) = &frame.app.config.auth.token {
-        if endpoint != Endpoint::Health {
+        let public = super::download::PUBLIC_PATHS.contains(&request.uri().path());
+        if endpoint != Endpoint::Health && !public {
             let given = request
                 .headers()
                 .get(header::AUTHORIZATION)
@@ -255,8 +258,14 @@ async fn not_found() -> Response {
     error(StatusCode::NOT_FOUND, "no such endpoint")
 }
 
+/// Features of this core's API an installer checks for before it writes anything.
+const SUPPORTS: [&str; 4] = ["checks", "owner", "unchanged", "download"];
+
 async fn health() -> Response {
-    json_response(StatusCode::OK, json!({ "status": "ok" }))
+    json_response(
+        StatusCode::OK,
+        json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION"), "supports": SUPPORTS }),
+    )
 }
 
 async fn metrics(State(app): State<Shared>) -> Response {

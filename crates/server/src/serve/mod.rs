@@ -9,6 +9,7 @@
 mod alerts;
 mod budget;
 mod conn;
+mod download;
 mod graphite;
 mod http;
 mod kept;
