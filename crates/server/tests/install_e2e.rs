@@ -109,10 +109,11 @@ impl Env {
             "",
             "--listen",
             "127.0.0.1:1",
-            "--wait-s",
-            "0",
             "--json",
         ];
+        if !extra.contains(&"--wait-s") {
+            args.extend_from_slice(&["--wait-s", "0"]);
+        }
         args.extend_from_slice(extra);
         let mut cmd = self.command(root, &args);
         for (k, v) in vars {
@@ -330,12 +331,19 @@ fn second_run_changes_nothing_and_purge_leaves_nothing() {
     );
     assert_eq!(std::fs::read_to_string(&cfg).unwrap(), config);
 
+    let token_file = env.token_file();
     let out = env
         .command(
             &root,
-            &["uninstall", "agent", "--purge", "--json", "--token-file"],
+            &[
+                "uninstall",
+                "agent",
+                "--purge",
+                "--json",
+                "--token-file",
+                token_file.to_str().unwrap(),
+            ],
         )
-        .arg(env.token_file())
         .output()
         .unwrap();
     let purged = ok(&out);
