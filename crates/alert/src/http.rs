@@ -68,7 +68,10 @@ pub fn router(engine: Arc<Engine>, wait_max_ms: i64) -> Router {
             post(ack_post).delete(ack_delete),
         )
         .route("/api/strata/v1/notifications", get(notifications))
-        .route("/api/strata/v1/rules", get(rules).delete(rules_delete_owned))
+        .route(
+            "/api/strata/v1/rules",
+            get(rules).delete(rules_delete_owned),
+        )
         .route("/api/strata/v1/rules/evaluate", post(evaluate))
         .route(
             "/api/strata/v1/rules/{name}",
@@ -508,18 +511,14 @@ fn rule_json(info: &RuleInfo) -> Value {
 }
 
 /// Every ruleset, or with `?owner=` only those that owner manages.
-async fn rules(
-    State(api): State<Arc<Api>>,
-    Query(q): Query<HashMap<String, String>>,
-) -> Response {
+async fn rules(State(api): State<Arc<Api>>, Query(q): Query<HashMap<String, String>>) -> Response {
     let owner = q.get("owner");
     let v: Vec<Value> = api
         .engine
         .rule_infos()
         .iter()
         .filter(|i| {
-            owner.is_none()
-                || i.ruleset.as_ref().and_then(|r| r.spec.owner.as_ref()) == owner
+            owner.is_none() || i.ruleset.as_ref().and_then(|r| r.spec.owner.as_ref()) == owner
         })
         .map(rule_json)
         .collect();

@@ -123,7 +123,11 @@ impl Core {
         if (200..300).contains(&a.status) {
             Ok(a)
         } else {
-            Err(format!("{method} {path}: HTTP {}: {}", a.status, a.error_text()))
+            Err(format!(
+                "{method} {path}: HTTP {}: {}",
+                a.status,
+                a.error_text()
+            ))
         }
     }
 }
@@ -141,7 +145,11 @@ fn parse_answer(raw: &[u8]) -> Option<Answer> {
     let chunked = headers.iter().any(|(k, v)| {
         k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked")
     });
-    let body = if chunked { dechunk(rest)? } else { rest.to_vec() };
+    let body = if chunked {
+        dechunk(rest)?
+    } else {
+        rest.to_vec()
+    };
     Some(Answer { status, body })
 }
 

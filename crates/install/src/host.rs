@@ -17,7 +17,10 @@ pub const HOST_ID_CHARS: usize = 32;
 const MACHINE_ID_KEY: &[u8] = b"strata-agent host id v1";
 
 pub fn valid(id: &str) -> bool {
-    id.len() == HOST_ID_CHARS && id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    id.len() == HOST_ID_CHARS
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -152,7 +152,9 @@ fn preflight(o: &Options, core: &Core) -> Steps<String> {
     }
     let arch = std::env::consts::ARCH;
     if !matches!(arch, "x86_64" | "aarch64") {
-        return Err(format!("architecture {arch} is not supported (x86_64, aarch64)"));
+        return Err(format!(
+            "architecture {arch} is not supported (x86_64, aarch64)"
+        ));
     }
     let health = core
         .get_json("/health")?
@@ -232,7 +234,9 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
     failpoint("binary");
 
     let outcome = match &token {
-        Some(t) => files::write_bytes(&layout.token, format!("{t}\n").as_bytes(), 0o600, o.dry_run)?,
+        Some(t) => {
+            files::write_bytes(&layout.token, format!("{t}\n").as_bytes(), 0o600, o.dry_run)?
+        }
         None => Outcome::Skipped,
     };
     r.push("token", outcome, layout.token.display().to_string());
@@ -265,9 +269,12 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
     failpoint("state-dir");
 
     let unit_outcome = match o.init {
-        Init::Systemd => {
-            files::write_bytes(&layout.unit, unit_text(&layout).as_bytes(), 0o644, o.dry_run)?
-        }
+        Init::Systemd => files::write_bytes(
+            &layout.unit,
+            unit_text(&layout).as_bytes(),
+            0o644,
+            o.dry_run,
+        )?,
         Init::None => Outcome::Skipped,
     };
     r.push("unit", unit_outcome, layout.unit.display().to_string());
@@ -319,9 +326,17 @@ fn upsert_step(
 }
 
 /// Waits until the core holds a stream with the tag `host:<id>`.
-fn first_sample(core: &Core, host_id: &str, o: &Options, started: Instant) -> Steps<(Outcome, String)> {
+fn first_sample(
+    core: &Core,
+    host_id: &str,
+    o: &Options,
+    started: Instant,
+) -> Steps<(Outcome, String)> {
     if o.wait_s == 0 || o.dry_run {
-        return Ok((Outcome::Skipped, "not waited for (--wait-s 0 or --dry-run)".into()));
+        return Ok((
+            Outcome::Skipped,
+            "not waited for (--wait-s 0 or --dry-run)".into(),
+        ));
     }
     let path = format!(
         "/api/strata/v1/find?query={}",
@@ -388,7 +403,8 @@ fn uninstall_steps(o: &UninstallOptions, r: &mut Report) -> Steps<()> {
     let layout = Layout::new(&o.root);
     let config: Option<toml::Table> = match std::fs::read_to_string(&layout.config) {
         Ok(t) => Some(
-            toml::from_str(&t).map_err(|e| format!("{}: {}", layout.config.display(), e.message()))?,
+            toml::from_str(&t)
+                .map_err(|e| format!("{}: {}", layout.config.display(), e.message()))?,
         ),
         Err(_) => None,
     };
@@ -429,7 +445,11 @@ fn uninstall_steps(o: &UninstallOptions, r: &mut Report) -> Steps<()> {
         ("host-id", &layout.host_id, false),
         ("state-dir", &layout.state, true),
     ] {
-        r.push(step, files::remove(path, tree, o.dry_run)?, path.display().to_string());
+        r.push(
+            step,
+            files::remove(path, tree, o.dry_run)?,
+            path.display().to_string(),
+        );
     }
     // Directories the installer made and that are now empty.
     for dir in [&layout.etc, &o.root.join("var/lib/strata")] {
@@ -468,7 +488,11 @@ fn purge_core(
     let core = Core::new(&url, token)?;
     let owner = objects::owner(host_id);
     let n = objects::delete_owned(&core, &owner, o.dry_run)?;
-    let outcome = if n > 0 { Outcome::Removed } else { Outcome::Absent };
+    let outcome = if n > 0 {
+        Outcome::Removed
+    } else {
+        Outcome::Absent
+    };
     r.push("core", outcome, format!("{n} object(s) owned by {owner}"));
     Ok(())
 }

@@ -35,10 +35,7 @@ impl Outcome {
 
     /// Whether the step changed something on disk, in the init system or on the core.
     pub fn changed(self) -> bool {
-        matches!(
-            self,
-            Outcome::Created | Outcome::Updated | Outcome::Removed
-        )
+        matches!(self, Outcome::Created | Outcome::Updated | Outcome::Removed)
     }
 
     /// The outcome of several parts: created if all were, unchanged if none changed.
@@ -95,7 +92,11 @@ impl Report {
                 s.detail
             ));
         }
-        let verb = if self.dry_run { "would change" } else { "changed" };
+        let verb = if self.dry_run {
+            "would change"
+        } else {
+            "changed"
+        };
         out.push_str(&format!(
             "host {}: {} step(s) {verb}\n",
             self.host_id,

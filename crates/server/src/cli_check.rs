@@ -185,11 +185,13 @@ fn add(
     core: &CoreArgs,
 ) -> Result<String, (u8, String)> {
     let spec = read_spec(path).map_err(|e| (2, e))?;
-    let mut spec = serde_json::to_value(&spec).map_err(|e| (2, format!("{}: {e}", path.display())))?;
+    let mut spec =
+        serde_json::to_value(&spec).map_err(|e| (2, format!("{}: {e}", path.display())))?;
     if let Some(m) = spec.as_object_mut() {
         m.remove("id");
     }
-    let mut body = json!({ "name": name.unwrap_or_else(|| id.to_string()), "broker": broker, "spec": spec });
+    let mut body =
+        json!({ "name": name.unwrap_or_else(|| id.to_string()), "broker": broker, "spec": spec });
     if let Some(o) = owner {
         body["owner"] = json!(o);
     }
@@ -217,7 +219,13 @@ fn list(
 ) -> Result<String, (u8, String)> {
     let q = crate::cli_rules::query_string(&[("broker", broker.clone()), ("owner", owner)]);
     let server = core.server()?;
-    let a = crate::cli_rules::http(&server, "GET", &format!("/api/strata/v1/checks{q}"), "", &[])?;
+    let a = crate::cli_rules::http(
+        &server,
+        "GET",
+        &format!("/api/strata/v1/checks{q}"),
+        "",
+        &[],
+    )?;
     let v = crate::cli_rules::json_answer(a.status, &a.body)?;
     if broker.is_some() {
         return Ok(format!("{v}\n"));

@@ -101,8 +101,7 @@ fn options(a: AgentArgs) -> Result<install::Options, String> {
             install::WAIT_S_MAX
         ));
     }
-    let binary =
-        std::env::current_exe().map_err(|e| format!("finding the running binary: {e}"))?;
+    let binary = std::env::current_exe().map_err(|e| format!("finding the running binary: {e}"))?;
     Ok(install::Options {
         core: a.core,
         token_file: a.token_file,

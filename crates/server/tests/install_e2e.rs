@@ -191,7 +191,15 @@ fn snapshot(dir: &Path, root: &Path) -> BTreeMap<String, (u64, i64, u32, String)
                     Ok(t) => t.replace(&root.display().to_string(), "ROOT"),
                     Err(e) => format!("{} bytes", e.into_bytes().len()),
                 };
-                out.insert(rel, (m.ino(), m.mtime_nsec() + m.mtime() * 1_000_000_000, mode, content));
+                out.insert(
+                    rel,
+                    (
+                        m.ino(),
+                        m.mtime_nsec() + m.mtime() * 1_000_000_000,
+                        mode,
+                        content,
+                    ),
+                );
             }
         }
     }
@@ -258,14 +266,25 @@ fn second_run_changes_nothing_and_purge_leaves_nothing() {
     let first = ok(&env.install(&root, &[]));
     let o = outcomes(&first);
     for step in [
-        "host-id", "binary", "token", "config", "state-dir", "unit", "checks", "worksheet",
-        "rules", "service",
+        "host-id",
+        "binary",
+        "token",
+        "config",
+        "state-dir",
+        "unit",
+        "checks",
+        "worksheet",
+        "rules",
+        "service",
     ] {
         assert_eq!(o[step], "created", "{step}: {first}");
     }
     let host_id = first["host_id"].as_str().unwrap().to_string();
     assert_eq!(host_id.len(), 32);
-    assert!(!host_id.contains(&MACHINE_ID[..16]), "the machine id is not exposed");
+    assert!(
+        !host_id.contains(&MACHINE_ID[..16]),
+        "the machine id is not exposed"
+    );
     let token = root.join("etc/strata/agent/token");
     assert_eq!(
         std::fs::metadata(&token).unwrap().permissions().mode() & 0o777,
@@ -277,7 +296,10 @@ fn second_run_changes_nothing_and_purge_leaves_nothing() {
         std::fs::read(BIN).unwrap()
     );
     let config = std::fs::read_to_string(root.join("etc/strata/agent.toml")).unwrap();
-    assert!(config.contains(&format!("host_id = \"{host_id}\"")), "{config}");
+    assert!(
+        config.contains(&format!("host_id = \"{host_id}\"")),
+        "{config}"
+    );
     assert!(config.contains(&format!("url = \"{}\"", env.core().trim_end_matches('/'))));
     assert!(!config.contains(TOKEN), "the token stays in its 0600 file");
     assert!(first["worksheet_url"]
@@ -285,14 +307,24 @@ fn second_run_changes_nothing_and_purge_leaves_nothing() {
         .unwrap()
         .starts_with(env.core().trim_end_matches('/')));
     let objects = core_objects(&env, &host_id);
-    assert_eq!(objects.len(), 1 + 1 + 5, "agent record, worksheet, 5 rules: {objects:?}");
+    assert_eq!(
+        objects.len(),
+        1 + 1 + 5,
+        "agent record, worksheet, 5 rules: {objects:?}"
+    );
 
     let files = snapshot(&root, &root);
     let on_core = core_files(&env);
     let log = root.with_extension("systemctl.log");
     let calls_before = std::fs::read_to_string(&log).unwrap();
-    assert!(calls_before.contains("enable strata-agent.service"), "{calls_before}");
-    assert!(calls_before.contains("start strata-agent.service"), "{calls_before}");
+    assert!(
+        calls_before.contains("enable strata-agent.service"),
+        "{calls_before}"
+    );
+    assert!(
+        calls_before.contains("start strata-agent.service"),
+        "{calls_before}"
+    );
 
     let t = Instant::now();
     let second = ok(&env.install(&root, &[]));
@@ -305,7 +337,11 @@ fn second_run_changes_nothing_and_purge_leaves_nothing() {
             "{step}: {outcome}"
         );
     }
-    assert_eq!(snapshot(&root, &root), files, "no file rewritten (same inodes and times)");
+    assert_eq!(
+        snapshot(&root, &root),
+        files,
+        "no file rewritten (same inodes and times)"
+    );
     assert_eq!(core_files(&env), on_core, "nothing written on the core");
     let calls_after = std::fs::read_to_string(&log).unwrap();
     let new_calls = &calls_after[calls_before.len()..];
@@ -353,9 +389,15 @@ fn second_run_changes_nothing_and_purge_leaves_nothing() {
         .filter(|k| !k.ends_with('/') && k != "etc/machine-id")
         .collect();
     assert!(left.is_empty(), "files left after --purge: {left:?}");
-    assert!(core_objects(&env, &host_id).is_empty(), "objects left on the core");
+    assert!(
+        core_objects(&env, &host_id).is_empty(),
+        "objects left on the core"
+    );
     let calls = std::fs::read_to_string(&log).unwrap();
-    assert!(calls.contains("disable --now strata-agent.service"), "{calls}");
+    assert!(
+        calls.contains("disable --now strata-agent.service"),
+        "{calls}"
+    );
 }
 
 #[test]
@@ -370,9 +412,10 @@ fn killed_after_each_step_a_rerun_converges() {
         // Each round starts from nothing: a new root, and the host's objects gone from the core.
         for c in ["checks", "worksheets", "dashboards", "rules"] {
             let r = client()
-                .delete(env.server.url(&format!(
-                    "/api/strata/v1/{c}?owner=host%3A{host_id}"
-                )))
+                .delete(
+                    env.server
+                        .url(&format!("/api/strata/v1/{c}?owner=host%3A{host_id}")),
+                )
                 .bearer_auth(TOKEN)
                 .send()
                 .unwrap();
@@ -389,7 +432,10 @@ fn killed_after_each_step_a_rerun_converges() {
         let rerun = ok(&env.install(&root, &[]));
         assert_eq!(rerun["host_id"], host_id.as_str());
         let got = state(&snapshot(&root, &root));
-        assert_eq!(got, want_files, "after a kill at {step}, the files converge");
+        assert_eq!(
+            got, want_files,
+            "after a kill at {step}, the files converge"
+        );
         assert_eq!(
             core_objects(&env, &host_id),
             want_core,
@@ -411,8 +457,14 @@ fn preflight_refuses_a_wrong_token_and_the_first_sample_wait_says_why() {
         .command(
             &root,
             &[
-                "install", "agent", "--core", &core, "--token-file",
-                bad.to_str().unwrap(), "--wait-s", "0",
+                "install",
+                "agent",
+                "--core",
+                &core,
+                "--token-file",
+                bad.to_str().unwrap(),
+                "--wait-s",
+                "0",
             ],
         )
         .output()
@@ -421,12 +473,22 @@ fn preflight_refuses_a_wrong_token_and_the_first_sample_wait_says_why() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("refused the token"), "{err}");
     assert_eq!(err.lines().count(), 1, "one plain line: {err}");
-    assert!(!root.join("etc/strata").exists(), "nothing written before preflight passed");
+    assert!(
+        !root.join("etc/strata").exists(),
+        "nothing written before preflight passed"
+    );
 
     let out = env
         .command(
             &root,
-            &["install", "agent", "--core", "http://127.0.0.1:1", "--wait-s", "0"],
+            &[
+                "install",
+                "agent",
+                "--core",
+                "http://127.0.0.1:1",
+                "--wait-s",
+                "0",
+            ],
         )
         .output()
         .unwrap();
@@ -453,7 +515,10 @@ fn the_unit_passes_systemd_analyze() {
         .output()
         .expect("systemd-analyze (Debian package systemd)");
     let stderr = String::from_utf8_lossy(&verify.stderr);
-    assert!(verify.status.success() && stderr.is_empty(), "verify: {stderr}");
+    assert!(
+        verify.status.success() && stderr.is_empty(),
+        "verify: {stderr}"
+    );
     let security = Command::new("systemd-analyze")
         .args(["security", "--offline=yes"])
         .arg(&unit)
@@ -479,7 +544,11 @@ fn the_unit_passes_systemd_analyze() {
 
 #[test]
 fn install_sh_passes_shellcheck_and_installs_under_dash() {
-    if Command::new("shellcheck").arg("--version").output().is_err() {
+    if Command::new("shellcheck")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         let apt = Command::new("apt-get")
             .args(["install", "-y", "shellcheck"])
             .output()

@@ -61,8 +61,14 @@ fn documents_upsert_unchanged_and_delete_by_owner() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path());
     for (collection, body) in [
-        ("worksheets", json!({"name": "host a", "owner": "host:a", "graphs": []})),
-        ("dashboards", json!({"name": "host a", "owner": "host:a", "panels": []})),
+        (
+            "worksheets",
+            json!({"name": "host a", "owner": "host:a", "graphs": []}),
+        ),
+        (
+            "dashboards",
+            json!({"name": "host a", "owner": "host:a", "panels": []}),
+        ),
         ("checks", check_body("host:a")),
     ] {
         let path = format!("/api/strata/v1/{collection}/host-a");
@@ -97,7 +103,12 @@ fn documents_upsert_unchanged_and_delete_by_owner() {
         );
         assert_eq!(owned.as_array().unwrap().len(), 1, "{collection}: {owned}");
         assert_eq!(owned[0]["owner"], "host:a");
-        let (s, e, _) = send(&server, "DELETE", &format!("/api/strata/v1/{collection}"), None);
+        let (s, e, _) = send(
+            &server,
+            "DELETE",
+            &format!("/api/strata/v1/{collection}"),
+            None,
+        );
         assert_eq!(s, 400);
         assert!(e["error"].as_str().unwrap().contains("?owner="), "{e}");
         let (s, gone, _) = send(
@@ -109,7 +120,12 @@ fn documents_upsert_unchanged_and_delete_by_owner() {
         assert_eq!(s, 200);
         assert_eq!(gone["deleted"], json!(["host-a"]), "{collection}");
         assert!(!file.exists());
-        let (_, all, _) = send(&server, "GET", &format!("/api/strata/v1/{collection}"), None);
+        let (_, all, _) = send(
+            &server,
+            "GET",
+            &format!("/api/strata/v1/{collection}"),
+            None,
+        );
         let ids: Vec<&str> = all
             .as_array()
             .unwrap()
@@ -200,7 +216,11 @@ fn rules_upsert_unchanged_and_delete_by_owner() {
         Some(rule("host:a", 8)),
     );
     assert_eq!((s, unchanged), (200, true));
-    assert_eq!(std::fs::metadata(&file).unwrap().ino(), inode, "not rewritten");
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().ino(),
+        inode,
+        "not rewritten"
+    );
     let (s, _, unchanged) = send(
         &server,
         "PUT",
@@ -237,7 +257,12 @@ fn install_script_and_binary_are_served_without_a_token() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path());
     let http = client();
-    let health: Value = http.get(server.url("/health")).send().unwrap().json().unwrap();
+    let health: Value = http
+        .get(server.url("/health"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
     assert_eq!(health["version"], env!("CARGO_PKG_VERSION"));
     for f in ["checks", "owner", "unchanged", "download"] {
         assert!(
@@ -275,6 +300,13 @@ fn install_script_and_binary_are_served_without_a_token() {
         .text()
         .unwrap();
     assert_eq!(published, format!("{header}  strata\n"));
-    let refused = http.get(server.url("/api/strata/v1/checks")).send().unwrap();
-    assert_eq!(refused.status().as_u16(), 401, "the APIs still need the token");
+    let refused = http
+        .get(server.url("/api/strata/v1/checks"))
+        .send()
+        .unwrap();
+    assert_eq!(
+        refused.status().as_u16(),
+        401,
+        "the APIs still need the token"
+    );
 }

@@ -52,7 +52,9 @@ fn read_self() -> Result<Vec<u8>, String> {
         .read_to_end(&mut bytes)
         .map_err(|e| format!("reading the binary: {e}"))?;
     if bytes.len() as u64 > BINARY_BYTES_MAX {
-        return Err(format!("the binary is larger than {BINARY_BYTES_MAX} bytes"));
+        return Err(format!(
+            "the binary is larger than {BINARY_BYTES_MAX} bytes"
+        ));
     }
     Ok(bytes)
 }
@@ -75,7 +77,10 @@ async fn load() -> Result<(Vec<u8>, String), Response> {
     match read {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e)),
-        Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, format!("task: {e}"))),
+        Err(e) => Err(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("task: {e}"),
+        )),
     }
 }
 

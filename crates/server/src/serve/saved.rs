@@ -467,10 +467,7 @@ async fn index_guard(
     Ok(guard)
 }
 
-async fn list(
-    State(docs): State<Arc<Docs>>,
-    Query(q): Query<HashMap<String, String>>,
-) -> Response {
+async fn list(State(docs): State<Arc<Docs>>, Query(q): Query<HashMap<String, String>>) -> Response {
     let guard = match index_guard(&docs).await {
         Ok(g) => g,
         Err(f) => return f.response(),
