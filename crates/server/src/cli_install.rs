@@ -56,7 +56,7 @@ pub struct AgentArgs {
     /// The agent's HTTP listener (written into its config).
     #[arg(long, default_value = "127.0.0.1:2609")]
     listen: String,
-    /// The agent's statsd listener ("" disables it).
+    /// The agent's statsd listener (off, or "", disables it).
     #[arg(long, default_value = "127.0.0.1:8125")]
     statsd: String,
     /// Seconds to wait for the host's first sample on the core (0: do not wait).
@@ -113,7 +113,11 @@ fn options(a: AgentArgs) -> Result<install::Options, String> {
         dry_run: a.dry_run,
         force_config: a.force_config,
         listen: a.listen,
-        statsd: a.statsd,
+        statsd: if a.statsd == "off" {
+            String::new()
+        } else {
+            a.statsd
+        },
         binary,
         wait_s: a.wait_s,
     })
