@@ -192,6 +192,7 @@ impl Broker {
                 source: config.id.clone(),
                 check: config.id.clone(),
                 secret: config.core_secret.clone(),
+                bearer: None,
             };
             tasks.spawn(forward_loop(
                 spool.clone(),

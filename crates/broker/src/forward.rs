@@ -44,6 +44,8 @@ pub struct ForwardConfig {
     pub check: String,
     /// The httptrap secret, when the core wants one.
     pub secret: Option<String>,
+    /// Sent as `Authorization: Bearer …`, when the core wants a token (`auth.token`).
+    pub bearer: Option<String>,
 }
 
 /// Counters a person reads (health, logs, tests).
@@ -132,9 +134,11 @@ struct Sender {
 
 impl Sender {
     async fn send(&self, seq: u64, body: Arc<Vec<u8>>) -> Sent {
-        let request = self
-            .client
-            .post(&self.endpoint)
+        let mut request = self.client.post(&self.endpoint);
+        if let Some(token) = &self.config.bearer {
+            request = request.bearer_auth(token);
+        }
+        let request = request
             .header(reqwest::header::CONTENT_TYPE, FLAT_CONTENT_TYPE)
             .header("Strata-Source", &self.config.source)
             .header("Strata-Epoch", self.epoch.to_string())

@@ -124,6 +124,7 @@ async fn every_record_once_through_refusals_lost_answers_and_a_restart() {
         source: "edge-1".into(),
         check: "edge-1".into(),
         secret: None,
+        bearer: None,
     };
     let spool = Arc::new(Spool::open(dir.path(), &cores, SpoolOptions::default()).unwrap());
     let epoch = spool.epoch();

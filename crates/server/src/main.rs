@@ -3,6 +3,7 @@
 //! Each subcommand family lives in its own module (`cli_*.rs`); `main` only dispatches and turns
 //! errors into exit codes: 0 success, 1 runtime failure, 2 bad input or usage.
 
+mod cli_agent;
 mod cli_alerts;
 mod cli_broker;
 mod cli_check;
@@ -73,6 +74,9 @@ enum Command {
     /// Run a broker: checks on a schedule and pushes, journaled and forwarded to a core exactly
     /// once.
     Broker(cli_broker::BrokerArgs),
+    /// Run the host agent: the host's metrics as histograms, NAD plugins, local statsd and
+    /// httptrap, pushed exactly once to a core or broker, or pulled.
+    Agent(cli_agent::AgentArgs),
     /// Try a check: run a spec once and print what a broker would record.
     Check {
         #[command(subcommand)]
@@ -113,6 +117,7 @@ fn main() -> ExitCode {
         Command::Rules { command } => cli_rules::run(command),
         Command::Alerts { command } => cli_alerts::run(command),
         Command::Broker(args) => cli_broker::run(args),
+        Command::Agent(args) => cli_agent::run(args),
         Command::Check { command } => cli_check::run(command),
         Command::Install { command } => cli_install::run_install(command),
         Command::Uninstall { command } => cli_install::run_uninstall(command),
