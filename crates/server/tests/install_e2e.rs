@@ -107,10 +107,11 @@ impl Env {
             token.to_str().unwrap(),
             "--statsd",
             "",
-            "--listen",
-            "127.0.0.1:1",
             "--json",
         ];
+        if !extra.contains(&"--listen") {
+            args.extend_from_slice(&["--listen", "127.0.0.1:1"]);
+        }
         if !extra.contains(&"--wait-s") {
             args.extend_from_slice(&["--wait-s", "0"]);
         }
@@ -615,4 +616,81 @@ fn install_sh_passes_shellcheck_and_installs_under_dash() {
     std::io::Write::write_all(&mut child.stdin.take().unwrap(), served.as_bytes()).unwrap();
     let again = ok(&child.wait_with_output().unwrap());
     assert_eq!(again["changed"], 0, "{again}");
+}
+
+/// Stops the agent the stand-in `systemctl start` ran, however the test ends.
+struct AgentGuard(PathBuf);
+
+impl Drop for AgentGuard {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(&self.0) {
+            let _ = Command::new("kill").arg("-9").arg(pid.trim()).status();
+        }
+    }
+}
+
+#[test]
+fn the_installed_agent_sends_its_first_sample() {
+    let env = Env::start();
+    let root = env.root("live");
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    // What systemd would run: ExecStart of the installed unit.
+    let agent = format!(
+        "{} agent --config {}",
+        root.join("usr/local/bin/strata").display(),
+        root.join("etc/strata/agent.toml").display()
+    );
+    let _guard = AgentGuard(
+        root.with_extension("systemctl.state")
+            .join("strata-agent.service.pid"),
+    );
+    let t = Instant::now();
+    let out = env.install_with(
+        &root,
+        &["--listen", &listen, "--wait-s", "30"],
+        &[("SYSTEMCTL_AGENT", &agent)],
+    );
+    let took = t.elapsed();
+    let first = ok(&out);
+    println!("first sample at the core after {:.1} s", took.as_secs_f64());
+    let steps = outcomes(&first);
+    assert_eq!(steps["service"], "created");
+    assert_eq!(steps["first-sample"], "ok", "{first}");
+    let host_id = first["host_id"].as_str().unwrap().to_string();
+    // The streams the worksheet and the rules name are there, tagged with the host.
+    let (_, found) = env.get(&format!(
+        "/api/strata/v1/find?query=and(host:{host_id})"
+    ));
+    let names: Vec<&str> = found
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"cpu_busy_ratio"), "{names:?}");
+    // Running it again with the agent running: nothing changes.
+    let again = ok(&env.install_with(&root, &["--listen", &listen, "--wait-s", "30"], &[(
+        "SYSTEMCTL_AGENT",
+        &agent,
+    )]));
+    assert_eq!(again["changed"], 0, "{again}");
+    let token_file = env.token_file();
+    ok(&env
+        .command(
+            &root,
+            &[
+                "uninstall",
+                "agent",
+                "--purge",
+                "--json",
+                "--token-file",
+                token_file.to_str().unwrap(),
+            ],
+        )
+        .output()
+        .unwrap());
 }
