@@ -97,7 +97,9 @@ impl Shared {
                 enc.push_sample(&with_host(&self.host, s));
             }
             spool.append(enc.finish()).await.map_err(|e| {
-                self.counters.journal_failures.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .journal_failures
+                    .fetch_add(1, Ordering::Relaxed);
                 e
             })?;
         } else {
@@ -151,19 +153,44 @@ impl Shared {
         let f = &self.forward;
         let c = &self.counters;
         for (name, v) in [
-            ("agent_forward_applied_total", f.applied.load(Ordering::Relaxed)),
-            ("agent_forward_duplicates_total", f.duplicates.load(Ordering::Relaxed)),
-            ("agent_forward_retries_total", f.retries.load(Ordering::Relaxed)),
-            ("agent_forward_refused_total", f.refused.load(Ordering::Relaxed)),
-            ("agent_pushed_samples_total", c.pushed_samples.load(Ordering::Relaxed)),
-            ("agent_pushed_rejected_total", c.pushed_rejected.load(Ordering::Relaxed)),
-            ("agent_journal_failures_total", c.journal_failures.load(Ordering::Relaxed)),
+            (
+                "agent_forward_applied_total",
+                f.applied.load(Ordering::Relaxed),
+            ),
+            (
+                "agent_forward_duplicates_total",
+                f.duplicates.load(Ordering::Relaxed),
+            ),
+            (
+                "agent_forward_retries_total",
+                f.retries.load(Ordering::Relaxed),
+            ),
+            (
+                "agent_forward_refused_total",
+                f.refused.load(Ordering::Relaxed),
+            ),
+            (
+                "agent_pushed_samples_total",
+                c.pushed_samples.load(Ordering::Relaxed),
+            ),
+            (
+                "agent_pushed_rejected_total",
+                c.pushed_rejected.load(Ordering::Relaxed),
+            ),
+            (
+                "agent_journal_failures_total",
+                c.journal_failures.load(Ordering::Relaxed),
+            ),
         ] {
             out.num(name, tags.clone(), v as f64);
         }
         if let Some(spool) = &self.spool {
             let dropped = spool.counters.dropped_records.load(Ordering::Relaxed);
-            out.num("agent_journal_dropped_records_total", tags.clone(), dropped as f64);
+            out.num(
+                "agent_journal_dropped_records_total",
+                tags.clone(),
+                dropped as f64,
+            );
         }
         let status = kernel::read(std::path::Path::new("/proc/self/status")).unwrap_or_default();
         if let Some(kb) = status
@@ -267,7 +294,10 @@ fn start_push(
     forward: &Arc<ForwardStats>,
     tasks: &mut tokio::task::JoinSet<()>,
 ) -> Result<Arc<Spool>, String> {
-    let push = config.push.as_ref().ok_or("mode = \"push\" needs a [push] table")?;
+    let push = config
+        .push
+        .as_ref()
+        .ok_or("mode = \"push\" needs a [push] table")?;
     let opts = SpoolOptions {
         segment_bytes: JOURNAL_SEGMENT_BYTES,
         disk_bytes_max: JOURNAL_BYTES_MAX,
@@ -325,11 +355,15 @@ async fn collect_loop(shared: Arc<Shared>, plugins: Plugins, period: Duration) {
                 enc.push_sample(s);
             }
             if let Err(e) = spool.append(enc.finish()).await {
-                shared.counters.journal_failures.fetch_add(1, Ordering::Relaxed);
+                shared
+                    .counters
+                    .journal_failures
+                    .fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, "a period's samples were not journaled");
             }
         } else {
-            let pending = std::mem::take(&mut *shared.pending.lock().unwrap_or_else(|e| e.into_inner()));
+            let pending =
+                std::mem::take(&mut *shared.pending.lock().unwrap_or_else(|e| e.into_inner()));
             out.samples.extend(pending.into_values().map(|mut s| {
                 s.ts_ms = out.ts_ms;
                 s
@@ -356,10 +390,17 @@ async fn statsd_loop(socket: tokio::net::UdpSocket, shared: Arc<Shared>) {
             rejected += batch.rejected_total;
             let room = record::SAMPLES_MAX.saturating_sub(samples.len());
             rejected += batch.samples.len().saturating_sub(room);
-            samples.extend(batch.samples.iter().take(room).map(|s| record::from_ingest(s, now)));
+            samples.extend(
+                batch
+                    .samples
+                    .iter()
+                    .take(room)
+                    .map(|s| record::from_ingest(s, now)),
+            );
         }
         let c = &shared.counters;
-        c.pushed_rejected.fetch_add(rejected as u64, Ordering::Relaxed);
+        c.pushed_rejected
+            .fetch_add(rejected as u64, Ordering::Relaxed);
         if let Err(e) = shared.take(Origin::Statsd, samples).await {
             tracing::warn!(error = %e, "statsd samples not kept");
         }
@@ -378,7 +419,11 @@ fn router(shared: Arc<Shared>) -> Router {
 }
 
 fn latest(shared: &Shared) -> Arc<Vec<Sample>> {
-    shared.latest.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    shared
+        .latest
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
 }
 
 async fn nad(State(shared): State<Arc<Shared>>) -> Response {
@@ -387,7 +432,11 @@ async fn nad(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    let exposed = shared.exposed.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let exposed = shared
+        .exposed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     let protobuf = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -445,10 +494,17 @@ async fn write(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Byte
     if batch.stopped() {
         return refusal(StatusCode::BAD_REQUEST, error.unwrap_or_default());
     }
-    let samples: Vec<Sample> = batch.samples.iter().map(|s| record::from_ingest(s, now)).collect();
+    let samples: Vec<Sample> = batch
+        .samples
+        .iter()
+        .map(|s| record::from_ingest(s, now))
+        .collect();
     let accepted = samples.len();
     if let Err(e) = shared.take(Origin::Httptrap, samples).await {
-        return refusal(StatusCode::SERVICE_UNAVAILABLE, format!("not kept, send again: {e}"));
+        return refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not kept, send again: {e}"),
+        );
     }
     let doc = serde_json::json!({
         "stats": accepted, "filtered": batch.rejected_total, "error": error,

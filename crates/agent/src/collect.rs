@@ -116,8 +116,15 @@ impl Collector {
         if let Some(r) = busy_ratio(&now.stat.total, &prev.stat.total) {
             p.cpu_busy.entry("total".into()).or_default().insert(r);
         }
-        let total = now.stat.total.total().saturating_sub(prev.stat.total.total());
-        if let Some(r) = ratio(now.stat.total.steal.saturating_sub(prev.stat.total.steal), total) {
+        let total = now
+            .stat
+            .total
+            .total()
+            .saturating_sub(prev.stat.total.total());
+        if let Some(r) = ratio(
+            now.stat.total.steal.saturating_sub(prev.stat.total.steal),
+            total,
+        ) {
             p.cpu_steal.insert(r);
         }
         let iowait = now.stat.total.iowait.saturating_sub(prev.stat.total.iowait);
@@ -153,16 +160,26 @@ impl Collector {
             let ms = (d.read_ms + d.write_ms).saturating_sub(b.read_ms + b.write_ms);
             if ops > 0 {
                 let per_op_s = ms as f64 / ops as f64 / 1000.0;
-                p.disk_op.entry(d.name.clone()).or_default().insert_n(per_op_s, ops);
+                p.disk_op
+                    .entry(d.name.clone())
+                    .or_default()
+                    .insert_n(per_op_s, ops);
             }
             let queue = d.weighted_ms.saturating_sub(b.weighted_ms) as f64 / elapsed_ms as f64;
-            p.disk_queue.entry(d.name.clone()).or_default().insert(queue);
+            p.disk_queue
+                .entry(d.name.clone())
+                .or_default()
+                .insert(queue);
         }
     }
 
     fn tags(&self, extra: &[(&str, &str)]) -> Vec<(String, String)> {
         let mut tags = vec![("host".to_owned(), self.host.clone())];
-        tags.extend(extra.iter().map(|(c, v)| ((*c).to_owned(), (*v).to_owned())));
+        tags.extend(
+            extra
+                .iter()
+                .map(|(c, v)| ((*c).to_owned(), (*v).to_owned())),
+        );
         tags
     }
 
@@ -183,8 +200,16 @@ impl Collector {
         out.hist("run_queue", self.tags(&[]), period.run_queue);
         out.hist("procs_blocked", self.tags(&[]), period.blocked);
         for (i, (some, full)) in period.psi_some.into_iter().zip(period.psi_full).enumerate() {
-            out.hist("pressure_some_ratio", self.tags(&[("resource", PSI[i])]), some);
-            out.hist("pressure_full_ratio", self.tags(&[("resource", PSI[i])]), full);
+            out.hist(
+                "pressure_some_ratio",
+                self.tags(&[("resource", PSI[i])]),
+                some,
+            );
+            out.hist(
+                "pressure_full_ratio",
+                self.tags(&[("resource", PSI[i])]),
+                full,
+            );
         }
         for (dev, h) in period.disk_op {
             out.hist("disk_op_seconds", self.tags(&[("device", &dev)]), h);
@@ -218,7 +243,11 @@ impl Collector {
             let tags = self.tags(&[("mode", mode)]);
             out.num("cpu_seconds_total", tags, ticks as f64 / kernel::USER_HZ);
         }
-        out.num("context_switches_total", self.tags(&[]), stat.context_switches as f64);
+        out.num(
+            "context_switches_total",
+            self.tags(&[]),
+            stat.context_switches as f64,
+        );
         out.num("forks_total", self.tags(&[]), stat.forks as f64);
         out.num("interrupts_total", self.tags(&[]), stat.interrupts as f64);
         for d in &disks {
@@ -278,7 +307,11 @@ impl Collector {
             kernel::count_tcp_states(&self.read(file), &mut states);
         }
         for (state, count) in kernel::TCP_STATES.iter().zip(states) {
-            out.num("tcp_connections", self.tags(&[("state", state)]), count as f64);
+            out.num(
+                "tcp_connections",
+                self.tags(&[("state", state)]),
+                count as f64,
+            );
         }
         let snmp = self.read("net/snmp");
         if let Some(v) = kernel::table_value(&snmp, "Tcp", "RetransSegs") {
@@ -357,14 +390,23 @@ mod tests {
         let samples = c.emit(1000);
         let busy = samples
             .iter()
-            .find(|s| s.name == "cpu_busy_ratio" && s.tags.contains(&("cpu".into(), "total".into())))
+            .find(|s| {
+                s.name == "cpu_busy_ratio" && s.tags.contains(&("cpu".into(), "total".into()))
+            })
             .unwrap();
         let Value::Histogram(h) = &busy.value else {
             panic!("not a histogram")
         };
         assert_eq!(h.sample_count(), 3);
-        assert!(samples.iter().all(|s| s.tags[0] == ("host".into(), "h1".into())));
-        for name in ["mem_total_bytes", "load1", "net_bytes_total", "uptime_seconds"] {
+        assert!(samples
+            .iter()
+            .all(|s| s.tags[0] == ("host".into(), "h1".into())));
+        for name in [
+            "mem_total_bytes",
+            "load1",
+            "net_bytes_total",
+            "uptime_seconds",
+        ] {
             assert!(samples.iter().any(|s| s.name == name), "{name}");
         }
         assert_eq!(c.period_ticks, 0);

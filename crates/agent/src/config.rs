@@ -101,9 +101,7 @@ impl Config {
         })?;
         let host_id = file.host_id.trim().to_owned();
         if host_id.is_empty() || host_id.len() > HOST_ID_BYTES_MAX {
-            return Err(format!(
-                "`host_id`: must be 1 to {HOST_ID_BYTES_MAX} bytes"
-            ));
+            return Err(format!("`host_id`: must be 1 to {HOST_ID_BYTES_MAX} bytes"));
         }
         if !host_id
             .bytes()
@@ -117,7 +115,10 @@ impl Config {
         let statsd = address("statsd", file.statsd.as_deref().unwrap_or(STATSD_DEFAULT))?;
         match file.mode {
             Mode::Push => {
-                let push = file.push.as_ref().ok_or("mode = \"push\" needs a [push] table")?;
+                let push = file
+                    .push
+                    .as_ref()
+                    .ok_or("mode = \"push\" needs a [push] table")?;
                 if !(push.url.starts_with("http://") || push.url.starts_with("https://")) {
                     return Err(format!(
                         "`push.url`: `{}` is not an http:// or https:// URL",
@@ -194,7 +195,8 @@ token_file = "/etc/strata/agent/token"
 
     #[test]
     fn push_needs_its_table_and_a_url() {
-        let e = Config::parse("host_id = \"a\"\nstate_dir = \"/x\"\nmode = \"push\"\n").unwrap_err();
+        let e =
+            Config::parse("host_id = \"a\"\nstate_dir = \"/x\"\nmode = \"push\"\n").unwrap_err();
         assert!(e.contains("[push]"), "{e}");
         let e = Config::parse(&GOOD.replace("http://core:8112", "core:8112")).unwrap_err();
         assert!(e.contains("push.url"), "{e}");

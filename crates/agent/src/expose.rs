@@ -39,13 +39,21 @@ pub fn nad_json(samples: &[Sample]) -> String {
 }
 
 fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 fn label_name(c: &str) -> String {
     let mut out: String = c
         .chars()
-        .map(|ch| if ch.is_ascii_alphanumeric() || ch == '_' { ch } else { '_' })
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() || ch == '_' {
+                ch
+            } else {
+                '_'
+            }
+        })
         .collect();
     if out.starts_with(|ch: char| ch.is_ascii_digit()) || out.is_empty() {
         out.insert(0, '_');
@@ -72,7 +80,11 @@ fn prom_float(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()
     } else if v.is_infinite() {
-        if v > 0.0 { "+Inf".into() } else { "-Inf".into() }
+        if v > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        }
     } else {
         format!("{v}")
     }
@@ -86,7 +98,9 @@ pub fn prometheus_text(samples: &[Sample]) -> String {
     }
     let mut out = String::new();
     for (name, members) in families {
-        let histogram = members.iter().any(|s| matches!(s.value, Value::Histogram(_)));
+        let histogram = members
+            .iter()
+            .any(|s| matches!(s.value, Value::Histogram(_)));
         let kind = if histogram {
             "histogram"
         } else if name.ends_with("_total") {
@@ -120,11 +134,24 @@ fn write_histogram(out: &mut String, name: &str, tags: &[(String, String)], h: &
     for (le, c) in edges {
         cumulative += c;
         let le = prom_float(le);
-        let _ = writeln!(out, "{name}_bucket{} {cumulative}", labels(tags, Some(("le", &le))));
+        let _ = writeln!(
+            out,
+            "{name}_bucket{} {cumulative}",
+            labels(tags, Some(("le", &le)))
+        );
     }
     let count = h.sample_count();
-    let _ = writeln!(out, "{name}_bucket{} {count}", labels(tags, Some(("le", "+Inf"))));
-    let _ = writeln!(out, "{name}_sum{} {}", labels(tags, None), prom_float(h.sum()));
+    let _ = writeln!(
+        out,
+        "{name}_bucket{} {count}",
+        labels(tags, Some(("le", "+Inf")))
+    );
+    let _ = writeln!(
+        out,
+        "{name}_sum{} {}",
+        labels(tags, None),
+        prom_float(h.sum())
+    );
     let _ = writeln!(out, "{name}_count{} {count}", labels(tags, None));
 }
 
@@ -178,7 +205,11 @@ fn native(h: &hist::Histogram) -> proto::Histogram {
             continue;
         }
         let mid = b.midpoint();
-        let side = if mid > 0.0 { &mut positive } else { &mut negative };
+        let side = if mid > 0.0 {
+            &mut positive
+        } else {
+            &mut negative
+        };
         *side.entry(native_index(mid.abs())).or_insert(0) += c;
         buckets.push((b.upper(), c));
     }
@@ -221,14 +252,26 @@ pub fn prometheus_protobuf(samples: &[Sample]) -> Vec<u8> {
             Value::Numeric(v) => {
                 let single = Some(proto::Single { value: Some(*v) });
                 if name.ends_with("_total") {
-                    let m = proto::Metric { counter: single, ..Default::default() };
+                    let m = proto::Metric {
+                        counter: single,
+                        ..Default::default()
+                    };
                     (proto::COUNTER, m)
                 } else {
-                    (proto::GAUGE, proto::Metric { gauge: single, ..Default::default() })
+                    (
+                        proto::GAUGE,
+                        proto::Metric {
+                            gauge: single,
+                            ..Default::default()
+                        },
+                    )
                 }
             }
             Value::Histogram(h) => {
-                let m = proto::Metric { histogram: Some(native(h)), ..Default::default() };
+                let m = proto::Metric {
+                    histogram: Some(native(h)),
+                    ..Default::default()
+                };
                 (proto::HISTOGRAM, m)
             }
             _ => continue,
@@ -241,11 +284,13 @@ pub fn prometheus_protobuf(samples: &[Sample]) -> Vec<u8> {
                 value: Some(v.clone()),
             })
             .collect();
-        let family = families.entry(name.clone()).or_insert_with(|| proto::MetricFamily {
-            name: Some(name),
-            r#type: Some(kind),
-            ..Default::default()
-        });
+        let family = families
+            .entry(name.clone())
+            .or_insert_with(|| proto::MetricFamily {
+                name: Some(name),
+                r#type: Some(kind),
+                ..Default::default()
+            });
         // One type per family: a name used for both a number and a histogram keeps the first.
         if family.r#type == Some(kind) {
             family.metric.push(proto::Metric { label, ..metric });
@@ -262,7 +307,10 @@ mod tests {
     fn sample(name: &str, value: Value) -> Sample {
         Sample {
             name: name.into(),
-            tags: vec![("host".into(), "h".into()), ("mountpoint".into(), "/a b".into())],
+            tags: vec![
+                ("host".into(), "h".into()),
+                ("mountpoint".into(), "/a b".into()),
+            ],
             ts_ms: 0,
             value,
             mode: Mode::Set,
@@ -273,7 +321,10 @@ mod tests {
     fn nad_json_parses_back_as_httptrap() {
         let mut h = hist::Histogram::new();
         h.insert_n(0.5, 3);
-        let samples = vec![sample("a", Value::Numeric(2.0)), sample("lat", Value::Histogram(h))];
+        let samples = vec![
+            sample("a", Value::Numeric(2.0)),
+            sample("lat", Value::Histogram(h)),
+        ];
         let text = nad_json(&samples);
         let batch = ingest::httptrap::parse(text.as_bytes(), &ingest::Options::at(0));
         assert_eq!(batch.samples.len(), 2, "{text}");
@@ -294,10 +345,14 @@ mod tests {
         assert!(got.is_native());
         assert_eq!(got.sample_count, Some(7));
         assert_eq!(got.zero_count, Some(1));
-        let total: i64 = got.positive_delta.iter().scan(0, |c, d| {
-            *c += d;
-            Some(*c)
-        }).sum();
+        let total: i64 = got
+            .positive_delta
+            .iter()
+            .scan(0, |c, d| {
+                *c += d;
+                Some(*c)
+            })
+            .sum();
         assert_eq!(total, 6, "every non-zero sample in a positive bucket");
         let lengths: u32 = got.positive_span.iter().map(|s| s.length.unwrap()).sum();
         assert_eq!(lengths as usize, got.positive_delta.len());
@@ -308,10 +363,19 @@ mod tests {
         let mut h = hist::Histogram::new();
         h.insert_n(0.5, 3);
         h.insert(0.25);
-        let text = prometheus_text(&[sample("lat", Value::Histogram(h)), sample("x_total", Value::Numeric(1.0))]);
+        let text = prometheus_text(&[
+            sample("lat", Value::Histogram(h)),
+            sample("x_total", Value::Numeric(1.0)),
+        ]);
         assert!(text.contains("# TYPE lat histogram"), "{text}");
-        assert!(text.contains("lat_bucket{host=\"h\",mountpoint=\"/a b\",le=\"+Inf\"} 4"), "{text}");
-        assert!(text.contains("lat_count{host=\"h\",mountpoint=\"/a b\"} 4"), "{text}");
+        assert!(
+            text.contains("lat_bucket{host=\"h\",mountpoint=\"/a b\",le=\"+Inf\"} 4"),
+            "{text}"
+        );
+        assert!(
+            text.contains("lat_count{host=\"h\",mountpoint=\"/a b\"} 4"),
+            "{text}"
+        );
         assert!(text.contains("# TYPE x_total counter"), "{text}");
     }
 }

@@ -43,7 +43,13 @@ pub struct CpuTimes {
 impl CpuTimes {
     /// All ticks (guest time is already inside user and nice).
     pub fn total(&self) -> u64 {
-        self.user + self.nice + self.system + self.idle + self.iowait + self.irq + self.softirq
+        self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
             + self.steal
     }
 
@@ -123,7 +129,11 @@ pub fn parse_meminfo(text: &str) -> Mem {
         let (Some(key), value) = (f.next(), num(f.next())) else {
             continue;
         };
-        let bytes = if f.next() == Some("kB") { value * 1024 } else { value };
+        let bytes = if f.next() == Some("kB") {
+            value * 1024
+        } else {
+            value
+        };
         let slot = match key {
             "MemTotal:" => &mut m.total,
             "MemFree:" => &mut m.free,
@@ -397,7 +407,12 @@ pub fn count_processes(proc_dir: &Path) -> u64 {
     std::fs::read_dir(proc_dir)
         .map(|d| {
             d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .bytes()
+                        .all(|b| b.is_ascii_digit())
+                })
                 .count() as u64
         })
         .unwrap_or(0)
@@ -428,6 +443,9 @@ mod tests {
         let mut c = [0; 12];
         count_tcp_states(tcp, &mut c);
         assert_eq!((c[0], c[9]), (1, 1));
-        assert_eq!(parse_pressure("some avg10=0 total=5\nfull avg10=0 total=2\n"), (5, Some(2)));
+        assert_eq!(
+            parse_pressure("some avg10=0 total=5\nfull avg10=0 total=2\n"),
+            (5, Some(2))
+        );
     }
 }

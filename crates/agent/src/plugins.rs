@@ -74,7 +74,13 @@ fn executables(dir: &Path) -> Vec<(String, PathBuf)> {
 fn plugin_name(file: &str) -> String {
     let stem = file.split('.').next().unwrap_or(file);
     stem.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -86,7 +92,11 @@ pub fn parse_set(lines: &[String], now_ms: i64) -> (Vec<Sample>, u64) {
         let samples = if batch.stopped() {
             Vec::new()
         } else {
-            batch.samples.iter().map(|s| record::from_ingest(s, now_ms)).collect()
+            batch
+                .samples
+                .iter()
+                .map(|s| record::from_ingest(s, now_ms))
+                .collect()
         };
         return (samples, batch.rejected_total as u64);
     }
@@ -110,10 +120,14 @@ pub fn parse_set(lines: &[String], now_ms: i64) -> (Vec<Sample>, u64) {
 /// `name<TAB>type<TAB>value`, or `name<TAB>type` for a null.
 fn parse_line(line: &str) -> Option<(&str, Value)> {
     let mut f = line.splitn(3, '\t');
-    let name = f.next().filter(|n| !n.is_empty() && n.len() <= ingest::NAME_BYTES_MAX)?;
+    let name = f
+        .next()
+        .filter(|n| !n.is_empty() && n.len() <= ingest::NAME_BYTES_MAX)?;
     let kind = f.next()?;
     let Some(text) = f.next() else {
-        return ["i", "I", "l", "L", "n", "s"].contains(&kind).then_some((name, Value::Null));
+        return ["i", "I", "l", "L", "n", "s"]
+            .contains(&kind)
+            .then_some((name, Value::Null));
     };
     let value = match kind {
         "i" | "I" | "l" | "L" | "n" => {
@@ -264,10 +278,19 @@ impl Plugins {
     pub fn emit(&self, host: &str, out: &mut Out) {
         self.with(|states| {
             for (name, s) in states.iter() {
-                let tags = vec![("host".to_owned(), host.to_owned()), ("plugin".to_owned(), name.clone())];
+                let tags = vec![
+                    ("host".to_owned(), host.to_owned()),
+                    ("plugin".to_owned(), name.clone()),
+                ];
                 for sample in &s.samples {
                     let mut t = tags.clone();
-                    t.extend(sample.tags.iter().filter(|(c, _)| c != "host" && c != "plugin").cloned());
+                    t.extend(
+                        sample
+                            .tags
+                            .iter()
+                            .filter(|(c, _)| c != "host" && c != "plugin")
+                            .cloned(),
+                    );
                     out.samples.push(Sample {
                         name: sample.name.clone(),
                         tags: t,
@@ -277,7 +300,11 @@ impl Plugins {
                     });
                 }
                 out.num("plugin_ok", tags.clone(), if s.ok { 1.0 } else { 0.0 });
-                out.num("plugin_long_running", tags.clone(), f64::from(u8::from(s.long_running)));
+                out.num(
+                    "plugin_long_running",
+                    tags.clone(),
+                    f64::from(u8::from(s.long_running)),
+                );
                 out.num("plugin_runs_total", tags.clone(), s.runs as f64);
                 out.num("plugin_timeouts_total", tags.clone(), s.timeouts as f64);
                 out.num("plugin_failures_total", tags.clone(), s.failures as f64);
@@ -293,10 +320,17 @@ mod tests {
 
     #[test]
     fn tab_lines_and_garbage() {
-        let lines: Vec<String> = ["a\tL\t5", "b\tn\t1.5", "c\ts\thello world", "d\ti", "junk", "e\tx\t1"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let lines: Vec<String> = [
+            "a\tL\t5",
+            "b\tn\t1.5",
+            "c\ts\thello world",
+            "d\ti",
+            "junk",
+            "e\tx\t1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let (samples, garbage) = parse_set(&lines, 7);
         assert_eq!(samples.len(), 4);
         assert_eq!(samples[0].value, Value::Numeric(5.0));
@@ -307,10 +341,13 @@ mod tests {
 
     #[test]
     fn json_with_histograms() {
-        let lines = vec![r#"{"lat": {"_type": "h", "_value": ["H[1.0e+00]=3"]}, "n": 2}"#.to_owned()];
+        let lines =
+            vec![r#"{"lat": {"_type": "h", "_value": ["H[1.0e+00]=3"]}, "n": 2}"#.to_owned()];
         let (samples, garbage) = parse_set(&lines, 7);
         assert_eq!((samples.len(), garbage), (2, 0));
-        let Value::Histogram(h) = &samples[0].value else { panic!("not a histogram") };
+        let Value::Histogram(h) = &samples[0].value else {
+            panic!("not a histogram")
+        };
         assert_eq!(h.sample_count(), 3);
     }
 }

@@ -17,7 +17,10 @@ const TICKS: usize = 4;
 
 fn value(samples: &[Sample], name: &str, tags: &[(&str, &str)]) -> Option<f64> {
     let s = samples.iter().find(|s| {
-        s.name == name && tags.iter().all(|(c, v)| s.tags.iter().any(|(a, b)| a == c && b == v))
+        s.name == name
+            && tags
+                .iter()
+                .all(|(c, v)| s.tags.iter().any(|(a, b)| a == c && b == v))
     })?;
     match &s.value {
         Value::Numeric(v) => Some(*v),
@@ -27,7 +30,10 @@ fn value(samples: &[Sample], name: &str, tags: &[(&str, &str)]) -> Option<f64> {
 
 fn histogram(samples: &[Sample], name: &str, tags: &[(&str, &str)]) -> Option<hist::Histogram> {
     let s = samples.iter().find(|s| {
-        s.name == name && tags.iter().all(|(c, v)| s.tags.iter().any(|(a, b)| a == c && b == v))
+        s.name == name
+            && tags
+                .iter()
+                .all(|(c, v)| s.tags.iter().any(|(a, b)| a == c && b == v))
     })?;
     match &s.value {
         Value::Histogram(h) => Some(h.clone()),
@@ -63,7 +69,12 @@ fn burn(until: Instant) {
 }
 
 /// Runs the collector for `TICKS` seconds between two oracle reads of /proc/stat.
-fn run() -> (procfs::KernelStats, Vec<Sample>, procfs::KernelStats, Duration) {
+fn run() -> (
+    procfs::KernelStats,
+    Vec<Sample>,
+    procfs::KernelStats,
+    Duration,
+) {
     burn(Instant::now() + Duration::from_secs(TICKS as u64 + 2));
     let mut c = Collector::new("oracle-host");
     c.tick();
@@ -107,25 +118,48 @@ fn cpu_and_scheduler_counters_match_proc_stat() {
     let steal = histogram(&samples, "cpu_steal_ratio", &[]).unwrap();
     let s = |k: &procfs::KernelStats| k.total.steal.unwrap_or(0);
     let total = (t1 - t0) as f64;
-    near("cpu_steal_ratio mean", (s(&after) - s(&before)) as f64 / total, steal.mean(), 0.1);
+    near(
+        "cpu_steal_ratio mean",
+        (s(&after) - s(&before)) as f64 / total,
+        steal.mean(),
+        0.1,
+    );
     let tps = 100.0;
     for (mode, b, a) in [
         ("user", before.total.user, after.total.user),
         ("system", before.total.system, after.total.system),
         ("idle", before.total.idle, after.total.idle),
-        ("iowait", before.total.iowait.unwrap_or(0), after.total.iowait.unwrap_or(0)),
+        (
+            "iowait",
+            before.total.iowait.unwrap_or(0),
+            after.total.iowait.unwrap_or(0),
+        ),
     ] {
         let mine = value(&samples, "cpu_seconds_total", &[("mode", mode)]).unwrap();
         between(mode, b as f64 / tps, mine, a as f64 / tps);
     }
     let mine = value(&samples, "context_switches_total", &[]).unwrap();
-    between("context switches", before.ctxt as f64, mine, after.ctxt as f64);
+    between(
+        "context switches",
+        before.ctxt as f64,
+        mine,
+        after.ctxt as f64,
+    );
     let mine = value(&samples, "forks_total", &[]).unwrap();
-    between("forks", before.processes as f64, mine, after.processes as f64);
+    between(
+        "forks",
+        before.processes as f64,
+        mine,
+        after.processes as f64,
+    );
     let rq = histogram(&samples, "run_queue", &[]).unwrap();
     assert_eq!(rq.sample_count(), TICKS as u64);
     let cpus = after.cpu_time.len() as f64;
-    assert!(rq.mean() >= 0.0 && rq.mean() <= 64.0 * cpus, "run queue {}", rq.mean());
+    assert!(
+        rq.mean() >= 0.0 && rq.mean() <= 64.0 * cpus,
+        "run queue {}",
+        rq.mean()
+    );
 }
 
 #[test]
@@ -176,20 +210,42 @@ fn memory_load_processes_and_uptime_match() {
     let up1 = procfs::Uptime::current().unwrap().uptime;
     let v = |n: &str| value(&samples, n, &[]).unwrap();
     assert_eq!(v("mem_total_bytes"), m0.mem_total as f64);
-    let (a0, a1) = (m0.mem_available.unwrap() as f64, m1.mem_available.unwrap() as f64);
+    let (a0, a1) = (
+        m0.mem_available.unwrap() as f64,
+        m1.mem_available.unwrap() as f64,
+    );
     // Memory moves between the reads: within 64 MiB of the span the oracle saw.
     let slack = 64.0 * 1024.0 * 1024.0;
-    between("mem_available", a0.min(a1) - slack, v("mem_available_bytes"), a0.max(a1) + slack);
+    between(
+        "mem_available",
+        a0.min(a1) - slack,
+        v("mem_available_bytes"),
+        a0.max(a1) + slack,
+    );
     let used = |m: &procfs::Meminfo| (m.swap_total - m.swap_free) as f64;
     let (s0, s1) = (used(&m0), used(&m1));
-    between("swap_used", s0.min(s1) - slack, v("swap_used_bytes"), s0.max(s1) + slack);
-    for (name, a, b) in [("load1", l0.one, l1.one), ("load5", l0.five, l1.five), ("load15", l0.fifteen, l1.fifteen)] {
+    between(
+        "swap_used",
+        s0.min(s1) - slack,
+        v("swap_used_bytes"),
+        s0.max(s1) + slack,
+    );
+    for (name, a, b) in [
+        ("load1", l0.one, l1.one),
+        ("load5", l0.five, l1.five),
+        ("load15", l0.fifteen, l1.fifteen),
+    ] {
         let (lo, hi) = (f64::from(a.min(b)), f64::from(a.max(b)));
         between(name, lo - 0.01, v(name), hi + 0.01);
     }
     near("threads", f64::from(l0.max), v("threads"), 200.0);
     near("processes", procs0, v("processes"), 50.0);
-    near("fds_open", (f0.allocated - f0.free) as f64, v("fds_open"), 500.0);
+    near(
+        "fds_open",
+        (f0.allocated - f0.free) as f64,
+        v("fds_open"),
+        500.0,
+    );
     between("uptime", up0, v("uptime_seconds"), up1);
 }
 
@@ -209,27 +265,62 @@ fn disks_and_interfaces_match() {
     let disks: Vec<&str> = samples
         .iter()
         .filter(|s| s.name == "disk_ops_total")
-        .filter_map(|s| s.tags.iter().find(|(c, _)| c == "device").map(|(_, v)| v.as_str()))
+        .filter_map(|s| {
+            s.tags
+                .iter()
+                .find(|(c, _)| c == "device")
+                .map(|(_, v)| v.as_str())
+        })
         .collect();
     let whole: Vec<&procfs::DiskStat> = d0
         .iter()
         .filter(|d| std::path::Path::new("/sys/block").join(&d.name).exists())
         .filter(|d| !d.name.starts_with("loop") && !d.name.starts_with("ram"))
         .collect();
-    assert_eq!(disks.len(), 2 * whole.len(), "one read and one write series per whole disk");
+    assert_eq!(
+        disks.len(),
+        2 * whole.len(),
+        "one read and one write series per whole disk"
+    );
     for d in whole {
         let a = d1.iter().find(|x| x.name == d.name).unwrap();
         let dev = d.name.as_str();
-        let r = |dir| value(&samples, "disk_ops_total", &[("device", dev), ("direction", dir)]).unwrap();
+        let r = |dir| {
+            value(
+                &samples,
+                "disk_ops_total",
+                &[("device", dev), ("direction", dir)],
+            )
+            .unwrap()
+        };
         between("disk reads", d.reads as f64, r("read"), a.reads as f64);
         between("disk writes", d.writes as f64, r("write"), a.writes as f64);
-        let b = value(&samples, "disk_bytes_total", &[("device", dev), ("direction", "write")]).unwrap();
-        between("disk bytes written", (d.sectors_written * 512) as f64, b, (a.sectors_written * 512) as f64);
+        let b = value(
+            &samples,
+            "disk_bytes_total",
+            &[("device", dev), ("direction", "write")],
+        )
+        .unwrap();
+        between(
+            "disk bytes written",
+            (d.sectors_written * 512) as f64,
+            b,
+            (a.sectors_written * 512) as f64,
+        );
         let busy = value(&samples, "disk_io_seconds_total", &[("device", dev)]).unwrap();
-        between("disk io time", d.time_in_progress as f64 / 1e3, busy, a.time_in_progress as f64 / 1e3);
+        between(
+            "disk io time",
+            d.time_in_progress as f64 / 1e3,
+            busy,
+            a.time_in_progress as f64 / 1e3,
+        );
         let ops = (a.reads + a.writes) - (d.reads + d.writes);
         if let Some(h) = histogram(&samples, "disk_op_seconds", &[("device", dev)]) {
-            assert!(h.sample_count() <= ops, "{dev}: {} operations timed, {ops} done", h.sample_count());
+            assert!(
+                h.sample_count() <= ops,
+                "{dev}: {} operations timed, {ops} done",
+                h.sample_count()
+            );
         }
         let q = histogram(&samples, "disk_queue_depth", &[("device", dev)]).unwrap();
         assert_eq!(q.sample_count(), 1);
@@ -237,14 +328,49 @@ fn disks_and_interfaces_match() {
     for (name, d) in &n0 {
         let a = &n1[name];
         let v = |n: &str, dir: &str| {
-            value(&samples, n, &[("interface", name.as_str()), ("direction", dir)]).unwrap()
+            value(
+                &samples,
+                n,
+                &[("interface", name.as_str()), ("direction", dir)],
+            )
+            .unwrap()
         };
-        between("rx bytes", d.recv_bytes as f64, v("net_bytes_total", "rx"), a.recv_bytes as f64);
-        between("tx bytes", d.sent_bytes as f64, v("net_bytes_total", "tx"), a.sent_bytes as f64);
-        between("rx packets", d.recv_packets as f64, v("net_packets_total", "rx"), a.recv_packets as f64);
-        between("tx packets", d.sent_packets as f64, v("net_packets_total", "tx"), a.sent_packets as f64);
-        between("rx errors", d.recv_errs as f64, v("net_errors_total", "rx"), a.recv_errs as f64);
-        between("rx drops", d.recv_drop as f64, v("net_drops_total", "rx"), a.recv_drop as f64);
+        between(
+            "rx bytes",
+            d.recv_bytes as f64,
+            v("net_bytes_total", "rx"),
+            a.recv_bytes as f64,
+        );
+        between(
+            "tx bytes",
+            d.sent_bytes as f64,
+            v("net_bytes_total", "tx"),
+            a.sent_bytes as f64,
+        );
+        between(
+            "rx packets",
+            d.recv_packets as f64,
+            v("net_packets_total", "rx"),
+            a.recv_packets as f64,
+        );
+        between(
+            "tx packets",
+            d.sent_packets as f64,
+            v("net_packets_total", "tx"),
+            a.sent_packets as f64,
+        );
+        between(
+            "rx errors",
+            d.recv_errs as f64,
+            v("net_errors_total", "rx"),
+            a.recv_errs as f64,
+        );
+        between(
+            "rx drops",
+            d.recv_drop as f64,
+            v("net_drops_total", "rx"),
+            a.recv_drop as f64,
+        );
     }
     let mine = value(&samples, "tcp_retransmits_total", &[]).unwrap();
     between("tcp retransmits", r0 as f64, mine, r1 as f64);
@@ -258,9 +384,13 @@ fn tcp_states_match_proc_net_tcp() {
     let _server = l.accept().unwrap();
     let count = || {
         let mut by: HashMap<String, f64> = HashMap::new();
-        let entries = procfs::net::tcp().unwrap().into_iter().chain(procfs::net::tcp6().unwrap_or_default());
+        let entries = procfs::net::tcp()
+            .unwrap()
+            .into_iter()
+            .chain(procfs::net::tcp6().unwrap_or_default());
         for e in entries {
-            *by.entry(format!("{:?}", e.state).to_lowercase()).or_default() += 1.0;
+            *by.entry(format!("{:?}", e.state).to_lowercase())
+                .or_default() += 1.0;
         }
         by
     };
@@ -269,9 +399,16 @@ fn tcp_states_match_proc_net_tcp() {
     c.tick();
     let samples = c.emit(0);
     let after = count();
-    for (state, oracle) in [("established", "established"), ("listen", "listen"), ("time_wait", "timewait")] {
+    for (state, oracle) in [
+        ("established", "established"),
+        ("listen", "listen"),
+        ("time_wait", "timewait"),
+    ] {
         let mine = value(&samples, "tcp_connections", &[("state", state)]).unwrap();
-        let (a, b) = (before.get(oracle).copied().unwrap_or(0.0), after.get(oracle).copied().unwrap_or(0.0));
+        let (a, b) = (
+            before.get(oracle).copied().unwrap_or(0.0),
+            after.get(oracle).copied().unwrap_or(0.0),
+        );
         between(state, a.min(b) - 20.0, mine, a.max(b) + 20.0);
     }
     assert!(value(&samples, "tcp_connections", &[("state", "listen")]).unwrap() >= 1.0);
@@ -285,22 +422,42 @@ fn filesystems_match_df() {
     c.tick();
     let samples = c.emit(0);
     let out = std::process::Command::new("df")
-        .args(["-B1", "--output=target,size,avail", "-x", "tmpfs", "-x", "devtmpfs"])
+        .args([
+            "-B1",
+            "--output=target,size,avail",
+            "-x",
+            "tmpfs",
+            "-x",
+            "devtmpfs",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
     let df = String::from_utf8(out.stdout).unwrap();
     let mut checked = 0;
     for m in mounts.iter().filter(|m| m.fs_spec.starts_with("/dev/")) {
-        let Some(row) = df.lines().skip(1).find(|l| l.split_ascii_whitespace().next() == Some(&m.fs_file)) else {
+        let Some(row) = df
+            .lines()
+            .skip(1)
+            .find(|l| l.split_ascii_whitespace().next() == Some(&m.fs_file))
+        else {
             continue;
         };
-        let f: Vec<f64> = row.split_ascii_whitespace().skip(1).map(|v| v.parse().unwrap()).collect();
+        let f: Vec<f64> = row
+            .split_ascii_whitespace()
+            .skip(1)
+            .map(|v| v.parse().unwrap())
+            .collect();
         let tags = [("mountpoint", m.fs_file.as_str())];
         let size = value(&samples, "fs_size_bytes", &tags).unwrap();
         assert_eq!(size, f[0], "{}", m.fs_file);
         let slack = 256.0 * 1024.0 * 1024.0;
-        near(&m.fs_file, f[1], value(&samples, "fs_avail_bytes", &tags).unwrap(), slack);
+        near(
+            &m.fs_file,
+            f[1],
+            value(&samples, "fs_avail_bytes", &tags).unwrap(),
+            slack,
+        );
         let ratio = value(&samples, "fs_used_ratio", &tags).unwrap();
         assert!((0.0..=1.0).contains(&ratio), "{ratio}");
         checked += 1;

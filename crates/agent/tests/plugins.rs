@@ -51,17 +51,33 @@ fn period(plugins: &Plugins, rt: &tokio::runtime::Runtime) -> Vec<Sample> {
 fn good_hung_crashing_garbage_and_long_running_plugins() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    script(d, "good.sh", "#!/bin/sh\nprintf 'requests\\tL\\t42\\nversion\\ts\\tv1.2\\nratio\\tn\\t0.25\\n'\n");
+    script(
+        d,
+        "good.sh",
+        "#!/bin/sh\nprintf 'requests\\tL\\t42\\nversion\\ts\\tv1.2\\nratio\\tn\\t0.25\\n'\n",
+    );
     script(
         d,
         "goodjson.py",
         "#!/usr/bin/python3\nimport json\nprint(json.dumps({\"lat\": {\"_type\": \"h\", \
          \"_value\": [\"H[1.0e-02]=3\", \"H[2.0e-02]=1\"]}, \"queue|ST[q:a]\": 7}))\n",
     );
-    script(d, "hung.sh", "#!/bin/sh\necho 'early\tL\t1'\nexec sleep 60\n");
-    script(d, "crash.py", "#!/usr/bin/python3\nprint('before\\tL\\t1')\nraise SystemExit(3)\n");
+    script(
+        d,
+        "hung.sh",
+        "#!/bin/sh\necho 'early\tL\t1'\nexec sleep 60\n",
+    );
+    script(
+        d,
+        "crash.py",
+        "#!/usr/bin/python3\nprint('before\\tL\\t1')\nraise SystemExit(3)\n",
+    );
     script(d, "killed.sh", "#!/bin/sh\nkill -SEGV $$\n");
-    script(d, "garbage.sh", "#!/bin/sh\necho 'this is not a metric'\necho 'x\\tq\\t1'\nprintf 'fine\\tL\\t5\\n'\n");
+    script(
+        d,
+        "garbage.sh",
+        "#!/bin/sh\necho 'this is not a metric'\necho 'x\\tq\\t1'\nprintf 'fine\\tL\\t5\\n'\n",
+    );
     script(
         d,
         "stream.py",
@@ -69,15 +85,23 @@ fn good_hung_crashing_garbage_and_long_running_plugins() {
          print('ticks\\tL\\t%d' % n)\n    print()\n    sys.stdout.flush()\n    time.sleep(0.2)\n",
     );
     std::fs::write(d.join("notes.txt"), "not executable").unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let _guard = rt.enter();
     let plugins = Plugins::new(Some(d.to_path_buf()), Duration::from_secs(4));
     let first = period(&plugins, &rt);
 
     assert_eq!(get(&first, "requests", "good"), Some(&Value::Numeric(42.0)));
-    assert_eq!(get(&first, "version", "good"), Some(&Value::Text("v1.2".into())));
+    assert_eq!(
+        get(&first, "version", "good"),
+        Some(&Value::Text("v1.2".into()))
+    );
     assert_eq!(num(&first, "plugin_ok", "good"), 1.0);
-    let Some(Value::Histogram(h)) = get(&first, "lat", "goodjson") else { panic!("no histogram") };
+    let Some(Value::Histogram(h)) = get(&first, "lat", "goodjson") else {
+        panic!("no histogram")
+    };
     assert_eq!(h.sample_count(), 4);
     let queue = first.iter().find(|s| s.name == "queue").unwrap();
     assert!(queue.tags.contains(&("q".into(), "a".into())));
@@ -85,7 +109,10 @@ fn good_hung_crashing_garbage_and_long_running_plugins() {
 
     assert_eq!(num(&first, "plugin_timeouts_total", "hung"), 1.0);
     assert_eq!(num(&first, "plugin_ok", "hung"), 0.0);
-    assert!(get(&first, "early", "hung").is_none(), "a killed run's partial output is not kept");
+    assert!(
+        get(&first, "early", "hung").is_none(),
+        "a killed run's partial output is not kept"
+    );
 
     assert_eq!(num(&first, "plugin_failures_total", "crash"), 1.0);
     assert_eq!(num(&first, "plugin_ok", "crash"), 0.0);
@@ -97,7 +124,9 @@ fn good_hung_crashing_garbage_and_long_running_plugins() {
     assert_eq!(num(&first, "plugin_long_running", "stream"), 1.0);
     let ticks = num(&first, "ticks", "stream");
     assert!(ticks >= 1.0);
-    assert!(first.iter().all(|s| !s.tags.iter().any(|(_, v)| v == "notes")));
+    assert!(first
+        .iter()
+        .all(|s| !s.tags.iter().any(|(_, v)| v == "notes")));
 
     // The next period: one-shot plugins run again, the long-running one is not started twice
     // and its newest set replaced the old.
@@ -107,8 +136,15 @@ fn good_hung_crashing_garbage_and_long_running_plugins() {
     assert_eq!(num(&second, "plugin_failures_total", "crash"), 2.0);
     assert!(num(&second, "ticks", "stream") > ticks);
     assert_eq!(num(&second, "plugin_failures_total", "stream"), 0.0);
-    let ps = std::process::Command::new("pgrep").args(["-fc", &d.join("stream.py").display().to_string()]).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&ps.stdout).trim(), "1", "one long-running process");
+    let ps = std::process::Command::new("pgrep")
+        .args(["-fc", &d.join("stream.py").display().to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&ps.stdout).trim(),
+        "1",
+        "one long-running process"
+    );
     drop(_guard);
     drop(rt);
 }

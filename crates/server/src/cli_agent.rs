@@ -33,7 +33,12 @@ pub fn run(args: AgentArgs) -> ExitCode {
         }
     };
     if args.check {
-        println!("{}: good ({} mode, host {})", args.config.display(), mode(&config), config.host_id);
+        println!(
+            "{}: good ({} mode, host {})",
+            args.config.display(),
+            mode(&config),
+            config.host_id
+        );
         return ExitCode::SUCCESS;
     }
     let filter = args
@@ -66,7 +71,8 @@ pub fn run(args: AgentArgs) -> ExitCode {
     let host = config.host_id.clone();
     let mode = mode(&config);
     let ready = move |b: agent::Bound| {
-        let show = |a: Option<std::net::SocketAddr>| a.map_or_else(|| "-".to_owned(), |a| a.to_string());
+        let show =
+            |a: Option<std::net::SocketAddr>| a.map_or_else(|| "-".to_owned(), |a| a.to_string());
         // One line a script (or a test) can wait for, with the addresses actually bound.
         println!(
             "strata agent {host} ready: mode {mode} http {} statsd {}",

@@ -18,7 +18,11 @@ const HOST: &str = "pulled-host";
 const WAIT_MS_MAX: u64 = 120_000;
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn fresh_dir(name: &str) -> PathBuf {
@@ -86,7 +90,10 @@ fn config(dir: &Path, http: u16, statsd: u16) -> PathBuf {
 }
 
 fn strata(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_strata")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -94,16 +101,28 @@ fn check_flag_accepts_a_good_file_and_names_a_bad_key() {
     let dir = fresh_dir("agent-check");
     let good = config(&dir, 2609, 8125);
     let out = strata(&["agent", "--config", good.to_str().unwrap(), "--check"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let bad = dir.join("bad.toml");
-    let text = std::fs::read_to_string(&good).unwrap().replace("plugins_dir", "plugin_dir");
+    let text = std::fs::read_to_string(&good)
+        .unwrap()
+        .replace("plugins_dir", "plugin_dir");
     std::fs::write(&bad, text).unwrap();
     let out = strata(&["agent", "--config", bad.to_str().unwrap(), "--check"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("plugin_dir"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "one plain line: {err}");
-    let out = strata(&["agent", "--config", dir.join("missing.toml").to_str().unwrap(), "--check"]);
+    let out = strata(&[
+        "agent",
+        "--config",
+        dir.join("missing.toml").to_str().unwrap(),
+        "--check",
+    ]);
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -113,7 +132,11 @@ fn get(url: &str, accept: Option<&str>) -> (String, Vec<u8>) {
         req = req.header("Accept", a);
     }
     let r = req.send().unwrap();
-    let ct = r.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+    let ct = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
     (ct, r.bytes().unwrap().to_vec())
 }
 
@@ -138,9 +161,15 @@ fn pulled_as_nad_json_and_prometheus_and_through_a_broker_into_a_core() {
     std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (http, statsd) = (free_port(), free_port());
     let cfg = config(&dir, http, statsd);
-    let args: Vec<String> = ["agent", "--config", cfg.to_str().unwrap(), "--period-s", "1"]
-        .map(String::from)
-        .to_vec();
+    let args: Vec<String> = [
+        "agent",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--period-s",
+        "1",
+    ]
+    .map(String::from)
+    .to_vec();
     let _agent = Proc::start("strata agent", &args, &dir.join("agent.log"), "ready");
     let base = format!("http://127.0.0.1:{http}");
 
@@ -151,12 +180,20 @@ fn pulled_as_nad_json_and_prometheus_and_through_a_broker_into_a_core() {
         .send()
         .unwrap();
     assert!(r.status().is_success());
-    let r = reqwest::blocking::Client::new().post(format!("{base}/write")).body("{not json").send().unwrap();
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{base}/write"))
+        .body("{not json")
+        .send()
+        .unwrap();
     assert_eq!(r.status().as_u16(), 400);
     let body: serde_json::Value = r.json().unwrap();
-    assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()), "{body}");
+    assert!(
+        body["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{body}"
+    );
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-    udp.send_to(b"app_hits:3|c\napp_hits:3|c", ("127.0.0.1", statsd)).unwrap();
+    udp.send_to(b"app_hits:3|c\napp_hits:3|c", ("127.0.0.1", statsd))
+        .unwrap();
 
     let host_key = |name: &str, tags: &str| format!("{name}|ST[{tags}host:{HOST}]");
     let nad = || -> serde_json::Value {
@@ -173,7 +210,10 @@ fn pulled_as_nad_json_and_prometheus_and_through_a_broker_into_a_core() {
         })
     };
     let hits = find("app_hits|");
-    assert_eq!(hits["_value"], 6.0, "statsd counters summed over the period: {hits}");
+    assert_eq!(
+        hits["_value"], 6.0,
+        "statsd counters summed over the period: {hits}"
+    );
     let latency = find("app_latency|");
     assert_eq!(latency["_value"][0], "H[2.0e-03]=4");
     let queue = find(&format!("queue_depth|ST[host:{HOST},plugin:app]"));
@@ -181,7 +221,10 @@ fn pulled_as_nad_json_and_prometheus_and_through_a_broker_into_a_core() {
     let doc = nad();
     let cpu = &doc[host_key("cpu_busy_ratio", "cpu:total,")];
     assert_eq!(cpu["_type"], "h", "{doc}");
-    assert!(cpu["_value"][0].as_str().unwrap().starts_with("H["), "{cpu}");
+    assert!(
+        cpu["_value"][0].as_str().unwrap().starts_with("H["),
+        "{cpu}"
+    );
     assert_eq!(doc[host_key("mem_total_bytes", "")]["_type"], "n");
     // The document parses back as httptrap, every key of it.
     let body = serde_json::to_vec(&doc).unwrap();
@@ -193,13 +236,21 @@ fn pulled_as_nad_json_and_prometheus_and_through_a_broker_into_a_core() {
     assert!(ct.starts_with("text/plain"));
     let text = String::from_utf8(text).unwrap();
     assert!(text.contains("# TYPE cpu_busy_ratio histogram"), "{text}");
-    assert!(text.contains(&format!("cpu_busy_ratio_bucket{{host=\"{HOST}\",cpu=\"total\",le=\"+Inf\"}}")), "{text}");
+    assert!(
+        text.contains(&format!(
+            "cpu_busy_ratio_bucket{{host=\"{HOST}\",cpu=\"total\",le=\"+Inf\"}}"
+        )),
+        "{text}"
+    );
     assert!(text.contains(&format!("mem_total_bytes{{host=\"{HOST}\"}}")));
     assert!(text.contains("# TYPE net_bytes_total counter"));
     let (ct, body) = get(&format!("{base}/metrics"), Some("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"));
     assert!(ct.starts_with("application/vnd.google.protobuf"), "{ct}");
     let families = checks::prometheus::proto::parse(&body, 1_000_000).unwrap();
-    let cpu = families.iter().find(|f| f.name.as_deref() == Some("cpu_busy_ratio")).unwrap();
+    let cpu = families
+        .iter()
+        .find(|f| f.name.as_deref() == Some("cpu_busy_ratio"))
+        .unwrap();
     let h = cpu.metric[0].histogram.as_ref().unwrap();
     assert!(h.is_native(), "native histogram buckets");
     assert!(h.sample_count.unwrap() >= 1);
@@ -209,13 +260,26 @@ fn pulled_as_nad_json_and_prometheus_and_through_a_broker_into_a_core() {
     let core_cfg = dir.join("core.toml");
     std::fs::write(&core_cfg, "").unwrap();
     let core_args: Vec<String> = [
-        "serve", "--http", &format!("127.0.0.1:{core_port}"), "--statsd", "127.0.0.1:0",
-        "--graphite", "127.0.0.1:0", "--data-dir", dir.join("core").to_str().unwrap(),
-        "--config", core_cfg.to_str().unwrap(),
+        "serve",
+        "--http",
+        &format!("127.0.0.1:{core_port}"),
+        "--statsd",
+        "127.0.0.1:0",
+        "--graphite",
+        "127.0.0.1:0",
+        "--data-dir",
+        dir.join("core").to_str().unwrap(),
+        "--config",
+        core_cfg.to_str().unwrap(),
     ]
     .map(String::from)
     .to_vec();
-    let _core = Proc::start("strata serve", &core_args, &dir.join("core.log"), "listening");
+    let _core = Proc::start(
+        "strata serve",
+        &core_args,
+        &dir.join("core.log"),
+        "listening",
+    );
     let checks = dir.join("checks.toml");
     std::fs::write(
         &checks,
@@ -226,12 +290,24 @@ fn pulled_as_nad_json_and_prometheus_and_through_a_broker_into_a_core() {
     )
     .unwrap();
     let broker_args: Vec<String> = [
-        "broker", "--id", "edge-pull", "--data-dir", dir.join("broker").to_str().unwrap(),
-        "--core-url", &format!("http://127.0.0.1:{core_port}"), "--checks", checks.to_str().unwrap(),
+        "broker",
+        "--id",
+        "edge-pull",
+        "--data-dir",
+        dir.join("broker").to_str().unwrap(),
+        "--core-url",
+        &format!("http://127.0.0.1:{core_port}"),
+        "--checks",
+        checks.to_str().unwrap(),
     ]
     .map(String::from)
     .to_vec();
-    let _broker = Proc::start("strata broker", &broker_args, &dir.join("broker.log"), "ready");
+    let _broker = Proc::start(
+        "strata broker",
+        &broker_args,
+        &dir.join("broker.log"),
+        "ready",
+    );
     for name in ["cpu_busy_ratio", "mem_available_bytes", "queue_depth"] {
         let url = format!(
             "http://127.0.0.1:{core_port}/api/strata/v1/find?query=and(__name:{name},host:{HOST})"

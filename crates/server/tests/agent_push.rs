@@ -120,7 +120,12 @@ fn core(data: &Path, port: u16) -> Proc {
     ]
     .map(String::from)
     .to_vec();
-    Proc::start("strata serve", &args, &data.with_extension("log"), "listening")
+    Proc::start(
+        "strata serve",
+        &args,
+        &data.with_extension("log"),
+        "listening",
+    )
 }
 
 fn agent(dir: &Path, core_port: u16, http_port: u16) -> Proc {
@@ -186,7 +191,13 @@ fn core_hist(
         "http://127.0.0.1:{port}/api/strata/v1/fetch?query={query}&start={start_s}&end={end_s}\
          &period={period_s}s"
     );
-    let doc: serde_json::Value = client().get(url).bearer_auth(TOKEN).send().ok()?.json().ok()?;
+    let doc: serde_json::Value = client()
+        .get(url)
+        .bearer_auth(TOKEN)
+        .send()
+        .ok()?
+        .json()
+        .ok()?;
     let mut out: BTreeMap<i64, BTreeMap<(i64, i64), u64>> = BTreeMap::new();
     for series in doc["series"].as_array()? {
         for slice in series["data"].as_array()? {
@@ -287,7 +298,10 @@ fn push_through_a_60s_core_outage_and_an_agent_kill9_loses_nothing_and_counts_no
         .unwrap();
     let backlog = health["backlog_bytes"].as_u64().unwrap();
     println!("agent backlog after the outage: {backlog} bytes");
-    assert!(backlog > 0, "the agent holds what the core has not acknowledged");
+    assert!(
+        backlog > 0,
+        "the agent holds what the core has not acknowledged"
+    );
     the_core = Some(core(&core_data, core_port));
     println!("core back at body {}", sent.load(Ordering::Relaxed));
     std::thread::sleep(Duration::from_millis(1_000));
@@ -310,11 +324,17 @@ fn push_through_a_60s_core_outage_and_an_agent_kill9_loses_nothing_and_counts_no
     let deadline = Instant::now() + Duration::from_millis(WAIT_MS_MAX);
     loop {
         let bins = all_bins(&core_hist(core_port, query, start_s, end_s, 3600).unwrap_or_default());
-        let missing = acked.iter().filter(|i| !bins.contains_key(&bin(**i))).count();
+        let missing = acked
+            .iter()
+            .filter(|i| !bins.contains_key(&bin(**i)))
+            .count();
         if missing == 0 {
             break;
         }
-        assert!(Instant::now() < deadline, "{missing} acknowledged bodies never reached the core");
+        assert!(
+            Instant::now() < deadline,
+            "{missing} acknowledged bodies never reached the core"
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
     std::thread::sleep(Duration::from_millis(3_000));
@@ -326,7 +346,11 @@ fn push_through_a_60s_core_outage_and_an_agent_kill9_loses_nothing_and_counts_no
             Fate::Unknown => got == 0 || got == count(i),
             Fate::Unsent => got == 0,
         };
-        assert!(ok, "body {i} ({fate:?}) at the core {got} times its count {}", count(i));
+        assert!(
+            ok,
+            "body {i} ({fate:?}) at the core {got} times its count {}",
+            count(i)
+        );
     }
 
     // The host's CPU: one sample per second, never two for the same second.
@@ -334,19 +358,46 @@ fn push_through_a_60s_core_outage_and_an_agent_kill9_loses_nothing_and_counts_no
     let slices = core_hist(core_port, &query, started_s, ended_s + 10, CORE_PERIOD_S).unwrap();
     let total: u64 = slices.values().flat_map(|b| b.values()).sum();
     let elapsed = (ended_s - started_s) as u64;
-    println!("cpu_busy_ratio samples at the core: {total} over {elapsed} s, {} slices", slices.len());
+    println!(
+        "cpu_busy_ratio samples at the core: {total} over {elapsed} s, {} slices",
+        slices.len()
+    );
     for (t, b) in &slices {
         let n: u64 = b.values().sum();
-        assert!(n <= CORE_PERIOD_S as u64 + 2, "slice {t}: {n} one-second samples in {CORE_PERIOD_S} s");
+        assert!(
+            n <= CORE_PERIOD_S as u64 + 2,
+            "slice {t}: {n} one-second samples in {CORE_PERIOD_S} s"
+        );
     }
-    assert!(total <= elapsed + 2, "{total} one-second samples in {elapsed} s: some counted twice");
+    assert!(
+        total <= elapsed + 2,
+        "{total} one-second samples in {elapsed} s: some counted twice"
+    );
     // Only the agent's own kill loses seconds (its unfinished period, the restart).
-    assert!(total + 15 >= elapsed, "{total} of {elapsed} seconds reached the core");
+    assert!(
+        total + 15 >= elapsed,
+        "{total} of {elapsed} seconds reached the core"
+    );
     // Every contracted gauge reached the core with the host tag.
-    for name in ["mem_available_bytes", "load1", "net_bytes_total", "agent_backlog_bytes", "fs_size_bytes"] {
+    for name in [
+        "mem_available_bytes",
+        "load1",
+        "net_bytes_total",
+        "agent_backlog_bytes",
+        "fs_size_bytes",
+    ] {
         let url = format!("http://127.0.0.1:{core_port}/api/strata/v1/find?query=and(__name:{name},host:{HOST},__check:agent-{HOST})");
-        let doc: serde_json::Value = client().get(url).bearer_auth(TOKEN).send().unwrap().json().unwrap();
-        assert!(doc.as_array().is_some_and(|a| !a.is_empty()), "{name} not at the core: {doc}");
+        let doc: serde_json::Value = client()
+            .get(url)
+            .bearer_auth(TOKEN)
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        assert!(
+            doc.as_array().is_some_and(|a| !a.is_empty()),
+            "{name} not at the core: {doc}"
+        );
     }
     drop(the_agent);
     drop(the_core);

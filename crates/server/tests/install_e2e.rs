@@ -662,9 +662,7 @@ fn the_installed_agent_sends_its_first_sample() {
     assert_eq!(steps["first-sample"], "ok", "{first}");
     let host_id = first["host_id"].as_str().unwrap().to_string();
     // The streams the worksheet and the rules name are there, tagged with the host.
-    let (_, found) = env.get(&format!(
-        "/api/strata/v1/find?query=and(host:{host_id})"
-    ));
+    let (_, found) = env.get(&format!("/api/strata/v1/find?query=and(host:{host_id})"));
     let names: Vec<&str> = found
         .as_array()
         .unwrap()
@@ -673,10 +671,11 @@ fn the_installed_agent_sends_its_first_sample() {
         .collect();
     assert!(names.contains(&"cpu_busy_ratio"), "{names:?}");
     // Running it again with the agent running: nothing changes.
-    let again = ok(&env.install_with(&root, &["--listen", &listen, "--wait-s", "30"], &[(
-        "SYSTEMCTL_AGENT",
-        &agent,
-    )]));
+    let again = ok(&env.install_with(
+        &root,
+        &["--listen", &listen, "--wait-s", "30"],
+        &[("SYSTEMCTL_AGENT", &agent)],
+    ));
     assert_eq!(again["changed"], 0, "{again}");
     let token_file = env.token_file();
     ok(&env
