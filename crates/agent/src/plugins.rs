@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use broker::record::{self, Mode, Sample, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use crate::collect::Out;
 
@@ -29,6 +29,55 @@ pub const PLUGIN_LINES_MAX: usize = 10_000;
 pub const PLUGIN_LINE_BYTES_MAX: usize = 64 << 10;
 /// A one-shot plugin's run, at most.
 pub const PLUGIN_TIMEOUT_MS_MAX: u64 = 5_000;
+
+/// A line of a plugin's output.
+enum Line {
+    Text(String),
+    /// Longer than `PLUGIN_LINE_BYTES_MAX`, or not UTF-8.
+    Garbage,
+}
+
+/// A plugin's stdout as lines of at most `PLUGIN_LINE_BYTES_MAX` bytes: the rest of a longer
+/// line is read and dropped, so one endless line cannot grow the agent's memory.
+struct Lines<R> {
+    reader: BufReader<R>,
+    buf: Vec<u8>,
+}
+
+impl<R: AsyncRead + Unpin> Lines<R> {
+    async fn next(&mut self) -> std::io::Result<Option<Line>> {
+        self.buf.clear();
+        let mut too_long = false;
+        loop {
+            let chunk = self.reader.fill_buf().await?;
+            if chunk.is_empty() {
+                if self.buf.is_empty() && !too_long {
+                    return Ok(None);
+                }
+                break;
+            }
+            let newline = chunk.iter().position(|&b| b == b'\n');
+            let take = newline.map_or(chunk.len(), |i| i + 1);
+            let room = PLUGIN_LINE_BYTES_MAX + 1 - self.buf.len().min(PLUGIN_LINE_BYTES_MAX + 1);
+            too_long |= take > room;
+            self.buf.extend_from_slice(&chunk[..take.min(room)]);
+            self.reader.consume(take);
+            if newline.is_some() {
+                break;
+            }
+        }
+        while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
+            self.buf.pop();
+        }
+        if too_long || self.buf.len() > PLUGIN_LINE_BYTES_MAX {
+            return Ok(Some(Line::Garbage));
+        }
+        Ok(Some(match String::from_utf8(std::mem::take(&mut self.buf)) {
+            Ok(text) => Line::Text(text),
+            Err(_) => Line::Garbage,
+        }))
+    }
+}
 
 /// One plugin's latest state.
 #[derive(Default)]
@@ -187,15 +236,18 @@ impl Plugins {
         let Some(stdout) = child.stdout.take() else {
             return self.finish(&name, |s| s.failures += 1);
         };
-        let mut lines = BufReader::new(stdout).lines();
+        let mut lines = Lines {
+            reader: BufReader::new(stdout),
+            buf: Vec::new(),
+        };
         let deadline = tokio::time::Instant::now() + self.timeout;
         let mut set: Vec<String> = Vec::new();
         let mut long_running = false;
         loop {
             let next = if long_running {
-                lines.next_line().await
+                lines.next().await
             } else {
-                match tokio::time::timeout_at(deadline, lines.next_line()).await {
+                match tokio::time::timeout_at(deadline, lines.next()).await {
                     Ok(r) => r,
                     Err(_) => {
                         tracing::warn!(plugin = %name, "plugin timed out; killed");
@@ -209,26 +261,17 @@ impl Plugins {
                 }
             };
             match next {
-                Ok(Some(line)) if line.trim().is_empty() => {
+                Ok(Some(Line::Text(line))) if line.trim().is_empty() => {
                     if !set.is_empty() {
                         long_running = true;
                         self.commit(&name, &std::mem::take(&mut set), true);
                     }
                 }
-                Ok(Some(mut line)) => {
-                    if set.len() >= PLUGIN_LINES_MAX {
-                        self.with(|s| s.entry(name.clone()).or_default().garbage_lines += 1);
-                        continue;
-                    }
-                    line.truncate(PLUGIN_LINE_BYTES_MAX);
-                    set.push(line);
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    // Not UTF-8: a garbage line; the reader cannot go on past it.
+                Ok(Some(Line::Text(line))) if set.len() < PLUGIN_LINES_MAX => set.push(line),
+                Ok(Some(_)) => {
                     self.with(|s| s.entry(name.clone()).or_default().garbage_lines += 1);
-                    break;
                 }
+                Ok(None) | Err(_) => break,
             }
         }
         let status = tokio::time::timeout(self.timeout, child.wait()).await;

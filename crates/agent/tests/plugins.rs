@@ -76,7 +76,9 @@ fn good_hung_crashing_garbage_and_long_running_plugins() {
     script(
         d,
         "garbage.sh",
-        "#!/bin/sh\necho 'this is not a metric'\necho 'x\\tq\\t1'\nprintf 'fine\\tL\\t5\\n'\n",
+        "#!/bin/sh\necho 'this is not a metric'\necho 'x\\tq\\t1'\n\
+         head -c 100000 /dev/zero | tr '\\0' a; echo\nprintf '\\377\\376\\n'\n\
+         printf 'fine\\tL\\t5\\n'\n",
     );
     script(
         d,
@@ -118,7 +120,8 @@ fn good_hung_crashing_garbage_and_long_running_plugins() {
     assert_eq!(num(&first, "plugin_ok", "crash"), 0.0);
     assert_eq!(num(&first, "plugin_failures_total", "killed"), 1.0);
 
-    assert_eq!(num(&first, "plugin_garbage_lines_total", "garbage"), 2.0);
+    // Two lines that are not metrics, one of 100,000 bytes, one not UTF-8.
+    assert_eq!(num(&first, "plugin_garbage_lines_total", "garbage"), 4.0);
     assert_eq!(get(&first, "fine", "garbage"), Some(&Value::Numeric(5.0)));
 
     assert_eq!(num(&first, "plugin_long_running", "stream"), 1.0);
