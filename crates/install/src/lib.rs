@@ -108,6 +108,8 @@ pub struct Options {
     pub binary: PathBuf,
     /// How long to wait for the host's first sample on the core (0: do not wait).
     pub wait_s: u64,
+    /// The `postgres` plugin: the server's `host:port` and the monitoring role.
+    pub postgres: Option<(String, String)>,
 }
 
 /// A failed run: the message, and the report of the steps done before it.
@@ -293,6 +295,10 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
     failpoint("worksheet");
     upsert_step(r, &core, "rules", &objects::rules(&h), o.dry_run)?;
     failpoint("rules");
+    if let Some((target, user)) = &o.postgres {
+        let objs = objects::postgres(&h, target, user);
+        upsert_step(r, &core, "postgres", &objs, o.dry_run)?;
+    }
 
     let outcome = match o.init {
         Init::Systemd => service::enable_start(unit_outcome.changed(), o.dry_run)?,

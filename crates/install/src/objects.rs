@@ -326,3 +326,65 @@ mod tests {
         assert_eq!(comparable(s), comparable(h));
     }
 }
+
+/// The `postgres` plugin: a broker's `postgres` check of the local server (connections,
+/// transactions, scans, tuples, locks, replication; `crates/checks/README.md`) as the
+/// monitoring role, a Postgres worksheet and a rule on connections nearing the server's limit.
+pub fn postgres(h: &Host, target: &str, user: &str) -> Vec<Object> {
+    let id = h.id;
+    let check = format!("host-{id}-postgres");
+    let tags = format!("and(host:{id},check:{check})");
+    let graph = |name: &str, title: &str| {
+        json!({
+            "query": format!("and(check:{check})"),
+            "name": name,
+            "tags": [format!("check:{check}"), format!("host:{id}")],
+            "title": title,
+        })
+    };
+    vec![
+        Object::Doc {
+            collection: "checks",
+            id: check.clone(),
+            body: json!({
+                "name": format!("postgres {id}"),
+                "owner": owner(id),
+                "broker": h.broker,
+                "spec": {
+                    "kind": "postgres",
+                    "target": target,
+                    "period_ms": 10_000,
+                    "timeout_ms": 5_000,
+                    "config": { "user": user },
+                    "tags": [["host", id]],
+                },
+            }),
+        },
+        Object::Doc {
+            collection: "worksheets",
+            id: format!("host-{id}-postgres"),
+            body: json!({
+                "name": format!("postgres on host {id}"),
+                "owner": owner(id),
+                "graphs": [
+                    graph("connections", "connections"),
+                    graph("connections_active", "active connections"),
+                    graph("query_time", "check query latency"),
+                    graph("xact_commit", "transactions committed"),
+                    graph("locks", "locks by mode"),
+                    graph("seq_scan", "sequential scans"),
+                ],
+            }),
+        },
+        ruleset(
+            format!("host-{id}-pg-connections"),
+            &owner(id),
+            &format!(
+                "expr = 'find(\"connections\", \"{tags}\") / find(\"max_connections\", \"{tags}\")'\n\
+                 window = \"rolling:max(5m)\"\n\
+                 annotations = {{ summary = \"postgres on host {id} uses {{{{ value | percent }}}} of its connections\" }}\n\
+                 [[ruleset.severity]]\nlevel = 2\nwhen = \"> 0.9\"\n"
+            ),
+        ),
+    ]
+}

@@ -59,6 +59,12 @@ pub struct AgentArgs {
     /// The agent's statsd listener (off, or "", disables it).
     #[arg(long, default_value = "127.0.0.1:8125")]
     statsd: String,
+    /// The postgres plugin: the server to check (host:port).
+    #[arg(long, default_value = "127.0.0.1:5432")]
+    postgres_target: String,
+    /// The postgres plugin: the monitoring role the broker's check logs in as.
+    #[arg(long, default_value = "postgres")]
+    postgres_user: String,
     /// Seconds to wait for the host's first sample on the core (0: do not wait).
     #[arg(long, default_value_t = 30)]
     wait_s: u64,
@@ -85,7 +91,7 @@ pub struct UninstallArgs {
     json: bool,
 }
 
-const PLUGINS: [&str; 1] = ["host"];
+const PLUGINS: [&str; 2] = ["host", "postgres"];
 
 fn options(a: AgentArgs) -> Result<install::Options, String> {
     if let Some(p) = a.plugins.iter().find(|p| !PLUGINS.contains(&p.as_str())) {
@@ -101,6 +107,11 @@ fn options(a: AgentArgs) -> Result<install::Options, String> {
             install::WAIT_S_MAX
         ));
     }
+    let postgres = a
+        .plugins
+        .iter()
+        .any(|p| p == "postgres")
+        .then(|| (a.postgres_target.clone(), a.postgres_user.clone()));
     let binary = std::env::current_exe().map_err(|e| format!("finding the running binary: {e}"))?;
     Ok(install::Options {
         core: a.core,
@@ -120,6 +131,7 @@ fn options(a: AgentArgs) -> Result<install::Options, String> {
         },
         binary,
         wait_s: a.wait_s,
+        postgres,
     })
 }
 
