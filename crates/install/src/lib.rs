@@ -244,25 +244,7 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
     r.push("token", outcome, layout.token.display().to_string());
     failpoint("token");
 
-    let text = layout::config_text(
-        &layout,
-        &AgentConfig {
-            host_id: &host_id,
-            mode: o.mode,
-            listen: &o.listen,
-            statsd: &o.statsd,
-            core: &core.url,
-            broker: o.broker.as_deref(),
-            token: token.is_some(),
-        },
-    )?;
-    let planned = files::plan_bytes(&layout.config, text.as_bytes(), 0o644)
-        .map_err(|e| format!("{}: {e}", layout.config.display()))?;
-    let outcome = if planned == Outcome::Updated && !o.force_config {
-        Outcome::Kept
-    } else {
-        files::write_bytes(&layout.config, text.as_bytes(), 0o644, o.dry_run)?
-    };
+    let outcome = config_step(o, &layout, &host_id, &core.url, token.is_some())?;
     r.push("config", outcome, layout.config.display().to_string());
     failpoint("config");
 
@@ -288,17 +270,7 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
         listen: &o.listen,
         broker: o.broker.as_deref().unwrap_or("default"),
     };
-    upsert_step(r, &core, "checks", &[objects::agent_check(&h)], o.dry_run)?;
-    failpoint("checks");
-    let ws = objects::worksheet(&h);
-    upsert_step(r, &core, "worksheet", std::slice::from_ref(&ws), o.dry_run)?;
-    failpoint("worksheet");
-    upsert_step(r, &core, "rules", &objects::rules(&h), o.dry_run)?;
-    failpoint("rules");
-    if let Some((target, user)) = &o.postgres {
-        let objs = objects::postgres(&h, target, user);
-        upsert_step(r, &core, "postgres", &objs, o.dry_run)?;
-    }
+    let ws = core_steps(o, r, &core, &h)?;
 
     let outcome = match o.init {
         Init::Systemd => service::enable_start(unit_outcome.changed(), o.dry_run)?,
@@ -312,6 +284,52 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
     r.push("first-sample", outcome, detail);
     failpoint("first-sample");
     Ok(())
+}
+
+/// The agent's config: written when missing or equal, kept when it differs (an operator's edit)
+/// unless `--force-config`.
+fn config_step(
+    o: &Options,
+    layout: &Layout,
+    host_id: &str,
+    core_url: &str,
+    token: bool,
+) -> Steps<Outcome> {
+    let text = layout::config_text(
+        layout,
+        &AgentConfig {
+            host_id,
+            mode: o.mode,
+            listen: &o.listen,
+            statsd: &o.statsd,
+            core: core_url,
+            broker: o.broker.as_deref(),
+            token,
+        },
+    )?;
+    let planned = files::plan_bytes(&layout.config, text.as_bytes(), 0o644)
+        .map_err(|e| format!("{}: {e}", layout.config.display()))?;
+    if planned == Outcome::Updated && !o.force_config {
+        return Ok(Outcome::Kept);
+    }
+    files::write_bytes(&layout.config, text.as_bytes(), 0o644, o.dry_run)
+}
+
+/// The host's objects on the core: its record, worksheet, rules and plugins' objects. Returns
+/// the worksheet (its URL is printed at the end).
+fn core_steps(o: &Options, r: &mut Report, core: &Core, h: &Host) -> Steps<objects::Object> {
+    upsert_step(r, core, "checks", &[objects::agent_check(h)], o.dry_run)?;
+    failpoint("checks");
+    let ws = objects::worksheet(h);
+    upsert_step(r, core, "worksheet", std::slice::from_ref(&ws), o.dry_run)?;
+    failpoint("worksheet");
+    upsert_step(r, core, "rules", &objects::rules(h), o.dry_run)?;
+    failpoint("rules");
+    if let Some((target, user)) = &o.postgres {
+        let objs = objects::postgres(h, target, user);
+        upsert_step(r, core, "postgres", &objs, o.dry_run)?;
+    }
+    Ok(ws)
 }
 
 fn upsert_step(

@@ -286,47 +286,6 @@ pub fn delete_owned(core: &Core, owner: &str, dry_run: bool) -> Result<usize, St
     Ok(n)
 }
 
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-
-    #[test]
-    fn rules_are_toml_and_owned() {
-        let h = Host {
-            id: "0123456789abcdef0123456789abcdef",
-            mode: Mode::Push,
-            listen: "127.0.0.1:2609",
-            broker: "default",
-        };
-        for r in rules(&h) {
-            let Object::Rule { toml, name } = &r else {
-                panic!("a rule")
-            };
-            let v = rule_value(toml).unwrap_or_else(|| panic!("{name}: {toml}"));
-            assert_eq!(
-                v["ruleset"][0]["owner"].as_str(),
-                Some("host:0123456789abcdef0123456789abcdef")
-            );
-            assert!(name.len() <= 64);
-        }
-        let ws = worksheet(&h);
-        let url = worksheet_url("http://c:1", &ws).unwrap();
-        assert!(url.starts_with("http://c:1/?s=%7B"), "{url}");
-    }
-
-    #[test]
-    fn stored_documents_compare_equal_to_what_was_sent() {
-        let sent = json!({"name": "a", "owner": "host:x", "spec": {"kind": "tcp"}});
-        let held = json!({"id": "x", "updated_ms": 5, "version": 1, "name": "a",
-            "owner": "host:x", "spec": {"kind": "tcp"}});
-        let (Value::Object(s), Value::Object(h)) = (sent, held) else {
-            panic!()
-        };
-        assert_eq!(comparable(s), comparable(h));
-    }
-}
-
 /// The `postgres` plugin: a broker's `postgres` check of the local server (connections,
 /// transactions, scans, tuples, locks, replication; `crates/checks/README.md`) as the
 /// monitoring role, a Postgres worksheet and a rule on connections nearing the server's limit.
@@ -387,4 +346,45 @@ pub fn postgres(h: &Host, target: &str, user: &str) -> Vec<Object> {
             ),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn rules_are_toml_and_owned() {
+        let h = Host {
+            id: "0123456789abcdef0123456789abcdef",
+            mode: Mode::Push,
+            listen: "127.0.0.1:2609",
+            broker: "default",
+        };
+        for r in rules(&h) {
+            let Object::Rule { toml, name } = &r else {
+                panic!("a rule")
+            };
+            let v = rule_value(toml).unwrap_or_else(|| panic!("{name}: {toml}"));
+            assert_eq!(
+                v["ruleset"][0]["owner"].as_str(),
+                Some("host:0123456789abcdef0123456789abcdef")
+            );
+            assert!(name.len() <= 64);
+        }
+        let ws = worksheet(&h);
+        let url = worksheet_url("http://c:1", &ws).unwrap();
+        assert!(url.starts_with("http://c:1/?s=%7B"), "{url}");
+    }
+
+    #[test]
+    fn stored_documents_compare_equal_to_what_was_sent() {
+        let sent = json!({"name": "a", "owner": "host:x", "spec": {"kind": "tcp"}});
+        let held = json!({"id": "x", "updated_ms": 5, "version": 1, "name": "a",
+            "owner": "host:x", "spec": {"kind": "tcp"}});
+        let (Value::Object(s), Value::Object(h)) = (sent, held) else {
+            panic!()
+        };
+        assert_eq!(comparable(s), comparable(h));
+    }
 }
