@@ -338,6 +338,12 @@ pub struct ServeArgs {
     /// open to the network. Without it such a server refuses to start.
     #[arg(long)]
     pub insecure_open: bool,
+    /// Run as one process of a cluster on Kafka: the topology file (`docs/cluster.md`).
+    #[arg(long, value_name = "FILE", requires = "node")]
+    pub cluster: Option<PathBuf>,
+    /// Which node of the topology this process is (its roles, side and HTTP address).
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    pub node: Option<String>,
 }
 
 #[derive(Subcommand)]

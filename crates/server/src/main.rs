@@ -21,6 +21,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod cli_cluster;
 mod cli_hist;
 
 #[derive(Parser)]
@@ -38,6 +39,11 @@ struct Cli {
 enum Command {
     /// Run the monitoring server (HTTP API and UI, statsd, Graphite) with an embedded store.
     Serve(cli_config::ServeArgs),
+    /// A cluster's partitions, owners, lag and health.
+    Cluster {
+        #[command(subcommand)]
+        command: cli_cluster::ClusterCommand,
+    },
     /// Print the default configuration, or the one `strata serve` would run with.
     Config {
         #[command(subcommand)]
@@ -107,6 +113,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve::run(args),
+        Command::Cluster { command } => cli_cluster::run(command),
         Command::Config { command } => cli_config::run(command),
         Command::Hist(cmd) => cli_hist::run(cmd),
         Command::Journal { command } => cli_journal::run(command),

@@ -27,10 +27,32 @@ use std::process::{Command, Stdio};
 use serve_common::{client, eventually, Server, BIN};
 
 /// Commands not run here, with the reason.
-const NOT_RUN: [(&str, &str); 1] = [(
-    "./scripts/test",
-    "CI itself (`.ci/run` runs it), and it runs this test",
-)];
+const NOT_RUN: [(&str, &str); 6] = [
+    (
+        "./scripts/test",
+        "CI itself (`.ci/run` runs it), and it runs this test",
+    ),
+    (
+        "./scripts/kafka-cluster start 3 kafka-data",
+        "starts three Kafka JVMs; tests/cluster_faults.rs runs the cluster",
+    ),
+    (
+        "strata serve --cluster cluster.toml --node a1 --data-dir a1 --statsd off --graphite off &",
+        "needs the Kafka cluster; tests/cluster_faults.rs runs the cluster",
+    ),
+    (
+        "strata serve --cluster cluster.toml --node b1 --data-dir b1 --statsd off --graphite off &",
+        "needs the Kafka cluster; tests/cluster_faults.rs runs the cluster",
+    ),
+    (
+        "strata cluster status --cluster cluster.toml",
+        "needs the cluster; tests/cluster_faults.rs asks it",
+    ),
+    (
+        "./scripts/kafka-cluster stop kafka-data",
+        "stops the Kafka cluster above",
+    ),
+];
 
 /// What a command that sends data must leave in the store: `(part of the command, stream name)`.
 const ARRIVALS: [(&str, &str); 5] = [

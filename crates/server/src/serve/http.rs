@@ -21,7 +21,7 @@ use tokio::sync::Semaphore;
 use super::budget::Share;
 use super::reply::{self, error, json_response, ServeError, Shape, PROTOBUF};
 use super::write::{write_body, Encoding, Protocol};
-use super::{origin, read, Endpoint, Shared};
+use super::{origin, Endpoint, Shared};
 
 pub fn router(app: Shared) -> Router {
     let limits = &app.config.limits;
@@ -40,11 +40,7 @@ pub fn router(app: Shared) -> Router {
         .route("/api/v2/write", post(influx))
         .route("/api/v1/write", post(remote_write))
         .route("/v1/metrics", post(otlp))
-        .route("/api/strata/v1/find", get(read::find))
-        .route(
-            "/api/strata/v1/fetch",
-            get(read::fetch_get).post(read::fetch_post),
-        )
+        .merge(super::clustered::read_routes(&app))
         .route("/metrics", get(metrics))
         .route("/health", get(health))
         .fallback(not_found)

@@ -8,6 +8,7 @@
 
 mod alerts;
 mod budget;
+mod clustered;
 mod conn;
 mod download;
 mod graphite;
@@ -65,6 +66,8 @@ pub struct App {
     pub metadata: Arc<metadata::Registry>,
     /// The addresses actually bound (port 0 resolved), for the landing page's examples.
     pub listening: Listening,
+    /// This process's part of a cluster (`--cluster`); `None` for a single node.
+    pub cluster: Option<Arc<clustered::ClusterRole>>,
 }
 
 /// Where the server listens: `None` for a listener that is off.
@@ -121,6 +124,16 @@ impl App {
         endpoint: Option<Endpoint>,
         inserted: &mut Inserted,
     ) -> Result<Written, ServeError> {
+        // A cluster front hands clients' bodies to Kafka; what the server makes itself
+        // (self-monitoring) stays in its own store.
+        if let (Some(role), Some(endpoint)) = (self.cluster_front(), endpoint) {
+            if !inserted.stopped && !inserted.batch.is_empty() {
+                role.produce(&self.store, &inserted.batch, now_ms())?;
+            }
+            self.metrics
+                .batch(endpoint, inserted.accepted, inserted.rejected_total);
+            return Ok(Written::Applied);
+        }
         let mut written = Written::Applied;
         if !inserted.stopped && !inserted.batch.is_empty() {
             let stopwatch = clock::Stopwatch::start();
@@ -153,6 +166,27 @@ impl App {
                 .batch(endpoint, inserted.accepted, inserted.rejected_total);
         }
         Ok(written)
+    }
+
+    /// The cluster role when this process is a cluster front.
+    fn cluster_front(&self) -> Option<&clustered::ClusterRole> {
+        self.cluster.as_deref().filter(|r| r.is_front())
+    }
+
+    /// Writes a batch of client data the server aggregated itself (statsd): to Kafka on a
+    /// cluster front, to the store otherwise.
+    pub async fn write_ingest(
+        self: &Arc<Self>,
+        batch: store::WriteBatch,
+    ) -> Result<(), ServeError> {
+        if batch.is_empty() || self.cluster_front().is_none() {
+            return self.write(batch).await;
+        }
+        self.write_blocking(move |app| match app.cluster_front() {
+            Some(role) => role.produce(&app.store, &batch, now_ms()),
+            None => Ok(()),
+        })
+        .await
     }
 
     /// Runs one write on the blocking pool, holding a writer permit (`writers` bounds the
@@ -208,7 +242,22 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(serve(config, open_files_max, args.insecure_open)) {
+    let cluster = match (&args.cluster, &args.node) {
+        (Some(path), Some(node)) => match load_topology(path, node) {
+            Ok(found) => Some(found),
+            Err(e) => {
+                eprintln!("strata serve: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => None,
+    };
+    let mut config = config;
+    if let Some((_, node)) = &cluster {
+        // The topology says where each node listens, so that the others can reach it.
+        config.listeners.http = node.http.clone();
+    }
+    match runtime.block_on(serve(config, open_files_max, args.insecure_open, cluster)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Once, plainly: the log and the terminal are the same stream here.
@@ -216,6 +265,27 @@ pub fn run(args: ServeArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The topology and this process's node in it.
+fn load_topology(
+    path: &std::path::Path,
+    name: &str,
+) -> Result<(cluster::Topology, cluster::Node), String> {
+    let topology = cluster::Topology::load(path).map_err(|e| e.to_string())?;
+    let node = topology.node(name).cloned().ok_or_else(|| {
+        format!(
+            "--node {name}: {} names no such node (it has {})",
+            path.display(),
+            topology
+                .nodes
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    Ok((topology, node))
 }
 
 /// `--log-level` wins, then `RUST_LOG`, then the file's `log.level`.
@@ -291,7 +361,12 @@ fn connection_budget(open_files_max: u64, config: &Config) -> ConnectionBudget {
     }
 }
 
-async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Result<(), String> {
+async fn serve(
+    config: Config,
+    open_files_max: u64,
+    insecure_open: bool,
+    cluster: Option<(cluster::Topology, cluster::Node)>,
+) -> Result<(), String> {
     let connection_budget = connection_budget(open_files_max, &config);
     tracing::info!(
         open_files_max,
@@ -308,7 +383,8 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
         ..StoreOptions::default()
     };
     let dir = config.store.data_dir.clone();
-    let store = tokio::task::spawn_blocking(move || Store::open(&dir, options))
+    let open_options = options.clone();
+    let store = tokio::task::spawn_blocking(move || Store::open(&dir, open_options))
         .await
         .map_err(|e| format!("opening the store: {e}"))?
         .map_err(|e| {
@@ -377,26 +453,23 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
         config.store.data_dir.display()
     );
 
-    let app: Shared = Arc::new(App {
-        store: store.clone(),
-        config: config.clone(),
-        http_loopback,
-        metrics: Metrics::new(),
-        writers: Semaphore::new(WRITERS_MAX),
-        body_budget: Arc::new(budget::BodyBudget::new(config.limits.body_size_bytes_max)),
-        query_budget: budget::QueryBudget::new(config.limits.query_memory_bytes_max),
-        conn_metrics: Arc::new(conn::ConnMetrics::default()),
-        statsd_inode: statsd_socket
-            .as_ref()
-            .and_then(|s| statsd::prepare_socket(s, config.statsd.receive_buffer_bytes)),
-        series_ids: series_cache_from_env(),
-        metadata: Arc::new(metadata::Registry::open(&config.store.data_dir)),
-        listening,
-    });
-    drop(store);
-
+    let statsd_inode = statsd_socket
+        .as_ref()
+        .and_then(|s| statsd::prepare_socket(s, config.statsd.receive_buffer_bytes));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
+    let role = match cluster {
+        Some((topology, node)) => {
+            let role = start_cluster(&config, &options, topology, node, &mut tasks, &stop_rx);
+            Some(Arc::new(role.await?))
+        }
+        None => None,
+    };
+    let mut app = new_app(&config, store.clone(), http_loopback, listening, role);
+    app.statsd_inode = statsd_inode;
+    let app: Shared = Arc::new(app);
+    drop(store);
+
     if let Some(listener) = http_listener {
         let router = http::router(app.clone());
         let stop = stop_rx.clone();
@@ -436,6 +509,90 @@ async fn serve(config: Config, open_files_max: u64, insecure_open: bool) -> Resu
     }
     alerts::stop().await;
     close_store(app).await
+}
+
+/// An `App` over `store` (the process's own, or one partition's on a storage node).
+fn new_app(
+    config: &Config,
+    store: Arc<Store>,
+    http_loopback: bool,
+    listening: Listening,
+    cluster: Option<Arc<clustered::ClusterRole>>,
+) -> App {
+    App {
+        metadata: Arc::new(metadata::Registry::open(store.dir())),
+        store,
+        config: config.clone(),
+        http_loopback,
+        metrics: Metrics::new(),
+        writers: Semaphore::new(WRITERS_MAX),
+        body_budget: Arc::new(budget::BodyBudget::new(config.limits.body_size_bytes_max)),
+        query_budget: budget::QueryBudget::new(config.limits.query_memory_bytes_max),
+        conn_metrics: Arc::new(conn::ConnMetrics::default()),
+        statsd_inode: None,
+        series_ids: series_cache_from_env(),
+        listening,
+        cluster,
+    }
+}
+
+/// This process's cluster roles: the front's producer (Kafka must answer), the storage node's
+/// partition stores and their consumers (run as `tasks` until `stop`).
+async fn start_cluster(
+    config: &Config,
+    options: &StoreOptions,
+    topology: cluster::Topology,
+    node: cluster::Node,
+    tasks: &mut tokio::task::JoinSet<()>,
+    stop: &watch::Receiver<bool>,
+) -> Result<clustered::ClusterRole, String> {
+    let client_id = format!("strata-{}", node.name);
+    let front = if node.has(cluster::Role::Front) {
+        let front = cluster::Front::connect(&topology, &client_id)
+            .await
+            .map_err(|e| format!("cluster front: {e}"))?;
+        Some(front)
+    } else {
+        None
+    };
+    let storage = if node.has(cluster::Role::Storage) {
+        let dir = config.store.data_dir.join("partitions");
+        let (t, n, o) = (topology.clone(), node.name.clone(), options.clone());
+        let opened =
+            tokio::task::spawn_blocking(move || cluster::StorageNode::open(&t, &n, &dir, &o))
+                .await
+                .map_err(|e| format!("opening the partition stores: {e}"))??;
+        Some(Arc::new(opened))
+    } else {
+        None
+    };
+    let mut role = clustered::ClusterRole::new(
+        topology.clone(),
+        node.clone(),
+        front,
+        storage.clone(),
+        now_ms(),
+    )?;
+    if let Some(storage) = storage {
+        for (p, partition) in &storage.partitions {
+            let app = new_app(
+                config,
+                partition.store.clone(),
+                true,
+                Listening::default(),
+                None,
+            );
+            role.partition_apps.insert(*p, Arc::new(app));
+        }
+        let stop = stop.clone();
+        tasks.spawn(async move {
+            if let Err(e) = storage.run(&topology, &client_id, stop).await {
+                tracing::error!(error = %e, "storage node stopped");
+            }
+        });
+    }
+    tracing::info!(node = %node.name, side = %node.side, "cluster node started");
+    Ok(role)
 }
 
 /// Writes the self-monitoring histograms every base period, and once more at shutdown.

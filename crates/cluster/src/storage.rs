@@ -1,0 +1,419 @@
+//! A storage node: for each partition it owns, a store of its own (`<data>/p<N>`) fed from the
+//! Kafka partition in log order. Kafka is the write-ahead log: the local store writes without
+//! fsync, and after each flush (blocks and the exactly-once state on disk) the next offset is
+//! recorded in `<data>/p<N>/kafka-offset`. A restart opens the store and fetches from that
+//! offset; records applied after it are in the store already and their identity makes the
+//! store answer them as duplicates, so nothing is applied twice and nothing is skipped.
+//! Applying a record reads only the record (its receipt time travels in it), never the clock.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rskafka::client::partition::{OffsetAt, PartitionClient};
+use store::{Store, StoreError, StoreOptions, Written};
+
+use crate::kafka::{self, KafkaError};
+use crate::topology::Topology;
+
+/// The file beside a partition's store that holds the next Kafka offset to apply.
+pub const OFFSET_FILE: &str = "kafka-offset";
+/// Bytes one fetch asks a broker for at most.
+const FETCH_BYTES_MAX: i32 = 16 << 20;
+/// How long a fetch waits on the broker for new records, in ms.
+const FETCH_WAIT_MS_MAX: i32 = 200;
+/// How often a partition's store is flushed and its offset recorded, in ms.
+const CHECKPOINT_INTERVAL_MS: u64 = 5_000;
+/// Pause after a failed fetch or write before trying again, in ms.
+const RETRY_PAUSE_MS: u64 = 200;
+/// Each partition store's WAL segments (it holds records since the last flush only).
+const WAL_SEGMENT_BYTES: u64 = 8 << 20;
+
+/// One owned partition: its store and where its consumer is.
+pub struct Partition {
+    pub id: u32,
+    pub store: Arc<Store>,
+    /// Next offset to apply (everything below it is in the store).
+    next_offset: AtomicI64,
+    /// The partition's end offset when last fetched (-1 before the first fetch).
+    end_offset: AtomicI64,
+    /// Records whose identity the store had applied before (producer retries, replays).
+    duplicates: AtomicU64,
+    /// Records refused for good (a stale epoch, a kind clash), the same on every replica.
+    refused: AtomicU64,
+    /// Why the consumer stopped, when it did (retention passed the checkpoint: rebuild).
+    failed: Mutex<Option<String>>,
+}
+
+/// What `strata cluster status` shows of one partition on one node.
+#[derive(Clone, Debug)]
+pub struct PartitionStatus {
+    pub partition: u32,
+    pub next_offset: i64,
+    pub end_offset: i64,
+    pub duplicates: u64,
+    pub refused: u64,
+    pub failed: Option<String>,
+}
+
+pub struct StorageNode {
+    pub partitions: BTreeMap<u32, Arc<Partition>>,
+}
+
+fn offset_path(dir: &Path) -> PathBuf {
+    dir.join(OFFSET_FILE)
+}
+
+fn read_offset(dir: &Path) -> Result<i64, String> {
+    match std::fs::read_to_string(offset_path(dir)) {
+        Ok(text) => text
+            .trim()
+            .parse::<i64>()
+            .map_err(|_| format!("{}: not an offset", offset_path(dir).display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(format!("{}: {e}", offset_path(dir).display())),
+    }
+}
+
+/// Writes the offset file atomically (temporary file, fsync, rename, fsync of the directory).
+fn write_offset(dir: &Path, offset: i64) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = dir.join(format!("{OFFSET_FILE}.tmp"));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(format!("{offset}\n").as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, offset_path(dir))?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+impl StorageNode {
+    /// Opens the store of every partition `node` owns under `data_dir`.
+    pub fn open(
+        topology: &Topology,
+        node: &str,
+        data_dir: &Path,
+        base: &StoreOptions,
+    ) -> Result<StorageNode, String> {
+        let mut partitions = BTreeMap::new();
+        for p in topology.partitions_of(node) {
+            let dir = data_dir.join(format!("p{p}"));
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let next = read_offset(&dir)?;
+            let options = StoreOptions {
+                durability: store::Durability::Buffered,
+                wal_segment_size_bytes: WAL_SEGMENT_BYTES,
+                ..base.clone()
+            };
+            let store = Store::open(&dir, options)
+                .map_err(|e| format!("opening the store of partition {p}: {e}"))?;
+            partitions.insert(
+                p,
+                Arc::new(Partition {
+                    id: p,
+                    store: Arc::new(store),
+                    next_offset: AtomicI64::new(next),
+                    end_offset: AtomicI64::new(-1),
+                    duplicates: AtomicU64::new(0),
+                    refused: AtomicU64::new(0),
+                    failed: Mutex::new(None),
+                }),
+            );
+        }
+        Ok(StorageNode { partitions })
+    }
+
+    pub fn status(&self) -> Vec<PartitionStatus> {
+        self.partitions
+            .values()
+            .map(|p| PartitionStatus {
+                partition: p.id,
+                next_offset: p.next_offset.load(Ordering::Acquire),
+                end_offset: p.end_offset.load(Ordering::Acquire),
+                duplicates: p.duplicates.load(Ordering::Relaxed),
+                refused: p.refused.load(Ordering::Relaxed),
+                failed: p.failed.lock().map(|f| f.clone()).unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// Connects to Kafka and runs one consumer per partition until `stop` turns true, then
+    /// records every partition's checkpoint.
+    pub async fn run(
+        &self,
+        topology: &Topology,
+        client_id: &str,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), KafkaError> {
+        let client = loop {
+            match kafka::connect(topology, client_id).await {
+                Ok(c) => break c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "storage node: Kafka not reachable; retrying");
+                    if wait_or_stop(&mut stop.clone(), RETRY_PAUSE_MS * 10).await {
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        kafka::ensure_topic(&client, topology).await?;
+        let clients = kafka::partition_clients(&client, topology).await?;
+        let mut tasks = tokio::task::JoinSet::new();
+        for (p, partition) in &self.partitions {
+            let Some(pc) = clients.get(*p as usize).cloned() else {
+                return Err(KafkaError(format!("partition {p} is not in the topic")));
+            };
+            tasks.spawn(consume(partition.clone(), pc, stop.clone()));
+        }
+        while tasks.join_next().await.is_some() {}
+        Ok(())
+    }
+}
+
+/// Sleeps `ms` unless stopped first; true when stopped.
+async fn wait_or_stop(stop: &mut tokio::sync::watch::Receiver<bool>, ms: u64) -> bool {
+    if *stop.borrow() {
+        return true;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(Duration::from_millis(ms)) => *stop.borrow(),
+        _ = stop.changed() => true,
+    }
+}
+
+fn fail(partition: &Partition, why: String) {
+    tracing::error!(partition = partition.id, "{why}");
+    if let Ok(mut f) = partition.failed.lock() {
+        *f = Some(why);
+    }
+}
+
+/// One partition's consumer: fetch from the next offset, apply in log order, checkpoint.
+async fn consume(
+    partition: Arc<Partition>,
+    client: Arc<PartitionClient>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut since_checkpoint = tokio::time::Instant::now();
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        let next = partition.next_offset.load(Ordering::Acquire);
+        let fetched = client
+            .fetch_records(next, 1..FETCH_BYTES_MAX, FETCH_WAIT_MS_MAX)
+            .await;
+        let (records, end) = match fetched {
+            Ok(r) => r,
+            Err(e) => {
+                let text = e.to_string();
+                if text.contains("OffsetOutOfRange") {
+                    // Kafka's retention passed the checkpoint: what is missing cannot be
+                    // replayed; skipping it would lose acknowledged data without a word.
+                    let earliest = client.get_offset(OffsetAt::Earliest).await.unwrap_or(-1);
+                    fail(
+                        &partition,
+                        format!(
+                            "partition {}: checkpoint offset {next} is no longer in Kafka \
+                             (earliest {earliest}); this node must rebuild the partition",
+                            partition.id
+                        ),
+                    );
+                    return;
+                }
+                tracing::debug!(partition = partition.id, error = %text, "fetch failed");
+                if wait_or_stop(&mut stop, RETRY_PAUSE_MS).await {
+                    break;
+                }
+                continue;
+            }
+        };
+        partition.end_offset.store(end, Ordering::Release);
+        if !records.is_empty() {
+            let p = partition.clone();
+            let applied = tokio::task::spawn_blocking(move || apply(&p, records)).await;
+            match applied {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) if partition.failed.lock().is_ok_and(|f| f.is_some()) => return,
+                Ok(Err(e)) => {
+                    tracing::warn!(partition = partition.id, error = %e, "apply failed; retrying");
+                    if wait_or_stop(&mut stop, RETRY_PAUSE_MS).await {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    fail(
+                        &partition,
+                        format!("partition {}: apply task: {e}", partition.id),
+                    );
+                    return;
+                }
+            }
+        }
+        if since_checkpoint.elapsed() >= Duration::from_millis(CHECKPOINT_INTERVAL_MS) {
+            since_checkpoint = tokio::time::Instant::now();
+            checkpoint_async(&partition).await;
+        }
+    }
+    checkpoint_async(&partition).await;
+}
+
+async fn checkpoint_async(partition: &Arc<Partition>) {
+    let p = partition.clone();
+    match tokio::task::spawn_blocking(move || checkpoint(&p)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(partition = partition.id, error = %e, "checkpoint failed"),
+        Err(e) => tracing::warn!(partition = partition.id, error = %e, "checkpoint task failed"),
+    }
+}
+
+/// Flushes the store, then records the offset everything below which the flush covered.
+fn checkpoint(partition: &Partition) -> Result<(), String> {
+    let next = partition.next_offset.load(Ordering::Acquire);
+    partition.store.flush().map_err(|e| e.to_string())?;
+    write_offset(partition.store.dir(), next).map_err(|e| e.to_string())
+}
+
+/// Applies fetched records in order; `next_offset` moves past each one applied (or refused
+/// for good). An error leaves `next_offset` at the record that failed.
+fn apply(
+    partition: &Partition,
+    records: Vec<rskafka::record::RecordAndOffset>,
+) -> Result<(), String> {
+    for r in records {
+        let offset = r.offset;
+        if offset < partition.next_offset.load(Ordering::Acquire) {
+            continue;
+        }
+        let Some(value) = r.record.value.as_deref() else {
+            partition.next_offset.store(offset + 1, Ordering::Release);
+            continue;
+        };
+        let batch = match crate::record::decode(value) {
+            Ok(batch) => batch,
+            Err(e) => {
+                // No front writes such a record; skipping it could drop acknowledged samples.
+                let why = format!("partition {}: record at offset {offset}: {e}", partition.id);
+                fail(partition, why.clone());
+                return Err(why);
+            }
+        };
+        match partition.store.write_partial(&batch) {
+            Ok((Written::Applied, _left_out)) => {}
+            Ok((Written::Duplicate, _)) => {
+                partition.duplicates.fetch_add(1, Ordering::Relaxed);
+            }
+            // Refused by the record's content alone: every replica refuses it the same way.
+            Err(StoreError::StaleEpoch { .. }) | Err(StoreError::KindMismatchInBatch { .. }) => {
+                partition.refused.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => return Err(format!("record at offset {offset}: {e}")),
+        }
+        partition.next_offset.store(offset + 1, Ordering::Release);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use rskafka::record::{Record, RecordAndOffset};
+    use store::{Origin, SourceId, Value};
+
+    const TOPOLOGY: &str = r#"
+[kafka]
+bootstrap = ["127.0.0.1:9"]
+partitions = 1
+
+[[node]]
+name = "s"
+side = "a"
+http = "127.0.0.1:1"
+roles = ["storage"]
+"#;
+
+    /// Record `seq` of source `loadgen`: one histogram sample of 3.
+    fn record(seq: u64, offset: i64) -> RecordAndOffset {
+        let mut h = hist::Histogram::new();
+        h.insert_n(0.5, 3);
+        let mut s = crate::Splitter::new(1);
+        s.add("lat|ST[k:v]", 60_000, &Value::Histogram(h)).unwrap();
+        let (_, body) = s.finish().pop().unwrap();
+        let origin = Origin {
+            source: SourceId::new("loadgen").unwrap(),
+            epoch: 1,
+            seq,
+            received_ms: 1_000,
+        };
+        RecordAndOffset {
+            record: Record {
+                key: None,
+                value: Some(crate::with_origin(&origin, &body)),
+                headers: Default::default(),
+                timestamp: Default::default(),
+            },
+            offset,
+        }
+    }
+
+    fn count(node: &StorageNode) -> u64 {
+        let p = &node.partitions[&0];
+        let id = p
+            .store
+            .find(&store::TagQuery::parse("and(k:v)").unwrap(), 1000)
+            .unwrap()[0];
+        let slicing = store::Slicing {
+            start_ms: 0,
+            end_ms: 120_000,
+            period_ms: 60_000,
+        };
+        let view = p.store.view().unwrap();
+        view.histograms(id, slicing)
+            .unwrap()
+            .iter()
+            .map(|h| h.sample_count())
+            .sum()
+    }
+
+    #[test]
+    fn a_restart_replays_from_the_checkpoint_and_applies_each_record_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let topology = Topology::parse(TOPOLOGY).unwrap();
+        let options = StoreOptions::default();
+        let node = StorageNode::open(&topology, "s", dir.path(), &options).unwrap();
+        let p = node.partitions[&0].clone();
+        // Offsets 0..3, offset 3 a producer retry of seq 2 in the log.
+        apply(&p, vec![record(0, 0), record(1, 1)]).unwrap();
+        checkpoint(&p).unwrap();
+        apply(&p, vec![record(2, 2), record(2, 3)]).unwrap();
+        assert_eq!(p.next_offset.load(Ordering::Acquire), 4);
+        assert_eq!(p.duplicates.load(Ordering::Relaxed), 1);
+        assert_eq!(count(&node), 9);
+        drop((p, node));
+        // Reopened: it starts at the checkpoint (2) and the store drops what it holds.
+        let node = StorageNode::open(&topology, "s", dir.path(), &options).unwrap();
+        let p = node.partitions[&0].clone();
+        assert_eq!(p.next_offset.load(Ordering::Acquire), 2);
+        apply(&p, vec![record(2, 2), record(2, 3), record(3, 4)]).unwrap();
+        assert_eq!(p.next_offset.load(Ordering::Acquire), 5);
+        assert_eq!(count(&node), 12);
+    }
+
+    #[test]
+    fn a_damaged_record_stops_the_partition_where_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let topology = Topology::parse(TOPOLOGY).unwrap();
+        let node = StorageNode::open(&topology, "s", dir.path(), &StoreOptions::default()).unwrap();
+        let p = node.partitions[&0].clone();
+        let mut bad = record(1, 1);
+        if let Some(v) = bad.record.value.as_mut() {
+            v[5] ^= 0xff;
+        }
+        let e = apply(&p, vec![record(0, 0), bad, record(2, 2)]).unwrap_err();
+        assert!(e.contains("offset 1") && e.contains("checksum"), "{e}");
+        assert_eq!(p.next_offset.load(Ordering::Acquire), 1);
+        assert!(node.status()[0].failed.is_some());
+    }
+}
