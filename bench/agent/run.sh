@@ -8,7 +8,9 @@
 # statsd on); node_exporter (its default collectors) collects on each scrape, so it is scraped
 # once a second — the same one-second resolution. Each runs alone, pinned to core 1, for
 # DURATION seconds after a warm-up; rounds alternate agent and node_exporter, the table gives
-# each side's median round. Also printed: the agent's share of one core and its RSS at defaults.
+# each side's median round. The agent runs twice: at its defaults, and with a 1 s period (every
+# series read every second, as node_exporter reads every series per scrape). Also printed: the
+# agent's share of one core and its RSS.
 #
 #   bench/agent/run.sh [ROUNDS] [DURATION_S]          (needs Go and cargo)
 set -euo pipefail
@@ -40,7 +42,7 @@ cpu_ticks() { awk '{ s = $0; sub(/^.*\) /, "", s); split(s, f, " "); print f[12]
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 hz=$(getconf CLK_TCK)
 
-# Prints "cpu_seconds_per_collection rss_kb share_of_one_core" for one run.
+# Prints "cpu_seconds_per_collection rss_kb share_of_one_core" for one run; $1 = period (s).
 run_agent() {
     local http statsd
     http=$(port); statsd=$(port)
@@ -52,7 +54,7 @@ listen = "127.0.0.1:$http"
 statsd = "127.0.0.1:$statsd"
 plugins_dir = "$work/none"
 TOML
-    taskset -c 1 "$strata" agent --config "$work/agent.toml" --log-level warn >/dev/null &
+    taskset -c 1 "$strata" agent --config "$work/agent.toml" --period-s "$1" --log-level warn >/dev/null &
     pid=$!
     sleep 12
     local c0 c1
@@ -82,15 +84,19 @@ run_node_exporter() {
     python3 -c "c=($c1-$c0)/$hz; print(f'{c/$duration:.6f} $rss {100*c/$duration:.3f}')"
 }
 
-: > "$work/agent"; : > "$work/ne"
+: > "$work/agent"; : > "$work/agent1"; : > "$work/ne"
 for r in $(seq "$rounds"); do
-    run_agent | tee -a "$work/agent"
+    run_agent 10 | tee -a "$work/agent"
+    run_agent 1 | tee -a "$work/agent1"
     run_node_exporter | tee -a "$work/ne"
 done
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 a_cpu=$(awk '{print $1}' "$work/agent" | median); a_rss=$(awk '{print $2}' "$work/agent" | median)
 a_core=$(awk '{print $3}' "$work/agent" | median)
 n_cpu=$(awk '{print $1}' "$work/ne" | median); n_rss=$(awk '{print $2}' "$work/ne" | median)
-echo "agent:         $a_cpu CPU-s per collection, RSS $a_rss kB, $a_core % of one core"
+b_cpu=$(awk '{print $1}' "$work/agent1" | median); b_rss=$(awk '{print $2}' "$work/agent1" | median)
+b_core=$(awk '{print $3}' "$work/agent1" | median)
+echo "agent (10 s period): $a_cpu CPU-s per collection, RSS $a_rss kB, $a_core % of one core"
+echo "agent (1 s period):  $b_cpu CPU-s per collection, RSS $b_rss kB, $b_core % of one core"
 echo "node_exporter: $n_cpu CPU-s per collection, RSS $n_rss kB"
-python3 -c "print(f'ratio CPU {$n_cpu/max($a_cpu,1e-9):.1f}x, RSS {$n_rss/$a_rss:.1f}x in the agent\'s favour')"
+python3 -c "print(f'node_exporter / agent: CPU {$n_cpu/max($a_cpu,1e-9):.1f}x (1 s period {$n_cpu/max($b_cpu,1e-9):.1f}x), RSS {$n_rss/$a_rss:.1f}x')"

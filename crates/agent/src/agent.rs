@@ -58,6 +58,9 @@ struct Counters {
     journal_failures: AtomicU64,
 }
 
+/// A stream: its name and tags as given.
+type StreamId = (String, Vec<(String, String)>);
+
 struct Shared {
     host: String,
     spool: Option<Arc<Spool>>,
@@ -66,9 +69,9 @@ struct Shared {
     latest: Mutex<Arc<Vec<Sample>>>,
     /// What `/metrics` serves: the latest numbers, and histograms as running totals.
     exposed: Mutex<Arc<Vec<Sample>>>,
-    totals: Mutex<BTreeMap<(String, Vec<(String, String)>), hist::Histogram>>,
+    totals: Mutex<BTreeMap<StreamId, hist::Histogram>>,
     /// Pushed samples waiting for the next period (pull mode), combined per stream.
-    pending: Mutex<BTreeMap<(String, Vec<(String, String)>), Sample>>,
+    pending: Mutex<BTreeMap<StreamId, Sample>>,
     counters: Counters,
 }
 
@@ -96,11 +99,10 @@ impl Shared {
             for s in samples {
                 enc.push_sample(&with_host(&self.host, s));
             }
-            spool.append(enc.finish()).await.map_err(|e| {
+            spool.append(enc.finish()).await.inspect_err(|_| {
                 self.counters
                     .journal_failures
                     .fetch_add(1, Ordering::Relaxed);
-                e
             })?;
         } else {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());

@@ -72,10 +72,12 @@ impl<R: AsyncRead + Unpin> Lines<R> {
         if too_long || self.buf.len() > PLUGIN_LINE_BYTES_MAX {
             return Ok(Some(Line::Garbage));
         }
-        Ok(Some(match String::from_utf8(std::mem::take(&mut self.buf)) {
-            Ok(text) => Line::Text(text),
-            Err(_) => Line::Garbage,
-        }))
+        Ok(Some(
+            match String::from_utf8(std::mem::take(&mut self.buf)) {
+                Ok(text) => Line::Text(text),
+                Err(_) => Line::Garbage,
+            },
+        ))
     }
 }
 

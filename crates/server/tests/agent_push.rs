@@ -179,14 +179,11 @@ fn client() -> reqwest::blocking::Client {
         .unwrap()
 }
 
+/// Slice start (s) → llhist bin (val, exp) → count.
+type Slices = BTreeMap<i64, BTreeMap<(i64, i64), u64>>;
+
 /// Slices of a histogram stream at the core: slice start (s) → (val, exp) → count.
-fn core_hist(
-    port: u16,
-    query: &str,
-    start_s: i64,
-    end_s: i64,
-    period_s: i64,
-) -> Option<BTreeMap<i64, BTreeMap<(i64, i64), u64>>> {
+fn core_hist(port: u16, query: &str, start_s: i64, end_s: i64, period_s: i64) -> Option<Slices> {
     let url = format!(
         "http://127.0.0.1:{port}/api/strata/v1/fetch?query={query}&start={start_s}&end={end_s}\
          &period={period_s}s"
@@ -198,7 +195,7 @@ fn core_hist(
         .ok()?
         .json()
         .ok()?;
-    let mut out: BTreeMap<i64, BTreeMap<(i64, i64), u64>> = BTreeMap::new();
+    let mut out = Slices::new();
     for series in doc["series"].as_array()? {
         for slice in series["data"].as_array()? {
             let t = slice["ts_ms"].as_i64().unwrap_or(0) / 1000;
@@ -211,7 +208,7 @@ fn core_hist(
     Some(out)
 }
 
-fn all_bins(slices: &BTreeMap<i64, BTreeMap<(i64, i64), u64>>) -> BTreeMap<(i64, i64), u64> {
+fn all_bins(slices: &Slices) -> BTreeMap<(i64, i64), u64> {
     let mut out = BTreeMap::new();
     for bins in slices.values() {
         for (k, c) in bins {
