@@ -83,10 +83,24 @@ fn now_ms() -> u64 {
     clock::wall() / 1_000_000
 }
 
-/// The request body: a record's samples as an httptrap flatbuffer metric list, and the time the
-/// record was made. An error when the record cannot be read (one this broker wrote always can).
-pub fn body_of(bytes: &[u8]) -> Result<(Vec<u8>, i64), String> {
+/// A record made ready to send.
+struct Body {
+    /// The record's samples as an httptrap flatbuffer metric list.
+    bytes: Vec<u8>,
+    /// When the record was made (ms since the epoch).
+    made_ms: i64,
+    /// Whether it holds running totals, which the core differences in arrival order.
+    totals: bool,
+}
+
+/// The request body of a record. An error when the record cannot be read (one this broker
+/// wrote always can).
+fn body_of(bytes: &[u8]) -> Result<Body, String> {
     let rec = record::decode(bytes).map_err(|e| e.to_string())?;
+    let totals = rec
+        .samples
+        .iter()
+        .any(|s| matches!(s.value, Value::Cumulative(_)));
     let samples: Vec<ingest::Sample> = rec
         .samples
         .iter()
@@ -99,12 +113,13 @@ pub fn body_of(bytes: &[u8]) -> Result<(Vec<u8>, i64), String> {
                 Value::Numeric(v) => ingest::Value::Numeric(*v),
                 Value::Text(t) => ingest::Value::Text(t.clone()),
                 Value::Histogram(h) => ingest::Value::Histogram(h.clone()),
-                // httptrap carries cumulative histograms as llhist bins; other forms (native
-                // exponential, explicit bounds) are converted to bins first.
+                // Running totals travel in their sender's own buckets (the flatbuffer's
+                // `Native` kind): the core differences them there, after it has admitted the
+                // record once, so a resend never differences twice.
                 Value::Cumulative(hist::convert::Cumulative::Bins(h)) => {
                     ingest::Value::CumulativeHistogram(h.clone())
                 }
-                Value::Cumulative(c) => ingest::Value::CumulativeHistogram(c.to_histogram()),
+                Value::Cumulative(c) => ingest::Value::Cumulative(c.clone()),
             },
             mode: match s.mode {
                 record::Mode::Set => ingest::Mode::Set,
@@ -113,16 +128,26 @@ pub fn body_of(bytes: &[u8]) -> Result<(Vec<u8>, i64), String> {
             },
         })
         .collect();
-    Ok((ingest::flat::encode(&samples), rec.made_ms))
+    Ok(Body {
+        bytes: ingest::flat::encode(&samples),
+        made_ms: rec.made_ms,
+        totals,
+    })
 }
 
 /// One send's end, with what a resend needs.
 struct Flown {
     offset: u64,
     sent: Sent,
+    waiting: Waiting,
+}
+
+/// A record waiting to be sent (or sent again).
+struct Waiting {
     body: Arc<Vec<u8>>,
     made_ms: i64,
     backoff: u64,
+    totals: bool,
 }
 
 struct Sender {
@@ -212,8 +237,13 @@ pub async fn forward_loop(spool: Arc<Spool>, config: ForwardConfig, stats: Arc<F
     let mut ahead: VecDeque<(u64, Vec<u8>)> = VecDeque::new();
     let mut reader: Option<journal::Reader> = None;
     let mut batch = journal::Batch::new();
-    // Records waiting to be sent (or resent), by offset, with their backoff.
-    let mut pending: BTreeMap<u64, (Arc<Vec<u8>>, i64, u64)> = BTreeMap::new();
+    // Records waiting to be sent (or resent), by offset.
+    let mut pending: BTreeMap<u64, Waiting> = BTreeMap::new();
+    // Records holding running totals not yet answered for good. The core differences a total
+    // against the newest it applied, so two in flight at once could be applied out of order
+    // (the older then adds nothing, and across a reset its increase is lost): only the first
+    // of these is ever in flight.
+    let mut totals: BTreeSet<u64> = BTreeSet::new();
     let mut flight: JoinSet<Flown> = JoinSet::new();
     let mut acked = prefix;
     let mut acked_at = Instant::now();
@@ -257,8 +287,17 @@ pub async fn forward_loop(spool: Arc<Spool>, config: ForwardConfig, stats: Arc<F
                 continue;
             }
             match body_of(&bytes) {
-                Ok((body, made_ms)) => {
-                    pending.insert(offset, (Arc::new(body), made_ms, 0));
+                Ok(body) => {
+                    if body.totals {
+                        totals.insert(offset);
+                    }
+                    let waiting = Waiting {
+                        body: Arc::new(body.bytes),
+                        made_ms: body.made_ms,
+                        backoff: 0,
+                        totals: body.totals,
+                    };
+                    pending.insert(offset, waiting);
                 }
                 Err(e) => {
                     tracing::warn!(offset, error = %e, "an unreadable record passed over");
@@ -268,19 +307,22 @@ pub async fn forward_loop(spool: Arc<Spool>, config: ForwardConfig, stats: Arc<F
             }
             next = offset + 1;
         }
-        for (offset, (body, made_ms, backoff)) in std::mem::take(&mut pending) {
+        let first_totals = totals.first().copied();
+        for (offset, waiting) in std::mem::take(&mut pending) {
+            if waiting.totals && first_totals != Some(offset) {
+                pending.insert(offset, waiting);
+                continue;
+            }
             let sender = sender.clone();
             flight.spawn(async move {
-                if backoff > 0 {
-                    tokio::time::sleep(Duration::from_millis(backoff)).await;
+                if waiting.backoff > 0 {
+                    tokio::time::sleep(Duration::from_millis(waiting.backoff)).await;
                 }
-                let sent = sender.send(offset, body.clone()).await;
+                let sent = sender.send(offset, waiting.body.clone()).await;
                 Flown {
                     offset,
                     sent,
-                    body,
-                    made_ms,
-                    backoff,
+                    waiting,
                 }
             });
         }
@@ -310,7 +352,7 @@ pub async fn forward_loop(spool: Arc<Spool>, config: ForwardConfig, stats: Arc<F
         }
         tokio::select! {
             joined = flight.join_next(), if !flight.is_empty() => {
-                let Some(Ok(Flown { offset, sent, body, made_ms, backoff })) = joined else {
+                let Some(Ok(Flown { offset, sent, mut waiting })) = joined else {
                     continue;
                 };
                 match sent {
@@ -318,21 +360,24 @@ pub async fn forward_loop(spool: Arc<Spool>, config: ForwardConfig, stats: Arc<F
                         let counter = if duplicate { &stats.duplicates } else { &stats.applied };
                         counter.fetch_add(1, Ordering::Relaxed);
                         stats.last_contact_ms.store(now_ms(), Ordering::Relaxed);
-                        let made = u64::try_from(made_ms).unwrap_or(0);
+                        let made = u64::try_from(waiting.made_ms).unwrap_or(0);
                         stats.newest_acked_made_ms.fetch_max(made, Ordering::Relaxed);
+                        totals.remove(&offset);
                         done.insert(offset);
                     }
                     Sent::Refused(why) => {
                         tracing::warn!(offset, reason = %why, "the core refused a record for good");
                         stats.refused.fetch_add(1, Ordering::Relaxed);
+                        totals.remove(&offset);
                         done.insert(offset);
                     }
                     Sent::Retry(why) => {
-                        let backoff = (backoff * 2).clamp(RETRY_MS_MIN, RETRY_MS_MAX);
+                        waiting.backoff =
+                            (waiting.backoff * 2).clamp(RETRY_MS_MIN, RETRY_MS_MAX);
                         if stats.retries.fetch_add(1, Ordering::Relaxed).is_multiple_of(100) {
                             tracing::warn!(offset, reason = %why, "forwarding: will send again");
                         }
-                        pending.insert(offset, (body, made_ms, backoff));
+                        pending.insert(offset, waiting);
                     }
                 }
             }

@@ -76,6 +76,11 @@ impl<'s, S: Sink> Feed<'s, S> {
         self.sink.reject(&location, reason, Scope::One);
     }
 
+    /// What the sender says a metric family is (not a sample).
+    pub(crate) fn metadata(&mut self, metadata: &crate::sink::Metadata<'_>) {
+        self.sink.metadata(metadata);
+    }
+
     /// Rejects the whole body (the last call).
     pub(crate) fn reject_whole(&mut self, location: impl Fn() -> String, reason: Reason) {
         self.sink.reject(&location, reason, Scope::Whole);

@@ -196,12 +196,13 @@ fn check_vectors(list: &schema::MetricList<'_>, body_bytes: usize) -> Result<(),
             + d.bins().map_or(0, |v| v.len() * BIN_BYTES)
             + d.histograms().map_or(0, |v| v.len() * HISTOGRAM_ENDS_BYTES)
             + d.timestamps_ms().map_or(0, |v| v.len() * 8)
-            + d.llhist().map_or(0, |v| v.len());
+            + d.llhist().map_or(0, |v| v.len())
+            + d.native().map_or(0, |v| v.len());
     }
     if vector_bytes > body_bytes {
         return Err(Reason::Bound {
-            what: "bytes of metric, value, bin, histogram, timestamp and llhist vectors \
-                   (documents sharing them), against the body's",
+            what: "bytes of metric, value, bin, histogram, timestamp, llhist and native \
+                   vectors (documents sharing them), against the body's",
             size: vector_bytes,
             max: body_bytes,
         });
@@ -345,6 +346,7 @@ struct DocumentReader<'a, 'o, 's> {
     next_histogram: usize,
     bins_start: usize,
     llhist_start: usize,
+    native_start: usize,
 }
 
 /// Why a metric was rejected, and whether the rest of the body goes with it.
@@ -389,6 +391,7 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
             next_histogram: 0,
             bins_start: 0,
             llhist_start: 0,
+            native_start: 0,
         }
     }
 
@@ -500,6 +503,7 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
             PreparedValue::Text(text) => ValueRef::Text(text),
             PreparedValue::Histogram(h) => ValueRef::Histogram(histogram(h)),
             PreparedValue::CumulativeHistogram(h) => ValueRef::CumulativeHistogram(histogram(h)),
+            PreparedValue::Native(c) => ValueRef::Cumulative(c),
         };
         let series = Series {
             name: Name::new(prepared.name),
@@ -766,8 +770,9 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
             schema::Kind::CumulativeHistogram => {
                 self.histogram().map(PreparedValue::CumulativeHistogram)
             }
+            schema::Kind::Native => self.native().map(PreparedValue::Native),
             other => Err(Reason::bad_value(
-                "kind Null, Int, Double, Text, Histogram or CumulativeHistogram",
+                "kind Null, Int, Double, Text, Histogram, CumulativeHistogram or Native",
                 &other.0.to_string(),
             )),
         }
@@ -819,6 +824,31 @@ impl<'a, 'o, 's> DocumentReader<'a, 'o, 's> {
         };
         histogram.merge(&decoded);
         Ok(PreparedHistogram::Built(histogram))
+    }
+
+    /// The next running total in its sender's own buckets. Entries are self-delimiting, so
+    /// one that does not decode leaves no way to find the next: the rest of the document's
+    /// `Native` metrics are rejected with it (`native_start` moves to the end).
+    fn native(&mut self) -> Result<hist::convert::Cumulative, Reason> {
+        let all = self.document.native().map_or(&[][..], |b| b.bytes());
+        let Some(rest) = all.get(self.native_start..).filter(|r| !r.is_empty()) else {
+            return Err(missing_entry("native", self.native_start));
+        };
+        match hist::convert::Cumulative::decode_prefix(rest) {
+            Ok((cumulative, used)) => {
+                debug_assert!(used > 0 && used <= rest.len());
+                self.native_start += used;
+                Ok(cumulative)
+            }
+            Err(e) => {
+                let at = self.native_start;
+                self.native_start = all.len();
+                Err(Reason::Decode {
+                    what: "native running total",
+                    detail: format!("byte {} of `native`: bad {}", at + e.offset, e.what),
+                })
+            }
+        }
     }
 
     /// `raw`: `Bin` structs (4 bytes each), the first being `bins[first]` (for error messages).
@@ -900,6 +930,7 @@ enum PreparedValue<'a> {
     Text(&'a str),
     Histogram(PreparedHistogram),
     CumulativeHistogram(PreparedHistogram),
+    Native(hist::convert::Cumulative),
 }
 
 enum PreparedHistogram {
@@ -986,6 +1017,7 @@ struct DocumentEncoder {
     histograms: Vec<schema::HistogramEnds>,
     bins: Vec<schema::Bin>,
     llhist: Vec<u8>,
+    native: Vec<u8>,
 }
 
 impl DocumentEncoder {
@@ -1042,10 +1074,12 @@ impl DocumentEncoder {
                     self.histogram(h, form);
                     schema::Kind::CumulativeHistogram
                 }
-                // The flatbuffer form carries llhist bins only, and a running total converted
-                // before it is differenced miscounts: such a sample is sent as present with no
-                // value (a sender differences it first and sends `Value::Histogram`).
-                Value::Cumulative(_) => schema::Kind::Null,
+                // Sent in its own buckets: converted to bins before it is differenced, a bucket
+                // that grew could read as a reset.
+                Value::Cumulative(c) => {
+                    c.encode_into(&mut self.native);
+                    schema::Kind::Native
+                }
             };
             self.metrics
                 .push(schema::Metric::new(name, tags, kind, flags));
@@ -1158,6 +1192,7 @@ impl DocumentEncoder {
                 .then(|| builder.create_vector(&self.histograms)),
             bins: (!self.bins.is_empty()).then(|| builder.create_vector(&self.bins)),
             llhist: (!self.llhist.is_empty()).then(|| builder.create_vector(&self.llhist)),
+            native: (!self.native.is_empty()).then(|| builder.create_vector(&self.native)),
         };
         schema::Document::create(builder, &args)
     }

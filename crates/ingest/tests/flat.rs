@@ -51,6 +51,7 @@ struct Doc {
     histograms: Vec<schema::HistogramEnds>,
     bins: Vec<schema::Bin>,
     llhist: Vec<u8>,
+    native: Vec<u8>,
 }
 
 impl Doc {
@@ -138,6 +139,7 @@ impl Doc {
             histograms: Some(b.create_vector(&self.histograms)),
             bins: Some(b.create_vector(&self.bins)),
             llhist: Some(b.create_vector(&self.llhist)),
+            native: Some(b.create_vector(&self.native)),
         };
         schema::Document::create(b, &args)
     }
@@ -793,8 +795,8 @@ fn documents_cannot_share_vectors() {
     assert_eq!(
         batch.rejected[0].reason,
         Reason::Bound {
-            what: "bytes of metric, value, bin, histogram, timestamp and llhist vectors \
-                   (documents sharing them), against the body's",
+            what: "bytes of metric, value, bin, histogram, timestamp, llhist and native \
+                   vectors (documents sharing them), against the body's",
             // 6 bytes of `Metric` and 4 of `ints` per metric.
             size: 10 * 100 * (6 + 4),
             max: body.len(),
@@ -1076,4 +1078,81 @@ fn reasons_of(batch: &ingest::Batch) -> Vec<String> {
         .iter()
         .map(|r| r.reason.to_string())
         .collect()
+}
+
+/// Running totals in their sender's own buckets (`Kind::Native`) travel as they are, so the
+/// core differences them there: `encode` writes them to `native`, `parse` reads them back equal.
+#[test]
+fn native_running_totals_round_trip_in_their_own_buckets() {
+    use hist::convert::{Bounded, Cumulative, Exponential};
+    let exponential = Cumulative::Exponential(Exponential {
+        scale: 3,
+        zero_threshold: 1e-128,
+        zero_count: 2,
+        count: 9,
+        sum: 4.5,
+        positive: vec![(1, 3), (4, 1)],
+        negative: vec![(-2, 3)],
+    });
+    let bounded = Cumulative::Bounded(Bounded {
+        bounds: vec![0.1, 1.0],
+        counts: vec![1, 0, 4],
+        count: 5,
+        sum: 7.25,
+    });
+    let sample = |name: &str, value: Cumulative| Sample {
+        name: name.to_owned(),
+        tags: vec![("job".to_owned(), "api".to_owned())].into(),
+        ts_ms: Some(NOW_MS - 1_000),
+        value: Value::Cumulative(value),
+        mode: Mode::Set,
+    };
+    let samples = vec![
+        sample("rpc_seconds", exponential),
+        sample("otel_seconds", bounded),
+    ];
+    for form in [HistogramForm::Bins, HistogramForm::Llhist] {
+        let batch = parse(&flat::encode_with(&samples, form));
+        assert_eq!(batch.rejected, []);
+        assert_eq!(batch.samples, samples);
+    }
+}
+
+/// A `Native` entry that does not decode rejects its metric and, since entries say where they
+/// end, every later `Native` metric of the document; other kinds read on.
+#[test]
+fn a_bad_native_entry_rejects_the_native_metrics_after_it() {
+    use hist::convert::{Bounded, Cumulative};
+    let good = Cumulative::Bounded(Bounded {
+        bounds: vec![1.0],
+        counts: vec![2, 1],
+        count: 3,
+        sum: 2.5,
+    });
+    let mut doc = Doc::default();
+    good.encode_into(&mut doc.native);
+    doc.push("first", 0, schema::Kind::Native, SET);
+    doc.native.push(9);
+    doc.push("bad_kind", 0, schema::Kind::Native, SET);
+    good.encode_into(&mut doc.native);
+    doc.push("after", 0, schema::Kind::Native, SET);
+    doc.numeric("plain", 1.0);
+    doc.push("missing", 0, schema::Kind::Native, SET);
+    let batch = parse(&build(&[doc]));
+    let names: Vec<&str> = batch.samples.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["first", "plain"]);
+    assert_eq!(batch.samples[0].value, Value::Cumulative(good));
+    let reasons = reasons_of(&batch);
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(
+        reasons[0].contains("native running total"),
+        "{}",
+        reasons[0]
+    );
+    assert!(
+        reasons[1].contains("native[") && reasons[1].contains("missing"),
+        "{}",
+        reasons[1]
+    );
+    assert!(reasons[2].contains("missing"), "{}", reasons[2]);
 }

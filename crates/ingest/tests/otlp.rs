@@ -113,24 +113,20 @@ fn gauge_and_sums() -> proto::ExportMetricsServiceRequest {
 
 fn check_gauge_and_sums(batch: &Batch) {
     assert_eq!(batch.rejected, []);
-    assert_eq!(batch.samples.len(), 4);
+    assert_eq!(batch.samples.len(), 5);
     let s = &batch.samples;
     assert_eq!(s[0].name, "cpu.utilization");
     assert_eq!(s[0].value, Value::Numeric(0.75));
     assert_eq!(s[0].ts_ms, Some(TS_MS));
+    // `service.name` is the job; the other resource attribute only on `target_info`.
+    assert_eq!(tags(batch, 0), [("job", "checkout"), ("cpu", "0")]);
+    assert_eq!(tags(batch, 1), [("job", "checkout"), ("host.name", "h2")]);
+    assert_eq!(s[4].name, "target_info");
     assert_eq!(
-        tags(batch, 0),
-        [
-            ("service.name", "checkout"),
-            ("host.name", "h1"),
-            ("cpu", "0")
-        ]
+        (&s[4].value, s[4].ts_ms),
+        (&Value::Numeric(1.0), Some(TS_MS))
     );
-    // A point attribute replaces the resource attribute with the same key.
-    assert_eq!(
-        tags(batch, 1),
-        [("service.name", "checkout"), ("host.name", "h2")]
-    );
+    assert_eq!(tags(batch, 4), [("job", "checkout"), ("host.name", "h1")]);
     assert_eq!(s[1].value, Value::Numeric(-3.0));
     assert_eq!(s[0].mode, Mode::Set);
     assert_eq!(
@@ -295,8 +291,9 @@ fn attribute_values_of_every_type_become_tag_text() {
     let batch = parse_json(&body);
     assert_eq!(batch.rejected, []);
     assert_eq!(batch.samples[0].ts_ms, None, "no time: at receipt");
+    // After the resource's `job`.
     assert_eq!(
-        &tags(&batch, 0)[2..],
+        &tags(&batch, 0)[1..],
         [
             ("b", "true"),
             ("i", "42"),
@@ -339,8 +336,10 @@ fn bad_points_and_metrics_are_rejected_alone_and_counted() {
         metric("g", proto::metric::Data::Gauge(gauge)),
     ]));
     assert!(!batch.stopped());
-    assert_eq!(batch.samples.len(), 1);
+    // The good point, and its resource's `target_info`.
+    assert_eq!(batch.samples.len(), 2);
     assert_eq!(batch.samples[0].value, Value::Numeric(3.0));
+    assert_eq!(batch.samples[1].name, "target_info");
     let got: Vec<(&str, &Reason)> = batch
         .rejected
         .iter()
@@ -686,4 +685,92 @@ proptest! {
             let _ = otlp::parse_protobuf(&raw, &Options::at(NOW_MS));
         }
     }
+}
+
+/// The OpenTelemetry–Prometheus compatibility mapping: `service.namespace` + `service.name` is
+/// the job, `service.instance.id` the instance, promoted attributes go on every series, and
+/// the rest only on `target_info` (one per resource, at its newest point). A resource with no
+/// attributes beyond its identity has no `target_info`.
+#[test]
+fn resource_attributes_map_to_job_instance_promoted_tags_and_target_info() {
+    use proto::number_data_point::Value::AsDouble;
+    let gauge = |ns: u64| {
+        let mut point = number(AsDouble(1.0), &[("route", "/a")]);
+        point.time_unix_nano = ns;
+        metric(
+            "up.time",
+            proto::metric::Data::Gauge(proto::Gauge {
+                data_points: vec![point],
+            }),
+        )
+    };
+    let newest_ns = TS_MS as u64 * 1_000_000;
+    let request = proto::ExportMetricsServiceRequest {
+        resource_metrics: vec![
+            proto::ResourceMetrics {
+                resource: Some(proto::Resource {
+                    attributes: vec![
+                        kv("service.instance.id", "4f1c"),
+                        kv("service.name", "cart"),
+                        kv("service.namespace", "shop"),
+                        kv("k8s.pod.name", "cart-7"),
+                        kv("telemetry.sdk.name", "opentelemetry"),
+                    ],
+                }),
+                scope_metrics: vec![proto::ScopeMetrics {
+                    metrics: vec![gauge(newest_ns - 5_000_000_000), gauge(newest_ns)],
+                }],
+            },
+            proto::ResourceMetrics {
+                resource: Some(proto::Resource {
+                    attributes: vec![kv("service.name", "solo")],
+                }),
+                scope_metrics: vec![proto::ScopeMetrics {
+                    metrics: vec![gauge(newest_ns)],
+                }],
+            },
+        ],
+    };
+    let translation = otlp::Translation {
+        promote: vec!["k8s.pod.name".to_owned()],
+    };
+    let mut batch = Batch::default();
+    let body = request.encode_to_vec();
+    otlp::parse_protobuf_with(&body, &Options::at(NOW_MS), &translation, &mut batch);
+    assert_eq!(batch.rejected, []);
+    let names: Vec<&str> = batch.samples.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["up.time", "up.time", "target_info", "up.time"]);
+    let series = [
+        ("job", "shop/cart"),
+        ("instance", "4f1c"),
+        ("k8s.pod.name", "cart-7"),
+        ("route", "/a"),
+    ];
+    assert_eq!(tags(&batch, 0), series);
+    assert_eq!(tags(&batch, 1), series);
+    assert_eq!(
+        tags(&batch, 2),
+        [
+            ("job", "shop/cart"),
+            ("instance", "4f1c"),
+            ("k8s.pod.name", "cart-7"),
+            ("telemetry.sdk.name", "opentelemetry"),
+        ]
+    );
+    assert_eq!(batch.samples[2].ts_ms, Some(TS_MS));
+    assert_eq!(tags(&batch, 3), [("job", "solo"), ("route", "/a")]);
+    // Each metric's type (and `target_info`'s) for `/api/v1/metadata`.
+    let described: Vec<(&str, ingest::MetricType)> = batch
+        .metadata
+        .iter()
+        .map(|m| (m.family.as_str(), m.kind))
+        .collect();
+    assert!(described.contains(&("up.time", ingest::MetricType::Gauge)));
+    assert!(described.contains(&("target_info", ingest::MetricType::Gauge)));
+    // Without promotion the pod name is on `target_info` only.
+    let plain = otlp::parse_protobuf(&body, &Options::at(NOW_MS));
+    assert_eq!(
+        tags(&plain, 0),
+        [("job", "shop/cart"), ("instance", "4f1c"), ("route", "/a")]
+    );
 }

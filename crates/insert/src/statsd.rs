@@ -188,6 +188,33 @@ impl Aggregator {
     }
 
     /// The interval's batch, stamped `now_ms` where no timestamp was given; empties the interval.
+    /// The metric families of this interval and their Prometheus types (counters `c` a
+    /// counter, gauges `g` and sets `s` a gauge, timers and histograms `ms h d` a histogram),
+    /// for `/api/v1/metadata`; one per name (the first stream's type), text streams none.
+    /// Call before [`Aggregator::take`].
+    pub fn families(&self) -> Vec<ingest::MetadataOwned> {
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut out = Vec::new();
+        for slot_key in &self.order {
+            let kind = match self.slots.get(slot_key) {
+                Some(Agg::Sum(_)) => ingest::MetricType::Counter,
+                Some(Agg::Gauge(_) | Agg::Set(_)) => ingest::MetricType::Gauge,
+                Some(Agg::Hist(_)) => ingest::MetricType::Histogram,
+                Some(Agg::Text(_)) | None => continue,
+            };
+            let name = slot_key.0.name();
+            if seen.insert(name) {
+                out.push(ingest::MetadataOwned {
+                    family: name.to_owned(),
+                    kind,
+                    help: String::new(),
+                    unit: String::new(),
+                });
+            }
+        }
+        out
+    }
+
     pub fn take(&mut self, now_ms: i64) -> WriteBatch {
         let mut batch = WriteBatch::new();
         let order = std::mem::take(&mut self.order);

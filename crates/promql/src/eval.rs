@@ -2070,27 +2070,58 @@ fn map_hists(series: Vec<Series>, f: impl Fn(usize, &HistSample) -> f64) -> Vec<
 /// category (Prometheus labels are a map).
 pub fn prom_labels(key: &store::key::StreamKey) -> Option<Labels> {
     let tags = key.tags();
+    let checked = tags.iter().any(|t| t.category() == CHECK_CATEGORY);
     let mut labels = Vec::with_capacity(tags.len() + 1);
     labels.push(("__name__".to_string(), key.name().to_string()));
     for (i, tag) in tags.iter().enumerate() {
         if i > 0 && tags[i - 1].category() == tag.category() {
             return None;
         }
-        labels.push((
-            label_name_of(tag.category()),
-            store::key::label_value(tag.value()),
-        ));
+        // The sender's own `check` next to httptrap's: `exported_check`, as Prometheus renames
+        // a scraped label that clashes with a target label.
+        let name = if checked && tag.category() == CHECK_LABEL.as_bytes() {
+            CHECK_EXPORTED_LABEL.to_string()
+        } else {
+            label_name_of(tag.category())
+        };
+        labels.push((name, store::key::label_value(tag.value())));
     }
     labels.sort_unstable();
+    // Two categories shown under one name (`exported_check` sent as such, beside a renamed
+    // `check`) have no label view, as a repeated category has none.
+    if labels.windows(2).any(|w| w[0].0 == w[1].0) {
+        return None;
+    }
     Some(labels)
 }
 
+/// httptrap's check tag (`__check:<check>`, written by the server on every httptrap sample):
+/// the plain label `check` in the Prometheus view (Prometheus hides `__` labels).
+pub const CHECK_CATEGORY: &[u8] = b"__check";
+pub const CHECK_LABEL: &str = "check";
+/// A sender's own `check` tag on a series that also has httptrap's.
+pub const CHECK_EXPORTED_LABEL: &str = "exported_check";
+
 /// The label name of a tag category: the category itself when it is UTF-8 (any such text is
-/// a label name in Prometheus 3), else the store's `U__…` escape.
+/// a label name in Prometheus 3), else the store's `U__…` escape; httptrap's `__check` is
+/// `check`.
 pub fn label_name_of(category: &[u8]) -> String {
+    if category == CHECK_CATEGORY {
+        return CHECK_LABEL.to_string();
+    }
     match std::str::from_utf8(category) {
         Ok(text) if !text.is_empty() && text != "__name__" => text.to_string(),
         _ => store::key::label_name(category),
+    }
+}
+
+/// The tag categories whose values a label name can show: `check` is httptrap's `__check` or a
+/// sender's own `check`; any other label one category.
+pub fn label_categories(label: &str) -> Vec<Vec<u8>> {
+    match label {
+        CHECK_LABEL => vec![CHECK_CATEGORY.to_vec(), CHECK_LABEL.as_bytes().to_vec()],
+        CHECK_EXPORTED_LABEL => vec![CHECK_LABEL.as_bytes().to_vec()],
+        _ => vec![category_of(label)],
     }
 }
 
@@ -2143,6 +2174,9 @@ fn matcher_query(m: &Matcher) -> Result<TagQuery, EvalError> {
             }
         });
     }
+    if m.label == CHECK_LABEL || m.label == CHECK_EXPORTED_LABEL {
+        return check_matcher_query(m);
+    }
     let category = category_of(&m.label);
     let tag = |value: Pattern| {
         TagQuery::Term(Term::Tag {
@@ -2176,6 +2210,36 @@ fn matcher_query(m: &Matcher) -> Result<TagQuery, EvalError> {
             TagQuery::Not(Box::new(tag(Pattern::Regex(bytes_regex(&m.value)?)))),
         ]),
     })
+}
+
+/// A matcher on `check` or `exported_check`, whose value may come from either of two
+/// categories: the series having the value in any of them when the matcher needs a value,
+/// every series otherwise (the evaluator checks the labels of each found series again).
+fn check_matcher_query(m: &Matcher) -> Result<TagQuery, EvalError> {
+    let value = match m.op {
+        MatchOp::Equal if !m.value.is_empty() => Pattern::Exact(m.value.as_bytes().to_vec()),
+        MatchOp::Regex if !matcher_matches_empty(m) => Pattern::Regex(bytes_regex(&m.value)?),
+        _ => {
+            let any = TagQuery::Term(Term::Tag {
+                category: Pattern::Exact(CHECK_CATEGORY.to_vec()),
+                value: Pattern::Glob(b"*".to_vec()),
+            });
+            return Ok(TagQuery::Or(vec![
+                any.clone(),
+                TagQuery::Not(Box::new(any)),
+            ]));
+        }
+    };
+    let terms = label_categories(&m.label)
+        .into_iter()
+        .map(|category| {
+            TagQuery::Term(Term::Tag {
+                category: Pattern::Exact(category),
+                value: value.clone(),
+            })
+        })
+        .collect();
+    Ok(TagQuery::Or(terms))
 }
 
 /// The matcher against a series' Prometheus labels (a missing label is the empty string).
@@ -2213,4 +2277,38 @@ pub fn select_series(
         .into_iter()
         .map(|f| f.labels)
         .collect())
+}
+
+#[cfg(test)]
+mod check_label_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn labels(key: &str) -> Option<Labels> {
+        prom_labels(&store::key::StreamKey::parse(key).unwrap())
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Labels {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// httptrap's `__check` is the label `check`; a sender's own `check` beside it is
+    /// `exported_check`, and alone stays `check`.
+    #[test]
+    fn the_check_tag_is_the_plain_label_check() {
+        let want = pairs(&[("__name__", "lat"), ("check", "web-1"), ("host", "a")]);
+        assert_eq!(labels("lat|ST[__check:web-1,host:a]"), Some(want));
+        let want = pairs(&[
+            ("__name__", "lat"),
+            ("check", "web-1"),
+            ("exported_check", "mine"),
+        ]);
+        assert_eq!(labels("lat|ST[__check:web-1,check:mine]"), Some(want));
+        let want = pairs(&[("__name__", "lat"), ("check", "mine")]);
+        assert_eq!(labels("lat|ST[check:mine]"), Some(want));
+        assert_eq!(labels("lat|ST[__check:a,check:b,exported_check:c]"), None);
+        assert_eq!(label_categories("check").len(), 2);
+    }
 }

@@ -860,14 +860,17 @@ fn label_value_list(store: &Store, name: &str, l: &Listing) -> Result<Vec<String
                 .filter(|n| !hidden.names.contains(n))
                 .collect()
         } else {
-            let category = label_category(name);
-            snapshot
-                .values(&category, LISTING_MAX + 1)
-                .map_err(index_err)?
-                .into_iter()
-                .filter(|(v, _)| !hidden.values.contains(&(category.clone(), v.clone())))
-                .map(|(v, _)| store::key::label_value(&v))
-                .collect()
+            let mut values = Vec::new();
+            for category in label_categories(name) {
+                let found = snapshot
+                    .values(&category, LISTING_MAX + 1)
+                    .map_err(index_err)?
+                    .into_iter()
+                    .filter(|(v, _)| !hidden.values.contains(&(category.clone(), v.clone())))
+                    .map(|(v, _)| store::key::label_value(&v));
+                values.extend(found);
+            }
+            values
         }
     };
     values.sort();
@@ -876,13 +879,17 @@ fn label_value_list(store: &Store, name: &str, l: &Listing) -> Result<Vec<String
     Ok(values)
 }
 
-/// The tag category a label name stands for: the name's own bytes, or the category a legacy
-/// `U__` escape stands for.
-fn label_category(label: &str) -> Vec<u8> {
-    store::key::StreamKey::from_labels([("__name__", "x"), (label, "v")])
+/// The tag categories a label name stands for: the name's own bytes, or the category a legacy
+/// `U__` escape stands for; `check` is httptrap's `__check` or a sender's own `check`.
+fn label_categories(label: &str) -> Vec<Vec<u8>> {
+    if label == eval::CHECK_LABEL || label == eval::CHECK_EXPORTED_LABEL {
+        return eval::label_categories(label);
+    }
+    let category = store::key::StreamKey::from_labels([("__name__", "x"), (label, "v")])
         .ok()
         .and_then(|k| k.tags().first().map(|t| t.category().to_vec()))
-        .unwrap_or_else(|| label.as_bytes().to_vec())
+        .unwrap_or_else(|| label.as_bytes().to_vec());
+    vec![category]
 }
 
 async fn metadata(

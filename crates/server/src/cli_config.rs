@@ -99,6 +99,13 @@ allowed_hosts = []
 # Per-check secrets: check name = secret.
 # mycheck = "s3cret"
 
+[otlp]
+# OTLP resource attributes become labels as the OpenTelemetry-Prometheus compatibility spec
+# says: service.name (after service.namespace and "/") is `job`, service.instance.id is
+# `instance`, and every other attribute goes on one `target_info` series per resource. These
+# attributes also go on every series of their resource (at most 64).
+promote_resource_attributes = []
+
 [alerts]
 # Rulesets evaluated when each period closes; states journaled in <data_dir>/alerts.
 enabled = true
@@ -132,8 +139,15 @@ pub struct Config {
     pub auth: Auth,
     pub tls: Tls,
     pub httptrap: Httptrap,
+    pub otlp: OtlpConfig,
     pub alerts: AlertsConfig,
     pub log: Log,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OtlpConfig {
+    pub promote_resource_attributes: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -526,6 +540,13 @@ fn validate(config: &Config) -> Result<(), String> {
         }
     }
     validate_alerts(&config.alerts)?;
+    let promoted = config.otlp.promote_resource_attributes.len();
+    if promoted > ingest::otlp::PROMOTE_MAX {
+        return Err(format!(
+            "otlp.promote_resource_attributes: {promoted} attributes, at most {}",
+            ingest::otlp::PROMOTE_MAX
+        ));
+    }
     if config.limits.udp_datagram_bytes_max > 65_535 {
         return Err("limits.udp_datagram_bytes_max: a UDP datagram is at most 65535 bytes".into());
     }
@@ -553,6 +574,20 @@ mod tests {
     fn unknown_key_is_named() {
         let e = toml::from_str::<Config>("[limits]\nbody_size_max = 3\n").unwrap_err();
         assert!(e.to_string().contains("body_size_max"), "{e}");
+    }
+
+    #[test]
+    fn promoted_otlp_attributes_are_read_and_bounded() {
+        let config: Config =
+            toml::from_str("[otlp]\npromote_resource_attributes = [\"k8s.pod.name\"]\n").unwrap();
+        assert_eq!(config.otlp.promote_resource_attributes, ["k8s.pod.name"]);
+        assert!(validate(&config).is_ok());
+        let mut many = Config::default();
+        many.otlp.promote_resource_attributes = (0..=ingest::otlp::PROMOTE_MAX)
+            .map(|i| format!("a{i}"))
+            .collect();
+        let e = validate(&many).unwrap_err();
+        assert!(e.contains("otlp.promote_resource_attributes"), "{e}");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! the OTLP/HTTP exporter, the Influx client, curl with httptrap JSON, Prometheus remote write
 //! from the upstream protobuf definitions, Graphite plaintext) against one `strata serve`,
 //! each script reading its data back through `/api/strata/v1/fetch` and, where mounted, the
-//! Prometheus HTTP API the way Grafana calls it. Prints `e2e clients: N passed, N failed`.
+//! Prometheus HTTP API the way Grafana calls it; the OpenTelemetry SDK again across a process
+//! restart (`otel_restart.py`, one series). Prints `e2e clients: N passed, N failed`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,6 +17,9 @@ flush_interval_ms = 300
 
 [graphite]
 flush_interval_ms = 200
+
+[otlp]
+promote_resource_attributes = ["deployment.environment"]
 "#;
 
 const SCRIPTS: [&str; 6] = [
@@ -36,6 +40,10 @@ fn e2e_real_clients() {
     let mut tally = support::Tally::default();
     for script in SCRIPTS {
         tally.run_script(&python, script, &[], &env);
+    }
+    // The same SDK program twice, two processes: still one series.
+    for phase in ["first", "second"] {
+        tally.run_script(&python, "otel_restart.py", &[phase], &env);
     }
     let clean = server.stop();
     if !clean {

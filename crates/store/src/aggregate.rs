@@ -105,9 +105,27 @@ pub fn counter_step(a: f64, b: f64) -> f64 {
     }
 }
 
+/// Prometheus's stale marker (a NaN with this payload, sent by remote write when a series
+/// disappears): kept bit for bit for PromQL, but the end of a series, not a sample, so no
+/// aggregate counts it.
+pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
+
 impl SliceAggregate {
-    /// The aggregate of samples in ascending time order (`None` when there are none).
+    /// The aggregate of samples in ascending time order, stale markers left out (`None` when
+    /// no sample is left).
     pub fn of_samples(samples: &[(i64, f64)]) -> Option<SliceAggregate> {
+        if samples.iter().any(|(_, v)| v.to_bits() == STALE_NAN_BITS) {
+            let real: Vec<(i64, f64)> = samples
+                .iter()
+                .copied()
+                .filter(|(_, v)| v.to_bits() != STALE_NAN_BITS)
+                .collect();
+            return SliceAggregate::of_real_samples(&real);
+        }
+        SliceAggregate::of_real_samples(samples)
+    }
+
+    fn of_real_samples(samples: &[(i64, f64)]) -> Option<SliceAggregate> {
         let (&(t0, v0), rest) = samples.split_first()?;
         let mut agg = NumericAggregate::of(t0, v0);
         let mut increase = 0.0;
@@ -142,5 +160,25 @@ impl SliceAggregate {
             agg: self.agg.combine(&next.agg),
             increase: self.increase + counter_step(self.agg.last, next.agg.first) + next.increase,
         }
+    }
+}
+
+#[cfg(test)]
+mod stale_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A stale marker is neither counted nor summed, nor the last value; a slice holding only
+    /// one has no aggregate.
+    #[test]
+    fn stale_markers_are_not_samples() {
+        let stale = f64::from_bits(STALE_NAN_BITS);
+        let s = SliceAggregate::of_samples(&[(1, 2.0), (2, stale), (3, 5.0), (4, stale)]).unwrap();
+        assert_eq!((s.agg.count, s.agg.sum, s.agg.last), (2, 7.0, 5.0));
+        assert_eq!(s.increase, 3.0);
+        assert!(SliceAggregate::of_samples(&[(2, stale)]).is_none());
+        // Any other NaN stays a value.
+        let s = SliceAggregate::of_samples(&[(1, f64::NAN)]).unwrap();
+        assert_eq!(s.agg.count, 1);
     }
 }

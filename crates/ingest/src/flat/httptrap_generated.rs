@@ -13,16 +13,17 @@ pub mod httptrap {
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_KIND: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_KIND: u8 = 5;
+pub const ENUM_MAX_KIND: u8 = 6;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_KIND: [Kind; 6] = [
+pub const ENUM_VALUES_KIND: [Kind; 7] = [
   Kind::Null,
   Kind::Int,
   Kind::Double,
   Kind::Text,
   Kind::Histogram,
   Kind::CumulativeHistogram,
+  Kind::Native,
 ];
 
 /// What a metric's value is, and where it comes from.
@@ -44,9 +45,13 @@ impl Kind {
   pub const Histogram: Self = Self(4);
   /// `_type` `H`: as `Histogram`, a running total (the store keeps per-period differences).
   pub const CumulativeHistogram: Self = Self(5);
+  /// A running total in its sender's own buckets (Prometheus native exponential or custom
+  /// bounds, OTel exponential or explicit): the next entry of `Document.native`. The store
+  /// differences it in those buckets before converting the difference to llhist bins.
+  pub const Native: Self = Self(6);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 5;
+  pub const ENUM_MAX: u8 = 6;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::Null,
     Self::Int,
@@ -54,6 +59,7 @@ impl Kind {
     Self::Text,
     Self::Histogram,
     Self::CumulativeHistogram,
+    Self::Native,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -64,6 +70,7 @@ impl Kind {
       Self::Text => Some("Text"),
       Self::Histogram => Some("Histogram"),
       Self::CumulativeHistogram => Some("CumulativeHistogram"),
+      Self::Native => Some("Native"),
       _ => None,
     }
   }
@@ -638,6 +645,7 @@ impl<'a> Document<'a> {
   pub const VT_HISTOGRAMS: ::flatbuffers::VOffsetT = 22;
   pub const VT_BINS: ::flatbuffers::VOffsetT = 24;
   pub const VT_LLHIST: ::flatbuffers::VOffsetT = 26;
+  pub const VT_NATIVE: ::flatbuffers::VOffsetT = 28;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -650,6 +658,7 @@ impl<'a> Document<'a> {
   ) -> ::flatbuffers::WIPOffset<Document<'bldr>> {
     let mut builder = DocumentBuilder::new(_fbb);
     if let Some(x) = args.ts_ms { builder.add_ts_ms(x); }
+    if let Some(x) = args.native { builder.add_native(x); }
     if let Some(x) = args.llhist { builder.add_llhist(x); }
     if let Some(x) = args.bins { builder.add_bins(x); }
     if let Some(x) = args.histograms { builder.add_histograms(x); }
@@ -761,6 +770,16 @@ impl<'a> Document<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Document::VT_LLHIST, None)}
   }
+  /// The running totals of `Native` metrics, in metric order, one after the other, each in the
+  /// binary cumulative-histogram form of crates/hist/FORMAT.md ("Cumulative histograms"),
+  /// which says where it ends.
+  #[inline]
+  pub fn native(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Document::VT_NATIVE, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Document<'_> {
@@ -781,6 +800,7 @@ impl ::flatbuffers::Verifiable for Document<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, HistogramEnds>>>("histograms", Self::VT_HISTOGRAMS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, Bin>>>("bins", Self::VT_BINS, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("llhist", Self::VT_LLHIST, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("native", Self::VT_NATIVE, false)?
      .finish();
     Ok(())
   }
@@ -798,6 +818,7 @@ pub struct DocumentArgs<'a> {
     pub histograms: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, HistogramEnds>>>,
     pub bins: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, Bin>>>,
     pub llhist: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
+    pub native: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
 }
 impl<'a> Default for DocumentArgs<'a> {
   #[inline]
@@ -815,6 +836,7 @@ impl<'a> Default for DocumentArgs<'a> {
       histograms: None,
       bins: None,
       llhist: None,
+      native: None,
     }
   }
 }
@@ -873,6 +895,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> DocumentBuilder<'a, 'b, A> {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_LLHIST, llhist);
   }
   #[inline]
+  pub fn add_native(&mut self, native: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Document::VT_NATIVE, native);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> DocumentBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     DocumentBuilder {
@@ -902,6 +928,7 @@ impl ::core::fmt::Debug for Document<'_> {
       ds.field("histograms", &self.histograms());
       ds.field("bins", &self.bins());
       ds.field("llhist", &self.llhist());
+      ds.field("native", &self.native());
       ds.finish()
   }
 }

@@ -68,6 +68,8 @@ pub struct App {
     pub listening: Listening,
     /// This process's part of a cluster (`--cluster`); `None` for a single node.
     pub cluster: Option<Arc<clustered::ClusterRole>>,
+    /// How OTLP resource attributes become tags (`[otlp]` in the config).
+    pub otlp: ingest::otlp::Translation,
 }
 
 /// Where the server listens: `None` for a listener that is off.
@@ -533,6 +535,9 @@ fn new_app(
         series_ids: series_cache_from_env(),
         listening,
         cluster,
+        otlp: ingest::otlp::Translation {
+            promote: config.otlp.promote_resource_attributes.clone(),
+        },
     }
 }
 

@@ -94,9 +94,13 @@ pub async fn run(app: Shared, socket: tokio::net::UdpSocket, mut stop: watch::Re
 }
 
 async fn flush(app: &Shared, aggregator: &mut Aggregator) {
+    let families = aggregator.families();
     let batch = aggregator.take(now_ms());
     let samples = batch.sample_count();
-    if let Err(e) = app.write_ingest(batch).await {
-        tracing::error!(error = %e, samples, "statsd: flush to the store failed; samples lost");
+    match app.write_ingest(batch).await {
+        Ok(_) => app.metadata.record(&families),
+        Err(e) => {
+            tracing::error!(error = %e, samples, "statsd: flush to the store failed; samples lost")
+        }
     }
 }

@@ -123,6 +123,7 @@ fn read_and_write(
         &mut raw,
         &mut written,
         &mut described,
+        &app.otlp,
     );
     inserted.batch.set_origin(origin);
     let result = app.store_inserted(Some(protocol.endpoint()), &mut inserted);
@@ -168,6 +169,8 @@ fn stored_share(
 /// One body through its protocol's parser into the insert sink; a remote write 2.0 body's
 /// written counts into `written`, the metric metadata a remote write body describes into
 /// `described`.
+// The body's inputs and its three outputs: a struct for them would only rename the arguments.
+#[allow(clippy::too_many_arguments)]
 fn read(
     protocol: Protocol,
     body: &[u8],
@@ -176,6 +179,7 @@ fn read(
     raw: &mut Vec<u8>,
     written: &mut Option<ingest::remote_write2::Written>,
     described: &mut Vec<ingest::MetadataOwned>,
+    otlp: &ingest::otlp::Translation,
 ) -> Inserted {
     let options = Options::at(setup.now_ms);
     match protocol {
@@ -231,11 +235,17 @@ fn read(
                 });
             })
         }
-        Protocol::Otlp { json: true } => insert::insert(setup, buffers, |sink| {
-            ingest::otlp::parse_json_into(body, &options, sink)
-        }),
-        Protocol::Otlp { json: false } => insert::insert(setup, buffers, |sink| {
-            ingest::otlp::parse_protobuf_into(body, &options, sink)
+        Protocol::Otlp { json } => insert::insert(setup, buffers, |sink| {
+            described.clear();
+            let mut sink = Described {
+                inner: sink,
+                metadata: described,
+            };
+            if json {
+                ingest::otlp::parse_json_with(body, &options, otlp, &mut sink)
+            } else {
+                ingest::otlp::parse_protobuf_with(body, &options, otlp, &mut sink)
+            }
         }),
         Protocol::Graphite => insert::insert(setup, buffers, |sink| {
             ingest::graphite::parse_into(body, &options, sink)

@@ -121,6 +121,12 @@ def main():
     def spec_values():
         s = series_named("requests", start, end)
         check("requests carries __check tag", f"__check:{CHECK}" in s["tags"], s["tags"])
+        if prom_available():
+            r = prom_instant(f'requests{{check="{CHECK}"}}', now_ms() / 1000)
+            check("PromQL: the check tag is the plain label `check`",
+                  len(r) == 1 and ("check", CHECK) in next(iter(r))
+                  and not any(k.startswith("__check") or "check" in k and k != "check"
+                              for k, _ in next(iter(r))), r)
         vals = numeric_values(s)
         check("requests = 123853", len(vals) == 1 and vals[0]["last"] == 123853, vals)
         vals = numeric_values(series_named("ok", start, end))

@@ -13,7 +13,7 @@ from opentelemetry.sdk.metrics.export import (AggregationTemporality,
 from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
 
-from common import (BASE, check, fetch, finish, llhist_bin, now_ms, prom_available,
+from common import (BASE, check, fetch, finish, llhist_bin, now_ms, prom, prom_available,
                     prom_instant, run_checks, within)
 
 VALUES = [5 * 1.03 ** i for i in range(150)]
@@ -87,9 +87,10 @@ def main():
 
     def values():
         s = fetch("and(__name:e2e_otel_latency)", start, end, transform="count")
-        check("otel: one histogram stream with service.name, host.name and route tags",
-              len(s) == 1 and {"service.name:e2e-otel", "host.name:h1", "route:/checkout"}
-              <= set(s[0]["tags"]), s)
+        check("otel: one histogram stream tagged job (service.name) and route, host.name only "
+              "on target_info",
+              len(s) == 1 and {"job:e2e-otel", "route:/checkout"} <= set(s[0]["tags"])
+              and not any(t.startswith("host.name:") for t in s[0]["tags"]), s)
         total = sum(d["value"] for x in s for d in x["data"] if d.get("value"))
         check("otel: exponential histogram count = 150", total == len(VALUES), s)
         qs = [0.5, 0.9, 0.99]
@@ -113,6 +114,12 @@ def main():
                   within(got, lo, hi), r)
             r = prom_instant('e2e_otel_requests{route="/checkout"}', t)
             check("otel: counter = 42 (PromQL)", list(r.values()) == [42.0], r)
+            m = prom("/api/v1/metadata", {}, post=False)
+            kinds = {name: [e.get("type") for e in entries] for name, entries in m.items()}
+            check("otel: /api/v1/metadata types from OTLP (counter, histogram, ms)",
+                  kinds.get("e2e_otel_requests") == ["counter"]
+                  and kinds.get("e2e_otel_latency") == ["histogram"]
+                  and m["e2e_otel_latency"][0].get("unit") == "ms", m)
     run_checks("otel values", values)
     finish()
 

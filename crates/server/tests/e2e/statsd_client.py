@@ -3,8 +3,8 @@ which the server aggregates per flush interval (timers into one histogram)."""
 
 import statsd
 
-from common import (STATSD, check, fetch, finish, now_ms, poll, prom_available, prom_instant,
-                    quantile_range, run_checks, within)
+from common import (STATSD, check, fetch, finish, now_ms, poll, prom, prom_available,
+                    prom_instant, quantile_range, run_checks, within)
 
 # Timer values (ms) away from llhist bin edges: (m + 0.5)·10^k.
 TIMINGS = [(10 + (i * 53) % 90 + 0.5) * 10.0 ** (i % 2) for i in range(200)]
@@ -73,6 +73,12 @@ def main():
             got = list(r.values())[0] if len(r) == 1 else None
             check(f"statsd timer histogram_quantile(0.9) in [{lo:.4g}, {hi:.4g}] (PromQL)",
                   within(got, lo, hi), r)
+            m = prom("/api/v1/metadata", {}, post=False)
+            kinds = {n: [e.get("type") for e in m.get(n, [])]
+                     for n in ("e2e_statsd_requests", "e2e_statsd_temp", "e2e_statsd_latency")}
+            check("statsd types in /api/v1/metadata (counter, gauge, histogram)",
+                  kinds == {"e2e_statsd_requests": ["counter"], "e2e_statsd_temp": ["gauge"],
+                            "e2e_statsd_latency": ["histogram"]}, kinds)
     run_checks("statsd values", values)
     finish()
 
