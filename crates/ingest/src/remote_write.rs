@@ -33,10 +33,10 @@ pub const LABELS_PER_REQUEST_MAX: usize = 2_000_000;
 /// the same way, so they decode to at most 64 MiB. 10,000 histograms of 160 buckets are 1.6 M.
 pub const BUCKETS_PER_REQUEST_MAX: usize = 8_000_000;
 
-/// Prometheus' stale marker: a NaN with this exact bit pattern, sent when a series disappears.
-/// It says "no value any more": it is kept as a numeric sample with these exact bits (PromQL
-/// reads it as the end of the series), while other NaNs are rejected.
-const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
+// Every float is a sample, as Prometheus stores it: NaN (an empty summary's quantiles), ±Inf,
+// and Prometheus' stale marker — the NaN with bits 0x7ff0_0000_0000_0002, sent when a series
+// disappears — kept with its exact bits (PromQL reads it as the end of the series; any other
+// NaN is an ordinary value).
 
 /// `Histogram.reset_hint` value `GAUGE`: the histogram is a snapshot, not a running total.
 const RESET_HINT_GAUGE: i32 = 3;
@@ -696,14 +696,8 @@ pub(crate) fn read_sample(sample: &[u8]) -> Result<proto::Sample, Reason> {
     Ok(out)
 }
 
-/// A float sample's point (always `Some`); a stale marker keeps its exact bits.
+/// A float sample's point (always `Some`); NaN, ±Inf and the stale marker keep their bits.
 pub(crate) fn float_point(s: proto::Sample, o: &Options) -> Option<Result<(i64, Value), Reason>> {
-    if !s.value.is_finite() && s.value.to_bits() != STALE_NAN_BITS {
-        return Some(Err(Reason::bad_value(
-            "a finite number",
-            &s.value.to_string(),
-        )));
-    }
     Some(
         o.check_ts(s.timestamp)
             .map(|ts| (ts, Value::Numeric(s.value))),
@@ -1031,15 +1025,12 @@ fn series_id(labels: &[proto::Label]) -> Result<ProstSeriesId, Reason> {
     })
 }
 
-/// A float sample (always `Some`); a stale marker keeps its exact bits.
+/// A float sample (always `Some`); NaN, ±Inf and the stale marker keep their bits.
 fn float_sample(
     id: &ProstSeriesId,
     s: &proto::Sample,
     o: &Options,
 ) -> Result<Option<Sample>, Reason> {
-    if !s.value.is_finite() && s.value.to_bits() != STALE_NAN_BITS {
-        return Err(Reason::bad_value("a finite number", &s.value.to_string()));
-    }
     let ts_ms = o.check_ts(s.timestamp)?;
     Ok(Some(prost_sample(id, ts_ms, Value::Numeric(s.value))))
 }

@@ -351,7 +351,7 @@ fn bad_series_are_rejected_alone_and_named() {
     mixed.samples = vec![
         float(1.0, TS_MS),
         float(f64::from_bits(0x7ff0_0000_0000_0002), TS_MS), // stale marker: kept, exact bits
-        float(f64::NAN, TS_MS),
+        float(f64::NAN, TS_MS),                              // a NaN value: kept, as Prometheus
         float(2.0, 1_000),
     ];
     let mut bad_hist = series(&[("__name__", "h")]);
@@ -360,29 +360,31 @@ fn bad_series_are_rejected_alone_and_named() {
     bad_hist.histograms = vec![h];
     let batch = parse(&body(vec![nameless, bad_utf8, mixed, bad_hist]));
     assert!(!batch.stopped());
-    assert_eq!(batch.samples.len(), 2);
+    assert_eq!(batch.samples.len(), 3);
     assert_eq!(batch.samples[0].value, Value::Numeric(1.0));
     assert!(
         matches!(batch.samples[1].value, Value::Numeric(v) if v.to_bits() == 0x7ff0_0000_0000_0002)
+    );
+    // An ordinary NaN stays an ordinary NaN, not a stale marker.
+    assert!(
+        matches!(batch.samples[2].value, Value::Numeric(v) if v.is_nan() && v.to_bits() != 0x7ff0_0000_0000_0002)
     );
     let got: Vec<(&str, &Reason)> = batch
         .rejected
         .iter()
         .map(|r| (r.location.as_str(), &r.reason))
         .collect();
-    assert_eq!(got.len(), 5, "{got:?}");
+    assert_eq!(got.len(), 4, "{got:?}");
     assert_eq!(got[0], ("series 0", &Reason::EmptyName));
     assert_eq!(got[1], ("series 1", &Reason::InvalidUtf8));
-    assert_eq!(got[2].0, "series 2 (`temp`), sample 2");
-    assert!(matches!(got[2].1, Reason::BadValue { .. }));
-    assert_eq!(got[3].0, "series 2 (`temp`), sample 3");
-    assert!(matches!(got[3].1, Reason::Timestamp { .. }));
-    assert_eq!(got[4].0, "series 3 (`h`), histogram 0");
+    assert_eq!(got[2].0, "series 2 (`temp`), sample 3");
+    assert!(matches!(got[2].1, Reason::Timestamp { .. }));
+    assert_eq!(got[3].0, "series 3 (`h`), histogram 0");
     assert_eq!(
-        got[4].1,
+        got[3].1,
         &Reason::Histogram(ConvertError::BadSchema { schema: 20 })
     );
-    assert_eq!(batch.rejected_total, 5);
+    assert_eq!(batch.rejected_total, 4);
 }
 
 #[test]

@@ -490,7 +490,8 @@ impl Misses {
     }
 
     /// After a successful write of the batch the misses were pushed into: looks their series
-    /// up (they all exist now; one read lock) and caches their ids. A series that exists with
+    /// up (one read lock) and caches the ids of those that exist (all but the ones a
+    /// cardinality limit refused). A series that exists with
     /// another kind is cached too (its samples are refused by id as by key). Empties `self`.
     pub fn learn(&mut self, store: &Store, cache: &SeriesCache) {
         if self.entries.is_empty() {
@@ -505,15 +506,15 @@ impl Misses {
             ));
             text_start = miss.text_end;
         }
-        match store.index().resolve_partial(&refs) {
+        // Looked up, never created: a key a cardinality limit refused stays uncached (and
+        // uncreated), and is refused again on its next write.
+        match store.index().lookup_partial(&refs) {
             Ok(ids) => {
                 let mut key_start = 0;
-                let keys = self.entries.iter().zip(ids).map(|(miss, resolved)| {
-                    let id = match resolved {
-                        Ok(id) | Err((id, _)) => id,
-                    };
+                let keys = self.entries.iter().zip(ids).filter_map(|(miss, found)| {
                     let bytes = &self.keys[key_start..miss.key_end];
                     key_start = miss.key_end;
+                    let id = found?;
                     let (first, second) = bytes.split_at(miss.first_len as usize);
                     let key = CacheKey {
                         hash: miss.hash,
@@ -521,7 +522,7 @@ impl Misses {
                         first,
                         second,
                     };
-                    (key, id)
+                    Some((key, id))
                 });
                 cache.insert_all(keys);
             }

@@ -67,6 +67,8 @@ pub struct Inserted {
     pub stopped: bool,
     /// It stopped at a size bound (samples per batch, decoded size): a 413, not a 400.
     pub stopped_too_large: bool,
+    /// The first series a cardinality limit refused, and the limit (the answer names both).
+    pub limited: Option<(store::CardinalityLimit, String)>,
     /// The series pushed by key, to cache once the batch is written.
     misses: Misses,
 }
@@ -97,6 +99,27 @@ impl Inserted {
                         r.key,
                         r.existing.name(),
                         r.requested.name()
+                    )
+                };
+                list(&mut self.rejected, &mut self.rejected_total, message);
+            }
+        }
+    }
+
+    /// Turns the new series a cardinality limit refused into rejections naming the limit.
+    pub fn apply_cardinality_refusals(&mut self, refused: &[store::CardinalityRefusal]) {
+        for r in refused {
+            if self.limited.is_none() {
+                self.limited = Some((r.limit, r.key.clone()));
+            }
+            self.accepted = self.accepted.saturating_sub(r.samples);
+            for _ in 0..r.samples {
+                let message = || {
+                    format!(
+                        "metric `{}`: new series refused: cardinality.{} ({}) reached",
+                        r.key,
+                        r.limit.name(),
+                        r.max
                     )
                 };
                 list(&mut self.rejected, &mut self.rejected_total, message);

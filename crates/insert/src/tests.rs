@@ -909,12 +909,19 @@ fn remote_write_bad_series_and_samples_are_named_and_the_rest_kept() {
         samples: vec![sample(1.0)],
         ..Default::default()
     };
-    let infinite = proto::TimeSeries {
+    // A timestamp two years ahead (NaN and ±Inf are values, as Prometheus keeps them).
+    let future = proto::TimeSeries {
         labels: vec![label("__name__", "b")],
-        samples: vec![sample(f64::INFINITY), sample(3.0)],
+        samples: vec![
+            proto::Sample {
+                value: 2.0,
+                timestamp: NOW_MS + 2 * 365 * 86_400_000,
+            },
+            sample(3.0),
+        ],
         ..Default::default()
     };
-    let inserted = read_remote_write(None, &snappy(vec![duplicate, infinite]));
+    let inserted = read_remote_write(None, &snappy(vec![duplicate, future]));
     assert_eq!(inserted.accepted, 1);
     assert_eq!(inserted.rejected_total, 2, "{:?}", inserted.rejected);
     let r = &inserted.rejected;
@@ -994,11 +1001,11 @@ fn remote_write_a_body_rejected_whole_stores_nothing() {
 fn remote_write_a_cached_series_bad_point_is_named_from_its_key() {
     let (_dir, store) = open_store();
     let cache = SeriesCache::new(100, 1 << 20);
-    let series = |value: f64| proto::TimeSeries {
+    let series = |timestamp: i64| proto::TimeSeries {
         labels: vec![label("__name__", "up"), label("job", "a")],
         samples: vec![proto::Sample {
-            value,
-            timestamp: NOW_MS,
+            value: 1.0,
+            timestamp,
         }],
         ..Default::default()
     };
@@ -1013,9 +1020,10 @@ fn remote_write_a_cached_series_bad_point_is_named_from_its_key() {
             ingest::remote_write::parse_into(body, &Options::at(NOW_MS), sink)
         })
     };
-    let mut first = read(&snappy(vec![series(1.0)]));
+    let mut first = read(&snappy(vec![series(NOW_MS)]));
     write(&store, &cache, &mut first);
-    let bad = read(&snappy(vec![series(f64::INFINITY)]));
+    // A timestamp two years ahead.
+    let bad = read(&snappy(vec![series(NOW_MS + 2 * 365 * 86_400_000)]));
     assert_eq!(bad.rejected_total, 1);
     assert!(
         bad.rejected[0].starts_with("series 0 (`up`), sample 0"),

@@ -59,6 +59,20 @@ body_rate_bytes_per_s_min = 1024
 # one fetch over it is refused with a 422, one that does not fit beside the others with a 503.
 query_memory_bytes_max = 536870912
 
+[cardinality]
+# New series are held to these limits; series that exist are always written. A series over a
+# limit is refused (its samples left out, the rest of the request stored): 429 on Influx and
+# httptrap, 400 on remote write (Prometheus resends a 429 forever), OTLP partial success;
+# the body names the limit and the metric. A "source" is the exactly-once sender
+# (Strata-Source), or else the httptrap check, or the client's address (statsd: "statsd").
+# Counts and refusals: strata_series_* in /metrics.
+series_new_per_minute_max = 200000         # new series per minute, all sources
+series_active_max = 2000000                # active series, all sources
+source_series_new_per_minute_max = 100000  # new series per minute from one source
+source_series_active_max = 1000000         # active series one source created
+# A series is active while it has a sample timestamped this recently.
+active_window_s = 3600
+
 [statsd]
 # Datagrams are aggregated per interval (counters summed, gauges last, timers merged into
 # histograms) and written to the store once per interval.
@@ -84,6 +98,12 @@ allowed_origins = []
 # name of its own. Empty: localhost, 127.0.0.1 and [::1] while the HTTP listener is loopback;
 # any name otherwise.
 allowed_hosts = []
+
+[http]
+# Web pages of these origins ("https://grafana.example.com:3000") may read the answers of the
+# HTTP API from a browser (CORS: preflights answered, Access-Control-Allow-Origin on answers;
+# they are also let through the cross-site check above). Empty: no CORS answers at all.
+cors_origins = []
 
 [tls]
 # PEM files; when both are set the HTTP listener speaks HTTPS only.
@@ -134,9 +154,11 @@ pub struct Config {
     pub listeners: Listeners,
     pub store: StoreConfig,
     pub limits: Limits,
+    pub cardinality: CardinalityConfig,
     pub statsd: StatsdConfig,
     pub graphite: GraphiteConfig,
     pub auth: Auth,
+    pub http: HttpConfig,
     pub tls: Tls,
     pub httptrap: Httptrap,
     pub otlp: OtlpConfig,
@@ -217,6 +239,42 @@ pub struct Limits {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+pub struct CardinalityConfig {
+    pub series_new_per_minute_max: u64,
+    pub series_active_max: u64,
+    pub source_series_new_per_minute_max: u64,
+    pub source_series_active_max: u64,
+    pub active_window_s: u64,
+}
+
+impl Default for CardinalityConfig {
+    fn default() -> CardinalityConfig {
+        CardinalityConfig {
+            series_new_per_minute_max: 200_000,
+            series_active_max: 2_000_000,
+            source_series_new_per_minute_max: 100_000,
+            source_series_active_max: 1_000_000,
+            active_window_s: 3_600,
+        }
+    }
+}
+
+impl CardinalityConfig {
+    /// The store's limits.
+    pub fn options(&self) -> store::CardinalityOptions {
+        store::CardinalityOptions {
+            series_new_per_minute_max: self.series_new_per_minute_max,
+            series_active_max: self.series_active_max,
+            source_series_new_per_minute_max: self.source_series_new_per_minute_max,
+            source_series_active_max: self.source_series_active_max,
+            active_window_ms: i64::try_from(self.active_window_s.saturating_mul(1000))
+                .unwrap_or(i64::MAX),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct StatsdConfig {
     pub flush_interval_ms: u64,
     pub receive_buffer_bytes: u64,
@@ -236,6 +294,12 @@ pub struct Auth {
     pub token: Option<String>,
     pub allowed_origins: Vec<String>,
     pub allowed_hosts: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    pub cors_origins: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -519,6 +583,26 @@ fn validate(config: &Config) -> Result<(), String> {
         (
             "limits.body_rate_bytes_per_s_min",
             config.limits.body_rate_bytes_per_s_min,
+        ),
+        (
+            "cardinality.series_new_per_minute_max",
+            config.cardinality.series_new_per_minute_max,
+        ),
+        (
+            "cardinality.series_active_max",
+            config.cardinality.series_active_max,
+        ),
+        (
+            "cardinality.source_series_new_per_minute_max",
+            config.cardinality.source_series_new_per_minute_max,
+        ),
+        (
+            "cardinality.source_series_active_max",
+            config.cardinality.source_series_active_max,
+        ),
+        (
+            "cardinality.active_window_s",
+            config.cardinality.active_window_s,
         ),
         ("statsd.flush_interval_ms", config.statsd.flush_interval_ms),
         (

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ingest::remote_write::proto;
 use serve_common::{client, fetch, now_s, numeric_slices, series, Server};
 
 /// How long `/health` may take during an attack.
@@ -610,4 +611,578 @@ fn an_open_network_listener_needs_a_token_or_insecure_open() {
         &["--http", "0.0.0.0:0", "--config", config.to_str().unwrap()],
     );
     drop(tokened);
+    // statsd and Graphite have no authentication: off loopback only with --insecure-open, even
+    // with a token.
+    for (listener, other) in [("--statsd", "--graphite"), ("--graphite", "--statsd")] {
+        let output = serve_common::strata()
+            .args(["serve", "--http", "127.0.0.1:0", other, "off"])
+            .args([listener, "0.0.0.0:0", "--config"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(dir.path().join("udp"))
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{listener}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let name = listener.trim_start_matches("--");
+        assert!(
+            stderr.contains(&format!("listeners.{name} 0.0.0.0:"))
+                && stderr.contains("--insecure-open"),
+            "{stderr}"
+        );
+    }
+    let open = Server::start(
+        &dir.path().join("open-udp"),
+        &[
+            "--statsd",
+            "0.0.0.0:0",
+            "--graphite",
+            "0.0.0.0:0",
+            "--insecure-open",
+        ],
+    );
+    drop(open);
+}
+
+/// An HTTP client whose connections come from the local address `source` (any 127.0.0.0/8
+/// address on Linux): another client address to the server.
+fn client_from(source: &str) -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .local_address(source.parse::<std::net::IpAddr>().unwrap())
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
+
+/// Posts Influx lines (ms precision); the status and the JSON body.
+fn influx_from(
+    http: &reqwest::blocking::Client,
+    server: &Server,
+    body: String,
+    headers: &[(&str, &str)],
+) -> (u16, serde_json::Value) {
+    let mut request = http.post(server.url("/write?precision=ms")).body(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().unwrap();
+    let json = if text.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap()
+    };
+    (status, json)
+}
+
+/// Series a tag query finds.
+fn found(server: &Server, query: &str) -> usize {
+    let url = server.url(&format!(
+        "/api/strata/v1/find?query={}",
+        serve_common::urlencode(query)
+    ));
+    serve_common::get_json(&url).as_array().unwrap().len()
+}
+
+/// One Influx line with 200,000 fields (each a new series) and floods of new series from other
+/// addresses: each source creates at most `source_series_new_per_minute_max` series a minute and
+/// all of them `series_new_per_minute_max`; the rest are refused with a 429 naming the limit and
+/// the metric, while series that exist keep being written (in the same request too), an
+/// exactly-once sender has its own allowance, and the refusals are counted in `/metrics`.
+#[test]
+fn new_series_floods_are_held_to_the_cardinality_limits() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("strata.toml");
+    std::fs::write(
+        &config,
+        "[cardinality]\nsource_series_new_per_minute_max = 2000\n\
+         series_new_per_minute_max = 5000\n",
+    )
+    .unwrap();
+    let mut server = Server::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let ts_ms = now_s() * 1000;
+    let a = client_from("127.0.0.2");
+    let pre: String = (0..10)
+        .map(|h| format!("pre,host=h{h} v=1 {ts_ms}\n"))
+        .collect();
+    let (status, body) = influx_from(&a, &server, pre, &[]);
+    assert_eq!(status, 204, "{body}");
+    let watched = during(&server, ts_ms, || {
+        let fields: Vec<String> = (0..200_000).map(|f| format!("f{f}=1")).collect();
+        let line = format!("flood,from=a {} {}\n", fields.join(","), ts_ms + 1);
+        let (status, body) = influx_from(&a, &server, line, &[]);
+        assert_eq!(status, 429, "{body}");
+        assert_eq!(
+            body["limit"],
+            "cardinality.source_series_new_per_minute_max"
+        );
+        assert!(
+            body["metric"].as_str().unwrap().starts_with("flood_f"),
+            "{body}"
+        );
+        assert!(
+            body["message"].as_str().unwrap().contains("partial write"),
+            "{body}"
+        );
+        // Existing series are written beside a refused new one.
+        let mut again: String = (0..10)
+            .map(|h| format!("pre,host=h{h} v=2 {}\n", ts_ms + 2))
+            .collect();
+        again.push_str(&format!("late,from=a v=1 {ts_ms}\n"));
+        let (status, body) = influx_from(&a, &server, again, &[]);
+        assert_eq!(status, 429, "{body}");
+        assert_eq!(body["metric"], "late_v|ST[from:a]");
+        // The same address as an exactly-once sender: that sender's own allowance.
+        let agent: String = (0..10)
+            .map(|n| format!("agent,n=n{n} v=1 {ts_ms}\n"))
+            .collect();
+        let headers = [
+            ("Strata-Source", "agent-7"),
+            ("Strata-Epoch", "1"),
+            ("Strata-Sequence", "1"),
+        ];
+        let (status, body) = influx_from(&a, &server, agent, &headers);
+        assert_eq!(status, 204, "{body}");
+        // Another address: its own allowance, then its own limit.
+        let b: String = (0..2500)
+            .map(|n| format!("bee,n=n{n} v=1 {ts_ms}\n"))
+            .collect();
+        let (status, body) = influx_from(&client_from("127.0.0.3"), &server, b, &[]);
+        assert_eq!(status, 429, "{body}");
+        assert_eq!(
+            body["limit"],
+            "cardinality.source_series_new_per_minute_max"
+        );
+        // A third: what is left of the minute's global allowance.
+        let c: String = (0..3000)
+            .map(|n| format!("sea,n=n{n} v=1 {ts_ms}\n"))
+            .collect();
+        let (status, body) = influx_from(&client_from("127.0.0.4"), &server, c, &[]);
+        assert_eq!(status, 429, "{body}");
+        assert_eq!(body["limit"], "cardinality.series_new_per_minute_max");
+    });
+    assert_survived(&mut server, &watched, "new series floods", RSS_BYTES_MAX);
+    let flood = found(&server, "and(from:a)");
+    // 10 of a's minute went to its first series (unless the minute turned in between).
+    assert!(
+        (1990..=2000).contains(&flood),
+        "{flood} series of a's flood"
+    );
+    assert_eq!(found(&server, "and(__name:agent_v)"), 10);
+    assert_eq!(found(&server, "and(__name:bee_v)"), 2000);
+    let sea = found(&server, "and(__name:sea_v)");
+    assert!(sea > 0 && sea < 1000, "{sea} series of the third address");
+    let result = fetch(&server, "and(__name:pre_v)", ts_ms / 1000, "");
+    let pre_samples: u64 = numeric_slices(series(&result, "pre_v|ST[host:h3]"))
+        .iter()
+        .map(|s| s["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(pre_samples, 2, "existing series keep being written");
+    let metrics = serve_common::metrics_text(&server);
+    let refused = |limit: &str| -> u64 {
+        let prefix = format!("strata_series_refused_total{{limit=\"{limit}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("no {prefix} in {metrics}"))
+            .parse()
+            .unwrap()
+    };
+    let source_refused = (200_000 - flood as u64) + 1 + 500;
+    assert_eq!(refused("source_series_new_per_minute_max"), source_refused);
+    assert!(refused("series_new_per_minute_max") > 2000);
+    assert!(metrics.contains("strata_series_active "), "{metrics}");
+}
+
+/// Sends a remote write 1.0 request; the status and the body.
+fn remote_write(server: &Server, timeseries: Vec<proto::TimeSeries>) -> (u16, String) {
+    use prost::Message as _;
+    let raw = proto::WriteRequest { timeseries }.encode_to_vec();
+    let body = snap::raw::Encoder::new().compress_vec(&raw).unwrap();
+    let response = client()
+        .post(server.url("/api/v1/write"))
+        .header("Content-Encoding", "snappy")
+        .header("Content-Type", "application/x-protobuf")
+        .body(body)
+        .send()
+        .unwrap();
+    (response.status().as_u16(), response.text().unwrap())
+}
+
+/// One float sample of a series named `name`.
+fn float_series(name: &str, value: f64, ts_ms: i64) -> proto::TimeSeries {
+    proto::TimeSeries {
+        labels: vec![proto::Label {
+            name: b"__name__".to_vec(),
+            value: name.as_bytes().to_vec(),
+        }],
+        samples: vec![proto::Sample {
+            value,
+            timestamp: ts_ms,
+        }],
+        ..proto::TimeSeries::default()
+    }
+}
+
+/// A PromQL instant query's answer: status and JSON.
+fn promql(server: &Server, query: &str, time_s: i64) -> (u16, serde_json::Value) {
+    let url = server.url(&format!(
+        "/api/v1/query?query={}&time={time_s}",
+        serve_common::urlencode(query)
+    ));
+    let response = client().get(url).send().unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().unwrap())
+}
+
+/// Samples older than the store keeps (its coarsest level's retention, 5 years, less a day) are
+/// refused with a 400 naming the series and the timestamp while the rest of the request is
+/// stored (Influx `partial write`, remote write as Prometheus does); NaN and ±Inf in remote
+/// write are stored as values (PromQL answers `NaN`), apart from the stale marker, which ends
+/// its series.
+#[test]
+fn samples_past_retention_are_refused_and_nan_is_a_value() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let now_ms = now_s() * 1000 - 60_000;
+    let six_years_ms = 6 * 365 * 86_400_000i64;
+    let old_ms = now_ms - six_years_ms;
+    let body = format!("kept,a=b v=1 {now_ms}\nancient,a=b v=1 {old_ms}\n");
+    let (status, answer) = influx_from(&client(), &server, body, &[]);
+    assert_eq!(status, 400, "{answer}");
+    let message = answer["message"].as_str().unwrap();
+    assert!(message.starts_with("partial write: "), "{message}");
+    assert!(message.contains("line 2"), "{message}");
+    assert!(
+        message.contains(&format!("timestamp {old_ms} ms")),
+        "{message}"
+    );
+    assert_eq!(found(&server, "and(__name:kept_v)"), 1);
+    assert_eq!(found(&server, "and(__name:ancient_v)"), 0);
+
+    let (status, text) = remote_write(
+        &server,
+        vec![
+            float_series("rw_kept", 1.0, now_ms),
+            float_series("rw_ancient", 1.0, old_ms),
+        ],
+    );
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("rw_ancient") && text.contains(&old_ms.to_string()),
+        "{text}"
+    );
+    assert_eq!(found(&server, "and(__name:rw_kept)"), 1);
+    assert_eq!(found(&server, "and(__name:rw_ancient)"), 0);
+
+    let stale = f64::from_bits(0x7ff0_0000_0000_0002);
+    let (status, text) = remote_write(
+        &server,
+        vec![
+            float_series("quantile_empty", f64::NAN, now_ms),
+            float_series("overflowed", f64::INFINITY, now_ms),
+            float_series("ended", 1.0, now_ms - 1_000),
+            float_series("ended", stale, now_ms),
+        ],
+    );
+    assert_eq!(status, 204, "{text}");
+    let at_s = now_ms / 1000 + 1;
+    let (status, answer) = promql(&server, "quantile_empty", at_s);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["data"]["result"][0]["value"][1], "NaN", "{answer}");
+    let (_, answer) = promql(&server, "overflowed", at_s);
+    assert_eq!(answer["data"]["result"][0]["value"][1], "+Inf", "{answer}");
+    let (_, answer) = promql(&server, "ended", at_s);
+    assert_eq!(answer["data"]["result"], serde_json::json!([]), "{answer}");
+}
+
+/// PromQL queries share the query memory budget: with a 16 MiB budget each query holds 4 MiB
+/// and may load at most 131,072 samples. One loading more is refused with a 422 before it
+/// holds them; 16 at once each get a share or a 503 in the Prometheus error shape; the server
+/// stays up and small.
+#[test]
+fn promql_queries_share_the_query_memory_budget() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("strata.toml");
+    std::fs::write(&config, "[limits]\nquery_memory_bytes_max = 16777216\n").unwrap();
+    let mut server = Server::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    // 100 series × 1,800 samples (one a second over the half hour before now).
+    let end_ms = (now_s() - 60) * 1000;
+    let start_ms = end_ms - 1_800_000;
+    for s in 0..100 {
+        let lines: String = (0..1_800)
+            .map(|i| format!("big,s=s{s} v={i} {}\n", start_ms + i * 1_000))
+            .collect();
+        let (status, body) = influx_from(&client(), &server, lines, &[]);
+        assert_eq!(status, 204, "{body}");
+    }
+    let end_s = end_ms / 1000;
+    let (status, answer) = promql(&server, "sum(count_over_time(big_v[30m]))", end_s);
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(answer["errorType"], "execution", "{answer}");
+    let answers = Mutex::new(Vec::new());
+    let watched = during(&server, end_ms + 1, || {
+        std::thread::scope(|scope| {
+            for _ in 0..16 {
+                scope.spawn(|| {
+                    // About 1,200 samples of each of 100 series: within one query's share.
+                    let (status, answer) =
+                        promql(&server, "sum(count_over_time(big_v[20m]))", end_s);
+                    answers.lock().unwrap().push((status, answer));
+                });
+            }
+        });
+    });
+    let answers = answers.into_inner().unwrap();
+    let statuses: Vec<u16> = answers.iter().map(|(s, _)| *s).collect();
+    eprintln!("16 PromQL queries at once: {statuses:?}");
+    for (status, answer) in &answers {
+        match status {
+            200 => {
+                let counted = answer["data"]["result"][0]["value"][1].as_str().unwrap();
+                assert!(counted.parse::<f64>().unwrap() > 100_000.0, "{answer}");
+            }
+            503 => {
+                assert_eq!(answer["errorType"], "unavailable", "{answer}");
+                let error = answer["error"].as_str().unwrap();
+                assert!(error.contains("limits.query_memory_bytes_max"), "{error}");
+            }
+            other => panic!("status {other}: {answer}"),
+        }
+    }
+    assert!(statuses.contains(&200), "{statuses:?}");
+    assert_survived(&mut server, &watched, "PromQL queries", RSS_BYTES_MAX);
+}
+
+/// Rough edges a client meets: an httptrap body whose every metric is rejected (a bad key,
+/// invalid UTF-8) is a 400 naming the key, not a 200 with `stats: 0`; a method a route does not
+/// take is a 405 with a JSON body; rejected statsd datagrams and Graphite lines are counted in
+/// `/metrics` and logged at most once per 10 s per listener, with how many there were.
+#[test]
+fn rejections_are_4xx_with_bodies_and_bad_lines_are_logged_rate_limited() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let log = dir.path().join("stderr.log");
+    let mut cmd = serve_common::strata();
+    cmd.arg("serve")
+        .args(["--http", "127.0.0.1:0", "--statsd", "127.0.0.1:0"])
+        .args(["--graphite", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .stderr(std::fs::File::create(&log).unwrap());
+    let server = Server::spawn(cmd, &data);
+    let http = client();
+    let trap = server.url("/module/httptrap/edge/any");
+    let answer = http.put(&trap).body(r#"{"bad|ST[x": 1}"#).send().unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    let body: serde_json::Value = answer.json().unwrap();
+    assert_eq!(body["stats"], 0, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("bad|ST[x"),
+        "{body}"
+    );
+    let answer = http
+        .put(&trap)
+        .body(b"{\"ok\xff\": 1}".to_vec())
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    let body: serde_json::Value = answer.json().unwrap();
+    assert!(body["error"].as_str().unwrap().contains("UTF-8"), "{body}");
+    // Partly good: a 200 reporting what was stored and filtered.
+    let answer = http
+        .put(&trap)
+        .body(r#"{"fine": 1, "bad|ST[x": 1}"#)
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+
+    for (method, path) in [
+        ("GET", "/write"),
+        ("DELETE", "/api/v1/query"),
+        ("POST", "/health"),
+        ("PATCH", "/api/strata/v1/caql"),
+    ] {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let answer = http
+            .request(method.clone(), server.url(path))
+            .send()
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 405, "{method} {path}");
+        let body: serde_json::Value = answer.json().unwrap();
+        let error = body["error"].as_str().unwrap();
+        assert!(
+            error.contains(method.as_str()) && error.contains(path),
+            "{error}"
+        );
+    }
+
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..50 {
+        let datagram = format!("not a statsd line {i}");
+        socket
+            .send_to(datagram.as_bytes(), server.statsd.as_deref().unwrap())
+            .unwrap();
+    }
+    let mut graphite = std::net::TcpStream::connect(server.graphite.as_deref().unwrap()).unwrap();
+    graphite.write_all(b"no value here\nstill none\n").unwrap();
+    drop(graphite);
+    let rejected = |endpoint: &str| -> u64 {
+        let metrics = serve_common::metrics_text(&server);
+        let prefix = format!("strata_ingest_samples_rejected_total{{endpoint=\"{endpoint}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    };
+    serve_common::eventually("the rejections counted", || {
+        (rejected("statsd") >= 50 && rejected("graphite") >= 2).then_some(())
+    });
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let statsd_lines: Vec<&str> = logged.lines().filter(|l| l.contains("statsd: ")).collect();
+    assert_eq!(statsd_lines.len(), 1, "{logged}");
+    assert!(statsd_lines[0].contains("not a statsd line"), "{logged}");
+    let graphite_lines = logged.lines().filter(|l| l.contains("graphite: ")).count();
+    assert_eq!(graphite_lines, 1, "{logged}");
+}
+
+/// A data directory on a volume too small for a new store (a 32 MiB tmpfs; the write-ahead log
+/// segment alone is 64 MiB) is refused at start with one line naming the path, the free bytes
+/// and what is needed, exit 1; `/health` and `/metrics` report the store's background work.
+#[test]
+fn a_volume_too_small_is_refused_at_start_in_one_line() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().join("small");
+    std::fs::create_dir(&mount).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=32m", "tmpfs"])
+        .arg(&mount)
+        .status()
+        .unwrap();
+    assert!(
+        mounted.success(),
+        "mounting a tmpfs (the tests run as root)"
+    );
+    let data = mount.join("data");
+    let output = serve_common::strata()
+        .arg("serve")
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--statsd",
+            "off",
+            "--graphite",
+            "off",
+        ])
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    let _ = std::process::Command::new("umount").arg(&mount).status();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("strata serve:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    let line = lines[0];
+    assert!(line.contains(data.to_str().unwrap()), "{line}");
+    assert!(
+        line.contains("bytes free") && line.contains("needs at least 83886080"),
+        "{line}"
+    );
+    assert!(!line.contains("Os {") && !line.contains("kind:"), "{line}");
+
+    let server = Server::start(&dir.path().join("roomy"), &[]);
+    let health = serve_common::get_json(&server.url("/health"));
+    assert_eq!(health["status"], "ok");
+    let metrics = serve_common::metrics_text(&server);
+    assert!(
+        metrics.contains("strata_store_flush_failures_total 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("strata_store_flush_failing 0"),
+        "{metrics}"
+    );
+}
+
+/// CORS is off by default (no `Access-Control-*` answer, a foreign origin refused) and on for
+/// the origins of `http.cors_origins`: their preflight is answered 204 with the methods and
+/// headers the API takes (before the token check: a preflight carries none), and their
+/// requests, token included, get `Access-Control-Allow-Origin`.
+#[test]
+fn cors_is_off_by_default_and_answers_configured_origins() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let plain = Server::start(&dir.path().join("plain"), &[]);
+    let preflight = |server: &Server, origin: &str| {
+        client()
+            .request(reqwest::Method::OPTIONS, server.url("/api/v1/query"))
+            .header("Origin", origin)
+            .header("Access-Control-Request-Method", "POST")
+            .header("Access-Control-Request-Headers", "authorization")
+            .send()
+            .unwrap()
+    };
+    let answer = preflight(&plain, "https://grafana.example.com");
+    assert_eq!(answer.status().as_u16(), 403);
+    assert!(answer
+        .headers()
+        .get("access-control-allow-origin")
+        .is_none());
+    drop(plain);
+
+    let config = dir.path().join("strata.toml");
+    std::fs::write(
+        &config,
+        "[auth]\ntoken = \"t0ken\"\n[http]\ncors_origins = [\"https://grafana.example.com\"]\n",
+    )
+    .unwrap();
+    let server = Server::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let answer = preflight(&server, "https://grafana.example.com");
+    assert_eq!(answer.status().as_u16(), 204);
+    let headers = answer.headers();
+    assert_eq!(
+        headers["access-control-allow-origin"],
+        "https://grafana.example.com"
+    );
+    assert!(headers["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .contains("authorization"));
+    let answer = client()
+        .get(server.url("/api/v1/query?query=1"))
+        .header("Origin", "https://grafana.example.com")
+        .header("Authorization", "Bearer t0ken")
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    assert_eq!(
+        answer.headers()["access-control-allow-origin"],
+        "https://grafana.example.com"
+    );
+    // Another origin still gets nothing.
+    let answer = preflight(&server, "https://evil.example");
+    assert_eq!(answer.status().as_u16(), 403);
+    assert!(answer
+        .headers()
+        .get("access-control-allow-origin")
+        .is_none());
 }

@@ -18,12 +18,14 @@ use journal::{Journal, Start, Ticket};
 
 use crate::batch::{KeyRef, SampleValue, Value, WriteBatch};
 use crate::blockset::{self, Blocks, Frozen};
+use crate::cardinality::{CardinalityLimit, CardinalityStats};
 use crate::engine::{
-    InFlight, Inner, ReplayReport, StoreOptions, BASE_PERIOD_MS_MIN, HEAD_SUBSCRIBER,
+    BackgroundFailures, InFlight, Inner, ReplayReport, StoreOptions, BASE_PERIOD_MS_MIN,
+    HEAD_SUBSCRIBER,
 };
 use crate::flush;
 use crate::head::{CumulativeState, Head, Offsets};
-use crate::index::SeriesIndex;
+use crate::index::{Resolved, SeriesIndex};
 use crate::key::StreamKey;
 use crate::manifest::Manifest;
 use crate::read::View;
@@ -49,6 +51,13 @@ const BACKGROUND_ROLLUP_PARTITIONS_MAX: usize = 8;
 /// the bytes of one block of the whole partition (15-minute flushes: 23.8 against 15.8 bytes
 /// per histogram sample), and reads open each.
 const BACKGROUND_COMPACT_PARTITIONS_MAX: usize = 2;
+/// A batch's entries resolved: the ids to write and what was left out.
+struct Settled {
+    ids: Vec<SeriesId>,
+    kind_rejections: Vec<KindRejection>,
+    refused: Vec<CardinalityRefusal>,
+}
+
 /// What a write did with its batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Written {
@@ -67,6 +76,29 @@ pub struct KindRejection {
     pub requested: Kind,
     /// How many of the batch's samples named it.
     pub samples: usize,
+}
+
+/// Samples [`Store::write_limited`] left out: their key is new and a cardinality limit refused
+/// to create it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CardinalityRefusal {
+    /// The canonical key.
+    pub key: String,
+    pub limit: CardinalityLimit,
+    /// The limit's bound.
+    pub max: u64,
+    /// How many of the batch's samples named it.
+    pub samples: usize,
+}
+
+/// What [`Store::write_limited`] did with a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitedWrite {
+    pub written: Written,
+    /// Samples of keys that exist with another kind, left out.
+    pub kind_rejections: Vec<KindRejection>,
+    /// Samples of new keys a cardinality limit refused, left out.
+    pub refused: Vec<CardinalityRefusal>,
 }
 
 pub struct Store {
@@ -94,6 +126,7 @@ impl Store {
             },
         )?;
         let index = SeriesIndex::open(&dir.join("index"))?;
+        index.set_limits(opts.cardinality)?;
         let series_count = index.snapshot()?.series_count();
         if !journal
             .subscribers()?
@@ -128,6 +161,7 @@ impl Store {
             },
             stop: (Mutex::new(false), Condvar::new()),
             flush_failing: AtomicBool::new(false),
+            background_failures: Mutex::new(BackgroundFailures::default()),
             opts,
         };
         let mut inner = inner;
@@ -232,6 +266,46 @@ impl Store {
         let (ids, rejected) = self.inner.resolve_partial(batch)?;
         self.inner.write_resolved(batch, &ids, admitted)?;
         Ok((Written::Applied, rejected))
+    }
+
+    /// As [`Store::write_partial`], holding the series the batch would create to the
+    /// cardinality limits (`StoreOptions::cardinality`) for its sender: the batch's origin's
+    /// source when it has one, `sender` otherwise. The samples of a refused key are left out
+    /// (and listed); every existing series is written as usual.
+    pub fn write_limited(
+        &self,
+        batch: &WriteBatch,
+        sender: &str,
+    ) -> Result<LimitedWrite, StoreError> {
+        let Some(admitted) = self.inner.admit(batch.origin())? else {
+            return Ok(LimitedWrite {
+                written: Written::Duplicate,
+                kind_rejections: Vec::new(),
+                refused: Vec::new(),
+            });
+        };
+        let source = batch.origin().map_or(sender, |o| o.source.as_str());
+        let resolved = self.inner.resolve_limited(batch, source)?;
+        self.inner.write_resolved(batch, &resolved.ids, admitted)?;
+        Ok(LimitedWrite {
+            written: Written::Applied,
+            kind_rejections: resolved.kind_rejections,
+            refused: resolved.refused,
+        })
+    }
+
+    /// The cardinality limits' counts (new series this minute, active series, refusals).
+    pub fn cardinality_stats(&self) -> Result<CardinalityStats, StoreError> {
+        Ok(self.inner.index.cardinality_stats()?.unwrap_or_default())
+    }
+
+    /// Background flushes and maintenance passes that failed (a full disk, a failing device).
+    pub fn background_failures(&self) -> BackgroundFailures {
+        self.inner
+            .background_failures
+            .lock()
+            .map(|f| f.clone())
+            .unwrap_or_default()
     }
 
     /// Sources whose applied batches the store keeps (exactly-once state).
@@ -625,46 +699,94 @@ impl Inner {
     ) -> Result<(Vec<SeriesId>, Vec<KindRejection>), StoreError> {
         let keys: Vec<_> = batch.entry_keys().collect();
         let resolved = self.index.resolve_partial(&keys)?;
-        let mut ids = Vec::with_capacity(keys.len());
-        let mut rejected = Vec::new();
+        let resolved = resolved
+            .into_iter()
+            .map(|r| match r {
+                Ok(id) => Resolved::Id(id),
+                Err((id, kind)) => Resolved::OtherKind(id, kind),
+            })
+            .collect();
+        let out = self.settle(batch, &keys, resolved)?;
+        debug_assert!(out.refused.is_empty());
+        Ok((out.ids, out.kind_rejections))
+    }
+
+    /// As [`Inner::resolve_partial`], with `REJECTED` for new keys a cardinality limit refused
+    /// too.
+    fn resolve_limited(&self, batch: &WriteBatch, source: &str) -> Result<Settled, StoreError> {
+        let keys: Vec<_> = batch.entry_keys().collect();
+        let resolved = self.index.resolve_limited(&keys, source)?;
+        self.settle(batch, &keys, resolved)
+    }
+
+    /// The ids to write (`REJECTED` for entries left out), the rejections and refusals with
+    /// their sample counts; new series made durable.
+    fn settle(
+        &self,
+        batch: &WriteBatch,
+        keys: &[(KeyRef<'_>, Kind)],
+        resolved: Vec<Resolved>,
+    ) -> Result<Settled, StoreError> {
+        let mut out = Settled {
+            ids: Vec::with_capacity(keys.len()),
+            kind_rejections: Vec::new(),
+            refused: Vec::new(),
+        };
+        // Entry slots left out, in slot order, to count their samples once.
+        let mut left_out = Vec::new();
+        let limits = self.index.limits()?.unwrap_or_default();
         for (slot, r) in resolved.into_iter().enumerate() {
+            let key_text = || -> Result<String, StoreError> {
+                Ok(match keys[slot].0 {
+                    KeyRef::Text(text) => text.to_owned(),
+                    KeyRef::Id(id) => self.index.key_text(id)?.unwrap_or_default(),
+                })
+            };
             match r {
-                Ok(id) => ids.push(id),
-                Err((id, existing)) => {
-                    ids.push(wal::REJECTED);
-                    rejected.push(KindRejection {
-                        key: match keys[slot].0 {
-                            KeyRef::Text(text) => text.to_owned(),
-                            KeyRef::Id(_) => self.index.key_text(id)?.unwrap_or_default(),
-                        },
+                Resolved::Id(id) => out.ids.push(id),
+                Resolved::OtherKind(_, existing) => {
+                    out.ids.push(wal::REJECTED);
+                    left_out.push((slot, true, out.kind_rejections.len()));
+                    out.kind_rejections.push(KindRejection {
+                        key: key_text()?,
                         existing,
                         requested: keys[slot].1,
                         samples: 0,
                     });
                 }
+                Resolved::Refused(limit) => {
+                    out.ids.push(wal::REJECTED);
+                    left_out.push((slot, false, out.refused.len()));
+                    out.refused.push(CardinalityRefusal {
+                        key: key_text()?,
+                        limit,
+                        max: limit.max(&limits),
+                        samples: 0,
+                    });
+                }
             }
         }
-        if !rejected.is_empty() {
-            let mut per_entry = vec![0usize; ids.len()];
+        if !left_out.is_empty() {
+            let mut per_entry = vec![0usize; out.ids.len()];
             for s in batch.batch_samples() {
                 per_entry[s.entry as usize] += 1;
             }
-            // `rejected` is in slot order.
-            let counts = ids
-                .iter()
-                .zip(&per_entry)
-                .filter(|(id, _)| **id == wal::REJECTED);
-            for (r, (_, &n)) in rejected.iter_mut().zip(counts) {
-                r.samples = n;
+            for (slot, kind, at) in left_out {
+                if kind {
+                    out.kind_rejections[at].samples = per_entry[slot];
+                } else {
+                    out.refused[at].samples = per_entry[slot];
+                }
             }
         }
-        let id_max = ids
+        let id_max = out
+            .ids
             .iter()
             .filter(|&&id| id != wal::REJECTED)
             .map(|id| id.0)
             .max();
         self.make_series_durable(id_max.unwrap_or(0))?;
-        Ok((ids, rejected))
+        Ok(out)
     }
 
     /// Ensures series `0..=id_max` are fsynced in the index before a WAL record names them
@@ -897,8 +1019,10 @@ impl Inner {
             drop(stopped);
             let mut flushed = false;
             if self.flush_due() {
-                let failed = self.flush().is_err();
+                let result = self.flush();
+                let failed = result.is_err();
                 self.flush_failing.store(failed, Ordering::Release);
+                self.note_background(failed, result.err(), true);
                 flushed = !failed;
             }
             // Right after a flush too (its blocks make the finest level's partition still
@@ -912,15 +1036,38 @@ impl Inner {
                 last_maintenance = Instant::now();
                 let now_ms = crate::rollup::wall_clock_ms();
                 // Failures are retried next tick; nothing is lost by a failed pass.
-                if self
+                let pass = self
                     .build_rollups(now_ms, BACKGROUND_ROLLUP_PARTITIONS_MAX)
-                    .is_ok()
-                {
-                    let _ = self.apply_retention(now_ms);
-                    let _ = self.compact_completed(now_ms, BACKGROUND_COMPACT_PARTITIONS_MAX);
+                    .map(drop)
+                    .and_then(|()| self.apply_retention(now_ms).map(drop))
+                    .and_then(|()| {
+                        self.compact_completed(now_ms, BACKGROUND_COMPACT_PARTITIONS_MAX)
+                            .map(drop)
+                    });
+                if let Err(e) = pass {
+                    self.note_background(true, Some(e), false);
                 }
             }
         }
+    }
+
+    /// Counts a background failure (`failed`) of a flush (`flush`) or a maintenance pass.
+    fn note_background(&self, failed: bool, error: Option<StoreError>, flush: bool) {
+        let Ok(mut f) = self.background_failures.lock() else {
+            return;
+        };
+        if flush {
+            f.flush_failing = failed;
+        }
+        if !failed {
+            return;
+        }
+        if flush {
+            f.flush_failures_total += 1;
+        } else {
+            f.maintenance_failures_total += 1;
+        }
+        f.last_error = error.map(|e| e.to_string());
     }
 
     fn flush_due(&self) -> bool {

@@ -12,6 +12,7 @@ use journal::{Durability, Journal};
 
 use crate::block::BlockId;
 use crate::blockset::State;
+use crate::cardinality::CardinalityOptions;
 use crate::head::{CumulativeState, Head};
 use crate::index::SeriesIndex;
 use crate::series::SeriesId;
@@ -89,6 +90,8 @@ pub struct StoreOptions {
     /// The background flusher also builds rollups and applies retention (wall clock), every
     /// `MAINTENANCE_TICK_MS`.
     pub background_maintenance: bool,
+    /// New and active series limits for `Store::write_limited` (none by default).
+    pub cardinality: CardinalityOptions,
 }
 
 impl Default for StoreOptions {
@@ -107,6 +110,7 @@ impl Default for StoreOptions {
             raw_numeric_retention_ms: 7 * DAY_MS,
             rollup_grace_ms: 30 * MINUTE_MS,
             background_maintenance: true,
+            cardinality: CardinalityOptions::UNLIMITED,
         }
     }
 }
@@ -163,6 +167,19 @@ pub(crate) struct Inner {
     pub stop: (Mutex<bool>, Condvar),
     /// The last background flush failed (it is retried every tick).
     pub flush_failing: AtomicBool,
+    /// Background flushes and maintenance passes that failed, and the last failure's text.
+    pub background_failures: Mutex<BackgroundFailures>,
+}
+
+/// What failed in the background (the store does not log; its owner reads this).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackgroundFailures {
+    /// The last background flush failed (and the head keeps growing until one succeeds).
+    pub flush_failing: bool,
+    pub flush_failures_total: u64,
+    pub maintenance_failures_total: u64,
+    /// The last failure, as its error says it.
+    pub last_error: Option<String>,
 }
 
 /// The WAL records submitted and not yet applied to the head, by start offset (ascending:

@@ -22,6 +22,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use crate::batch::KeyRef;
+use crate::cardinality::{
+    Activity, CardinalityLimit, CardinalityOptions, CardinalityStats, Limiter,
+};
 use crate::error::IndexError;
 use crate::key::{StreamKey, KEY_TEXT_SIZE_MAX};
 use crate::series::{Kind, SeriesId};
@@ -95,6 +98,33 @@ pub(crate) struct Inner {
     pub(crate) kinds: [Postings; 3],
     file: Option<IndexFile>,
     failed: bool,
+    /// Cardinality limits, once set (`SeriesIndex::set_limits`).
+    limiter: Option<Limiter>,
+}
+
+/// How `SeriesIndex::resolve_limited` resolved one key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resolved {
+    /// The series (found, or created now).
+    Id(SeriesId),
+    /// The key exists with another kind.
+    OtherKind(SeriesId, Kind),
+    /// The key is new and a cardinality limit refused it.
+    Refused(CardinalityLimit),
+}
+
+/// The series' activity, as the cardinality limiter counts it.
+struct ActivityOf<'a>(&'a [Series]);
+
+impl Activity for ActivityOf<'_> {
+    fn series_count(&self) -> usize {
+        self.0.len()
+    }
+
+    fn last_ts_ms(&self, id: usize) -> Option<i64> {
+        let last = self.0.get(id)?.last_ts_ms.load(Ordering::Relaxed);
+        (last != i64::MIN).then_some(last)
+    }
 }
 
 struct IndexFile {
@@ -241,7 +271,66 @@ impl SeriesIndex {
         &self,
         keys: &[(KeyRef<'_>, Kind)],
     ) -> Result<Vec<Result<SeriesId, (SeriesId, Kind)>>, IndexError> {
-        const MISSING: SeriesId = SeriesId(u32::MAX);
+        let resolved = self.resolve_with(keys, None)?;
+        Ok(resolved
+            .into_iter()
+            .map(|r| match r {
+                Resolved::Id(id) => Ok(id),
+                Resolved::OtherKind(id, kind) => Err((id, kind)),
+                Resolved::Refused(_) => unreachable!("no limits without a source"),
+            })
+            .collect())
+    }
+
+    /// As [`SeriesIndex::resolve_partial`], holding the series it would create to the limits
+    /// set with [`SeriesIndex::set_limits`], for `source`: a key refused holds
+    /// `Resolved::Refused`. Existing series resolve as usual whatever the limits.
+    pub fn resolve_limited(
+        &self,
+        keys: &[(KeyRef<'_>, Kind)],
+        source: &str,
+    ) -> Result<Vec<Resolved>, IndexError> {
+        self.resolve_with(keys, Some(source))
+    }
+
+    /// The ids of keys that exist (with any kind), `None` for the others; creates nothing.
+    pub fn lookup_partial(
+        &self,
+        keys: &[(KeyRef<'_>, Kind)],
+    ) -> Result<Vec<Option<SeriesId>>, IndexError> {
+        let inner = self.read()?;
+        Ok(keys
+            .iter()
+            .map(|&(key, _)| match key {
+                KeyRef::Text(text) => inner.lookup_text(text).map(|(id, _)| id),
+                KeyRef::Id(id) => inner.series.get(id.0 as usize).map(|_| id),
+            })
+            .collect())
+    }
+
+    /// Sets the cardinality limits `resolve_limited` holds new series to.
+    pub fn set_limits(&self, opts: CardinalityOptions) -> Result<(), IndexError> {
+        let mut inner = self.inner.write().map_err(|_| IndexError::Failed)?;
+        inner.limiter = Some(Limiter::new(opts));
+        Ok(())
+    }
+
+    /// The cardinality counts (`None` without limits set).
+    pub fn cardinality_stats(&self) -> Result<Option<CardinalityStats>, IndexError> {
+        Ok(self.read()?.limiter.as_ref().map(Limiter::stats))
+    }
+
+    /// The limits set, if any.
+    pub fn limits(&self) -> Result<Option<CardinalityOptions>, IndexError> {
+        Ok(self.read()?.limiter.as_ref().map(|l| *l.options()))
+    }
+
+    fn resolve_with(
+        &self,
+        keys: &[(KeyRef<'_>, Kind)],
+        source: Option<&str>,
+    ) -> Result<Vec<Resolved>, IndexError> {
+        const MISSING: Resolved = Resolved::Id(SeriesId(u32::MAX));
         let mut out = Vec::with_capacity(keys.len());
         let mut missing = 0usize;
         {
@@ -255,11 +344,11 @@ impl SeriesIndex {
                     },
                 };
                 out.push(match found {
-                    Some((id, existing)) if existing == kind => Ok(id),
-                    Some((id, existing)) => Err((id, existing)),
+                    Some((id, existing)) if existing == kind => Resolved::Id(id),
+                    Some((id, existing)) => Resolved::OtherKind(id, existing),
                     None => {
                         missing += 1;
-                        Ok(MISSING)
+                        MISSING
                     }
                 });
             }
@@ -267,55 +356,29 @@ impl SeriesIndex {
         if missing == 0 {
             return Ok(out);
         }
-        let mut inner = self.inner.write().map_err(|_| IndexError::Failed)?;
-        if inner.failed {
+        let mut guard = self.inner.write().map_err(|_| IndexError::Failed)?;
+        if guard.failed {
             return Err(IndexError::Failed);
         }
-        // New series are created together (one group record), so a text repeated in the batch
-        // must find the pending one.
-        let first_new = inner.series.len();
-        let mut new: Vec<(StreamKey, Arc<str>, Kind)> = Vec::new();
-        let mut new_by_text: HashMap<&str, usize, foldhash::quality::RandomState> =
-            HashMap::default();
-        for (slot, &(key, kind)) in keys.iter().enumerate() {
-            if out[slot] != Ok(MISSING) {
-                continue;
+        let inner = &mut *guard;
+        // Limits apply to writes that name a source, and only when some key is new.
+        let mut limiter = match (source, inner.limiter.take()) {
+            (Some(source), Some(mut limiter)) => {
+                limiter.prepare(&ActivityOf(&inner.series));
+                let slot = limiter.slot_of(source);
+                Some((limiter, slot))
             }
-            let KeyRef::Text(text) = key else {
-                unreachable!("ids are never missing");
-            };
-            // Another writer (or an earlier slot with the same text) may have added it.
-            let found = inner.lookup_text(text).or_else(|| {
-                let &at = new_by_text.get(text)?;
-                Some((SeriesId((first_new + at) as u32), new[at].2))
-            });
-            out[slot] = match found {
-                Some((id, existing)) if existing == kind => Ok(id),
-                Some((id, existing)) => Err((id, existing)),
-                None => {
-                    let parsed = StreamKey::parse(text).map_err(IndexError::Key)?;
-                    if parsed.canonical_str() != text {
-                        return Err(IndexError::NotCanonical {
-                            text: text.to_owned(),
-                        });
-                    }
-                    let at = new.len();
-                    let id = u32::try_from(first_new + at)
-                        .ok()
-                        .filter(|&id| id < SERIES_MAX)
-                        .ok_or(IndexError::Full)?;
-                    new_by_text.insert(text, at);
-                    new.push((parsed, Arc::from(text), kind));
-                    Ok(SeriesId(id))
-                }
-            };
+            (_, limiter) => {
+                inner.limiter = limiter;
+                None
+            }
+        };
+        let result = inner.create_missing(keys, &mut out, &mut limiter);
+        if let Some((limiter, _)) = limiter {
+            inner.limiter = Some(limiter);
         }
-        let created = inner.create_many(new)?;
-        debug_assert!(created
-            .iter()
-            .enumerate()
-            .all(|(i, id)| id.0 as usize == first_new + i));
-        debug_assert!(out.iter().all(|r| *r != Ok(MISSING)));
+        result?;
+        debug_assert!(out.iter().all(|r| *r != MISSING));
         Ok(out)
     }
 
@@ -522,6 +585,76 @@ fn activity(s: &Series) -> Option<(i64, i64)> {
 }
 
 impl Inner {
+    /// Creates the series of the `MISSING` slots of `out` (see `resolve_with`), together (one
+    /// group record), each admitted by `limiter` first when there is one.
+    fn create_missing(
+        &mut self,
+        keys: &[(KeyRef<'_>, Kind)],
+        out: &mut [Resolved],
+        limiter: &mut Option<(Limiter, u32)>,
+    ) -> Result<(), IndexError> {
+        const MISSING: Resolved = Resolved::Id(SeriesId(u32::MAX));
+        // A text repeated in the batch must find the pending series (or the refusal).
+        let first_new = self.series.len();
+        let mut new: Vec<(StreamKey, Arc<str>, Kind)> = Vec::new();
+        let mut new_by_text: HashMap<&str, Resolved, foldhash::quality::RandomState> =
+            HashMap::default();
+        for (slot, &(key, kind)) in keys.iter().enumerate() {
+            if out[slot] != MISSING {
+                continue;
+            }
+            let KeyRef::Text(text) = key else {
+                unreachable!("ids are never missing");
+            };
+            // Another writer (or an earlier slot with the same text) may have added it.
+            let found = self
+                .lookup_text(text)
+                .or_else(|| match new_by_text.get(text)? {
+                    Resolved::Id(id) => Some((*id, new[(id.0 as usize) - first_new].2)),
+                    _ => None,
+                });
+            if let (None, Some(&refused)) = (found, new_by_text.get(text)) {
+                out[slot] = refused;
+                continue;
+            }
+            out[slot] = match found {
+                Some((id, existing)) if existing == kind => Resolved::Id(id),
+                Some((id, existing)) => Resolved::OtherKind(id, existing),
+                None => {
+                    // Checked before the key is parsed: a flood of refused keys costs little.
+                    let refused = limiter.as_mut().and_then(|(l, source)| l.refuses(*source));
+                    if let Some(limit) = refused {
+                        new_by_text.insert(text, Resolved::Refused(limit));
+                        out[slot] = Resolved::Refused(limit);
+                        continue;
+                    }
+                    let parsed = StreamKey::parse(text).map_err(IndexError::Key)?;
+                    if parsed.canonical_str() != text {
+                        return Err(IndexError::NotCanonical {
+                            text: text.to_owned(),
+                        });
+                    }
+                    let id = u32::try_from(first_new + new.len())
+                        .ok()
+                        .filter(|&id| id < SERIES_MAX)
+                        .ok_or(IndexError::Full)?;
+                    if let Some((limiter, source)) = limiter {
+                        limiter.created(id, *source);
+                    }
+                    new.push((parsed, Arc::from(text), kind));
+                    new_by_text.insert(text, Resolved::Id(SeriesId(id)));
+                    Resolved::Id(SeriesId(id))
+                }
+            };
+        }
+        let created = self.create_many(new)?;
+        debug_assert!(created
+            .iter()
+            .enumerate()
+            .all(|(i, id)| id.0 as usize == first_new + i));
+        Ok(())
+    }
+
     /// Adds new series with the next ids, in order: their records appended to the file (one
     /// write; group records for several), then the in-memory maps. On a
     /// failed append nothing is added.

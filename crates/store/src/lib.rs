@@ -19,6 +19,7 @@ mod aggregate;
 mod batch;
 mod block;
 mod blockset;
+mod cardinality;
 mod compact;
 mod db;
 mod encode;
@@ -48,15 +49,16 @@ mod wal;
 // Open and configure.
 pub use db::{Store, Written};
 pub use engine::{
-    default_levels, LevelOptions, ReplayReport, StoreOptions, BASE_PERIOD_MS_DEFAULT,
-    BASE_PERIOD_MS_MIN, DAY_MS, HOUR_MS, MINUTE_MS, PARTITION_MS_DEFAULT,
+    default_levels, BackgroundFailures, LevelOptions, ReplayReport, StoreOptions,
+    BASE_PERIOD_MS_DEFAULT, BASE_PERIOD_MS_MIN, DAY_MS, HOUR_MS, MINUTE_MS, PARTITION_MS_DEFAULT,
 };
 pub use error::{IndexError, QueryError, StoreError};
 pub use journal::Durability;
 
 // Write.
 pub use batch::{KeyRef, Value, WriteBatch};
-pub use db::KindRejection;
+pub use cardinality::{CardinalityLimit, CardinalityOptions, CardinalityStats};
+pub use db::{CardinalityRefusal, KindRejection, LimitedWrite};
 pub use series::{Kind, SeriesId};
 pub use sources::{
     Origin, SourceId, SourceIdError, IN_FLIGHT_MAX, SEQ_WINDOW, SOURCES_MAX, SOURCE_EVICT_IDLE_MS,
@@ -80,7 +82,7 @@ pub use inspect::{inspect, verify, Inspection, LevelInfo, Problem};
 pub use rollup::{RetentionReport, RollupReport};
 
 // The series index (`Store::index`).
-pub use index::{Cardinality, SeriesIndex, SeriesInfo, Snapshot};
+pub use index::{Cardinality, Resolved, SeriesIndex, SeriesInfo, Snapshot};
 
 // Tag queries.
 pub use tagquery::{Pattern, TagQuery, Term, WORK_MAX_DEFAULT};

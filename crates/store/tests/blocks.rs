@@ -468,3 +468,46 @@ fn a_flush_writes_rice_coded_histogram_chunks() {
         ));
     }
 }
+
+/// A background flush that fails (its blocks directory replaced by a file) is counted and
+/// reported by `background_failures` with its error, nothing acknowledged is lost, and the
+/// report clears once a flush succeeds again.
+#[test]
+fn background_flush_failures_are_reported_until_one_succeeds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = StoreOptions {
+        head_samples_max: 1,
+        background_flush: true,
+        background_maintenance: false,
+        ..opts(1_000)
+    };
+    let store = Store::open(tmp.path(), o.clone()).unwrap();
+    let blocks = tmp.path().join("blocks");
+    std::fs::remove_dir_all(&blocks).unwrap();
+    std::fs::write(&blocks, b"not a directory").unwrap();
+    let mut b = WriteBatch::new();
+    b.numeric(&key("a"), 1_000, 1.0).unwrap();
+    store.write(&b).unwrap();
+    let failing = (0..100)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            store.background_failures()
+        })
+        .find(|f| f.flush_failing)
+        .expect("the background flush failed and said so");
+    assert!(failing.flush_failures_total >= 1);
+    assert!(failing.last_error.is_some());
+    std::fs::remove_file(&blocks).unwrap();
+    std::fs::create_dir(&blocks).unwrap();
+    let recovered = (0..100).find_map(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        Some(store.background_failures()).filter(|f| !f.flush_failing)
+    });
+    let recovered = recovered.expect("a later flush succeeded");
+    assert!(recovered.flush_failures_total >= failing.flush_failures_total);
+    let view = store.view().unwrap();
+    assert_eq!(
+        view.raw_numeric(id(&store, "a"), 0, i64::MAX).unwrap(),
+        vec![(1_000, 1.0)]
+    );
+}

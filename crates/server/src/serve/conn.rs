@@ -20,6 +20,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt as _;
+
+/// The client address of a request (a request extension set per connection).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peer(pub IpAddr);
 
 /// How long a TLS handshake may take before the connection is dropped.
 const HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
@@ -192,7 +197,7 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let acceptor = acceptor.clone();
         let metrics = metrics.clone();
-        let service = TowerToHyperService::new(router.clone());
+        let service = router.clone();
         let watcher = graceful.watcher();
         let builder = builder.clone();
         tokio::spawn(async move {
@@ -245,12 +250,19 @@ pub async fn serve(
 async fn serve_io<IO>(
     builder: &auto::Builder<TokioExecutor>,
     io: IO,
-    service: TowerToHyperService<Router>,
+    router: Router,
     watcher: hyper_util::server::graceful::Watcher,
     peer: std::net::SocketAddr,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    // Each request carries its client's address (the cardinality limits' source).
+    let service = TowerToHyperService::new(router.map_request(
+        move |mut request: axum::http::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(Peer(peer.ip()));
+            request
+        },
+    ));
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     if let Err(e) = watcher.watch(connection.into_owned()).await {
         tracing::debug!(%peer, error = %e, "http: connection ended with an error");

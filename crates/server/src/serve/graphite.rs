@@ -13,6 +13,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use super::conn::PerAddress;
+use super::lograte::Rejections;
 use super::write::{write_body, Protocol};
 use super::{Endpoint, Shared};
 
@@ -62,7 +63,7 @@ pub async fn run(
                 let stop = stop.clone();
                 connections.spawn(async move {
                     tracing::debug!(%peer, "graphite: connection");
-                    connection(app, stream, stop).await;
+                    connection(app, stream, stop, peer.ip().to_string()).await;
                     drop((permit, slot));
                 });
             }
@@ -126,7 +127,16 @@ impl Lines {
     }
 }
 
-async fn connection(app: Shared, mut stream: TcpStream, mut stop: watch::Receiver<bool>) {
+/// Rejected Graphite lines, logged at most once per `lograte::LOG_EVERY_MS`.
+static REJECTED: Rejections = Rejections::new("graphite");
+
+/// `sender` (the client's address) is the cardinality limits' source of its lines.
+async fn connection(
+    app: Shared,
+    mut stream: TcpStream,
+    mut stop: watch::Receiver<bool>,
+    sender: String,
+) {
     let config = &app.config;
     let flush_every = Duration::from_millis(config.graphite.flush_interval_ms);
     let idle_max = Duration::from_millis(config.limits.graphite_idle_timeout_ms);
@@ -150,7 +160,7 @@ async fn connection(app: Shared, mut stream: TcpStream, mut stop: watch::Receive
                     last_read = tokio::time::Instant::now();
                     lines.push_bytes(&chunk[..n]);
                     if lines.pending_lines >= flush_lines_max {
-                        flush(&app, &mut lines).await;
+                        flush(&app, &mut lines, &sender).await;
                     }
                 }
                 Err(e) => {
@@ -159,7 +169,7 @@ async fn connection(app: Shared, mut stream: TcpStream, mut stop: watch::Receive
                 }
             },
             _ = tick.tick() => {
-                flush(&app, &mut lines).await;
+                flush(&app, &mut lines, &sender).await;
                 if last_read.elapsed() >= idle_max {
                     tracing::debug!("graphite: idle connection closed");
                     break;
@@ -179,16 +189,14 @@ async fn connection(app: Shared, mut stream: TcpStream, mut stop: watch::Receive
         }
     }
     lines.finish();
-    flush(&app, &mut lines).await;
+    flush(&app, &mut lines, &sender).await;
 }
 
-async fn flush(app: &Shared, lines: &mut Lines) {
+async fn flush(app: &Shared, lines: &mut Lines, sender: &str) {
     if lines.too_long > 0 {
         app.metrics.batch(Endpoint::Graphite, 0, lines.too_long);
-        tracing::debug!(
-            lines = lines.too_long,
-            "graphite: lines over limits.line_bytes_max skipped"
-        );
+        let example = "a line over limits.line_bytes_max (skipped)";
+        REJECTED.note(lines.too_long as u64, super::now_ms(), sender, example);
         lines.too_long = 0;
     }
     if lines.pending_lines == 0 {
@@ -197,13 +205,21 @@ async fn flush(app: &Shared, lines: &mut Lines) {
     let body = Bytes::from(std::mem::take(&mut lines.pending));
     lines.pending_lines = 0;
     let start_ns = clock::now();
-    let result = write_body(app, Protocol::Graphite, body, Vec::new(), None).await;
+    let result = write_body(
+        app,
+        Protocol::Graphite,
+        body,
+        Vec::new(),
+        None,
+        sender.to_owned(),
+    )
+    .await;
     let status = match &result {
         Ok(outcome) if outcome.rejected_total == 0 => 200,
         Ok(outcome) => {
-            if let Some(text) = &outcome.error {
-                tracing::debug!(error = %text, "graphite: lines rejected");
-            }
+            let example = outcome.error.as_deref().unwrap_or("");
+            let count = outcome.rejected_total as u64;
+            REJECTED.note(count, super::now_ms(), sender, example);
             400
         }
         Err(e) => {

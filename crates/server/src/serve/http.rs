@@ -12,13 +12,14 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::Router;
+use axum::{Extension, Router};
 use http_body_util::BodyExt;
 use serde_json::json;
 use store::key::Tag;
 use tokio::sync::Semaphore;
 
 use super::budget::Share;
+use super::conn::Peer;
 use super::reply::{self, error, json_response, ServeError, Shape, PROTOBUF};
 use super::write::{write_body, Encoding, Protocol};
 use super::{origin, Endpoint, Shared};
@@ -45,14 +46,20 @@ pub fn router(app: Shared) -> Router {
         .route("/health", get(health))
         .fallback(not_found)
         .with_state(app.clone())
-        // The Prometheus-compatible read API (/api/v1/query, series, labels, …).
-        .merge(promql::http::router_with(
-            app.store.clone(),
-            promql::http::Options {
-                metadata: app.metadata.clone(),
-                ..super::alerts::promql_options()
-            },
-        ))
+        // The Prometheus-compatible read API (/api/v1/query, series, labels, …): its samples
+        // bound and its queries' share of the query memory budget from
+        // `limits.query_memory_bytes_max`.
+        .merge(
+            promql::http::router_with(
+                app.store.clone(),
+                promql::http::Options {
+                    metadata: app.metadata.clone(),
+                    limits: promql_limits(&app),
+                    ..super::alerts::promql_options()
+                },
+            )
+            .layer(middleware::from_fn_with_state(app.clone(), promql_budget)),
+        )
         // The analytics language endpoint (/api/strata/v1/caql): its point bound and its share
         // of the query memory budget from `limits.query_memory_bytes_max`.
         .merge(
@@ -65,7 +72,20 @@ pub fn router(app: Shared) -> Router {
         .merge(super::ui::router(app.clone()))
         // What `curl …/install.sh | sh` fetches.
         .merge(super::download::router());
-    routes.layer(middleware::from_fn_with_state(frame_state, frame))
+    routes
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(frame_state, frame))
+}
+
+/// A route asked with a method it does not take: 405 with a JSON body naming the method and
+/// the path (axum's own answer has no body).
+async fn method_not_allowed(request: Request) -> Response {
+    let message = format!(
+        "method {} is not allowed on {}",
+        request.method(),
+        request.uri().path()
+    );
+    error(StatusCode::METHOD_NOT_ALLOWED, message)
 }
 
 /// Bytes a CAQL evaluation is estimated to hold per stream × slice point (the values of every
@@ -96,6 +116,52 @@ async fn caql_budget(State(app): State<Shared>, request: Request, next: Next) ->
     let _held = match app.query_budget.take(share_bytes, &what) {
         Ok(held) => held,
         Err(e) => return e.response(Shape::Json),
+    };
+    next.run(request).await
+}
+
+/// Bytes a PromQL evaluation is estimated to hold per sample it loads (the sample, its share of
+/// the series' buffers and of the result).
+const PROMQL_SAMPLE_BYTES: u64 = 32;
+/// PromQL queries that may run at once at their largest: each takes this fraction of the query
+/// memory budget.
+const PROMQL_QUERIES_AT_ONCE: u64 = 4;
+
+/// The Prometheus API's limits with its samples bound set so that `PROMQL_QUERIES_AT_ONCE`
+/// queries of the most samples fit in the query memory budget (never above its own default).
+fn promql_limits(app: &Shared) -> promql::eval::Limits {
+    let share_bytes = app.config.limits.query_memory_bytes_max / PROMQL_QUERIES_AT_ONCE;
+    let defaults = promql::eval::Limits::default();
+    promql::eval::Limits {
+        samples_per_query_max: (share_bytes / PROMQL_SAMPLE_BYTES)
+            .clamp(1, defaults.samples_per_query_max),
+        ..defaults
+    }
+}
+
+/// Every PromQL query (instant or range) holds its share of the query memory budget while it
+/// runs; without one it is answered 503 in the Prometheus API's error shape, as Prometheus
+/// answers a query it cannot run now.
+async fn promql_budget(State(app): State<Shared>, request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    if path != "/api/v1/query" && path != "/api/v1/query_range" {
+        return next.run(request).await;
+    }
+    let share_bytes = app.config.limits.query_memory_bytes_max / PROMQL_QUERIES_AT_ONCE;
+    let what = format!(
+        "a PromQL query of up to {} samples",
+        promql_limits(&app).samples_per_query_max
+    );
+    let _held = match app.query_budget.take(share_bytes, &what) {
+        Ok(held) => held,
+        Err(e) => {
+            let body = json!({
+                "status": "error",
+                "errorType": "unavailable",
+                "error": e.message,
+            });
+            return json_response(e.status, body);
+        }
     };
     next.run(request).await
 }
@@ -187,11 +253,12 @@ fn browser_refusal(app: &Shared, request: &Request) -> Option<String> {
             let configured = auth
                 .allowed_origins
                 .iter()
+                .chain(&app.config.http.cors_origins)
                 .any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(origin));
             (!own && !configured).then(|| {
                 format!(
                     "a request from the web page of `{origin}` is refused: that origin is not \
-                     in auth.allowed_origins"
+                     in auth.allowed_origins or http.cors_origins"
                 )
             })
         }
@@ -204,10 +271,75 @@ fn browser_refusal(app: &Shared, request: &Request) -> Option<String> {
     }
 }
 
+/// The request's `Origin` when it is one of `http.cors_origins`.
+fn cors_origin(app: &Shared, request: &Request) -> Option<HeaderValue> {
+    let origin = request.headers().get(header::ORIGIN)?;
+    let text = origin.to_str().ok()?;
+    app.config
+        .http
+        .cors_origins
+        .iter()
+        .any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(text))
+        .then(|| origin.clone())
+}
+
+/// How long a browser may keep a preflight's answer.
+const CORS_MAX_AGE_S: &str = "600";
+
+/// The answer to a CORS preflight from a configured origin: the methods and headers the API
+/// takes (credentials are the bearer token, sent as a header).
+fn cors_preflight(origin: HeaderValue) -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, PUT, DELETE"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(
+            "authorization, content-type, content-encoding, strata-source, strata-epoch, \
+             strata-sequence",
+        ),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static(CORS_MAX_AGE_S),
+    );
+    headers.insert(header::VARY, HeaderValue::from_static("origin"));
+    response
+}
+
 async fn frame_inner(frame: &Frame, endpoint: Endpoint, request: Request, next: Next) -> Response {
     if let Some(refusal) = browser_refusal(&frame.app, &request) {
         return error(StatusCode::FORBIDDEN, refusal);
     }
+    let cors = cors_origin(&frame.app, &request);
+    // A preflight carries no credentials: answered before the token check.
+    let preflight = request.method() == axum::http::Method::OPTIONS
+        && request
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    if let (Some(origin), true) = (&cors, preflight) {
+        return cors_preflight(origin.clone());
+    }
+    let mut response = frame_checked(frame, endpoint, request, next).await;
+    if let Some(origin) = cors {
+        let headers = response.headers_mut();
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        headers.append(header::VARY, HeaderValue::from_static("origin"));
+    }
+    response
+}
+
+/// The token check, the concurrency bound and the request timeout around a request.
+async fn frame_checked(
+    frame: &Frame,
+    endpoint: Endpoint,
+    request: Request,
+    next: Next,
+) -> Response {
     if let Some(token) = &frame.app.config.auth.token {
         let public = super::download::PUBLIC_PATHS.contains(&request.uri().path());
         if endpoint != Endpoint::Health && !public {
@@ -256,11 +388,27 @@ async fn not_found() -> Response {
 
 /// Features of this core's API an installer checks for before it writes anything.
 const SUPPORTS: [&str; 4] = ["checks", "owner", "unchanged", "download"];
+const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-async fn health() -> Response {
+/// `{"status": "ok"}`, or `"degraded"` with the problem while the store's background flushes
+/// fail (writes are still durable in the write-ahead log; a 200 either way, so a load
+/// balancer keeps the server that still accepts writes).
+async fn health(State(app): State<Shared>) -> Response {
+    let failures = app.store.background_failures();
+    if failures.flush_failing {
+        let problem = format!(
+            "background flushes are failing ({} so far): {}",
+            failures.flush_failures_total,
+            failures.last_error.as_deref().unwrap_or("unknown error")
+        );
+        return json_response(
+            StatusCode::OK,
+            json!({ "status": "degraded", "problems": [problem], "version": VERSION, "supports": SUPPORTS }),
+        );
+    }
     json_response(
         StatusCode::OK,
-        json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION"), "supports": SUPPORTS }),
+        json!({ "status": "ok", "version": VERSION, "supports": SUPPORTS }),
     )
 }
 
@@ -287,6 +435,27 @@ async fn metrics(State(app): State<Shared>) -> Response {
              strata_store_cumulative_left_out_total {n}\n"
         );
     }
+    if let Ok(stats) = app.store.cardinality_stats() {
+        cardinality_text(&mut text, &stats);
+    }
+    let failures = app.store.background_failures();
+    let _ = write!(
+        text,
+        "# HELP strata_store_flush_failures_total Background flushes of the head to blocks that \
+         failed (retried; the data stays in the write-ahead log).\n\
+         # TYPE strata_store_flush_failures_total counter\n\
+         strata_store_flush_failures_total {}\n\
+         # HELP strata_store_maintenance_failures_total Background rollup, retention and \
+         compaction passes that failed (retried).\n\
+         # TYPE strata_store_maintenance_failures_total counter\n\
+         strata_store_maintenance_failures_total {}\n\
+         # HELP strata_store_flush_failing 1 while the last background flush failed.\n\
+         # TYPE strata_store_flush_failing gauge\n\
+         strata_store_flush_failing {}\n",
+        failures.flush_failures_total,
+        failures.maintenance_failures_total,
+        u8::from(failures.flush_failing)
+    );
     (
         [(
             header::CONTENT_TYPE,
@@ -295,6 +464,34 @@ async fn metrics(State(app): State<Shared>) -> Response {
         text,
     )
         .into_response()
+}
+
+/// The cardinality limits' counts and refusals in the Prometheus text format.
+fn cardinality_text(text: &mut String, stats: &store::CardinalityStats) {
+    let _ = write!(
+        text,
+        "# HELP strata_series_active Series with a sample within cardinality.active_window_s (as \
+         of the last count, each minute), plus those created since.\n\
+         # TYPE strata_series_active gauge\n\
+         strata_series_active {}\n\
+         # HELP strata_series_new_this_minute Series created in the current minute.\n\
+         # TYPE strata_series_new_this_minute gauge\n\
+         strata_series_new_this_minute {}\n\
+         # HELP strata_series_sources Sources whose new and active series are counted.\n\
+         # TYPE strata_series_sources gauge\n\
+         strata_series_sources {}\n\
+         # HELP strata_series_refused_total New series refused, by the cardinality limit that \
+         refused them.\n\
+         # TYPE strata_series_refused_total counter\n",
+        stats.active, stats.new_this_minute, stats.sources
+    );
+    for (limit, n) in store::CardinalityLimit::ALL.iter().zip(stats.refused_total) {
+        let _ = writeln!(
+            text,
+            "strata_series_refused_total{{limit=\"{}\"}} {n}",
+            limit.name()
+        );
+    }
 }
 
 /// Request bodies' buffers kept for the next requests, and the largest kept: a body read into
@@ -564,12 +761,17 @@ async fn httptrap_common(
         .is_some_and(|v| v.trim().eq_ignore_ascii_case(ingest::flat::CONTENT_TYPE));
     let encoding = if flat { Encoding::Flat } else { Encoding::Json };
     let protocol = Protocol::Httptrap(encoding);
+    // A check is the cardinality limits' source of what is sent to it.
+    let sender = format!("httptrap check {check}");
     let written = ingest_body(
         &app,
         &headers,
-        body,
-        protocol,
-        vec![check_tag],
+        Incoming {
+            body,
+            protocol,
+            extra_tags: vec![check_tag],
+            sender,
+        },
         Shape::Httptrap,
     );
     match written.await {
@@ -584,19 +786,51 @@ async fn httptrap_common(
 async fn ingest_body(
     app: &Shared,
     headers: &HeaderMap,
-    body: Body,
-    protocol: Protocol,
-    extra_tags: Vec<Tag>,
+    incoming: Incoming,
     shape: Shape,
 ) -> Result<reply::Outcome, Response> {
+    let Incoming {
+        body,
+        protocol,
+        extra_tags,
+        sender,
+    } = incoming;
     let origin = origin::from_headers(headers, super::now_ms())
         .map_err(|message| ServeError::bad_request(message).response(shape))?;
     let (bytes, _budget) = read_body(app, headers, body)
         .await
         .map_err(|e| e.response(shape))?;
-    write_body(app, protocol, bytes, extra_tags, origin)
+    write_body(app, protocol, bytes, extra_tags, origin, sender)
         .await
         .map_err(|e| e.response(shape))
+}
+
+/// A request body to ingest: its protocol, the tags its keys get, and its sender (the
+/// cardinality limits' source when it names no exactly-once origin).
+struct Incoming {
+    body: Body,
+    protocol: Protocol,
+    extra_tags: Vec<Tag>,
+    sender: String,
+}
+
+/// The client's address as the cardinality limits' source.
+fn address_sender(peer: Option<Extension<Peer>>) -> String {
+    match peer {
+        Some(Extension(Peer(ip))) => ip.to_string(),
+        None => "unknown address".to_owned(),
+    }
+}
+
+impl Incoming {
+    fn from(body: Body, protocol: Protocol, peer: Option<Extension<Peer>>) -> Incoming {
+        Incoming {
+            body,
+            protocol,
+            extra_tags: Vec::new(),
+            sender: address_sender(peer),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -610,6 +844,7 @@ struct InfluxParams {
 async fn influx(
     State(app): State<Shared>,
     Query(params): Query<InfluxParams>,
+    peer: Option<Extension<Peer>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -624,7 +859,8 @@ async fn influx(
         },
     };
     let protocol = Protocol::Influx(precision);
-    match ingest_body(&app, &headers, body, protocol, Vec::new(), Shape::Influx).await {
+    let incoming = Incoming::from(body, protocol, peer);
+    match ingest_body(&app, &headers, incoming, Shape::Influx).await {
         Ok(outcome) => reply::acknowledged(&outcome, reply::influx(&outcome)),
         Err(response) => response,
     }
@@ -633,7 +869,12 @@ async fn influx(
 // ---------------------------------------------------------------------------------------------
 // Prometheus remote write 1.0 and 2.0
 
-async fn remote_write(State(app): State<Shared>, headers: HeaderMap, body: Body) -> Response {
+async fn remote_write(
+    State(app): State<Shared>,
+    peer: Option<Extension<Peer>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -645,7 +886,8 @@ async fn remote_write(State(app): State<Shared>, headers: HeaderMap, body: Body)
                 .response(Shape::Json)
         }
     };
-    let written = ingest_body(&app, &headers, body, protocol, Vec::new(), Shape::Json).await;
+    let incoming = Incoming::from(body, protocol, peer);
+    let written = ingest_body(&app, &headers, incoming, Shape::Json).await;
     match (protocol, written) {
         (Protocol::RemoteWrite2, Ok(outcome)) => {
             reply::acknowledged(&outcome, reply::remote_write2(&outcome))
@@ -684,7 +926,12 @@ fn remote_write_version(content_type: &str) -> Result<Protocol, String> {
 // ---------------------------------------------------------------------------------------------
 // OTLP/HTTP metrics
 
-async fn otlp(State(app): State<Shared>, headers: HeaderMap, body: Body) -> Response {
+async fn otlp(
+    State(app): State<Shared>,
+    peer: Option<Extension<Peer>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -707,7 +954,8 @@ async fn otlp(State(app): State<Shared>, headers: HeaderMap, body: Body) -> Resp
     };
     let shape = Shape::Otlp { json: json_body };
     let protocol = Protocol::Otlp { json: json_body };
-    match ingest_body(&app, &headers, body, protocol, Vec::new(), shape).await {
+    let incoming = Incoming::from(body, protocol, peer);
+    match ingest_body(&app, &headers, incoming, shape).await {
         Ok(outcome) => reply::acknowledged(&outcome, reply::otlp(&outcome, json_body)),
         Err(response) => response,
     }

@@ -14,6 +14,7 @@ mod download;
 mod graphite;
 mod http;
 mod kept;
+mod lograte;
 mod metadata;
 mod metrics;
 mod origin;
@@ -99,6 +100,11 @@ fn series_cache_from_env() -> SeriesCache {
 
 pub type Shared = Arc<App>;
 
+/// The cardinality limits' sender of the server's own writes (self-monitoring, alert states).
+pub const SENDER_SERVER: &str = "server";
+/// The sender of statsd's aggregated intervals (a datagram's sender is not kept).
+pub const SENDER_STATSD: &str = "statsd";
+
 /// Receipt time in ms since the epoch, from the fast wall clock.
 pub fn now_ms() -> i64 {
     (clock::wall() / 1_000_000) as i64
@@ -107,11 +113,15 @@ pub fn now_ms() -> i64 {
 impl App {
     /// Writes a batch the server made itself (a statsd interval, self-monitoring) on the
     /// blocking pool.
-    pub async fn write(self: &Arc<Self>, batch: store::WriteBatch) -> Result<(), ServeError> {
+    pub async fn write(
+        self: &Arc<Self>,
+        batch: store::WriteBatch,
+        sender: &'static str,
+    ) -> Result<(), ServeError> {
         if batch.is_empty() {
             return Ok(());
         }
-        self.write_blocking(move |app| app.store_inserted(None, &mut Inserted::from(batch)))
+        self.write_blocking(move |app| app.store_inserted(None, &mut Inserted::from(batch), sender))
             .await
             .map(drop)
     }
@@ -121,10 +131,13 @@ impl App {
     /// that exists with another kind, which become rejections; the series the batch created
     /// are then learned into the id cache. Counted under `endpoint` (bodies of clients only).
     /// A batch whose origin was applied before is not applied again: `Written::Duplicate`.
+    /// New series are held to the cardinality limits for `sender` (unless the batch names its
+    /// exactly-once source, which is then the sender).
     pub(crate) fn store_inserted(
         &self,
         endpoint: Option<Endpoint>,
         inserted: &mut Inserted,
+        sender: &str,
     ) -> Result<Written, ServeError> {
         // A cluster front hands clients' bodies to Kafka; what the server makes itself
         // (self-monitoring) stays in its own store.
@@ -139,15 +152,16 @@ impl App {
         let mut written = Written::Applied;
         if !inserted.stopped && !inserted.batch.is_empty() {
             let stopwatch = clock::Stopwatch::start();
-            let result = self.store.write_partial(&inserted.batch);
+            let result = self.store.write_limited(&inserted.batch, sender);
             self.metrics
                 .store_write(stopwatch.elapsed_ns(), result.is_ok());
             match result {
-                Ok((Written::Applied, rejected)) => {
-                    inserted.apply_kind_rejections(&rejected);
+                Ok(w) if w.written == Written::Applied => {
+                    inserted.apply_kind_rejections(&w.kind_rejections);
+                    inserted.apply_cardinality_refusals(&w.refused);
                     inserted.learn(&self.store, &self.series_ids);
                 }
-                Ok((Written::Duplicate, _)) => written = Written::Duplicate,
+                Ok(_) => written = Written::Duplicate,
                 Err(e) => {
                     let endpoint = endpoint.map_or("server", |e| e.name());
                     let refusal = ServeError::from_store(&e);
@@ -182,7 +196,7 @@ impl App {
         batch: store::WriteBatch,
     ) -> Result<(), ServeError> {
         if batch.is_empty() || self.cluster_front().is_none() {
-            return self.write(batch).await;
+            return self.write(batch, SENDER_STATSD).await;
         }
         self.write_blocking(move |app| match app.cluster_front() {
             Some(role) => role.produce(&app.store, &batch, now_ms()),
@@ -382,8 +396,10 @@ async fn serve(
     let options = StoreOptions {
         base_period_ms: i64::from(config.store.base_period_s) * 1000,
         durability: cli_config::durability(&config.store.durability)?,
+        cardinality: config.cardinality.options(),
         ..StoreOptions::default()
     };
+    check_volume(&config.store.data_dir, &options)?;
     let dir = config.store.data_dir.clone();
     let open_options = options.clone();
     let store = tokio::task::spawn_blocking(move || Store::open(&dir, open_options))
@@ -433,6 +449,29 @@ async fn serve(
             ));
         }
         tracing::warn!(%addr, "HTTP open to the network without a token (--insecure-open)");
+    }
+    // statsd and Graphite carry no credentials at all: off loopback anyone who reaches the
+    // port writes, whatever auth.token says.
+    let exposed = [
+        ("statsd", statsd_socket.as_ref().map(|s| s.local_addr())),
+        (
+            "graphite",
+            graphite_listener.as_ref().map(|l| l.local_addr()),
+        ),
+    ];
+    for (name, local_addr) in exposed {
+        let Some(Ok(addr)) = local_addr else { continue };
+        if addr.ip().is_loopback() {
+            continue;
+        }
+        if !insecure_open {
+            return Err(format!(
+                "listeners.{name} {addr} is not a loopback address: {name} has no \
+                 authentication, so anyone who reaches the port could write. Bind 127.0.0.1 \
+                 (or \"off\"), or pass --insecure-open"
+            ));
+        }
+        tracing::warn!(%addr, listener = name, "open to the network without authentication (--insecure-open)");
     }
     let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(cert), Some(key)) => Some(conn::acceptor(cert, key)?),
@@ -496,6 +535,7 @@ async fn serve(
         ));
     }
     tasks.spawn(self_monitor(app.clone(), stop_rx.clone()));
+    tasks.spawn(watch_background(app.clone(), stop_rx.clone()));
 
     // The handlers are in place before the start line: whoever reads it may signal at once.
     let signalled = shutdown_signal();
@@ -610,12 +650,82 @@ async fn self_monitor(app: Shared, mut stop: watch::Receiver<bool>) {
             _ = stopped(&mut stop) => true,
         };
         let batch = app.metrics.period_batch(now_ms());
-        if let Err(e) = app.write(batch).await {
+        if let Err(e) = app.write(batch, SENDER_SERVER).await {
             tracing::warn!(error = %e, "writing self-monitoring failed");
         }
         if stopping {
             return;
         }
+    }
+}
+
+/// Room a new store needs besides its first write-ahead log segment: the series index, the
+/// manifest and the first blocks.
+const NEW_STORE_ROOM_BYTES: u64 = 16 << 20;
+
+/// Refuses to create a store on a volume too small for it (its write-ahead log segment is
+/// preallocated whole, so a smaller volume fails on the first write with an error that does not
+/// say why): one line naming the path, the free bytes and what is needed. An existing store
+/// (its `wal` directory there) opens whatever is free: it already holds its segment.
+fn check_volume(data_dir: &std::path::Path, options: &StoreOptions) -> Result<(), String> {
+    if data_dir.join("wal").is_dir() {
+        return Ok(());
+    }
+    // The data directory may not exist yet: the volume is that of its nearest existing parent.
+    let Some(existing) = data_dir.ancestors().find(|p| p.exists()) else {
+        return Ok(());
+    };
+    let Ok(stat) = rustix::fs::statvfs(existing) else {
+        return Ok(());
+    };
+    let free_bytes = stat.f_bavail.saturating_mul(stat.f_frsize);
+    let needed_bytes = options
+        .wal_segment_size_bytes
+        .saturating_add(NEW_STORE_ROOM_BYTES);
+    if free_bytes >= needed_bytes {
+        return Ok(());
+    }
+    Err(format!(
+        "the volume of {} has {free_bytes} bytes free; a new store needs at least {needed_bytes} \
+         ({} MiB write-ahead log segment, preallocated, and {} MiB for the index and first \
+         blocks): free space there or choose another --data-dir",
+        data_dir.display(),
+        options.wal_segment_size_bytes >> 20,
+        NEW_STORE_ROOM_BYTES >> 20
+    ))
+}
+
+/// How often the store's background failures are looked at (and logged when new).
+const BACKGROUND_WATCH_MS: u64 = 5_000;
+
+/// Logs the store's background flush and maintenance failures as they happen: at most one line
+/// per `BACKGROUND_WATCH_MS`, with how many failed since the last and the last error (also
+/// counted in `/metrics`; a failing flush makes `/health` degraded).
+async fn watch_background(app: Shared, mut stop: watch::Receiver<bool>) {
+    let every = Duration::from_millis(BACKGROUND_WATCH_MS);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    let mut seen = store::BackgroundFailures::default();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopped(&mut stop) => return,
+        }
+        let now = app.store.background_failures();
+        let flushes = now.flush_failures_total - seen.flush_failures_total;
+        let passes = now.maintenance_failures_total - seen.maintenance_failures_total;
+        if flushes + passes > 0 {
+            let error = now.last_error.as_deref().unwrap_or("unknown");
+            tracing::error!(
+                failed_flushes = flushes,
+                failed_maintenance = passes,
+                error,
+                "store: background work failed; acknowledged data stays in the write-ahead log \
+                 and is retried"
+            );
+        } else if seen.flush_failing && !now.flush_failing {
+            tracing::warn!("store: background flushes succeed again");
+        }
+        seen = now;
     }
 }
 

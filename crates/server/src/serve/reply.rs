@@ -30,6 +30,9 @@ pub const PROTOBUF: &str = "application/x-protobuf";
 pub struct ServeError {
     pub status: StatusCode,
     pub message: String,
+    /// A limit that refused part of the request, and the metric it refused first: named in
+    /// the JSON body as `limit` and `metric`.
+    pub limited: Option<(String, String)>,
 }
 
 impl fmt::Display for ServeError {
@@ -45,6 +48,7 @@ impl ServeError {
         ServeError {
             status,
             message: message.into(),
+            limited: None,
         }
     }
 
@@ -86,19 +90,25 @@ impl ServeError {
     /// The error in `shape`.
     pub fn response(&self, shape: Shape) -> Response {
         let (status, message) = (self.status, self.message.as_str());
-        match shape {
-            Shape::Json => json_response(status, json!({ "error": message })),
-            Shape::Httptrap => {
-                json_response(status, json!({"stats": 0, "filtered": 0, "error": message}))
+        let with_limit = |mut body: serde_json::Value| {
+            if let Some((limit, metric)) = &self.limited {
+                body["limit"] = json!(limit);
+                body["metric"] = json!(metric);
             }
+            json_response(status, body)
+        };
+        match shape {
+            Shape::Json => with_limit(json!({ "error": message })),
+            Shape::Httptrap => with_limit(json!({"stats": 0, "filtered": 0, "error": message})),
             Shape::Influx => {
                 let code = match status {
                     StatusCode::PAYLOAD_TOO_LARGE => "request too large",
+                    StatusCode::TOO_MANY_REQUESTS => "too many requests",
                     StatusCode::SERVICE_UNAVAILABLE => "unavailable",
                     StatusCode::INTERNAL_SERVER_ERROR => "internal error",
                     _ => "invalid",
                 };
-                json_response(status, json!({ "code": code, "message": message }))
+                with_limit(json!({ "code": code, "message": message }))
             }
             Shape::Otlp { json } => {
                 let code = match status {
@@ -145,14 +155,18 @@ pub struct Outcome {
     pub duplicate: bool,
     /// A remote write 2.0 body: what of it was stored, by kind.
     pub written: Option<ingest::remote_write2::Written>,
+    /// A cardinality limit refused new series (`cardinality.<name>`), the first one's key.
+    pub limited: Option<(String, String)>,
 }
 
 impl Outcome {
-    /// The status for a body with rejections: 413 when the parse stopped at a size bound, 400
-    /// otherwise.
+    /// The status for a body with rejections: 413 when the parse stopped at a size bound, 429
+    /// when a cardinality limit refused new series, 400 otherwise.
     pub fn rejected_status(&self) -> StatusCode {
         if self.too_large {
             StatusCode::PAYLOAD_TOO_LARGE
+        } else if self.limited.is_some() {
+            StatusCode::TOO_MANY_REQUESTS
         } else {
             StatusCode::BAD_REQUEST
         }
@@ -161,7 +175,9 @@ impl Outcome {
     /// The rejections as an error (`None` when there were none).
     fn as_error(&self) -> Option<ServeError> {
         let message = self.error.clone()?;
-        Some(ServeError::new(self.rejected_status(), message))
+        let mut e = ServeError::new(self.rejected_status(), message);
+        e.limited = self.limited.clone();
+        Some(e)
     }
 }
 
@@ -177,8 +193,9 @@ pub fn acknowledged(outcome: &Outcome, mut response: Response) -> Response {
     response
 }
 
-/// httptrap: `200 {"stats", "filtered"[, "error"]}`; a body whose parse stopped is a 4xx with
-/// nothing stored.
+/// httptrap: `200 {"stats", "filtered"[, "error"]}`; a body whose parse stopped, or of which
+/// every metric was rejected, is a 4xx with the rejections named; new series over a
+/// cardinality limit a 429.
 pub fn httptrap(outcome: &Outcome) -> Response {
     if outcome.stopped {
         return json_response(
@@ -193,6 +210,16 @@ pub fn httptrap(outcome: &Outcome) -> Response {
     let mut body = json!({ "stats": outcome.accepted, "filtered": outcome.rejected_total });
     if let Some(text) = &outcome.error {
         body["error"] = json!(text);
+    }
+    // Nothing stored and something rejected (a bad key, invalid UTF-8): not a success.
+    if outcome.accepted == 0 && outcome.rejected_total > 0 && outcome.limited.is_none() {
+        return json_response(StatusCode::BAD_REQUEST, body);
+    }
+    // New series over a cardinality limit: a 429 that still reports what was stored.
+    if let Some((limit, metric)) = &outcome.limited {
+        body["limit"] = json!(limit);
+        body["metric"] = json!(metric);
+        return json_response(StatusCode::TOO_MANY_REQUESTS, body);
     }
     json_response(StatusCode::OK, body)
 }
@@ -212,10 +239,17 @@ pub fn influx(outcome: &Outcome) -> Response {
 
 /// Remote write: 204, or the rejections as a 4xx (Prometheus drops a batch on a 4xx other than
 /// 429 and retries on 5xx: permanently bad data is a 400 naming it, the good series stored).
+/// New series over a cardinality limit are a 400 too: a 429 would be resent for ever, the
+/// series already stored with it.
 pub fn remote_write(outcome: &Outcome) -> Response {
     match outcome.as_error() {
         None => StatusCode::NO_CONTENT.into_response(),
-        Some(e) => e.response(Shape::Json),
+        Some(mut e) => {
+            if e.status == StatusCode::TOO_MANY_REQUESTS {
+                e.status = StatusCode::BAD_REQUEST;
+            }
+            e.response(Shape::Json)
+        }
     }
 }
 

@@ -7,7 +7,11 @@ use std::time::Duration;
 use insert::statsd::Aggregator;
 use tokio::sync::watch;
 
+use super::lograte::Rejections;
 use super::{now_ms, Endpoint, Shared};
+
+/// Rejected statsd lines, logged at most once per `lograte::LOG_EVERY_MS`.
+static REJECTED: Rejections = Rejections::new("statsd");
 
 /// Datagrams read from the socket's queue after the stop signal, before the last flush.
 const DRAIN_DATAGRAMS_MAX: usize = 100_000;
@@ -60,11 +64,17 @@ pub async fn run(app: Shared, socket: tokio::net::UdpSocket, mut stop: watch::Re
     loop {
         tokio::select! {
             received = socket.recv_from(&mut buffer) => match received {
-                Ok((len, _from)) => {
+                Ok((len, from)) => {
                     let start_ns = clock::now();
                     let options = ingest::Options::at(now_ms());
-                    let (accepted, rejected) = aggregator.add_datagram(&buffer[..len], &options);
+                    let datagram = &buffer[..len];
+                    let (accepted, rejected) = aggregator.add_datagram(datagram, &options);
                     app.metrics.batch(Endpoint::Statsd, accepted, rejected);
+                    if rejected > 0 {
+                        let example = String::from_utf8_lossy(datagram);
+                        let from = from.ip().to_string();
+                        REJECTED.note(rejected as u64, options.now_ms, &from, &example);
+                    }
                     let status = if rejected > 0 { 400 } else { 200 };
                     app.metrics.request(Endpoint::Statsd, clock::now().saturating_sub(start_ns), status);
                 }

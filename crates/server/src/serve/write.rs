@@ -73,9 +73,27 @@ pub async fn write_body(
     body: impl AsRef<[u8]> + Send + 'static,
     extra_tags: Vec<Tag>,
     origin: Option<Origin>,
+    sender: String,
 ) -> Result<Outcome, ServeError> {
-    app.write_blocking(move |app| read_and_write(app, protocol, body.as_ref(), &extra_tags, origin))
-        .await
+    app.write_blocking(move |app| {
+        let body = Body {
+            protocol,
+            bytes: body.as_ref(),
+            extra_tags: &extra_tags,
+            sender: &sender,
+        };
+        read_and_write(app, body, origin)
+    })
+    .await
+}
+
+/// One body to read and write, and who sent it (the cardinality limits' source when the body
+/// names no exactly-once origin).
+struct Body<'a> {
+    protocol: Protocol,
+    bytes: &'a [u8],
+    extra_tags: &'a [Tag],
+    sender: &'a str,
 }
 
 /// Bytes of reading buffers kept for a next body (larger ones are dropped after use, so one huge
@@ -96,11 +114,15 @@ static SCRATCH: Kept<Scratch> = Kept::new();
 
 fn read_and_write(
     app: &App,
-    protocol: Protocol,
-    body: &[u8],
-    extra_tags: &[Tag],
+    body: Body<'_>,
     origin: Option<Origin>,
 ) -> Result<Outcome, ServeError> {
+    let Body {
+        protocol,
+        bytes: body,
+        extra_tags,
+        sender,
+    } = body;
     let now_ms = now_ms();
     let cache = &app.series_ids;
     let setup = Setup {
@@ -115,9 +137,14 @@ fn read_and_write(
     let (buffers, mut raw) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
     let mut written = None;
     let mut described = Vec::new();
+    let options = Options {
+        ts_min_ms: accepted_oldest_ms(app.store.options(), now_ms),
+        ..Options::at(now_ms)
+    };
     let mut inserted = read(
         protocol,
         body,
+        &options,
         &setup,
         buffers,
         &mut raw,
@@ -126,7 +153,7 @@ fn read_and_write(
         &app.otlp,
     );
     inserted.batch.set_origin(origin);
-    let result = app.store_inserted(Some(protocol.endpoint()), &mut inserted);
+    let result = app.store_inserted(Some(protocol.endpoint()), &mut inserted, sender);
     if result.is_ok() && !inserted.stopped {
         app.metadata.record(&described);
     }
@@ -138,6 +165,10 @@ fn read_and_write(
         error: inserted.error_text(),
         stopped: inserted.stopped,
         too_large: inserted.stopped_too_large,
+        limited: inserted
+            .limited
+            .as_ref()
+            .map(|(limit, key)| (format!("cardinality.{}", limit.name()), key.clone())),
     };
     if raw.capacity() > RETAINED_RAW_BYTES_MAX {
         raw = Vec::new();
@@ -145,6 +176,28 @@ fn read_and_write(
     let buffers = inserted.take_buffers();
     BUFFERS.with(|b| *b.borrow_mut() = (buffers, raw));
     result.map(|_| outcome)
+}
+
+/// A day: the margin kept below the longest retention, so a sample accepted is never in a
+/// partition retention drops at its next pass (a level's partitions are at most a day long).
+const RETENTION_MARGIN_MS: i64 = store::DAY_MS;
+
+/// The oldest timestamp a write may carry: what the store keeps longest (its coarsest rollup
+/// level's retention, 5 years by default) less a day, and never before 1990. An older sample
+/// would be acknowledged and dropped by the next retention pass; it is refused instead (400
+/// naming it, the rest of the body stored).
+pub fn accepted_oldest_ms(options: &store::StoreOptions, now_ms: i64) -> i64 {
+    let kept_ms = options
+        .levels
+        .iter()
+        .map(|l| l.retention_ms)
+        .chain([options.base_retention_ms, options.raw_numeric_retention_ms])
+        .max()
+        .unwrap_or(options.base_retention_ms);
+    let oldest_ms = now_ms
+        .saturating_sub(kept_ms)
+        .saturating_add(RETENTION_MARGIN_MS);
+    oldest_ms.max(Options::at(now_ms).ts_min_ms)
 }
 
 /// What of a remote write 2.0 body was stored: nothing when its parse stopped; when the store
@@ -174,6 +227,7 @@ fn stored_share(
 fn read(
     protocol: Protocol,
     body: &[u8],
+    options: &Options,
     setup: &Setup<'_>,
     buffers: Buffers,
     raw: &mut Vec<u8>,
@@ -181,7 +235,7 @@ fn read(
     described: &mut Vec<ingest::MetadataOwned>,
     otlp: &ingest::otlp::Translation,
 ) -> Inserted {
-    let options = Options::at(setup.now_ms);
+    let options = *options;
     match protocol {
         Protocol::Httptrap(Encoding::Json) => {
             let mut scratch = SCRATCH.take();

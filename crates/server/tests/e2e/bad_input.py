@@ -90,8 +90,8 @@ def httptrap_cases():
     status, doc = trap(b'{"bad_ts_future": {"_type": "n", "_value": 1, "_ts": 99999999999999}, '
                        b'"bad_ts_old": {"_type": "n", "_value": 1, "_ts": 5}, '
                        b'"bad_ts_text": {"_type": "n", "_value": 1, "_ts": "soon"}}')
-    check("httptrap absurd timestamps: all 3 filtered, error names a key",
-          status == 200 and doc and doc.get("filtered") == 3 and doc.get("stats") == 0
+    check("httptrap absurd timestamps: all 3 filtered, 400, error names a key",
+          status == 400 and doc and doc.get("filtered") == 3 and doc.get("stats") == 0
           and names_in(doc.get("error"), "bad_ts_"), (status, doc))
     check("httptrap absurd timestamps: nothing stored", not stored("bad_ts*"))
 
@@ -99,8 +99,8 @@ def httptrap_cases():
     long_value = "v" * 2000
     status, doc = trap(json.dumps({f"bad_tags|ST[{tags}]": 1,
                                    f"bad_tagval|ST[k:{long_value}]": 1}).encode())
-    check("httptrap huge tag sets: both filtered, named",
-          status == 200 and doc and doc.get("filtered") == 2
+    check("httptrap huge tag sets: both filtered, 400, named",
+          status == 400 and doc and doc.get("filtered") == 2
           and names_in(doc.get("error"), "bad_tag"), (status, doc))
     check("httptrap huge tag sets: nothing stored", not stored("bad_tag*"))
 
@@ -204,13 +204,15 @@ def remote_write_cases():
           not stored("bad_rw_utf") and stored("good_rw_a"))
 
     req = rw_request([([("__name__", "bad_rw_ts")], [(1.0, 99999999999999), (2.0, 5)]),
-                      ([("__name__", "bad_rw_nan")], [(float("inf"), NOW)]),
+                      # +Inf is a value, kept as Prometheus keeps it.
+                      ([("__name__", "rw_inf_value")], [(float("inf"), NOW)]),
                       ([("__name__", "bad_rw_tags")] + [(f"t{i:02}", "v") for i in range(65)],
                        [(1.0, NOW)])])
     status, doc = rw_send(req.SerializeToString())
-    check("remote write absurd timestamps, inf, 65 labels: 400 naming series/sample",
+    check("remote write absurd timestamps, 65 labels: 400 naming series/sample",
           status == 400 and doc and names_in(doc.get("error"), "series"), (status, doc))
     check("remote write: none of those stored", not stored("bad_rw_*"))
+    check("remote write: +Inf stored as a value", stored("rw_inf_value"))
     healthy("bad remote write input")
 
 
