@@ -114,6 +114,18 @@ impl std::fmt::Display for EngineError {
 
 impl std::error::Error for EngineError {}
 
+/// What a create-or-replace did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Put {
+    Created,
+    Replaced,
+    /// The stored definition already was this one: nothing was written.
+    Unchanged,
+}
+
+/// Longest `owner` of a ruleset, in bytes.
+pub const OWNER_BYTES_MAX: usize = 128;
+
 /// Why an API change of a ruleset was refused.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ChangeError {
@@ -571,14 +583,14 @@ impl Engine {
     }
 
     /// Creates or replaces an API ruleset from its TOML; with `backfill_ms`, a new ruleset is
-    /// first evaluated over that much of the past (marked `backfill`). Returns whether it was
-    /// created.
+    /// first evaluated over that much of the past (marked `backfill`). A definition equal to
+    /// the stored one writes nothing (so an installer re-run changes no file and no timestamp).
     pub fn put_ruleset(
         &self,
         name: &str,
         text: &str,
         backfill_ms: i64,
-    ) -> Result<bool, ChangeError> {
+    ) -> Result<Put, ChangeError> {
         if let Some(src) = self.read_only_source(name) {
             return Err(ChangeError::ReadOnly(src.describe()));
         }
@@ -593,6 +605,13 @@ impl Engine {
                 spec.name
             )));
         }
+        if let Some(owner) = &spec.owner {
+            if owner.is_empty() || owner.len() > OWNER_BYTES_MAX {
+                return Err(ChangeError::Invalid(format!(
+                    "`owner` must be 1 to {OWNER_BYTES_MAX} bytes"
+                )));
+            }
+        }
         let compiled = rule::compile(spec, Source::Api, self.base_period_ms())
             .map_err(|e| ChangeError::Invalid(e.to_string()))?;
         let mut candidate = self.rules().loaded.clone();
@@ -605,16 +624,45 @@ impl Engine {
         candidate.push(Arc::new(compiled.clone()));
         rule::order(candidate).map_err(|e| ChangeError::Invalid(e.to_string()))?;
         let path = self.api_path(name);
-        let created = !path.exists();
-        write_atomic(&path, compiled.to_toml().as_bytes())
-            .map_err(|e| ChangeError::Io(e.to_string()))?;
+        let text = compiled.to_toml();
+        let created = match std::fs::read_to_string(&path) {
+            Ok(old) if old == text => return Ok(Put::Unchanged),
+            Ok(_) => false,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(e) => return Err(ChangeError::Io(e.to_string())),
+        };
+        write_atomic(&path, text.as_bytes()).map_err(|e| ChangeError::Io(e.to_string()))?;
         if created && backfill_ms > 0 {
             self.start_backfill(&compiled, backfill_ms);
         }
         let gone = self.reload_rules(true);
         self.forget(gone).map_err(ChangeError::Io)?;
         self.poke();
-        Ok(created)
+        Ok(if created { Put::Created } else { Put::Replaced })
+    }
+
+    /// Deletes every API ruleset whose `owner` is `owner`; returns their names (sorted).
+    pub fn delete_owned(&self, owner: &str) -> Result<Vec<String>, ChangeError> {
+        let owned: Vec<String> = self
+            .rules()
+            .loaded
+            .iter()
+            .filter(|r| r.source == Source::Api && r.spec.owner.as_deref() == Some(owner))
+            .map(|r| r.name.clone())
+            .collect();
+        for name in &owned {
+            match std::fs::remove_file(self.api_path(name)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(ChangeError::Io(e.to_string())),
+            }
+        }
+        if !owned.is_empty() {
+            let gone = self.reload_rules(true);
+            self.forget(gone).map_err(ChangeError::Io)?;
+            self.poke();
+        }
+        Ok(owned)
     }
 
     fn start_backfill(&self, r: &Ruleset, backfill_ms: i64) {

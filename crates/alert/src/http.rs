@@ -30,7 +30,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Map, Value};
 
-use crate::engine::{ChangeError, Engine, RuleInfo};
+use crate::engine::{ChangeError, Engine, Put, RuleInfo};
 use crate::history::{Filter, Transition};
 use crate::record::{Record, FLAG_BACKFILL, FLAG_EAGER, FLAG_LATE};
 use crate::rule::{self, Source};
@@ -68,7 +68,10 @@ pub fn router(engine: Arc<Engine>, wait_max_ms: i64) -> Router {
             post(ack_post).delete(ack_delete),
         )
         .route("/api/strata/v1/notifications", get(notifications))
-        .route("/api/strata/v1/rules", get(rules))
+        .route(
+            "/api/strata/v1/rules",
+            get(rules).delete(rules_delete_owned),
+        )
         .route("/api/strata/v1/rules/evaluate", post(evaluate))
         .route(
             "/api/strata/v1/rules/{name}",
@@ -497,6 +500,9 @@ fn rule_json(info: &RuleInfo) -> Value {
         "evaluation_ms": h.map(|h| h.duration_ns as f64 / 1e6),
         "streams": h.map(|h| h.instances),
     });
+    if let Some(owner) = info.ruleset.as_ref().and_then(|r| r.spec.owner.as_ref()) {
+        v["owner"] = json!(owner);
+    }
     if let Some(r) = &info.ruleset {
         v["period_ms"] = json!(r.period_ms);
         v["definition"] = json!(r.to_toml());
@@ -504,9 +510,41 @@ fn rule_json(info: &RuleInfo) -> Value {
     v
 }
 
-async fn rules(State(api): State<Arc<Api>>) -> Response {
-    let v: Vec<Value> = api.engine.rule_infos().iter().map(rule_json).collect();
+/// Every ruleset, or with `?owner=` only those that owner manages.
+async fn rules(State(api): State<Arc<Api>>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let owner = q.get("owner");
+    let v: Vec<Value> = api
+        .engine
+        .rule_infos()
+        .iter()
+        .filter(|i| {
+            owner.is_none() || i.ruleset.as_ref().and_then(|r| r.spec.owner.as_ref()) == owner
+        })
+        .map(rule_json)
+        .collect();
     json_body(StatusCode::OK, &json!({ "rules": v }))
+}
+
+/// `DELETE /api/strata/v1/rules?owner=<owner>`: every API ruleset that owner manages.
+async fn rules_delete_owned(
+    State(api): State<Arc<Api>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let Some(owner) = q.get("owner").filter(|o| !o.is_empty()).cloned() else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "DELETE /api/strata/v1/rules needs ?owner=<owner> (one ruleset: …/rules/<name>)",
+        );
+    };
+    let engine = api.engine.clone();
+    match tokio::task::spawn_blocking(move || engine.delete_owned(&owner)).await {
+        Ok(Ok(names)) => json_body(StatusCode::OK, &json!({ "deleted": names })),
+        Ok(Err(e)) => change_error(e),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("deleting the rulesets failed: {e}"),
+        ),
+    }
 }
 
 async fn rule_get(State(api): State<Arc<Api>>, Path(name): Path<String>) -> Response {
@@ -543,16 +581,23 @@ async fn rule_put(
     let n = name.clone();
     let result = tokio::task::spawn_blocking(move || engine.put_ruleset(&n, &text, backfill)).await;
     match result {
-        Ok(Ok(created)) => {
-            let status = if created {
+        Ok(Ok(put)) => {
+            let status = if put == Put::Created {
                 StatusCode::CREATED
             } else {
                 StatusCode::OK
             };
-            match api.engine.rule_infos().iter().find(|r| r.name == name) {
+            let mut response = match api.engine.rule_infos().iter().find(|r| r.name == name) {
                 Some(info) => json_body(status, &rule_json(info)),
                 None => json_body(status, &json!({ "name": name })),
+            };
+            if put == Put::Unchanged {
+                // The same header the saved-documents API answers an unchanged write with.
+                response
+                    .headers_mut()
+                    .insert("x-strata-unchanged", HeaderValue::from_static("true"));
             }
+            response
         }
         Ok(Err(e)) => change_error(e),
         Err(e) => error(

@@ -84,6 +84,10 @@ pub struct Spec {
     pub flapping: Option<FlapSpec>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub severity: Vec<LevelSpec>,
+    /// Who manages the ruleset (`host:<id>` for an installed agent's rules), so everything one
+    /// owner created can be listed and deleted together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

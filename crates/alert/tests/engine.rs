@@ -7,6 +7,7 @@ mod common;
 
 use std::sync::atomic::AtomicBool;
 
+use alert::engine::Put;
 use alert::record::{Record, FLAG_EAGER, FLAG_LATE};
 use alert::state::State;
 use common::*;
@@ -229,8 +230,14 @@ fn api_rulesets_are_saved_validated_and_file_rulesets_are_read_only() {
     clock.set(10 * MIN);
     let e = engine(&s, &dir.path().join("alerts"), &rules, &clock);
     let body = "expr = 'find(\"cpu\")'\n[[severity]]\nlevel = 2\nwhen = \"> 90\"\n";
-    assert_eq!(e.put_ruleset("cpu", body, 0), Ok(true));
-    assert_eq!(e.put_ruleset("cpu", body, 0), Ok(false));
+    assert_eq!(e.put_ruleset("cpu", body, 0), Ok(Put::Created));
+    assert_eq!(e.put_ruleset("cpu", body, 0), Ok(Put::Unchanged));
+    let changed = body.replace("> 90", "> 95");
+    assert_eq!(e.put_ruleset("cpu", &changed, 0), Ok(Put::Replaced));
+    let owned = format!("owner = \"host:a\"\n{body}");
+    assert_eq!(e.put_ruleset("cpu2", &owned, 0), Ok(Put::Created));
+    assert_eq!(e.delete_owned("host:b"), Ok(Vec::new()));
+    assert_eq!(e.delete_owned("host:a"), Ok(vec!["cpu2".to_string()]));
     assert!(matches!(
         e.put_ruleset("login-slow", body, 0),
         Err(alert::engine::ChangeError::ReadOnly(_))

@@ -21,7 +21,7 @@ use crate::runs::{self, Job, RunStats};
 use crate::sched::{SchedStats, Scheduler};
 use crate::spool::{Spool, SpoolOptions};
 use crate::tls::{self, Identity};
-use crate::{dial, phases, state};
+use crate::{assigned, dial, phases, state};
 
 /// Checks one broker runs at most.
 pub const CHECKS_MAX: usize = 100_000;
@@ -59,6 +59,10 @@ pub struct BrokerConfig {
     pub runs_max: usize,
     pub spool: SpoolOptions,
     pub health_period_ms: u64,
+    /// Fetch the checks assigned to this broker from `core_url`'s checks API, every
+    /// `assigned::FETCH_PERIOD_MS`, with this bearer token.
+    pub checks_from_core: bool,
+    pub core_token: Option<String>,
 }
 
 impl BrokerConfig {
@@ -80,6 +84,8 @@ impl BrokerConfig {
             runs_max: runs::RUNS_MAX_DEFAULT,
             spool: SpoolOptions::default(),
             health_period_ms: HEALTH_PERIOD_MS_DEFAULT,
+            checks_from_core: false,
+            core_token: None,
         }
     }
 }
@@ -199,6 +205,18 @@ impl Broker {
                 forward,
                 shared.forward_stats.clone(),
             ));
+            if config.checks_from_core {
+                tasks.spawn(fetch_assigned_loop(
+                    shared.clone(),
+                    url.clone(),
+                    config.core_token.clone(),
+                    config
+                        .cores
+                        .first()
+                        .cloned()
+                        .unwrap_or_else(|| "core".to_owned()),
+                ));
+            }
         }
         let bound = if config.core_address.is_some() || config.listen.is_some() {
             // The TLS link is only for a broker that has an identity.
@@ -438,6 +456,68 @@ impl BrokerSide for Shared {
     fn core_contact(&self, core: &str, _up: bool) {
         let mut c = self.contacts.lock().unwrap_or_else(|e| e.into_inner());
         c.insert(core.to_owned(), now_ms());
+    }
+}
+
+/// Asks the core's checks API for this broker's checks and applies them when they changed (the
+/// same path as checks pushed over the link: validated, saved, placed, scheduled). A core that
+/// does not answer leaves the last applied checks running.
+async fn fetch_assigned_loop(
+    shared: Arc<Shared>,
+    url: String,
+    token: Option<String>,
+    core: String,
+) {
+    let client = match reqwest::Client::builder()
+        .timeout(Duration::from_millis(assigned::FETCH_PERIOD_MS * 5))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "no HTTP client: checks are not fetched from the core");
+            return;
+        }
+    };
+    let path = format!(
+        "{}/api/strata/v1/checks?broker={}",
+        url.trim_end_matches('/'),
+        shared.id
+    );
+    let mut applied: Option<Vec<CheckSpec>> = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(assigned::FETCH_PERIOD_MS));
+    loop {
+        tick.tick().await;
+        let mut request = client.get(&path);
+        if let Some(t) = &token {
+            request = request.bearer_auth(t);
+        }
+        let answer = match request.send().await {
+            Ok(r) if r.status().is_success() => r.json::<serde_json::Value>().await,
+            Ok(r) => {
+                tracing::warn!(status = r.status().as_u16(), "fetching assigned checks");
+                continue;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "fetching assigned checks");
+                continue;
+            }
+        };
+        let Ok(answer) = answer else { continue };
+        let (specs, errors) = assigned::specs(&answer, CHECKS_MAX);
+        for e in &errors {
+            tracing::warn!(error = %e, "an assigned check was not used");
+        }
+        if applied.as_ref() == Some(&specs) {
+            continue;
+        }
+        let done = shared.apply_checks(
+            &core,
+            ChecksPush {
+                checks: specs.clone(),
+            },
+        );
+        tracing::info!(checks = done.checks, "checks assigned by the core applied");
+        applied = Some(specs);
     }
 }
 

@@ -10,6 +10,7 @@
 //! HTTP ingest exactly once (`forward`), identities and pinned TLS (`tls`), dialling (`dial`),
 //! the link protocol (`link`), the broker runtime (`broker`) and the core's side (`core`).
 
+mod assigned;
 mod broker;
 pub mod core;
 mod dial;

@@ -21,6 +21,13 @@ pub struct BrokerArgs {
     /// The core's httptrap secret, when it wants one.
     #[arg(long, env = "STRATA_BROKER_CORE_SECRET", value_name = "SECRET")]
     pub core_secret: Option<String>,
+    /// Also run the checks a core assigns to this broker (`strata check add … --broker ID`),
+    /// fetched from --core-url's checks API every 2 s.
+    #[arg(long)]
+    pub checks_from_core: bool,
+    /// A file holding the core's bearer token, for the checks API.
+    #[arg(long, value_name = "FILE")]
+    pub core_token_file: Option<PathBuf>,
     /// Checks to run: a TOML file of `[[check]]` tables.
     #[arg(long, value_name = "FILE")]
     pub checks: Option<PathBuf>,
@@ -60,6 +67,16 @@ pub fn run(args: BrokerArgs) -> ExitCode {
     config.core_url = args.core_url;
     config.core_secret = args.core_secret;
     config.checks_file = args.checks;
+    config.checks_from_core = args.checks_from_core;
+    if let Some(path) = &args.core_token_file {
+        match std::fs::read_to_string(path) {
+            Ok(t) => config.core_token = Some(t.trim().to_owned()),
+            Err(e) => {
+                eprintln!("strata broker: --core-token-file {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
     config.push_http = args.push_http;
     config.statsd = args.statsd;
     config.runs_max = args.runs_max;

@@ -209,7 +209,7 @@ fn test(files: &[PathBuf]) -> Result<(), Failure> {
     Ok(())
 }
 
-fn encode(s: &str) -> String {
+pub fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len() * 3);
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
@@ -238,6 +238,8 @@ pub fn query_string(pairs: &[(&str, Option<String>)]) -> String {
 pub struct Answer {
     pub status: u16,
     pub etag: Option<String>,
+    /// The core answered a create-or-replace with `x-strata-unchanged: true`.
+    pub unchanged: bool,
     pub body: String,
 }
 
@@ -290,9 +292,15 @@ pub fn http(
             .eq_ignore_ascii_case("etag")
             .then(|| v.trim().to_string())
     });
+    let unchanged = head.lines().any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("x-strata-unchanged") && v.trim() == "true"
+        })
+    });
     Ok(Answer {
         status,
         etag,
+        unchanged,
         body: String::from_utf8_lossy(&bytes).into_owned(),
     })
 }

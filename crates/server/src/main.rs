@@ -9,6 +9,7 @@ mod cli_broker;
 mod cli_check;
 mod cli_clock;
 mod cli_config;
+mod cli_install;
 mod cli_journal;
 mod cli_observe;
 mod cli_query;
@@ -87,6 +88,16 @@ enum Command {
         #[command(subcommand)]
         command: cli_check::CheckCommand,
     },
+    /// Install the agent on this host and register it with a core (one step, idempotent).
+    Install {
+        #[command(subcommand)]
+        command: cli_install::InstallCommand,
+    },
+    /// Remove the agent (--purge: also its files and its objects on the core).
+    Uninstall {
+        #[command(subcommand)]
+        command: cli_install::UninstallCommand,
+    },
     /// Check the clock Strata times itself with: its source (TSC or OS), why, and its cost.
     Clock {
         #[command(subcommand)]
@@ -115,5 +126,7 @@ fn main() -> ExitCode {
         Command::Broker(args) => cli_broker::run(args),
         Command::Agent(args) => cli_agent::run(args),
         Command::Check { command } => cli_check::run(command),
+        Command::Install { command } => cli_install::run_install(command),
+        Command::Uninstall { command } => cli_install::run_uninstall(command),
     }
 }

@@ -69,7 +69,9 @@ pub fn router(app: Shared) -> Router {
         // Alerting: /api/strata/v1/alerts, /api/strata/v1/rules.
         .merge(super::alerts::router(&app.config))
         // The web UI at `/` and the worksheets API.
-        .merge(super::ui::router(app.clone()));
+        .merge(super::ui::router(app.clone()))
+        // What `curl …/install.sh | sh` fetches.
+        .merge(super::download::router());
     routes
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(frame_state, frame))
@@ -339,7 +341,8 @@ async fn frame_checked(
     next: Next,
 ) -> Response {
     if let Some(token) = &frame.app.config.auth.token {
-        if endpoint != Endpoint::Health {
+        let public = super::download::PUBLIC_PATHS.contains(&request.uri().path());
+        if endpoint != Endpoint::Health && !public {
             let given = request
                 .headers()
                 .get(header::AUTHORIZATION)
@@ -383,6 +386,10 @@ async fn not_found() -> Response {
     error(StatusCode::NOT_FOUND, "no such endpoint")
 }
 
+/// Features of this core's API an installer checks for before it writes anything.
+const SUPPORTS: [&str; 4] = ["checks", "owner", "unchanged", "download"];
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// `{"status": "ok"}`, or `"degraded"` with the problem while the store's background flushes
 /// fail (writes are still durable in the write-ahead log; a 200 either way, so a load
 /// balancer keeps the server that still accepts writes).
@@ -396,10 +403,13 @@ async fn health(State(app): State<Shared>) -> Response {
         );
         return json_response(
             StatusCode::OK,
-            json!({ "status": "degraded", "problems": [problem] }),
+            json!({ "status": "degraded", "problems": [problem], "version": VERSION, "supports": SUPPORTS }),
         );
     }
-    json_response(StatusCode::OK, json!({ "status": "ok" }))
+    json_response(
+        StatusCode::OK,
+        json!({ "status": "ok", "version": VERSION, "supports": SUPPORTS }),
+    )
 }
 
 async fn metrics(State(app): State<Shared>) -> Response {

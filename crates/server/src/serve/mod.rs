@@ -10,6 +10,7 @@ mod alerts;
 mod budget;
 mod clustered;
 mod conn;
+mod download;
 mod graphite;
 mod http;
 mod kept;

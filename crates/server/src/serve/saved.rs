@@ -2,11 +2,13 @@
 //! panels) — one JSON file each in `<data_dir>/<collection>/<id>.json` (format:
 //! `crates/server/FORMAT.md`).
 //!
-//! Per collection (`/api/strata/v1/worksheets`, `/api/strata/v1/dashboards`):
-//! `GET` lists `[{id, name, updated_ms}]`, most recently changed first; `POST` creates with an id
-//! chosen here (201); `GET|PUT|DELETE …/<id>` reads, creates-or-replaces at a client-chosen id
-//! (201 created, 200 replaced, 200 with `x-strata-unchanged: true` and the stored document
-//! untouched when the body is what is stored), and deletes. Names are unique within a
+//! Per collection (`/api/strata/v1/worksheets`, `/dashboards`, `/checks`):
+//! `GET` lists `[{id, name, updated_ms, owner?}]`, most recently changed first (`?owner=` only
+//! that owner's); `POST` creates with an id chosen here (201); `DELETE ?owner=<owner>` deletes
+//! every document that owner manages; `GET|PUT|DELETE …/<id>` reads, creates-or-replaces at a
+//! client-chosen id (201 created, 200 replaced, 200 with `x-strata-unchanged: true` and the
+//! stored document untouched when the body is what is stored), and deletes. Checks are also
+//! listed in full per broker (`GET /api/strata/v1/checks?broker=<name>`), for brokers to fetch. Names are unique within a
 //! collection (compared trimmed and case-insensitively): a write whose name another document
 //! has is refused with 409 and that document's `id`, so the UI can ask before replacing it.
 //! Writes go to a temporary file that is synced and renamed over the old one, so a crash leaves
@@ -19,7 +21,7 @@ use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
@@ -49,8 +51,8 @@ pub struct Kind {
     pub dir: &'static str,
     /// Server-chosen ids are `<prefix>-<unix ms>-<n>`.
     pub id_prefix: &'static str,
-    /// Checks the fields only this collection has.
-    pub check: fn(&Map<String, Value>) -> Result<(), String>,
+    /// Checks the fields only this collection has, and fills in their defaults.
+    pub check: fn(&mut Map<String, Value>) -> Result<(), String>,
 }
 
 pub const WORKSHEETS: Kind = Kind {
@@ -70,7 +72,45 @@ pub const DASHBOARDS: Kind = Kind {
 /// Most graphs in one worksheet.
 pub const GRAPHS_MAX: usize = 100;
 
-fn check_worksheet(map: &Map<String, Value>) -> Result<(), String> {
+/// Checks defined on the core: `spec` is what `strata check test` runs (its `id` is the
+/// document's), `broker` the broker that runs it.
+pub const CHECKS: Kind = Kind {
+    noun: "check",
+    dir: "checks",
+    id_prefix: "ck",
+    check: check_check,
+};
+
+/// Longest `owner` and `broker` values, in bytes.
+pub const OWNER_BYTES_MAX: usize = 128;
+/// The broker a check runs on when its body names none.
+pub const BROKER_DEFAULT: &str = "default";
+
+fn check_check(map: &mut Map<String, Value>) -> Result<(), String> {
+    let Some(Value::Object(spec)) = map.get("spec") else {
+        return Err("`spec` must be an object (kind, target, period_ms, timeout_ms, …)".into());
+    };
+    let mut spec = spec.clone();
+    spec.remove("id");
+    let mut with_id = spec.clone();
+    with_id.insert("id".into(), json!("check"));
+    let parsed: checks::CheckSpec =
+        serde_json::from_value(Value::Object(with_id)).map_err(|e| format!("`spec`: {e}"))?;
+    checks::validate(&parsed).map_err(|e| format!("`spec`: {e}"))?;
+    map.insert("spec".into(), Value::Object(spec));
+    match map.get("broker") {
+        None | Some(Value::Null) => {
+            map.insert("broker".into(), json!(BROKER_DEFAULT));
+            Ok(())
+        }
+        Some(Value::String(b)) if !b.is_empty() && b.len() <= OWNER_BYTES_MAX => Ok(()),
+        Some(_) => Err(format!(
+            "`broker` must be a string of 1 to {OWNER_BYTES_MAX} bytes"
+        )),
+    }
+}
+
+fn check_worksheet(map: &mut Map<String, Value>) -> Result<(), String> {
     match map.get("graphs") {
         Some(Value::Array(g)) if g.len() <= GRAPHS_MAX => Ok(()),
         Some(Value::Array(_)) => Err(format!("`graphs`: at most {GRAPHS_MAX} graphs")),
@@ -174,7 +214,7 @@ fn check_panel(p: &Value, i: usize, ids: &mut Vec<String>) -> Result<(), String>
     Ok(())
 }
 
-fn check_dashboard(map: &Map<String, Value>) -> Result<(), String> {
+fn check_dashboard(map: &mut Map<String, Value>) -> Result<(), String> {
     let panels = match map.get("panels") {
         Some(Value::Array(p)) if p.len() <= PANELS_MAX => p,
         Some(Value::Array(_)) => return Err(format!("`panels`: at most {PANELS_MAX} panels")),
@@ -203,6 +243,19 @@ fn check_dashboard(map: &Map<String, Value>) -> Result<(), String> {
 struct Entry {
     name: String,
     updated_ms: i64,
+    owner: Option<String>,
+    /// A check's broker.
+    broker: Option<String>,
+}
+
+fn entry_of(doc: &Map<String, Value>) -> Entry {
+    let text = |k: &str| doc.get(k).and_then(Value::as_str).map(str::to_owned);
+    Entry {
+        name: text("name").unwrap_or_default(),
+        updated_ms: doc.get("updated_ms").and_then(Value::as_i64).unwrap_or(0),
+        owner: text("owner"),
+        broker: text("broker"),
+    }
 }
 
 struct Docs {
@@ -224,7 +277,7 @@ pub fn router(app: &Shared, kind: &'static Kind) -> Router {
     });
     let base = format!("/api/strata/v1/{}", kind.dir);
     Router::new()
-        .route(&base, get(list).post(create))
+        .route(&base, get(list).post(create).delete(remove_owned))
         .route(
             &format!("{base}/{{id}}"),
             get(read).put(replace).delete(remove),
@@ -277,7 +330,16 @@ fn parse_body(kind: &Kind, body: &[u8]) -> Result<Map<String, Value>, String> {
             ))
         }
     }
-    (kind.check)(&map)?;
+    match map.get("owner") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(o)) if !o.is_empty() && o.len() <= OWNER_BYTES_MAX => {}
+        Some(_) => {
+            return Err(format!(
+                "`owner` must be a string of 1 to {OWNER_BYTES_MAX} bytes"
+            ))
+        }
+    }
+    (kind.check)(&mut map)?;
     map.remove("id");
     map.remove("updated_ms");
     map.insert("version".into(), json!(FORMAT_VERSION));
@@ -379,17 +441,7 @@ fn load_index(kind: &Kind, dir: &FsPath) -> Result<HashMap<String, Entry>, Fail>
     for id in all {
         // A damaged file is left out of the list (and reported when read).
         if let Ok(Some(doc)) = read_doc(kind, dir, &id) {
-            index.insert(
-                id,
-                Entry {
-                    name: doc
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_owned(),
-                    updated_ms: doc.get("updated_ms").and_then(Value::as_i64).unwrap_or(0),
-                },
-            );
+            index.insert(id, entry_of(&doc));
         }
     }
     Ok(index)
@@ -415,19 +467,105 @@ async fn index_guard(
     Ok(guard)
 }
 
-async fn list(State(docs): State<Arc<Docs>>) -> Response {
+async fn list(State(docs): State<Arc<Docs>>, Query(q): Query<HashMap<String, String>>) -> Response {
     let guard = match index_guard(&docs).await {
         Ok(g) => g,
         Err(f) => return f.response(),
     };
-    let mut out: Vec<(&String, &Entry)> = guard.iter().flatten().collect();
+    let (owner, broker) = (q.get("owner"), q.get("broker"));
+    let mut out: Vec<(&String, &Entry)> = guard
+        .iter()
+        .flatten()
+        .filter(|(_, e)| owner.is_none() || e.owner.as_ref() == owner)
+        .filter(|(_, e)| broker.is_none() || e.broker.as_ref() == broker)
+        .collect();
     out.sort_by(|a, b| b.1.updated_ms.cmp(&a.1.updated_ms).then(a.0.cmp(b.0)));
+    out.truncate(DOCS_MAX);
+    if broker.is_some() {
+        // A broker fetching its checks wants them whole.
+        let ids: Vec<String> = out.into_iter().map(|(id, _)| id.clone()).collect();
+        drop(guard);
+        let (kind, dir) = (docs.kind, docs.dir.clone());
+        let full = blocking(move || {
+            let mut all = Vec::with_capacity(ids.len());
+            for id in ids {
+                if let Some(doc) = read_doc(kind, &dir, &id)? {
+                    all.push(Value::Object(doc));
+                }
+            }
+            Ok(all)
+        })
+        .await;
+        return match full {
+            Ok(all) => json_response(StatusCode::OK, Value::Array(all)),
+            Err(f) => f.response(),
+        };
+    }
     let list: Vec<Value> = out
         .into_iter()
-        .take(DOCS_MAX)
-        .map(|(id, e)| json!({ "id": id, "name": e.name, "updated_ms": e.updated_ms }))
+        .map(|(id, e)| {
+            let mut v = json!({ "id": id, "name": e.name, "updated_ms": e.updated_ms });
+            if let Some(o) = &e.owner {
+                v["owner"] = json!(o);
+            }
+            v
+        })
         .collect();
     json_response(StatusCode::OK, Value::Array(list))
+}
+
+/// `DELETE <collection>?owner=<owner>`: every document that owner manages, so an uninstalled
+/// host leaves nothing behind.
+async fn remove_owned(
+    State(docs): State<Arc<Docs>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let kind = docs.kind;
+    let Some(owner) = q.get("owner").filter(|o| !o.is_empty()).cloned() else {
+        return Fail::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "DELETE /api/strata/v1/{} needs ?owner=<owner> (one {}: …/{}/<id>)",
+                kind.dir, kind.noun, kind.dir
+            ),
+        )
+        .response();
+    };
+    let mut guard = match index_guard(&docs).await {
+        Ok(g) => g,
+        Err(f) => return f.response(),
+    };
+    let Some(index) = guard.as_mut() else {
+        return json_response(StatusCode::OK, json!({ "deleted": [] }));
+    };
+    let mut owned: Vec<String> = index
+        .iter()
+        .filter(|(_, e)| e.owner.as_deref() == Some(owner.as_str()))
+        .map(|(id, _)| id.clone())
+        .collect();
+    owned.sort();
+    let dir = docs.dir.clone();
+    let ids = owned.clone();
+    let result = blocking(move || {
+        for id in &ids {
+            match fs::remove_file(dir.join(format!("{id}.json"))) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_error(&format!("deleting {} {id}", kind.noun), e)),
+            }
+        }
+        Ok(())
+    })
+    .await;
+    match result {
+        Ok(()) => {
+            for id in &owned {
+                index.remove(id);
+            }
+            json_response(StatusCode::OK, json!({ "deleted": owned }))
+        }
+        Err(f) => f.response(),
+    }
 }
 
 /// What a write did.
@@ -490,6 +628,10 @@ async fn store_doc(docs: Arc<Docs>, id: Option<String>, body: Bytes) -> Result<S
     };
     let dir = docs.dir.clone();
     let write_id = id.clone();
+    let (owner, broker) = (
+        map.get("owner").and_then(Value::as_str).map(str::to_owned),
+        map.get("broker").and_then(Value::as_str).map(str::to_owned),
+    );
     let (stored, updated_ms) = blocking(move || {
         let id = write_id;
         if exists {
@@ -526,7 +668,15 @@ async fn store_doc(docs: Arc<Docs>, id: Option<String>, body: Bytes) -> Result<S
         ))
     })
     .await?;
-    index.insert(id, Entry { name, updated_ms });
+    index.insert(
+        id,
+        Entry {
+            name,
+            updated_ms,
+            owner,
+            broker,
+        },
+    );
     Ok(stored)
 }
 

@@ -26,6 +26,7 @@ pub fn router(app: Shared) -> Router {
         .with_state(app.clone())
         .merge(saved::router(&app, &saved::WORKSHEETS))
         .merge(saved::router(&app, &saved::DASHBOARDS))
+        .merge(saved::router(&app, &saved::CHECKS))
 }
 
 async fn index() -> Response {

@@ -1,0 +1,226 @@
+//! Where the installer puts things, and the text of the files it writes (the agent's config,
+//! the systemd unit). With `--root DIR` every path is under DIR and the files name the paths
+//! under DIR, so an agent installed into a scratch directory runs from there.
+
+use std::path::{Path, PathBuf};
+
+/// The unit's name.
+pub const UNIT_NAME: &str = "strata-agent.service";
+
+/// The agent's connectivity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The agent sends to the core (or a broker) itself.
+    Push,
+    /// A broker scrapes the agent's `/metrics`.
+    Pull,
+    /// The agent connects out to a broker, which then pulls through that connection.
+    Reverse,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Result<Mode, String> {
+        match s {
+            "push" => Ok(Mode::Push),
+            "pull" => Ok(Mode::Pull),
+            "reverse" => Ok(Mode::Reverse),
+            _ => Err(format!("--mode {s}: must be push, pull or reverse")),
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Mode::Push => "push",
+            Mode::Pull => "pull",
+            Mode::Reverse => "reverse",
+        }
+    }
+}
+
+/// Every path the installer writes.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub root: PathBuf,
+    pub binary: PathBuf,
+    pub etc: PathBuf,
+    pub config: PathBuf,
+    pub host_id: PathBuf,
+    pub agent_etc: PathBuf,
+    pub token: PathBuf,
+    pub plugins: PathBuf,
+    pub state: PathBuf,
+    pub unit: PathBuf,
+}
+
+impl Layout {
+    pub fn new(root: &Path) -> Layout {
+        let at = |p: &str| root.join(p);
+        Layout {
+            root: root.to_path_buf(),
+            binary: at("usr/local/bin/strata"),
+            etc: at("etc/strata"),
+            config: at("etc/strata/agent.toml"),
+            host_id: at("etc/strata/host-id"),
+            agent_etc: at("etc/strata/agent"),
+            token: at("etc/strata/agent/token"),
+            plugins: at("etc/strata/agent/plugins"),
+            state: at("var/lib/strata/agent"),
+            unit: at(&format!("etc/systemd/system/{UNIT_NAME}")),
+        }
+    }
+}
+
+/// What goes into the agent's config.
+pub struct AgentConfig<'a> {
+    pub host_id: &'a str,
+    pub mode: Mode,
+    pub listen: &'a str,
+    pub statsd: &'a str,
+    pub core: &'a str,
+    /// `host:port` of the broker (reverse mode).
+    pub broker: Option<&'a str>,
+    pub token: bool,
+}
+
+/// A TOML basic string.
+fn quoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn path_text(p: &Path) -> String {
+    quoted(&p.to_string_lossy())
+}
+
+/// The config file `strata agent --config` reads (`/work/briefs/contract-agent.md`).
+pub fn config_text(layout: &Layout, c: &AgentConfig) -> Result<String, String> {
+    let mut t = String::from(
+        "# Written by `strata install agent`; a re-run keeps this file unless --force-config.\n",
+    );
+    t.push_str(&format!("host_id = {}\n", quoted(c.host_id)));
+    t.push_str(&format!("state_dir = {}\n", path_text(&layout.state)));
+    t.push_str(&format!("mode = {}\n", quoted(c.mode.word())));
+    t.push_str(&format!("listen = {}\n", quoted(c.listen)));
+    t.push_str(&format!("statsd = {}\n", quoted(c.statsd)));
+    t.push_str(&format!("plugins_dir = {}\n", path_text(&layout.plugins)));
+    match c.mode {
+        Mode::Push => {
+            t.push_str(&format!("\n[push]\nurl = {}\n", quoted(c.core)));
+            if c.token {
+                t.push_str(&format!("token_file = {}\n", path_text(&layout.token)));
+            }
+        }
+        Mode::Pull => {}
+        Mode::Reverse => {
+            let Some(broker) = c.broker else {
+                return Err("--mode reverse needs --broker host:port".into());
+            };
+            t.push_str(&format!("\n[reverse]\nbroker = {}\n", quoted(broker)));
+        }
+    }
+    Ok(t)
+}
+
+/// The hardened systemd unit. The agent runs as root (it reads the 0600 token file and every
+/// mounted filesystem's usage) but with no capabilities, a read-only view of the system but its
+/// state directory, no new privileges, and only the system calls and socket families it uses.
+pub fn unit_text(layout: &Layout) -> String {
+    let bin = layout.binary.to_string_lossy();
+    let config = layout.config.to_string_lossy();
+    let state = layout.state.to_string_lossy();
+    format!(
+        "# Written by `strata install agent`.\n\
+         [Unit]\n\
+         Description=Strata agent: host metrics, statsd and plugins sent to a Strata core\n\
+         Documentation=https://github.com/strata/strata\n\
+         After=network-online.target\n\
+         Wants=network-online.target\n\
+         \n\
+         [Service]\n\
+         Type=simple\n\
+         ExecStart={bin} agent --config {config}\n\
+         Restart=always\n\
+         RestartSec=5s\n\
+         User=root\n\
+         ReadWritePaths={state}\n\
+         UMask=0077\n\
+         CapabilityBoundingSet=\n\
+         AmbientCapabilities=\n\
+         NoNewPrivileges=yes\n\
+         ProtectSystem=strict\n\
+         ProtectHome=yes\n\
+         PrivateTmp=yes\n\
+         PrivateDevices=yes\n\
+         PrivateUsers=yes\n\
+         ProtectKernelTunables=yes\n\
+         ProtectKernelModules=yes\n\
+         ProtectKernelLogs=yes\n\
+         ProtectControlGroups=yes\n\
+         ProtectClock=yes\n\
+         ProtectHostname=yes\n\
+         ProtectProc=invisible\n\
+         ProcSubset=all\n\
+         RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX\n\
+         RestrictNamespaces=yes\n\
+         RestrictRealtime=yes\n\
+         RestrictSUIDSGID=yes\n\
+         LockPersonality=yes\n\
+         MemoryDenyWriteExecute=yes\n\
+         RemoveIPC=yes\n\
+         KeyringMode=private\n\
+         DevicePolicy=closed\n\
+         SystemCallArchitectures=native\n\
+         SystemCallFilter=@system-service\n\
+         SystemCallFilter=~@privileged @resources\n\
+         \n\
+         [Install]\n\
+         WantedBy=multi-user.target\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn config_follows_the_contract() {
+        let l = Layout::new(Path::new("/"));
+        let c = AgentConfig {
+            host_id: "ab",
+            mode: Mode::Push,
+            listen: "127.0.0.1:2609",
+            statsd: "",
+            core: "http://core:8112",
+            broker: None,
+            token: true,
+        };
+        let t = config_text(&l, &c).unwrap();
+        let v: toml::Table = toml::from_str(&t).unwrap();
+        assert_eq!(v["host_id"].as_str(), Some("ab"));
+        assert_eq!(v["state_dir"].as_str(), Some("/var/lib/strata/agent"));
+        assert_eq!(v["statsd"].as_str(), Some(""));
+        assert_eq!(v["push"]["url"].as_str(), Some("http://core:8112"));
+        assert_eq!(
+            v["push"]["token_file"].as_str(),
+            Some("/etc/strata/agent/token")
+        );
+        let r = AgentConfig {
+            mode: Mode::Reverse,
+            broker: None,
+            ..c
+        };
+        assert!(config_text(&l, &r).unwrap_err().contains("--broker"));
+        assert_eq!(quoted("a\"b\\c"), r#""a\"b\\c""#);
+    }
+}
