@@ -550,11 +550,7 @@ fn install_sh_passes_shellcheck_and_installs_under_dash() {
         .output()
         .is_err()
     {
-        let apt = Command::new("apt-get")
-            .args(["install", "-y", "shellcheck"])
-            .output()
-            .unwrap();
-        assert!(apt.status.success(), "apt-get install shellcheck");
+        serve_common::apt_install(&["shellcheck"]);
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../install/src/install.sh");
     let check = Command::new("shellcheck").arg(&script).output().unwrap();

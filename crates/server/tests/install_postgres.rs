@@ -30,12 +30,7 @@ fn is_root() -> bool {
 
 fn pg_bin() -> PathBuf {
     if !Path::new("/usr/lib/postgresql").exists() && is_root() {
-        let ok = Command::new("apt-get")
-            .args(["install", "-y", "postgresql"])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "apt-get install postgresql");
+        serve_common::apt_install(&["postgresql"]);
     }
     let mut versions: Vec<u32> = std::fs::read_dir("/usr/lib/postgresql")
         .expect("Debian's PostgreSQL (apt-get install postgresql)")

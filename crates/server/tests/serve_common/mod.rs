@@ -238,3 +238,21 @@ pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     }
     panic!("{what}: not seen within 60 s");
 }
+
+/// Installs Debian packages the way a fresh machine needs it: `apt-get update` first (a new
+/// machine's package lists are empty), then `apt-get install -y`. Needs root.
+pub fn apt_install(packages: &[&str]) {
+    let update = Command::new("apt-get").arg("update").status();
+    assert!(
+        update.is_ok_and(|s| s.success()),
+        "apt-get update failed (installing {packages:?})"
+    );
+    let install = Command::new("apt-get")
+        .args(["install", "-y"])
+        .args(packages)
+        .status();
+    assert!(
+        install.is_ok_and(|s| s.success()),
+        "apt-get install -y {packages:?} failed"
+    );
+}
