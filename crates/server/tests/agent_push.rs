@@ -9,13 +9,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod roles_common;
+use roles_common::{free_port, fresh_dir, Proc};
 
 /// How long the core stays down.
 const OUTAGE_MS: u64 = 60_000;
@@ -29,74 +29,6 @@ const TOKEN: &str = "agent-test-token";
 const HOST: &str = "host-under-test";
 /// Bound on any wait for a process or for the data to arrive.
 const WAIT_MS_MAX: u64 = 180_000;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn fresh_dir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-struct Proc {
-    child: Child,
-}
-
-impl Proc {
-    fn start(what: &str, args: &[String], log: &Path, ready: &str) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-            .args(args)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(log)
-                    .unwrap(),
-            ))
-            .spawn()
-            .unwrap();
-        let (tx, rx) = mpsc::channel::<String>();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let deadline = Instant::now() + Duration::from_millis(WAIT_MS_MAX);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) if line.contains(ready) => break,
-                Ok(_) => {}
-                Err(e) => panic!("{what} did not start ({e}); see {}", log.display()),
-            }
-        }
-        std::thread::spawn(move || while rx.recv().is_ok() {});
-        Proc { child }
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn core(data: &Path, port: u16) -> Proc {
     let config = data.with_extension("toml");
