@@ -35,6 +35,11 @@ pub enum RulesCommand {
     Test { files: Vec<PathBuf> },
     /// The transitions a rules file would have made over a past range.
     Backtest(BacktestArgs),
+    /// The notification receivers of a running core (`test NAME`).
+    Receivers {
+        #[command(subcommand)]
+        command: crate::cli_receivers::ReceiversCommand,
+    },
 }
 
 #[derive(Args)]
@@ -74,6 +79,7 @@ pub fn run(command: RulesCommand) -> ExitCode {
         RulesCommand::Check { files, base_period } => check(&files, &base_period),
         RulesCommand::Test { files } => test(&files),
         RulesCommand::Backtest(args) => backtest(&args),
+        RulesCommand::Receivers { command } => crate::cli_receivers::run(&command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

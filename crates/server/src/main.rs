@@ -13,6 +13,7 @@ mod cli_install;
 mod cli_journal;
 mod cli_observe;
 mod cli_query;
+mod cli_receivers;
 mod cli_rules;
 mod cli_store;
 mod serve;

@@ -12,6 +12,7 @@
 //! record (each evaluation period).
 
 pub mod config;
+pub mod contacts;
 pub mod send;
 
 use std::collections::btree_map::Entry;
@@ -112,6 +113,9 @@ struct Sent {
     flap_sent: bool,
     /// Escalation receivers that got the firing notification (they get the resolve too).
     escalated: Vec<String>,
+    /// The acknowledgement was sent (contacts that track acknowledgements).
+    #[serde(default)]
+    ack_sent: bool,
 }
 
 /// A worker's saved state: the journal offset it covers and what it notified.
@@ -325,6 +329,7 @@ impl Notifier {
                         s.firing_sent = false;
                         s.escalated.clear();
                         s.reminders = 0;
+                        s.ack_sent = false;
                     }
                     s.labels = labels;
                     s.annotations = labels_map(&i.annotations);
@@ -388,6 +393,13 @@ impl Notifier {
                         continue;
                     }
                     let acked = self.acked(fp, s.fired_ms, c.t_ms);
+                    // ---- contacts: PagerDuty and VictorOps are told of acknowledgements ----
+                    let tracks_acks = matches!(&recv.target, Target::Contact(k) if k.wants_acks());
+                    if acked && tracks_acks && !s.ack_sent {
+                        s.ack_sent = true;
+                        let a = firing_out(fp, s);
+                        push(&mut out, &recv.name, s, "acknowledged", a);
+                    }
                     let resend = matches!(recv.target, Target::Alertmanager(_))
                         && c.t_ms - s.last_sent_ms >= recv.resend_ms;
                     let remind = !acked
