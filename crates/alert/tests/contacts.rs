@@ -698,8 +698,14 @@ fn slack_pagerduty_victorops_and_templates_get_their_own_payloads_and_acks_come_
     // without the routing key the rejecting service echoed.
     let (code, v) = post(&format!("{api}/api/strata/v1/receivers/pd/test"), &[], "");
     assert_eq!((code, &v["delivered"]), (200, &json!(true)), "{v}");
-    let test_ev = http.got("/pagerduty/v2/enqueue").last().unwrap().json();
-    assert_eq!(test_ev["payload"]["class"], "StrataTestNotification");
+    let pd = http.got("/pagerduty/v2/enqueue");
+    let (trigger, resolve) = (pd[pd.len() - 2].json(), pd[pd.len() - 1].json());
+    assert_eq!(trigger["payload"]["class"], "StrataTestNotification");
+    assert_eq!(
+        (&resolve["event_action"], &resolve["dedup_key"]),
+        (&json!("resolve"), &trigger["dedup_key"]),
+        "the test incident is resolved again"
+    );
     let (code, v) = post(
         &format!("{api}/api/strata/v1/receivers/rejecting/test"),
         &[],

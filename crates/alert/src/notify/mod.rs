@@ -697,40 +697,41 @@ impl Notifier {
             };
             let before = state.clone();
             let planned = self.plan(receiver, state, &r);
-            for (idx, p) in planned.iter().enumerate() {
-                if (idx as u64) < skip {
-                    continue;
+            let keys: Vec<String> = planned
+                .iter()
+                .enumerate()
+                .map(|(idx, p)| {
+                    format!(
+                        "{:016x}",
+                        fnv1a(&[
+                            p.group_key.as_bytes(),
+                            p.receiver.as_bytes(),
+                            &offset.to_le_bytes(),
+                            &(idx as u64).to_le_bytes(),
+                        ])
+                    )
+                })
+                .collect();
+            // Pipelined (send.rs): `done` deliveries from the start are accepted.
+            let from = (skip as usize).min(planned.len());
+            self.deliver_all(engine, sender, &planned, &keys, from, &receiver.name, |done| {
+                if saved.elapsed() < interval || done >= planned.len() {
+                    return Ok(());
                 }
-                let key = format!(
-                    "{:016x}",
-                    fnv1a(&[
-                        p.group_key.as_bytes(),
-                        p.receiver.as_bytes(),
-                        &offset.to_le_bytes(),
-                        &(idx as u64).to_le_bytes(),
-                    ])
-                );
-                if self
-                    .deliver(engine, sender, p, &key, &receiver.name)
-                    .is_err()
-                {
-                    return Err("stopping".into());
-                }
-                if saved.elapsed() >= interval && idx + 1 < planned.len() {
-                    // Mid-record: the state before it, and how many of its deliveries are done.
-                    let progress = WorkerState {
-                        offset,
-                        skip: idx as u64 + 1,
-                        sent: before.sent.clone(),
-                    };
-                    let t = Instant::now();
-                    self.commit(&receiver.name, sub, &progress)?;
-                    interval = interval
-                        .max(t.elapsed() * SAVE_SHARE_INVERSE)
-                        .min(SAVE_INTERVAL_MAX);
-                    saved = Instant::now();
-                }
-            }
+                // Mid-record: the state before it, and how many of its deliveries are done.
+                let progress = WorkerState {
+                    offset,
+                    skip: done as u64,
+                    sent: before.sent.clone(),
+                };
+                let t = Instant::now();
+                self.commit(&receiver.name, sub, &progress)?;
+                interval = interval
+                    .max(t.elapsed() * SAVE_SHARE_INVERSE)
+                    .min(SAVE_INTERVAL_MAX);
+                saved = Instant::now();
+                Ok(())
+            })?;
             if saved.elapsed() >= interval {
                 let t = Instant::now();
                 state.offset = end;

@@ -3,9 +3,20 @@
 //! transient, other 4xx permanent (the body will not become acceptable by sending it again).
 
 use std::io::Write as _;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use super::config::Target;
+use super::{Host, Notifier, Planned};
+use crate::util::fnv1a;
+
+/// Deliveries one receiver has in flight at once. Deliveries are pipelined so that a
+/// receiver's round trip does not bound the rate; the checkpoint still only covers the
+/// contiguous prefix of accepted ones.
+pub const DELIVERIES_INFLIGHT_MAX: usize = 16;
+/// Threads one receiver delivers on; a group always takes the same one, so its notifications
+/// keep their order.
+const LANES_MAX: usize = 8;
 
 const JSON: &str = "application/json";
 /// Bytes of a receiver's error answer kept for the log.
@@ -28,7 +39,7 @@ impl Sender {
     pub fn new(timeout_ms: i64) -> Sender {
         let client = reqwest::blocking::Client::builder()
             .timeout(Duration::from_millis(timeout_ms.max(1) as u64))
-            .pool_max_idle_per_host(4)
+            .pool_max_idle_per_host(DELIVERIES_INFLIGHT_MAX)
             .build()
             .ok();
         Sender { client, timeout_ms }
@@ -127,5 +138,102 @@ fn append_line(path: &std::path::Path, body: &[u8]) -> Outcome {
     match run() {
         Ok(()) => Outcome::Accepted,
         Err(e) => Outcome::Transient(format!("{}: {e}", path.display())),
+    }
+}
+
+impl Notifier {
+    /// Delivers `planned[from..]` (keys alike), several at once; calls `progress(n)` each time
+    /// the first `n` are all accepted, never counting past one that is not. Err: the engine is
+    /// stopping (nothing past the last `progress` may be committed), or `progress` failed.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn deliver_all(
+        &self,
+        engine: &dyn Host,
+        sender: &Sender,
+        planned: &[Planned],
+        keys: &[String],
+        from: usize,
+        via: &str,
+        mut progress: impl FnMut(usize) -> Result<(), String>,
+    ) -> Result<(), String> {
+        assert_eq!(planned.len(), keys.len());
+        assert!(from <= planned.len());
+        let n = planned.len();
+        if n - from <= 1 {
+            // One delivery (the usual record): no threads.
+            for i in from..n {
+                if self.deliver(engine, sender, &planned[i], &keys[i], via).is_err() {
+                    return Err("stopping".into());
+                }
+                progress(i + 1)?;
+            }
+            return Ok(());
+        }
+        let lanes = LANES_MAX.min(n - from);
+        std::thread::scope(|scope| {
+            let (done_tx, done_rx) = mpsc::channel::<(usize, bool)>();
+            let mut queues = Vec::with_capacity(lanes);
+            for _ in 0..lanes {
+                // In flight is bounded overall, so a lane's queue never fills.
+                let (tx, rx) = mpsc::sync_channel::<usize>(DELIVERIES_INFLIGHT_MAX);
+                let done_tx = done_tx.clone();
+                scope.spawn(move || {
+                    for i in rx {
+                        let ok = self
+                            .deliver(engine, sender, &planned[i], &keys[i], via)
+                            .is_ok();
+                        if done_tx.send((i, ok)).is_err() {
+                            return;
+                        }
+                    }
+                });
+                queues.push(tx);
+            }
+            drop(done_tx);
+            let mut accepted = vec![false; n - from];
+            let (mut next, mut prefix, mut inflight) = (from, from, 0usize);
+            let mut failure: Option<String> = None;
+            loop {
+                while failure.is_none() && next < n && inflight < DELIVERIES_INFLIGHT_MAX {
+                    let lane = fnv1a(&[planned[next].group_key.as_bytes()]) % lanes as u64;
+                    if queues[lane as usize].send(next).is_err() {
+                        failure = Some("a delivery thread stopped".into());
+                        break;
+                    }
+                    next += 1;
+                    inflight += 1;
+                }
+                if inflight == 0 {
+                    break;
+                }
+                let Ok((i, ok)) = done_rx.recv() else {
+                    failure.get_or_insert_with(|| "a delivery thread stopped".into());
+                    break;
+                };
+                inflight -= 1;
+                if !ok {
+                    failure.get_or_insert_with(|| "stopping".into());
+                    continue;
+                }
+                accepted[i - from] = true;
+                let before = prefix;
+                while prefix < n && accepted[prefix - from] {
+                    prefix += 1;
+                }
+                if prefix > before && failure.is_none() {
+                    if let Err(e) = progress(prefix) {
+                        failure = Some(e);
+                    }
+                }
+            }
+            drop(queues);
+            match failure {
+                Some(e) => Err(e),
+                None => {
+                    assert_eq!(prefix, n, "every delivery accepted");
+                    Ok(())
+                }
+            }
+        })
     }
 }

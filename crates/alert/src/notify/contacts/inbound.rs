@@ -89,11 +89,26 @@ impl Notifier {
             }],
         };
         let key = format!("test-{now:x}");
-        let body = self.body(recv, &p, &key, name);
-        match Sender::new(recv.timeout_ms).send(&recv.target, &key, &body) {
-            Outcome::Accepted => Ok(()),
-            Outcome::Transient(why) | Outcome::Permanent(why) => Err(why),
+        let sender = Sender::new(recv.timeout_ms);
+        let send = |p: &Planned, key: &str| {
+            let body = self.body(recv, p, key, name);
+            match sender.send(&recv.target, key, &body) {
+                Outcome::Accepted => Ok(()),
+                Outcome::Transient(why) | Outcome::Permanent(why) => Err(why),
+            }
+        };
+        send(&p, &key)?;
+        // Incident services keep a triggered test open: resolve it again.
+        if matches!(&recv.target, Target::Contact(c) if c.wants_acks()) {
+            let mut resolved = p.clone();
+            resolved.status = "resolved";
+            for a in &mut resolved.alerts {
+                a.status = "resolved";
+                a.ends_ms = Some(now);
+            }
+            send(&resolved, &format!("{key}-resolved"))?;
         }
+        Ok(())
     }
 }
 
