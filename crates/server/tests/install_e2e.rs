@@ -21,7 +21,7 @@ use serve_common::{client, strata, Server, BIN};
 const TOKEN: &str = "install-t0ken";
 const MACHINE_ID: &str = "5f1c0e7a9b2d4c6e8f0a1b2c3d4e5f60";
 /// Every step of an install (`install::STEPS`).
-const STEPS: [&str; 12] = [
+const STEPS: [&str; 13] = [
     "preflight",
     "host-id",
     "binary",
@@ -29,6 +29,7 @@ const STEPS: [&str; 12] = [
     "config",
     "state-dir",
     "unit",
+    "observer",
     "checks",
     "worksheet",
     "rules",
@@ -508,39 +509,42 @@ fn preflight_refuses_a_wrong_token_and_the_first_sample_wait_says_why() {
 fn the_unit_passes_systemd_analyze() {
     let env = Env::start();
     let root = env.root("unit");
-    ok(&env.install(&root, &[]));
-    let unit = root.join("etc/systemd/system/strata-agent.service");
-    let verify = Command::new("systemd-analyze")
-        .arg("verify")
-        .arg(&unit)
-        .output()
-        .expect("systemd-analyze (Debian package systemd)");
-    let stderr = String::from_utf8_lossy(&verify.stderr);
-    assert!(
-        verify.status.success() && stderr.is_empty(),
-        "verify: {stderr}"
-    );
-    let security = Command::new("systemd-analyze")
-        .args(["security", "--offline=yes"])
-        .arg(&unit)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&security.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.contains("Overall exposure level"))
-        .unwrap_or_else(|| panic!("no score: {text}"));
-    let score: f64 = line
-        .split(':')
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    println!("systemd-analyze security: {score}");
-    assert!(score <= 4.5, "{line}");
+    // The http plugin adds the observer's unit beside the agent's.
+    ok(&env.install(&root, &["--plugins", "host,http", "--http-port", "8080"]));
+    for name in ["strata-agent.service", "strata-observe.service"] {
+        let unit = root.join("etc/systemd/system").join(name);
+        let verify = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&unit)
+            .output()
+            .expect("systemd-analyze (Debian package systemd)");
+        let stderr = String::from_utf8_lossy(&verify.stderr);
+        assert!(
+            verify.status.success() && stderr.is_empty(),
+            "verify {name}: {stderr}"
+        );
+        let security = Command::new("systemd-analyze")
+            .args(["security", "--offline=yes"])
+            .arg(&unit)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&security.stdout);
+        let line = text
+            .lines()
+            .find(|l| l.contains("Overall exposure level"))
+            .unwrap_or_else(|| panic!("no score for {name}: {text}"));
+        let score: f64 = line
+            .split(':')
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        println!("systemd-analyze security {name}: {score}");
+        assert!(score <= 4.5, "{name}: {line}");
+    }
 }
 
 #[test]
