@@ -62,8 +62,9 @@ pub fn agent_check(h: &Host) -> Object {
             "spec": {
                 "kind": "prometheus",
                 "target": format!("http://{}/metrics", h.listen),
-                "period_ms": 60_000,
-                "timeout_ms": 10_000,
+                // The agent makes its samples every 10 s (`agent::PERIOD_S_DEFAULT`).
+                "period_ms": 10_000,
+                "timeout_ms": 5_000,
                 "tags": [["host", id]],
             },
         }),
