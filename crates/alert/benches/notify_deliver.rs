@@ -123,7 +123,10 @@ fn alertmanager_round(bin: &Path, url: &str, got: &AtomicUsize) -> f64 {
     let am = Killed(
         Command::new(bin)
             .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.path={}", dir.path().join("data").display()))
+            .arg(format!(
+                "--storage.path={}",
+                dir.path().join("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--cluster.listen-address=")
             .arg("--log.level=error")
@@ -171,7 +174,10 @@ fn alertmanager_round(bin: &Path, url: &str, got: &AtomicUsize) -> f64 {
     }
     let deadline = Instant::now() + Duration::from_secs(300);
     while got.load(Ordering::SeqCst) < INSTANCES {
-        assert!(Instant::now() < deadline, "Alertmanager did not deliver them all");
+        assert!(
+            Instant::now() < deadline,
+            "Alertmanager did not deliver them all"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
     let took = started.elapsed().as_secs_f64();

@@ -14,7 +14,7 @@
 //! - `GET /api/strata/v1/notifications?fp=` — recent deliveries (receiver, key, attempts,
 //!   outcome) and the acknowledgements.
 //! - `POST /api/strata/v1/receivers/{name}/test`, `…/pagerduty`, `…/slack` — a test
-//!   notification and inbound acknowledgements (`notify::contacts::inbound`).
+//!   notification and inbound acknowledgements (`inbound`).
 //!
 //! Errors are `{"error": message}` with 400 (bad request), 404, 409 (a file-provisioned
 //! ruleset), 503 (too many waiters, journal failing).
@@ -80,7 +80,7 @@ pub fn router(engine: Arc<Engine>, wait_max_ms: i64) -> Router {
             get(rule_get).put(rule_put).delete(rule_delete),
         )
         .with_state(api.clone())
-        .merge(crate::notify::contacts::inbound::router(api.engine.clone()))
+        .merge(crate::inbound::router(api.engine.clone()))
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -338,74 +338,15 @@ async fn ack_post(State(api): State<Arc<Api>>, Path(fp): Path<String>, body: Byt
         Some(_) => return error(StatusCode::BAD_REQUEST, "until: a time (RFC 3339) or ms"),
     };
     let engine = api.engine.clone();
-    let done =
-        tokio::task::spawn_blocking(move || acknowledge(&engine, fp, None, until_ms, b.by, b.note))
-            .await;
+    let done = tokio::task::spawn_blocking(move || {
+        crate::inbound::acknowledge(&engine, fp, None, until_ms, b.by, b.note)
+    })
+    .await;
     match done {
-        Ok(Ok(a)) => json_body(StatusCode::OK, &ack_json(&a)),
+        Ok(Ok(a)) => json_body(StatusCode::OK, &crate::inbound::ack_json(&a)),
         Ok(Err((status, e))) => error(status, e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
-}
-
-/// The one acknowledgement path (this API, PagerDuty's webhook, Slack's button): the alert
-/// must be firing, and when the caller names an episode (its `startsAt`), that one. Blocking:
-/// the acknowledgement is durable when this returns.
-pub(crate) fn acknowledge(
-    engine: &Engine,
-    fp: u64,
-    episode: Option<&str>,
-    until_ms: Option<i64>,
-    by: String,
-    note: String,
-) -> Result<crate::notify::Ack, (StatusCode, String)> {
-    let n = engine.notifier().ok_or((
-        StatusCode::NOT_FOUND,
-        "notifications are not configured (alerts.notify)".to_string(),
-    ))?;
-    let fired_ms = {
-        let core = engine.core();
-        match core.instances.get(&fp) {
-            None => return Err((StatusCode::NOT_FOUND, format!("no alert {fp:016x}"))),
-            Some(i) if !matches!(i.state, AlertState::Firing | AlertState::Recovering) => {
-                return Err((
-                    StatusCode::CONFLICT,
-                    format!("alert {fp:016x} is {}, not firing", i.state.name()),
-                ))
-            }
-            Some(i) => i.fired_ms,
-        }
-    };
-    if let Some(want) = episode {
-        if crate::util::rfc3339(fired_ms) != want {
-            return Err((
-                StatusCode::CONFLICT,
-                format!("alert {fp:016x}: the episode that started at {want} is over"),
-            ));
-        }
-    }
-    let a = crate::notify::Ack {
-        fp,
-        fired_ms,
-        at_ms: crate::util::wall_ms(),
-        until_ms,
-        by,
-        note,
-    };
-    n.ack(a.clone())
-        .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, e))?;
-    Ok(a)
-}
-
-pub(crate) fn ack_json(a: &crate::notify::Ack) -> Value {
-    json!({
-        "fp": format!("{:016x}", a.fp),
-        "fired": a.fired_ms,
-        "at": a.at_ms,
-        "until": a.until_ms,
-        "by": a.by,
-        "note": a.note,
-    })
 }
 
 async fn ack_delete(State(api): State<Arc<Api>>, Path(fp): Path<String>) -> Response {
@@ -445,7 +386,7 @@ async fn notifications(
         .acks()
         .iter()
         .filter(|a| fp.is_none_or(|f| f == a.fp))
-        .map(ack_json)
+        .map(crate::inbound::ack_json)
         .collect();
     json_body(
         StatusCode::OK,

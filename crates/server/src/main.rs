@@ -13,7 +13,6 @@ mod cli_install;
 mod cli_journal;
 mod cli_observe;
 mod cli_query;
-mod cli_receivers;
 mod cli_rules;
 mod cli_store;
 mod serve;

@@ -399,7 +399,11 @@ fn the_people_alert_is_notified_once_across_kill_9_and_can_be_acknowledged() {
         .args(["rules", "receivers", "test", "oncall", "--core", &url])
         .output()
         .unwrap();
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     assert_eq!(
         String::from_utf8_lossy(&ok.stdout).trim(),
         "receiver 'oncall': test notification delivered"

@@ -714,24 +714,32 @@ impl Notifier {
                 .collect();
             // Pipelined (send.rs): `done` deliveries from the start are accepted.
             let from = (skip as usize).min(planned.len());
-            self.deliver_all(engine, sender, &planned, &keys, from, &receiver.name, |done| {
-                if saved.elapsed() < interval || done >= planned.len() {
-                    return Ok(());
-                }
-                // Mid-record: the state before it, and how many of its deliveries are done.
-                let progress = WorkerState {
-                    offset,
-                    skip: done as u64,
-                    sent: before.sent.clone(),
-                };
-                let t = Instant::now();
-                self.commit(&receiver.name, sub, &progress)?;
-                interval = interval
-                    .max(t.elapsed() * SAVE_SHARE_INVERSE)
-                    .min(SAVE_INTERVAL_MAX);
-                saved = Instant::now();
-                Ok(())
-            })?;
+            self.deliver_all(
+                engine,
+                sender,
+                &planned,
+                &keys,
+                from,
+                &receiver.name,
+                |done| {
+                    if saved.elapsed() < interval || done >= planned.len() {
+                        return Ok(());
+                    }
+                    // Mid-record: the state before it, and how many of its deliveries are done.
+                    let progress = WorkerState {
+                        offset,
+                        skip: done as u64,
+                        sent: before.sent.clone(),
+                    };
+                    let t = Instant::now();
+                    self.commit(&receiver.name, sub, &progress)?;
+                    interval = interval
+                        .max(t.elapsed() * SAVE_SHARE_INVERSE)
+                        .min(SAVE_INTERVAL_MAX);
+                    saved = Instant::now();
+                    Ok(())
+                },
+            )?;
             if saved.elapsed() >= interval {
                 let t = Instant::now();
                 state.offset = end;

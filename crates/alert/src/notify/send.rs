@@ -2,12 +2,13 @@
 //! line in a file, or a contact's own requests (`contacts`: email, Slack, PagerDuty, …). The answer says whether to retry: network errors, 5xx and 429 are
 //! transient, other 4xx permanent (the body will not become acceptable by sending it again).
 
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use super::config::Target;
-use super::{Host, Notifier, Planned};
+use super::{Host, Notifier, Out, Planned};
 use crate::util::fnv1a;
 
 /// Deliveries one receiver has in flight at once. Deliveries are pipelined so that a
@@ -22,12 +23,7 @@ const JSON: &str = "application/json";
 /// Bytes of a receiver's error answer kept for the log.
 const ERROR_BODY_BYTES_MAX: usize = 512;
 
-#[derive(Debug, PartialEq)]
-pub enum Outcome {
-    Accepted,
-    Transient(String),
-    Permanent(String),
-}
+pub use super::contacts::Outcome;
 
 /// One HTTP client per worker: connections are kept alive between deliveries.
 pub struct Sender {
@@ -120,6 +116,16 @@ fn causes(e: reqwest::Error) -> String {
     out
 }
 
+impl super::contacts::Post for Sender {
+    fn post(&self, url: &str, what: &str, key: &str, content_type: &str, body: &[u8]) -> Outcome {
+        Sender::post(self, url, what, key, content_type, body)
+    }
+
+    fn timeout_ms(&self) -> i64 {
+        self.timeout_ms
+    }
+}
+
 fn append_line(path: &std::path::Path, body: &[u8]) -> Outcome {
     let run = || -> std::io::Result<()> {
         if let Some(dir) = path.parent() {
@@ -162,7 +168,10 @@ impl Notifier {
         if n - from <= 1 {
             // One delivery (the usual record): no threads.
             for i in from..n {
-                if self.deliver(engine, sender, &planned[i], &keys[i], via).is_err() {
+                if self
+                    .deliver(engine, sender, &planned[i], &keys[i], via)
+                    .is_err()
+                {
                     return Err("stopping".into());
                 }
                 progress(i + 1)?;
@@ -235,5 +244,67 @@ impl Notifier {
                 }
             }
         })
+    }
+}
+
+impl Notifier {
+    /// Sends one test notification (a firing alert `StrataTestNotification`, severity 3) to
+    /// receiver `name`, once; Err is the receiver's error in words.
+    pub fn test_receiver(&self, name: &str) -> Result<(), String> {
+        let recv = self
+            .config
+            .receiver(name)
+            .ok_or_else(|| format!("no receiver '{name}'"))?;
+        let now = crate::util::wall_ms();
+        let labels: BTreeMap<String, String> = [
+            ("alertname", "StrataTestNotification"),
+            ("severity", "3"),
+            ("receiver", name),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let annotations = BTreeMap::from([(
+            "summary".to_string(),
+            format!("A test notification from Strata to receiver '{name}'"),
+        )]);
+        let p = Planned {
+            receiver: name.to_string(),
+            group_key: format!("{name}/test"),
+            group_labels: BTreeMap::from([(
+                "alertname".to_string(),
+                "StrataTestNotification".to_string(),
+            )]),
+            status: "firing",
+            alerts: vec![Out {
+                fp: crate::util::fnv1a(&[b"test", name.as_bytes()]),
+                status: "firing",
+                labels,
+                annotations,
+                starts_ms: now,
+                ends_ms: None,
+            }],
+        };
+        let key = format!("test-{now:x}");
+        let sender = Sender::new(recv.timeout_ms);
+        let send = |p: &Planned, key: &str| {
+            let body = self.body(recv, p, key, name);
+            match sender.send(&recv.target, key, &body) {
+                Outcome::Accepted => Ok(()),
+                Outcome::Transient(why) | Outcome::Permanent(why) => Err(why),
+            }
+        };
+        send(&p, &key)?;
+        // Incident services keep a triggered test open: resolve it again.
+        if matches!(&recv.target, Target::Contact(c) if c.wants_acks()) {
+            let mut resolved = p.clone();
+            resolved.status = "resolved";
+            for a in &mut resolved.alerts {
+                a.status = "resolved";
+                a.ends_ms = Some(now);
+            }
+            send(&resolved, &format!("{key}-resolved"))?;
+        }
+        Ok(())
     }
 }

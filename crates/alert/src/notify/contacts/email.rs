@@ -11,8 +11,7 @@ use lettre::transport::smtp::client::{Certificate, Tls as LTls, TlsParameters};
 use lettre::{Message, SmtpTransport, Transport};
 use serde_json::Value;
 
-use super::{render, Email, Tls};
-use crate::notify::send::Outcome;
+use super::{render, Email, Outcome, Tls};
 
 /// Longest subject line, in characters.
 const SUBJECT_CHARS_MAX: usize = 200;

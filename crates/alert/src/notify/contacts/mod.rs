@@ -15,7 +15,6 @@
 //! [`Secret`] has no `Display`, its `Debug` is redacted, and errors are scrubbed of them.
 
 pub mod email;
-pub mod inbound;
 pub mod render;
 pub mod template;
 
@@ -24,7 +23,21 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::send::{Outcome, Sender};
+/// What a receiver made of a delivery: network errors, 5xx and 429 are transient, other 4xx
+/// permanent (the body will not become acceptable by sending it again).
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    Accepted,
+    Transient(String),
+    Permanent(String),
+}
+
+/// The HTTP client a contact sends with (the notifier's `send::Sender`).
+pub trait Post {
+    /// POSTs `body`; errors name the target as `what` (a contact's URL may hold a secret).
+    fn post(&self, url: &str, what: &str, key: &str, content_type: &str, body: &[u8]) -> Outcome;
+    fn timeout_ms(&self) -> i64;
+}
 
 /// Bytes of a secret read from a file.
 const SECRET_BYTES_MAX: usize = 4096;
@@ -38,7 +51,7 @@ const VICTOROPS_URL: &str = "https://alert.victorops.com/integrations/generic/20
 
 /// A secret value: compared, used, never shown.
 #[derive(Clone, PartialEq)]
-pub struct Secret(String);
+pub struct Secret(pub(crate) String);
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -162,7 +175,7 @@ impl Contact {
 
     /// Sends the notification `note` (Alertmanager webhook JSON v4); `key` is the delivery's
     /// idempotency key.
-    pub fn send(&self, sender: &Sender, key: &str, note: &[u8]) -> Outcome {
+    pub fn send(&self, sender: &dyn Post, key: &str, note: &[u8]) -> Outcome {
         let outcome = match serde_json::from_slice::<Value>(note) {
             Err(e) => Outcome::Permanent(format!("the notification is not JSON: {e}")),
             Ok(n) => self.send_value(sender, key, &n),
@@ -175,7 +188,7 @@ impl Contact {
         }
     }
 
-    fn send_value(&self, sender: &Sender, key: &str, n: &Value) -> Outcome {
+    fn send_value(&self, sender: &dyn Post, key: &str, n: &Value) -> Outcome {
         match self {
             Contact::Email(e) => email::send(e, sender.timeout_ms(), n),
             Contact::Slack(s) => {

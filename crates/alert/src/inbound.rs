@@ -11,10 +11,9 @@
 //!   with its `signing_secret`, `X-Slack-Request-Timestamp` within 5 minutes of now; the
 //!   "Acknowledge" button acknowledges the alert episode in its value.
 //!
-//! Both acknowledge through the ack API's own path (`http::acknowledge`). A missing or wrong
+//! Both acknowledge through [`acknowledge`], the ack API's own path. A missing or wrong
 //! signature is answered 401 with a JSON error, before the body is read for anything else.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -27,11 +26,10 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
 
-use super::{parse_episode_key, Contact, Secret};
 use crate::engine::Engine;
 use crate::notify::config::Target;
-use crate::notify::send::{Outcome, Sender};
-use crate::notify::{Notifier, Out, Planned};
+use crate::notify::contacts::{parse_episode_key, Contact, Secret};
+use crate::state::State as AlertState;
 
 /// How far a Slack request's timestamp may be from now (Slack's own advice: 5 minutes).
 pub const SLACK_SKEW_S_MAX: i64 = 300;
@@ -48,68 +46,6 @@ pub fn router(engine: Arc<Engine>) -> Router {
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, axum::Json(json!({ "error": message.into() }))).into_response()
-}
-
-impl Notifier {
-    /// Sends one test notification (a firing alert `StrataTestNotification`, severity 3) to
-    /// receiver `name`, once; Err is the receiver's error in words.
-    pub fn test_receiver(&self, name: &str) -> Result<(), String> {
-        let recv = self
-            .config
-            .receiver(name)
-            .ok_or_else(|| format!("no receiver '{name}'"))?;
-        let now = crate::util::wall_ms();
-        let labels: BTreeMap<String, String> = [
-            ("alertname", "StrataTestNotification"),
-            ("severity", "3"),
-            ("receiver", name),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        let annotations = BTreeMap::from([(
-            "summary".to_string(),
-            format!("A test notification from Strata to receiver '{name}'"),
-        )]);
-        let p = Planned {
-            receiver: name.to_string(),
-            group_key: format!("{name}/test"),
-            group_labels: BTreeMap::from([(
-                "alertname".to_string(),
-                "StrataTestNotification".to_string(),
-            )]),
-            status: "firing",
-            alerts: vec![Out {
-                fp: crate::util::fnv1a(&[b"test", name.as_bytes()]),
-                status: "firing",
-                labels,
-                annotations,
-                starts_ms: now,
-                ends_ms: None,
-            }],
-        };
-        let key = format!("test-{now:x}");
-        let sender = Sender::new(recv.timeout_ms);
-        let send = |p: &Planned, key: &str| {
-            let body = self.body(recv, p, key, name);
-            match sender.send(&recv.target, key, &body) {
-                Outcome::Accepted => Ok(()),
-                Outcome::Transient(why) | Outcome::Permanent(why) => Err(why),
-            }
-        };
-        send(&p, &key)?;
-        // Incident services keep a triggered test open: resolve it again.
-        if matches!(&recv.target, Target::Contact(c) if c.wants_acks()) {
-            let mut resolved = p.clone();
-            resolved.status = "resolved";
-            for a in &mut resolved.alerts {
-                a.status = "resolved";
-                a.ends_ms = Some(now);
-            }
-            send(&resolved, &format!("{key}-resolved"))?;
-        }
-        Ok(())
-    }
 }
 
 async fn test(State(engine): State<Arc<Engine>>, Path(name): Path<String>) -> Response {
@@ -167,7 +103,7 @@ fn contact(engine: &Engine, name: &str, kind: &str) -> Result<Contact, Box<Respo
 }
 
 fn unhex(t: &str) -> Option<Vec<u8>> {
-    if t.len() % 2 != 0 || t.len() > 256 {
+    if !t.len().is_multiple_of(2) || t.len() > 256 {
         return None;
     }
     (0..t.len())
@@ -190,6 +126,66 @@ fn signed(secret: &Secret, parts: &[&[u8]], hex_sig: &str) -> bool {
     mac.verify_slice(&sig).is_ok()
 }
 
+/// The one acknowledgement path (this API, PagerDuty's webhook, Slack's button): the alert
+/// must be firing, and when the caller names an episode (its `startsAt`), that one. Blocking:
+/// the acknowledgement is durable when this returns.
+pub fn acknowledge(
+    engine: &Engine,
+    fp: u64,
+    episode: Option<&str>,
+    until_ms: Option<i64>,
+    by: String,
+    note: String,
+) -> Result<crate::notify::Ack, (StatusCode, String)> {
+    let n = engine.notifier().ok_or((
+        StatusCode::NOT_FOUND,
+        "notifications are not configured (alerts.notify)".to_string(),
+    ))?;
+    let fired_ms = {
+        let core = engine.core();
+        match core.instances.get(&fp) {
+            None => return Err((StatusCode::NOT_FOUND, format!("no alert {fp:016x}"))),
+            Some(i) if !matches!(i.state, AlertState::Firing | AlertState::Recovering) => {
+                return Err((
+                    StatusCode::CONFLICT,
+                    format!("alert {fp:016x} is {}, not firing", i.state.name()),
+                ))
+            }
+            Some(i) => i.fired_ms,
+        }
+    };
+    if let Some(want) = episode {
+        if crate::util::rfc3339(fired_ms) != want {
+            return Err((
+                StatusCode::CONFLICT,
+                format!("alert {fp:016x}: the episode that started at {want} is over"),
+            ));
+        }
+    }
+    let a = crate::notify::Ack {
+        fp,
+        fired_ms,
+        at_ms: crate::util::wall_ms(),
+        until_ms,
+        by,
+        note,
+    };
+    n.ack(a.clone())
+        .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, e))?;
+    Ok(a)
+}
+
+pub fn ack_json(a: &crate::notify::Ack) -> Value {
+    json!({
+        "fp": format!("{:016x}", a.fp),
+        "fired": a.fired_ms,
+        "at": a.at_ms,
+        "until": a.until_ms,
+        "by": a.by,
+        "note": a.note,
+    })
+}
+
 fn unauthorized(why: &str) -> Response {
     error(StatusCode::UNAUTHORIZED, why)
 }
@@ -203,11 +199,11 @@ async fn ack(engine: Arc<Engine>, key: String, by: String, note: String) -> Resp
             .into_response();
     };
     let done = tokio::task::spawn_blocking(move || {
-        crate::http::acknowledge(&engine, fp, Some(&starts), None, by, note)
+        acknowledge(&engine, fp, Some(&starts), None, by, note)
     })
     .await;
     match done {
-        Ok(Ok(a)) => (StatusCode::OK, axum::Json(crate::http::ack_json(&a))).into_response(),
+        Ok(Ok(a)) => (StatusCode::OK, axum::Json(ack_json(&a))).into_response(),
         Ok(Err((status, why))) => error(status, why),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
