@@ -63,6 +63,8 @@ pub struct BrokerConfig {
     /// `assigned::FETCH_PERIOD_MS`, with this bearer token.
     pub checks_from_core: bool,
     pub core_token: Option<String>,
+    /// How OTLP pushes' names and resource attributes become series (as the core's `[otlp]`).
+    pub otlp: ingest::otlp::Translation,
 }
 
 impl BrokerConfig {
@@ -86,6 +88,7 @@ impl BrokerConfig {
             health_period_ms: HEALTH_PERIOD_MS_DEFAULT,
             checks_from_core: false,
             core_token: None,
+            otlp: ingest::otlp::Translation::default(),
         }
     }
 }
@@ -265,6 +268,7 @@ async fn start_inputs(
     let push = Push {
         spool: shared.spool.clone(),
         stats: shared.push_stats.clone(),
+        otlp: Arc::new(config.otlp.clone()),
     };
     let mut bound = Bound::default();
     if let Some(addr) = config.push_http {
