@@ -164,6 +164,8 @@ fn broker_otlp_names_and_promotion_follow_its_flags() {
         requests,
         [serde_json::json!({
             "__name__": "http_requests_total",
+            // The broker's own tag: the check it took the push for.
+            "check": "edge-otlp",
             "deployment_environment": "prod",
             "http_method": "GET",
             "job": "cart",

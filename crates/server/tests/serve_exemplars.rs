@@ -69,6 +69,15 @@ fn exemplars(server: &Server, query: &str, start_ms: i64, end_ms: i64) -> Value 
     got["data"].clone()
 }
 
+/// Unix seconds as Prometheus writes a time: a whole number when there are no milliseconds.
+fn seconds(ms: i64) -> Value {
+    if ms % 1000 == 0 {
+        json!(ms / 1000)
+    } else {
+        json!(ms as f64 / 1000.0)
+    }
+}
+
 fn traces(series: &Value) -> Vec<String> {
     series["exemplars"]
         .as_array()
@@ -95,7 +104,7 @@ fn check(server: &Server, base_ms: i64) {
             "exemplars": [{
                 "labels": {"span_id": "s1", "trace_id": "b"},
                 "value": "0.25",
-                "timestamp": (base_ms + 5_000) as f64 / 1000.0,
+                "timestamp": seconds(base_ms + 5_000),
             }],
         }])
     );

@@ -133,7 +133,8 @@ fn prometheus_library_sends_remote_write_2_and_reads_the_written_counts() {
         "exemplars": [{
             "labels": {"trace_id": "4bf92f3577b34da6"},
             "value": "1",
-            "timestamp": now_ms as f64 / 1000.0,
+            // Whole seconds: Prometheus writes them without a fraction.
+            "timestamp": now_ms / 1000,
         }],
     }]);
     let exemplars_url = server.url(&format!(

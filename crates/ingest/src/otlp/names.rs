@@ -103,14 +103,17 @@ fn per_unit_word(unit: &str) -> Option<&'static str> {
 /// A unit's main and `per_` parts (`By/s` → `bytes`, `per_second`); annotations in braces
 /// (`{request}`) give none.
 fn unit_suffixes(unit: &str) -> (String, String) {
-    let mut parts = unit.splitn(2, '/');
-    let main = parts.next().unwrap_or("").trim();
+    let (main, per) = match unit.split_once('/') {
+        Some((main, per)) => (main, Some(per)),
+        None => (unit, None),
+    };
+    let main = main.trim();
     let main = if main.is_empty() || main.contains(['{', '}']) {
         String::new()
     } else {
         unit_word(main).unwrap_or(main).to_owned()
     };
-    let per = match parts.next().map(str::trim) {
+    let per = match per.map(str::trim) {
         Some(per) if !per.is_empty() && !per.contains(['{', '}']) => {
             format!("per_{}", per_unit_word(per).unwrap_or(per))
         }
