@@ -90,7 +90,7 @@ def families(base):
         for suffix in ("_bucket", "_sum", "_count"):
             if name.endswith(suffix) and name[: -len(suffix)] + "_bucket" in names:
                 name = name[: -len(suffix)]
-        labels = sorted(s.items())
+        labels = sorted([k, v] for k, v in s.items())
         if labels not in out.setdefault(name, []):
             out[name].append(labels)
     for labels in out.values():
