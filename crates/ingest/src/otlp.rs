@@ -688,7 +688,10 @@ fn add_exemplars<S: Sink>(
             let key = names::label_name(&kv.key, strategy).into_owned();
             owned.push((key, any_text(kv.value.as_ref())));
         }
-        let labels: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let labels: Vec<(&str, &str)> = owned
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         if crate::sink::Exemplar::labels_fit(&labels) {
             let ts_ms = i64::try_from(e.time_unix_nano / 1_000_000).unwrap_or(i64::MAX);
             feed.exemplar(&crate::sink::Exemplar {
@@ -721,7 +724,15 @@ fn points(metric: &proto::Metric) -> Result<Vec<Point<'_>>, Reason> {
             .data_points
             .iter()
             .map(|p| {
-                number(p).map(|v| (&p.attributes[..], p.time_unix_nano, v, Mode::Set, &p.exemplars[..]))
+                number(p).map(|v| {
+                    (
+                        &p.attributes[..],
+                        p.time_unix_nano,
+                        v,
+                        Mode::Set,
+                        &p.exemplars[..],
+                    )
+                })
             })
             .collect()),
         Some(metric::Data::Sum(s)) => {
@@ -735,7 +746,15 @@ fn points(metric: &proto::Metric) -> Result<Vec<Point<'_>>, Reason> {
             Ok(s.data_points
                 .iter()
                 .map(|p| {
-                    number(p).map(|v| (&p.attributes[..], p.time_unix_nano, v, mode, &p.exemplars[..]))
+                    number(p).map(|v| {
+                        (
+                            &p.attributes[..],
+                            p.time_unix_nano,
+                            v,
+                            mode,
+                            &p.exemplars[..],
+                        )
+                    })
                 })
                 .collect())
         }
@@ -745,7 +764,13 @@ fn points(metric: &proto::Metric) -> Result<Vec<Point<'_>>, Reason> {
                 .iter()
                 .map(|p| {
                     let v = explicit(p, cumulative)?;
-                    Ok((&p.attributes[..], p.time_unix_nano, v, Mode::Set, &p.exemplars[..]))
+                    Ok((
+                        &p.attributes[..],
+                        p.time_unix_nano,
+                        v,
+                        Mode::Set,
+                        &p.exemplars[..],
+                    ))
                 })
                 .collect())
         }
@@ -755,7 +780,13 @@ fn points(metric: &proto::Metric) -> Result<Vec<Point<'_>>, Reason> {
                 .iter()
                 .map(|p| {
                     let v = exponential(p, cumulative)?;
-                    Ok((&p.attributes[..], p.time_unix_nano, v, Mode::Set, &p.exemplars[..]))
+                    Ok((
+                        &p.attributes[..],
+                        p.time_unix_nano,
+                        v,
+                        Mode::Set,
+                        &p.exemplars[..],
+                    ))
                 })
                 .collect())
         }

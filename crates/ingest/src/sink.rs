@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 use hist::Histogram;
 
-use crate::batch::{Batch, ExemplarOwned, MetadataOwned, MetricType, Mode, Reason, Sample, Tags, Value};
+use crate::batch::{
+    Batch, ExemplarOwned, MetadataOwned, MetricType, Mode, Reason, Sample, Tags, Value,
+};
 use crate::tags::suffix_tags_owned;
 
 /// Receives one body's parse. Static dispatch: parsers are generic over their sink, so the

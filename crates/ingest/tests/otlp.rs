@@ -838,11 +838,20 @@ fn names_follow_the_translation_strategy_and_exemplars_come_along() {
     let names: Vec<&str> = batch.samples.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(
         names,
-        ["http_requests_total", "cpu_utilization_ratio", "rpc_duration_milliseconds", "target_info"]
+        [
+            "http_requests_total",
+            "cpu_utilization_ratio",
+            "rpc_duration_milliseconds",
+            "target_info"
+        ]
     );
     assert_eq!(
         tags(&batch, 0),
-        [("job", "checkout"), ("host_name", "h1"), ("http_method", "GET")]
+        [
+            ("job", "checkout"),
+            ("host_name", "h1"),
+            ("http_method", "GET")
+        ]
     );
     assert_eq!(tags(&batch, 3), [("job", "checkout"), ("host_name", "h1")]);
     assert_eq!(batch.metadata[0].family, "http_requests_total");
@@ -890,7 +899,10 @@ fn json_exemplar_ids_are_hex() {
     assert_eq!(
         batch.exemplars[0].labels,
         [
-            ("trace_id".to_owned(), "5b8efff798038103d269b633813fc60c".to_owned()),
+            (
+                "trace_id".to_owned(),
+                "5b8efff798038103d269b633813fc60c".to_owned()
+            ),
             ("span_id".to_owned(), "eee19b7ec3c1b174".to_owned()),
         ]
     );
@@ -898,5 +910,8 @@ fn json_exemplar_ids_are_hex() {
     // Not hex: the metric does not read (as any member of the wrong type), rejected.
     let bad = parse_json(&body.replace("eee19b7ec3c1b174", "xyz"));
     assert_eq!(bad.rejected_total, 1, "{bad:?}");
-    assert!(bad.samples.is_empty() && bad.exemplars.is_empty(), "{bad:?}");
+    assert!(
+        bad.samples.is_empty() && bad.exemplars.is_empty(),
+        "{bad:?}"
+    );
 }

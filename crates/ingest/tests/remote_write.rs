@@ -603,7 +603,10 @@ fn exemplars_come_with_their_series_labels_and_bad_ones_are_dropped() {
     );
     assert_eq!(
         format!("{batch:?}"),
-        format!("{:?}", remote_write::parse_with_prost(&request, &Options::at(NOW_MS)))
+        format!(
+            "{:?}",
+            remote_write::parse_with_prost(&request, &Options::at(NOW_MS))
+        )
     );
 }
 

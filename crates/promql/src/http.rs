@@ -1125,7 +1125,8 @@ async fn query_exemplars(
             let sets = selector_matchers(&expr)?;
             let source = Arc::clone(&api.exemplars);
             let found = blocking(move || {
-                let selects = |labels: &[(String, String)]| sets.iter().any(|set| set.selects(labels));
+                let selects =
+                    |labels: &[(String, String)]| sets.iter().any(|set| set.selects(labels));
                 Ok(source.exemplars(start, end, &selects))
             })
             .await?;

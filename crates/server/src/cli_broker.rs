@@ -44,7 +44,11 @@ pub struct BrokerArgs {
     /// OTLP metric and attribute names as Prometheus 3.5's receiver makes them, as the core's
     /// `[otlp] translation_strategy`: UnderscoreEscapingWithSuffixes, NoUTF8EscapingWithSuffixes
     /// or NoTranslation.
-    #[arg(long, value_name = "STRATEGY", default_value = "UnderscoreEscapingWithSuffixes")]
+    #[arg(
+        long,
+        value_name = "STRATEGY",
+        default_value = "UnderscoreEscapingWithSuffixes"
+    )]
     pub otlp_translation_strategy: String,
     /// The journal's disk budget in bytes; past it the oldest data is dropped, counted.
     #[arg(long, value_name = "BYTES", default_value_t = broker::DISK_BYTES_MAX_DEFAULT)]

@@ -142,7 +142,10 @@ fn request(ts_ms: i64, requests: &str, memory: &str) -> ExportMetricsServiceRequ
 fn series(core: &Server, selector: &str) -> Vec<Value> {
     let url = core.url(&format!("/api/v1/series?match[]={}", urlencode(selector)));
     eventually(&format!("series {selector} at the core"), || {
-        let found = get_json(&url)["data"].as_array().cloned().unwrap_or_default();
+        let found = get_json(&url)["data"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         (!found.is_empty()).then_some(found)
     })
 }
@@ -156,7 +159,10 @@ fn broker_otlp_names_and_promotion_follow_its_flags() {
     let broker = Broker::start(
         &dir.path().join("broker"),
         &core,
-        &["--otlp-promote-resource-attributes", "deployment.environment"],
+        &[
+            "--otlp-promote-resource-attributes",
+            "deployment.environment",
+        ],
     );
     broker.push_otlp(&request(ts_ms, "http.requests", "mem.used"));
     let requests = series(&core, "http_requests_total");
@@ -185,7 +191,10 @@ fn broker_otlp_names_and_promotion_follow_its_flags() {
     kept.push_otlp(&request(ts_ms, "disk.reads", "disk.free"));
     let reads = series(&core, "{\"disk.reads\"}");
     assert_eq!(reads[0]["http.method"], "GET", "{reads:?}");
-    assert!(reads[0].get("deployment.environment").is_none(), "{reads:?}");
+    assert!(
+        reads[0].get("deployment.environment").is_none(),
+        "{reads:?}"
+    );
     series(&core, "{\"disk.free\"}");
     drop(kept);
 

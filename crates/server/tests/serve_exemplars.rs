@@ -147,8 +147,16 @@ fn exemplars_are_selected_bounded_and_kept_across_a_kill() {
     post(
         &server,
         vec![
-            series(&[("__name__", "req_total"), ("job", "api"), ("path", "/a")], base_ms, many),
-            series(&[("job", "api"), ("path", "/b"), ("__name__", "req_total")], base_ms, vec![b]),
+            series(
+                &[("__name__", "req_total"), ("job", "api"), ("path", "/a")],
+                base_ms,
+                many,
+            ),
+            series(
+                &[("job", "api"), ("path", "/b"), ("__name__", "req_total")],
+                base_ms,
+                vec![b],
+            ),
             series(
                 &[("__name__", "lat_seconds"), ("job", "web")],
                 base_ms,
@@ -163,7 +171,10 @@ fn exemplars_are_selected_bounded_and_kept_across_a_kill() {
         vec![series(
             &[("__name__", "req_total"), ("job", "api"), ("path", "/a")],
             base_ms + 1,
-            vec![exemplar("old", 1.0, base_ms), exemplar("t19", 19.0, base_ms + 19_000)],
+            vec![
+                exemplar("old", 1.0, base_ms),
+                exemplar("t19", 19.0, base_ms + 19_000),
+            ],
         )],
     );
     check(&server, base_ms);

@@ -149,10 +149,8 @@ fn prometheus_library_sends_remote_write_2_and_reads_the_written_counts() {
     let server = Server::start(dir.path(), &[]);
     let metadata = get_json(&server.url("/api/v1/metadata"));
     assert_eq!(metadata["data"], expected, "after a restart: {metadata}");
-    let exemplars_url = exemplars_url.replace(
-        exemplars_url.split("/api").next().unwrap(),
-        &server.url(""),
-    );
+    let exemplars_url =
+        exemplars_url.replace(exemplars_url.split("/api").next().unwrap(), &server.url(""));
     assert_eq!(get_json(&exemplars_url)["data"], exemplars);
 }
 

@@ -39,7 +39,6 @@ impl Strategy {
     fn escapes(self) -> bool {
         self == Strategy::UnderscoreEscapingWithSuffixes
     }
-
 }
 
 /// What kind of metric a name is built for (the suffix rules look at it).
@@ -159,7 +158,10 @@ pub fn metric_name<'n>(name: &'n str, unit: &str, kind: Kind, strategy: Strategy
 
 /// Words of the legacy charset, the unit's words added once, then `total` or `ratio` last.
 fn escaped(name: &str, unit: &str, kind: Kind) -> String {
-    let mut words: Vec<&str> = name.split(|c| !metric_char(c)).filter(|w| !w.is_empty()).collect();
+    let mut words: Vec<&str> = name
+        .split(|c| !metric_char(c))
+        .filter(|w| !w.is_empty())
+        .collect();
     let (main, per) = unit_suffixes(unit);
     let (mut main, per) = (clean_unit(&main), clean_unit(&per));
     if words.contains(&main.as_str()) {
@@ -252,7 +254,10 @@ pub fn label_name(key: &str, strategy: Strategy) -> Cow<'_, str> {
     if clean {
         return Cow::Borrowed(key);
     }
-    let mut out: String = key.chars().map(|c| if valid(c) { c } else { '_' }).collect();
+    let mut out: String = key
+        .chars()
+        .map(|c| if valid(c) { c } else { '_' })
+        .collect();
     if out.starts_with(|c: char| c.is_ascii_digit()) {
         out.insert_str(0, "key_");
     } else if out.starts_with('_') && !out.starts_with("__") {
@@ -270,10 +275,25 @@ mod tests {
     #[test]
     fn default_names_take_unit_and_type_suffixes() {
         let cases = [
-            ("http.server.request.duration", "s", Kind::Histogram, "http_server_request_duration_seconds"),
-            ("system.memory.usage", "By", Kind::NonMonotonicCounter, "system_memory_usage_bytes"),
+            (
+                "http.server.request.duration",
+                "s",
+                Kind::Histogram,
+                "http_server_request_duration_seconds",
+            ),
+            (
+                "system.memory.usage",
+                "By",
+                Kind::NonMonotonicCounter,
+                "system_memory_usage_bytes",
+            ),
             ("requests", "1", Kind::MonotonicCounter, "requests_total"),
-            ("requests.total", "{request}", Kind::MonotonicCounter, "requests_total"),
+            (
+                "requests.total",
+                "{request}",
+                Kind::MonotonicCounter,
+                "requests_total",
+            ),
             ("cpu.utilization", "1", Kind::Gauge, "cpu_utilization_ratio"),
             ("net.io", "By/s", Kind::Gauge, "net_io_bytes_per_second"),
             ("latency_seconds", "s", Kind::Histogram, "latency_seconds"),
@@ -284,7 +304,11 @@ mod tests {
             ("weird", "m/s²", Kind::Gauge, "weird_meters_per_s"),
         ];
         for (name, unit, kind, want) in cases {
-            assert_eq!(metric_name(name, unit, kind, DEFAULT), want, "{name} {unit}");
+            assert_eq!(
+                metric_name(name, unit, kind, DEFAULT),
+                want,
+                "{name} {unit}"
+            );
         }
         assert_eq!(metric_name("...", "", Kind::Gauge, DEFAULT), "");
     }
@@ -292,11 +316,20 @@ mod tests {
     #[test]
     fn utf8_and_untranslated_names() {
         let utf8 = Strategy::NoUtf8EscapingWithSuffixes;
-        assert_eq!(metric_name("http.requests", "", Kind::MonotonicCounter, utf8), "http.requests_total");
-        assert_eq!(metric_name("mem.used", "By", Kind::Gauge, utf8), "mem.used_bytes");
+        assert_eq!(
+            metric_name("http.requests", "", Kind::MonotonicCounter, utf8),
+            "http.requests_total"
+        );
+        assert_eq!(
+            metric_name("mem.used", "By", Kind::Gauge, utf8),
+            "mem.used_bytes"
+        );
         assert_eq!(metric_name("up.ratio", "1", Kind::Gauge, utf8), "up_ratio");
         let none = Strategy::NoTranslation;
-        assert_eq!(metric_name("http.requests", "s", Kind::MonotonicCounter, none), "http.requests");
+        assert_eq!(
+            metric_name("http.requests", "s", Kind::MonotonicCounter, none),
+            "http.requests"
+        );
     }
 
     #[test]
@@ -306,7 +339,13 @@ mod tests {
         assert_eq!(label_name("_private", DEFAULT), "key_private");
         assert_eq!(label_name("__reserved", DEFAULT), "__reserved");
         assert_eq!(label_name("ok_label", DEFAULT), "ok_label");
-        assert_eq!(label_name("host.name", Strategy::NoTranslation), "host.name");
-        assert_eq!(label_name("host.name", Strategy::NoUtf8EscapingWithSuffixes), "host.name");
+        assert_eq!(
+            label_name("host.name", Strategy::NoTranslation),
+            "host.name"
+        );
+        assert_eq!(
+            label_name("host.name", Strategy::NoUtf8EscapingWithSuffixes),
+            "host.name"
+        );
     }
 }

@@ -379,7 +379,10 @@ mod tests {
 
     fn ex(series: &str, trace: &str, ts_ms: i64) -> ExemplarOwned {
         ExemplarOwned {
-            series: vec![("__name__".into(), series.into()), ("job".into(), "a".into())],
+            series: vec![
+                ("__name__".into(), series.into()),
+                ("job".into(), "a".into()),
+            ],
             labels: vec![("trace_id".into(), trace.into())],
             value: ts_ms as f64,
             ts_ms,
@@ -400,7 +403,10 @@ mod tests {
             .collect();
         assert_eq!(store.record(&many), many.len());
         // Out of order and duplicate: not kept.
-        assert_eq!(store.record(&[ex("a", "t", 3), many[many.len() - 1].clone()]), 0);
+        assert_eq!(
+            store.record(&[ex("a", "t", 3), many[many.len() - 1].clone()]),
+            0
+        );
         let got = all(&store);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].exemplars.len(), PER_SERIES_MAX);
@@ -429,7 +435,9 @@ mod tests {
         assert_eq!(store.record(&batch), n);
         let got = all(&store);
         assert_eq!(got.len(), EXEMPLARS_MAX);
-        assert!(!got.iter().any(|s| s.series[0].1 == "s0" || s.series[0].1 == "s9"));
+        assert!(!got
+            .iter()
+            .any(|s| s.series[0].1 == "s0" || s.series[0].1 == "s9"));
         assert!(got.iter().any(|s| s.series[0].1 == "s10"));
     }
 }
