@@ -133,6 +133,9 @@ pub struct SeriesExemplars {
     pub exemplars: Vec<KeptExemplar>,
 }
 
+/// A series' labels as name, value pairs.
+pub type LabelPairs = [(String, String)];
+
 /// Where exemplars come from (the server keeps what senders send); [`NoExemplars`] knows none.
 pub trait ExemplarSource: Send + Sync + 'static {
     /// The exemplars within `[start_ms, end_ms]` of every series `selects` takes, the series
@@ -141,7 +144,7 @@ pub trait ExemplarSource: Send + Sync + 'static {
         &self,
         start_ms: i64,
         end_ms: i64,
-        selects: &dyn Fn(&[(String, String)]) -> bool,
+        selects: &dyn Fn(&LabelPairs) -> bool,
     ) -> Vec<SeriesExemplars>;
 }
 
@@ -153,7 +156,7 @@ impl ExemplarSource for NoExemplars {
         &self,
         _start_ms: i64,
         _end_ms: i64,
-        _selects: &dyn Fn(&[(String, String)]) -> bool,
+        _selects: &dyn Fn(&LabelPairs) -> bool,
     ) -> Vec<SeriesExemplars> {
         Vec::new()
     }

@@ -250,7 +250,7 @@ pub fn label_name(key: &str, strategy: Strategy) -> Cow<'_, str> {
     let valid = |c: char| c.is_ascii_alphanumeric() || c == '_';
     let clean = key.bytes().next().is_some_and(|b| !b.is_ascii_digit())
         && key.chars().all(valid)
-        && !(key.starts_with('_') && !key.starts_with("__"));
+        && (!key.starts_with('_') || key.starts_with("__"));
     if clean {
         return Cow::Borrowed(key);
     }

@@ -337,7 +337,7 @@ impl ExemplarSource for Exemplars {
         &self,
         start_ms: i64,
         end_ms: i64,
-        selects: &dyn Fn(&[(String, String)]) -> bool,
+        selects: &dyn Fn(&promql::http::LabelPairs) -> bool,
     ) -> Vec<SeriesExemplars> {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let mut out: Vec<SeriesExemplars> = state
