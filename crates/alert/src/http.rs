@@ -540,7 +540,10 @@ fn quoted_in(text: &str, message: &str) -> Option<usize> {
     let start = message.find('"')? + 1;
     let len = message.get(start..)?.find('"')?;
     let quoted = message.get(start..start + len)?;
-    (!quoted.is_empty()).then(|| text.find(quoted)).flatten()
+    if quoted.is_empty() {
+        return None;
+    }
+    text.find(quoted)
 }
 
 /// The key the message is about (`expr: …`, `window …`, `for and …`) at the start of a line.
@@ -555,9 +558,8 @@ fn key_in(text: &str, message: &str) -> Option<usize> {
     let mut offset = 0;
     for line in text.split_inclusive('\n') {
         let trimmed = line.trim_start();
-        if trimmed.starts_with(key.as_str())
-            && trimmed[key.len()..].trim_start().starts_with('=')
-        {
+        let rest = trimmed.strip_prefix(key.as_str());
+        if rest.is_some_and(|r| r.trim_start().starts_with('=')) {
             return Some(offset + line.len() - trimmed.len());
         }
         offset += line.len();
@@ -725,26 +727,27 @@ async fn evaluate(
     };
     let engine = api.engine.clone();
     let body = text.clone();
-    let result = tokio::task::spawn_blocking(move || -> Result<(Vec<Transition>, Value), String> {
-        let base = engine.store().options().base_period_ms;
-        let specs = match rule::parse_file_text(&body) {
-            Ok(s) if !s.is_empty() => s,
-            _ => vec![rule::parse_one(&body).map_err(|e| e.to_string())?],
-        };
-        // The parsed keys, so a caller can draw the thresholds it backtested.
-        let parsed = serde_json::to_value(&specs).unwrap_or(Value::Null);
-        let rulesets = specs
-            .into_iter()
-            .map(|s| {
-                rule::compile(s, Source::Api, base)
-                    .map(Arc::new)
-                    .map_err(|e| e.to_string())
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let records = crate::backtest::backtest(engine.store(), rulesets, start, end)?;
-        Ok((transitions_of(&records), parsed))
-    })
-    .await;
+    let result =
+        tokio::task::spawn_blocking(move || -> Result<(Vec<Transition>, Value), String> {
+            let base = engine.store().options().base_period_ms;
+            let specs = match rule::parse_file_text(&body) {
+                Ok(s) if !s.is_empty() => s,
+                _ => vec![rule::parse_one(&body).map_err(|e| e.to_string())?],
+            };
+            // The parsed keys, so a caller can draw the thresholds it backtested.
+            let parsed = serde_json::to_value(&specs).unwrap_or(Value::Null);
+            let rulesets = specs
+                .into_iter()
+                .map(|s| {
+                    rule::compile(s, Source::Api, base)
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string())
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let records = crate::backtest::backtest(engine.store(), rulesets, start, end)?;
+            Ok((transitions_of(&records), parsed))
+        })
+        .await;
     match result {
         Ok(Ok((ts, parsed))) => {
             let v: Vec<Value> = ts.iter().map(transition_json).collect();
@@ -785,7 +788,10 @@ mod tests {
         // A key the message starts with.
         assert_eq!(position_in(TEXT, "ruleset \"x\": expr: bad"), Some((2, 1)));
         // A TOML syntax error: the parser's own position.
-        assert_eq!(position_in("name = \"x\"\nexpr = \n", "whatever"), Some((2, 8)));
+        assert_eq!(
+            position_in("name = \"x\"\nexpr = \n", "whatever"),
+            Some((2, 8))
+        );
         // Nothing to point at.
         assert_eq!(position_in(TEXT, "too many periods"), None);
     }
