@@ -38,9 +38,9 @@ export interface Threshold {
 }
 
 /** Reducers whose argument is a value on the histogram's value axis (`count_above(1.5)`). */
-const ARG_ON_AXIS = new Set(['count_above', 'count_below', 'count_between', 'ratio_above', 'ratio_below', 'ratio_between', 'inverse_percentile', 'inverse_quantile', 'rate_above']);
+const ARG_ON_AXIS = new Set(['count_above', 'count_below', 'count_between', 'ratio_above', 'ratio_below', 'ratio_between', 'inverse_percentile', 'inverse_quantile', 'rate_above', 'rate_below']);
 /** Reducers whose result is a value on the value axis (`percentile(99) > 2`). */
-const RESULT_ON_AXIS = new Set(['percentile', 'quantile', 'mean', 'min', 'max', 'value']);
+const RESULT_ON_AXIS = new Set(['percentile', 'quantile', 'median', 'mean', 'average', 'min', 'max', 'value']);
 const COMPARISON = /(?:\b([a-z_]+)\s*(?:\(([^)]*)\))?\s*)?(>=|<=|==|!=|>|<)\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)/g;
 
 /**
