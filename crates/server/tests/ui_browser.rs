@@ -257,8 +257,8 @@ const LOGIN_SLOW_PER_MINUTE: i64 = 150;
 
 /// Login latencies through httptrap starting at `base_ms` (a minute boundary), then the
 /// `login-slow` ruleset through the API, evaluated over the past first (`backfill`): with a
-/// one-hour window it fires at `base + 9 min` (615 slow logins) and keeps firing for the
-/// whole browser run.
+/// one-hour window it fires at `base + 6 min` (severity 3: 165 slow logins), is severity 1
+/// from `base + 9 min` (615) and keeps firing for the whole browser run.
 fn write_logins_and_rule(server: &Server, base_ms: i64) {
     let http = client();
     for m in 0..LOGIN_MINUTES {
