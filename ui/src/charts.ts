@@ -50,12 +50,12 @@ export function css(name: string): string {
 }
 
 /** Unix seconds → a Date whose local fields are those of the chosen zone (uPlot's tick choice). */
-function tzDate(ts: number): Date {
+export function tzDate(ts: number): Date {
   return tz() === 'UTC' ? uPlot.tzDate(new Date(ts * 1e3), 'Etc/UTC') : new Date(ts * 1e3);
 }
 
 /** The time axis: ticks in the chosen zone; the labels drawn are kept on the chart for tests. */
-function timeAxis(host: HTMLElement): uPlot.Axis {
+export function timeAxis(host: HTMLElement): uPlot.Axis {
   const stroke = css('--fg');
   const grid = { stroke: css('--grid'), width: 1 };
   return {
@@ -72,7 +72,7 @@ function timeAxis(host: HTMLElement): uPlot.Axis {
 }
 
 /** A value axis with SI-prefixed ticks and the unit in its label (labels kept for tests). */
-function valueAxis(unit: Unit, host: HTMLElement, label?: string): uPlot.Axis {
+export function valueAxis(unit: Unit, host: HTMLElement, label?: string): uPlot.Axis {
   const stroke = css('--fg');
   const ticks = { stroke: css('--grid'), width: 1 };
   // Grid lines only at labelled ticks: on a log axis the unlabelled 2..9 × 10^k lines crowd
@@ -100,12 +100,12 @@ function valueAxis(unit: Unit, host: HTMLElement, label?: string): uPlot.Axis {
   };
 }
 
-function chartWidth(host: HTMLElement): number {
+export function chartWidth(host: HTMLElement): number {
   return Math.max(240, Math.floor(host.getBoundingClientRect().width));
 }
 
 /** Drag selects a range to zoom into; a click (no drag) is handed to the chart's own code. */
-function zoomHooks(ctx: Ctx): uPlot.Hooks.Arrays['setSelect'] {
+export function zoomHooks(ctx: Ctx): uPlot.Hooks.Arrays['setSelect'] {
   return [
     (u: uPlot) => {
       if (u.select.width < 4) return;
@@ -118,7 +118,7 @@ function zoomHooks(ctx: Ctx): uPlot.Hooks.Arrays['setSelect'] {
 }
 
 /** Keeps a chart as wide as its box (the layout changes with the window and the grid). */
-function followWidth(box: HTMLElement, plot: uPlot, height: () => number): () => void {
+export function followWidth(box: HTMLElement, plot: uPlot, height: () => number): () => void {
   let last = 0;
   const ro = new ResizeObserver(() => {
     const w = chartWidth(box);

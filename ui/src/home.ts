@@ -168,7 +168,7 @@ function healthCard(o: api.Overview): HTMLElement {
   );
 }
 
-async function alertsCard(): Promise<HTMLElement> {
+async function alertsCard(hooks: HomeHooks): Promise<HTMLElement> {
   const card = el('section', { class: 'card', 'aria-labelledby': 'h-alerts', 'data-testid': 'home-alerts' }, el('h2', { id: 'h-alerts' }, 'Alerts'));
   try {
     const firing = await api.firingAlerts();
@@ -178,6 +178,14 @@ async function alertsCard(): Promise<HTMLElement> {
       card.append(el('p', {}, el('span', { class: 'dot ok', 'aria-hidden': 'true' }), ' No alert is firing.'));
     } else {
       card.append(alertList(firing));
+    }
+    if (firing !== null) {
+      const all = el('a', { href: '?view=alerts', 'data-testid': 'home-alerts-link' }, 'Alerts page: history, graphs, rules');
+      all.addEventListener('click', (e) => {
+        e.preventDefault();
+        hooks.go('alerts');
+      });
+      card.append(el('p', {}, all));
     }
   } catch (e) {
     card.append(el('p', { class: 'error' }, `Alerts: ${(e as Error).message}`));
@@ -290,7 +298,7 @@ export async function renderHome(host: HTMLElement, hooks: HomeHooks): Promise<v
     el('p', { class: 'muted' }, 'Each example sends to this server as it is; paste one into a shell, then search for its name above.'),
     el('div', { class: 'snippets' }, ...snippets(o).map(snippetCard)),
   );
-  const [alerts, saved] = await Promise.all([alertsCard(), savedCard(hooks)]);
+  const [alerts, saved] = await Promise.all([alertsCard(hooks), savedCard(hooks)]);
   if (!hooks.cur()) return;
   const hosts = hostsCard(o, hooks);
   const more = hosts ? [hosts] : [];

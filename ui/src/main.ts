@@ -7,6 +7,8 @@ import { renderDashboard, renderDashboardList, dashboardFromGraphs } from './das
 import { ago, fmtTimeZ, fromInput, graphTitle, isSelf, setTz, streamLabel, toInput, tzLabel } from './format';
 import { bench, levelRgb, LEVELS } from './heatmap';
 import { renderHome } from './home';
+import { renderAlerts } from './alerts';
+import { renderRules } from './rules';
 import { FUNCTIONS } from './caql';
 import { autoPeriod, fromUrl, GRAPHS_MAX, RANGES, rangeS, savePrefs, toUrl, type Graph, type State, type View } from './state';
 
@@ -33,8 +35,9 @@ function applyPrefs(): void {
 
 // ---------------------------------------------------------------- shell
 
-const navLinks = (['home', 'explore', 'dashboards'] as View[]).map((v) => {
-  const a = el('a', { href: v === 'home' ? '/' : v === 'explore' ? '?view=explore' : '?view=dashboards', 'data-view': v }, v === 'home' ? 'Home' : v === 'explore' ? 'Explore' : 'Dashboards');
+const NAV: Record<string, string> = { home: 'Home', explore: 'Explore', dashboards: 'Dashboards', alerts: 'Alerts' };
+const navLinks = (['home', 'explore', 'dashboards', 'alerts'] as View[]).map((v) => {
+  const a = el('a', { href: v === 'home' ? '/' : `?view=${v}`, 'data-view': v }, NAV[v]);
   a.addEventListener('click', (e) => {
     if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
     e.preventDefault();
@@ -250,11 +253,11 @@ function syncControls(): void {
   tzText.textContent = tzLabel();
   wsName.value = state.wsName ?? '';
   editor.setValue(state.caql ?? '');
-  const timed = state.view === 'explore' || state.view === 'dashboard';
+  const timed = state.view === 'explore' || state.view === 'dashboard' || state.view === 'alerts' || state.view === 'rules';
   rangeBox.hidden = !timed;
   for (const a2 of navLinks) {
     const v = a2.dataset.view;
-    const cur = v === state.view || (v === 'dashboards' && state.view === 'dashboard');
+    const cur = v === state.view || (v === 'dashboards' && state.view === 'dashboard') || (v === 'alerts' && state.view === 'rules');
     if (cur) a2.setAttribute('aria-current', 'page');
     else a2.removeAttribute('aria-current');
   }
@@ -317,6 +320,8 @@ function setLive(): void {
 function go(v: View, extra: Partial<State> = {}): void {
   state = { ...state, view: v, ...extra };
   if (v !== 'dashboard') state.dash = undefined;
+  if (v !== 'alerts') state.alert = undefined;
+  if (v !== 'rules') state.rule = undefined;
   setUrl(true);
   void render();
   view.focus({ preventScroll: true });
@@ -363,6 +368,10 @@ async function render(): Promise<void> {
     } else if (state.view === 'dashboards') {
       document.title = 'Dashboards · Strata';
       await renderDashboardList(view, { go, cur, status: (t) => (status.textContent = t) });
+    } else if (state.view === 'alerts' || state.view === 'rules') {
+      document.title = `${state.view === 'alerts' ? 'Alerts' : 'Rules'} · Strata`;
+      const hooks = { go, cur, keep, status: (t: string) => (status.textContent = t), setUrl: () => setUrl() };
+      await (state.view === 'alerts' ? renderAlerts(view, ctx, hooks) : renderRules(view, ctx, hooks));
     } else if (state.view === 'dashboard') {
       await renderDashboard(view, state.dash ?? '', ctx, { go, cur, keep, status: (t) => (status.textContent = t), setUrl: () => setUrl(), rerender: () => void render() });
     } else {

@@ -3,7 +3,7 @@
 // The theme and time zone are also remembered in localStorage as the browser's preference.
 import { isUnit, type Tz, type Unit } from './format';
 
-export type View = 'home' | 'explore' | 'dashboards' | 'dashboard';
+export type View = 'home' | 'explore' | 'dashboards' | 'dashboard' | 'alerts' | 'rules';
 
 /** How the heatmap colours a cell: samples per decade of value (default) or per bin. */
 export type ColorMode = 'density' | 'count';
@@ -45,6 +45,10 @@ export interface State {
   caql?: string;
   ws?: string;
   wsName?: string;
+  /** The alert instance shown on the alerts page (its fingerprint). */
+  alert?: string;
+  /** The ruleset open in the rule editor. */
+  rule?: string;
 }
 
 /** Most graphs in one view (each is a request and a canvas). */
@@ -59,7 +63,7 @@ export const RANGES: Record<string, number> = {
   '30d': 2592000,
 };
 
-const VIEWS: View[] = ['home', 'explore', 'dashboards', 'dashboard'];
+const VIEWS: View[] = ['home', 'explore', 'dashboards', 'dashboard', 'alerts', 'rules'];
 const PREFS_KEY = 'strata.prefs';
 
 function storedPrefs(): { theme?: 'light' | 'dark'; tz?: Tz } {
@@ -134,6 +138,8 @@ export function fromUrl(search: string): State {
     out.view = 'dashboards';
   } else if (params.get('view') === 'explore') {
     out.view = 'explore';
+  } else if (params.get('view') === 'alerts' || params.get('view') === 'rules') {
+    out.view = params.get('view') as View;
   }
   return out;
 }

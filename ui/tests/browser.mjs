@@ -927,6 +927,217 @@ await test('dark theme', async () => {
   await ready();
 });
 
+// ---------------------------------------------------------------- alerts page and rule editor
+
+// The harness wrote 20 minutes of logins from LOGIN_BASE_MS (150 slow ones, ≥ 1.5 s, a minute
+// from minute 5, 3 before) and the `login-slow` ruleset (1 h window, severity 1 at
+// count_above(1.5) >= 500, severity 3 at count_above(1.0) >= 100), backfilled.
+const LOGIN_BASE_MS = Number(process.env.LOGIN_BASE_MS);
+const MIN_MS = 60_000;
+/** Slow logins in the minutes before `endMin` (exclusive), counted from what was written. */
+function slowBefore(endMin) {
+  let n = 0;
+  for (let m = 0; m < Math.min(endMin, 20); m++) n += m >= 5 ? 150 : 3;
+  return n;
+}
+/** The first period ends at which the 1-hour window holds ≥ 100 (severity 3: the alert fires)
+ * and ≥ 500 slow logins (severity 1). */
+const FIRE_MIN = [...Array(21).keys()].find((m) => slowBefore(m) >= 100);
+const SEV1_MIN = [...Array(21).keys()].find((m) => slowBefore(m) >= 500);
+let loginFp = '';
+
+async function alertsReady(p = page) {
+  await ready(p);
+  await p.waitForSelector('[data-testid=alert-detail][data-ready="true"]', { state: 'attached' });
+}
+
+await test('alerts page: login-slow fires under severity 1 with the count of slow logins', async () => {
+  assert(Number.isFinite(LOGIN_BASE_MS), 'LOGIN_BASE_MS from the harness');
+  // Wait (bounded) for the backfilled ruleset to show the instance firing.
+  let firing = [];
+  for (let i = 0; i < 60 && firing.length === 0; i++) {
+    firing = (await api('/api/strata/v1/alerts?rule=login-slow&state=firing')).alerts;
+    if (!firing.length) await sleep(500);
+  }
+  assert(firing.length === 1, `one login-slow instance firing: ${JSON.stringify(firing)}`);
+  const a = firing[0];
+  loginFp = a.fp;
+  assert(a.fired === LOGIN_BASE_MS + FIRE_MIN * MIN_MS, `fired at minute ${FIRE_MIN}: ${a.fired}`);
+  assert(a.severity === 1, `severity 1 since minute ${SEV1_MIN}`);
+  await page.goto(BASE + '/');
+  await ready();
+  // The landing page's alert card links to the page.
+  await page.click('[data-testid=home-alerts-link]');
+  await alertsReady();
+  assert(new URL(page.url()).searchParams.get('s')?.includes('"view":"alerts"'), `the URL names the view: ${page.url()}`);
+  const groups = await page.locator('[data-testid=sev-group]').evaluateAll((els) => els.map((e) => Number(e.dataset.severity)));
+  const order = [...groups].sort((x, y) => (x || 9) - (y || 9));
+  assert(groups[0] === 1 && JSON.stringify(groups) === JSON.stringify(order), `severity 1 first: ${groups}`);
+  const item = page.locator(`[data-testid=sev-group][data-severity="1"] [data-testid=alert-item][data-fp="${a.fp}"]`);
+  assert((await item.count()) === 1, 'login-slow is listed under severity 1');
+  assert((await item.getAttribute('data-state')) === 'firing', 'shown firing');
+  const summary = await item.locator('[data-testid=alert-summary]').innerText();
+  assert(summary === a.annotations.summary, `the annotation as the API renders it: ${summary}`);
+  // Rendered at every evaluation: the hour's window holds every slow login written.
+  const expected = slowBefore(20);
+  assert(summary.startsWith(`${expected} people (`), `the count of slow logins written (${expected}): ${summary}`);
+  // Since-when in the UI's time zone (browser-local here), read back with Intl.
+  const since = await item.locator('[data-testid=alert-since]').innerText();
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  assert(since.includes(zoneText(a.since, zone)), `since ${since} is ${zoneText(a.since, zone)} in ${zone}`);
+  await docShot('alerts');
+});
+
+await test('alerts page: an instance shows its history and its expression graphed with the thresholds', async () => {
+  await page.click(`[data-testid=alert-item][data-fp="${loginFp}"]`);
+  await alertsReady();
+  await page.waitForSelector('[data-testid=rule-graph][data-thresholds]', { state: 'attached' });
+  // History: the transition into firing, as the history API has it.
+  const h = (await api(`/api/strata/v1/alerts/history?fp=${loginFp}`)).transitions;
+  const fire = h.find((t) => t.state === 'firing' && t.from !== 'firing');
+  assert(fire, 'the history API has the transition into firing');
+  const rows = await page.locator('[data-testid=history-row]').evaluateAll((els) => els.map((e) => ({ from: e.dataset.from, to: e.dataset.to, t: Number(e.dataset.t) })));
+  assert(fire.t === LOGIN_BASE_MS + FIRE_MIN * MIN_MS, 'it fired at the minute the data says');
+  assert(rows.some((r) => r.to === 'firing' && r.from === fire.from && r.t === fire.t), `history lists ${fire.from} → firing at ${fire.t}: ${JSON.stringify(rows)}`);
+  // The severity change (3 → 1) is a transition of its own.
+  assert(rows.some((r) => r.to === 'firing' && r.from === 'firing' && r.t === LOGIN_BASE_MS + SEV1_MIN * MIN_MS), 'history lists the change to severity 1');
+  // Its annotation as rendered then: the slow logins written before that minute.
+  const sevRow = await page.locator(`[data-testid=history-row][data-t="${LOGIN_BASE_MS + SEV1_MIN * MIN_MS}"]`).innerText();
+  assert(sevRow.includes(`${slowBefore(SEV1_MIN)} people (`), `${slowBefore(SEV1_MIN)} people at minute ${SEV1_MIN}: ${sevRow}`);
+  // The graph: a heatmap of the histogram stream, one solid line per level's `when` value
+  // (1.5 for severity 1, 1.0 for severity 3), the `clear` dashed, the firing interval shaded.
+  const graph = page.locator('[data-testid=rule-graph]');
+  assert((await graph.getAttribute('data-kind')) === 'heatmap', 'histograms as a heatmap');
+  const drawn = JSON.parse(await graph.getAttribute('data-thresholds'));
+  const sev1 = drawn.find((d) => d.level === 1 && d.kind === 'when');
+  const sev3 = drawn.find((d) => d.level === 3 && d.kind === 'when');
+  assert(sev1 && sev1.value === 1.5 && sev3 && sev3.value === 1.0, `lines at 1.5 and 1.0: ${JSON.stringify(drawn)}`);
+  assert(drawn.some((d) => d.level === 1 && d.kind === 'clear' && d.value === 1.5), 'the clear threshold drawn');
+  assert(sev1.y < sev3.y, 'the higher value is drawn higher');
+  const shaded = JSON.parse(await graph.getAttribute('data-shaded'));
+  assert(shaded.length === 1 && shaded[0][0] === fire.t, `the firing interval from ${fire.t}: ${JSON.stringify(shaded)}`);
+  // The pixels on each line are the level's colour.
+  const px = await page.evaluate(([y1, y3]) => {
+    const c = document.querySelector('[data-testid=rule-graph] canvas');
+    const g = c.getContext('2d');
+    const at = (y) => [...g.getImageData(Math.round(c.width * 0.5), Math.floor(y), 1, 1).data.slice(0, 3)];
+    const hex = (v) => {
+      const d = document.createElement('div');
+      d.style.color = getComputedStyle(document.documentElement).getPropertyValue(v);
+      document.body.append(d);
+      const rgb = getComputedStyle(d).color.match(/\d+/g).slice(0, 3).map(Number);
+      d.remove();
+      return rgb;
+    };
+    return { l1: at(y1), l3: at(y3), c1: hex('--bad'), c3: hex('--s5') };
+  }, [sev1.y, sev3.y]);
+  const near = (a, b) => a.every((v, i) => Math.abs(v - b[i]) <= 40);
+  assert(near(px.l1, px.c1), `severity 1 line pixel ${px.l1} ≈ ${px.c1}`);
+  assert(near(px.l3, px.c3), `severity 3 line pixel ${px.l3} ≈ ${px.c3}`);
+});
+
+await test('alerts page: acknowledge with a note and until; deliveries listed from the notify API', async () => {
+  await page.waitForSelector('[data-testid=ack-box]');
+  // The file receiver got the firing notification.
+  let n = null;
+  for (let i = 0; i < 40; i++) {
+    n = await api(`/api/strata/v1/notifications?fp=${loginFp}`);
+    if (n.deliveries.length) break;
+    await sleep(500);
+  }
+  assert(n.deliveries.length >= 1, 'a delivery for the alert');
+  await page.click('[data-testid=alert-item][data-fp="' + loginFp + '"]');
+  await alertsReady();
+  const rows = await page.locator('[data-testid=delivery-row]').count();
+  assert(rows === n.deliveries.length, `deliveries shown ${rows} = API ${n.deliveries.length}`);
+  await page.fill('[data-testid=ack-note]', 'rolling back the deploy');
+  const untilText = toInputText(Date.now() + 2 * 3600_000);
+  await page.fill('[data-testid=ack-until]', untilText);
+  await page.click('[data-testid=ack-submit]');
+  await page.waitForSelector('[data-testid=ack-current]');
+  const acks = (await api(`/api/strata/v1/notifications?fp=${loginFp}`)).acks;
+  assert(acks.length === 1 && acks[0].note === 'rolling back the deploy', `the API has the note: ${JSON.stringify(acks)}`);
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  assert(zoneText(acks[0].until, zone) === untilText.replace('T', ' '), `until ${acks[0].until} is ${untilText} local`);
+  assert((await page.innerText('[data-testid=ack-current]')).includes('rolling back the deploy'), 'the page shows it');
+  await page.click('[data-testid=ack-remove]');
+  await page.waitForSelector('[data-testid=ack-submit]');
+  assert((await api(`/api/strata/v1/notifications?fp=${loginFp}`)).acks.length === 0, 'taken back');
+});
+
+/** A datetime-local value for `ms` in the browser's (= this process's) zone, by Intl. */
+function toInputText(ms) {
+  const p = zoneParts(ms, Intl.DateTimeFormat().resolvedOptions().timeZone);
+  return `${p.year}-${p.month}-${p.day}T${p.hour}:${p.minute}`;
+}
+
+const NEW_RULE = `[[ruleset]]
+name = "login-some-slow"
+expr = 'find:histogram("login")'
+window = "rolling:merge(5m)"
+annotations = { summary = "{{ count_above(1.5) }} slow logins" }
+
+[[ruleset.severity]]
+level = 2
+when = "count_above(1.5) >= 100"
+`;
+
+await test('rule editor: backtest shows a new rule’s transitions graphed with thresholds, then it is saved', async () => {
+  await page.goto(`${BASE}/?view=rules`);
+  await ready();
+  assert((await api('/api/strata/v1/rules')).rules.every((r) => r.name !== 'login-some-slow'), 'not saved yet');
+  await page.click('[data-testid=rule-new]');
+  await page.fill('[data-testid=rule-text]', NEW_RULE);
+  await page.click('[data-testid=rule-backtest]');
+  await page.waitForSelector('[data-testid=backtest][data-ready="true"]', { state: 'attached' });
+  // The same backtest through the API, over the range the page used (the last hour).
+  const rows = await page.locator('[data-testid=backtest-row]').evaluateAll((els) => els.map((e) => ({ from: e.dataset.from, to: e.dataset.to, t: Number(e.dataset.t) })));
+  const fire = rows.find((r) => r.to === 'firing');
+  // 5-minute window: minutes 1–5 hold 4 × 3 + 150 = 162 ≥ 100 at the end of minute 5.
+  assert(fire && fire.from === 'ok' && fire.t === LOGIN_BASE_MS + 6 * MIN_MS, `fires at minute 6: ${JSON.stringify(rows)}`);
+  const end = Date.now();
+  const b = await (await fetch(`${BASE}/api/strata/v1/rules/evaluate?${enc({ start: String((end - 3600_000) / 1000), end: String(end / 1000) })}`, { method: 'POST', body: NEW_RULE })).json();
+  const apiFire = b.transitions.find((t) => t.state === 'firing');
+  assert(apiFire && apiFire.t === fire.t, 'the API backtest agrees');
+  const graph = page.locator('[data-testid=backtest] [data-testid=rule-graph]');
+  await graph.waitFor();
+  const drawn = JSON.parse(await graph.getAttribute('data-thresholds'));
+  assert(drawn.length === 1 && drawn[0].level === 2 && drawn[0].value === 1.5, `the threshold at 1.5: ${JSON.stringify(drawn)}`);
+  const shaded = JSON.parse(await graph.getAttribute('data-shaded'));
+  assert(shaded.length >= 1 && shaded[0][0] === fire.t, `firing shaded from ${fire.t}: ${JSON.stringify(shaded)}`);
+  await shot('rules-backtest');
+  await page.click('[data-testid=rule-save]');
+  await page.waitForSelector('[data-testid=rule-item][data-name="login-some-slow"]');
+  const saved = await api('/api/strata/v1/rules/login-some-slow');
+  assert(saved.read_only === false && saved.spec.severity[0].when === 'count_above(1.5) >= 100', 'saved through the API');
+});
+
+await test('rule editor: validation errors point at their line; file rulesets are read-only', async () => {
+  await page.click('[data-testid=rule-new]');
+  const bad = NEW_RULE.replace('name = "login-some-slow"', 'name = "broken"').replace('count_above(1.5) >= 100', 'count_abve(1.5) >= 100');
+  await page.fill('[data-testid=rule-text]', bad);
+  await page.click('[data-testid=rule-save]');
+  await page.waitForSelector('[data-testid=rule-error-caret]');
+  const line = Number(await page.getAttribute('[data-testid=rule-error-caret]', 'data-line'));
+  const column = Number(await page.getAttribute('[data-testid=rule-error-caret]', 'data-column'));
+  const lines = bad.split('\n');
+  assert(lines[line - 1].includes('count_abve'), `line ${line} is the bad condition: ${lines[line - 1]}`);
+  assert(lines[line - 1].slice(column - 1).startsWith('count_abve'), `column ${column} is where it starts`);
+  assert((await page.getAttribute('[data-testid=rule-text]', 'aria-invalid')) === 'true', 'the editor is marked invalid');
+  const r = await fetch(`${BASE}/api/strata/v1/rules/broken`);
+  assert(r.status === 404, 'nothing saved');
+  // A TOML syntax error: the parser's position.
+  await page.fill('[data-testid=rule-text]', 'name = "broken"\nexpr = \n');
+  await page.click('[data-testid=rule-backtest]');
+  await page.waitForSelector('[data-testid=rule-error-caret][data-line="2"]');
+  // The rules file's ruleset: shown, not editable.
+  await page.click('[data-testid=rule-open][data-name="lat-p99"]');
+  assert((await page.getAttribute('[data-testid=rule-item][data-name="lat-p99"]', 'data-read-only')) === 'true', 'listed read-only');
+  assert(await page.locator('[data-testid=rule-text]').evaluate((e) => e.readOnly), 'the text is read-only');
+  assert(await page.locator('[data-testid=rule-save]').isDisabled(), 'no save');
+  assert((await page.locator('[data-testid=rule-text]').inputValue()).includes('percentile(99) > 1000'), 'its definition is shown');
+});
+
 // ---------------------------------------------------------------- layout and accessibility
 
 function overlaps(a, b) {
@@ -967,6 +1178,27 @@ await test('800 px wide: nothing overlaps, nothing scrolls sideways; the sidebar
     await p.goto(BASE + '/');
     await ready(p);
     assert((await p.evaluate(() => document.documentElement.scrollWidth)) <= 800, 'landing page: no sideways scrolling');
+    // The alerts page with an instance open, and the rule editor after a backtest.
+    await p.goto(`${BASE}/?s=${encodeURIComponent(JSON.stringify({ view: 'alerts', alert: loginFp }))}`);
+    await alertsReady(p);
+    await p.waitForSelector('[data-testid=rule-graph][data-thresholds]', { state: 'attached' });
+    const list = await p.locator('[data-testid=alert-groups]').boundingBox();
+    const detail = await p.locator('[data-testid=alert-detail]').boundingBox();
+    assert(!overlaps(list, detail), `alert list ${JSON.stringify(list)} and detail ${JSON.stringify(detail)} do not overlap`);
+    assert(detail.x + detail.width <= 800, 'the detail fits');
+    const graphBox = await p.locator('[data-testid=rule-graph] .u-wrap').boundingBox();
+    assert(graphBox.x + graphBox.width <= 800, `the graph fits (${graphBox.x + graphBox.width})`);
+    assert((await p.evaluate(() => document.documentElement.scrollWidth)) <= 800, 'alerts page: no sideways scrolling');
+    await shot('narrow-alerts', p);
+    await p.goto(`${BASE}/?s=${encodeURIComponent(JSON.stringify({ view: 'rules', rule: 'login-slow' }))}`);
+    await ready(p);
+    await p.click('[data-testid=rule-backtest]');
+    await p.waitForSelector('[data-testid=backtest][data-ready="true"]', { state: 'attached' });
+    const rl = await p.locator('[data-testid=rule-list]').boundingBox();
+    const ed = await p.locator('[data-testid=rule-text]').boundingBox();
+    assert(!overlaps(rl, ed), 'rule list and editor do not overlap');
+    assert((await p.evaluate(() => document.documentElement.scrollWidth)) <= 800, 'rule editor: no sideways scrolling');
+    await shot('narrow-rules', p);
   } finally {
     await p.close();
   }
@@ -987,9 +1219,16 @@ await test('accessibility: axe-core finds no serious violations (light and dark)
         ['explore', exploreUrl({ theme, graphs: [{ query: '__name:lat', key: latSeries.key, kind: 'histogram', objective: 0.1, sel: clickedTs }, { query: '__name:reqs', kind: 'numeric' }, { query: '__name:ver', kind: 'text' }] })],
         ['dashboard', `${BASE}/?d=${dashId}&s=${encodeURIComponent(JSON.stringify({ theme }))}`],
         ['dashboards', `${BASE}/?view=dashboards&s=${encodeURIComponent(JSON.stringify({ theme }))}`],
+        ['alerts', `${BASE}/?s=${encodeURIComponent(JSON.stringify({ view: 'alerts', alert: loginFp, theme }))}`],
+        ['rules', `${BASE}/?s=${encodeURIComponent(JSON.stringify({ view: 'rules', rule: 'login-slow', theme }))}`],
       ]) {
         await p.goto(url);
         await ready(p);
+        if (name === 'alerts') await alertsReady(p);
+        if (name === 'rules') {
+          await p.click('[data-testid=rule-backtest]');
+          await p.waitForSelector('[data-testid=backtest][data-ready="true"]', { state: 'attached' });
+        }
         await p.addScriptTag({ path: axePath });
         const r = await p.evaluate(async () => {
           const out = await window.axe.run(document, { resultTypes: ['violations'] });

@@ -6,7 +6,9 @@
 //! - `GET /api/strata/v1/alerts/history?rule=&fp=&start=&end=&limit=`
 //! - `GET /api/strata/v1/rules`, `GET|PUT|DELETE /api/strata/v1/rules/{name}` (PUT: TOML
 //!   body, `?backfill=15m` to evaluate a new ruleset over the recent past first)
-//! - `POST /api/strata/v1/rules/evaluate?start=&end=` — a backtest of the TOML body's rulesets.
+//! - `POST /api/strata/v1/rules/evaluate?start=&end=` — a backtest of the TOML body's rulesets
+//!   (the answer also holds the parsed rulesets, `rulesets`). A refused ruleset text answers 400
+//!   with `line` and `column` when the error points somewhere in it (also for `PUT`).
 //!
 //! - `POST /api/strata/v1/alerts/{fp}/ack` — JSON `{"note", "by", "until"}` (`until` optional:
 //!   RFC 3339 or ms; without it the acknowledgement lasts until the alert resolves);
@@ -480,8 +482,73 @@ fn rule_json(info: &RuleInfo) -> Value {
     if let Some(r) = &info.ruleset {
         v["period_ms"] = json!(r.period_ms);
         v["definition"] = json!(r.to_toml());
+        // The keys as fields, so the UI draws the severity ladder's thresholds without TOML.
+        v["spec"] = serde_json::to_value(&r.spec).unwrap_or(Value::Null);
     }
     v
+}
+
+/// Where in a ruleset's TOML `message` points, as 1-based `(line, column)`: the TOML parser's
+/// own position for a syntax error, else the quoted text (a condition) or the key the message
+/// starts with. `None` when neither is in `text`.
+fn position_in(text: &str, message: &str) -> Option<(usize, usize)> {
+    // "ruleset \"x\": when …" names the ruleset first; the rest says where.
+    let message = match message.split_once("\": ") {
+        Some((head, rest)) if head.starts_with("ruleset \"") => rest,
+        _ => message,
+    };
+    let at = match toml::from_str::<toml::Table>(text) {
+        Err(e) => e.span().map(|s| s.start),
+        Ok(_) => None,
+    }
+    .or_else(|| quoted_in(text, message))
+    .or_else(|| key_in(text, message))?;
+    let before = text.get(..at)?;
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    Some((line, column))
+}
+
+/// The first `"…"` of the message (a condition, a window) found verbatim in the text.
+fn quoted_in(text: &str, message: &str) -> Option<usize> {
+    let start = message.find('"')? + 1;
+    let len = message.get(start..)?.find('"')?;
+    let quoted = message.get(start..start + len)?;
+    if quoted.is_empty() {
+        return None;
+    }
+    text.find(quoted)
+}
+
+/// The key the message is about (`expr: …`, `window …`, `for and …`) at the start of a line.
+fn key_in(text: &str, message: &str) -> Option<usize> {
+    let key: String = message
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    if key.is_empty() {
+        return None;
+    }
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        let rest = trimmed.strip_prefix(key.as_str());
+        if rest.is_some_and(|r| r.trim_start().starts_with('=')) {
+            return Some(offset + line.len() - trimmed.len());
+        }
+        offset += line.len();
+    }
+    None
+}
+
+/// A 400 for a refused ruleset text, with the line and column it points at when known.
+fn invalid(text: &str, message: String) -> Response {
+    let mut body = json!({ "error": message });
+    if let Some((line, column)) = position_in(text, &message) {
+        body["line"] = json!(line);
+        body["column"] = json!(column);
+    }
+    json_body(StatusCode::BAD_REQUEST, &body)
 }
 
 /// Every ruleset, or with `?owner=` only those that owner manages.
@@ -553,7 +620,8 @@ async fn rule_put(
     };
     let engine = api.engine.clone();
     let n = name.clone();
-    let result = tokio::task::spawn_blocking(move || engine.put_ruleset(&n, &text, backfill)).await;
+    let body = text.clone();
+    let result = tokio::task::spawn_blocking(move || engine.put_ruleset(&n, &body, backfill)).await;
     match result {
         Ok(Ok(put)) => {
             let status = if put == Put::Created {
@@ -573,6 +641,7 @@ async fn rule_put(
             }
             response
         }
+        Ok(Err(ChangeError::Invalid(m))) => invalid(&text, m),
         Ok(Err(e)) => change_error(e),
         Err(e) => error(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -631,26 +700,30 @@ async fn evaluate(
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let engine = api.engine.clone();
-    let result = tokio::task::spawn_blocking(move || -> Result<Vec<Transition>, String> {
-        let base = engine.store().options().base_period_ms;
-        let specs = match rule::parse_file_text(&text) {
-            Ok(s) if !s.is_empty() => s,
-            _ => vec![rule::parse_one(&text).map_err(|e| e.to_string())?],
-        };
-        let rulesets = specs
-            .into_iter()
-            .map(|s| {
-                rule::compile(s, Source::Api, base)
-                    .map(Arc::new)
-                    .map_err(|e| e.to_string())
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let records = crate::backtest::backtest(engine.store(), rulesets, start, end)?;
-        Ok(transitions_of(&records))
-    })
-    .await;
+    let body = text.clone();
+    let result =
+        tokio::task::spawn_blocking(move || -> Result<(Vec<Transition>, Value), String> {
+            let base = engine.store().options().base_period_ms;
+            let specs = match rule::parse_file_text(&body) {
+                Ok(s) if !s.is_empty() => s,
+                _ => vec![rule::parse_one(&body).map_err(|e| e.to_string())?],
+            };
+            // The parsed keys, so a caller can draw the thresholds it backtested.
+            let parsed = serde_json::to_value(&specs).unwrap_or(Value::Null);
+            let rulesets = specs
+                .into_iter()
+                .map(|s| {
+                    rule::compile(s, Source::Api, base)
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string())
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let records = crate::backtest::backtest(engine.store(), rulesets, start, end)?;
+            Ok((transitions_of(&records), parsed))
+        })
+        .await;
     match result {
-        Ok(Ok(ts)) => {
+        Ok(Ok((ts, parsed))) => {
             let v: Vec<Value> = ts.iter().map(transition_json).collect();
             let summary: BTreeMap<&str, usize> = ts.iter().fold(BTreeMap::new(), |mut m, t| {
                 *m.entry(t.instance.state.name()).or_default() += 1;
@@ -658,13 +731,42 @@ async fn evaluate(
             });
             json_body(
                 StatusCode::OK,
-                &json!({ "start": start, "end": end, "transitions": v, "into": summary }),
+                &json!({
+                    "start": start,
+                    "end": end,
+                    "transitions": v,
+                    "into": summary,
+                    "rulesets": parsed,
+                }),
             )
         }
-        Ok(Err(e)) => error(StatusCode::BAD_REQUEST, e),
+        Ok(Err(e)) => invalid(&text, e),
         Err(e) => error(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("backtest failed: {e}"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::position_in;
+
+    const TEXT: &str = "name = \"x\"\nexpr = 'find:histogram(\"login\")'\n[[severity]]\nlevel = 1\nwhen = \"count_abve(1.5) >= 3\"\n";
+
+    #[test]
+    fn errors_point_at_their_line_and_column() {
+        // A condition the compiler refused: the quoted condition's place.
+        let m = "ruleset \"x\": when \"count_abve(1.5) >= 3\": unknown reducer";
+        assert_eq!(position_in(TEXT, m), Some((5, 9)));
+        // A key the message starts with.
+        assert_eq!(position_in(TEXT, "ruleset \"x\": expr: bad"), Some((2, 1)));
+        // A TOML syntax error: the parser's own position.
+        assert_eq!(
+            position_in("name = \"x\"\nexpr = \n", "whatever"),
+            Some((2, 8))
+        );
+        // Nothing to point at.
+        assert_eq!(position_in(TEXT, "too many periods"), None);
     }
 }

@@ -200,6 +200,8 @@ async fn history_rules_crud_and_backtest() {
     let (st, _, body) = call(&r, "PUT", "/api/strata/v1/rules/bad", &[], "expr = 'find('").await;
     assert_eq!(st, StatusCode::BAD_REQUEST);
     assert!(json(&body)["error"].as_str().unwrap().contains("expr"));
+    // The answer says where in the text: the one line here.
+    assert_eq!(json(&body)["line"], 1, "{body}");
     let (st, _, body) = call(&r, "GET", "/api/strata/v1/rules/queue", &[], "").await;
     assert_eq!(st, StatusCode::OK);
     assert!(json(&body)["definition"]

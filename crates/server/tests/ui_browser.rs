@@ -1,6 +1,7 @@
 //! The web UI in a real browser: starts `strata serve` on port 0 with a temporary data
 //! directory, writes histogram, numeric and text streams through httptrap (among them a smooth
-//! log-normal histogram, one with empty slices, and 10^5 heatmap cells), and runs
+//! log-normal histogram, one with empty slices, 10^5 heatmap cells, and login latencies that a
+//! ruleset fires on; notifications go to a file, a rules file is read-only), and runs
 //! `ui/tests/browser.mjs` (playwright-core driving Debian's headless Chromium) against it.
 //! Screenshots, the render benchmark and per-test results are saved under
 //! `<target dir>/ui-artifacts/`. Installs what is missing (the npm packages; Chromium with
@@ -213,6 +214,92 @@ fn write_big(server: &Server) {
     });
 }
 
+/// The alerting setup: a read-only rules file, notifications to a JSON-lines file, and the
+/// server's configuration naming both. Returns the `--config` path.
+fn alerting_config(dir: &Path) -> PathBuf {
+    let rules = dir.join("rules");
+    std::fs::create_dir_all(&rules).unwrap();
+    std::fs::write(
+        rules.join("provisioned.toml"),
+        "[[ruleset]]\nname = \"lat-p99\"\nexpr = 'find:histogram(\"lat\")'\n\
+         window = \"rolling:merge(5m)\"\n[[ruleset.severity]]\nlevel = 2\n\
+         when = \"percentile(99) > 1000\"\n",
+    )
+    .unwrap();
+    let notify = dir.join("notify.toml");
+    std::fs::write(
+        &notify,
+        format!(
+            "[route]\nreceiver = \"oncall\"\ngroup_by = [\"alertname\"]\n\
+             [[receiver]]\nname = \"oncall\"\nfile = \"{}\"\n",
+            dir.join("notifications.jsonl").display()
+        ),
+    )
+    .unwrap();
+    let config = dir.join("strata.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[alerts]\nrules_dir = \"{}\"\nnotify = \"{}\"\n",
+            rules.display(),
+            notify.display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// Minutes of login latencies written for the alerts page, and the slow logins (≥ 1.5 s) per
+/// minute from minute `LOGIN_SLOW_FROM` on (3 before).
+const LOGIN_MINUTES: i64 = 20;
+const LOGIN_SLOW_FROM: i64 = 5;
+const LOGIN_SLOW_PER_MINUTE: i64 = 150;
+
+/// Login latencies through httptrap starting at `base_ms` (a minute boundary), then the
+/// `login-slow` ruleset through the API, evaluated over the past first (`backfill`): with a
+/// one-hour window it fires at `base + 6 min` (severity 3: 165 slow logins), is severity 1
+/// from `base + 9 min` (615) and keeps firing for the whole browser run.
+fn write_logins_and_rule(server: &Server, base_ms: i64) {
+    let http = client();
+    for m in 0..LOGIN_MINUTES {
+        let slow = if m >= LOGIN_SLOW_FROM {
+            LOGIN_SLOW_PER_MINUTE
+        } else {
+            3
+        };
+        let body = json!({ "login|ST[app:web]": {
+            "_type": "h",
+            "_value": ["H[1.2e-01]=4000", format!("H[1.6e+00]={slow}")],
+            "_ts": base_ms + m * 60_000 + 5_000,
+        }});
+        let r = http
+            .put(server.url("/module/httptrap/login/secret"))
+            .json(&body)
+            .send()
+            .unwrap();
+        assert!(r.status().is_success(), "login write: {}", r.status());
+    }
+    let rule = r#"[[ruleset]]
+name = "login-slow"
+expr = 'find:histogram("login")'
+window = "rolling:merge(1h)"
+annotations = { summary = "{{ count_above(1.5) }} people ({{ ratio_above(1.5) | percent }}) waited more than 1.5 s to log in on {{ tag.app }}" }
+[[ruleset.severity]]
+level = 1
+when = "count_above(1.5) >= 500"
+clear = "count_above(1.5) < 400"
+[[ruleset.severity]]
+level = 3
+when = "count_above(1.0) >= 100"
+"#;
+    let r = http
+        .put(server.url("/api/strata/v1/rules/login-slow?backfill=30m"))
+        .body(rule)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201, "{}", r.text().unwrap());
+}
+
 fn main() -> ExitCode {
     if let Err(e) = prepare() {
         eprintln!("ui_browser: {e}");
@@ -220,8 +307,12 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let dir = tempfile::tempdir().unwrap();
+    let config = alerting_config(dir.path());
     // Every listener on port 0: the landing page's statsd and Graphite examples are run too.
-    let server = Server::start(dir.path(), &[]);
+    let server = Server::start(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
     write_data(&server);
     let started = std::time::Instant::now();
     write_big(&server);
@@ -236,6 +327,9 @@ fn main() -> ExitCode {
         "GET / answered {}",
         index.status()
     );
+    let now_ms = serve_common::now_s() * 1000;
+    let login_base_ms = now_ms - now_ms % 60_000 - LOGIN_MINUTES * 60_000;
+    write_logins_and_rule(&server, login_base_ms);
     let artifacts = artifacts_dir();
     std::fs::create_dir_all(&artifacts).unwrap();
     let output = Command::new("node")
@@ -245,6 +339,7 @@ fn main() -> ExitCode {
         .env("ARTIFACTS", &artifacts)
         .env("CHROMIUM", chromium_path())
         .env("STRATA_LINE", server.line.trim())
+        .env("LOGIN_BASE_MS", login_base_ms.to_string())
         .stderr(Stdio::inherit())
         .output()
         .expect("run node");
