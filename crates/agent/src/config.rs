@@ -26,10 +26,19 @@ pub struct Push {
     pub token_file: Option<PathBuf>,
 }
 
+/// Reverse mode: the agent dials a core's link listener (`strata serve --link-listen`) and
+/// its journal is forwarded over that link.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Reverse {
+    /// `host:port` of the link listener.
     pub broker: String,
+    /// The SHA-256 of the core's link certificate (`strata broker list` prints it).
+    #[serde(default)]
+    pub core_sha256: String,
+    /// Dial through this HTTP CONNECT proxy (`http://host:port`).
+    #[serde(default)]
+    pub proxy: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -127,9 +136,22 @@ impl Config {
                 }
             }
             Mode::Reverse => {
-                file.reverse
+                let reverse = file
+                    .reverse
                     .as_ref()
                     .ok_or("mode = \"reverse\" needs a [reverse] table")?;
+                if !reverse.broker.contains(':') {
+                    return Err(format!(
+                        "`reverse.broker`: `{}` is not host:port",
+                        reverse.broker
+                    ));
+                }
+                let fp = broker::tls::normalize(&reverse.core_sha256);
+                if fp.len() != 64 || !fp.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err("`reverse.core_sha256`: the core's link certificate SHA-256 \
+                                (64 hex digits; `strata broker list` prints it)"
+                        .to_owned());
+                }
             }
             Mode::Pull => {
                 if listen.is_none() {
