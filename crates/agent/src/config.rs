@@ -148,9 +148,11 @@ impl Config {
                 }
                 let fp = broker::tls::normalize(&reverse.core_sha256);
                 if fp.len() != 64 || !fp.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err("`reverse.core_sha256`: the core's link certificate SHA-256 \
+                    return Err(
+                        "`reverse.core_sha256`: the core's link certificate SHA-256 \
                                 (64 hex digits; `strata broker list` prints it)"
-                        .to_owned());
+                            .to_owned(),
+                    );
                 }
             }
             Mode::Pull => {

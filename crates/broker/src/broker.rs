@@ -186,9 +186,11 @@ impl Broker {
             .unwrap_or_else(|| "core".to_owned());
         let transport = match (&config.core_url, link_wanted(&config)) {
             (Some(_), true) => {
-                return Err("--core-url and a link (--core-link, --link-listen) exclude each \
+                return Err(
+                    "--core-url and a link (--core-link, --link-listen) exclude each \
                             other: the journal goes one way"
-                    .to_owned())
+                        .to_owned(),
+                )
             }
             (Some(_), false) => None,
             (None, true) => {
@@ -436,9 +438,7 @@ impl Fetch {
                 }
                 let request =
                     crate::link::h2::request(hyper::Method::GET, path, &headers, Vec::new())?;
-                let (status, _, body) = link
-                    .call(request, crate::link::RESPONSE_BYTES_MAX)
-                    .await?;
+                let (status, _, body) = link.call(request, crate::link::RESPONSE_BYTES_MAX).await?;
                 if status != 200 {
                     return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)));
                 }

@@ -401,7 +401,9 @@ pub async fn forward_with(
                 if waiting.backoff > 0 {
                     tokio::time::sleep(Duration::from_millis(waiting.backoff)).await;
                 }
-                let sent = sender.send(offset, waiting.body.clone(), waiting.made_ms).await;
+                let sent = sender
+                    .send(offset, waiting.body.clone(), waiting.made_ms)
+                    .await;
                 Flown {
                     offset,
                     sent,

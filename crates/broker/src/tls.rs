@@ -17,6 +17,9 @@ use tokio_rustls::rustls;
 /// The file stem of a link peer's identity in its directory (`link.crt`, `link.key`).
 pub const LINK_STEM: &str = "link";
 
+/// The TLS application protocol both ends of a link require.
+pub const ALPN: &[u8] = b"strata-link/1";
+
 /// The name a link's client asks for (the pin, not the name, decides).
 pub const LINK_SERVER_NAME: &str = "strata-link";
 
@@ -228,7 +231,7 @@ pub fn client_config(identity: &Identity, pins: Pins) -> Result<Arc<rustls::Clie
         .with_custom_certificate_verifier(Arc::new(PinVerifier::new(pins)))
         .with_client_auth_cert(vec![identity.cert_der()?], identity.key_der()?)
         .map_err(|e| format!("TLS client identity: {e}"))?;
-    config.alpn_protocols = vec![crate::link::ALPN.to_vec()];
+    config.alpn_protocols = vec![ALPN.to_vec()];
     Ok(Arc::new(config))
 }
 
@@ -240,7 +243,7 @@ pub fn server_config(identity: &Identity, pins: Pins) -> Result<Arc<rustls::Serv
         .with_client_cert_verifier(Arc::new(PinVerifier::new(pins)))
         .with_single_cert(vec![identity.cert_der()?], identity.key_der()?)
         .map_err(|e| format!("TLS server identity: {e}"))?;
-    config.alpn_protocols = vec![crate::link::ALPN.to_vec()];
+    config.alpn_protocols = vec![ALPN.to_vec()];
     Ok(Arc::new(config))
 }
 

@@ -57,12 +57,24 @@ fn core(data: &Path, http: u16, link: u16) -> Proc {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    Proc::start("strata serve", &args, &data.with_extension("log"), "listening")
+    Proc::start(
+        "strata serve",
+        &args,
+        &data.with_extension("log"),
+        "listening",
+    )
 }
 
 /// `strata broker init`: the broker's certificate SHA-256.
 fn init(dir: &Path, id: &str) -> String {
-    let out = strata(&["broker", "init", "--dir", &dir.display().to_string(), "--id", id]);
+    let out = strata(&[
+        "broker",
+        "init",
+        "--dir",
+        &dir.display().to_string(),
+        "--id",
+        id,
+    ]);
     out.lines()
         .find_map(|l| l.strip_prefix("certificate sha256: "))
         .expect("init prints the fingerprint")
@@ -73,7 +85,9 @@ fn init(dir: &Path, id: &str) -> String {
 /// `strata broker register`: the core's certificate SHA-256 it prints.
 fn register(http: u16, id: &str, fp: &str, extra: &[&str]) -> String {
     let core = format!("http://127.0.0.1:{http}");
-    let mut args = vec!["broker", "register", "--core", &core, "--id", id, "--sha256", fp];
+    let mut args = vec![
+        "broker", "register", "--core", &core, "--id", id, "--sha256", fp,
+    ];
     args.extend_from_slice(extra);
     let out = strata(&args);
     out.lines()
@@ -290,11 +304,17 @@ impl Pusher {
         let acked: Vec<usize> = (0..fates.len())
             .filter(|i| fates[*i] == Fate::Acked)
             .collect();
-        assert!(acked.len() > fates.len() / 2, "{name}: most bodies acknowledged");
-        wait_until(&format!("{name}: every acknowledged body at the core"), || {
-            let bins = core_bins(http, name, ts_ms);
-            acked.iter().all(|i| bins.contains_key(&bin(*i)))
-        });
+        assert!(
+            acked.len() > fates.len() / 2,
+            "{name}: most bodies acknowledged"
+        );
+        wait_until(
+            &format!("{name}: every acknowledged body at the core"),
+            || {
+                let bins = core_bins(http, name, ts_ms);
+                acked.iter().all(|i| bins.contains_key(&bin(*i)))
+            },
+        );
         // Anything resent late would show as a doubled count.
         std::thread::sleep(Duration::from_millis(3_000));
         let bins = core_bins(http, name, ts_ms);
@@ -394,7 +414,10 @@ fn both_dial_directions_deliver_exactly_once_through_a_proxy_cut_and_kill9s() {
             .iter()
             .all(|id| broker_state(s.http, id)["connected"] == true)
     });
-    println!("both links up {:.1} s after the brokers started", took.as_secs_f64());
+    println!(
+        "both links up {:.1} s after the brokers started",
+        took.as_secs_f64()
+    );
 
     let url = |port: u16| format!("http://127.0.0.1:{port}/write/push");
     let out_pusher = Pusher::start(url(out_push), "link_out_lat", BODIES, EVERY_MS, ts_ms);
@@ -457,14 +480,17 @@ fn both_dial_directions_deliver_exactly_once_through_a_proxy_cut_and_kill9s() {
         assert!(metrics.contains(&format!("strata_broker_lag_seconds{{broker=\"{id}\"}}")));
     }
     let proxied = std::fs::read_to_string(s.dir.join("tinyproxy.log")).unwrap_or_default();
-    let tunnel = format!("Request (file descriptor");
+    let tunnel = "Request (file descriptor";
     let connect = format!("CONNECT 127.0.0.1:{} HTTP/1.1", s.link);
     let tunnels = proxied
         .lines()
-        .filter(|l| l.contains(&tunnel) && l.contains(&connect))
+        .filter(|l| l.contains(tunnel) && l.contains(&connect))
         .count();
     println!("tunnels through the proxy to the core's link listener: {tunnels}");
-    assert!(tunnels >= 2, "the broker dialled through the proxy, before and after its kill");
+    assert!(
+        tunnels >= 2,
+        "the broker dialled through the proxy, before and after its kill"
+    );
     drop((edge_out, edge_in, the_core));
     let _ = the_proxy.kill();
     let _ = the_proxy.wait();
@@ -528,13 +554,24 @@ fn a_broker_that_stops_answering_is_seen_down() {
         broker_state(s.http, "edge-1")["connected"] == true
     });
     let pid = edge.pid().to_string();
-    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
     // The keepalive bound is 30 s; the wait's bound (60 s) is the assertion's, not a timing.
     let took = wait_until("the stopped broker seen down", || {
         broker_state(s.http, "edge-1")["connected"] == false
     });
-    println!("a stopped broker seen down after {:.1} s", took.as_secs_f64());
-    assert!(Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
+    println!(
+        "a stopped broker seen down after {:.1} s",
+        took.as_secs_f64()
+    );
+    assert!(Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()
+        .unwrap()
+        .success());
     wait_until("the link up again", || {
         broker_state(s.http, "edge-1")["connected"] == true
     });
@@ -570,7 +607,12 @@ fn an_agent_in_reverse_mode_dials_out_and_delivers_exactly_once() {
         "1".into(),
     ];
     let log = s.dir.join("agent.log");
-    let mut agent = Some(Proc::start("strata agent", &args, &log, "ready: mode reverse"));
+    let mut agent = Some(Proc::start(
+        "strata agent",
+        &args,
+        &log,
+        "ready: mode reverse",
+    ));
     wait_until("the agent's link up", || {
         broker_state(s.http, "agent-h1")["connected"] == true
     });
@@ -578,7 +620,12 @@ fn an_agent_in_reverse_mode_dials_out_and_delivers_exactly_once() {
     let pusher = Pusher::start(url, "agent_rev_lat", BODIES, 40, ts_ms);
     pusher.wait_sent(BODIES / 2);
     agent.take().unwrap().kill9();
-    agent = Some(Proc::start("strata agent", &args, &log, "ready: mode reverse"));
+    agent = Some(Proc::start(
+        "strata agent",
+        &args,
+        &log,
+        "ready: mode reverse",
+    ));
     pusher.assert_exactly_once(s.http, "agent_rev_lat", ts_ms);
     // The agent's own series arrived too, tagged with its link id.
     let found: serde_json::Value = client()

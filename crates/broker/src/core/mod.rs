@@ -21,12 +21,12 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::dial;
 use crate::link::h2::{self, Body};
 use crate::link::{
     H_BACKLOG_BYTES, H_BACKLOG_RECORDS, H_MADE_MS, PATH_HEARTBEAT, REDIAL_MS_MAX, REDIAL_MS_MIN,
 };
 use crate::tls::{self, Identity};
-use crate::dial;
 use state::{Dial, Registration, Registry, LINK_PEERS_MAX};
 
 /// The path a broker asks for its checks on (answered by the server's checks API).
@@ -83,6 +83,8 @@ struct Live {
     backlog_records: u64,
     backlog_bytes: u64,
     lag_s: f64,
+    /// When the newest record written was made (ms): an older one resent does not set the lag.
+    newest_made_ms: u64,
     records: u64,
     last_error: Option<String>,
 }
@@ -204,7 +206,9 @@ impl Hub {
                 ));
             }
             if !registry.brokers.contains_key(id) && registry.brokers.len() >= LINK_PEERS_MAX {
-                return Err(format!("`id`: {LINK_PEERS_MAX} brokers are registered already"));
+                return Err(format!(
+                    "`id`: {LINK_PEERS_MAX} brokers are registered already"
+                ));
             }
             let before = registry.brokers.insert(id.to_owned(), registration);
             if let Err(e) = registry.save() {
@@ -282,7 +286,11 @@ impl Hub {
         for (name, kind, help, value) in families {
             out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
             for b in &list {
-                out.push_str(&format!("{name}{{broker=\"{}\"}} {}\n", b.id, value(b, now)));
+                out.push_str(&format!(
+                    "{name}{{broker=\"{}\"}} {}\n",
+                    b.id,
+                    value(b, now)
+                ));
             }
         }
         out
@@ -345,7 +353,9 @@ async fn accept_one(inner: &Arc<Inner>, tcp: tokio::net::TcpStream, peer: Socket
     let (pins_inner, pins_seen) = (inner.clone(), seen.clone());
     let pins: tls::Pins = Arc::new(move |fp: &str| {
         *lock(&pins_seen) = Some(fp.to_owned());
-        lock(&pins_inner.registry).broker_by_fingerprint(fp).is_some()
+        lock(&pins_inner.registry)
+            .broker_by_fingerprint(fp)
+            .is_some()
     });
     let config = match tls::server_config(&inner.identity, pins) {
         Ok(c) => c,
@@ -546,10 +556,12 @@ async fn handle(inner: &Arc<Inner>, broker: &str, req: Request<Incoming>) -> Res
     let write = req.method() == Method::POST;
     let response = (inner.handler)(broker.to_owned(), req).await;
     if write && response.status().is_success() {
-        let lag_s = made_ms.map_or(0.0, |m| now.saturating_sub(m) as f64 / 1000.0);
         inner.update(broker, |l| {
             l.records += 1;
-            l.lag_s = lag_s;
+            if let Some(made) = made_ms.filter(|m| *m >= l.newest_made_ms) {
+                l.newest_made_ms = made;
+                l.lag_s = now.saturating_sub(made) as f64 / 1000.0;
+            }
         });
     }
     response

@@ -16,10 +16,10 @@ use tokio::task::JoinSet;
 
 use super::h2::{self, Body, Sender};
 use super::{
-    H_BACKLOG_BYTES, H_BACKLOG_RECORDS, HEARTBEAT_S, PATH_HEARTBEAT, REDIAL_MS_MAX, REDIAL_MS_MIN,
+    HEARTBEAT_S, H_BACKLOG_BYTES, H_BACKLOG_RECORDS, PATH_HEARTBEAT, REDIAL_MS_MAX, REDIAL_MS_MIN,
 };
-use crate::tls::{self, Identity};
 use crate::dial;
+use crate::tls::{self, Identity};
 
 /// Core dials a listening holder accepts at once (a newer link replaces the one in use).
 pub const CORE_CONNECTIONS_MAX: usize = 16;
@@ -68,7 +68,11 @@ impl Link {
 }
 
 /// Starts keeping the link up (tasks in `tasks`) and the heartbeat; returns the handle.
-pub fn start(config: LinkConfig, backlog: Backlog, tasks: &mut JoinSet<()>) -> Result<Link, String> {
+pub fn start(
+    config: LinkConfig,
+    backlog: Backlog,
+    tasks: &mut JoinSet<()>,
+) -> Result<Link, String> {
     let pins = tls::pin_one(&config.core_sha256);
     let (publish, current) = watch::channel(None);
     let publish = Arc::new(publish);

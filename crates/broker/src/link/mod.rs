@@ -64,8 +64,6 @@ pub const REDIAL_MS_MIN: u64 = 500;
 pub const REDIAL_MS_MAX: u64 = 10_000;
 /// Longest response body read on the link (a checks list).
 pub const RESPONSE_BYTES_MAX: usize = 16 << 20;
-/// The TLS application protocol both ends require.
-pub const ALPN: &[u8] = b"strata-link/1";
 
 /// The heartbeat path (answered by the core's link layer itself).
 pub const PATH_HEARTBEAT: &str = "/link/v1/heartbeat";

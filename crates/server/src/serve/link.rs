@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 
+use axum::body::Bytes;
 use axum::extract::Path;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -13,7 +14,6 @@ use axum::routing::{delete, get};
 use axum::{Json, Router};
 use broker::core::state::{Dial, Registration};
 use broker::core::{Handler, Hub, HubConfig};
-use axum::body::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use store::key::Tag;
@@ -30,10 +30,14 @@ static HUB: OnceLock<Hub> = OnceLock::new();
 const LINK_ANSWER_BYTES_MAX: usize = broker::link::RESPONSE_BYTES_MAX;
 
 /// Starts the hub: the core's link identity and registry under `<data_dir>/links`, the link
-/// listener at `listen` when given, the dialers of brokers that wait. Its one-line summary.
-pub async fn start(app: &Shared, listen: Option<SocketAddr>) -> Result<String, String> {
+/// listener at `listen` when given, the dialers of brokers that wait; `router` is the server's
+/// (a broker's checks are read through it). Its one-line summary.
+pub async fn start(
+    app: &Shared,
+    listen: Option<SocketAddr>,
+    router: Router,
+) -> Result<String, String> {
     let dir = app.config.store.data_dir.join("links");
-    let router = super::http::router(app.clone());
     let write_app = app.clone();
     let handler: Handler = Arc::new(move |broker, request| {
         let (app, router) = (write_app.clone(), router.clone());
@@ -42,7 +46,8 @@ pub async fn start(app: &Shared, listen: Option<SocketAddr>) -> Result<String, S
     let hub = Hub::start(HubConfig { dir, listen }, handler).await?;
     let line = format!(
         "links: listen={} core_sha256={}",
-        hub.listen.map_or_else(|| "off".to_owned(), |a| a.to_string()),
+        hub.listen
+            .map_or_else(|| "off".to_owned(), |a| a.to_string()),
         hub.fingerprint()
     );
     HUB.set(hub)
@@ -105,7 +110,10 @@ async fn write(app: &Shared, broker: &str, request: hyper::Request<Incoming>) ->
     };
     let check_tag = match Tag::new("__check", broker.as_bytes()) {
         Ok(t) => t,
-        Err(e) => return ServeError::bad_request(format!("broker `{broker}`: {e}")).response(Shape::Httptrap),
+        Err(e) => {
+            return ServeError::bad_request(format!("broker `{broker}`: {e}"))
+                .response(Shape::Httptrap)
+        }
     };
     let sender = format!("broker link {broker}");
     let protocol = Protocol::Httptrap(encoding);
@@ -189,14 +197,21 @@ struct RegisterBody {
     address: Option<String>,
 }
 
-async fn register(body: Result<Json<RegisterBody>, axum::extract::rejection::JsonRejection>) -> Response {
+async fn register(
+    body: Result<Json<RegisterBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
     let hub = match hub() {
         Ok(h) => h,
         Err(r) => return r,
     };
     let Json(body) = match body {
         Ok(b) => b,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("broker registration: {}", e.body_text())),
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("broker registration: {}", e.body_text()),
+            )
+        }
     };
     let registration = Registration {
         certificate_sha256: body.certificate_sha256,
@@ -212,8 +227,13 @@ async fn register(body: Result<Json<RegisterBody>, axum::extract::rejection::Jso
                 "listen": hub.listen.map(|a| a.to_string()),
             }),
         ),
-        Err(e) if e.starts_with('`') => error(StatusCode::BAD_REQUEST, format!("broker registration: {e}")),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("saving the registry: {e}")),
+        Err(e) if e.starts_with('`') => {
+            error(StatusCode::BAD_REQUEST, format!("broker registration: {e}"))
+        }
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("saving the registry: {e}"),
+        ),
     }
 }
 
@@ -224,7 +244,13 @@ async fn remove(Path(id): Path<String>) -> Response {
     };
     match hub.remove(&id) {
         Ok(true) => StatusCode::NO_CONTENT.into_response(),
-        Ok(false) => error(StatusCode::NOT_FOUND, format!("no broker `{id}` is registered")),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("saving the registry: {e}")),
+        Ok(false) => error(
+            StatusCode::NOT_FOUND,
+            format!("no broker `{id}` is registered"),
+        ),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("saving the registry: {e}"),
+        ),
     }
 }

@@ -275,7 +275,13 @@ pub fn run(args: ServeArgs) -> ExitCode {
         config.listeners.http = node.http.clone();
     }
     let link_listen = args.link_listen;
-    match runtime.block_on(serve(config, open_files_max, args.insecure_open, cluster, link_listen)) {
+    match runtime.block_on(serve(
+        config,
+        open_files_max,
+        args.insecure_open,
+        cluster,
+        link_listen,
+    )) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Once, plainly: the log and the terminal are the same stream here.
@@ -513,7 +519,7 @@ async fn serve(
     app.statsd_inode = statsd_inode;
     let app: Shared = Arc::new(app);
     drop(store);
-    let links = link::start(&app, link_listen).await?;
+    let links = link::start(&app, link_listen, http::router(app.clone())).await?;
     tracing::info!("{links}");
 
     if let Some(listener) = http_listener {
