@@ -53,9 +53,10 @@ pub struct BrokerConfig {
     pub runs_max: usize,
     pub spool: SpoolOptions,
     pub health_period_ms: u64,
-    /// Fetch the checks assigned to this broker from `core_url`'s checks API, every
-    /// `assigned::FETCH_PERIOD_MS`, with this bearer token.
+    /// Fetch the checks assigned to this broker from the core (`core_url` or the link), every
+    /// `assigned::FETCH_PERIOD_MS`.
     pub checks_from_core: bool,
+    /// The core's bearer token: sent with every forwarded record and checks fetch.
     pub core_token: Option<String>,
 }
 

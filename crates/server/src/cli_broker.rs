@@ -93,7 +93,8 @@ pub struct RunArgs {
     /// fetched from the core (--core-url or the link) every 2 s.
     #[arg(long)]
     pub checks_from_core: bool,
-    /// A file holding the core's bearer token.
+    /// A file holding the core's bearer token (a core started with auth.token): sent with
+    /// the forwarded data and the checks API's requests.
     #[arg(long, value_name = "FILE")]
     pub core_token_file: Option<PathBuf>,
     /// Checks to run: a TOML file of `[[check]]` tables.
