@@ -433,7 +433,7 @@ pub enum ConfigCommand {
     /// Print the full default configuration (TOML, every key documented).
     PrintDefaults,
     /// Print the configuration `strata serve` would run with, after file, env and flags.
-    Show(ServeArgs),
+    Show(Box<ServeArgs>),
 }
 
 pub fn run(command: ConfigCommand) -> ExitCode {

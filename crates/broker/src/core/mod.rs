@@ -101,6 +101,14 @@ struct Inner {
     dialers: Mutex<HashMap<String, (Registration, JoinHandle<()>)>>,
 }
 
+/// A `/metrics` family of the links: name, type, help, and each broker's value at a time (ms).
+type Family = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&BrokerStatus, u64) -> f64,
+);
+
 /// The core's broker links. Dropping it stops them.
 pub struct Hub {
     inner: Arc<Inner>,
@@ -245,7 +253,7 @@ impl Hub {
         let now = now_ms();
         let list = self.list();
         let mut out = String::new();
-        let families: [(&str, &str, &str, fn(&BrokerStatus, u64) -> f64); 5] = [
+        let families: [Family; 5] = [
             (
                 "strata_broker_connected",
                 "gauge",

@@ -163,19 +163,17 @@ pub fn router() -> Router {
         .route("/api/strata/v1/brokers/{id}", delete(remove))
 }
 
-fn hub() -> Result<&'static Hub, Response> {
-    HUB.get().ok_or_else(|| {
-        error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the broker links are not started on this server",
-        )
-    })
+/// The answer while the hub is not started (a request between bind and start).
+fn no_hub() -> Response {
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the broker links are not started on this server",
+    )
 }
 
 async fn list() -> Response {
-    let hub = match hub() {
-        Ok(h) => h,
-        Err(r) => return r,
+    let Some(hub) = HUB.get() else {
+        return no_hub();
     };
     json_response(
         StatusCode::OK,
@@ -200,9 +198,8 @@ struct RegisterBody {
 async fn register(
     body: Result<Json<RegisterBody>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let hub = match hub() {
-        Ok(h) => h,
-        Err(r) => return r,
+    let Some(hub) = HUB.get() else {
+        return no_hub();
     };
     let Json(body) = match body {
         Ok(b) => b,
@@ -238,9 +235,8 @@ async fn register(
 }
 
 async fn remove(Path(id): Path<String>) -> Response {
-    let hub = match hub() {
-        Ok(h) => h,
-        Err(r) => return r,
+    let Some(hub) = HUB.get() else {
+        return no_hub();
     };
     match hub.remove(&id) {
         Ok(true) => StatusCode::NO_CONTENT.into_response(),
