@@ -283,6 +283,19 @@ token_file = "/etc/strata/agent/token"
     }
 
     #[test]
+    fn reverse_needs_the_listener_and_the_core_pin() {
+        let base = "host_id = \"a\"\nstate_dir = \"/x\"\nmode = \"reverse\"\n[reverse]\n";
+        let fp = "ab".repeat(32);
+        let good = format!("{base}broker = \"core:8443\"\ncore_sha256 = \"{fp}\"\n");
+        let c = Config::parse(&good).unwrap();
+        assert_eq!(c.reverse.unwrap().broker, "core:8443");
+        let e = Config::parse(&format!("{base}broker = \"core:8443\"\n")).unwrap_err();
+        assert!(e.contains("reverse.core_sha256"), "{e}");
+        let e = Config::parse(&good.replace("core:8443", "core")).unwrap_err();
+        assert!(e.contains("reverse.broker"), "{e}");
+    }
+
+    #[test]
     fn push_needs_its_table_and_a_url() {
         let e =
             Config::parse("host_id = \"a\"\nstate_dir = \"/x\"\nmode = \"push\"\n").unwrap_err();
