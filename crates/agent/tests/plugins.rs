@@ -198,7 +198,10 @@ fn plugins_keep_their_own_interval_and_timeout() {
     // more or less than the ideal (every tick; ticks 0 and 3), never the default schedule.
     assert!(num(&s, "plugin_runs_total", "every") >= 5.0);
     let sparse = num(&s, "plugin_runs_total", "sparse");
-    assert!((2.0..=3.0).contains(&sparse), "sparse ran {sparse} times in 6 ticks");
+    assert!(
+        (2.0..=3.0).contains(&sparse),
+        "sparse ran {sparse} times in 6 ticks"
+    );
     assert_eq!(
         num(&s, "plugin_runs_total", "patient"),
         2.0,
