@@ -9,6 +9,7 @@
 
 use hist::convert::{self, Cumulative, ExplicitHistogram, ExponentialBuckets};
 use prost::Message;
+use std::borrow::Cow;
 
 use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
 use crate::batch::{TagList, Value, SAMPLES_PER_BATCH_MAX};
@@ -902,9 +903,13 @@ fn ts_ms(time_unix_nano: u64, o: &Options) -> Result<Option<i64>, Reason> {
     o.check_ts(ms).map(Some)
 }
 
+/// A label name and the (original key, value) pairs of the attributes that translate to it.
+type LabelGroup<'a> = (Cow<'a, str>, Vec<(&'a str, String)>);
+
 /// The resource's tags (`Target::tags`), then the point's attributes; a point attribute with
 /// a resource tag's key replaces it (the more specific wins, and no stream carries one key
-/// twice).
+/// twice). Point attributes whose keys translate to one label name are joined with `;` in the
+/// order of their original keys, as Prometheus's OTLP receiver does.
 fn tags(
     resource: &[(String, String)],
     point: &[KeyValue],
@@ -912,9 +917,21 @@ fn tags(
 ) -> Result<crate::Tags, Reason> {
     let mut tags = TagList::with_capacity(resource.len() + point.len());
     tags.extend(resource.iter().cloned());
+    // Label name → (original key, value) of the point attributes that translate to it, in the
+    // order the labels first appear.
+    let mut groups: Vec<LabelGroup<'_>> = Vec::with_capacity(point.len());
     for kv in point {
-        let value = any_text(kv.value.as_ref());
         let key = names::label_name(&kv.key, strategy);
+        let value = any_text(kv.value.as_ref());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, parts)) => parts.push((kv.key.as_str(), value)),
+            None => groups.push((key, vec![(kv.key.as_str(), value)])),
+        }
+    }
+    for (key, mut parts) in groups {
+        parts.sort_by(|a, b| a.0.cmp(b.0));
+        let values: Vec<String> = parts.into_iter().map(|(_, v)| v).collect();
+        let value = values.join(";");
         check_tag(&key, &value)?;
         put(&mut tags, &key, value)?;
     }

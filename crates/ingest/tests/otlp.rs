@@ -915,3 +915,35 @@ fn json_exemplar_ids_are_hex() {
         "{bad:?}"
     );
 }
+
+#[test]
+fn point_attributes_that_translate_to_one_label_are_joined_in_key_order() {
+    // `http.method` and `http_method` both become `http_method`; `host.name` on the point
+    // replaces the resource's.
+    let gauge = proto::metric::Data::Gauge(proto::Gauge {
+        data_points: vec![number(
+            proto::number_data_point::Value::AsDouble(1.0),
+            &[
+                ("http_method", "b"),
+                ("http.method", "a"),
+                ("host.name", "h2"),
+            ],
+        )],
+    });
+    let body = request(vec![metric("g", gauge)]).encode_to_vec();
+    let translation = otlp::Translation {
+        promote: vec!["host.name".to_owned()],
+        strategy: otlp::Strategy::default(),
+    };
+    let mut batch = Batch::default();
+    otlp::parse_protobuf_with(&body, &Options::at(NOW_MS), &translation, &mut batch);
+    let i = batch.samples.iter().position(|s| s.name == "g").unwrap();
+    let t = tags(&batch, i);
+    assert!(t.contains(&("http_method", "a;b")), "{t:?}");
+    assert!(t.contains(&("host_name", "h2")), "{t:?}");
+    assert_eq!(
+        t.iter().filter(|(k, _)| *k == "host_name").count(),
+        1,
+        "{t:?}"
+    );
+}
