@@ -246,9 +246,7 @@ pub async fn run(
     let spool = match config.mode {
         config::Mode::Push => Some(start_push(&config, &forward, &mut tasks)?),
         config::Mode::Pull => None,
-        config::Mode::Reverse => {
-            return Err("mode = \"reverse\" is not built yet; use push or pull".to_owned())
-        }
+        config::Mode::Reverse => Some(start_reverse(&config, &forward, &mut tasks)?),
     };
     let shared = Arc::new(Shared {
         host: config.host_id.clone(),
@@ -291,6 +289,77 @@ pub async fn run(
     Ok(())
 }
 
+/// Reverse mode: the journal as in push mode, forwarded over a TLS link the agent dials (to a
+/// core's `--link-listen`, through a CONNECT proxy when configured). The agent's identity is
+/// `link.crt` / `link.key` in its state directory (made at first start, or by
+/// `strata broker init --dir <state_dir>`); the core registers it as `agent-<host_id>`.
+fn start_reverse(
+    config: &Config,
+    forward: &Arc<ForwardStats>,
+    tasks: &mut tokio::task::JoinSet<()>,
+) -> Result<Arc<Spool>, String> {
+    let reverse = config
+        .reverse
+        .as_ref()
+        .ok_or("mode = \"reverse\" needs a [reverse] table")?;
+    let spool = open_spool(config)?;
+    let name = format!("agent-{}", config.host_id);
+    let stem = broker::tls::LINK_STEM;
+    let identity = broker::tls::load_or_generate(&config.state_dir, stem, &name)?;
+    tracing::info!(
+        id = %name,
+        certificate_sha256 = %identity.fingerprint()?,
+        "reverse mode: register this certificate on the core (strata broker register)"
+    );
+    let backlog_spool = spool.clone();
+    let backlog: broker::link::client::Backlog = Arc::new(move || {
+        let checkpoint = backlog_spool.checkpoint(CORE).unwrap_or(0);
+        let records = backlog_spool.committed().saturating_sub(checkpoint);
+        (records, backlog_spool.backlog_bytes(CORE))
+    });
+    let link = broker::link::client::start(
+        broker::link::client::LinkConfig {
+            id: name.clone(),
+            identity,
+            core_sha256: reverse.core_sha256.clone(),
+            dial: Some(reverse.broker.clone()),
+            proxy: reverse.proxy.clone(),
+            listen: None,
+        },
+        backlog,
+        tasks,
+    )?;
+    let forward_config = ForwardConfig {
+        url: format!("link {}", reverse.broker),
+        core: CORE.to_owned(),
+        source: name.clone(),
+        check: name,
+        secret: None,
+        bearer: None,
+    };
+    tasks.spawn(spool.clone().budget_loop(Duration::from_secs(5)));
+    tasks.spawn(broker::forward::forward_with(
+        spool.clone(),
+        forward_config,
+        forward.clone(),
+        broker::Transport::Link(link),
+    ));
+    Ok(spool)
+}
+
+fn open_spool(config: &Config) -> Result<Arc<Spool>, String> {
+    let opts = SpoolOptions {
+        segment_bytes: JOURNAL_SEGMENT_BYTES,
+        disk_bytes_max: JOURNAL_BYTES_MAX,
+        disk_age_ms_max: JOURNAL_AGE_MS_MAX,
+    };
+    Ok(Arc::new(Spool::open(
+        &config.state_dir,
+        &[CORE.to_owned()],
+        opts,
+    )?))
+}
+
 fn start_push(
     config: &Config,
     forward: &Arc<ForwardStats>,
@@ -300,12 +369,7 @@ fn start_push(
         .push
         .as_ref()
         .ok_or("mode = \"push\" needs a [push] table")?;
-    let opts = SpoolOptions {
-        segment_bytes: JOURNAL_SEGMENT_BYTES,
-        disk_bytes_max: JOURNAL_BYTES_MAX,
-        disk_age_ms_max: JOURNAL_AGE_MS_MAX,
-    };
-    let spool = Arc::new(Spool::open(&config.state_dir, &[CORE.to_owned()], opts)?);
+    let spool = open_spool(config)?;
     let name = format!("agent-{}", config.host_id);
     let forward_config = ForwardConfig {
         url: push.url.clone(),

@@ -28,10 +28,19 @@ pub struct Push {
     pub token_file: Option<PathBuf>,
 }
 
+/// Reverse mode: the agent dials a core's link listener (`strata serve --link-listen`) and
+/// its journal is forwarded over that link.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Reverse {
+    /// `host:port` of the link listener.
     pub broker: String,
+    /// The SHA-256 of the core's link certificate (`strata broker list` prints it).
+    #[serde(default)]
+    pub core_sha256: String,
+    /// Dial through this HTTP CONNECT proxy (`http://host:port`).
+    #[serde(default)]
+    pub proxy: Option<String>,
 }
 
 /// One plugin's own schedule (`[plugin.<name>]`, the name being the file's name less its
@@ -191,9 +200,24 @@ impl Config {
                 }
             }
             Mode::Reverse => {
-                file.reverse
+                let reverse = file
+                    .reverse
                     .as_ref()
                     .ok_or("mode = \"reverse\" needs a [reverse] table")?;
+                if !reverse.broker.contains(':') {
+                    return Err(format!(
+                        "`reverse.broker`: `{}` is not host:port",
+                        reverse.broker
+                    ));
+                }
+                let fp = broker::tls::normalize(&reverse.core_sha256);
+                if fp.len() != 64 || !fp.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(
+                        "`reverse.core_sha256`: the core's link certificate SHA-256 \
+                                (64 hex digits; `strata broker list` prints it)"
+                            .to_owned(),
+                    );
+                }
             }
             Mode::Pull => {
                 if listen.is_none() {
@@ -256,6 +280,19 @@ token_file = "/etc/strata/agent/token"
         assert!(e.contains("statsdd"), "{e}");
         let e = Config::parse(&format!("{GOOD}urll = \"x\"\n")).unwrap_err();
         assert!(e.contains("urll"), "{e}");
+    }
+
+    #[test]
+    fn reverse_needs_the_listener_and_the_core_pin() {
+        let base = "host_id = \"a\"\nstate_dir = \"/x\"\nmode = \"reverse\"\n[reverse]\n";
+        let fp = "ab".repeat(32);
+        let good = format!("{base}broker = \"core:8443\"\ncore_sha256 = \"{fp}\"\n");
+        let c = Config::parse(&good).unwrap();
+        assert_eq!(c.reverse.unwrap().broker, "core:8443");
+        let e = Config::parse(&format!("{base}broker = \"core:8443\"\n")).unwrap_err();
+        assert!(e.contains("reverse.core_sha256"), "{e}");
+        let e = Config::parse(&good.replace("core:8443", "core")).unwrap_err();
+        assert!(e.contains("reverse.broker"), "{e}");
     }
 
     #[test]

@@ -12,26 +12,20 @@ use checks::CheckSpec;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::forward::{forward_loop, ForwardConfig, ForwardStats};
-use crate::link::serve::BrokerSide;
-use crate::link::{ChecksApplied, ChecksPush};
+use crate::forward::{forward_loop, forward_with, ForwardConfig, ForwardStats, Transport};
+use crate::link::client::{self as link_client, Link, LinkConfig};
 use crate::push::{Push, PushStats};
 use crate::record::{Encoder, Origin, Value};
 use crate::runs::{self, Job, RunStats};
 use crate::sched::{SchedStats, Scheduler};
 use crate::spool::{Spool, SpoolOptions};
-use crate::tls::{self, Identity};
-use crate::{assigned, dial, phases, state};
+use crate::tls;
+use crate::{assigned, phases, state};
 
 /// Checks one broker runs at most.
 pub const CHECKS_MAX: usize = 100_000;
 /// The broker's own health is journaled this often.
 pub const HEALTH_PERIOD_MS_DEFAULT: u64 = 10_000;
-/// Redial backoff: from the first to the last, doubling.
-const REDIAL_MS_MIN: u64 = 500;
-const REDIAL_MS_MAX: u64 = 10_000;
-/// Core dials accepted at once.
-pub const CORE_CONNECTIONS_MAX: usize = 16;
 
 #[derive(Clone, Debug)]
 pub struct BrokerConfig {
@@ -39,14 +33,14 @@ pub struct BrokerConfig {
     pub data_dir: PathBuf,
     /// Names of the cores this broker keeps data for (one journal subscriber each).
     pub cores: Vec<String>,
-    /// Dial out to the core at this `host:port`…
-    pub core_address: Option<String>,
-    /// …through this HTTP CONNECT proxy.
+    /// Dial the core's link listener at this `host:port`…
+    pub core_link: Option<String>,
+    /// …through this HTTP CONNECT proxy (`http://host:port`).
     pub proxy: Option<String>,
-    /// Accept the core's dials here.
-    pub listen: Option<SocketAddr>,
-    /// The core's certificate fingerprint (SHA-256, hex).
-    pub core_fingerprint: String,
+    /// Wait for the core's link dials here.
+    pub link_listen: Option<SocketAddr>,
+    /// The core's link certificate fingerprint (SHA-256, hex), pinned on the link.
+    pub core_sha256: String,
     /// Forward the journal to this core's HTTP ingest (`http://host:port`), exactly once.
     pub core_url: Option<String>,
     /// The core's httptrap secret, when it wants one.
@@ -59,7 +53,7 @@ pub struct BrokerConfig {
     pub runs_max: usize,
     pub spool: SpoolOptions,
     pub health_period_ms: u64,
-    /// Fetch the checks assigned to this broker from `core_url`'s checks API, every
+    /// Fetch the checks assigned to this broker from the core (`core_url` or the link), every
     /// `assigned::FETCH_PERIOD_MS`.
     pub checks_from_core: bool,
     /// The core's bearer token: sent with every forwarded record and checks fetch.
@@ -69,15 +63,15 @@ pub struct BrokerConfig {
 }
 
 impl BrokerConfig {
-    pub fn new(id: &str, data_dir: &Path, core_fingerprint: &str) -> BrokerConfig {
+    pub fn new(id: &str, data_dir: &Path) -> BrokerConfig {
         BrokerConfig {
             id: id.to_owned(),
             data_dir: data_dir.to_owned(),
             cores: vec!["core".to_owned()],
-            core_address: None,
+            core_link: None,
             proxy: None,
-            listen: None,
-            core_fingerprint: core_fingerprint.to_owned(),
+            link_listen: None,
+            core_sha256: String::new(),
             core_url: None,
             core_secret: None,
             push_http: None,
@@ -111,7 +105,6 @@ struct Shared {
     local_checks: Vec<CheckSpec>,
     core_checks: Mutex<HashMap<String, Vec<CheckSpec>>>,
     phases: Mutex<HashMap<String, (u64, u64)>>,
-    contacts: Mutex<HashMap<String, u64>>,
     sched_stats: Arc<SchedStats>,
     run_stats: Arc<RunStats>,
     push_stats: Arc<PushStats>,
@@ -163,7 +156,6 @@ impl Broker {
             phases: Mutex::new(
                 state::load_json(&config.data_dir.join("phases.json"))?.unwrap_or_default(),
             ),
-            contacts: Mutex::new(HashMap::new()),
             run_stats: Arc::new(RunStats::default()),
             push_stats: Arc::new(PushStats::default()),
             forward_stats: Arc::new(ForwardStats::default()),
@@ -190,46 +182,61 @@ impl Broker {
             config.health_period_ms,
             config.cores.clone(),
         ));
-        let bound = start_inputs(&config, &shared, &mut tasks).await?;
-        if let Some(url) = &config.core_url {
-            let forward = ForwardConfig {
-                url: url.clone(),
-                core: config
-                    .cores
-                    .first()
-                    .cloned()
-                    .unwrap_or_else(|| "core".to_owned()),
-                source: config.id.clone(),
-                check: config.id.clone(),
-                secret: config.core_secret.clone(),
-                bearer: config.core_token.clone(),
+        let mut bound = start_inputs(&config, &shared, &mut tasks).await?;
+        let core = config
+            .cores
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "core".to_owned());
+        let transport = match (&config.core_url, link_wanted(&config)) {
+            (Some(_), true) => {
+                return Err(
+                    "--core-url and a link (--core-link, --link-listen) exclude each \
+                            other: the journal goes one way"
+                        .to_owned(),
+                )
+            }
+            (Some(_), false) => None,
+            (None, true) => {
+                let (link, listen) = start_link(&config, &shared, &core, &mut tasks).await?;
+                bound.listen = listen;
+                Some(Transport::Link(link))
+            }
+            (None, false) => None,
+        };
+        let forward = ForwardConfig {
+            url: config.core_url.clone().unwrap_or_else(|| "link".to_owned()),
+            core: core.clone(),
+            source: config.id.clone(),
+            check: config.id.clone(),
+            secret: config.core_secret.clone(),
+            bearer: config.core_token.clone(),
+        };
+        let stats = shared.forward_stats.clone();
+        match (&config.core_url, &transport) {
+            (Some(_), _) => {
+                tasks.spawn(forward_loop(spool.clone(), forward, stats));
+            }
+            (None, Some(t)) => {
+                tasks.spawn(forward_with(spool.clone(), forward, stats, t.clone()));
+            }
+            (None, None) => {}
+        }
+        if config.checks_from_core {
+            let fetch = match (&config.core_url, transport) {
+                (Some(url), _) => Some(Fetch::Http(url.clone())),
+                (None, Some(Transport::Link(link))) => Some(Fetch::Link(link)),
+                _ => None,
             };
-            tasks.spawn(forward_loop(
-                spool.clone(),
-                forward,
-                shared.forward_stats.clone(),
-            ));
-            if config.checks_from_core {
+            if let Some(fetch) = fetch {
                 tasks.spawn(fetch_assigned_loop(
                     shared.clone(),
-                    url.clone(),
+                    fetch,
                     config.core_token.clone(),
-                    config
-                        .cores
-                        .first()
-                        .cloned()
-                        .unwrap_or_else(|| "core".to_owned()),
+                    core,
                 ));
             }
         }
-        let bound = if config.core_address.is_some() || config.listen.is_some() {
-            // The TLS link is only for a broker that has an identity.
-            let identity = tls::load(&config.data_dir, "broker")
-                .map_err(|e| format!("{e} (run `strata broker init` first)"))?;
-            start_link(&config, &identity, &shared, &mut tasks, bound).await?
-        } else {
-            bound
-        };
         Ok(Broker {
             shared,
             tasks,
@@ -289,108 +296,55 @@ async fn start_inputs(
     Ok(bound)
 }
 
+fn link_wanted(config: &BrokerConfig) -> bool {
+    config.core_link.is_some() || config.link_listen.is_some()
+}
+
+/// Starts the TLS link to the core (dialled, accepted, or both): the broker's identity from
+/// `strata broker init`, the core pinned by `--core-sha256`.
 async fn start_link(
     config: &BrokerConfig,
-    identity: &Identity,
     shared: &Arc<Shared>,
+    core: &str,
     tasks: &mut JoinSet<()>,
-    mut bound: Bound,
-) -> Result<Bound, String> {
-    let pins = tls::pin_one(&config.core_fingerprint);
-    let side: Arc<dyn BrokerSide> = shared.clone();
-    if let Some(address) = &config.core_address {
-        let tls = tls::client_config(identity, pins.clone())?;
-        tasks.spawn(dial_loop(
-            address.clone(),
-            config.proxy.clone(),
-            tls,
-            side.clone(),
-        ));
+) -> Result<(Link, Option<SocketAddr>), String> {
+    let identity = tls::load(&config.data_dir, tls::LINK_STEM).map_err(|e| {
+        format!(
+            "{e} (run `strata broker init --dir {}` first)",
+            config.data_dir.display()
+        )
+    })?;
+    if config.core_sha256.is_empty() {
+        return Err("a link needs --core-sha256 (the core prints it: strata broker list)".into());
     }
-    if let Some(addr) = config.listen {
-        let l = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("link listener {addr}: {e}"))?;
-        bound.listen = l.local_addr().ok();
-        let tls = tls::server_config(identity, pins)?;
-        tasks.spawn(accept_loop(l, tls, side));
-    }
-    Ok(bound)
-}
-
-/// Dials the core and serves the link on the connection, again and again, with backoff.
-async fn dial_loop(
-    address: String,
-    proxy: Option<String>,
-    tls: Arc<tokio_rustls::rustls::ClientConfig>,
-    side: Arc<dyn BrokerSide>,
-) {
-    let connector = tokio_rustls::TlsConnector::from(tls);
-    let mut backoff = REDIAL_MS_MIN;
-    loop {
-        match dial_once(&address, proxy.as_deref(), &connector).await {
-            Ok(stream) => {
-                backoff = REDIAL_MS_MIN;
-                tracing::info!(core = %address, "link up (the broker dialled)");
-                if let Err(e) = crate::link::serve::serve(stream, side.clone()).await {
-                    tracing::info!(core = %address, error = %e, "link down");
-                }
-            }
-            Err(e) => tracing::warn!(core = %address, error = %e, "dialling the core"),
-        }
-        let jitter = now_ms() % (backoff / 4 + 1);
-        tokio::time::sleep(Duration::from_millis(backoff + jitter)).await;
-        backoff = (backoff * 2).min(REDIAL_MS_MAX);
-    }
-}
-
-async fn dial_once(
-    address: &str,
-    proxy: Option<&str>,
-    connector: &tokio_rustls::TlsConnector,
-) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
-    let tcp = dial::connect(address, proxy).await?;
-    let name = tls::server_name()?;
-    tokio::time::timeout(dial::CONNECT_TIMEOUT, connector.connect(name, tcp))
-        .await
-        .map_err(|_| "TLS handshake timed out".to_owned())?
-        .map_err(|e| format!("TLS handshake: {e}"))
-}
-
-/// Accepts the core's dials (at most `CORE_CONNECTIONS_MAX` at once).
-async fn accept_loop(
-    listener: tokio::net::TcpListener,
-    tls: Arc<tokio_rustls::rustls::ServerConfig>,
-    side: Arc<dyn BrokerSide>,
-) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    let permits = Arc::new(Semaphore::new(CORE_CONNECTIONS_MAX));
-    loop {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let Ok((tcp, peer)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let side = side.clone();
-        tokio::spawn(async move {
-            let tls = tokio::time::timeout(dial::CONNECT_TIMEOUT, acceptor.accept(tcp)).await;
-            match tls {
-                Ok(Ok(stream)) => {
-                    tracing::info!(%peer, "link up (the core dialled)");
-                    if let Err(e) = crate::link::serve::serve(stream, side).await {
-                        tracing::info!(%peer, error = %e, "link down");
-                    }
-                }
-                Ok(Err(e)) => tracing::warn!(%peer, error = %e, "link TLS handshake"),
-                Err(_) => tracing::warn!(%peer, "link TLS handshake timed out"),
-            }
-            drop(permit);
-        });
-    }
+    let listen = match config.link_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("link listener {addr}: {e}"))?,
+        ),
+        None => None,
+    };
+    let bound = listen.as_ref().and_then(|l| l.local_addr().ok());
+    let (spool, core) = (shared.spool.clone(), core.to_owned());
+    let backlog: link_client::Backlog = Arc::new(move || {
+        let checkpoint = spool.checkpoint(&core).unwrap_or(0);
+        let records = spool.committed().saturating_sub(checkpoint);
+        (records, spool.backlog_bytes(&core))
+    });
+    let link = link_client::start(
+        LinkConfig {
+            id: config.id.clone(),
+            identity,
+            core_sha256: config.core_sha256.clone(),
+            dial: config.core_link.clone(),
+            proxy: config.proxy.clone(),
+            listen,
+        },
+        backlog,
+        tasks,
+    )?;
+    Ok((link, bound))
 }
 
 impl Shared {
@@ -427,19 +381,13 @@ impl Shared {
     }
 }
 
-impl BrokerSide for Shared {
-    fn id(&self) -> &str {
-        &self.id
-    }
-
-    fn spool(&self) -> &Arc<Spool> {
-        &self.spool
-    }
-
-    fn apply_checks(&self, core: &str, push: ChecksPush) -> ChecksApplied {
+impl Shared {
+    /// Stores and schedules the checks a core assigns (replacing what it assigned before);
+    /// how many were applied, and one message per spec refused.
+    fn apply_checks(&self, core: &str, specs: Vec<CheckSpec>) -> (usize, Vec<String>) {
         let mut errors = Vec::new();
         let mut good = Vec::new();
-        for spec in push.checks.into_iter().take(CHECKS_MAX) {
+        for spec in specs.into_iter().take(CHECKS_MAX) {
             match checks::validate(&spec) {
                 Ok(()) => good.push(spec),
                 Err(e) => errors.push(format!("{}: {e}", spec.id)),
@@ -450,17 +398,58 @@ impl BrokerSide for Shared {
             errors.push(format!("saving {}: {e}", path.display()));
         }
         let n = good.len();
-        {
-            let mut by_core = self.core_checks.lock().unwrap_or_else(|e| e.into_inner());
-            by_core.insert(core.to_owned(), good);
-        }
+        lock(&self.core_checks).insert(core.to_owned(), good);
         self.replan();
-        ChecksApplied { checks: n, errors }
+        (n, errors)
     }
+}
 
-    fn core_contact(&self, core: &str, _up: bool) {
-        let mut c = self.contacts.lock().unwrap_or_else(|e| e.into_inner());
-        c.insert(core.to_owned(), now_ms());
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Where the checks a core assigns are fetched from.
+enum Fetch {
+    /// The core's HTTP API at this base URL.
+    Http(String),
+    /// The TLS link.
+    Link(Link),
+}
+
+impl Fetch {
+    async fn get(
+        &self,
+        client: &reqwest::Client,
+        path: &str,
+        token: Option<&str>,
+    ) -> Result<serde_json::Value, String> {
+        match self {
+            Fetch::Http(url) => {
+                let mut request = client.get(format!("{}{path}", url.trim_end_matches('/')));
+                if let Some(t) = token {
+                    request = request.bearer_auth(t);
+                }
+                let r = request.send().await.map_err(|e| e.to_string())?;
+                if !r.status().is_success() {
+                    return Err(format!("HTTP {}", r.status().as_u16()));
+                }
+                let body = r.bytes().await.map_err(|e| e.to_string())?;
+                serde_json::from_slice(&body).map_err(|e| e.to_string())
+            }
+            Fetch::Link(link) => {
+                let mut headers = Vec::new();
+                if let Some(t) = token {
+                    headers.push(("authorization", format!("Bearer {t}")));
+                }
+                let request =
+                    crate::link::h2::request(hyper::Method::GET, path, &headers, Vec::new())?;
+                let (status, _, body) = link.call(request, crate::link::RESPONSE_BYTES_MAX).await?;
+                if status != 200 {
+                    return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)));
+                }
+                serde_json::from_slice(&body).map_err(|e| e.to_string())
+            }
+        }
     }
 }
 
@@ -469,7 +458,7 @@ impl BrokerSide for Shared {
 /// does not answer leaves the last applied checks running.
 async fn fetch_assigned_loop(
     shared: Arc<Shared>,
-    url: String,
+    fetch: Fetch,
     token: Option<String>,
     core: String,
 ) {
@@ -483,31 +472,18 @@ async fn fetch_assigned_loop(
             return;
         }
     };
-    let path = format!(
-        "{}/api/strata/v1/checks?broker={}",
-        url.trim_end_matches('/'),
-        shared.id
-    );
+    let path = format!("/api/strata/v1/checks?broker={}", shared.id);
     let mut applied: Option<Vec<CheckSpec>> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(assigned::FETCH_PERIOD_MS));
     loop {
         tick.tick().await;
-        let mut request = client.get(&path);
-        if let Some(t) = &token {
-            request = request.bearer_auth(t);
-        }
-        let answer = match request.send().await {
-            Ok(r) if r.status().is_success() => r.json::<serde_json::Value>().await,
-            Ok(r) => {
-                tracing::warn!(status = r.status().as_u16(), "fetching assigned checks");
-                continue;
-            }
+        let answer = match fetch.get(&client, &path, token.as_deref()).await {
+            Ok(a) => a,
             Err(e) => {
                 tracing::debug!(error = %e, "fetching assigned checks");
                 continue;
             }
         };
-        let Ok(answer) = answer else { continue };
         let (specs, errors) = assigned::specs(&answer, CHECKS_MAX);
         for e in &errors {
             tracing::warn!(error = %e, "an assigned check was not used");
@@ -515,13 +491,11 @@ async fn fetch_assigned_loop(
         if applied.as_ref() == Some(&specs) {
             continue;
         }
-        let done = shared.apply_checks(
-            &core,
-            ChecksPush {
-                checks: specs.clone(),
-            },
-        );
-        tracing::info!(checks = done.checks, "checks assigned by the core applied");
+        let (n, errors) = shared.apply_checks(&core, specs.clone());
+        for e in &errors {
+            tracing::warn!(error = %e, "an assigned check was refused");
+        }
+        tracing::info!(checks = n, "checks assigned by the core applied");
         applied = Some(specs);
     }
 }

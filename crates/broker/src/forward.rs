@@ -150,16 +150,60 @@ struct Waiting {
     totals: bool,
 }
 
+/// How requests reach the core: its HTTP ingest, or the TLS link (`link`).
+#[derive(Clone)]
+pub enum Transport {
+    Http(reqwest::Client),
+    Link(crate::link::client::Link),
+}
+
 struct Sender {
-    client: reqwest::Client,
+    transport: Transport,
     endpoint: String,
     config: ForwardConfig,
     epoch: u64,
 }
 
+/// An answer as far as the forwarder reads it.
+struct Answer {
+    status: u16,
+    duplicate: bool,
+    text: String,
+}
+
 impl Sender {
-    async fn send(&self, seq: u64, body: Arc<Vec<u8>>) -> Sent {
-        let mut request = self.client.post(&self.endpoint);
+    async fn send(&self, seq: u64, body: Arc<Vec<u8>>, made_ms: i64) -> Sent {
+        let answer = match &self.transport {
+            Transport::Http(client) => self.send_http(client, seq, body).await,
+            Transport::Link(link) => self.send_link(link, seq, body, made_ms).await,
+        };
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => return Sent::Retry(e),
+        };
+        if (200..300).contains(&answer.status) {
+            return Sent::Done {
+                duplicate: answer.duplicate,
+            };
+        }
+        let text: String = answer.text.chars().take(300).collect();
+        let status = answer.status;
+        match status {
+            // The body itself is refused, or a newer life of this broker was seen: sending it
+            // again can never succeed.
+            400 | 409 | 413 | 422 => Sent::Refused(format!("HTTP {status}: {text}")),
+            // Busy, not there yet, misconfigured (a secret, a path): the data waits.
+            _ => Sent::Retry(format!("HTTP {status}: {text}")),
+        }
+    }
+
+    async fn send_http(
+        &self,
+        client: &reqwest::Client,
+        seq: u64,
+        body: Arc<Vec<u8>>,
+    ) -> Result<Answer, String> {
+        let mut request = client.post(&self.endpoint);
         if let Some(token) = &self.config.bearer {
             request = request.bearer_auth(token);
         }
@@ -169,28 +213,57 @@ impl Sender {
             .header("Strata-Epoch", self.epoch.to_string())
             .header("Strata-Sequence", seq.to_string())
             .body(body.to_vec());
-        let response = match request.send().await {
-            Ok(r) => r,
-            Err(e) => return Sent::Retry(format!("no answer from {}: {e}", self.config.url)),
-        };
-        let status = response.status();
-        let duplicate = response
-            .headers()
-            .get("strata-duplicate")
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
-        if status.is_success() {
-            return Sent::Done { duplicate };
-        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| format!("no answer from {}: {e}", self.config.url))?;
+        let duplicate = is_duplicate(response.headers());
+        let status = response.status().as_u16();
         let text = response.text().await.unwrap_or_default();
-        let text: String = text.chars().take(300).collect();
-        match status.as_u16() {
-            // The body itself is refused, or a newer life of this broker was seen: sending it
-            // again can never succeed.
-            400 | 409 | 413 | 422 => Sent::Refused(format!("HTTP {status}: {text}")),
-            // Busy, not there yet, misconfigured (a secret, a path): the data waits.
-            _ => Sent::Retry(format!("HTTP {status}: {text}")),
-        }
+        Ok(Answer {
+            status,
+            duplicate,
+            text,
+        })
     }
+
+    async fn send_link(
+        &self,
+        link: &crate::link::client::Link,
+        seq: u64,
+        body: Arc<Vec<u8>>,
+        made_ms: i64,
+    ) -> Result<Answer, String> {
+        let mut headers = vec![
+            ("content-type", FLAT_CONTENT_TYPE.to_owned()),
+            ("strata-source", self.config.source.clone()),
+            ("strata-epoch", self.epoch.to_string()),
+            ("strata-sequence", seq.to_string()),
+            (crate::link::H_MADE_MS, made_ms.to_string()),
+        ];
+        if let Some(token) = &self.config.bearer {
+            headers.push(("authorization", format!("Bearer {token}")));
+        }
+        let path = format!("/write/{}", self.config.check);
+        let request =
+            crate::link::h2::request(hyper::Method::POST, &path, &headers, body.to_vec())?;
+        let call = link.call(request, 64 << 10);
+        let (status, headers, text) =
+            tokio::time::timeout(Duration::from_millis(REQUEST_TIMEOUT_MS), call)
+                .await
+                .map_err(|_| "no answer on the link".to_owned())??;
+        Ok(Answer {
+            status,
+            duplicate: is_duplicate(&headers),
+            text: String::from_utf8_lossy(&text).into_owned(),
+        })
+    }
+}
+
+fn is_duplicate(headers: &hyper::HeaderMap) -> bool {
+    headers
+        .get("strata-duplicate")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
 }
 
 /// Forwards the journal to one core until the task is aborted. Never gives up: an unreachable
@@ -207,13 +280,23 @@ pub async fn forward_loop(spool: Arc<Spool>, config: ForwardConfig, stats: Arc<F
             return;
         }
     };
+    forward_with(spool, config, stats, Transport::Http(client)).await
+}
+
+/// Forwards the journal as [`forward_loop`] does, over `transport`.
+pub async fn forward_with(
+    spool: Arc<Spool>,
+    config: ForwardConfig,
+    stats: Arc<ForwardStats>,
+    transport: Transport,
+) {
     let base = config.url.trim_end_matches('/');
     let endpoint = match &config.secret {
         Some(secret) => format!("{base}/module/httptrap/{}/{secret}", config.check),
         None => format!("{base}/write/{}", config.check),
     };
     let sender = Arc::new(Sender {
-        client,
+        transport,
         endpoint,
         epoch: spool.epoch(),
         config,
@@ -318,7 +401,9 @@ pub async fn forward_loop(spool: Arc<Spool>, config: ForwardConfig, stats: Arc<F
                 if waiting.backoff > 0 {
                     tokio::time::sleep(Duration::from_millis(waiting.backoff)).await;
                 }
-                let sent = sender.send(offset, waiting.body.clone()).await;
+                let sent = sender
+                    .send(offset, waiting.body.clone(), waiting.made_ms)
+                    .await;
                 Flown {
                     offset,
                     sent,

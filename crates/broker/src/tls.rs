@@ -14,6 +14,12 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use tokio_rustls::rustls;
 
+/// The file stem of a link peer's identity in its directory (`link.crt`, `link.key`).
+pub const LINK_STEM: &str = "link";
+
+/// The TLS application protocol both ends of a link require.
+pub const ALPN: &[u8] = b"strata-link/1";
+
 /// The name a link's client asks for (the pin, not the name, decides).
 pub const LINK_SERVER_NAME: &str = "strata-link";
 
@@ -218,24 +224,26 @@ impl ClientCertVerifier for PinVerifier {
 
 /// The TLS client side of a link (whoever dialled), presenting `identity`.
 pub fn client_config(identity: &Identity, pins: Pins) -> Result<Arc<rustls::ClientConfig>, String> {
-    let config = rustls::ClientConfig::builder_with_provider(provider())
+    let mut config = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| format!("TLS: {e}"))?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(PinVerifier::new(pins)))
         .with_client_auth_cert(vec![identity.cert_der()?], identity.key_der()?)
         .map_err(|e| format!("TLS client identity: {e}"))?;
+    config.alpn_protocols = vec![ALPN.to_vec()];
     Ok(Arc::new(config))
 }
 
 /// The TLS server side of a link (whoever was dialled), requiring a pinned client certificate.
 pub fn server_config(identity: &Identity, pins: Pins) -> Result<Arc<rustls::ServerConfig>, String> {
-    let config = rustls::ServerConfig::builder_with_provider(provider())
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| format!("TLS: {e}"))?
         .with_client_cert_verifier(Arc::new(PinVerifier::new(pins)))
         .with_single_cert(vec![identity.cert_der()?], identity.key_der()?)
         .map_err(|e| format!("TLS server identity: {e}"))?;
+    config.alpn_protocols = vec![ALPN.to_vec()];
     Ok(Arc::new(config))
 }
 

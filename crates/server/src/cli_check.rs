@@ -78,7 +78,7 @@ pub struct CoreArgs {
 const TOKEN_BYTES_MAX: u64 = 4096;
 
 impl CoreArgs {
-    fn server(&self) -> Result<crate::cli_rules::ServerArgs, (u8, String)> {
+    pub fn server(&self) -> Result<crate::cli_rules::ServerArgs, (u8, String)> {
         let token = match &self.token_file {
             None => None,
             Some(p) => {

@@ -449,6 +449,10 @@ pub struct ServeArgs {
     /// Which node of the topology this process is (its roles, side and HTTP address).
     #[arg(long, value_name = "NAME", requires = "cluster")]
     pub node: Option<String>,
+    /// Accept brokers' TLS link dials here (`strata broker --core-link`); brokers the core
+    /// dials are registered with `dial: core` and need no listener.
+    #[arg(long, env = "STRATA_LINK_LISTEN", value_name = "ADDR")]
+    pub link_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Subcommand)]
@@ -456,7 +460,7 @@ pub enum ConfigCommand {
     /// Print the full default configuration (TOML, every key documented).
     PrintDefaults,
     /// Print the configuration `strata serve` would run with, after file, env and flags.
-    Show(ServeArgs),
+    Show(Box<ServeArgs>),
 }
 
 pub fn run(command: ConfigCommand) -> ExitCode {

@@ -1,104 +1,148 @@
-//! The core's side of brokers: the registry and the checks defined on the core (`state`), the
-//! links — dialling brokers that wait for the core, accepting dials from brokers that make
-//! them — and on each link the pull of the broker's journal into the store (`link`, `write`),
-//! and the HTTP API for both (`api`). `strata serve` starts a [`Hub`] and mounts its router.
+//! The core's side of the links (design: `link/mod.rs`): the broker registry (`state`), the
+//! link listener that accepts registered brokers' dials, one dialler per broker registered with
+//! `dial: core`, and on every link — whichever side dialled — the core as the HTTP/2 server:
+//! heartbeats answered here, and the requests a broker may make (its own records, its own
+//! checks) handed to the server's handler with the broker's id. `strata serve` starts a [`Hub`].
 
-mod api;
-mod link;
 pub mod state;
-pub mod write;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response};
 use serde::Serialize;
-use store::Store;
-use tokio::sync::watch;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::dial;
+use crate::link::h2::{self, Body};
+use crate::link::{
+    H_BACKLOG_BYTES, H_BACKLOG_RECORDS, H_MADE_MS, PATH_HEARTBEAT, REDIAL_MS_MAX, REDIAL_MS_MIN,
+};
 use crate::tls::{self, Identity};
-use state::CoreState;
+use state::{Dial, Registration, Registry, LINK_PEERS_MAX};
 
-/// How a core runs its side of the broker links.
+/// The path a broker asks for its checks on (answered by the server's checks API).
+const PATH_CHECKS: &str = "/api/strata/v1/checks";
+
+/// How a core runs its side of the links.
 #[derive(Clone, Debug)]
 pub struct HubConfig {
-    /// Where the core keeps its link identity, registry and checks (`<data_dir>/brokers`).
+    /// Where the core keeps its link identity and the registry.
     pub dir: PathBuf,
-    /// This core's name: the broker keeps a checkpoint under it.
-    pub name: String,
     /// Accept broker dials here (`None`: only dial).
     pub listen: Option<SocketAddr>,
 }
 
-/// One broker as the API shows it.
+/// What serves a broker's request once the link has checked it may make it: the broker's id
+/// and the request, to its response.
+pub type Handler = Arc<
+    dyn Fn(String, Request<Incoming>) -> Pin<Box<dyn Future<Output = Response<Body>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// One broker as the API shows it: its registration and its link's state.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct BrokerStatus {
     pub id: String,
+    pub certificate_sha256: String,
+    /// Who dials: `broker` or `core`.
     pub dial: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Whether a link is up now.
     pub connected: bool,
-    /// Last request answered on its link (ms since the epoch; 0: never).
+    /// Links up now (more than one only while a newer one replaces an older one).
+    pub links: u32,
+    /// The last request or heartbeat on its link (ms since the epoch; 0: never).
     pub last_contact_ms: u64,
-    /// Records the broker holds that this core has not written yet, and their segments' bytes.
+    /// Records and journal bytes the broker holds that this core has not answered yet (its
+    /// last heartbeat).
     pub backlog_records: u64,
     pub backlog_bytes: u64,
-    /// Age of the newest record written, when it was written (0 when nothing is waiting).
-    pub lag_ms: u64,
-    pub epoch: u64,
-    /// Next record this core reads.
-    pub next: u64,
-    pub records_written: u64,
-    pub records_duplicate: u64,
-    pub records_skipped: u64,
-    pub samples_written: u64,
-    pub samples_rejected: u64,
-    /// Records the broker dropped under its disk budget (its count, for every core).
-    pub dropped_records: u64,
-    pub checks: usize,
+    /// Age of the newest record written when it arrived (0 when the broker has no backlog).
+    pub lag_s: f64,
+    /// Records written over its links (answered 2xx), since this core started.
+    pub records: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
 }
 
-pub(crate) struct HubInner {
-    pub config: HubConfig,
-    pub store: Arc<Store>,
-    pub identity: Identity,
-    pub fingerprint: String,
-    pub state: Mutex<CoreState>,
-    /// Bumped on every change of checks or registrations: links push again, dialers restart.
-    pub changed: watch::Sender<u64>,
-    pub status: Mutex<HashMap<String, BrokerStatus>>,
-    /// Per broker, the newest link's number: an older link still running stops.
-    pub generation: Mutex<HashMap<String, u64>>,
-    pub dialers: Mutex<HashMap<String, (state::Registration, JoinHandle<()>)>>,
+#[derive(Default)]
+struct Live {
+    links: u32,
+    last_contact_ms: u64,
+    backlog_records: u64,
+    backlog_bytes: u64,
+    lag_s: f64,
+    /// When the newest record written was made (ms): an older one resent does not set the lag.
+    newest_made_ms: u64,
+    records: u64,
+    last_error: Option<String>,
 }
+
+struct Inner {
+    dir: PathBuf,
+    identity: Identity,
+    fingerprint: String,
+    handler: Handler,
+    registry: Mutex<Registry>,
+    live: Mutex<HashMap<String, Live>>,
+    /// Bumped on every registry change: dialers restart, links of removed brokers end.
+    changed: watch::Sender<u64>,
+    dialers: Mutex<HashMap<String, (Registration, JoinHandle<()>)>>,
+}
+
+/// A `/metrics` family of the links: name, type, help, and each broker's value at a time (ms).
+type Family = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&BrokerStatus, u64) -> f64,
+);
 
 /// The core's broker links. Dropping it stops them.
 pub struct Hub {
-    inner: Arc<HubInner>,
+    inner: Arc<Inner>,
     tasks: Vec<JoinHandle<()>>,
+    /// The link listener's address, bound.
     pub listen: Option<SocketAddr>,
 }
 
+fn now_ms() -> u64 {
+    clock::wall() / 1_000_000
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Hub {
-    /// Loads (or makes) the identity, registry and checks, and starts the links. Inside a
+    /// Loads (or makes) the core's identity and the registry, and starts the links. Inside a
     /// tokio runtime.
-    pub async fn start(config: HubConfig, store: Arc<Store>) -> Result<Hub, String> {
+    pub async fn start(config: HubConfig, handler: Handler) -> Result<Hub, String> {
         std::fs::create_dir_all(&config.dir)
             .map_err(|e| format!("{}: {e}", config.dir.display()))?;
-        let identity = tls::load_or_generate(&config.dir, "core", &config.name)?;
+        let identity = tls::load_or_generate(&config.dir, "core", "strata-core")?;
         let fingerprint = identity.fingerprint()?;
-        let state = CoreState::load(&config.dir)?;
+        let registry = Registry::load(&config.dir)?;
         let (changed, _) = watch::channel(0);
-        let inner = Arc::new(HubInner {
-            config: config.clone(),
-            store,
+        let inner = Arc::new(Inner {
+            dir: config.dir.clone(),
             identity,
             fingerprint,
-            state: Mutex::new(state),
+            handler,
+            registry: Mutex::new(registry),
+            live: Mutex::new(HashMap::new()),
             changed,
-            status: Mutex::new(HashMap::new()),
-            generation: Mutex::new(HashMap::new()),
             dialers: Mutex::new(HashMap::new()),
         });
         let mut tasks = Vec::new();
@@ -106,11 +150,11 @@ impl Hub {
         if let Some(addr) = config.listen {
             let l = tokio::net::TcpListener::bind(addr)
                 .await
-                .map_err(|e| format!("broker link listener {addr}: {e}"))?;
+                .map_err(|e| format!("link listener {addr}: {e}"))?;
             listen = l.local_addr().ok();
-            tasks.push(tokio::spawn(link::accept_loop(inner.clone(), l)));
+            tasks.push(tokio::spawn(accept_loop(inner.clone(), l)));
         }
-        tasks.push(tokio::spawn(link::dialers(inner.clone())));
+        tasks.push(tokio::spawn(dialers(inner.clone())));
         Ok(Hub {
             inner,
             tasks,
@@ -123,14 +167,141 @@ impl Hub {
         &self.inner.fingerprint
     }
 
-    /// `/api/strata/v1/checks…` and `/api/strata/v1/brokers…`.
-    pub fn router(&self) -> axum::Router {
-        api::router(self.inner.clone())
+    /// Where the identity and registry are kept.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.inner.dir
     }
 
-    /// Every registered broker's status.
-    pub fn brokers(&self) -> Vec<BrokerStatus> {
-        api::statuses(&self.inner)
+    /// Every registered broker with its link's state, by id.
+    pub fn list(&self) -> Vec<BrokerStatus> {
+        let registry = lock(&self.inner.registry);
+        let live = lock(&self.inner.live);
+        registry
+            .brokers
+            .iter()
+            .map(|(id, r)| {
+                let l = live.get(id);
+                BrokerStatus {
+                    id: id.clone(),
+                    certificate_sha256: r.certificate_sha256.clone(),
+                    dial: r.dial.name().to_owned(),
+                    address: r.address.clone(),
+                    connected: l.is_some_and(|l| l.links > 0),
+                    links: l.map_or(0, |l| l.links),
+                    last_contact_ms: l.map_or(0, |l| l.last_contact_ms),
+                    backlog_records: l.map_or(0, |l| l.backlog_records),
+                    backlog_bytes: l.map_or(0, |l| l.backlog_bytes),
+                    lag_s: l.map_or(0.0, |l| l.lag_s),
+                    records: l.map_or(0, |l| l.records),
+                    last_error: l.and_then(|l| l.last_error.clone()),
+                }
+            })
+            .collect()
+    }
+
+    /// Registers (or changes) a broker; durable before it returns. `Err` names the field.
+    pub fn register(&self, id: &str, mut registration: Registration) -> Result<(), String> {
+        registration.certificate_sha256 = tls::normalize(&registration.certificate_sha256);
+        if let Some(why) = state::refusal(id, &registration) {
+            return Err(why);
+        }
+        {
+            let mut registry = lock(&self.inner.registry);
+            let fp = &registration.certificate_sha256;
+            if let Some(other) = registry.broker_by_fingerprint(fp).filter(|o| o != id) {
+                return Err(format!(
+                    "`certificate_sha256`: already registered to broker `{other}`"
+                ));
+            }
+            if !registry.brokers.contains_key(id) && registry.brokers.len() >= LINK_PEERS_MAX {
+                return Err(format!(
+                    "`id`: {LINK_PEERS_MAX} brokers are registered already"
+                ));
+            }
+            let before = registry.brokers.insert(id.to_owned(), registration);
+            if let Err(e) = registry.save() {
+                match before {
+                    Some(b) => registry.brokers.insert(id.to_owned(), b),
+                    None => registry.brokers.remove(id),
+                };
+                return Err(e);
+            }
+        }
+        self.inner.changed.send_modify(|g| *g += 1);
+        Ok(())
+    }
+
+    /// Removes a broker (its links end); `Ok(false)` when it was not registered.
+    pub fn remove(&self, id: &str) -> Result<bool, String> {
+        {
+            let mut registry = lock(&self.inner.registry);
+            let Some(before) = registry.brokers.remove(id) else {
+                return Ok(false);
+            };
+            if let Err(e) = registry.save() {
+                registry.brokers.insert(id.to_owned(), before);
+                return Err(e);
+            }
+        }
+        lock(&self.inner.live).remove(id);
+        self.inner.changed.send_modify(|g| *g += 1);
+        Ok(true)
+    }
+
+    /// Each broker's link state in Prometheus text, for the core's `/metrics`.
+    pub fn prometheus_text(&self) -> String {
+        let now = now_ms();
+        let list = self.list();
+        let mut out = String::new();
+        let families: [Family; 5] = [
+            (
+                "strata_broker_connected",
+                "gauge",
+                "1 while a link to the broker is up.",
+                |b, _| f64::from(u8::from(b.connected)),
+            ),
+            (
+                "strata_broker_last_contact_age_seconds",
+                "gauge",
+                "Seconds since the broker's last request or heartbeat (-1: never).",
+                |b, now| {
+                    if b.last_contact_ms == 0 {
+                        -1.0
+                    } else {
+                        now.saturating_sub(b.last_contact_ms) as f64 / 1000.0
+                    }
+                },
+            ),
+            (
+                "strata_broker_backlog_records",
+                "gauge",
+                "Records the broker holds that this core has not answered (its last heartbeat).",
+                |b, _| b.backlog_records as f64,
+            ),
+            (
+                "strata_broker_backlog_bytes",
+                "gauge",
+                "Journal bytes the broker holds that this core has not answered.",
+                |b, _| b.backlog_bytes as f64,
+            ),
+            (
+                "strata_broker_lag_seconds",
+                "gauge",
+                "Age of the newest record written when it arrived (0 without a backlog).",
+                |b, _| b.lag_s,
+            ),
+        ];
+        for (name, kind, help, value) in families {
+            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+            for b in &list {
+                out.push_str(&format!(
+                    "{name}{{broker=\"{}\"}} {}\n",
+                    b.id,
+                    value(b, now)
+                ));
+            }
+        }
+        out
     }
 }
 
@@ -139,24 +310,267 @@ impl Drop for Hub {
         for t in &self.tasks {
             t.abort();
         }
-        let dialers = self.inner.dialers.lock().unwrap_or_else(|e| e.into_inner());
-        for (_, t) in dialers.values() {
+        for (_, t) in lock(&self.inner.dialers).values() {
             t.abort();
         }
     }
 }
 
-impl HubInner {
-    pub fn notify_changed(&self) {
-        self.changed.send_modify(|g| *g += 1);
+impl Inner {
+    fn update(&self, broker: &str, f: impl FnOnce(&mut Live)) {
+        f(lock(&self.live).entry(broker.to_owned()).or_default());
     }
 
-    pub fn update_status(&self, broker: &str, f: impl FnOnce(&mut BrokerStatus)) {
-        let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = s.entry(broker.to_owned()).or_insert_with(|| BrokerStatus {
-            id: broker.to_owned(),
-            ..BrokerStatus::default()
-        });
-        f(entry);
+    /// Whether `broker` is still registered with this fingerprint.
+    fn still_registered(&self, broker: &str, fp: &str) -> bool {
+        lock(&self.registry)
+            .brokers
+            .get(broker)
+            .is_some_and(|r| r.certificate_sha256 == fp)
     }
+}
+
+/// Accepts broker dials: TLS with a client certificate registered to some broker. A dial with
+/// any other certificate is refused with one log line naming its fingerprint.
+async fn accept_loop(inner: Arc<Inner>, listener: tokio::net::TcpListener) {
+    let permits = Arc::new(Semaphore::new(LINK_PEERS_MAX));
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let (tcp, peer) = match listener.accept().await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %e, "link listener: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let inner = inner.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            accept_one(&inner, tcp, peer).await;
+        });
+    }
+}
+
+async fn accept_one(inner: &Arc<Inner>, tcp: tokio::net::TcpStream, peer: SocketAddr) {
+    // A config per dial, so the refusal can name the certificate this peer showed.
+    let seen = Arc::new(Mutex::new(None::<String>));
+    let (pins_inner, pins_seen) = (inner.clone(), seen.clone());
+    let pins: tls::Pins = Arc::new(move |fp: &str| {
+        *lock(&pins_seen) = Some(fp.to_owned());
+        lock(&pins_inner.registry)
+            .broker_by_fingerprint(fp)
+            .is_some()
+    });
+    let config = match tls::server_config(&inner.identity, pins) {
+        Ok(c) => c,
+        Err(e) => return tracing::error!(error = %e, "link listener"),
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let stream = match tokio::time::timeout(dial::CONNECT_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            return match lock(&seen).clone() {
+                Some(fp) => tracing::warn!(
+                    "broker link from {peer} refused: its certificate (sha256 {fp}) is not \
+                     registered on this core (strata broker register)"
+                ),
+                None => tracing::warn!(%peer, error = %e, "broker link refused: TLS handshake"),
+            }
+        }
+        Err(_) => return tracing::warn!(%peer, "broker link refused: TLS handshake timed out"),
+    };
+    let fp = tls::peer_fingerprint(stream.get_ref().1.peer_certificates()).unwrap_or_default();
+    let broker = lock(&inner.registry).broker_by_fingerprint(&fp);
+    let Some(broker) = broker else { return };
+    tracing::info!(%broker, %peer, "broker link up (the broker dialled)");
+    let ended = serve_link(inner, &broker, &fp, stream).await;
+    tracing::warn!(%broker, %peer, why = %ended, "broker link down");
+}
+
+/// Keeps one dialling task per broker registered with `dial: core`, restarting it when its
+/// registration changes.
+async fn dialers(inner: Arc<Inner>) {
+    let mut changed = inner.changed.subscribe();
+    loop {
+        reconcile(&inner);
+        if changed.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+fn reconcile(inner: &Arc<Inner>) {
+    let wanted: Vec<(String, Registration)> = lock(&inner.registry)
+        .brokers
+        .iter()
+        .filter(|(_, r)| r.dial == Dial::Core)
+        .map(|(id, r)| (id.clone(), r.clone()))
+        .collect();
+    let mut dialers = lock(&inner.dialers);
+    dialers.retain(|id, (reg, task)| {
+        let keep = wanted.iter().any(|(w, r)| w == id && r == reg);
+        if !keep {
+            task.abort();
+        }
+        keep
+    });
+    for (id, reg) in wanted {
+        if dialers.contains_key(&id) {
+            continue;
+        }
+        let task = tokio::spawn(dial_loop(inner.clone(), id.clone(), reg.clone()));
+        dialers.insert(id, (reg, task));
+    }
+}
+
+async fn dial_loop(inner: Arc<Inner>, broker: String, reg: Registration) {
+    let Some(address) = reg.address.clone() else {
+        return;
+    };
+    let fp = reg.certificate_sha256.clone();
+    let config = match tls::client_config(&inner.identity, tls::pin_one(&fp)) {
+        Ok(c) => c,
+        Err(e) => return tracing::error!(%broker, error = %e, "broker link"),
+    };
+    let connector = tokio_rustls::TlsConnector::from(config);
+    let mut backoff = REDIAL_MS_MIN;
+    loop {
+        match dial_once(&address, &connector).await {
+            Ok(stream) => {
+                backoff = REDIAL_MS_MIN;
+                tracing::info!(%broker, %address, "broker link up (the core dialled)");
+                let ended = serve_link(&inner, &broker, &fp, stream).await;
+                tracing::warn!(%broker, %address, why = %ended, "broker link down");
+            }
+            Err(e) => {
+                tracing::warn!(%broker, %address, error = %e, "dialling the broker");
+                inner.update(&broker, |l| l.last_error = Some(e));
+            }
+        }
+        let jitter = now_ms() % (backoff / 4 + 1);
+        tokio::time::sleep(Duration::from_millis(backoff + jitter)).await;
+        backoff = (backoff * 2).min(REDIAL_MS_MAX);
+    }
+}
+
+async fn dial_once(
+    address: &str,
+    connector: &tokio_rustls::TlsConnector,
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
+    let tcp = dial::connect(address, None).await?;
+    let name = tls::server_name()?;
+    tokio::time::timeout(dial::CONNECT_TIMEOUT, connector.connect(name, tcp))
+        .await
+        .map_err(|_| "TLS handshake timed out".to_owned())?
+        .map_err(|e| format!("TLS handshake (is the registered certificate the broker's?): {e}"))
+}
+
+/// Serves one established link (the core is the HTTP/2 server) until it ends or the broker's
+/// registration changes; why it ended.
+async fn serve_link<I>(inner: &Arc<Inner>, broker: &str, fp: &str, io: I) -> String
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    inner.update(broker, |l| {
+        l.links += 1;
+        l.last_contact_ms = now_ms();
+        l.last_error = None;
+    });
+    let mut changed = inner.changed.subscribe();
+    let (handle_inner, handle_broker) = (inner.clone(), broker.to_owned());
+    let served = h2::serve(io, move |req| {
+        let (inner, broker) = (handle_inner.clone(), handle_broker.clone());
+        async move { handle(&inner, &broker, req).await }
+    });
+    tokio::pin!(served);
+    let ended = loop {
+        tokio::select! {
+            result = &mut served => break match result {
+                Ok(()) => "closed by the broker".to_owned(),
+                Err(e) => e,
+            },
+            c = changed.changed() => {
+                if c.is_err() || !inner.still_registered(broker, fp) {
+                    break "the broker's registration changed".to_owned();
+                }
+            }
+        }
+    };
+    inner.update(broker, |l| {
+        l.links = l.links.saturating_sub(1);
+        l.last_error = Some(format!("link down: {ended}"));
+    });
+    ended
+}
+
+fn header_u64(req: &Request<Incoming>, name: &str) -> Option<u64> {
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Why a broker may not make this request (`None`: it may): it names only itself, writes only
+/// its own records, reads only its own checks.
+fn refusal(broker: &str, req: &Request<Incoming>) -> Option<String> {
+    if let Some(source) = req.headers().get("strata-source") {
+        if source.as_bytes() != broker.as_bytes() {
+            return Some(format!(
+                "Strata-Source `{}` is not this link's broker `{broker}`",
+                String::from_utf8_lossy(source.as_bytes())
+            ));
+        }
+    }
+    let path = req.uri().path();
+    let own_checks = format!("broker={broker}");
+    let allowed = match *req.method() {
+        Method::POST => path == PATH_HEARTBEAT || path == format!("/write/{broker}"),
+        Method::GET => path == PATH_CHECKS && req.uri().query() == Some(own_checks.as_str()),
+        _ => false,
+    };
+    (!allowed).then(|| {
+        format!(
+            "{} {path}: a broker's link carries POST /write/{broker}, POST {PATH_HEARTBEAT} \
+             and GET {PATH_CHECKS}?{own_checks} only",
+            req.method()
+        )
+    })
+}
+
+async fn handle(inner: &Arc<Inner>, broker: &str, req: Request<Incoming>) -> Response<Body> {
+    let now = now_ms();
+    inner.update(broker, |l| l.last_contact_ms = now);
+    if let Some(why) = refusal(broker, &req) {
+        let body = serde_json::json!({ "error": why }).to_string();
+        return h2::respond(403, body);
+    }
+    if req.uri().path() == PATH_HEARTBEAT {
+        let records = header_u64(&req, H_BACKLOG_RECORDS).unwrap_or(0);
+        let bytes = header_u64(&req, H_BACKLOG_BYTES).unwrap_or(0);
+        inner.update(broker, |l| {
+            l.backlog_records = records;
+            l.backlog_bytes = bytes;
+            if records == 0 {
+                l.lag_s = 0.0;
+            }
+        });
+        return h2::respond(200, "{}");
+    }
+    let made_ms = header_u64(&req, H_MADE_MS);
+    let write = req.method() == Method::POST;
+    let response = (inner.handler)(broker.to_owned(), req).await;
+    if write && response.status().is_success() {
+        inner.update(broker, |l| {
+            l.records += 1;
+            if let Some(made) = made_ms.filter(|m| *m >= l.newest_made_ms) {
+                l.newest_made_ms = made;
+                l.lag_s = now.saturating_sub(made) as f64 / 1000.0;
+            }
+        });
+    }
+    response
 }

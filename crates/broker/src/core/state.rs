@@ -1,19 +1,15 @@
-//! What the core keeps about brokers, in `<data_dir>/brokers/`: the registry (each broker's id,
-//! certificate pin and who dials) and the checks defined on the core (each assigned to a
-//! broker). Both are rewritten whole and atomically on every change.
+//! The core's broker registry, `<dir>/registry.json`: each link peer's id, certificate pin, who
+//! dials, and the address when the core dials. Rewritten whole and atomically on every change.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use checks::CheckSpec;
 use serde::{Deserialize, Serialize};
 
 use crate::state;
 
-/// Brokers one core keeps a link to at most.
+/// Brokers (and reverse-mode agents) one core keeps a link to at most.
 pub const LINK_PEERS_MAX: usize = 1024;
-/// Checks defined on one core at most.
-pub const CORE_CHECKS_MAX: usize = 1_000_000;
 
 /// Who opens a broker's connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,7 +34,7 @@ impl Dial {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Registration {
-    /// The SHA-256 of its certificate (hex; `strata broker init` prints it).
+    /// The SHA-256 of its certificate (64 lowercase hex digits; `strata broker init` prints it).
     pub certificate_sha256: String,
     pub dial: Dial,
     /// `host:port` the core dials (with `dial: core`).
@@ -46,55 +42,56 @@ pub struct Registration {
     pub address: Option<String>,
 }
 
-/// A check defined on the core: the spec and the broker that runs it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Assigned {
-    pub broker: String,
-    #[serde(flatten)]
-    pub spec: CheckSpec,
-}
-
-/// Every registered broker and every check, as kept on disk.
-pub struct CoreState {
-    dir: PathBuf,
+/// Every registered broker, as kept on disk.
+pub struct Registry {
+    path: PathBuf,
     pub brokers: BTreeMap<String, Registration>,
-    pub checks: BTreeMap<String, Assigned>,
 }
 
-impl CoreState {
-    pub fn load(dir: &Path) -> Result<CoreState, String> {
-        Ok(CoreState {
-            dir: dir.to_owned(),
-            brokers: state::load_json(&dir.join("registry.json"))?.unwrap_or_default(),
-            checks: state::load_json(&dir.join("checks.json"))?.unwrap_or_default(),
-        })
+impl Registry {
+    pub fn load(dir: &Path) -> Result<Registry, String> {
+        let path = dir.join("registry.json");
+        let brokers = state::load_json(&path)?.unwrap_or_default();
+        Ok(Registry { path, brokers })
     }
 
-    pub fn save_brokers(&self) -> Result<(), String> {
-        let p = self.dir.join("registry.json");
-        state::save_json(&p, &self.brokers).map_err(|e| format!("{}: {e}", p.display()))
-    }
-
-    pub fn save_checks(&self) -> Result<(), String> {
-        let p = self.dir.join("checks.json");
-        state::save_json(&p, &self.checks).map_err(|e| format!("{}: {e}", p.display()))
+    pub fn save(&self) -> Result<(), String> {
+        state::save_json(&self.path, &self.brokers)
+            .map_err(|e| format!("{}: {e}", self.path.display()))
     }
 
     /// The broker registered with this certificate fingerprint.
     pub fn broker_by_fingerprint(&self, fp: &str) -> Option<String> {
         self.brokers
             .iter()
-            .find(|(_, r)| crate::tls::normalize(&r.certificate_sha256) == fp)
+            .find(|(_, r)| r.certificate_sha256 == fp)
             .map(|(id, _)| id.clone())
     }
+}
 
-    /// The checks assigned to one broker.
-    pub fn checks_of(&self, broker: &str) -> Vec<CheckSpec> {
-        self.checks
-            .values()
-            .filter(|a| a.broker == broker)
-            .map(|a| a.spec.clone())
-            .collect()
+/// Why a registration is refused (`None`: it is good), naming the field.
+pub fn refusal(id: &str, r: &Registration) -> Option<String> {
+    if !valid_broker_id(id) {
+        return Some(format!(
+            "`id`: `{id}` must be 1 to {} letters, digits or `-_.:@`",
+            store::SOURCE_ID_BYTES_MAX
+        ));
+    }
+    let fp = &r.certificate_sha256;
+    if fp.len() != 64 || !fp.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Some(format!(
+            "`certificate_sha256`: `{fp}` is not 64 hex digits (`strata broker init` prints it)"
+        ));
+    }
+    match (r.dial, &r.address) {
+        (Dial::Core, None) => Some("`address`: `dial: core` needs the broker's host:port".into()),
+        (Dial::Core, Some(a)) if !a.contains(':') => {
+            Some(format!("`address`: `{a}` is not host:port"))
+        }
+        (Dial::Broker, Some(_)) => {
+            Some("`address`: only `dial: core` takes an address (the broker dials)".into())
+        }
+        _ => None,
     }
 }
 
@@ -106,4 +103,41 @@ pub fn valid_broker_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.:@".contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn registrations_are_checked_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = "ab".repeat(32);
+        let good = Registration {
+            certificate_sha256: fp.clone(),
+            dial: Dial::Core,
+            address: Some("10.0.0.1:7443".into()),
+        };
+        assert_eq!(refusal("edge-1", &good), None);
+        let no_address = Registration {
+            address: None,
+            ..good.clone()
+        };
+        assert!(refusal("edge-1", &no_address).unwrap().contains("address"));
+        let short = Registration {
+            certificate_sha256: "abc".into(),
+            ..good.clone()
+        };
+        assert!(refusal("edge-1", &short)
+            .unwrap()
+            .contains("certificate_sha256"));
+        assert!(refusal("edge 1", &good).unwrap().contains("`id`"));
+        let mut r = Registry::load(dir.path()).unwrap();
+        r.brokers.insert("edge-1".into(), good.clone());
+        r.save().unwrap();
+        let back = Registry::load(dir.path()).unwrap();
+        assert_eq!(back.brokers.get("edge-1"), Some(&good));
+        assert_eq!(back.broker_by_fingerprint(&fp).as_deref(), Some("edge-1"));
+    }
 }

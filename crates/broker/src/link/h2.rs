@@ -77,28 +77,37 @@ pub fn respond(status: u16, body: impl Into<Bytes>) -> Response<Body> {
     r
 }
 
+/// A request to send on the link: `path_and_query` on the link's fixed authority.
+pub fn request(
+    method: hyper::Method,
+    path_and_query: &str,
+    headers: &[(&str, String)],
+    body: Vec<u8>,
+) -> Result<Request<Body>, String> {
+    let mut builder = Request::builder().method(method).uri(format!(
+        "https://{}{path_and_query}",
+        crate::tls::LINK_SERVER_NAME
+    ));
+    for (name, value) in headers {
+        builder = builder.header(*name, value.as_str());
+    }
+    builder
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| format!("request: {e}"))
+}
+
 /// One request on the link: its status, headers and whole body (at most `max` bytes).
 pub async fn call(
     sender: &mut Sender,
-    method: hyper::Method,
-    path_and_query: &str,
-    body: Vec<u8>,
+    request: Request<Body>,
     max: usize,
 ) -> Result<(u16, hyper::HeaderMap, Bytes), String> {
     sender
         .ready()
         .await
         .map_err(|e| format!("link closed: {e}"))?;
-    let req = Request::builder()
-        .method(method)
-        .uri(format!(
-            "https://{}{path_and_query}",
-            crate::tls::LINK_SERVER_NAME
-        ))
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| format!("request: {e}"))?;
     let resp = sender
-        .send_request(req)
+        .send_request(request)
         .await
         .map_err(|e| format!("link request: {e}"))?;
     let (parts, body) = resp.into_parts();

@@ -1,95 +1,77 @@
-//! The link between a broker and a core: HTTP/2 over one mutually authenticated TLS
-//! connection, the core always the HTTP client and the broker always the HTTP server, whichever
-//! side dialled. Paths, headers and the records body: `FORMAT.md`, "Link".
+//! The link between a data holder (a broker, or an agent in reverse mode) and a core: one
+//! mutually authenticated TLS connection carrying HTTP/2, opened by either side. Wire details
+//! byte by byte: `FORMAT.md`, "The link".
+//!
+//! # Design
+//!
+//! **Data flow.** The data holder keeps everything in its journal (`spool`) and *pushes* it:
+//! the forwarder (`forward.rs`) sends each record as one `POST /write/<id>` carrying the
+//! exactly-once headers (`Strata-Source` = id, `Strata-Epoch`, `Strata-Sequence` = journal
+//! offset), exactly as it does over plain HTTP. The core admits each (source, epoch, sequence)
+//! once in its store; the holder's journal checkpoint moves only over the prefix the core
+//! answered 2xx. So a record resent after a cut link, a `kill -9` of either side, or a lost
+//! answer is applied once. The core *pushes* configuration in the same direction of requests:
+//! the holder asks `GET /api/strata/v1/checks?broker=<id>` over the link every 2 s and applies
+//! the answer when it changed (a core cannot send a request to a holder; one request direction
+//! keeps one code path for both dial directions).
+//!
+//! **Roles.** TLS: whoever dialled is the TLS client, the other the TLS server. HTTP/2: the
+//! data holder is always the client and the core always the server, whichever side dialled —
+//! after the handshake the two directions are the same connection.
+//!
+//! | dial | TCP connect | TLS client | TLS server | HTTP/2 client | HTTP/2 server |
+//! |---|---|---|---|---|---|
+//! | holder dials (`--core-link`, optional CONNECT `--proxy`) | holder | holder | core | holder | core |
+//! | core dials (`--link-listen` on the holder, `dial: core` in the registry) | core | core | holder | holder | core |
+//!
+//! **Identity and pinning.** Every holder and core has a key pair and a self-signed certificate
+//! (`tls.rs`; `strata broker init` makes the holder's). No certificate authority: each side
+//! accepts exactly the SHA-256 of the DER certificates it was given — the core its registry
+//! (`/api/strata/v1/brokers`: id → fingerprint, dial direction, address), the holder
+//! `--core-sha256`. The handshake signature is still verified with the pinned key. The core
+//! maps the client certificate to the registered id and refuses any request naming another
+//! source or path (403). TLS 1.3 only, ALPN `strata-link/1`.
+//!
+//! **Keepalive and dead peers.** Both HTTP/2 ends send a PING every `PING_INTERVAL_S` and drop
+//! the connection when one is unanswered for `PING_TIMEOUT_S`: a peer that stops answering
+//! (SIGSTOP, a cut cable, a proxy that hangs) is detected within
+//! `PING_INTERVAL_S + PING_TIMEOUT_S` = 30 s ≤ 45 s. The holder also sends a heartbeat request
+//! every `HEARTBEAT_S` carrying its backlog, so the core's last-contact time moves while idle.
+//!
+//! **Reconnects.** The dialling side redials after `REDIAL_MS_MIN`, doubling to
+//! `REDIAL_MS_MAX`, with jitter; records unanswered on the dead connection are resent on the
+//! next one (the forwarder's retry), never lost, never applied twice.
+//!
+//! **Failure cases.** Unknown or wrong certificate: the handshake fails; the core logs one line
+//! naming the fingerprint and the peer address. A proxy that refuses or dies: the dial fails
+//! and is retried. A core that restarts: the holder's in-flight requests fail and are resent.
+//! A holder that restarts: its journal and epoch survive, the forwarder resumes from the
+//! checkpoint. A second link of the same holder: both serve, the store's admission keeps
+//! writes exactly once.
 
+pub mod client;
 pub mod h2;
-pub mod serve;
 
-use serde::{Deserialize, Serialize};
-
-/// Longest body of one records response (at least one record is sent, however large).
-pub const FETCH_BYTES_MAX: usize = 4 << 20;
-/// Longest a records request waits for new records.
-pub const FETCH_WAIT_MS_MAX: u64 = 10_000;
-/// Longest configuration push (a full checks list).
-pub const CONFIG_BYTES_MAX: usize = 16 << 20;
-/// Concurrent HTTP/2 streams on one link.
-pub const LINK_STREAMS_MAX: u32 = 32;
+/// Concurrent HTTP/2 streams on one link (the forwarder keeps at most 64 records in flight).
+pub const LINK_STREAMS_MAX: u32 = 128;
 /// HTTP/2 PING every this often, and the connection dropped when one is unanswered this long.
 pub const PING_INTERVAL_S: u64 = 10;
 pub const PING_TIMEOUT_S: u64 = 20;
+/// The holder's heartbeat request period.
+pub const HEARTBEAT_S: u64 = 5;
+/// Redial backoff: from the first to the last, doubling.
+pub const REDIAL_MS_MIN: u64 = 500;
+pub const REDIAL_MS_MAX: u64 = 10_000;
+/// Longest response body read on the link (a checks list).
+pub const RESPONSE_BYTES_MAX: usize = 16 << 20;
 
-pub const PATH_HELLO: &str = "/link/v1/hello";
-pub const PATH_RECORDS: &str = "/link/v1/records";
-pub const PATH_ACK: &str = "/link/v1/ack";
-pub const PATH_CHECKS: &str = "/link/v1/checks";
+/// The heartbeat path (answered by the core's link layer itself).
+pub const PATH_HEARTBEAT: &str = "/link/v1/heartbeat";
 
-/// Response headers of a records fetch.
-pub const H_FIRST: &str = "strata-first";
-pub const H_COMMITTED: &str = "strata-committed";
-pub const H_DROPPED: &str = "strata-dropped-records";
+/// Request headers the holder adds: its backlog for this core, and when a record was made.
+pub const H_BACKLOG_RECORDS: &str = "strata-backlog-records";
 pub const H_BACKLOG_BYTES: &str = "strata-backlog-bytes";
+pub const H_MADE_MS: &str = "strata-made-ms";
 
-/// The broker's answer to hello: who it is and where its journal stands for this core.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Hello {
-    pub broker: String,
-    pub epoch: u64,
-    pub earliest: u64,
-    pub committed: u64,
-    /// This core's checkpoint: where its pull resumes.
-    pub checkpoint: u64,
-}
-
-/// A configuration push: every check the core assigns to this broker.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct ChecksPush {
-    pub checks: Vec<checks::CheckSpec>,
-}
-
-/// What the broker made of a push.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ChecksApplied {
-    pub checks: usize,
-    /// Specs refused, each "id: why".
-    pub errors: Vec<String>,
-}
-
-/// Appends one record to a records body.
-pub fn put_record(out: &mut Vec<u8>, offset: u64, payload: &[u8]) {
-    out.extend_from_slice(&offset.to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(payload);
-}
-
-/// Splits a records body into (offset, payload) pairs, refusing a cut or overlong one.
-pub fn records(body: &[u8]) -> Result<Vec<(u64, &[u8])>, String> {
-    let mut out = Vec::new();
-    let mut rest = body;
-    while !rest.is_empty() {
-        if rest.len() < 12 {
-            return Err("records body cut inside a record header".to_owned());
-        }
-        let mut o = [0u8; 8];
-        o.copy_from_slice(&rest[..8]);
-        let mut l = [0u8; 4];
-        l.copy_from_slice(&rest[8..12]);
-        let len = u32::from_le_bytes(l) as usize;
-        if rest.len() - 12 < len {
-            return Err("records body cut inside a record".to_owned());
-        }
-        out.push((u64::from_le_bytes(o), &rest[12..12 + len]));
-        rest = &rest[12 + len..];
-    }
-    Ok(out)
-}
-
-/// A core name as a link query carries it: what a journal subscriber name may hold.
-pub fn valid_core_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 48
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
-        && !name.starts_with('.')
-}
+// The dead-peer bound the link promises.
+const _: () = assert!(PING_INTERVAL_S + PING_TIMEOUT_S <= 45);

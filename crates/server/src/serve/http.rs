@@ -72,7 +72,9 @@ pub fn router(app: Shared) -> Router {
         // The web UI at `/` and the worksheets API.
         .merge(super::ui::router(app.clone()))
         // What `curl …/install.sh | sh` fetches.
-        .merge(super::download::router());
+        .merge(super::download::router())
+        // The broker registry and link states (/api/strata/v1/brokers).
+        .merge(super::link::router());
     routes
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(frame_state, frame))
@@ -416,6 +418,7 @@ async fn health(State(app): State<Shared>) -> Response {
 async fn metrics(State(app): State<Shared>) -> Response {
     let mut text = app.metrics.prometheus_text();
     text.push_str(&app.conn_metrics.prometheus_text());
+    text.push_str(&super::link::prometheus_text());
     if let Some(drops) = app.statsd_inode.and_then(super::statsd::kernel_drops) {
         let _ = write!(
             text,

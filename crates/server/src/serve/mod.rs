@@ -15,6 +15,7 @@ mod exemplars;
 mod graphite;
 mod http;
 mod kept;
+mod link;
 mod lograte;
 mod metadata;
 mod metrics;
@@ -276,7 +277,14 @@ pub fn run(args: ServeArgs) -> ExitCode {
         // The topology says where each node listens, so that the others can reach it.
         config.listeners.http = node.http.clone();
     }
-    match runtime.block_on(serve(config, open_files_max, args.insecure_open, cluster)) {
+    let link_listen = args.link_listen;
+    match runtime.block_on(serve(
+        config,
+        open_files_max,
+        args.insecure_open,
+        cluster,
+        link_listen,
+    )) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Once, plainly: the log and the terminal are the same stream here.
@@ -385,6 +393,7 @@ async fn serve(
     open_files_max: u64,
     insecure_open: bool,
     cluster: Option<(cluster::Topology, cluster::Node)>,
+    link_listen: Option<SocketAddr>,
 ) -> Result<(), String> {
     let connection_budget = connection_budget(open_files_max, &config);
     tracing::info!(
@@ -513,6 +522,8 @@ async fn serve(
     app.statsd_inode = statsd_inode;
     let app: Shared = Arc::new(app);
     drop(store);
+    let links = link::start(&app, link_listen, http::router(app.clone())).await?;
+    tracing::info!("{links}");
 
     if let Some(listener) = http_listener {
         let router = http::router(app.clone());

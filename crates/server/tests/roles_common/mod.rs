@@ -69,6 +69,11 @@ impl Proc {
         Proc { child }
     }
 
+    /// The process id (to signal it: SIGSTOP, SIGCONT).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn kill9(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
