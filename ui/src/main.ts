@@ -7,6 +7,7 @@ import { renderDashboard, renderDashboardList, dashboardFromGraphs } from './das
 import { ago, fmtTimeZ, fromInput, graphTitle, isSelf, setTz, streamLabel, toInput, tzLabel } from './format';
 import { bench, levelRgb, LEVELS } from './heatmap';
 import { renderHome } from './home';
+import { installAuth, signIn, signOutButton } from './login';
 import { FUNCTIONS } from './caql';
 import { autoPeriod, fromUrl, GRAPHS_MAX, RANGES, rangeS, savePrefs, toUrl, type Graph, type State, type View } from './state';
 
@@ -95,7 +96,7 @@ app.append(
     el('nav', { 'aria-label': 'main' }, ...navLinks),
     el('div', { class: 'searchbox', role: 'search' }, search, addAll, suggest, searchInfo),
     rangeBox,
-    el('div', { class: 'prefs' }, el('label', {}, 'Times ', tzSel), tzText, themeBtn),
+    el('div', { class: 'prefs' }, el('label', {}, 'Times ', tzSel), tzText, themeBtn, signOutButton()),
   ),
   status,
   view,
@@ -576,5 +577,9 @@ window.addEventListener('popstate', () => {
   void render();
 });
 applyPrefs();
-setLive();
-void render();
+installAuth();
+// A server with a token: nothing is asked of it before the user signed in (login.ts).
+void signIn().then(() => {
+  setLive();
+  void render();
+});
