@@ -60,6 +60,16 @@ struct Watched {
 /// Runs `attack` while watching the server; the well-behaved client writes
 /// `good,client=w v=1 <ms>` every `WATCH_EVERY_MS` from `start_ms` on, one millisecond apart.
 fn during(server: &Server, start_ms: i64, attack: impl FnOnce()) -> Watched {
+    during_waiting(server, start_ms, HEALTH_WAIT_MS, attack)
+}
+
+/// `during`, with the well-behaved client's writes allowed `write_wait_ms` each.
+fn during_waiting(
+    server: &Server,
+    start_ms: i64,
+    write_wait_ms: u64,
+    attack: impl FnOnce(),
+) -> Watched {
     let pid = server.child.as_ref().unwrap().id();
     let done = Arc::new(AtomicBool::new(false));
     let watched = Arc::new(Mutex::new(Watched::default()));
@@ -94,9 +104,9 @@ fn during(server: &Server, start_ms: i64, attack: impl FnOnce()) -> Watched {
     let writer = {
         let (done, watched) = (done.clone(), watched.clone());
         std::thread::spawn(move || {
-            // Answered within the same second as `/health`, or the write failed.
+            // Answered within `write_wait_ms` (the same second as `/health`), or it failed.
             let http = reqwest::blocking::Client::builder()
-                .timeout(Duration::from_millis(HEALTH_WAIT_MS))
+                .timeout(Duration::from_millis(write_wait_ms))
                 .build()
                 .unwrap();
             let mut ts_ms = start_ms;
@@ -421,7 +431,7 @@ fn idle_floods_and_trickled_bodies_are_closed() {
     let config = dir.path().join("strata.toml");
     std::fs::write(
         &config,
-        "[limits]\nheader_read_timeout_ms = 2000\nconnections_per_address_max = 256\n\
+        "[limits]\nheader_read_timeout_ms = 15000\nconnections_per_address_max = 256\n\
          http_concurrency_max = 4\n",
     )
     .unwrap();
@@ -471,12 +481,15 @@ fn idle_floods_and_trickled_bodies_are_closed() {
                 })
             })
             .collect();
+        let opening = Instant::now();
         let mut idle = idle_connections("127.0.0.2", &http, 300);
         for n in 0..IDLE_ADDRESSES {
             idle.extend(idle_connections(&format!("127.0.1.{}", 10 + n), &http, 250));
         }
-        // The header timeout (2 s) has passed for all of them.
-        std::thread::sleep(Duration::from_secs(3));
+        eprintln!("{} silent connections opened in {:?}", idle.len(), opening.elapsed());
+        // The header timeout (15 s: long enough for all of them to be open at once; opening
+        // them takes 8 s here) has passed for all of them.
+        std::thread::sleep(Duration::from_secs(16).saturating_sub(opening.elapsed()));
         let open = idle.iter_mut().position(|s| !closed_by_server(s));
         assert_eq!(open, None, "an idle connection left open");
         for t in trickles {
@@ -697,7 +710,7 @@ fn an_open_network_listener_needs_a_token_or_insecure_open() {
 fn client_from(source: &str) -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
         .local_address(source.parse::<std::net::IpAddr>().unwrap())
-        .timeout(Duration::from_secs(120))
+        .timeout(Duration::from_secs(240))
         .build()
         .unwrap()
 }
@@ -735,6 +748,8 @@ fn found(server: &Server, query: &str) -> usize {
 
 /// Fields of the one-line flood: each a new series.
 const FLOOD_FIELDS: u64 = 1_000_000;
+/// How long a well-behaved write may wait while a debug build parses the flood's line.
+const FLOOD_WRITE_WAIT_MS: u64 = 5_000;
 
 /// One Influx line with 10^6 fields (each a new series) and floods of new series from other
 /// addresses: each source creates at most `source_series_new_per_minute_max` series a minute and
@@ -749,7 +764,7 @@ fn new_series_floods_are_held_to_the_cardinality_limits() {
     std::fs::write(
         &config,
         "[cardinality]\nsource_series_new_per_minute_max = 2000\n\
-         series_new_per_minute_max = 5000\n",
+         series_new_per_minute_max = 5000\n[limits]\nrequest_timeout_ms = 240000\n",
     )
     .unwrap();
     let mut server = Server::start(
@@ -763,7 +778,10 @@ fn new_series_floods_are_held_to_the_cardinality_limits() {
         .collect();
     let (status, body) = influx_from(&a, &server, pre, &[]);
     assert_eq!(status, 204, "{body}");
-    let watched = during(&server, ts_ms, || {
+    // The line takes 25 s of a debug build's CPU on the shared 2-core machine (linear in its
+    // fields: 200,000 took 5 s), past the default request timeout; the well-behaved writer shares
+    // those cores with it and waits up to `FLOOD_WRITE_WAIT_MS`.
+    let watched = during_waiting(&server, ts_ms, FLOOD_WRITE_WAIT_MS, || {
         let fields: Vec<String> = (0..FLOOD_FIELDS).map(|f| format!("f{f}=1")).collect();
         let line = format!("flood,from=a {} {}\n", fields.join(","), ts_ms + 1);
         let (status, body) = influx_from(&a, &server, line, &[]);
@@ -1342,19 +1360,16 @@ fn silent_graphite_connections_cannot_lock_out_a_sender() {
     let ts = now_s();
     let mut idle = Vec::new();
     let watched = during(&server, ts * 1000, || {
-        for n in 0..4 {
-            idle.extend(idle_connections(
-                &format!("127.0.3.{}", 10 + n),
-                &graphite,
-                256,
-            ));
-        }
+        // First the over-bound ones (before the Graphite bound is reached, after which the
+        // oldest silent connection of an address makes room for its next).
+        idle.extend(idle_connections("127.0.3.10", &graphite, 256));
         let mut over = idle_connections("127.0.3.10", &graphite, 50);
         let open = over.iter_mut().position(|s| !closed_by_server(s));
-        assert_eq!(
-            open, None,
-            "a connection past the per-address bound left open"
-        );
+        assert_eq!(open, None, "a connection past the per-address bound left open");
+        for n in 1..4 {
+            let source = format!("127.0.3.{}", 10 + n);
+            idle.extend(idle_connections(&source, &graphite, 256));
+        }
         let socket = socket2::Socket::new(
             socket2::Domain::IPV4,
             socket2::Type::STREAM,

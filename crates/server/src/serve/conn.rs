@@ -149,23 +149,31 @@ impl Silent {
     }
 }
 
-/// A connection slot: free now, or once a silent connection made room (`None` when the slots
-/// are closed or the server stops).
+/// How often a connection waiting for a slot asks again for a silent one to make room (one may
+/// have started waiting since).
+const ROOM_RETRY_MS: u64 = 50;
+
+/// A slot for a connection just accepted: free now, or once a silent connection made room, or
+/// once another closed (`None` when the slots are closed or the server stops).
 pub async fn connection_slot(
     permits: &Arc<Semaphore>,
     silent: &Silent,
     stop: &mut watch::Receiver<bool>,
 ) -> Option<tokio::sync::OwnedSemaphorePermit> {
-    match permits.clone().try_acquire_owned() {
-        Ok(permit) => return Some(permit),
-        Err(TryAcquireError::Closed) => return None,
-        Err(TryAcquireError::NoPermits) => {
-            silent.make_room();
+    let retry = Duration::from_millis(ROOM_RETRY_MS);
+    // Bounded by the server's life: each turn either gets a slot or waits `retry`.
+    loop {
+        match permits.clone().try_acquire_owned() {
+            Ok(permit) => return Some(permit),
+            Err(TryAcquireError::Closed) => return None,
+            Err(TryAcquireError::NoPermits) => {}
         }
-    }
-    tokio::select! {
-        p = permits.clone().acquire_owned() => p.ok(),
-        _ = super::stopped(stop) => None,
+        silent.make_room();
+        tokio::select! {
+            p = permits.clone().acquire_owned() => return p.ok(),
+            () = tokio::time::sleep(retry) => {}
+            () = super::stopped(stop) => return None,
+        }
     }
 }
 
@@ -288,9 +296,6 @@ pub async fn serve(
         .keep_alive_interval(None);
     let builder = Arc::new(builder);
     loop {
-        let Some(permit) = connection_slot(&permits, &silent, &mut stop).await else {
-            break;
-        };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = super::stopped(&mut stop) => break,
@@ -308,6 +313,11 @@ pub async fn serve(
             tracing::debug!(%peer, "http: too many connections from this address; closed");
             drop(stream);
             continue;
+        };
+        // Taken once a connection is there to serve (so silent ones make room only for a real
+        // newcomer); until then it is one open file past the bound.
+        let Some(permit) = connection_slot(&permits, &silent, &mut stop).await else {
+            break;
         };
         let _ = stream.set_nodelay(true);
         let acceptor = acceptor.clone();

@@ -38,11 +38,6 @@ pub async fn run(
     let idle_max = Duration::from_millis(app.config.limits.graphite_idle_timeout_ms);
     let mut connections = JoinSet::new();
     loop {
-        // Wait for a free connection slot first (a silent connection closed to make room when
-        // all are taken), so at most the max are served at once.
-        let Some(permit) = connection_slot(&permits, &silent, &mut stop).await else {
-            break;
-        };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = super::stopped(&mut stop) => break,
@@ -58,14 +53,20 @@ pub async fn run(
                     tracing::debug!(%peer, "graphite: too many connections from this address");
                     continue;
                 };
+                // A slot for it (a silent connection closed to make room when all are taken),
+                // so at most the max are served at once.
+                let Some(permit) = connection_slot(&permits, &silent, &mut stop).await else {
+                    break;
+                };
                 let app = app.clone();
                 let stop = stop.clone();
                 let silent = silent.clone();
                 connections.spawn(async move {
                     tracing::debug!(%peer, "graphite: connection");
-                    let first = tokio::time::timeout(idle_max, stream.readable());
+                    let mut byte = [0u8; 1];
+                    let first = tokio::time::timeout(idle_max, stream.peek(&mut byte));
                     match silent.until_first(first).await {
-                        Some(Ok(Ok(()))) => {}
+                        Some(Ok(Ok(n))) if n > 0 => {}
                         Some(_) => return,
                         None => {
                             app.conn_metrics

@@ -548,6 +548,10 @@ const GZIP_INPUT_STEP_BYTES: usize = 1024;
 
 type Gunzip = flate2::write::GzDecoder<Vec<u8>>;
 
+/// Gzip bodies being decompressed at once (each a blocking thread at full speed).
+const GZIP_DECODERS_MAX: usize = 2;
+static GZIP_DECODERS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(GZIP_DECODERS_MAX);
+
 fn gzip_error(e: std::io::Error) -> ServeError {
     ServeError::bad_request(format!("gzip body: {e}"))
 }
@@ -692,7 +696,11 @@ async fn read_body(
             }
             Some(gunzip) => {
                 // On the blocking pool: a bomb's megabytes are produced away from the
-                // runtime's threads (and `/health`).
+                // runtime's threads (and `/health`), by at most `GZIP_DECODERS_MAX` threads at
+                // once, so that many bombs cannot take every core from the rest.
+                let Ok(_decoding) = GZIP_DECODERS.acquire().await else {
+                    return Err(ServeError::shutting_down());
+                };
                 let joined = tokio::task::spawn_blocking(move || {
                     gunzip_frame(gunzip, share, &data, size_max)
                 })
