@@ -98,7 +98,7 @@ export async function signIn(): Promise<void> {
     message,
   );
   const app = document.getElementById('app');
-  if (app) app.hidden = true;
+  if (app) app.style.display = 'none';
   document.body.append(form);
   input.focus();
   await new Promise<void>((done) => {
@@ -120,7 +120,7 @@ export async function signIn(): Promise<void> {
   });
   form.remove();
   signInShown = false;
-  if (app) app.hidden = false;
+  if (app) app.style.display = '';
   document.getElementById('sign-out')?.removeAttribute('hidden');
 }
 

@@ -486,7 +486,11 @@ fn idle_floods_and_trickled_bodies_are_closed() {
         for n in 0..IDLE_ADDRESSES {
             idle.extend(idle_connections(&format!("127.0.1.{}", 10 + n), &http, 250));
         }
-        eprintln!("{} silent connections opened in {:?}", idle.len(), opening.elapsed());
+        eprintln!(
+            "{} silent connections opened in {:?}",
+            idle.len(),
+            opening.elapsed()
+        );
         // The header timeout (15 s: long enough for all of them to be open at once; opening
         // them takes 8 s here) has passed for all of them.
         std::thread::sleep(Duration::from_secs(16).saturating_sub(opening.elapsed()));
@@ -1365,7 +1369,10 @@ fn silent_graphite_connections_cannot_lock_out_a_sender() {
         idle.extend(idle_connections("127.0.3.10", &graphite, 256));
         let mut over = idle_connections("127.0.3.10", &graphite, 50);
         let open = over.iter_mut().position(|s| !closed_by_server(s));
-        assert_eq!(open, None, "a connection past the per-address bound left open");
+        assert_eq!(
+            open, None,
+            "a connection past the per-address bound left open"
+        );
         for n in 1..4 {
             let source = format!("127.0.3.{}", 10 + n);
             idle.extend(idle_connections(&source, &graphite, 256));

@@ -195,7 +195,52 @@ async fn frame(State(frame): State<Arc<Frame>>, request: Request, next: Next) ->
         .app
         .metrics
         .request(endpoint, latency_ns, response.status().as_u16());
-    response
+    json_client_error(response).await
+}
+
+/// Bytes of a plain-text 4xx answer turned into JSON (the extractors' rejections are a line).
+const PLAIN_ERROR_BYTES_MAX: usize = 4 << 10;
+
+/// A 4xx answer that is not JSON (or protobuf, OTLP's own) — the routing layer's rejections of
+/// a path or query it cannot decode — becomes `{"error": <its text>}`, like every other 4xx.
+async fn json_client_error(response: Response) -> Response {
+    if !response.status().is_client_error() {
+        return response;
+    }
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if content_type.starts_with("application/json") || content_type.starts_with(PROTOBUF) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = match http_body_util::Limited::new(body, PLAIN_ERROR_BYTES_MAX)
+        .collect()
+        .await
+    {
+        Ok(collected) => String::from_utf8_lossy(&collected.to_bytes())
+            .trim()
+            .to_owned(),
+        Err(_) => String::new(),
+    };
+    let message = if text.is_empty() {
+        parts
+            .status
+            .canonical_reason()
+            .unwrap_or("request refused")
+            .to_owned()
+    } else {
+        text
+    };
+    let mut converted = error(parts.status, message);
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            converted.headers_mut().append(name, value.clone());
+        }
+    }
+    converted
 }
 
 /// Host names a loopback server answers to when `auth.allowed_hosts` is empty.
