@@ -3,7 +3,8 @@
 
 Starts `strata serve` (STRATA_BIN, default target/debug/strata) with a 4 GiB query budget on a
 temporary data directory, writes SERIES series x SAMPLES samples (one a second), then runs
-`count_over_time(m_v[...])` over all of them, ROUNDS times, while a thread samples the server's
+`sum(count_over_time(m_v[...]))` over all of them (SHAPE=matrix: the raw range vector, every
+sample answered), ROUNDS times, while a thread samples the server's
 VmRSS every 2 ms. Prints the samples loaded, the RSS before each query and its peak, and the
 peak's growth per sample (the median over the rounds). Usage:
 
@@ -22,6 +23,9 @@ import urllib.request
 SERIES = int(os.environ.get("SERIES", "200"))
 SAMPLES = int(os.environ.get("SAMPLES", "5000"))
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
+# "count": sum(count_over_time(...)) (every sample loaded, one number out); "matrix": the raw
+# range vector (every sample loaded and answered).
+SHAPE = os.environ.get("SHAPE", "count")
 BIN = os.environ.get("STRATA_BIN", "target/debug/strata")
 
 
@@ -57,8 +61,9 @@ def main():
             for s in range(SERIES):
                 lines = "".join(f"m,s=s{s} v={i} {start_s + i}\n" for i in range(SAMPLES))
                 assert post(f"{base}/write?precision=s", lines) == 204
-            query = urllib.parse.urlencode(
-                {"query": f"sum(count_over_time(m_v[{SAMPLES + 60}s]))", "time": end_s + 1})
+            selector = f"m_v[{SAMPLES + 60}s]"
+            expr = f"sum(count_over_time({selector}))" if SHAPE == "count" else selector
+            query = urllib.parse.urlencode({"query": expr, "time": end_s + 1})
             growths, peaks, befores = [], [], []
             for _ in range(ROUNDS):
                 time.sleep(1)
@@ -77,12 +82,15 @@ def main():
                     answer = json.load(r)
                 done.set()
                 watcher.join()
-                counted = float(answer["data"]["result"][0]["value"][1])
+                if SHAPE == "count":
+                    counted = float(answer["data"]["result"][0]["value"][1])
+                else:
+                    counted = sum(len(r["values"]) for r in answer["data"]["result"])
                 assert counted == SERIES * SAMPLES, counted
                 befores.append(before)
                 peaks.append(peak[0])
                 growths.append((peak[0] - before) * 1024 / counted)
-            print(f"samples loaded per query: {SERIES * SAMPLES}")
+            print(f"shape {SHAPE}; samples loaded per query: {SERIES * SAMPLES}")
             print(f"RSS before (KiB): {befores}")
             print(f"RSS peak (KiB): {peaks}")
             print(f"peak growth per sample (B): {[round(g, 1) for g in growths]}")

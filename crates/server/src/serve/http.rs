@@ -120,7 +120,10 @@ async fn caql_budget(State(app): State<Shared>, request: Request, next: Next) ->
 
 /// Bytes a PromQL evaluation is estimated to hold per sample it loads (the sample, its share of
 /// the series' buffers and of the result).
-const PROMQL_SAMPLE_BYTES: u64 = 32;
+/// Measured with `bench/abuse/promql_memory.py`: 78 B per sample for a query answering its
+/// samples (a range vector: the samples, the result and its JSON), 17 B for one aggregating
+/// them (bench/RESULTS.md, "strata serve under abuse").
+const PROMQL_SAMPLE_BYTES: u64 = 80;
 /// PromQL queries that may run at once at their largest: each takes this fraction of the query
 /// memory budget.
 const PROMQL_QUERIES_AT_ONCE: u64 = 4;
