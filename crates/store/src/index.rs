@@ -53,7 +53,7 @@ pub const RECORD_SIZE_MAX: usize = 1 + 1 + 4 + KEY_TEXT_SIZE_MAX;
 /// Read buffer for replaying the index file on open.
 const REPLAY_BUFFER_SIZE_BYTES: usize = 256 * 1024;
 /// Keys created (or refused) under one hold of the index's write lock.
-const CREATE_CHUNK_KEYS: usize = 4096;
+const CREATE_KEYS_PER_LOCK_MAX: usize = 4096;
 
 /// The stored facts of one series.
 #[derive(Debug)]
@@ -358,10 +358,10 @@ impl SeriesIndex {
         if missing == 0 {
             return Ok(out);
         }
-        // The write lock is taken per `CREATE_CHUNK_KEYS` keys: a batch of a million new keys
-        // (most of them refused) does not hold every other writer's lookups for its length.
-        for start in (0..keys.len()).step_by(CREATE_CHUNK_KEYS) {
-            let end = (start + CREATE_CHUNK_KEYS).min(keys.len());
+        // The write lock is taken per `CREATE_KEYS_PER_LOCK_MAX` keys: a batch of a million new
+        // keys (most of them refused) does not hold every other writer's lookups for its length.
+        for start in (0..keys.len()).step_by(CREATE_KEYS_PER_LOCK_MAX) {
+            let end = (start + CREATE_KEYS_PER_LOCK_MAX).min(keys.len());
             if out[start..end].iter().all(|r| *r != MISSING) {
                 continue;
             }
