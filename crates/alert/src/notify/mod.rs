@@ -12,6 +12,7 @@
 //! record (each evaluation period).
 
 pub mod config;
+pub mod contacts;
 pub mod send;
 
 use std::collections::btree_map::Entry;
@@ -112,6 +113,9 @@ struct Sent {
     flap_sent: bool,
     /// Escalation receivers that got the firing notification (they get the resolve too).
     escalated: Vec<String>,
+    /// The acknowledgement was sent (contacts that track acknowledgements).
+    #[serde(default)]
+    ack_sent: bool,
 }
 
 /// A worker's saved state: the journal offset it covers and what it notified.
@@ -325,6 +329,7 @@ impl Notifier {
                         s.firing_sent = false;
                         s.escalated.clear();
                         s.reminders = 0;
+                        s.ack_sent = false;
                     }
                     s.labels = labels;
                     s.annotations = labels_map(&i.annotations);
@@ -388,6 +393,13 @@ impl Notifier {
                         continue;
                     }
                     let acked = self.acked(fp, s.fired_ms, c.t_ms);
+                    // ---- contacts: PagerDuty and VictorOps are told of acknowledgements ----
+                    let tracks_acks = matches!(&recv.target, Target::Contact(k) if k.wants_acks());
+                    if acked && tracks_acks && !s.ack_sent {
+                        s.ack_sent = true;
+                        let a = firing_out(fp, s);
+                        push(&mut out, &recv.name, s, "acknowledged", a);
+                    }
                     let resend = matches!(recv.target, Target::Alertmanager(_))
                         && c.t_ms - s.last_sent_ms >= recv.resend_ms;
                     let remind = !acked
@@ -685,30 +697,38 @@ impl Notifier {
             };
             let before = state.clone();
             let planned = self.plan(receiver, state, &r);
-            for (idx, p) in planned.iter().enumerate() {
-                if (idx as u64) < skip {
-                    continue;
-                }
-                let key = format!(
-                    "{:016x}",
-                    fnv1a(&[
-                        p.group_key.as_bytes(),
-                        p.receiver.as_bytes(),
-                        &offset.to_le_bytes(),
-                        &(idx as u64).to_le_bytes(),
-                    ])
-                );
-                if self
-                    .deliver(engine, sender, p, &key, &receiver.name)
-                    .is_err()
-                {
-                    return Err("stopping".into());
-                }
-                if saved.elapsed() >= interval && idx + 1 < planned.len() {
+            let keys: Vec<String> = planned
+                .iter()
+                .enumerate()
+                .map(|(idx, p)| {
+                    format!(
+                        "{:016x}",
+                        fnv1a(&[
+                            p.group_key.as_bytes(),
+                            p.receiver.as_bytes(),
+                            &offset.to_le_bytes(),
+                            &(idx as u64).to_le_bytes(),
+                        ])
+                    )
+                })
+                .collect();
+            // Pipelined (send.rs): `done` deliveries from the start are accepted.
+            let from = (skip as usize).min(planned.len());
+            self.deliver_all(
+                engine,
+                sender,
+                &planned,
+                &keys,
+                from,
+                &receiver.name,
+                |done| {
+                    if saved.elapsed() < interval || done >= planned.len() {
+                        return Ok(());
+                    }
                     // Mid-record: the state before it, and how many of its deliveries are done.
                     let progress = WorkerState {
                         offset,
-                        skip: idx as u64 + 1,
+                        skip: done as u64,
                         sent: before.sent.clone(),
                     };
                     let t = Instant::now();
@@ -717,8 +737,9 @@ impl Notifier {
                         .max(t.elapsed() * SAVE_SHARE_INVERSE)
                         .min(SAVE_INTERVAL_MAX);
                     saved = Instant::now();
-                }
-            }
+                    Ok(())
+                },
+            )?;
             if saved.elapsed() >= interval {
                 let t = Instant::now();
                 state.offset = end;
