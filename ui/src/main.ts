@@ -9,6 +9,7 @@ import { bench, levelRgb, LEVELS } from './heatmap';
 import { renderHome } from './home';
 import { renderAlerts } from './alerts';
 import { renderRules } from './rules';
+import { installAuth, signIn, signOutButton } from './login';
 import { FUNCTIONS } from './caql';
 import { autoPeriod, fromUrl, GRAPHS_MAX, RANGES, rangeS, savePrefs, toUrl, type Graph, type State, type View } from './state';
 
@@ -98,7 +99,7 @@ app.append(
     el('nav', { 'aria-label': 'main' }, ...navLinks),
     el('div', { class: 'searchbox', role: 'search' }, search, addAll, suggest, searchInfo),
     rangeBox,
-    el('div', { class: 'prefs' }, el('label', {}, 'Times ', tzSel), tzText, themeBtn),
+    el('div', { class: 'prefs' }, el('label', {}, 'Times ', tzSel), tzText, themeBtn, signOutButton()),
   ),
   status,
   view,
@@ -585,5 +586,9 @@ window.addEventListener('popstate', () => {
   void render();
 });
 applyPrefs();
-setLive();
-void render();
+installAuth();
+// A server with a token: nothing is asked of it before the user signed in (login.ts).
+void signIn().then(() => {
+  setLive();
+  void render();
+});

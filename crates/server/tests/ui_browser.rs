@@ -300,6 +300,69 @@ when = "count_above(1.0) >= 100"
     assert_eq!(r.status().as_u16(), 201, "{}", r.text().unwrap());
 }
 
+/// A port free on 127.0.0.1 now (for the pages of other origins, named in a server's
+/// configuration before they are served).
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// The token both servers of the safety tests are given (the second does not check it).
+const SECURITY_TOKEN: &str = "browser-test-token";
+
+/// `ui/tests/security.mjs`: the sign-in page of a tokened server, and pages of other origins
+/// (one configured in `http.cors_origins`, one not, one reaching the server by a rebound name)
+/// against a server without a token. Its (passed, failed) counts.
+fn security(artifacts: &Path) -> (u64, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let (friend_port, evil_port) = (free_port(), free_port());
+    let cors = format!("[http]\ncors_origins = [\"http://localhost:{friend_port}\"]\n");
+    let tokened_config = dir.path().join("tokened.toml");
+    std::fs::write(
+        &tokened_config,
+        format!("[auth]\ntoken = \"{SECURITY_TOKEN}\"\n{cors}"),
+    )
+    .unwrap();
+    let open_config = dir.path().join("open.toml");
+    std::fs::write(&open_config, &cors).unwrap();
+    let tokened = Server::start(
+        &dir.path().join("tokened"),
+        &["--config", tokened_config.to_str().unwrap()],
+    );
+    let open = Server::start(
+        &dir.path().join("open"),
+        &["--config", open_config.to_str().unwrap()],
+    );
+    let output = Command::new("node")
+        .arg("tests/security.mjs")
+        .current_dir(ui_dir())
+        .env("STRATA_TOKEN_URL", tokened.url(""))
+        .env("STRATA_TOKEN", SECURITY_TOKEN)
+        .env("STRATA_OPEN_URL", open.url(""))
+        .env("FRIEND_PORT", friend_port.to_string())
+        .env("EVIL_PORT", evil_port.to_string())
+        .env("ARTIFACTS", artifacts)
+        .env("CHROMIUM", chromium_path())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    print!("{stdout}");
+    let stopped = tokened.stop().success() && open.stop().success();
+    let last = stdout.lines().last().unwrap_or("");
+    let counts: Vec<u64> = last
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    match counts[..] {
+        [passed, failed] if last.ends_with("failed") && stopped => (passed, failed),
+        _ => {
+            println!("security.mjs did not finish (last line {last:?})");
+            (0, 1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     if let Err(e) = prepare() {
         eprintln!("ui_browser: {e}");
@@ -346,6 +409,7 @@ fn main() -> ExitCode {
     let stdout = String::from_utf8_lossy(&output.stdout);
     print!("{stdout}");
     let status = server.stop();
+    let (security_passed, security_failed) = security(&artifacts);
     let last = stdout.lines().last().unwrap_or("");
     let counts: Vec<u64> = last
         .split(|c: char| !c.is_ascii_digit())
@@ -357,6 +421,7 @@ fn main() -> ExitCode {
     );
     match counts[..] {
         [passed, failed] if last.ends_with("failed") => {
+            let (passed, failed) = (passed + security_passed, failed + security_failed);
             println!("ui_browser: {passed} passed, {failed} failed");
             if failed == 0 && passed > 0 && output.status.success() && status.success() {
                 ExitCode::SUCCESS

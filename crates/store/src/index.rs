@@ -52,6 +52,8 @@ const GROUP_ENTRY_HEADER_BYTES: usize = 1 + 4 + 4;
 pub const RECORD_SIZE_MAX: usize = 1 + 1 + 4 + KEY_TEXT_SIZE_MAX;
 /// Read buffer for replaying the index file on open.
 const REPLAY_BUFFER_SIZE_BYTES: usize = 256 * 1024;
+/// Keys created (or refused) under one hold of the index's write lock.
+const CREATE_KEYS_PER_LOCK_MAX: usize = 4096;
 
 /// The stored facts of one series.
 #[derive(Debug)]
@@ -356,28 +358,37 @@ impl SeriesIndex {
         if missing == 0 {
             return Ok(out);
         }
-        let mut guard = self.inner.write().map_err(|_| IndexError::Failed)?;
-        if guard.failed {
-            return Err(IndexError::Failed);
-        }
-        let inner = &mut *guard;
-        // Limits apply to writes that name a source, and only when some key is new.
-        let mut limiter = match (source, inner.limiter.take()) {
-            (Some(source), Some(mut limiter)) => {
-                limiter.prepare(&ActivityOf(&inner.series));
-                let slot = limiter.slot_of(source);
-                Some((limiter, slot))
+        // The write lock is taken per `CREATE_KEYS_PER_LOCK_MAX` keys: a batch of a million new
+        // keys (most of them refused) does not hold every other writer's lookups for its length.
+        for start in (0..keys.len()).step_by(CREATE_KEYS_PER_LOCK_MAX) {
+            let end = (start + CREATE_KEYS_PER_LOCK_MAX).min(keys.len());
+            if out[start..end].iter().all(|r| *r != MISSING) {
+                continue;
             }
-            (_, limiter) => {
-                inner.limiter = limiter;
-                None
+            let mut guard = self.inner.write().map_err(|_| IndexError::Failed)?;
+            if guard.failed {
+                return Err(IndexError::Failed);
             }
-        };
-        let result = inner.create_missing(keys, &mut out, &mut limiter);
-        if let Some((limiter, _)) = limiter {
-            inner.limiter = Some(limiter);
+            let inner = &mut *guard;
+            // Limits apply to writes that name a source, and only when some key is new.
+            let mut limiter = match (source, inner.limiter.take()) {
+                (Some(source), Some(mut limiter)) => {
+                    limiter.prepare(&ActivityOf(&inner.series));
+                    let slot = limiter.slot_of(source);
+                    Some((limiter, slot))
+                }
+                (_, limiter) => {
+                    inner.limiter = limiter;
+                    None
+                }
+            };
+            let result =
+                inner.create_missing(&keys[start..end], &mut out[start..end], &mut limiter);
+            if let Some((limiter, _)) = limiter {
+                inner.limiter = Some(limiter);
+            }
+            result?;
         }
-        result?;
         debug_assert!(out.iter().all(|r| *r != MISSING));
         Ok(out)
     }

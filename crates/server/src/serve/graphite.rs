@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
-use super::conn::PerAddress;
+use super::conn::{connection_slot, PerAddress, Silent};
 use super::lograte::Rejections;
 use super::write::{write_body, Protocol};
 use super::{Endpoint, Shared};
@@ -34,16 +34,10 @@ pub async fn run(
     let permits = Arc::new(Semaphore::new(connections_max));
     let per_address = Arc::new(PerAddress::default());
     let per_address_max = app.config.limits.connections_per_address_max;
+    let silent = Arc::new(Silent::default());
+    let idle_max = Duration::from_millis(app.config.limits.graphite_idle_timeout_ms);
     let mut connections = JoinSet::new();
     loop {
-        // Wait for a free connection slot first, so at most the max are served at once.
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            _ = super::stopped(&mut stop) => break,
-        };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = super::stopped(&mut stop) => break,
@@ -59,10 +53,28 @@ pub async fn run(
                     tracing::debug!(%peer, "graphite: too many connections from this address");
                     continue;
                 };
+                // A slot for it (a silent connection closed to make room when all are taken),
+                // so at most the max are served at once.
+                let Some(permit) = connection_slot(&permits, &silent, &mut stop).await else {
+                    break;
+                };
                 let app = app.clone();
                 let stop = stop.clone();
+                let silent = silent.clone();
                 connections.spawn(async move {
                     tracing::debug!(%peer, "graphite: connection");
+                    let mut byte = [0u8; 1];
+                    let first = tokio::time::timeout(idle_max, stream.peek(&mut byte));
+                    match silent.until_first(first).await {
+                        Some(Ok(Ok(n))) if n > 0 => {}
+                        Some(_) => return,
+                        None => {
+                            app.conn_metrics
+                                .graphite_closed_for_room
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            return;
+                        }
+                    }
                     connection(app, stream, stop, peer.ip().to_string()).await;
                     drop((permit, slot));
                 });

@@ -16,7 +16,6 @@ use axum::{Extension, Router};
 use http_body_util::BodyExt;
 use serde_json::json;
 use store::key::Tag;
-use tokio::sync::Semaphore;
 
 use super::budget::Share;
 use super::conn::Peer;
@@ -28,7 +27,6 @@ pub fn router(app: Shared) -> Router {
     let limits = &app.config.limits;
     let frame_state = Arc::new(Frame {
         app: app.clone(),
-        permits: Semaphore::new(limits.http_concurrency_max),
         timeout: Duration::from_millis(limits.request_timeout_ms),
     });
     let routes = Router::new()
@@ -125,7 +123,10 @@ async fn caql_budget(State(app): State<Shared>, request: Request, next: Next) ->
 
 /// Bytes a PromQL evaluation is estimated to hold per sample it loads (the sample, its share of
 /// the series' buffers and of the result).
-const PROMQL_SAMPLE_BYTES: u64 = 32;
+/// Measured with `bench/abuse/promql_memory.py`: 78 B per sample for a query answering its
+/// samples (a range vector: the samples, the result and its JSON), 17 B for one aggregating
+/// them (bench/RESULTS.md, "strata serve under abuse").
+const PROMQL_SAMPLE_BYTES: u64 = 80;
 /// PromQL queries that may run at once at their largest: each takes this fraction of the query
 /// memory budget.
 const PROMQL_QUERIES_AT_ONCE: u64 = 4;
@@ -171,7 +172,6 @@ async fn promql_budget(State(app): State<Shared>, request: Request, next: Next) 
 
 struct Frame {
     app: Shared,
-    permits: Semaphore,
     timeout: Duration,
 }
 
@@ -201,7 +201,52 @@ async fn frame(State(frame): State<Arc<Frame>>, request: Request, next: Next) ->
         .app
         .metrics
         .request(endpoint, latency_ns, response.status().as_u16());
-    response
+    json_client_error(response).await
+}
+
+/// Bytes of a plain-text 4xx answer turned into JSON (the extractors' rejections are a line).
+const PLAIN_ERROR_BYTES_MAX: usize = 4 << 10;
+
+/// A 4xx answer that is not JSON (or protobuf, OTLP's own) — the routing layer's rejections of
+/// a path or query it cannot decode — becomes `{"error": <its text>}`, like every other 4xx.
+async fn json_client_error(response: Response) -> Response {
+    if !response.status().is_client_error() {
+        return response;
+    }
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if content_type.starts_with("application/json") || content_type.starts_with(PROTOBUF) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = match http_body_util::Limited::new(body, PLAIN_ERROR_BYTES_MAX)
+        .collect()
+        .await
+    {
+        Ok(collected) => String::from_utf8_lossy(&collected.to_bytes())
+            .trim()
+            .to_owned(),
+        Err(_) => String::new(),
+    };
+    let message = if text.is_empty() {
+        parts
+            .status
+            .canonical_reason()
+            .unwrap_or("request refused")
+            .to_owned()
+    } else {
+        text
+    };
+    let mut converted = error(parts.status, message);
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            converted.headers_mut().append(name, value.clone());
+        }
+    }
+    converted
 }
 
 /// Host names a loopback server answers to when `auth.allowed_hosts` is empty.
@@ -344,7 +389,10 @@ async fn frame_checked(
     next: Next,
 ) -> Response {
     if let Some(token) = &frame.app.config.auth.token {
-        let public = super::download::PUBLIC_PATHS.contains(&request.uri().path());
+        // The UI's own files hold no data: a browser loads them without a token and then asks
+        // for it (the login page) before any API call.
+        let path = request.uri().path();
+        let public = super::download::PUBLIC_PATHS.contains(&path) || super::ui::is_public(path);
         if endpoint != Endpoint::Health && !public {
             let given = request
                 .headers()
@@ -368,7 +416,12 @@ async fn frame_checked(
         }
     }
     let work = async {
-        let Ok(_permit) = frame.permits.acquire().await else {
+        // An ingest request takes its slot once its body is in (`ingest_body`): a body trickled
+        // in holds a connection and the bytes it sent, not one of the slots.
+        if endpoint.is_ingest() {
+            return next.run(request).await;
+        }
+        let Ok(_slot) = frame.app.request_slots.acquire().await else {
             return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
         };
         next.run(request).await
@@ -547,6 +600,10 @@ const GZIP_INPUT_STEP_BYTES: usize = 1024;
 
 type Gunzip = flate2::write::GzDecoder<Vec<u8>>;
 
+/// Gzip bodies being decompressed at once (each a blocking thread at full speed).
+const GZIP_DECODERS_MAX: usize = 2;
+static GZIP_DECODERS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(GZIP_DECODERS_MAX);
+
 fn gzip_error(e: std::io::Error) -> ServeError {
     ServeError::bad_request(format!("gzip body: {e}"))
 }
@@ -579,6 +636,10 @@ fn gunzip_frame(
     }
     Ok((gunzip, share))
 }
+
+/// Bytes of a request's buffer allocated up front from its declared length; the rest as the
+/// bytes arrive.
+const BODY_PRESIZE_BYTES_MAX: usize = 1 << 20;
 
 /// How long a body may take before `limits.body_rate_bytes_per_s_min` applies to it.
 const BODY_RATE_GRACE_MS: u64 = 10_000;
@@ -623,10 +684,12 @@ async fn read_body(
     // Each frame is copied out as it comes and dropped, so the connection's read buffer is
     // reused for the next (collecting every frame first held the whole body in fresh read
     // buffers, then copied it once more into a new buffer: two bodies of newly faulted pages
-    // per request). The buffer is a kept one, sized once from Content-Length (checked against
-    // the limit above); only the bytes written to it count against the budget.
+    // per request). The buffer is a kept one, sized from Content-Length (checked against the
+    // limit above) only up to `BODY_PRESIZE_BYTES_MAX`, then grown as bytes arrive: a client
+    // declaring 64 MiB and sending a byte a second holds what it sent, not what it declared.
     let declared_bytes = declared.and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
-    let mut out = PooledBody::with_capacity(if gzip { 0 } else { declared_bytes.min(limit) });
+    let presize_bytes = declared_bytes.min(limit).min(BODY_PRESIZE_BYTES_MAX);
+    let mut out = PooledBody::with_capacity(if gzip { 0 } else { presize_bytes });
     let mut decoder = gzip.then(|| flate2::write::GzDecoder::new(std::mem::take(&mut out.0)));
     let mut body = http_body_util::Limited::new(body, limit);
     // A body trickled in holds a request slot and a connection: after a grace period it must
@@ -668,12 +731,28 @@ async fn read_body(
         received_bytes += data.len() as u64;
         match decoder.take() {
             None => {
-                share.grow_to((out.0.len() + data.len()) as u64).await?;
+                let wanted = out.0.len() + data.len();
+                share.grow_to(wanted as u64).await?;
+                if wanted > out.0.capacity() {
+                    // Doubling (bounded by the declared length when there is one) keeps the
+                    // copies of a growing body linear.
+                    let grown = wanted.max(out.0.capacity() * 2);
+                    let capped = if declared_bytes >= wanted {
+                        grown.min(declared_bytes)
+                    } else {
+                        grown
+                    };
+                    out.0.reserve_exact(capped.min(limit) - out.0.len());
+                }
                 out.0.extend_from_slice(&data);
             }
             Some(gunzip) => {
                 // On the blocking pool: a bomb's megabytes are produced away from the
-                // runtime's threads (and `/health`).
+                // runtime's threads (and `/health`), by at most `GZIP_DECODERS_MAX` threads at
+                // once, so that many bombs cannot take every core from the rest.
+                let Ok(_decoding) = GZIP_DECODERS.acquire().await else {
+                    return Err(ServeError::shutting_down());
+                };
                 let joined = tokio::task::spawn_blocking(move || {
                     gunzip_frame(gunzip, share, &data, size_max)
                 })
@@ -804,6 +883,9 @@ async fn ingest_body(
     let (bytes, _budget) = read_body(app, headers, body)
         .await
         .map_err(|e| e.response(shape))?;
+    let Ok(_slot) = app.request_slots.acquire().await else {
+        return Err(ServeError::shutting_down().response(shape));
+    };
     write_body(app, protocol, bytes, extra_tags, origin, sender)
         .await
         .map_err(|e| e.response(shape))

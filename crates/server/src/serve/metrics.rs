@@ -71,6 +71,14 @@ impl Endpoint {
     }
 
     /// The endpoint of a request path (the router's paths; anything else is `Other`).
+    /// An endpoint whose requests carry a body to write (read before the request takes a slot).
+    pub fn is_ingest(self) -> bool {
+        matches!(
+            self,
+            Endpoint::Httptrap | Endpoint::Influx | Endpoint::RemoteWrite | Endpoint::Otlp
+        )
+    }
+
     pub fn of_path(path: &str) -> Endpoint {
         if path.starts_with("/module/httptrap/") || path.starts_with("/write/") {
             Endpoint::Httptrap

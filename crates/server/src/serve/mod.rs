@@ -54,6 +54,9 @@ pub struct App {
     pub http_loopback: bool,
     pub metrics: Metrics,
     writers: Semaphore,
+    /// Requests being worked on at once (`limits.http_concurrency_max`); an ingest request
+    /// takes its slot once its body has arrived.
+    pub request_slots: Semaphore,
     /// Request body bytes held at once, counted as they arrive and as gzip produces them.
     pub body_budget: Arc<budget::BodyBudget>,
     /// The statsd socket's inode, to read its kernel drops from `/proc` for `/metrics`.
@@ -532,6 +535,7 @@ async fn serve(
             connections_max: connection_budget.http,
             per_address_max: config.limits.connections_per_address_max,
             header_read_timeout: Duration::from_millis(config.limits.header_read_timeout_ms),
+            request_timeout: Duration::from_millis(config.limits.request_timeout_ms),
         };
         let metrics = app.conn_metrics.clone();
         tasks.spawn(conn::serve(listener, tls, router, limits, metrics, stop));
@@ -583,6 +587,7 @@ fn new_app(
         http_loopback,
         metrics: Metrics::new(),
         writers: Semaphore::new(WRITERS_MAX),
+        request_slots: Semaphore::new(config.limits.http_concurrency_max),
         body_budget: Arc::new(budget::BodyBudget::new(config.limits.body_size_bytes_max)),
         query_budget: budget::QueryBudget::new(config.limits.query_memory_bytes_max),
         conn_metrics: Arc::new(conn::ConnMetrics::default()),

@@ -29,6 +29,12 @@ pub fn router(app: Shared) -> Router {
         .merge(saved::router(&app, &saved::CHECKS))
 }
 
+/// The UI's static files, served without a token (they hold no data).
+pub fn is_public(path: &str) -> bool {
+    matches!(path, "/" | "/index.html" | "/favicon.ico" | "/favicon.svg")
+        || path.starts_with("/assets/")
+}
+
 async fn index() -> Response {
     file("index.html")
 }
