@@ -489,8 +489,7 @@ impl RwGen {
                             value: v.into_bytes(),
                         })
                         .collect(),
-                    samples: Vec::new(),
-                    histograms: Vec::new(),
+                    ..Default::default()
                 };
                 series_labels.push(series.encode_to_vec());
             }
@@ -692,6 +691,7 @@ fn plan_remote_write_hist(a: &Args, run: usize) -> Result<Plan, String> {
                     ],
                     samples: Vec::new(),
                     histograms: vec![counter.to_proto(ts)],
+                    exemplars: Vec::new(),
                 });
                 if cur.len() == a.hist_per_request {
                     let req = WriteRequest {
@@ -1548,8 +1548,7 @@ mod tests {
                 name: b"__name__".to_vec(),
                 value: format!("cpu_{n}").into_bytes(),
             }],
-            samples: Vec::new(),
-            histograms: Vec::new(),
+            ..Default::default()
         };
         let mut mine = Vec::new();
         let mut want = WriteRequest::default();

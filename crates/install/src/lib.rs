@@ -26,6 +26,21 @@ use std::time::{Duration, Instant};
 pub use layout::{observe_unit_text, unit_text, Layout, Mode, OBSERVE_UNIT_NAME, UNIT_NAME};
 pub use report::{Outcome, Report};
 
+/// The host worksheet's id and body (what the installer upserts, and what the core offers when
+/// an agent it did not install reports): CPU, memory, disk latency, network, filesystems.
+pub fn host_worksheet(host_id: &str) -> (String, serde_json::Value) {
+    let h = objects::Host {
+        id: host_id,
+        mode: Mode::Push,
+        listen: "",
+        broker: "",
+    };
+    match objects::worksheet(&h) {
+        objects::Object::Doc { id, body, .. } => (id, body),
+        objects::Object::Rule { name, .. } => unreachable!("the worksheet is a document: {name}"),
+    }
+}
+
 use crate::core::Core;
 use crate::layout::AgentConfig;
 use crate::objects::Host;
