@@ -15,7 +15,8 @@ generated once and kept in the plan cache), and measures:
   Prometheus's blocks from a snapshot that includes the head.
 
 Rounds alternate the systems (their order rotates every round) and every figure is the median
-over rounds. The table gives each figure beside Strata's, with the ratio.
+over rounds. The table gives each figure beside Strata's, with the ratio: the median of the
+ratios within each round (the systems of a round ran in the same minutes).
 """
 
 import argparse
@@ -105,7 +106,11 @@ class Server:
             "victoriametrics": [
                 bins["victoriametrics"], f"-httpListenAddr=127.0.0.1:{self.port}",
                 f"-storageDataPath={self.dir}", "-retentionPeriod=100y",
-                "-loggerLevel=ERROR",
+                # VictoriaMetrics closes every connection after 2 minutes by default (to spread
+                # load behind a TCP balancer), and one idle for a minute: serve-load keeps its
+                # connections for a whole run, and at a million series on a loaded machine a
+                # step's bodies can take it longer than a minute to make.
+                "-loggerLevel=ERROR", "-http.connTimeout=0", "-http.idleConnTimeout=10m",
             ],
             "prometheus": [
                 bins["prometheus"], f"--config.file={self.write_prom_config()}",
@@ -289,7 +294,17 @@ NAMES = {"strata": "Strata", "victoriametrics": "VictoriaMetrics v1.110.0",
          "prometheus": "Prometheus 3.5.0"}
 
 
-def table(results, commit, date, command):
+def round_ratio(raw_w, system, key, higher_better):
+    """The median over rounds of the ratio within each round, read "Strata is N× better"
+    whichever way the figure points (rounds pair up by number: both ran in the same minutes)."""
+    ratios = []
+    for mine, other in zip(raw_w["strata"], raw_w[system]):
+        a, b = mine[key], other[key]
+        ratios.append((a / b if b else 0) if higher_better else (b / a if a else 0))
+    return statistics.median(ratios)
+
+
+def table(results, raw, commit, date, command):
     """Markdown rows: figure | value | anchor | command | commit | date."""
     rows = []
     for workload, per_system in results.items():
@@ -302,8 +317,7 @@ def table(results, commit, date, command):
                 if system == "strata" or figs.get(key) is None:
                     continue
                 other = figs[key]
-                # The ratio reads "Strata is N× better" whichever way the figure points.
-                ratio = (mine / other) if higher_better else (other / mine if mine else 0)
+                ratio = round_ratio(raw[workload], system, key, higher_better)
                 anchors.append(f"{NAMES[system]} {fmt(key, other)} (Strata {ratio:.2f}× better)"
                                if ratio >= 1 else
                                f"{NAMES[system]} {fmt(key, other)} (Strata at {ratio:.2f}×)")
@@ -362,7 +376,7 @@ def main():
         command += f" --hosts {a.hosts}"
     if a.steps is not None:
         command += f" --steps {a.steps}"
-    print(table(results, a.commit, date, command))
+    print(table(results, raw, a.commit, date, command))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"raw": raw, "load": [load0, load1]}, f, indent=1)

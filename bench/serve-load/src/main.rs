@@ -455,7 +455,10 @@ fn plan_influx(a: &Args, run: usize) -> Result<Plan, String> {
 /// The remote-write workload, generated a step at a time (all at once for a plan, or while
 /// sending with `--stream`).
 struct RwGen {
-    series_labels: Vec<Vec<ingest::remote_write::proto::Label>>,
+    /// Each series' `TimeSeries.labels` (field 1, repeated), encoded once: at a million series
+    /// cloning and encoding the labels of every series at every step cost the loader seconds
+    /// a step, longer than a server's idle-connection timeout on a loaded machine.
+    series_labels: Vec<Vec<u8>>,
     walk: Walk,
     rng: Rng,
     t0: i64,
@@ -468,25 +471,27 @@ struct RwGen {
 
 impl RwGen {
     fn new(a: &Args, run: usize) -> Result<RwGen, String> {
-        use ingest::remote_write::proto::Label;
+        use ingest::remote_write::proto::{Label, TimeSeries};
         let mut rng = Rng(a.seed);
         // Labels per stream, sorted by name as Prometheus sends them.
-        let mut series_labels: Vec<Vec<Label>> = Vec::with_capacity(a.hosts * CPU_FIELDS.len());
+        let mut series_labels: Vec<Vec<u8>> = Vec::with_capacity(a.hosts * CPU_FIELDS.len());
         for h in 0..a.hosts {
             let tags = host_tags(h, &mut rng);
             for field in CPU_FIELDS {
                 let mut labels: Vec<(String, String)> = tags.clone();
                 labels.push(("__name__".to_owned(), format!("cpu_{field}")));
                 labels.sort();
-                series_labels.push(
-                    labels
+                let series = TimeSeries {
+                    labels: labels
                         .into_iter()
                         .map(|(n, v)| Label {
                             name: n.into_bytes(),
                             value: v.into_bytes(),
                         })
                         .collect(),
-                );
+                    ..Default::default()
+                };
+                series_labels.push(series.encode_to_vec());
             }
         }
         let walk = Walk::new(series_labels.len(), &mut rng, a.values);
@@ -505,38 +510,60 @@ impl RwGen {
 
     /// The next step's request bodies, `None` after the last step.
     fn next_step(&mut self) -> Result<Option<Vec<Body>>, String> {
-        use ingest::remote_write::proto::{Sample, TimeSeries, WriteRequest};
         if self.step == self.steps {
             return Ok(None);
         }
         let ts = self.t0 + self.step as i64 * self.interval_ms;
         let mut bodies = Vec::new();
+        let mut message = Vec::new();
         for (c, labels) in self.series_labels.chunks(self.per_request).enumerate() {
-            let req = WriteRequest {
-                timeseries: labels
-                    .iter()
-                    .enumerate()
-                    .map(|(i, labels)| TimeSeries {
-                        labels: labels.clone(),
-                        samples: vec![Sample {
-                            value: self.walk.value(c * self.per_request + i),
-                            timestamp: ts,
-                        }],
-                        histograms: Vec::new(),
-                        exemplars: Vec::new(),
-                    })
-                    .collect(),
-            };
-            let samples = req.timeseries.len() as u64;
+            message.clear();
+            for (i, labels) in labels.iter().enumerate() {
+                let value = self.walk.value(c * self.per_request + i);
+                encode_series(&mut message, labels, value, ts);
+            }
             let bytes = self
                 .encoder
-                .compress_vec(&req.encode_to_vec())
+                .compress_vec(&message)
                 .map_err(|e| format!("snappy: {e}"))?;
-            bodies.push(Body { bytes, samples });
+            bodies.push(Body {
+                bytes,
+                samples: labels.len() as u64,
+            });
         }
         self.walk.step(&mut self.rng);
         self.step += 1;
         Ok(Some(bodies))
+    }
+}
+
+/// Appends `WriteRequest.timeseries` (field 1) holding the encoded `labels` and one
+/// `Sample { value = 1 (double); timestamp = 2 (int64) }` (field 2): the bytes prost writes
+/// for the same message (a test checks), without building it. Like prost (proto3), a field at
+/// its default (0) is left out.
+fn encode_series(out: &mut Vec<u8>, labels: &[u8], value: f64, ts_ms: i64) {
+    use prost::encoding::{encode_varint, encoded_len_varint};
+    let ts = ts_ms as u64;
+    let value_len = if value == 0.0 { 0 } else { 1 + 8 };
+    let ts_len = if ts == 0 {
+        0
+    } else {
+        1 + encoded_len_varint(ts)
+    };
+    let sample_len = value_len + ts_len;
+    let series_len = labels.len() + 1 + encoded_len_varint(sample_len as u64) + sample_len;
+    out.push(0x0a); // WriteRequest.timeseries, length-delimited
+    encode_varint(series_len as u64, out);
+    out.extend_from_slice(labels);
+    out.push(0x12); // TimeSeries.samples, length-delimited
+    encode_varint(sample_len as u64, out);
+    if value_len > 0 {
+        out.push(0x09); // Sample.value, 64-bit
+        out.extend_from_slice(&value.to_le_bytes());
+    }
+    if ts_len > 0 {
+        out.push(0x10); // Sample.timestamp, varint
+        encode_varint(ts, out);
     }
 }
 
@@ -1240,16 +1267,26 @@ fn send_stream(
         std::thread::scope(|conns| {
             for _ in 0..connections {
                 conns.spawn(|| {
-                    let mut conn = match Conn::open(host) {
-                        Ok(c) => c,
-                        Err(e) => return fail(e),
-                    };
+                    // Opened at the first body, and again if the server closed it while the
+                    // generator was making the next step (servers close a connection that
+                    // sends no request for some seconds: VictoriaMetrics after 5 s on a new
+                    // one, Strata after its header timeout).
+                    let mut conn: Option<Conn> = None;
                     while !stop.load(Ordering::SeqCst) {
                         let body = match rx.lock().map(|r| r.recv()) {
                             Ok(Ok(b)) => b,
                             _ => return,
                         };
-                        match conn.post(path, &headers, &body.bytes) {
+                        // Resent only when the request could not be written: a server that
+                        // read it may have stored it.
+                        let sent = match conn.as_mut().map(|c| c.post(path, &headers, &body.bytes))
+                        {
+                            Some(Err(e)) if !e.starts_with("send:") => Err(e),
+                            Some(Ok(reply)) => Ok(reply),
+                            _ => Conn::open(host)
+                                .and_then(|c| conn.insert(c).post(path, &headers, &body.bytes)),
+                        };
+                        match sent {
                             Ok((status, _)) if (200..300).contains(&status) => {
                                 samples.fetch_add(body.samples as usize, Ordering::Relaxed);
                                 bytes.fetch_add(body.bytes.len(), Ordering::Relaxed);
@@ -1502,6 +1539,37 @@ fn main() {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn streamed_remote_write_bytes_equal_prosts() {
+        use ingest::remote_write::proto::{Label, Sample, TimeSeries, WriteRequest};
+        let series = |n: usize| TimeSeries {
+            labels: vec![Label {
+                name: b"__name__".to_vec(),
+                value: format!("cpu_{n}").into_bytes(),
+            }],
+            ..Default::default()
+        };
+        let mut mine = Vec::new();
+        let mut want = WriteRequest::default();
+        let cases = [
+            (1.5, 1_700_000_000_000i64),
+            (-0.25, 0),
+            (f64::NAN, 1),
+            (0.0, 7),
+        ];
+        for (n, (value, ts)) in cases.into_iter().enumerate() {
+            encode_series(&mut mine, &series(n).encode_to_vec(), value, ts);
+            want.timeseries.push(TimeSeries {
+                samples: vec![Sample {
+                    value,
+                    timestamp: ts,
+                }],
+                ..series(n)
+            });
+        }
+        assert_eq!(mine, want.encode_to_vec());
+    }
 
     #[test]
     fn finds_the_http_address_in_a_startup_line() {

@@ -11,8 +11,9 @@
 //!   needs no offsets, a later point simply replaces. Replay applies records in offset order,
 //!   so there every point is settled at once.
 //! - `open`: points after the streams' last one, not settled yet — with several writers, the
-//!   records of the last few milliseconds. They move to the streams, oldest first, at the
-//!   series' next insert once settled (or stay, readable, until the flush).
+//!   records of the last few milliseconds — and the newest few settled ones (a reorder window,
+//!   `OPEN_REORDER_POINTS`). They move to the streams, oldest first, at the series' next insert
+//!   once settled and out of the window (or stay, readable, until the flush).
 //! - `late`: points at or before the streams' last one (late or out-of-order data, a broker's
 //!   backfill), kept with their offsets in runs (`Points`). They never share a millisecond with
 //!   a point that entered the streams after them (those come from `open`, all newer), and one
@@ -24,6 +25,15 @@
 
 use crate::encode::numeric_stream::{Append, Appender, NumericStream};
 use crate::points::{insert_point, Point, Points};
+
+/// Points a series keeps in `open` after they are settled: a reorder window. Concurrent
+/// requests that carry consecutive steps of one series (an Influx body is one step of many
+/// series) reach the journal in whatever order their parsing ends, so a step's record can come
+/// after the next step's is applied; had that newer point entered the streams, the older one
+/// would be late: kept apart with its offset, a box per series, merged at every read and flush.
+/// Three points is the journal order a few writers scramble, and it fits the vector's first
+/// allocation (four points), which an in-order series holds anyway: it costs no memory.
+const OPEN_REORDER_POINTS: usize = 3;
 
 #[derive(Debug, Default)]
 pub(crate) struct NumericSeries {
@@ -51,9 +61,14 @@ impl NumericSeries {
         self.settle(settled);
     }
 
-    /// Moves the leading points of `open` with offsets at or below `settled` into the streams.
+    /// Moves the leading points of `open` with offsets at or below `settled` into the streams,
+    /// all but the newest `OPEN_REORDER_POINTS`.
     pub fn settle(&mut self, settled: u64) {
-        let n = self.open.iter().take_while(|p| p.seq <= settled).count();
+        let movable = self.open.len().saturating_sub(OPEN_REORDER_POINTS);
+        let n = self.open[..movable]
+            .iter()
+            .take_while(|p| p.seq <= settled)
+            .count();
         if n == 0 {
             return;
         }
@@ -288,8 +303,35 @@ mod tests {
         }
     }
 
-    /// In order, each point settled when written: every point goes into the streams, a
-    /// two-decimal gauge at about a byte a point.
+    /// Steps whose records reached the journal up to three places out of order (each record
+    /// applied, so settled, as it came): none is late, all but the reorder window compressed.
+    #[test]
+    fn steps_a_few_places_out_of_journal_order_are_not_late() {
+        let mut series = NumericSeries::default();
+        let order = [1u64, 0, 3, 2, 5, 6, 4, 9, 7, 8, 10, 11, 14, 13, 12, 15];
+        for (seq, &step) in order.iter().enumerate() {
+            let point = Point {
+                ts_ms: 1_700_000_000_000 + step as i64 * 10_000,
+                seq: seq as u64,
+                value: step as f64,
+            };
+            series.insert(point, seq as u64);
+        }
+        assert!(series.late.is_none());
+        assert_eq!(
+            series.counts(),
+            (order.len() - OPEN_REORDER_POINTS, order.len())
+        );
+        let read: Vec<f64> = series
+            .in_range(i64::MIN, i64::MAX)
+            .iter()
+            .map(|p| p.1)
+            .collect();
+        assert_eq!(read, (0..16).map(|s| s as f64).collect::<Vec<_>>());
+    }
+
+    /// In order, each point settled when written: every point but the reorder window goes into
+    /// the streams, a two-decimal gauge at about a byte a point.
     #[test]
     fn in_order_points_are_all_compressed() {
         let mut series = NumericSeries::default();
@@ -303,7 +345,7 @@ mod tests {
             };
             series.insert(point, i);
         }
-        assert_eq!(series.counts(), (720, 720));
+        assert_eq!(series.counts(), (720 - OPEN_REORDER_POINTS, 720));
         assert!(!series.xor_mode());
         assert!(
             series.size_bytes() < 720 + 2 * 128,

@@ -124,6 +124,7 @@ fn answer(app: &Shared, limit: usize) -> Response {
             "store": {
                 "write_errors": totals.store_write_errors,
                 "head_samples": stats.as_ref().map_or(0, |s| s.head_samples),
+                "head_points_bytes": stats.as_ref().map_or(0, |s| s.head_points_bytes),
                 "blocks": stats.as_ref().map_or(0, |s| s.blocks.len()),
                 "block_bytes": stats.as_ref().map_or(0, |s| s.blocks.iter().map(|b| b.size_bytes).sum::<u64>()),
                 "quarantined": stats.as_ref().map_or(0, |s| s.quarantined.len()),
