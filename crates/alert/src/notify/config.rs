@@ -154,6 +154,18 @@ impl Matcher {
     }
 }
 
+impl std::fmt::Display for Matcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let op = match self.op {
+            Op::Eq => "=",
+            Op::Ne => "!=",
+            Op::Re => "=~",
+            Op::NotRe => "!~",
+        };
+        write!(f, "{}{op}{:?}", self.name, self.value)
+    }
+}
+
 /// One node of the routing tree, its unset fields inherited from its parent.
 #[derive(Clone, Debug)]
 pub struct Route {
@@ -164,6 +176,8 @@ pub struct Route {
     pub group_by: Vec<String>,
     pub cont: bool,
     pub routes: Vec<Route>,
+    // ---- grouping timers (notify/group.rs), inherited down the tree ----
+    pub timing: super::group::Timing,
 }
 
 /// Where one alert goes: the route node that took it, its receiver, its group's labels.
@@ -172,6 +186,7 @@ pub struct Dest {
     pub route: String,
     pub receiver: String,
     pub group_labels: BTreeMap<String, String>,
+    pub timing: super::group::Timing,
 }
 
 impl Route {
@@ -206,6 +221,7 @@ impl Route {
                 route: self.id.clone(),
                 receiver: self.receiver.clone(),
                 group_labels,
+                timing: self.timing,
             });
         }
     }
@@ -219,29 +235,15 @@ impl Route {
 }
 
 /// A window during which matching alerts are not notified (evaluation and history go on).
-#[derive(Clone, Debug)]
-pub struct Maintenance {
-    pub name: String,
-    pub start_ms: i64,
-    pub end_ms: i64,
-    pub matchers: Vec<Matcher>,
-    /// Empty: every severity.
-    pub severities: Vec<u8>,
-}
-
-impl Maintenance {
-    pub fn mutes(&self, t_ms: i64, labels: &BTreeMap<String, String>, severity: u8) -> bool {
-        (self.start_ms..self.end_ms).contains(&t_ms)
-            && (self.severities.is_empty() || self.severities.contains(&severity))
-            && self.matchers.iter().all(|m| m.matches(labels))
-    }
-}
+pub type Maintenance = super::window::Window;
 
 #[derive(Clone, Debug)]
 pub struct Config {
     pub route: Route,
     pub receivers: Vec<Receiver>,
     pub maintenance: Vec<Maintenance>,
+    // ---- inhibition (notify/inhibit.rs) ----
+    pub inhibit: Vec<super::inhibit::InhibitRule>,
 }
 
 impl Config {
@@ -275,6 +277,10 @@ struct RouteFile {
     cont: bool,
     #[serde(default)]
     routes: Vec<RouteFile>,
+    // ---- grouping timers (notify/group.rs) ----
+    group_wait: Option<String>,
+    group_interval: Option<String>,
+    repeat_interval: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -305,24 +311,16 @@ struct ReceiverFile {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct MaintenanceFile {
-    name: String,
-    start: String,
-    end: String,
-    #[serde(default)]
-    matchers: Vec<String>,
-    #[serde(default)]
-    severities: Vec<u8>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct File {
-    route: RouteFile,
+    route: Option<RouteFile>,
     #[serde(default)]
     receiver: Vec<ReceiverFile>,
     #[serde(default)]
-    maintenance: Vec<MaintenanceFile>,
+    maintenance: Vec<super::window::WindowSpec>,
+    // ---- routing side: inhibition, an alertmanager.yml read as it is ----
+    #[serde(default)]
+    inhibit_rules: Vec<super::inhibit::InhibitFile>,
+    alertmanager_yml: Option<PathBuf>,
 }
 
 fn duration(what: &str, text: Option<&String>, default_ms: i64) -> Result<i64, String> {
@@ -344,6 +342,7 @@ fn matchers(what: &str, list: &[String]) -> Result<Vec<Matcher>, String> {
 struct Parent<'a> {
     receiver: Option<&'a str>,
     group_by: &'a [String],
+    timing: super::group::Timing,
 }
 
 fn route(f: &RouteFile, id: String, parent: &Parent, count: &mut usize) -> Result<Route, String> {
@@ -360,9 +359,15 @@ fn route(f: &RouteFile, id: String, parent: &Parent, count: &mut usize) -> Resul
         .or(parent.receiver)
         .ok_or_else(|| format!("route {id}: no receiver (the top route must name one)"))?;
     let group_by = f.group_by.as_deref().unwrap_or(parent.group_by);
+    let timing = super::group::Timing::inherit(
+        &format!("route {id}"),
+        parent.timing,
+        [&f.group_wait, &f.group_interval, &f.repeat_interval],
+    )?;
     let here = Parent {
         receiver: Some(receiver),
         group_by,
+        timing,
     };
     let mut routes = Vec::with_capacity(f.routes.len());
     for (n, c) in f.routes.iter().enumerate() {
@@ -375,6 +380,7 @@ fn route(f: &RouteFile, id: String, parent: &Parent, count: &mut usize) -> Resul
         cont: f.cont,
         routes,
         id,
+        timing,
     })
 }
 
@@ -514,11 +520,52 @@ pub fn parse_time_ms(text: &str) -> Result<i64, String> {
 
 impl Config {
     /// Reads and checks a configuration; errors name the receiver, route or window.
+    /// `alertmanager_yml` is read relative to the working directory (see `load`).
     pub fn parse(text: &str) -> Result<Config, String> {
-        let f: File = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        Config::parse_in(text, std::path::Path::new("."))
+    }
+
+    /// Reads the configuration file at `path` (`alertmanager_yml` relative to its directory).
+    pub fn load(path: &std::path::Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        Config::parse_in(&text, path.parent().unwrap_or(std::path::Path::new(".")))
+    }
+
+    fn parse_in(text: &str, base: &std::path::Path) -> Result<Config, String> {
+        let mut f: File = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        // ---- an alertmanager.yml read as it is (notify/amconfig.rs) ----
+        if let Some(yml) = f.alertmanager_yml.take() {
+            let path = base.join(&yml);
+            let am = super::amconfig::read_file(&path)?;
+            let am: File =
+                toml::from_str(&am).map_err(|e| format!("{}: {}", path.display(), e.message()))?;
+            if f.route.is_some() {
+                return Err(format!(
+                    "give [route] or alertmanager_yml, not both ({} has the route)",
+                    path.display()
+                ));
+            }
+            f.route = am.route;
+            f.inhibit_rules.extend(am.inhibit_rules);
+            // Receivers of the TOML file win over the YAML's of the same name.
+            for r in am.receiver {
+                if !f.receiver.iter().any(|x| x.name == r.name) {
+                    f.receiver.push(r);
+                }
+            }
+        }
+        let Some(route_file) = &f.route else {
+            return Err("no [route] (and no alertmanager_yml)".into());
+        };
         if f.receiver.len() > RECEIVERS_MAX || f.maintenance.len() > MAINTENANCE_MAX {
             return Err(format!(
                 "at most {RECEIVERS_MAX} receivers and {MAINTENANCE_MAX} maintenance windows"
+            ));
+        }
+        if f.inhibit_rules.len() > super::inhibit::INHIBIT_RULES_MAX {
+            return Err(format!(
+                "at most {} inhibit rules",
+                super::inhibit::INHIBIT_RULES_MAX
             ));
         }
         let receivers = f
@@ -530,31 +577,25 @@ impl Config {
         let top = Parent {
             receiver: None,
             group_by: &[],
+            timing: super::group::Timing::default(),
         };
-        let route = route(&f.route, "0".into(), &top, &mut count)?;
-        let mut maintenance = Vec::with_capacity(f.maintenance.len());
-        for m in &f.maintenance {
-            let what = format!("maintenance '{}'", m.name);
-            let start_ms = parse_time_ms(&m.start).map_err(|e| format!("{what} start: {e}"))?;
-            let end_ms = parse_time_ms(&m.end).map_err(|e| format!("{what} end: {e}"))?;
-            if end_ms <= start_ms {
-                return Err(format!("{what}: end must be after start"));
-            }
-            if m.severities.iter().any(|s| !(1..=5).contains(s)) {
-                return Err(format!("{what}: severities are 1 to 5"));
-            }
-            maintenance.push(Maintenance {
-                name: m.name.clone(),
-                start_ms,
-                end_ms,
-                matchers: matchers(&what, &m.matchers)?,
-                severities: m.severities.clone(),
-            });
-        }
+        let route = route(route_file, "0".into(), &top, &mut count)?;
+        let maintenance = f
+            .maintenance
+            .into_iter()
+            .map(super::window::Window::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        let inhibit = f
+            .inhibit_rules
+            .iter()
+            .enumerate()
+            .map(|(n, r)| super::inhibit::InhibitRule::parse(n, r))
+            .collect::<Result<Vec<_>, _>>()?;
         let c = Config {
             route,
             receivers,
             maintenance,
+            inhibit,
         };
         c.check_names()?;
         Ok(c)
@@ -679,7 +720,10 @@ severities = [2, 3]
         let c = Config::parse(CONFIG).unwrap();
         let start = parse_time_ms("2026-11-28T22:00:00Z").unwrap();
         // 23:30 at +01:00 is 22:30 UTC.
-        assert_eq!(c.maintenance[0].end_ms, start + 1_800_000);
+        assert_eq!(
+            c.maintenance[0].occurrence_at(start),
+            Some((start, start + 1_800_000))
+        );
         let db = labels(&[("team", "db")]);
         assert!(c.muted_by(start, &db, 2).is_some());
         assert!(c.muted_by(start + 1_799_999, &db, 3).is_some());
