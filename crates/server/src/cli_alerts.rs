@@ -143,7 +143,9 @@ fn fp_arg(fp: &str) -> Result<String, Failure> {
 /// An absolute time, or a duration from now.
 pub fn time_or_in(text: &str) -> Result<String, Failure> {
     if let Ok(ms) = alert::util::parse_duration_ms(text) {
-        return Ok(alert::util::rfc3339(alert::util::wall_ms() + ms));
+        // Whole seconds: easier to read back.
+        let t = alert::util::align_down(alert::util::wall_ms() + ms, 1000);
+        return Ok(alert::util::rfc3339(t));
     }
     alert::notify::config::parse_time_ms(text)
         .map(alert::util::rfc3339)

@@ -499,7 +499,18 @@ pub fn parse_time_ms(text: &str) -> Result<i64, String> {
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
         return Err(bad());
     }
-    let zone = &t[19..];
+    // Fractional seconds (as this crate's own answers print them): milliseconds kept.
+    let mut zone = &t[19..];
+    let mut frac_ms = 0;
+    if let Some(rest) = zone.strip_prefix('.') {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(bad());
+        }
+        let ms_text = format!("{:0<3}", &rest[..digits.min(3)]);
+        frac_ms = ms_text.parse::<i64>().map_err(|_| bad())?;
+        zone = &rest[digits..];
+    }
     let offset_s = if zone == "Z" {
         0
     } else {
@@ -515,7 +526,7 @@ pub fn parse_time_ms(text: &str) -> Result<i64, String> {
             _ => return Err(bad()),
         }
     };
-    Ok(((days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s) - offset_s) * 1000)
+    Ok(((days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s) - offset_s) * 1000 + frac_ms)
 }
 
 impl Config {
@@ -777,5 +788,8 @@ severities = [2, 3]
             951_868_800_000
         );
         assert!(parse_time_ms("2000-13-01T00:00:00Z").is_err());
+        assert_eq!(parse_time_ms("1970-01-01T00:00:01.5Z").unwrap(), 1_500);
+        assert_eq!(parse_time_ms("1970-01-01T01:00:00.250+01:00").unwrap(), 250);
+        assert!(parse_time_ms("1970-01-01T00:00:01.Z").is_err());
     }
 }
