@@ -568,7 +568,7 @@ fn check_notifications(
         .ack
         .iter()
         .map(|a| {
-            Ok(crate::notify::group::SimAck {
+            Ok(crate::notify::simulate::SimAck {
                 at_ms: origin + parse_duration_ms(&a.at).map_err(|e| format!("ack at: {e}"))?,
                 until_ms: a
                     .until
@@ -585,7 +585,7 @@ fn check_notifications(
     let mut from = i64::MIN;
     for (ms, c) in checks {
         let to = origin + ms;
-        let got: Vec<&crate::notify::group::Simulated> = made
+        let got: Vec<&crate::notify::simulate::Simulated> = made
             .iter()
             .filter(|m| m.t_ms > from && m.t_ms <= to)
             .collect();
@@ -607,7 +607,7 @@ fn check_notifications(
     Ok(())
 }
 
-fn as_expected(g: &crate::notify::group::Simulated, origin: i64) -> ExpNotification {
+fn as_expected(g: &crate::notify::simulate::Simulated, origin: i64) -> ExpNotification {
     ExpNotification {
         receiver: g.receiver.clone(),
         status: g.status.clone(),
@@ -619,7 +619,7 @@ fn as_expected(g: &crate::notify::group::Simulated, origin: i64) -> ExpNotificat
 
 fn notification_matches(
     e: &ExpNotification,
-    g: &crate::notify::group::Simulated,
+    g: &crate::notify::simulate::Simulated,
     origin: i64,
 ) -> bool {
     let at_ok =

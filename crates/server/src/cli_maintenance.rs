@@ -11,6 +11,8 @@ use serde_json::{json, Value};
 
 use crate::cli_rules::{encode, http, json_answer, Failure, ServerArgs};
 
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum MaintenanceCommand {
     /// Add (or replace) a window: one-off (--start with --end or --duration), weekly (--at,

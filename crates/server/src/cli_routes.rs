@@ -9,7 +9,8 @@ use alert::notify::config::Route;
 use alert::notify::group::Timing;
 use alert::notify::Config;
 
-use crate::cli_rules::Failure;
+/// (exit code, message), as the other `strata rules` commands answer.
+type Failure = (u8, String);
 
 fn timing_text(t: &Timing) -> String {
     if !t.timed() {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::config::Matcher;
+use super::matcher::{Matcher, MATCHERS_MAX};
 
 /// Inhibit rules in one configuration.
 pub const INHIBIT_RULES_MAX: usize = 256;
@@ -38,7 +38,7 @@ impl InhibitRule {
     pub fn parse(n: usize, f: &InhibitFile) -> Result<InhibitRule, String> {
         let what = format!("inhibit rule {n}");
         let parse = |list: &[String]| {
-            if list.len() > super::config::MATCHERS_MAX {
+            if list.len() > MATCHERS_MAX {
                 return Err(format!("{what}: too many matchers"));
             }
             list.iter()

@@ -17,6 +17,8 @@ pub mod send;
 pub mod amconfig;
 pub mod group;
 pub mod inhibit;
+pub mod matcher;
+pub mod simulate;
 pub mod window;
 
 use std::collections::btree_map::Entry;
@@ -206,7 +208,8 @@ impl Notifier {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(io(&path, e)),
         };
-        let windows = window::load_api_windows(&dir.join(window::API_WINDOWS_FILE), &config)?;
+        let in_file = |name: &str| config.maintenance.iter().any(|m| m.name() == name);
+        let windows = window::load_api_windows(&dir.join(window::API_WINDOWS_FILE), &in_file)?;
         Ok(Notifier {
             config,
             dir,

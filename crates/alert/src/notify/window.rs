@@ -20,7 +20,7 @@ use jiff::tz::TimeZone;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::config::{parse_time_ms, Matcher, MATCHERS_MAX};
+use super::matcher::{parse_time_ms, Matcher, MATCHERS_MAX};
 use crate::util::parse_duration_ms;
 
 /// The longest a window may last: a week for weekly windows would cover every day already.
@@ -400,9 +400,10 @@ fn cron_occurrence(
 pub const API_WINDOWS_FILE: &str = "windows.json";
 
 /// Reads the API windows (none when the file does not exist).
+/// `in_file(name)`: whether the configuration file has a window of that name (it wins).
 pub fn load_api_windows(
     path: &std::path::Path,
-    config: &super::Config,
+    in_file: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Window>, String> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
@@ -416,7 +417,7 @@ pub fn load_api_windows(
         let name = s.name.clone();
         match Window::parse(s) {
             // A file window took the name since: the file's wins.
-            Ok(_) if config.maintenance.iter().any(|m| m.name() == name) => {
+            Ok(_) if in_file(&name) => {
                 tracing::warn!(window = %name, "API maintenance window shadowed by the file's");
             }
             Ok(w) => out.push(w),
