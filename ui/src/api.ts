@@ -118,6 +118,15 @@ export interface Overview {
   ingest: { accepted: number; rejected: number; by_endpoint: Record<string, { accepted: number; rejected: number }> };
   requests: Record<string, number>;
   store: { write_errors: number; head_samples: number; blocks: number; block_bytes: number; quarantined: number };
+  /** Hosts whose agent reports: their saved worksheet, or the one the server offers to make. */
+  hosts: HostOffer[];
+}
+
+export interface HostOffer {
+  host: string;
+  last_ms: number | null;
+  worksheet: string | null;
+  offer: { id: string; body: Worksheet } | null;
 }
 
 export async function overview(limit = 20): Promise<Overview> {

@@ -205,6 +205,34 @@ export function alertList(firing: api.AlertInstance[]): HTMLElement {
   );
 }
 
+/** Hosts whose agent reports, each with its worksheet — made on a click when it is not saved yet
+ * (the one `strata install agent` would have made). */
+function hostsCard(o: api.Overview, hooks: HomeHooks): HTMLElement | null {
+  if (!o.hosts?.length) return null;
+  const card = el('section', { class: 'card', 'aria-labelledby': 'h-hosts', 'data-testid': 'home-hosts' }, el('h2', { id: 'h-hosts' }, 'Hosts'));
+  const list = el('ul', { class: 'plain' });
+  for (const h of o.hosts) {
+    const seen = h.last_ms === null ? '' : ` · seen ${ago(h.last_ms)}`;
+    const button = el('button', { type: 'button', class: 'link', 'data-host': h.host }, h.worksheet ? 'Open its worksheet' : 'Make its worksheet');
+    const status = el('span', { class: 'muted small', role: 'status' });
+    button.addEventListener('click', async () => {
+      if (h.worksheet) return hooks.openWorksheet(h.worksheet);
+      if (!h.offer) return;
+      button.setAttribute('disabled', '');
+      try {
+        const saved = await api.worksheets.save({ ...h.offer.body, id: h.offer.id });
+        hooks.openWorksheet(saved.id ?? h.offer.id);
+      } catch (e) {
+        status.textContent = ` ${e instanceof Error ? e.message : String(e)}`;
+        button.removeAttribute('disabled');
+      }
+    });
+    list.append(el('li', {}, el('span', { class: 'kind' }, 'host'), ` ${h.host}${seen} · `, button, status));
+  }
+  card.append(list);
+  return card;
+}
+
 async function savedCard(hooks: HomeHooks): Promise<HTMLElement> {
   const card = el('section', { class: 'card', 'aria-labelledby': 'h-saved' }, el('h2', { id: 'h-saved' }, 'Dashboards and worksheets'));
   const [dash, ws] = await Promise.all([api.dashboards.list().catch(() => []), api.worksheets.list().catch(() => [])]);
@@ -264,6 +292,8 @@ export async function renderHome(host: HTMLElement, hooks: HomeHooks): Promise<v
   );
   const [alerts, saved] = await Promise.all([alertsCard(), savedCard(hooks)]);
   if (!hooks.cur()) return;
-  const cards = mine.length === 0 ? [start, storeCard, healthCard(o), alerts, saved] : [storeCard, healthCard(o), alerts, saved, start];
+  const hosts = hostsCard(o, hooks);
+  const more = hosts ? [hosts] : [];
+  const cards = mine.length === 0 ? [start, storeCard, ...more, healthCard(o), alerts, saved] : [storeCard, ...more, healthCard(o), alerts, saved, start];
   host.replaceChildren(el('div', { class: 'home' }, el('h1', { class: 'sr-only' }, 'Strata overview'), ...cards));
 }

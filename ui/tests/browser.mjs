@@ -712,6 +712,30 @@ await test('landing page: every example runs as shown and its data arrives', asy
   }
 });
 
+await test('landing page: a host whose agent reports is offered its worksheet, made on a click', async () => {
+  const host = 'web-9';
+  const key = `cpu_busy_ratio|ST[cpu:total,host:${host}]`;
+  const r = await fetch(`${BASE}/module/httptrap/agent/secret`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ [key]: { _type: 'h', _ts: Date.now(), _value: [0.25, 0.5, 0.75] } }),
+  });
+  assert(r.ok, `httptrap write ${r.status}`);
+  await page.goto(BASE + '/');
+  await ready();
+  const button = page.locator(`[data-testid=home-hosts] button[data-host="${host}"]`);
+  assert((await button.innerText()) === 'Make its worksheet', 'offered, not yet saved');
+  await button.click();
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('s')?.includes('host-web-9'));
+  await ready();
+  const saved = await api(`/api/strata/v1/worksheets/host-${host}`);
+  assert(saved.graphs.some((g) => g.name === 'cpu_busy_ratio'), 'the worksheet graphs the host’s CPU');
+  assert((await state()).ws === `host-${host}`, 'the worksheet is open');
+  await page.goto(BASE + '/');
+  await ready();
+  assert((await button.innerText()) === 'Open its worksheet', 'saved once, then opened');
+});
+
 await test('search: the user’s streams first, self-monitoring apart; no match says so', async () => {
   await page.goto(BASE + '/');
   await ready();

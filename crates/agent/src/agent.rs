@@ -283,7 +283,7 @@ pub async fn run(
         bound.statsd = socket.local_addr().ok();
         tasks.spawn(statsd_loop(socket, shared.clone()));
     }
-    let plugins = Plugins::new(config.plugins_dir.clone(), period);
+    let plugins = Plugins::new(config.plugins_dir.clone(), period, config.plugins.clone());
     tasks.spawn(collect_loop(shared, plugins, period));
     ready(bound);
     stop.await;

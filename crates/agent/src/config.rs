@@ -1,8 +1,10 @@
 //! The agent's config file (TOML), as the installer writes it. Unknown keys are refused naming
 //! the key, so a typo never silently changes what the agent does.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -32,6 +34,64 @@ pub struct Reverse {
     pub broker: String,
 }
 
+/// One plugin's own schedule (`[plugin.<name>]`, the name being the file's name less its
+/// extension): how often it runs and how long a run may take.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PluginFile {
+    interval_s: Option<u64>,
+    timeout_s: Option<u64>,
+}
+
+/// A plugin's checked schedule; `None` fields take the defaults (every period; half a period,
+/// at most `plugins::PLUGIN_TIMEOUT_MS_MAX`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PluginSettings {
+    pub interval: Option<Duration>,
+    pub timeout: Option<Duration>,
+}
+
+/// Longest interval a plugin may be given.
+pub const PLUGIN_INTERVAL_S_MAX: u64 = 86_400;
+/// Longest timeout a plugin may be given (its interval bounds it too).
+pub const PLUGIN_TIMEOUT_S_MAX: u64 = 300;
+/// Plugins with their own schedule, at most.
+pub const PLUGIN_SETTINGS_MAX: usize = 64;
+
+fn plugin_settings(
+    file: BTreeMap<String, PluginFile>,
+) -> Result<BTreeMap<String, PluginSettings>, String> {
+    if file.len() > PLUGIN_SETTINGS_MAX {
+        return Err(format!(
+            "at most {PLUGIN_SETTINGS_MAX} [plugin.<name>] tables"
+        ));
+    }
+    let mut out = BTreeMap::new();
+    for (name, p) in file {
+        let interval_s = p.interval_s;
+        if interval_s.is_some_and(|s| s == 0 || s > PLUGIN_INTERVAL_S_MAX) {
+            return Err(format!(
+                "`plugin.{name}.interval_s`: must be 1 to {PLUGIN_INTERVAL_S_MAX}"
+            ));
+        }
+        let timeout_max_s = interval_s
+            .unwrap_or(PLUGIN_TIMEOUT_S_MAX)
+            .min(PLUGIN_TIMEOUT_S_MAX);
+        if p.timeout_s.is_some_and(|s| s == 0 || s > timeout_max_s) {
+            return Err(format!(
+                "`plugin.{name}.timeout_s`: must be 1 to {timeout_max_s} (at most its interval \
+                 and {PLUGIN_TIMEOUT_S_MAX})"
+            ));
+        }
+        let settings = PluginSettings {
+            interval: interval_s.map(Duration::from_secs),
+            timeout: p.timeout_s.map(Duration::from_secs),
+        };
+        out.insert(name, settings);
+    }
+    Ok(out)
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
@@ -41,6 +101,8 @@ struct File {
     listen: Option<String>,
     statsd: Option<String>,
     plugins_dir: Option<PathBuf>,
+    #[serde(default)]
+    plugin: BTreeMap<String, PluginFile>,
     push: Option<Push>,
     reverse: Option<Reverse>,
 }
@@ -56,6 +118,8 @@ pub struct Config {
     /// `None`: statsd disabled.
     pub statsd: Option<SocketAddr>,
     pub plugins_dir: Option<PathBuf>,
+    /// Plugins with their own interval or timeout, by plugin name.
+    pub plugins: BTreeMap<String, PluginSettings>,
     pub push: Option<Push>,
     pub reverse: Option<Reverse>,
 }
@@ -144,6 +208,7 @@ impl Config {
             listen,
             statsd,
             plugins_dir: file.plugins_dir,
+            plugins: plugin_settings(file.plugin)?,
             push: file.push,
             reverse: file.reverse,
         })

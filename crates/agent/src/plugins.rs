@@ -1,5 +1,6 @@
 //! NAD-compatible plugins: every executable file in the plugins directory runs once a period
-//! with a timeout, and what it prints becomes samples tagged `plugin:<file name>`:
+//! (or on its own `[plugin.<name>] interval_s`) with a timeout (half a period, at most 5 s, or
+//! its own `timeout_s`), and what it prints becomes samples tagged `plugin:<file name>`:
 //! - lines `name<TAB>type<TAB>value` (types `i I l L n` numeric, `s` text; `name<TAB>type`
 //!   alone is a null), or
 //! - one JSON object in httptrap form (`{"a": 1, "lat": {"_type": "h", "_value": ["H[1]=2"]}}`).
@@ -14,12 +15,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use broker::record::{self, Mode, Sample, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use crate::collect::Out;
+use crate::config::PluginSettings;
 
 /// Plugins run, at most (the first by name).
 pub const PLUGINS_MAX: usize = 64;
@@ -88,6 +90,8 @@ struct State {
     samples: Vec<Sample>,
     /// A run (or a long-running process) is going.
     running: bool,
+    /// When the latest run started (a plugin with its own interval waits that long).
+    started: Option<Instant>,
     long_running: bool,
     ok: bool,
     runs: u64,
@@ -99,7 +103,10 @@ struct State {
 #[derive(Clone)]
 pub struct Plugins {
     dir: Option<PathBuf>,
+    period: Duration,
+    /// A run's timeout unless the plugin has its own.
     timeout: Duration,
+    settings: Arc<BTreeMap<String, PluginSettings>>,
     states: Arc<Mutex<BTreeMap<String, State>>>,
 }
 
@@ -192,11 +199,36 @@ fn parse_line(line: &str) -> Option<(&str, Value)> {
 }
 
 impl Plugins {
-    pub fn new(dir: Option<PathBuf>, period: Duration) -> Plugins {
+    pub fn new(
+        dir: Option<PathBuf>,
+        period: Duration,
+        settings: BTreeMap<String, PluginSettings>,
+    ) -> Plugins {
         Plugins {
             dir,
+            period,
             timeout: (period / 2).min(Duration::from_millis(PLUGIN_TIMEOUT_MS_MAX)),
+            settings: Arc::new(settings),
             states: Arc::new(Mutex::new(BTreeMap::new())),
+        }
+    }
+
+    fn timeout_of(&self, name: &str) -> Duration {
+        self.settings
+            .get(name)
+            .and_then(|s| s.timeout)
+            .unwrap_or(self.timeout)
+    }
+
+    /// Whether a plugin that last started at `started` is due: its interval has passed, less
+    /// half a period so a run is not put off a whole period by the ticks' jitter.
+    fn due(&self, name: &str, started: Option<Instant>, now: Instant) -> bool {
+        let interval = self.settings.get(name).and_then(|s| s.interval);
+        match (interval, started) {
+            (Some(interval), Some(started)) => {
+                now.saturating_duration_since(started) + self.period / 2 >= interval
+            }
+            _ => true,
         }
     }
 
@@ -204,16 +236,23 @@ impl Plugins {
         f(&mut self.states.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Starts a run of every plugin not already running (called once a period).
+    /// Starts a run of every plugin that is due and not already running (called once a
+    /// period).
     pub fn start_runs(&self) {
         let Some(dir) = &self.dir else { return };
         let found = executables(dir);
         self.with(|states| states.retain(|k, _| found.iter().any(|(n, _)| plugin_name(n) == *k)));
+        let now = Instant::now();
         for (file, path) in found {
             let name = plugin_name(&file);
             let start = self.with(|states| {
                 let s = states.entry(name.clone()).or_default();
-                !std::mem::replace(&mut s.running, true)
+                if s.running || !self.due(&name, s.started, now) {
+                    return false;
+                }
+                s.running = true;
+                s.started = Some(now);
+                true
             });
             if start {
                 tokio::spawn(self.clone().run(name, path));
@@ -242,7 +281,8 @@ impl Plugins {
             reader: BufReader::new(stdout),
             buf: Vec::new(),
         };
-        let deadline = tokio::time::Instant::now() + self.timeout;
+        let timeout = self.timeout_of(&name);
+        let deadline = tokio::time::Instant::now() + timeout;
         let mut set: Vec<String> = Vec::new();
         let mut long_running = false;
         loop {
@@ -276,7 +316,7 @@ impl Plugins {
                 Ok(None) | Err(_) => break,
             }
         }
-        let status = tokio::time::timeout(self.timeout, child.wait()).await;
+        let status = tokio::time::timeout(timeout, child.wait()).await;
         let success = matches!(status, Ok(Ok(s)) if s.success());
         if !set.is_empty() || !long_running {
             self.commit(&name, &set, false);

@@ -92,7 +92,11 @@ fn good_hung_crashing_garbage_and_long_running_plugins() {
         .build()
         .unwrap();
     let _guard = rt.enter();
-    let plugins = Plugins::new(Some(d.to_path_buf()), Duration::from_secs(4));
+    let plugins = Plugins::new(
+        Some(d.to_path_buf()),
+        Duration::from_secs(4),
+        Default::default(),
+    );
     let first = period(&plugins, &rt);
 
     assert_eq!(get(&first, "requests", "good"), Some(&Value::Numeric(42.0)));
@@ -150,4 +154,76 @@ fn good_hung_crashing_garbage_and_long_running_plugins() {
     );
     drop(_guard);
     drop(rt);
+}
+
+#[test]
+fn plugins_keep_their_own_interval_and_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    script(d, "every.sh", "#!/bin/sh\nprintf 'x\\tL\\t1\\n'\n");
+    script(d, "sparse.sh", "#!/bin/sh\nprintf 'y\\tL\\t2\\n'\n");
+    // Slower than the default timeout (half the 1 s period), inside its own 3 s.
+    script(
+        d,
+        "patient.sh",
+        "#!/bin/sh\nsleep 1.2\nprintf 'z\\tL\\t3\\n'\n",
+    );
+    let config = agent::config::Config::parse(
+        "host_id = \"h1\"\nstate_dir = \"/tmp\"\nmode = \"pull\"\n\
+         [plugin.sparse]\ninterval_s = 3\n\
+         [plugin.patient]\ninterval_s = 4\ntimeout_s = 3\n",
+    )
+    .unwrap();
+    let plugins = Plugins::new(
+        Some(d.to_path_buf()),
+        Duration::from_secs(1),
+        config.plugins,
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        for _ in 0..6 {
+            plugins.start_runs();
+            tokio::time::sleep(Duration::from_millis(1_000)).await;
+        }
+        // The last patient run (started at the fifth tick) ends within its timeout.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+    });
+    let mut out = Out {
+        ts_ms: 1_000,
+        samples: Vec::new(),
+    };
+    plugins.emit("h1", &mut out);
+    let s = out.samples;
+    // Ticks are sleeps: on a loaded machine one may come late, so the counts allow one run
+    // more or less than the ideal (every tick; ticks 0 and 3), never the default schedule.
+    assert!(num(&s, "plugin_runs_total", "every") >= 5.0);
+    let sparse = num(&s, "plugin_runs_total", "sparse");
+    assert!(
+        (2.0..=3.0).contains(&sparse),
+        "sparse ran {sparse} times in 6 ticks"
+    );
+    assert_eq!(
+        num(&s, "plugin_runs_total", "patient"),
+        2.0,
+        "ticks 0 and 4"
+    );
+    assert_eq!(num(&s, "plugin_timeouts_total", "patient"), 0.0);
+    assert_eq!(num(&s, "z", "patient"), 3.0);
+    // Samples of a plugin that did not run this period are its latest set's.
+    assert_eq!(num(&s, "y", "sparse"), 2.0);
+}
+
+#[test]
+fn plugin_schedules_are_checked() {
+    let base = "host_id = \"h1\"\nstate_dir = \"/tmp\"\nmode = \"pull\"\n";
+    let parse = |extra: &str| agent::config::Config::parse(&format!("{base}{extra}"));
+    let err = parse("[plugin.a]\ninterval_s = 0\n").unwrap_err();
+    assert!(err.contains("plugin.a.interval_s"), "{err}");
+    let err = parse("[plugin.a]\ninterval_s = 10\ntimeout_s = 11\n").unwrap_err();
+    assert!(
+        err.contains("plugin.a.timeout_s") && err.contains("1 to 10"),
+        "{err}"
+    );
+    let err = parse("[plugin.a]\nevery = 10\n").unwrap_err();
+    assert!(err.contains("every"), "{err}");
 }

@@ -60,8 +60,9 @@ pub struct BrokerConfig {
     pub spool: SpoolOptions,
     pub health_period_ms: u64,
     /// Fetch the checks assigned to this broker from `core_url`'s checks API, every
-    /// `assigned::FETCH_PERIOD_MS`, with this bearer token.
+    /// `assigned::FETCH_PERIOD_MS`.
     pub checks_from_core: bool,
+    /// The core's bearer token: sent with every forwarded record and checks fetch.
     pub core_token: Option<String>,
 }
 
@@ -198,7 +199,7 @@ impl Broker {
                 source: config.id.clone(),
                 check: config.id.clone(),
                 secret: config.core_secret.clone(),
-                bearer: None,
+                bearer: config.core_token.clone(),
             };
             tasks.spawn(forward_loop(
                 spool.clone(),

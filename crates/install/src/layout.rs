@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 /// The unit's name.
 pub const UNIT_NAME: &str = "strata-agent.service";
+/// The observer's unit (installed with the postgres, redis and http plugins).
+pub const OBSERVE_UNIT_NAME: &str = "strata-observe.service";
 
 /// The agent's connectivity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +52,8 @@ pub struct Layout {
     pub plugins: PathBuf,
     pub state: PathBuf,
     pub unit: PathBuf,
+    pub observe_config: PathBuf,
+    pub observe_unit: PathBuf,
 }
 
 impl Layout {
@@ -66,6 +70,8 @@ impl Layout {
             plugins: at("etc/strata/agent/plugins"),
             state: at("var/lib/strata/agent"),
             unit: at(&format!("etc/systemd/system/{UNIT_NAME}")),
+            observe_config: at("etc/strata/observe.toml"),
+            observe_unit: at(&format!("etc/systemd/system/{OBSERVE_UNIT_NAME}")),
         }
     }
 }
@@ -171,6 +177,83 @@ pub fn unit_text(layout: &Layout) -> String {
          ProtectProc=invisible\n\
          ProcSubset=all\n\
          RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX\n\
+         RestrictNamespaces=yes\n\
+         RestrictRealtime=yes\n\
+         RestrictSUIDSGID=yes\n\
+         LockPersonality=yes\n\
+         MemoryDenyWriteExecute=yes\n\
+         RemoveIPC=yes\n\
+         KeyringMode=private\n\
+         DevicePolicy=closed\n\
+         SystemCallArchitectures=native\n\
+         SystemCallFilter=@system-service\n\
+         SystemCallFilter=~@privileged @resources\n\
+         \n\
+         [Install]\n\
+         WantedBy=multi-user.target\n"
+    )
+}
+
+/// What goes into the observer's config.
+pub struct ObserveConfig<'a> {
+    pub iface: &'a str,
+    /// `proto:port` entries.
+    pub wires: &'a [String],
+    pub core: &'a str,
+    /// The httptrap check its documents are written as.
+    pub check: &'a str,
+    pub token: bool,
+}
+
+/// The config file `strata observe --config` reads (`crates/observe/src/config.rs`).
+pub fn observe_config_text(layout: &Layout, c: &ObserveConfig) -> String {
+    let mut t = String::from("# Written by `strata install agent` for its plugins.\n");
+    t.push_str(&format!("iface = {}\n", quoted(c.iface)));
+    let wires: Vec<String> = c.wires.iter().map(|w| quoted(w)).collect();
+    t.push_str(&format!("wire = [{}]\n", wires.join(", ")));
+    t.push_str(&format!("core = {}\n", quoted(c.core)));
+    t.push_str(&format!("check = {}\n", quoted(c.check)));
+    if c.token {
+        t.push_str(&format!("core_token_file = {}\n", path_text(&layout.token)));
+    }
+    t
+}
+
+/// The observer's hardened unit: like the agent's, but it holds `CAP_NET_RAW` (a packet socket
+/// on the observed interface) in the host's user namespace, and may open packet sockets.
+pub fn observe_unit_text(layout: &Layout) -> String {
+    let bin = layout.binary.to_string_lossy();
+    let config = layout.observe_config.to_string_lossy();
+    format!(
+        "# Written by `strata install agent`.\n\
+         [Unit]\n\
+         Description=Strata observer: request latency seen on the wire, sent to a Strata core\n\
+         Documentation=https://github.com/strata/strata\n\
+         After=network-online.target\n\
+         Wants=network-online.target\n\
+         \n\
+         [Service]\n\
+         Type=simple\n\
+         ExecStart={bin} observe --config {config}\n\
+         Restart=always\n\
+         RestartSec=5s\n\
+         User=root\n\
+         UMask=0077\n\
+         CapabilityBoundingSet=CAP_NET_RAW\n\
+         AmbientCapabilities=CAP_NET_RAW\n\
+         NoNewPrivileges=yes\n\
+         ProtectSystem=strict\n\
+         ProtectHome=yes\n\
+         PrivateTmp=yes\n\
+         PrivateDevices=yes\n\
+         ProtectKernelTunables=yes\n\
+         ProtectKernelModules=yes\n\
+         ProtectKernelLogs=yes\n\
+         ProtectControlGroups=yes\n\
+         ProtectClock=yes\n\
+         ProtectHostname=yes\n\
+         ProtectProc=invisible\n\
+         RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_PACKET AF_NETLINK\n\
          RestrictNamespaces=yes\n\
          RestrictRealtime=yes\n\
          RestrictSUIDSGID=yes\n\

@@ -13,6 +13,7 @@ mod files;
 mod host;
 mod layout;
 mod objects;
+mod pg;
 mod report;
 mod service;
 
@@ -22,8 +23,23 @@ pub const INSTALL_SH: &str = include_str!("install.sh");
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub use layout::{unit_text, Layout, Mode, UNIT_NAME};
+pub use layout::{observe_unit_text, unit_text, Layout, Mode, OBSERVE_UNIT_NAME, UNIT_NAME};
 pub use report::{Outcome, Report};
+
+/// The host worksheet's id and body (what the installer upserts, and what the core offers when
+/// an agent it did not install reports): CPU, memory, disk latency, network, filesystems.
+pub fn host_worksheet(host_id: &str) -> (String, serde_json::Value) {
+    let h = objects::Host {
+        id: host_id,
+        mode: Mode::Push,
+        listen: "",
+        broker: "",
+    };
+    match objects::worksheet(&h) {
+        objects::Object::Doc { id, body, .. } => (id, body),
+        objects::Object::Rule { name, .. } => unreachable!("the worksheet is a document: {name}"),
+    }
+}
 
 use crate::core::Core;
 use crate::layout::AgentConfig;
@@ -35,7 +51,7 @@ pub const FAILPOINT_ENV: &str = "STRATA_INSTALL_FAILPOINT";
 /// The exit status of an installer stopped at a failpoint.
 pub const FAILPOINT_EXIT_CODE: i32 = 97;
 /// Every step of an install, in order (the failpoint names).
-pub const STEPS: [&str; 12] = [
+pub const STEPS: [&str; 13] = [
     "preflight",
     "host-id",
     "binary",
@@ -43,6 +59,7 @@ pub const STEPS: [&str; 12] = [
     "config",
     "state-dir",
     "unit",
+    "observer",
     "checks",
     "worksheet",
     "rules",
@@ -110,6 +127,15 @@ pub struct Options {
     pub wait_s: u64,
     /// The `postgres` plugin: the server's `host:port` and the monitoring role.
     pub postgres: Option<(String, String)>,
+    /// The `redis` plugin: the server's `host:port`.
+    pub redis: Option<String>,
+    /// The `http` plugin: the local web server's port and the URL its check requests.
+    pub http: Option<(u16, String)>,
+    /// The interface the observer captures on (the plugins' traffic crosses it).
+    pub observe_iface: String,
+    /// The postgres plugin: the administrator (and password file) that creates the monitoring
+    /// role; without one the role must exist.
+    pub postgres_admin: Option<(String, Option<PathBuf>)>,
 }
 
 /// A failed run: the message, and the report of the steps done before it.
@@ -122,21 +148,26 @@ type Steps<T> = Result<T, String>;
 
 /// Reads the token file (trimmed); the token never travels through arguments or environment.
 fn read_token(path: &Path) -> Result<String, String> {
+    read_secret(path, "--token-file")
+}
+
+/// Reads a one-line secret from the file given to `flag` (trimmed, printable, bounded).
+fn read_secret(path: &Path, flag: &str) -> Result<String, String> {
     let len = std::fs::metadata(path)
-        .map_err(|e| format!("--token-file {}: {e}", path.display()))?
+        .map_err(|e| format!("{flag} {}: {e}", path.display()))?
         .len();
     if len > TOKEN_BYTES_MAX {
         return Err(format!(
-            "--token-file {}: {len} bytes, more than {TOKEN_BYTES_MAX}",
+            "{flag} {}: {len} bytes, more than {TOKEN_BYTES_MAX}",
             path.display()
         ));
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--token-file {}: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
     let token = text.trim().to_string();
     if token.is_empty() || token.bytes().any(|b| !(0x21..0x7f).contains(&b)) {
         return Err(format!(
-            "--token-file {}: the token must be one line of printable characters",
+            "{flag} {}: the secret must be one line of printable characters",
             path.display()
         ));
     }
@@ -264,6 +295,11 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
     r.push("unit", unit_outcome, layout.unit.display().to_string());
     failpoint("unit");
 
+    let (observer_outcome, detail) =
+        observer_step(o, &layout, &host_id, &core.url, token.is_some())?;
+    r.push("observer", observer_outcome, detail);
+    failpoint("observer");
+
     let h = Host {
         id: &host_id,
         mode: o.mode,
@@ -273,7 +309,22 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
     let ws = core_steps(o, r, &core, &h)?;
 
     let outcome = match o.init {
-        Init::Systemd => service::enable_start(unit_outcome.changed(), o.dry_run)?,
+        Init::Systemd => {
+            let mut outcomes = vec![service::enable_start(
+                UNIT_NAME,
+                unit_outcome.changed(),
+                o.dry_run,
+            )?];
+            if observer_outcome != Outcome::Skipped {
+                let changed = observer_outcome.changed();
+                outcomes.push(service::enable_start(
+                    OBSERVE_UNIT_NAME,
+                    changed,
+                    o.dry_run,
+                )?);
+            }
+            Outcome::combine(&outcomes)
+        }
         Init::None => Outcome::Skipped,
     };
     r.push("service", outcome, UNIT_NAME);
@@ -284,6 +335,71 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
     r.push("first-sample", outcome, detail);
     failpoint("first-sample");
     Ok(())
+}
+
+/// The `proto:port` entries the observer watches for the chosen plugins.
+fn observed_wires(o: &Options) -> Result<Vec<String>, String> {
+    let mut wires = Vec::new();
+    if let Some((target, _)) = &o.postgres {
+        wires.push(format!("postgres:{}", objects::target_port(target)?));
+    }
+    if let Some(target) = &o.redis {
+        wires.push(format!("redis:{}", objects::target_port(target)?));
+    }
+    if let Some((port, _)) = &o.http {
+        wires.push(format!("http:{port}"));
+    }
+    Ok(wires)
+}
+
+/// The observer's config and unit, written when a plugin watches a port (postgres, redis,
+/// http): every query's latency seen on the wire, sent as the host's own check.
+fn observer_step(
+    o: &Options,
+    layout: &Layout,
+    host_id: &str,
+    core_url: &str,
+    token: bool,
+) -> Steps<(Outcome, String)> {
+    let wires = observed_wires(o)?;
+    if wires.is_empty() {
+        return Ok((Outcome::Skipped, "no plugin watches a port".into()));
+    }
+    let check = objects::observe_check(host_id);
+    let text = layout::observe_config_text(
+        layout,
+        &layout::ObserveConfig {
+            iface: &o.observe_iface,
+            wires: &wires,
+            core: core_url,
+            check: &check,
+            token,
+        },
+    );
+    let mut outcomes = vec![files::write_bytes(
+        &layout.observe_config,
+        text.as_bytes(),
+        0o644,
+        o.dry_run,
+    )?];
+    if o.init == Init::Systemd {
+        let unit = layout::observe_unit_text(layout);
+        outcomes.push(files::write_bytes(
+            &layout.observe_unit,
+            unit.as_bytes(),
+            0o644,
+            o.dry_run,
+        )?);
+    }
+    Ok((
+        Outcome::combine(&outcomes),
+        format!(
+            "{} on {} ({})",
+            wires.join(" "),
+            o.observe_iface,
+            layout.observe_config.display()
+        ),
+    ))
 }
 
 /// The agent's config: written when missing or equal, kept when it differs (an operator's edit)
@@ -326,8 +442,32 @@ fn core_steps(o: &Options, r: &mut Report, core: &Core, h: &Host) -> Steps<objec
     upsert_step(r, core, "rules", &objects::rules(h), o.dry_run)?;
     failpoint("rules");
     if let Some((target, user)) = &o.postgres {
-        let objs = objects::postgres(h, target, user);
+        if let Some((admin, password_file)) = &o.postgres_admin {
+            let password = password_file
+                .as_deref()
+                .map(|p| read_secret(p, "--postgres-admin-password-file"))
+                .transpose()?;
+            let who = pg::Admin {
+                target,
+                user: admin,
+                password: password.as_deref(),
+            };
+            let outcome = pg::ensure_monitoring_role(&who, user, o.dry_run)?;
+            r.push(
+                "postgres-role",
+                outcome,
+                format!("{user} (LOGIN, pg_monitor)"),
+            );
+        }
+        let objs = objects::postgres(h, target, user)?;
         upsert_step(r, core, "postgres", &objs, o.dry_run)?;
+    }
+    if let Some(target) = &o.redis {
+        let objs = objects::redis(h, target)?;
+        upsert_step(r, core, "redis", &objs, o.dry_run)?;
+    }
+    if let Some((port, url)) = &o.http {
+        upsert_step(r, core, "http", &objects::http(h, *port, url), o.dry_run)?;
     }
     Ok(ws)
 }
@@ -442,16 +582,29 @@ fn uninstall_steps(o: &UninstallOptions, r: &mut Report) -> Steps<()> {
         })
         .unwrap_or_default();
     r.host_id = host_id.clone();
-    let outcome = match o.init {
-        Init::Systemd if layout.unit.exists() => service::disable_stop(o.dry_run)?,
-        _ => Outcome::Skipped,
-    };
-    r.push("service", outcome, UNIT_NAME);
-    let outcome = files::remove(&layout.unit, false, o.dry_run)?;
+    let mut stopped = Vec::with_capacity(2);
+    let mut removed = Vec::with_capacity(2);
+    for (unit, path) in [
+        (UNIT_NAME, &layout.unit),
+        (OBSERVE_UNIT_NAME, &layout.observe_unit),
+    ] {
+        stopped.push(match o.init {
+            Init::Systemd if path.exists() => service::disable_stop(unit, o.dry_run)?,
+            _ => Outcome::Skipped,
+        });
+        removed.push(files::remove(path, false, o.dry_run)?);
+    }
+    r.push("service", Outcome::combine(&stopped), UNIT_NAME);
+    let outcome = Outcome::combine(&removed);
     if outcome.changed() && o.init == Init::Systemd && !o.dry_run {
         service::daemon_reload()?;
     }
     r.push("unit", outcome, layout.unit.display().to_string());
+    r.push(
+        "observer",
+        files::remove(&layout.observe_config, false, o.dry_run)?,
+        layout.observe_config.display().to_string(),
+    );
     r.push(
         "binary",
         files::remove(&layout.binary, false, o.dry_run)?,

@@ -62,8 +62,9 @@ pub fn agent_check(h: &Host) -> Object {
             "spec": {
                 "kind": "prometheus",
                 "target": format!("http://{}/metrics", h.listen),
-                "period_ms": 60_000,
-                "timeout_ms": 10_000,
+                // The agent makes its samples every 10 s (`agent::PERIOD_S_DEFAULT`).
+                "period_ms": 10_000,
+                "timeout_ms": 5_000,
                 "tags": [["host", id]],
             },
         }),
@@ -286,11 +287,84 @@ pub fn delete_owned(core: &Core, owner: &str, dry_run: bool) -> Result<usize, St
     Ok(n)
 }
 
+/// The httptrap check the host's observer writes as (its streams carry `__check:<this>`).
+pub fn observe_check(host_id: &str) -> String {
+    format!("host-{host_id}-observe")
+}
+
+/// The port of a `host:port` target (the observer watches it).
+pub fn target_port(target: &str) -> Result<u16, String> {
+    target
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse::<u16>().ok())
+        .filter(|p| *p != 0)
+        .ok_or_else(|| format!("`{target}`: expected HOST:PORT"))
+}
+
+/// A graph of the observer's histograms for one protocol on one port.
+fn observed(host_id: &str, proto: &str, port: u16, name: &str, title: &str) -> Value {
+    let check = observe_check(host_id);
+    json!({
+        "query": format!("and(__check:{check},proto:{proto},port:{port})"),
+        "name": name,
+        "tags": [format!("__check:{check}"), format!("proto:{proto}"), format!("port:{port}")],
+        "title": title,
+    })
+}
+
+/// A rule on what the observed requests' users felt: the share of requests slower than
+/// `slow_s` over five minutes, and how many they were.
+fn slow_requests_rule(h: &Host, plugin: &str, proto: &str, port: u16, slow_s: f64) -> Object {
+    let id = h.id;
+    let check = observe_check(id);
+    ruleset(
+        format!("host-{id}-{plugin}-slow"),
+        &owner(id),
+        &format!(
+            "expr = 'find:histogram(\"observe.latency\", \"and(__check:{check},proto:{proto},port:{port})\")'\n\
+             window = \"rolling:merge(5m)\"\n\
+             for = \"5m\"\n\
+             annotations = {{ summary = \"{plugin} on host {id}: {{{{ count_above({slow_s}) }}}} requests ({{{{ ratio_above({slow_s}) | percent }}}}) took longer than {slow_s} s in 5 minutes\" }}\n\
+             [[ruleset.severity]]\nlevel = 3\nwhen = \"ratio_above({slow_s}) > 0.05\"\nclear = \"ratio_above({slow_s}) < 0.02\"\n"
+        ),
+    )
+}
+
+/// A broker check document owned by the host.
+fn check_doc(
+    h: &Host,
+    check: &str,
+    name: String,
+    kind: &str,
+    target: &str,
+    config: Value,
+) -> Object {
+    Object::Doc {
+        collection: "checks",
+        id: check.to_string(),
+        body: json!({
+            "name": name,
+            "owner": owner(h.id),
+            "broker": h.broker,
+            "spec": {
+                "kind": kind,
+                "target": target,
+                "period_ms": 10_000,
+                "timeout_ms": 5_000,
+                "config": config,
+                "tags": [["host", h.id]],
+            },
+        }),
+    }
+}
+
 /// The `postgres` plugin: a broker's `postgres` check of the local server (connections,
 /// transactions, scans, tuples, locks, replication; `crates/checks/README.md`) as the
-/// monitoring role, a Postgres worksheet and a rule on connections nearing the server's limit.
-pub fn postgres(h: &Host, target: &str, user: &str) -> Vec<Object> {
+/// monitoring role, per-query latency from the host's observer on the server's port, a
+/// Postgres worksheet and rules.
+pub fn postgres(h: &Host, target: &str, user: &str) -> Result<Vec<Object>, String> {
     let id = h.id;
+    let port = target_port(target)?;
     let check = format!("host-{id}-postgres");
     let tags = format!("and(host:{id},check:{check})");
     let graph = |name: &str, title: &str| {
@@ -301,24 +375,9 @@ pub fn postgres(h: &Host, target: &str, user: &str) -> Vec<Object> {
             "title": title,
         })
     };
-    vec![
-        Object::Doc {
-            collection: "checks",
-            id: check.clone(),
-            body: json!({
-                "name": format!("postgres {id}"),
-                "owner": owner(id),
-                "broker": h.broker,
-                "spec": {
-                    "kind": "postgres",
-                    "target": target,
-                    "period_ms": 10_000,
-                    "timeout_ms": 5_000,
-                    "config": { "user": user },
-                    "tags": [["host", id]],
-                },
-            }),
-        },
+    let spec = json!({ "user": user });
+    Ok(vec![
+        check_doc(h, &check, format!("postgres {id}"), "postgres", target, spec),
         Object::Doc {
             collection: "worksheets",
             id: format!("host-{id}-postgres"),
@@ -326,9 +385,10 @@ pub fn postgres(h: &Host, target: &str, user: &str) -> Vec<Object> {
                 "name": format!("postgres on host {id}"),
                 "owner": owner(id),
                 "graphs": [
+                    observed(id, "postgres", port, "observe.latency", "query latency (every query, observed on the wire)"),
+                    observed(id, "postgres", port, "observe.rows", "rows per query"),
                     graph("connections", "connections"),
                     graph("connections_active", "active connections"),
-                    graph("query_time", "check query latency"),
                     graph("xact_commit", "transactions committed"),
                     graph("locks", "locks by mode"),
                     graph("seq_scan", "sequential scans"),
@@ -345,6 +405,76 @@ pub fn postgres(h: &Host, target: &str, user: &str) -> Vec<Object> {
                  [[ruleset.severity]]\nlevel = 2\nwhen = \"> 0.9\"\n"
             ),
         ),
+        slow_requests_rule(h, "postgres", "postgres", port, 1.0),
+    ])
+}
+
+/// The `redis` plugin: a broker's `redis` check (INFO, the server's own latency histograms),
+/// per-command latency from the host's observer, a worksheet and a slow-commands rule.
+pub fn redis(h: &Host, target: &str) -> Result<Vec<Object>, String> {
+    let id = h.id;
+    let port = target_port(target)?;
+    let check = format!("host-{id}-redis");
+    let graph = |name: &str, title: &str| {
+        json!({
+            "query": format!("and(check:{check})"),
+            "name": name,
+            "tags": [format!("check:{check}"), format!("host:{id}")],
+            "title": title,
+        })
+    };
+    Ok(vec![
+        check_doc(h, &check, format!("redis {id}"), "redis", target, json!({})),
+        Object::Doc {
+            collection: "worksheets",
+            id: format!("host-{id}-redis"),
+            body: json!({
+                "name": format!("redis on host {id}"),
+                "owner": owner(id),
+                "graphs": [
+                    observed(id, "redis", port, "observe.latency", "command latency (every command, observed on the wire)"),
+                    graph("command_latency", "command latency (the server's own histograms)"),
+                    graph("connected_clients", "clients"),
+                    graph("used_memory", "memory used"),
+                    graph("instantaneous_ops_per_sec", "operations per second"),
+                ],
+            }),
+        },
+        slow_requests_rule(h, "redis", "redis", port, 0.01),
+    ])
+}
+
+/// The `http` plugin: the host's observer on a local web server's port (latency by method,
+/// route and status), a broker's `http` check of `url`, a worksheet and a slow-requests rule.
+pub fn http(h: &Host, port: u16, url: &str) -> Vec<Object> {
+    let id = h.id;
+    let check = format!("host-{id}-http");
+    let graph = |name: &str, title: &str| {
+        json!({
+            "query": format!("and(check:{check})"),
+            "name": name,
+            "tags": [format!("check:{check}"), format!("host:{id}")],
+            "title": title,
+        })
+    };
+    vec![
+        check_doc(h, &check, format!("http {id}"), "http", url, json!({})),
+        Object::Doc {
+            collection: "worksheets",
+            id: format!("host-{id}-http"),
+            body: json!({
+                "name": format!("web server on host {id}"),
+                "owner": owner(id),
+                "graphs": [
+                    observed(id, "http", port, "observe.latency", "request latency (every request, observed on the wire)"),
+                    observed(id, "http", port, "observe.ttfb", "time to first byte"),
+                    observed(id, "http", port, "observe.response_bytes", "response size"),
+                    graph("total_time", "check: total time"),
+                    graph("code", "check: status code"),
+                ],
+            }),
+        },
+        slow_requests_rule(h, "http", "http", port, 1.5),
     ]
 }
 

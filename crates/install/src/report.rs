@@ -38,12 +38,30 @@ impl Outcome {
         matches!(self, Outcome::Created | Outcome::Updated | Outcome::Removed)
     }
 
-    /// The outcome of several parts: created if all were, unchanged if none changed.
+    /// The outcome of several parts (parts skipped in this mode left out): created if all
+    /// were, removed if something was removed and nothing else changed, unchanged if nothing
+    /// changed, absent if there was nothing to remove.
     pub fn combine(parts: &[Outcome]) -> Outcome {
-        if parts.iter().all(|o| *o == Outcome::Created) && !parts.is_empty() {
+        let done: Vec<Outcome> = parts
+            .iter()
+            .copied()
+            .filter(|o| *o != Outcome::Skipped)
+            .collect();
+        let all = |want: Outcome| done.iter().all(|o| *o == want);
+        if done.is_empty() {
+            Outcome::Skipped
+        } else if all(Outcome::Created) {
             Outcome::Created
-        } else if parts.iter().any(|o| o.changed()) {
+        } else if done.contains(&Outcome::Removed)
+            && !done
+                .iter()
+                .any(|o| matches!(o, Outcome::Created | Outcome::Updated))
+        {
+            Outcome::Removed
+        } else if done.iter().any(|o| o.changed()) {
             Outcome::Updated
+        } else if all(Outcome::Absent) {
+            Outcome::Absent
         } else {
             Outcome::Unchanged
         }

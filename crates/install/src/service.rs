@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use crate::layout::UNIT_NAME;
 use crate::report::Outcome;
 
 /// Most `PATH` entries searched.
@@ -45,11 +44,11 @@ pub fn daemon_reload() -> Result<(), String> {
     must(&["daemon-reload"])
 }
 
-/// Enables and starts the agent; reloads the unit files first when the unit changed, and
-/// restarts a running agent whose unit changed.
-pub fn enable_start(unit_changed: bool, dry_run: bool) -> Result<Outcome, String> {
-    let enabled = systemctl(&["is-enabled", "--quiet", UNIT_NAME])?;
-    let active = systemctl(&["is-active", "--quiet", UNIT_NAME])?;
+/// Enables and starts a unit; reloads the unit files first when the unit changed, and
+/// restarts a running service whose unit changed.
+pub fn enable_start(unit: &str, unit_changed: bool, dry_run: bool) -> Result<Outcome, String> {
+    let enabled = systemctl(&["is-enabled", "--quiet", unit])?;
+    let active = systemctl(&["is-active", "--quiet", unit])?;
     let outcome = match (enabled, active, unit_changed) {
         (true, true, false) => Outcome::Unchanged,
         (true, true, true) => Outcome::Updated,
@@ -62,25 +61,25 @@ pub fn enable_start(unit_changed: bool, dry_run: bool) -> Result<Outcome, String
         daemon_reload()?;
     }
     if !enabled {
-        must(&["enable", UNIT_NAME])?;
+        must(&["enable", unit])?;
     }
     if !active {
-        must(&["start", UNIT_NAME])?;
+        must(&["start", unit])?;
     } else if unit_changed {
-        must(&["restart", UNIT_NAME])?;
+        must(&["restart", unit])?;
     }
     Ok(outcome)
 }
 
-/// Stops and disables the agent (whatever it was).
-pub fn disable_stop(dry_run: bool) -> Result<Outcome, String> {
-    let enabled = systemctl(&["is-enabled", "--quiet", UNIT_NAME])?;
-    let active = systemctl(&["is-active", "--quiet", UNIT_NAME])?;
+/// Stops and disables a unit (whatever it was).
+pub fn disable_stop(unit: &str, dry_run: bool) -> Result<Outcome, String> {
+    let enabled = systemctl(&["is-enabled", "--quiet", unit])?;
+    let active = systemctl(&["is-active", "--quiet", unit])?;
     if !enabled && !active {
         return Ok(Outcome::Absent);
     }
     if !dry_run {
-        must(&["disable", "--now", UNIT_NAME])?;
+        must(&["disable", "--now", unit])?;
     }
     Ok(Outcome::Removed)
 }

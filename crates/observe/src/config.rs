@@ -22,6 +22,11 @@ pub struct Config {
     pub core: Option<String>,
     /// A file holding the httptrap secret.
     pub token_file: Option<String>,
+    /// A file holding the core's bearer token (`Authorization: Bearer`), for a core started
+    /// with `auth.token`.
+    pub core_token_file: Option<String>,
+    /// The httptrap check the documents are written as (the `__check` tag); default `observe`.
+    pub check: Option<String>,
     /// Seconds per period.
     pub period_s: Option<u64>,
     /// HTTP routes, `NAME=PATTERN`.
@@ -86,6 +91,8 @@ impl Config {
             },
             core: flags.core.or(file.core),
             token_file: flags.token_file.or(file.token_file),
+            core_token_file: flags.core_token_file.or(file.core_token_file),
+            check: flags.check.or(file.check),
             period_s: flags.period_s.or(file.period_s),
             route: if flags.route.is_empty() {
                 file.route

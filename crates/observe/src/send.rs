@@ -26,6 +26,10 @@ pub struct SendConfig {
     /// The httptrap secret: with one, batches go to `/module/httptrap/observe/<secret>`,
     /// without, to `/write/observe`.
     pub token: Option<String>,
+    /// The core's bearer token, sent as `Authorization: Bearer` on every batch.
+    pub bearer: Option<String>,
+    /// The httptrap check name in the URL (`observe` unless configured).
+    pub check: String,
     pub source: String,
     pub epoch: u64,
 }
@@ -34,8 +38,8 @@ impl SendConfig {
     pub fn url(&self) -> String {
         let base = self.core.trim_end_matches('/');
         match &self.token {
-            Some(t) => format!("{base}/module/httptrap/observe/{t}"),
-            None => format!("{base}/write/observe"),
+            Some(t) => format!("{base}/module/httptrap/{}/{t}", self.check),
+            None => format!("{base}/write/{}", self.check),
         }
     }
 }
@@ -150,8 +154,11 @@ async fn deliver(
 ) {
     let mut backoff = Duration::from_millis(200);
     loop {
-        let res = client
-            .put(cfg.url())
+        let mut req = client.put(cfg.url());
+        if let Some(bearer) = &cfg.bearer {
+            req = req.bearer_auth(bearer);
+        }
+        let res = req
             .header("Content-Type", "application/json")
             .header("Strata-Source", &cfg.source)
             .header("Strata-Epoch", cfg.epoch.to_string())

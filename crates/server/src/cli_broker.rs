@@ -25,7 +25,8 @@ pub struct BrokerArgs {
     /// fetched from --core-url's checks API every 2 s.
     #[arg(long)]
     pub checks_from_core: bool,
-    /// A file holding the core's bearer token, for the checks API.
+    /// A file holding the core's bearer token (a core started with auth.token): sent with
+    /// the forwarded data and the checks API's requests.
     #[arg(long, value_name = "FILE")]
     pub core_token_file: Option<PathBuf>,
     /// Checks to run: a TOML file of `[[check]]` tables.

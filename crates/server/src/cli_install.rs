@@ -65,6 +65,26 @@ pub struct AgentArgs {
     /// The postgres plugin: the monitoring role the broker's check logs in as.
     #[arg(long, default_value = "postgres")]
     postgres_user: String,
+    /// The postgres plugin: an administrator that creates the monitoring role (LOGIN, member
+    /// of pg_monitor) when it is missing; without one the role must exist.
+    #[arg(long)]
+    postgres_admin_user: Option<String>,
+    /// A file holding that administrator's password (never pass the password itself).
+    #[arg(long)]
+    postgres_admin_password_file: Option<PathBuf>,
+    /// The redis plugin: the server to check and observe (host:port).
+    #[arg(long, default_value = "127.0.0.1:6379")]
+    redis_target: String,
+    /// The http plugin: the local web server's port the observer watches.
+    #[arg(long, default_value_t = 80)]
+    http_port: u16,
+    /// The http plugin: the URL its check requests (default http://127.0.0.1:<http-port>/).
+    #[arg(long)]
+    http_url: Option<String>,
+    /// The interface the plugins' traffic crosses, where the observer captures it (lo when
+    /// the clients are local; eth0 or the like for a web server's remote clients).
+    #[arg(long, default_value = "lo")]
+    observe_iface: String,
     /// Seconds to wait for the host's first sample on the core (0: do not wait).
     #[arg(long, default_value_t = 30)]
     wait_s: u64,
@@ -91,7 +111,7 @@ pub struct UninstallArgs {
     json: bool,
 }
 
-const PLUGINS: [&str; 2] = ["host", "postgres"];
+const PLUGINS: [&str; 4] = ["host", "postgres", "redis", "http"];
 
 fn options(a: AgentArgs) -> Result<install::Options, String> {
     if let Some(p) = a.plugins.iter().find(|p| !PLUGINS.contains(&p.as_str())) {
@@ -112,6 +132,18 @@ fn options(a: AgentArgs) -> Result<install::Options, String> {
         .iter()
         .any(|p| p == "postgres")
         .then(|| (a.postgres_target.clone(), a.postgres_user.clone()));
+    let wants = |name: &str| a.plugins.iter().any(|p| p == name);
+    let redis = wants("redis").then(|| a.redis_target.clone());
+    if wants("http") && a.http_port == 0 {
+        return Err("--http-port 0: give the web server's port".into());
+    }
+    let http = wants("http").then(|| {
+        let url = a
+            .http_url
+            .clone()
+            .unwrap_or_else(|| format!("http://127.0.0.1:{}/", a.http_port));
+        (a.http_port, url)
+    });
     let binary = std::env::current_exe().map_err(|e| format!("finding the running binary: {e}"))?;
     Ok(install::Options {
         core: a.core,
@@ -132,6 +164,12 @@ fn options(a: AgentArgs) -> Result<install::Options, String> {
         binary,
         wait_s: a.wait_s,
         postgres,
+        redis,
+        http,
+        observe_iface: a.observe_iface,
+        postgres_admin: a
+            .postgres_admin_user
+            .map(|user| (user, a.postgres_admin_password_file)),
     })
 }
 

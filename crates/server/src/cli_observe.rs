@@ -33,6 +33,13 @@ pub struct ObserveArgs {
     /// without one, to /write/observe).
     #[arg(long)]
     token_file: Option<String>,
+    /// A file holding the core's bearer token (for a core started with auth.token).
+    #[arg(long)]
+    core_token_file: Option<String>,
+    /// The httptrap check the documents are written as (default `observe`); an installed
+    /// observer uses its host's, so each host's streams stay apart.
+    #[arg(long)]
+    check: Option<String>,
     /// Seconds per period (default 60).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     period: Option<u64>,
@@ -51,7 +58,8 @@ pub struct ObserveArgs {
     /// Also write the captured packets to this pcap file.
     #[arg(long)]
     write_pcap: Option<String>,
-    /// A TOML file with the same settings (keys: iface, read, wire, core, token_file, period_s,
+    /// A TOML file with the same settings (keys: iface, read, wire, core, token_file, core_token_file,
+    /// check, period_s,
     /// route, tag_values_max, ring_mib, duration_s); flags win.
     #[arg(long)]
     config: Option<String>,
@@ -76,6 +84,8 @@ fn settings(args: &ObserveArgs) -> Result<Config, String> {
         wire: args.wire.clone(),
         core: args.core.clone(),
         token_file: args.token_file.clone(),
+        core_token_file: args.core_token_file.clone(),
+        check: args.check.clone(),
         period_s: args.period,
         route: args.route.clone(),
         tag_values_max: args.tag_values_max.map(|v| v as usize),
@@ -114,25 +124,58 @@ fn host() -> String {
     }
 }
 
+/// The longest httptrap check name the observer writes as (`observe-<check>` is its
+/// exactly-once source, at most 64 bytes).
+const CHECK_BYTES_MAX: usize = 48;
+
+/// A secret or token read from its file: one trimmed line.
+fn read_secret(path: &str) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let secret = text.trim();
+    if secret.is_empty() || secret.contains(char::is_whitespace) {
+        return Err(format!("{path}: expected one line holding the secret"));
+    }
+    Ok(secret.to_string())
+}
+
+/// The check name: a URL path segment and a tag value, so letters, digits, `.`, `_`, `-`.
+fn check_name(cfg: &Config) -> Result<String, String> {
+    let check = cfg.check.clone().unwrap_or_else(|| "observe".into());
+    let valid = !check.is_empty()
+        && check.len() <= CHECK_BYTES_MAX
+        && check
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if !valid {
+        return Err(format!(
+            "check `{check}`: use 1 to {CHECK_BYTES_MAX} letters, digits, `.`, `_` or `-`"
+        ));
+    }
+    Ok(check)
+}
+
 fn sender(cfg: &Config) -> Result<Option<Sender>, String> {
     let Some(core) = &cfg.core else {
         return Ok(None);
     };
-    let token = match &cfg.token_file {
-        Some(f) => Some(
-            std::fs::read_to_string(f)
-                .map_err(|e| format!("{f}: {e}"))?
-                .trim()
-                .to_string(),
-        ),
-        None => None,
+    let token = cfg.token_file.as_deref().map(read_secret).transpose()?;
+    let bearer = cfg
+        .core_token_file
+        .as_deref()
+        .map(read_secret)
+        .transpose()?;
+    let check = check_name(cfg)?;
+    let source = match cfg.check {
+        Some(_) => format!("observe-{check}"),
+        None => format!("observe-{}", host()),
     };
-    let epoch = clock::wall() / 1_000_000;
     let send = SendConfig {
         core: core.clone(),
         token,
-        source: format!("observe-{}", host()),
-        epoch,
+        bearer,
+        check,
+        source,
+        epoch: clock::wall() / 1_000_000,
     };
     Sender::start(send)
         .map(Some)

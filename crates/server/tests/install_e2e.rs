@@ -21,7 +21,7 @@ use serve_common::{client, strata, Server, BIN};
 const TOKEN: &str = "install-t0ken";
 const MACHINE_ID: &str = "5f1c0e7a9b2d4c6e8f0a1b2c3d4e5f60";
 /// Every step of an install (`install::STEPS`).
-const STEPS: [&str; 12] = [
+const STEPS: [&str; 13] = [
     "preflight",
     "host-id",
     "binary",
@@ -29,6 +29,7 @@ const STEPS: [&str; 12] = [
     "config",
     "state-dir",
     "unit",
+    "observer",
     "checks",
     "worksheet",
     "rules",
@@ -508,39 +509,42 @@ fn preflight_refuses_a_wrong_token_and_the_first_sample_wait_says_why() {
 fn the_unit_passes_systemd_analyze() {
     let env = Env::start();
     let root = env.root("unit");
-    ok(&env.install(&root, &[]));
-    let unit = root.join("etc/systemd/system/strata-agent.service");
-    let verify = Command::new("systemd-analyze")
-        .arg("verify")
-        .arg(&unit)
-        .output()
-        .expect("systemd-analyze (Debian package systemd)");
-    let stderr = String::from_utf8_lossy(&verify.stderr);
-    assert!(
-        verify.status.success() && stderr.is_empty(),
-        "verify: {stderr}"
-    );
-    let security = Command::new("systemd-analyze")
-        .args(["security", "--offline=yes"])
-        .arg(&unit)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&security.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.contains("Overall exposure level"))
-        .unwrap_or_else(|| panic!("no score: {text}"));
-    let score: f64 = line
-        .split(':')
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    println!("systemd-analyze security: {score}");
-    assert!(score <= 4.5, "{line}");
+    // The http plugin adds the observer's unit beside the agent's.
+    ok(&env.install(&root, &["--plugins", "host,http", "--http-port", "8080"]));
+    for name in ["strata-agent.service", "strata-observe.service"] {
+        let unit = root.join("etc/systemd/system").join(name);
+        let verify = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&unit)
+            .output()
+            .expect("systemd-analyze (Debian package systemd)");
+        let stderr = String::from_utf8_lossy(&verify.stderr);
+        assert!(
+            verify.status.success() && stderr.is_empty(),
+            "verify {name}: {stderr}"
+        );
+        let security = Command::new("systemd-analyze")
+            .args(["security", "--offline=yes"])
+            .arg(&unit)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&security.stdout);
+        let line = text
+            .lines()
+            .find(|l| l.contains("Overall exposure level"))
+            .unwrap_or_else(|| panic!("no score for {name}: {text}"));
+        let score: f64 = line
+            .split(':')
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        println!("systemd-analyze security {name}: {score}");
+        assert!(score <= 4.5, "{name}: {line}");
+    }
 }
 
 #[test]
@@ -688,4 +692,85 @@ fn the_installed_agent_sends_its_first_sample() {
         )
         .output()
         .unwrap());
+}
+
+/// A broker process, killed when dropped.
+struct BrokerGuard(std::process::Child);
+
+impl Drop for BrokerGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_pull_mode_agent_is_scraped_by_the_broker_the_core_assigns() {
+    let env = Env::start();
+    let root = env.root("pull");
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let agent = format!(
+        "{} agent --config {}",
+        root.join("usr/local/bin/strata").display(),
+        root.join("etc/strata/agent.toml").display()
+    );
+    let _agent = AgentGuard(
+        root.with_extension("systemctl.state")
+            .join("strata-agent.service.pid"),
+    );
+    // The broker named by --broker runs the checks the core assigns it: the agent's record is
+    // its scrape of the agent's /metrics.
+    let core = env.core();
+    let _broker = BrokerGuard(
+        strata()
+            .args(["broker", "--id", "edge-pull", "--data-dir"])
+            .arg(env.dir.path().join("broker"))
+            .args([
+                "--core-url",
+                core.trim_end_matches('/'),
+                "--checks-from-core",
+            ])
+            .arg("--core-token-file")
+            .arg(env.token_file())
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let args = [
+        "--mode",
+        "pull",
+        "--broker",
+        "edge-pull",
+        "--listen",
+        &listen,
+        "--wait-s",
+        "60",
+    ];
+    let first = ok(&env.install_with(&root, &args, &[("SYSTEMCTL_AGENT", &agent)]));
+    let steps = outcomes(&first);
+    assert_eq!(steps["first-sample"], "ok", "{first}");
+    let config = std::fs::read_to_string(root.join("etc/strata/agent.toml")).unwrap();
+    assert!(
+        config.contains("mode = \"pull\"") && !config.contains("[push]"),
+        "{config}"
+    );
+    let host_id = first["host_id"].as_str().unwrap().to_string();
+    let (_, record) = env.get(&format!("/api/strata/v1/checks/host-{host_id}-agent"));
+    assert_eq!(record["paused"], false, "{record}");
+    assert_eq!(record["broker"], "edge-pull", "{record}");
+    // The host's own series arrive through the broker's scrape, tagged with the host (the
+    // first sample may be the scrape's own `up`; the agent's histograms follow).
+    let query = format!("/api/strata/v1/find?query=and(__name:cpu_busy_ratio,host:{host_id})");
+    serve_common::eventually("the agent's CPU histogram through the broker", || {
+        let (_, found) = env.get(&query);
+        (!found.as_array()?.is_empty()).then_some(())
+    });
+    let again = ok(&env.install_with(&root, &args, &[("SYSTEMCTL_AGENT", &agent)]));
+    assert_eq!(again["changed"], 0, "{again}");
 }

@@ -254,3 +254,45 @@ fn the_overview_and_recent_order_put_the_users_streams_first() {
     assert_eq!(status, 400);
     assert!(e["error"].as_str().unwrap().contains("`limit`"), "{e}");
 }
+
+#[test]
+fn a_host_whose_agent_reports_is_offered_its_worksheet() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let now_ms = now_s() * 1000;
+    // What an agent sends (its CPU histogram), and a tag no document id can hold.
+    for host in ["web-7", "a/b"] {
+        let key = format!("cpu_busy_ratio|ST[cpu:total,host:{host}]");
+        let body = json!({ key: { "_type": "h", "_ts": now_ms, "_value": [0.25, 0.5] } });
+        let r = client()
+            .put(server.url("/module/httptrap/agent/secret"))
+            .json(&body)
+            .send()
+            .unwrap();
+        assert!(r.status().is_success());
+    }
+    let o = get_json(&server.url("/api/strata/v1/overview"));
+    let hosts = o["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 1, "{hosts:?}");
+    assert_eq!(hosts[0]["host"], "web-7");
+    assert_eq!(hosts[0]["worksheet"], Value::Null);
+    let offer = &hosts[0]["offer"];
+    assert_eq!(offer["id"], "host-web-7");
+    assert!(
+        offer["body"]["graphs"]
+            .to_string()
+            .contains("cpu_busy_ratio"),
+        "{offer}"
+    );
+    // Taking the offer saves it; the overview then points at it.
+    let (status, _, _) = send(
+        &server,
+        "PUT",
+        "/api/strata/v1/worksheets/host-web-7",
+        &offer["body"],
+    );
+    assert_eq!(status, 201);
+    let o = get_json(&server.url("/api/strata/v1/overview"));
+    assert_eq!(o["hosts"][0]["worksheet"], "host-web-7");
+    assert_eq!(o["hosts"][0]["offer"], Value::Null);
+}

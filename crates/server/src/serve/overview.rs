@@ -22,6 +22,8 @@ use super::{now_ms, Shared};
 
 /// Most series whose activity is looked at for one answer.
 pub const SCAN_SERIES_MAX: u32 = 200_000;
+/// Most hosts whose agents report that are offered a worksheet.
+pub const HOSTS_MAX: usize = 50;
 /// Most streams listed per group (`limit`); the default is `LIMIT_DEFAULT`.
 pub const LIMIT_MAX: usize = 200;
 const LIMIT_DEFAULT: usize = 20;
@@ -72,6 +74,7 @@ fn answer(app: &Shared, limit: usize) -> Response {
     }
     order_recent(&mut mine);
     order_recent(&mut selfs);
+    let hosts = agent_hosts(app, &mine);
     mine.truncate(limit);
     selfs.truncate(limit);
     let cardinality = snapshot.cardinality();
@@ -106,6 +109,7 @@ fn answer(app: &Shared, limit: usize) -> Response {
             },
             "streams": mine.iter().map(super::read::series_json).collect::<Vec<_>>(),
             "self_streams": selfs.iter().map(super::read::series_json).collect::<Vec<_>>(),
+            "hosts": hosts,
             "scanned": count - first,
             "scan_truncated": first > 0,
             "listeners": {
@@ -126,4 +130,50 @@ fn answer(app: &Shared, limit: usize) -> Response {
             },
         }),
     )
+}
+
+/// Hosts whose agent reports (its `cpu_busy_ratio|ST[cpu:total,host:<id>]` stream), most
+/// recent first: each with its saved worksheet's id, or the worksheet the core offers to make
+/// (`install::host_worksheet`, the one `strata install agent` makes).
+fn agent_hosts(app: &Shared, recent_first: &[store::SeriesInfo]) -> Vec<Value> {
+    let mut hosts: Vec<Value> = Vec::new();
+    for info in recent_first {
+        if hosts.len() >= HOSTS_MAX {
+            break;
+        }
+        if info.key.name() != "cpu_busy_ratio" {
+            continue;
+        }
+        let tag = |cat: &str| {
+            let tags = info.key.tags();
+            tags.iter()
+                .find(|t| t.category() == cat.as_bytes())
+                .and_then(|t| std::str::from_utf8(t.value()).ok().map(str::to_owned))
+        };
+        let (Some(host), Some(cpu)) = (tag("host"), tag("cpu")) else {
+            continue;
+        };
+        if cpu != "total" || hosts.iter().any(|h| h["host"] == host.as_str()) {
+            continue;
+        }
+        let (id, body) = install::host_worksheet(&host);
+        // A `host` tag any client may write: offered only when it makes a valid document id.
+        if !super::saved::valid_id(&id) {
+            continue;
+        }
+        let saved = app
+            .config
+            .store
+            .data_dir
+            .join("worksheets")
+            .join(format!("{id}.json"))
+            .is_file();
+        hosts.push(json!({
+            "host": host,
+            "last_ms": info.activity_ms.map(|(_, last)| last),
+            "worksheet": if saved { Value::from(id.clone()) } else { Value::Null },
+            "offer": if saved { Value::Null } else { json!({ "id": id, "body": body }) },
+        }));
+    }
+    hosts
 }
