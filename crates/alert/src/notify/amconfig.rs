@@ -6,7 +6,7 @@
 //! | alertmanager.yml | notify TOML |
 //! |---|---|
 //! | `route.receiver`, `group_by`, `continue`, `routes` | the same keys under `[route]`, `[[route.routes]]` |
-//! | `group_wait`, `group_interval`, `repeat_interval` | the same keys |
+//! | `group_wait`, `group_interval`, `repeat_interval` | the same keys (the top route gets Alertmanager's defaults, 30s, 5m, 4h, for those it leaves out) |
 //! | `matchers: ['a="b"']` | `matchers = ['a="b"']` |
 //! | `match: {a: b}`, `match_re: {a: b}` (deprecated) | `matchers = ['a="b"']`, `['a=~"b"']` |
 //! | `inhibit_rules: [{source_matchers, target_matchers, equal}]` | `[[inhibit_rules]]`, same keys |
@@ -228,7 +228,17 @@ pub fn convert(text: &str) -> Result<Converted, String> {
     let r = top
         .get("route")
         .ok_or_else(|| "no route: block".to_string())?;
-    out.insert("route".into(), Toml::Table(route(r, "0", 0, &mut notes)?));
+    let mut top_route = route(r, "0", 0, &mut notes)?;
+    // Alertmanager's defaults for what the top route leaves out (this crate's are 0: notify
+    // at each record), so that the file behaves as it did under Alertmanager.
+    for (k, v) in [
+        ("group_wait", "30s"),
+        ("group_interval", "5m"),
+        ("repeat_interval", "4h"),
+    ] {
+        top_route.entry(k).or_insert_with(|| Toml::String(v.into()));
+    }
+    out.insert("route".into(), Toml::Table(top_route));
     if let Some(Yaml::Sequence(rules)) = top.get("inhibit_rules") {
         let list = rules
             .iter()
@@ -334,5 +344,11 @@ receivers:
             .iter()
             .any(|n| n.contains("receiver 'db' slack_configs")));
         assert!(c.notes.iter().any(|n| n == "global: not converted"));
+        // The top route's timers left out: Alertmanager's defaults.
+        let bare = convert("route:\n  receiver: team\n  group_wait: 1m\n").unwrap();
+        let t: Table = toml::from_str(&bare.toml).unwrap();
+        assert_eq!(t["route"]["group_wait"].as_str(), Some("1m"));
+        assert_eq!(t["route"]["group_interval"].as_str(), Some("5m"));
+        assert_eq!(t["route"]["repeat_interval"].as_str(), Some("4h"));
     }
 }
