@@ -523,6 +523,7 @@ impl RwGen {
                             timestamp: ts,
                         }],
                         histograms: Vec::new(),
+                        exemplars: Vec::new(),
                     })
                     .collect(),
             };
@@ -663,6 +664,7 @@ fn plan_remote_write_hist(a: &Args, run: usize) -> Result<Plan, String> {
                     ],
                     samples: Vec::new(),
                     histograms: vec![counter.to_proto(ts)],
+                    exemplars: Vec::new(),
                 });
                 if cur.len() == a.hist_per_request {
                     let req = WriteRequest {

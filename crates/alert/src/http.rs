@@ -17,6 +17,8 @@
 //!   its next start; `PUT /api/strata/v1/maintenance/{name}` — creates or replaces an API
 //!   window (JSON, the fields of a `[[maintenance]]` table; 201 created, 200 replaced);
 //!   `GET` one, `DELETE` one (404 when there is none, 409 for a file window).
+//! - `POST /api/strata/v1/receivers/{name}/test`, `…/pagerduty`, `…/slack` — a test
+//!   notification and inbound acknowledgements (`inbound`).
 //!
 //! Errors are `{"error": message}` with 400 (bad request), 404, 409 (a file-provisioned
 //! ruleset), 503 (too many waiters, journal failing).
@@ -86,7 +88,8 @@ pub fn router(engine: Arc<Engine>, wait_max_ms: i64) -> Router {
             "/api/strata/v1/rules/{name}",
             get(rule_get).put(rule_put).delete(rule_delete),
         )
-        .with_state(api)
+        .with_state(api.clone())
+        .merge(crate::inbound::router(api.engine.clone()))
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -310,10 +313,9 @@ struct AckBody {
 }
 
 async fn ack_post(State(api): State<Arc<Api>>, Path(fp): Path<String>, body: Bytes) -> Response {
-    let n = match notifier(&api) {
-        Ok(n) => n.clone(),
-        Err(r) => return *r,
-    };
+    if let Err(r) = notifier(&api) {
+        return *r;
+    }
     let fp = match parse_fp(&fp) {
         Ok(f) => f,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
@@ -344,44 +346,16 @@ async fn ack_post(State(api): State<Arc<Api>>, Path(fp): Path<String>, body: Byt
         },
         Some(_) => return error(StatusCode::BAD_REQUEST, "until: a time (RFC 3339) or ms"),
     };
-    let fired_ms = {
-        let core = api.engine.core();
-        match core.instances.get(&fp) {
-            None => return error(StatusCode::NOT_FOUND, format!("no alert {fp:016x}")),
-            Some(i) if !matches!(i.state, AlertState::Firing | AlertState::Recovering) => {
-                return error(
-                    StatusCode::CONFLICT,
-                    format!("alert {fp:016x} is {}, not firing", i.state.name()),
-                )
-            }
-            Some(i) => i.fired_ms,
-        }
-    };
-    let a = crate::notify::Ack {
-        fp,
-        fired_ms,
-        at_ms: crate::util::wall_ms(),
-        until_ms,
-        by: b.by,
-        note: b.note,
-    };
-    let saved = a.clone();
-    match tokio::task::spawn_blocking(move || n.ack(saved)).await {
-        Ok(Ok(())) => json_body(StatusCode::OK, &ack_json(&a)),
-        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+    let engine = api.engine.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        crate::inbound::acknowledge(&engine, fp, None, until_ms, b.by, b.note)
+    })
+    .await;
+    match done {
+        Ok(Ok(a)) => json_body(StatusCode::OK, &crate::inbound::ack_json(&a)),
+        Ok(Err((status, e))) => error(status, e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
-}
-
-fn ack_json(a: &crate::notify::Ack) -> Value {
-    json!({
-        "fp": format!("{:016x}", a.fp),
-        "fired": a.fired_ms,
-        "at": a.at_ms,
-        "until": a.until_ms,
-        "by": a.by,
-        "note": a.note,
-    })
 }
 
 async fn ack_delete(State(api): State<Arc<Api>>, Path(fp): Path<String>) -> Response {
@@ -421,7 +395,7 @@ async fn notifications(
         .acks()
         .iter()
         .filter(|a| fp.is_none_or(|f| f == a.fp))
-        .map(ack_json)
+        .map(crate::inbound::ack_json)
         .collect();
     json_body(
         StatusCode::OK,

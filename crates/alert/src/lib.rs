@@ -10,7 +10,8 @@
 //! - [`engine`]: the live engine (journal, restore, schedule, catch-up, eager, long-poll).
 //! - [`history`]: the journal subscriber that writes transitions into the store exactly once.
 //! - [`backtest`] and [`testfile`]: the same evaluation over a past range and over test files.
-//! - [`http`]: the axum router the server mounts; [`prom`]: the Prometheus-shaped views.
+//! - [`http`]: the axum router the server mounts; [`prom`]: the Prometheus-shaped views;
+//!   [`inbound`]: test notifications and acknowledgements from PagerDuty and Slack.
 //! - [`sources`]: push sources and the built-in absence rule.
 //! - [`notify`]: notifications — routing, maintenance, acknowledgement, reminders, escalation,
 //!   delivery through journal subscribers that advance only after a receiver accepted.
@@ -25,6 +26,7 @@ pub mod engine;
 pub mod flap;
 pub mod history;
 pub mod http;
+pub mod inbound;
 pub mod notify;
 pub mod observe;
 pub mod prom;

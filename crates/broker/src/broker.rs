@@ -64,6 +64,8 @@ pub struct BrokerConfig {
     pub checks_from_core: bool,
     /// The core's bearer token: sent with every forwarded record and checks fetch.
     pub core_token: Option<String>,
+    /// How OTLP pushes' names and resource attributes become series (as the core's `[otlp]`).
+    pub otlp: ingest::otlp::Translation,
 }
 
 impl BrokerConfig {
@@ -87,6 +89,7 @@ impl BrokerConfig {
             health_period_ms: HEALTH_PERIOD_MS_DEFAULT,
             checks_from_core: false,
             core_token: None,
+            otlp: ingest::otlp::Translation::default(),
         }
     }
 }
@@ -266,6 +269,7 @@ async fn start_inputs(
     let push = Push {
         spool: shared.spool.clone(),
         stats: shared.push_stats.clone(),
+        otlp: Arc::new(config.otlp.clone()),
     };
     let mut bound = Bound::default();
     if let Some(addr) = config.push_http {

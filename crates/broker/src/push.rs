@@ -41,6 +41,8 @@ pub struct PushStats {
 pub struct Push {
     pub spool: Arc<Spool>,
     pub stats: Arc<PushStats>,
+    /// OTLP name translation and promoted resource attributes.
+    pub otlp: Arc<ingest::otlp::Translation>,
 }
 
 pub fn router(push: Push) -> Router {
@@ -215,9 +217,16 @@ async fn otlp(State(push): State<Push>, headers: HeaderMap, body: Bytes) -> Resp
         Ok(b) => b,
         Err(r) => return r,
     };
-    let parse = match content_type(&headers).as_str() {
-        "application/json" => ingest::otlp::parse_json,
-        _ => ingest::otlp::parse_protobuf,
+    let json = content_type(&headers) == "application/json";
+    let translation = push.otlp.clone();
+    let parse = move |body: &[u8], options: &ingest::Options| {
+        let mut batch = ingest::Batch::default();
+        if json {
+            ingest::otlp::parse_json_with(body, options, &translation, &mut batch);
+        } else {
+            ingest::otlp::parse_protobuf_with(body, options, &translation, &mut batch);
+        }
+        batch
     };
     answer(take(&push, Origin::Otlp, body, parse).await)
 }

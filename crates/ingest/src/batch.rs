@@ -238,10 +238,16 @@ pub struct Batch {
     /// Metric family metadata the body carried, in body order (at most
     /// `METADATA_PER_BATCH_MAX`; the rest is dropped, not rejected).
     pub metadata: Vec<MetadataOwned>,
+    /// Exemplars the body carried, in body order (at most `EXEMPLARS_PER_BATCH_MAX`; the rest
+    /// is dropped, not rejected).
+    pub exemplars: Vec<ExemplarOwned>,
 }
 
 /// Metadata entries a [`Batch`] keeps.
 pub const METADATA_PER_BATCH_MAX: usize = 100_000;
+
+/// Exemplars a [`Batch`] (or a sink that collects them) keeps per body.
+pub const EXEMPLARS_PER_BATCH_MAX: usize = 100_000;
 
 impl Batch {
     /// True when a rejection stopped the parse (see `Rejection::rest_of_body`).
@@ -380,6 +386,17 @@ impl MetricType {
             _ => return None,
         })
     }
+}
+
+/// An exemplar (`sink::Exemplar`) owned, as [`Batch`] keeps it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExemplarOwned {
+    /// The labels of the series it belongs to, `__name__` among them, as sent.
+    pub series: Vec<(String, String)>,
+    /// Its own labels (`trace_id`, …).
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+    pub ts_ms: i64,
 }
 
 /// A metric family's metadata (`sink::Metadata`) owned, as [`Batch`] keeps it.

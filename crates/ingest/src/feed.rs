@@ -81,6 +81,11 @@ impl<'s, S: Sink> Feed<'s, S> {
         self.sink.metadata(metadata);
     }
 
+    /// An exemplar of a sample handed over (not a sample).
+    pub(crate) fn exemplar(&mut self, exemplar: &crate::sink::Exemplar<'_>) {
+        self.sink.exemplar(exemplar);
+    }
+
     /// Rejects the whole body (the last call).
     pub(crate) fn reject_whole(&mut self, location: impl Fn() -> String, reason: Reason) {
         self.sink.reject(&location, reason, Scope::Whole);

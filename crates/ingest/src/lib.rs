@@ -41,11 +41,11 @@ mod tags;
 mod wire;
 
 pub use batch::{
-    Batch, MetadataOwned, MetricType, Mode, Options, Reason, Rejection, Sample, Tags, Value,
-    JSON_DEPTH_MAX, NAME_BYTES_MAX, REJECTIONS_LISTED_MAX, SAMPLES_PER_BATCH_MAX,
-    TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
+    Batch, ExemplarOwned, MetadataOwned, MetricType, Mode, Options, Reason, Rejection, Sample,
+    Tags, Value, EXEMPLARS_PER_BATCH_MAX, JSON_DEPTH_MAX, NAME_BYTES_MAX, REJECTIONS_LISTED_MAX,
+    SAMPLES_PER_BATCH_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
 };
 pub use sink::{
-    HistogramRef, Known, Lookup, Metadata, Name, Point, PointAt, RawSeries, Scope, Series, Sink,
-    TagsRef, ValueRef,
+    Exemplar, HistogramRef, Known, Lookup, Metadata, Name, Point, PointAt, RawSeries, Scope,
+    Series, Sink, TagsRef, ValueRef, EXEMPLAR_LABEL_CHARS_MAX,
 };

@@ -9,6 +9,7 @@
 
 use hist::convert::{self, Cumulative, ExplicitHistogram, ExponentialBuckets};
 use prost::Message;
+use std::borrow::Cow;
 
 use crate::batch::{check_name, check_tag, check_tag_count, Batch, Mode, Options, Reason, Sample};
 use crate::batch::{TagList, Value, SAMPLES_PER_BATCH_MAX};
@@ -62,16 +63,32 @@ pub const TARGET_INFO: &str = "target_info";
 /// Resource attributes promoted onto every series of their resource, at most.
 pub const PROMOTE_MAX: usize = 64;
 
-/// How resource attributes become tags. By default only the identifying ones (`job`,
-/// `instance`) go on every series and the rest on `target_info`; each attribute named in
-/// `promote` also goes on every series (the server's `[otlp] promote_resource_attributes`).
+/// How OTLP names and resource attributes become Prometheus names and tags. By default only
+/// the identifying attributes (`job`, `instance`) go on every series and the rest on
+/// `target_info`; each attribute named in `promote` also goes on every series (the server's
+/// `[otlp] promote_resource_attributes`). Metric and attribute names are translated as
+/// `strategy` says (`[otlp] translation_strategy`, Prometheus's default when not set).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Translation {
-    /// At most [`PROMOTE_MAX`] attribute keys (more are not looked at).
+    /// At most [`PROMOTE_MAX`] attribute keys (more are not looked at), as sent.
     pub promote: Vec<String>,
+    pub strategy: Strategy,
 }
 
+impl Translation {
+    /// Names and keys kept exactly as sent (`parse_protobuf`, `parse_json`).
+    pub fn as_sent() -> Translation {
+        Translation {
+            promote: Vec::new(),
+            strategy: Strategy::NoTranslation,
+        }
+    }
+}
+
+pub mod names;
 pub mod proto;
+
+pub use names::Strategy;
 
 use proto::{metric, number_data_point, AnyValue, KeyValue};
 
@@ -82,9 +99,9 @@ pub fn parse_protobuf(body: &[u8], options: &Options) -> Batch {
     batch
 }
 
-/// [`parse_protobuf`] into any sink.
+/// [`parse_protobuf`] into any sink, names as sent ([`Translation::as_sent`]).
 pub fn parse_protobuf_into<S: Sink>(body: &[u8], options: &Options, sink: &mut S) {
-    parse_protobuf_with(body, options, &Translation::default(), sink)
+    parse_protobuf_with(body, options, &Translation::as_sent(), sink)
 }
 
 /// [`parse_protobuf_into`] with resource attributes promoted as `translation` says.
@@ -167,14 +184,15 @@ fn check_counts(body: &[u8]) -> Result<(), Reason> {
     Ok(())
 }
 
-/// A metric's data points, their attributes (field 7, 9 or 1 by type) and exponential bucket
-/// counts. Summaries are not decoded (their struct is empty), so they are not counted.
+/// A metric's data points, their attributes (field 7, 9 or 1 by type), exemplars (field 5, 8
+/// or 11, each a message with attributes in field 7) and exponential bucket counts. Summaries
+/// are not decoded (their struct is empty), so they are not counted.
 fn count_metric(metric: &[u8], c: &mut Counts) -> Result<(), Reason> {
     walk(metric, WHAT, &mut |field, data| {
-        let attributes_field = match field {
-            5 | 7 => 7,
-            9 => 9,
-            10 => 1,
+        let (attributes_field, exemplars_field) = match field {
+            5 | 7 => (7, 5),
+            9 => (9, 8),
+            10 => (1, 11),
             _ => return Ok(()),
         };
         let exponential = field == 10;
@@ -185,6 +203,13 @@ fn count_metric(metric: &[u8], c: &mut Counts) -> Result<(), Reason> {
                 if exponential {
                     count_exponential_buckets(point, &mut c.buckets)?;
                 }
+                walk(point, WHAT, &mut |field, exemplar| {
+                    if field == exemplars_field {
+                        c.messages += 1;
+                        count_attributes(exemplar, 7, &mut c.attributes, 0)?;
+                    }
+                    Ok(())
+                })?;
             }
             Ok(())
         })
@@ -261,9 +286,9 @@ pub fn parse_json(body: &[u8], options: &Options) -> Batch {
     batch
 }
 
-/// [`parse_json`] into any sink.
+/// [`parse_json`] into any sink, names as sent ([`Translation::as_sent`]).
 pub fn parse_json_into<S: Sink>(body: &[u8], options: &Options, sink: &mut S) {
-    parse_json_with(body, options, &Translation::default(), sink)
+    parse_json_with(body, options, &Translation::as_sent(), sink)
 }
 
 /// [`parse_json_into`] with resource attributes promoted as `translation` says.
@@ -433,7 +458,12 @@ fn add_request<S: Sink>(
                     metric: m,
                     name: &metric.name,
                 };
-                if !add_metric(feed, &target.tags, metric, &place, o, &mut newest_ns) {
+                let context = MetricContext {
+                    resource: &target.tags,
+                    place: &place,
+                    strategy: translation.strategy,
+                };
+                if !add_metric(feed, &context, metric, o, &mut newest_ns) {
                     return;
                 }
             }
@@ -479,12 +509,13 @@ impl Target {
             let identifying =
                 [SERVICE_NAME, SERVICE_NAMESPACE, SERVICE_INSTANCE_ID].contains(&kv.key.as_str());
             let value = any_text(kv.value.as_ref());
-            check_tag(&kv.key, &value)?;
+            let key = names::label_name(&kv.key, translation.strategy);
+            check_tag(&key, &value)?;
             if promote.contains(&kv.key) {
-                put(&mut tags, &kv.key, value.clone())?;
+                put(&mut tags, &key, value.clone())?;
             }
             if !identifying {
-                put(&mut info, &kv.key, value)?;
+                put(&mut info, &key, value)?;
             }
         }
         Ok(Target { tags, info })
@@ -546,15 +577,26 @@ fn add_target_info<S: Sink>(
     }
 }
 
+/// What every point of one metric shares: its resource's tags, its place, the name strategy.
+struct MetricContext<'a> {
+    resource: &'a [(String, String)],
+    place: &'a Place<'a>,
+    strategy: Strategy,
+}
+
 /// One metric's data points, in order; `false` once the batch is full.
 fn add_metric<S: Sink>(
     feed: &mut Feed<'_, S>,
-    resource: &[(String, String)],
+    context: &MetricContext<'_>,
     metric: &proto::Metric,
-    place: &Place<'_>,
     o: &Options,
     newest_ns: &mut Option<u64>,
 ) -> bool {
+    let MetricContext {
+        resource,
+        place,
+        strategy,
+    } = *context;
     let points = match points(metric) {
         Ok(points) => points,
         Err(reason) => {
@@ -562,7 +604,8 @@ fn add_metric<S: Sink>(
             return true;
         }
     };
-    if let Err(reason) = check_name(&metric.name) {
+    let name = names::metric_name(&metric.name, &metric.unit, name_kind(metric), strategy);
+    if let Err(reason) = check_name(&name) {
         // Every point of an unnamed metric is rejected: each one counts as rejected_data_points.
         for i in 0..points.len().max(1) {
             feed.reject(|| place.point(i), reason.clone());
@@ -570,7 +613,7 @@ fn add_metric<S: Sink>(
         return true;
     }
     feed.metadata(&crate::sink::Metadata {
-        family: &metric.name,
+        family: &name,
         kind: metric_type(metric),
         help: &metric.description,
         unit: &metric.unit,
@@ -580,11 +623,13 @@ fn add_metric<S: Sink>(
     // points/s (where the rest goes is not profiled yet).
     let mut last: Option<(&[KeyValue], crate::Tags)> = None;
     for (i, point) in points.into_iter().enumerate() {
-        let sample = point.and_then(|(attributes, time_unix_nano, value, mode)| {
+        let mut exemplars: &[proto::Exemplar] = &[];
+        let sample = point.and_then(|(attributes, time_unix_nano, value, mode, kept)| {
+            exemplars = kept;
             let tags = match &last {
                 Some((seen, tags)) if *seen == attributes => tags.clone(),
                 _ => {
-                    let tags = tags(resource, attributes)?;
+                    let tags = tags(resource, attributes, strategy)?;
                     last = Some((attributes, tags.clone()));
                     tags
                 }
@@ -592,7 +637,7 @@ fn add_metric<S: Sink>(
             let ts_ms = ts_ms(time_unix_nano, o)?;
             *newest_ns = (*newest_ns).max(Some(time_unix_nano));
             Ok(Sample {
-                name: metric.name.clone(),
+                name: name.clone().into_owned(),
                 tags,
                 ts_ms,
                 value,
@@ -601,8 +646,12 @@ fn add_metric<S: Sink>(
         });
         match sample {
             Ok(s) => {
+                let series = (!exemplars.is_empty()).then(|| (s.name.clone(), s.tags.clone()));
                 if !feed.push(s, || place.point(i)) {
                     return false;
+                }
+                if let Some((name, tags)) = series {
+                    add_exemplars(feed, &name, &tags, exemplars, strategy);
                 }
             }
             Err(reason) => feed.reject(|| place.point(i), reason),
@@ -611,8 +660,63 @@ fn add_metric<S: Sink>(
     true
 }
 
-/// One data point read from any metric type: its attributes, time, value and mode.
-type Point<'a> = Result<(&'a [KeyValue], u64, Value, Mode), Reason>;
+/// A point's exemplars, on the point's own series, with Prometheus's labels: `trace_id` and
+/// `span_id` in hex, then the filtered attributes. One over 128 characters is dropped.
+fn add_exemplars<S: Sink>(
+    feed: &mut Feed<'_, S>,
+    name: &str,
+    tags: &crate::Tags,
+    exemplars: &[proto::Exemplar],
+    strategy: Strategy,
+) {
+    let mut series: Vec<(&str, &str)> = vec![("__name__", name)];
+    series.extend(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    for e in exemplars {
+        let Some(value) = e.value.map(|v| match v {
+            proto::exemplar::Value::AsDouble(v) => v,
+            proto::exemplar::Value::AsInt(v) => v as f64,
+        }) else {
+            continue;
+        };
+        let mut owned: Vec<(String, String)> = Vec::new();
+        if !e.trace_id.is_empty() {
+            owned.push(("trace_id".to_owned(), hex(&e.trace_id)));
+        }
+        if !e.span_id.is_empty() {
+            owned.push(("span_id".to_owned(), hex(&e.span_id)));
+        }
+        for kv in &e.filtered_attributes {
+            let key = names::label_name(&kv.key, strategy).into_owned();
+            owned.push((key, any_text(kv.value.as_ref())));
+        }
+        let labels: Vec<(&str, &str)> = owned
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        if crate::sink::Exemplar::labels_fit(&labels) {
+            let ts_ms = i64::try_from(e.time_unix_nano / 1_000_000).unwrap_or(i64::MAX);
+            feed.exemplar(&crate::sink::Exemplar {
+                series: &series,
+                labels: &labels,
+                value,
+                ts_ms,
+            });
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    out
+}
+
+/// One data point read from any metric type: its attributes, time, value, mode and exemplars.
+type Point<'a> = Result<(&'a [KeyValue], u64, Value, Mode, &'a [proto::Exemplar]), Reason>;
 
 /// The metric's data points as values; `Err` for a metric with no data or an unsupported type.
 fn points(metric: &proto::Metric) -> Result<Vec<Point<'_>>, Reason> {
@@ -620,7 +724,17 @@ fn points(metric: &proto::Metric) -> Result<Vec<Point<'_>>, Reason> {
         Some(metric::Data::Gauge(g)) => Ok(g
             .data_points
             .iter()
-            .map(|p| number(p).map(|v| (&p.attributes[..], p.time_unix_nano, v, Mode::Set)))
+            .map(|p| {
+                number(p).map(|v| {
+                    (
+                        &p.attributes[..],
+                        p.time_unix_nano,
+                        v,
+                        Mode::Set,
+                        &p.exemplars[..],
+                    )
+                })
+            })
             .collect()),
         Some(metric::Data::Sum(s)) => {
             // Delta sums add up within a period; cumulative ones are running totals whose
@@ -632,7 +746,17 @@ fn points(metric: &proto::Metric) -> Result<Vec<Point<'_>>, Reason> {
             };
             Ok(s.data_points
                 .iter()
-                .map(|p| number(p).map(|v| (&p.attributes[..], p.time_unix_nano, v, mode)))
+                .map(|p| {
+                    number(p).map(|v| {
+                        (
+                            &p.attributes[..],
+                            p.time_unix_nano,
+                            v,
+                            mode,
+                            &p.exemplars[..],
+                        )
+                    })
+                })
                 .collect())
         }
         Some(metric::Data::Histogram(h)) => {
@@ -641,7 +765,13 @@ fn points(metric: &proto::Metric) -> Result<Vec<Point<'_>>, Reason> {
                 .iter()
                 .map(|p| {
                     let v = explicit(p, cumulative)?;
-                    Ok((&p.attributes[..], p.time_unix_nano, v, Mode::Set))
+                    Ok((
+                        &p.attributes[..],
+                        p.time_unix_nano,
+                        v,
+                        Mode::Set,
+                        &p.exemplars[..],
+                    ))
                 })
                 .collect())
         }
@@ -651,7 +781,13 @@ fn points(metric: &proto::Metric) -> Result<Vec<Point<'_>>, Reason> {
                 .iter()
                 .map(|p| {
                     let v = exponential(p, cumulative)?;
-                    Ok((&p.attributes[..], p.time_unix_nano, v, Mode::Set))
+                    Ok((
+                        &p.attributes[..],
+                        p.time_unix_nano,
+                        v,
+                        Mode::Set,
+                        &p.exemplars[..],
+                    ))
                 })
                 .collect())
         }
@@ -767,18 +903,51 @@ fn ts_ms(time_unix_nano: u64, o: &Options) -> Result<Option<i64>, Reason> {
     o.check_ts(ms).map(Some)
 }
 
+/// A label name and the (original key, value) pairs of the attributes that translate to it.
+type LabelGroup<'a> = (Cow<'a, str>, Vec<(&'a str, String)>);
+
 /// The resource's tags (`Target::tags`), then the point's attributes; a point attribute with
 /// a resource tag's key replaces it (the more specific wins, and no stream carries one key
-/// twice).
-fn tags(resource: &[(String, String)], point: &[KeyValue]) -> Result<crate::Tags, Reason> {
+/// twice). Point attributes whose keys translate to one label name are joined with `;` in the
+/// order of their original keys, as Prometheus's OTLP receiver does.
+fn tags(
+    resource: &[(String, String)],
+    point: &[KeyValue],
+    strategy: Strategy,
+) -> Result<crate::Tags, Reason> {
     let mut tags = TagList::with_capacity(resource.len() + point.len());
     tags.extend(resource.iter().cloned());
+    // Label name → (original key, value) of the point attributes that translate to it, in the
+    // order the labels first appear.
+    let mut groups: Vec<LabelGroup<'_>> = Vec::with_capacity(point.len());
     for kv in point {
+        let key = names::label_name(&kv.key, strategy);
         let value = any_text(kv.value.as_ref());
-        check_tag(&kv.key, &value)?;
-        put(&mut tags, &kv.key, value)?;
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, parts)) => parts.push((kv.key.as_str(), value)),
+            None => groups.push((key, vec![(kv.key.as_str(), value)])),
+        }
+    }
+    for (key, mut parts) in groups {
+        parts.sort_by(|a, b| a.0.cmp(b.0));
+        let values: Vec<String> = parts.into_iter().map(|(_, v)| v).collect();
+        let value = values.join(";");
+        check_tag(&key, &value)?;
+        put(&mut tags, &key, value)?;
     }
     Ok(tags.into())
+}
+
+/// What the name rules need to know of a metric's type.
+fn name_kind(metric: &proto::Metric) -> names::Kind {
+    match &metric.data {
+        Some(metric::Data::Sum(s)) if s.is_monotonic => names::Kind::MonotonicCounter,
+        Some(metric::Data::Sum(_)) => names::Kind::NonMonotonicCounter,
+        Some(metric::Data::Histogram(_)) => names::Kind::Histogram,
+        Some(metric::Data::ExponentialHistogram(_)) => names::Kind::ExponentialHistogram,
+        Some(metric::Data::Summary(_)) => names::Kind::Summary,
+        Some(metric::Data::Gauge(_)) | None => names::Kind::Gauge,
+    }
 }
 
 /// An attribute value as tag text: strings as they are, numbers and booleans as JSON writes

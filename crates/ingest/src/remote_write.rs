@@ -43,7 +43,7 @@ const RESET_HINT_GAUGE: i32 = 3;
 
 /// The subset of upstream `prompb/remote.proto` and `prompb/types.proto` Strata reads, as prost
 /// derive structs (no build script, no `protoc`). Field numbers are the upstream ones; fields
-/// not listed here (exemplars) are skipped by the decoder as unknown fields; metadata is read
+/// not listed here are skipped by the decoder as unknown fields; metadata is read
 /// by the decoder alone (the reference decoder here has no use for it). Label
 /// text is read as bytes so invalid UTF-8 rejects one series, not the whole body.
 pub mod proto {
@@ -54,15 +54,28 @@ pub mod proto {
         pub timeseries: Vec<TimeSeries>,
     }
 
-    /// `TimeSeries { labels = 1; samples = 2; histograms = 4; }` (exemplars = 3 ignored).
+    /// `TimeSeries { labels = 1; samples = 2; exemplars = 3; histograms = 4; }`.
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct TimeSeries {
         #[prost(message, repeated, tag = "1")]
         pub labels: Vec<Label>,
         #[prost(message, repeated, tag = "2")]
         pub samples: Vec<Sample>,
+        #[prost(message, repeated, tag = "3")]
+        pub exemplars: Vec<Exemplar>,
         #[prost(message, repeated, tag = "4")]
         pub histograms: Vec<Histogram>,
+    }
+
+    /// `Exemplar { repeated Label labels = 1; double value = 2; int64 timestamp = 3; }` (ms).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Exemplar {
+        #[prost(message, repeated, tag = "1")]
+        pub labels: Vec<Label>,
+        #[prost(double, tag = "2")]
+        pub value: f64,
+        #[prost(int64, tag = "3")]
+        pub timestamp: i64,
     }
 
     /// `Label { string name = 1; string value = 2; }`.
@@ -309,6 +322,7 @@ fn feed_series<'a>(
     scratch.raw.clear();
     scratch.text.clear();
     let mut has_histograms = false;
+    let mut has_exemplars = false;
     let mut labels_end = 0usize;
     check_message(series, series_fields, &mut |field, wire| {
         match (field, wire) {
@@ -321,6 +335,10 @@ fn feed_series<'a>(
                 labels_end = offset_in(series, label).map_or(0, |at| at + label.len());
             }
             (2, _) => counts.points += 1,
+            (3, Wire::Bytes(exemplar)) => {
+                check_exemplar(exemplar)?;
+                has_exemplars = true;
+            }
             (4, _) => {
                 counts.points += 1;
                 has_histograms = true;
@@ -371,7 +389,74 @@ fn feed_series<'a>(
         check_points(series, counts)?;
         return Ok(counts.over().is_none());
     }
-    feed_points(series, has_histograms, &handed, options, sink, counts)
+    let unread = matches!(handed.tags, TagsRef::Unread);
+    let go_on = feed_points(series, has_histograms, &handed, options, sink, counts)?;
+    if go_on && has_exemplars {
+        // A series known by its bytes was not decoded: its labels are read now, off the path
+        // of series without exemplars.
+        if unread && read_labels(series, labels_end, scratch).is_err() {
+            return Ok(go_on);
+        }
+        feed_exemplars(series, &scratch.text, sink)?;
+    }
+    Ok(go_on)
+}
+
+/// An exemplar's structure checked (its labels' too), as prost would refuse it.
+fn check_exemplar(exemplar: &[u8]) -> Result<(), Reason> {
+    check_message(exemplar, exemplar_fields, &mut |field, wire| {
+        if let (1, Wire::Bytes(label)) = (field, wire) {
+            check_message(label, label_fields, &mut |_, _| Ok(()))?;
+        }
+        Ok(())
+    })
+}
+
+/// Exemplar labels read per exemplar (each kept one is within 128 characters, so a longer list
+/// is dropped anyway).
+const EXEMPLAR_LABELS_MAX: usize = 64;
+
+/// A series' exemplars to the sink. One whose labels are not UTF-8, too many or too long is
+/// dropped: an exemplar is advice about a point, not a point.
+fn feed_exemplars(
+    series: &[u8],
+    labels: &[(&str, &str)],
+    sink: &mut dyn Sink,
+) -> Result<(), Reason> {
+    let mut own: Vec<(&str, &str)> = Vec::new();
+    check_message(series, series_fields, &mut |field, wire| {
+        let (3, Wire::Bytes(exemplar)) = (field, wire) else {
+            return Ok(());
+        };
+        own.clear();
+        let (mut value, mut ts_ms, mut fits) = (0.0f64, 0i64, true);
+        check_message(exemplar, exemplar_fields, &mut |field, wire| {
+            match (field, wire) {
+                (1, Wire::Bytes(label)) => match read_label(label)? {
+                    (name, text) if own.len() < EXEMPLAR_LABELS_MAX => {
+                        match (std::str::from_utf8(name), std::str::from_utf8(text)) {
+                            (Ok(name), Ok(text)) => own.push((name, text)),
+                            _ => fits = false,
+                        }
+                    }
+                    _ => fits = false,
+                },
+                (2, Wire::Fixed64(bits)) => value = f64::from_bits(bits),
+                (3, Wire::Varint(v)) => ts_ms = v as i64,
+                _ => {}
+            }
+            Ok(())
+        })?;
+        if fits && crate::sink::Exemplar::labels_fit(&own) {
+            sink.exemplar(&crate::sink::Exemplar {
+                series: labels,
+                labels: &own,
+                value,
+                ts_ms,
+            });
+        }
+        Ok(())
+    })
 }
 
 /// A series' labels decoded into `scratch.text`, checked; its name. `Err(Ok(reason))`
@@ -511,6 +596,7 @@ fn check_series(series: &[u8], counts: &mut Counts) -> Result<(), Reason> {
                 counts.points += 1;
                 check_message(payload, sample_fields, &mut |_, _| Ok(()))?;
             }
+            3 => check_exemplar(payload)?,
             4 => {
                 counts.points += 1;
                 counts.buckets += histogram_buckets(payload)?;
@@ -592,7 +678,16 @@ pub(crate) fn metric_type(value: u64) -> MetricType {
 }
 
 fn series_fields(field: u64) -> Option<Expect> {
-    matches!(field, 1 | 2 | 4).then_some(Expect::Bytes)
+    matches!(field, 1..=4).then_some(Expect::Bytes)
+}
+
+fn exemplar_fields(field: u64) -> Option<Expect> {
+    match field {
+        1 => Some(Expect::Bytes),
+        2 => Some(Expect::Fixed64),
+        3 => Some(Expect::Varint),
+        _ => None,
+    }
 }
 
 fn label_fields(field: u64) -> Option<Expect> {
@@ -998,7 +1093,41 @@ fn add_series(batch: &mut Batch, index: usize, series: &proto::TimeSeries, o: &O
             Err(reason) => batch.reject_one(|| at("histogram", i), reason),
         }
     }
+    prost_exemplars(batch, series);
     true
+}
+
+/// A series' exemplars as the visitor hands them over.
+fn prost_exemplars(batch: &mut Batch, series: &proto::TimeSeries) {
+    let text = |labels: &[proto::Label]| -> Option<Vec<(String, String)>> {
+        labels
+            .iter()
+            .map(|l| {
+                let name = std::str::from_utf8(&l.name).ok()?;
+                let value = std::str::from_utf8(&l.value).ok()?;
+                Some((name.to_owned(), value.to_owned()))
+            })
+            .collect()
+    };
+    let Some(labels) = text(&series.labels) else {
+        return;
+    };
+    for e in &series.exemplars {
+        let Some(own) = text(&e.labels) else {
+            continue;
+        };
+        let borrowed: Vec<(&str, &str)> =
+            own.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let fits = own.len() <= EXEMPLAR_LABELS_MAX && crate::sink::Exemplar::labels_fit(&borrowed);
+        if fits && batch.exemplars.len() < crate::batch::EXEMPLARS_PER_BATCH_MAX {
+            batch.exemplars.push(crate::ExemplarOwned {
+                series: labels.clone(),
+                labels: own,
+                value: e.value,
+                ts_ms: e.timestamp,
+            });
+        }
+    }
 }
 
 /// Name from `__name__`, every other label a tag in the order sent.

@@ -4,8 +4,8 @@
 //! table; each series carries its samples or native histograms, exemplars, metadata and a created
 //! timestamp. Samples and histograms become what remote write 1.0's become (the same checks, the
 //! same histogram conversion: `crate::remote_write`); metadata goes to [`Sink::metadata`].
-//! Exemplars are checked, counted and not stored; created timestamps are checked and not stored
-//! (the store finds resets in the values). Mapping and choices: `FORMAT.md`.
+//! Exemplars go to [`Sink::exemplar`] after their series' points; created timestamps are
+//! checked and not stored (the store finds resets in the values). Mapping and choices: `FORMAT.md`.
 //!
 //! A body that cannot be decompressed or decoded is rejected whole (nothing of it is stored);
 //! a bad series (a label reference past the symbols table, an odd number of references, a bad
@@ -28,12 +28,12 @@ pub const PROTO: &str = "io.prometheus.write.v2.Request";
 /// at most however the 64 MiB body is made).
 pub const SYMBOLS_PER_REQUEST_MAX: usize = 2_000_000;
 
-/// Exemplars in one request (checked and counted, not stored).
+/// Exemplars in one request.
 pub const EXEMPLARS_PER_REQUEST_MAX: usize = 1_000_000;
 
 /// What a request put in the sink, as the 2.0 response headers report it
-/// (`X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written`): points the sink took.
-/// Exemplars are not stored, so always 0.
+/// (`X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written`): points the sink took,
+/// and exemplars handed to it (the server counts the ones its exemplar store kept).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Written {
     pub samples: usize,
@@ -311,7 +311,57 @@ impl<'a> SeriesReader<'_, 'a> {
                 unit,
             });
         }
-        self.feed_points(series, &handed, sink)
+        let go_on = self.feed_points(series, &handed, sink)?;
+        if go_on {
+            self.feed_exemplars(series, &scratch.text, sink)?;
+        }
+        Ok(go_on)
+    }
+
+    /// A series' exemplars (references checked already) to the sink; one whose labels are
+    /// longer than Prometheus's bound is dropped.
+    fn feed_exemplars(
+        &mut self,
+        series: &[u8],
+        labels: &[(&str, &str)],
+        sink: &mut dyn Sink,
+    ) -> Result<(), Reason> {
+        let symbols = self.symbols;
+        let written = &mut *self.written;
+        let mut refs: Vec<u32> = Vec::new();
+        let mut own: Vec<(&str, &str)> = Vec::new();
+        check_message(series, series_fields, &mut |field, wire| {
+            let (4, Wire::Bytes(exemplar)) = (field, wire) else {
+                return Ok(());
+            };
+            refs.clear();
+            own.clear();
+            let (mut value, mut ts_ms) = (0.0f64, 0i64);
+            check_message(exemplar, exemplar_fields, &mut |field, wire| {
+                match (field, wire) {
+                    (1, wire) => varints(wire, &mut |v| {
+                        // Past 128 characters it is dropped: a longer list need not grow.
+                        if refs.len() < 2 * crate::EXEMPLAR_LABEL_CHARS_MAX {
+                            refs.push(v as u32);
+                        }
+                    })?,
+                    (2, Wire::Fixed64(bits)) => value = f64::from_bits(bits),
+                    (3, Wire::Varint(v)) => ts_ms = v as i64,
+                    _ => {}
+                }
+                Ok(())
+            })?;
+            if resolve(&refs, symbols, &mut own).is_ok() && crate::Exemplar::labels_fit(&own) {
+                written.exemplars += 1;
+                sink.exemplar(&crate::Exemplar {
+                    series: labels,
+                    labels: &own,
+                    value,
+                    ts_ms,
+                });
+            }
+            Ok(())
+        })
     }
 
     /// The points of a series the sink took: floats, then native histograms.

@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 use hist::Histogram;
 
-use crate::batch::{Batch, MetadataOwned, MetricType, Mode, Reason, Sample, Tags, Value};
+use crate::batch::{
+    Batch, ExemplarOwned, MetadataOwned, MetricType, Mode, Reason, Sample, Tags, Value,
+};
 use crate::tags::suffix_tags_owned;
 
 /// Receives one body's parse. Static dispatch: parsers are generic over their sink, so the
@@ -68,6 +70,54 @@ pub trait Sink {
     /// keeps no metadata ignores it.
     fn metadata(&mut self, metadata: &Metadata<'_>) {
         let _ = metadata;
+    }
+
+    /// An exemplar of a series whose points were handed over (remote write 1.0 and 2.0, OTLP
+    /// points). Not a sample: it is neither counted nor rejected here; a sink that keeps no
+    /// exemplars ignores it.
+    fn exemplar(&mut self, exemplar: &Exemplar<'_>) {
+        let _ = exemplar;
+    }
+}
+
+/// One exemplar, lent from the body: a traced observation of a series.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Exemplar<'e> {
+    /// The labels of the series it belongs to, `__name__` among them, as sent.
+    pub series: &'e [(&'e str, &'e str)],
+    /// Its own labels (`trace_id`, `span_id`, …); at most [`EXEMPLAR_LABEL_CHARS_MAX`]
+    /// characters of names and values together.
+    pub labels: &'e [(&'e str, &'e str)],
+    pub value: f64,
+    pub ts_ms: i64,
+}
+
+/// Characters of an exemplar's label names and values together, Prometheus's bound
+/// (`ExemplarMaxLabelSetLength`); a longer exemplar is dropped.
+pub const EXEMPLAR_LABEL_CHARS_MAX: usize = 128;
+
+impl Exemplar<'_> {
+    pub fn to_owned(&self) -> ExemplarOwned {
+        let own = |l: &[(&str, &str)]| {
+            l.iter()
+                .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+                .collect::<Vec<_>>()
+        };
+        ExemplarOwned {
+            series: own(self.series),
+            labels: own(self.labels),
+            value: self.value,
+            ts_ms: self.ts_ms,
+        }
+    }
+
+    /// Whether its labels are within Prometheus's bound.
+    pub fn labels_fit(labels: &[(&str, &str)]) -> bool {
+        let chars: usize = labels
+            .iter()
+            .map(|(k, v)| k.chars().count() + v.chars().count())
+            .sum();
+        chars <= EXEMPLAR_LABEL_CHARS_MAX
     }
 }
 
@@ -350,6 +400,12 @@ impl Sink for Batch {
     fn metadata(&mut self, metadata: &Metadata<'_>) {
         if self.metadata.len() < crate::batch::METADATA_PER_BATCH_MAX {
             self.metadata.push(metadata.to_owned());
+        }
+    }
+
+    fn exemplar(&mut self, exemplar: &Exemplar<'_>) {
+        if self.exemplars.len() < crate::batch::EXEMPLARS_PER_BATCH_MAX {
+            self.exemplars.push(exemplar.to_owned());
         }
     }
 

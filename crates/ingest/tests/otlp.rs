@@ -733,6 +733,7 @@ fn resource_attributes_map_to_job_instance_promoted_tags_and_target_info() {
     };
     let translation = otlp::Translation {
         promote: vec!["k8s.pod.name".to_owned()],
+        strategy: otlp::Strategy::NoTranslation,
     };
     let mut batch = Batch::default();
     let body = request.encode_to_vec();
@@ -772,5 +773,177 @@ fn resource_attributes_map_to_job_instance_promoted_tags_and_target_info() {
     assert_eq!(
         tags(&plain, 0),
         [("job", "shop/cart"), ("instance", "4f1c"), ("route", "/a")]
+    );
+}
+
+/// Prometheus's default names: unit and type suffixes, `_` for other characters, attribute keys
+/// escaped (promoted ones and `target_info`'s too); exemplars on sums and histograms come with
+/// their series, `trace_id` and `span_id` in hex. With `NoTranslation` all is as sent.
+#[test]
+fn names_follow_the_translation_strategy_and_exemplars_come_along() {
+    use proto::number_data_point::Value::{AsDouble, AsInt};
+    let exemplar = proto::Exemplar {
+        filtered_attributes: vec![kv("user.id", "u7")],
+        time_unix_nano: TS_NS,
+        value: Some(proto::exemplar::Value::AsDouble(0.25)),
+        span_id: vec![0xab, 0x01],
+        trace_id: vec![0x4b, 0xf9, 0x00, 0xff],
+    };
+    let mut sum_point = number(AsInt(7), &[("http.method", "GET")]);
+    sum_point.exemplars = vec![exemplar.clone()];
+    let mut requests = metric(
+        "http.requests",
+        proto::metric::Data::Sum(proto::Sum {
+            data_points: vec![sum_point],
+            aggregation_temporality: 2,
+            is_monotonic: true,
+        }),
+    );
+    requests.unit = "{request}".to_owned();
+    let mut cpu = metric(
+        "cpu.utilization",
+        proto::metric::Data::Gauge(proto::Gauge {
+            data_points: vec![number(AsDouble(0.5), &[])],
+        }),
+    );
+    cpu.unit = "1".to_owned();
+    let mut latency = metric(
+        "rpc.duration",
+        proto::metric::Data::Histogram(proto::Histogram {
+            data_points: vec![proto::HistogramDataPoint {
+                time_unix_nano: TS_NS,
+                count: 3,
+                sum: Some(2.0),
+                bucket_counts: vec![1, 2],
+                explicit_bounds: vec![0.5],
+                exemplars: vec![exemplar],
+                ..Default::default()
+            }],
+            aggregation_temporality: 1,
+        }),
+    );
+    latency.unit = "ms".to_owned();
+    let body = request(vec![requests, cpu, latency]).encode_to_vec();
+    let parse_with = |strategy| {
+        let translation = otlp::Translation {
+            promote: vec!["host.name".to_owned()],
+            strategy,
+        };
+        let mut batch = Batch::default();
+        otlp::parse_protobuf_with(&body, &Options::at(NOW_MS), &translation, &mut batch);
+        assert_eq!(batch.rejected, []);
+        batch
+    };
+    let batch = parse_with(otlp::Strategy::default());
+    let names: Vec<&str> = batch.samples.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "http_requests_total",
+            "cpu_utilization_ratio",
+            "rpc_duration_milliseconds",
+            "target_info"
+        ]
+    );
+    assert_eq!(
+        tags(&batch, 0),
+        [
+            ("job", "checkout"),
+            ("host_name", "h1"),
+            ("http_method", "GET")
+        ]
+    );
+    assert_eq!(tags(&batch, 3), [("job", "checkout"), ("host_name", "h1")]);
+    assert_eq!(batch.metadata[0].family, "http_requests_total");
+    assert_eq!(batch.metadata[0].unit, "{request}");
+    assert_eq!(batch.exemplars.len(), 2);
+    let e = &batch.exemplars[0];
+    assert_eq!(
+        e.series,
+        [
+            ("__name__".to_owned(), "http_requests_total".to_owned()),
+            ("job".to_owned(), "checkout".to_owned()),
+            ("host_name".to_owned(), "h1".to_owned()),
+            ("http_method".to_owned(), "GET".to_owned()),
+        ]
+    );
+    assert_eq!(
+        e.labels,
+        [
+            ("trace_id".to_owned(), "4bf900ff".to_owned()),
+            ("span_id".to_owned(), "ab01".to_owned()),
+            ("user_id".to_owned(), "u7".to_owned()),
+        ]
+    );
+    assert_eq!((e.value, e.ts_ms), (0.25, TS_MS));
+    assert_eq!(batch.exemplars[1].series[0].1, "rpc_duration_milliseconds");
+
+    let utf8 = parse_with(otlp::Strategy::NoUtf8EscapingWithSuffixes);
+    assert_eq!(utf8.samples[0].name, "http.requests_total");
+    assert_eq!(tags(&utf8, 0)[2], ("http.method", "GET"));
+    let kept = parse_with(otlp::Strategy::NoTranslation);
+    assert_eq!(kept.samples[0].name, "http.requests");
+    assert_eq!(kept.samples[2].name, "rpc.duration");
+}
+
+/// OTLP JSON carries trace and span ids as hex text.
+#[test]
+fn json_exemplar_ids_are_hex() {
+    let body = r#"{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "g",
+        "gauge": {"dataPoints": [{"asDouble": 1, "timeUnixNano": "1795305590000000000",
+        "exemplars": [{"asInt": "3", "timeUnixNano": "1795305590000000000",
+        "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174"}]}]}}]}]}]}"#;
+    let batch = parse_json(body);
+    assert_eq!(batch.rejected, []);
+    assert_eq!(batch.exemplars.len(), 1);
+    assert_eq!(
+        batch.exemplars[0].labels,
+        [
+            (
+                "trace_id".to_owned(),
+                "5b8efff798038103d269b633813fc60c".to_owned()
+            ),
+            ("span_id".to_owned(), "eee19b7ec3c1b174".to_owned()),
+        ]
+    );
+    assert_eq!(batch.exemplars[0].value, 3.0);
+    // Not hex: the metric does not read (as any member of the wrong type), rejected.
+    let bad = parse_json(&body.replace("eee19b7ec3c1b174", "xyz"));
+    assert_eq!(bad.rejected_total, 1, "{bad:?}");
+    assert!(
+        bad.samples.is_empty() && bad.exemplars.is_empty(),
+        "{bad:?}"
+    );
+}
+
+#[test]
+fn point_attributes_that_translate_to_one_label_are_joined_in_key_order() {
+    // `http.method` and `http_method` both become `http_method`; `host.name` on the point
+    // replaces the resource's.
+    let gauge = proto::metric::Data::Gauge(proto::Gauge {
+        data_points: vec![number(
+            proto::number_data_point::Value::AsDouble(1.0),
+            &[
+                ("http_method", "b"),
+                ("http.method", "a"),
+                ("host.name", "h2"),
+            ],
+        )],
+    });
+    let body = request(vec![metric("g", gauge)]).encode_to_vec();
+    let translation = otlp::Translation {
+        promote: vec!["host.name".to_owned()],
+        strategy: otlp::Strategy::default(),
+    };
+    let mut batch = Batch::default();
+    otlp::parse_protobuf_with(&body, &Options::at(NOW_MS), &translation, &mut batch);
+    let i = batch.samples.iter().position(|s| s.name == "g").unwrap();
+    let t = tags(&batch, i);
+    assert!(t.contains(&("http_method", "a;b")), "{t:?}");
+    assert!(t.contains(&("host_name", "h2")), "{t:?}");
+    assert_eq!(
+        t.iter().filter(|(k, _)| *k == "host_name").count(),
+        1,
+        "{t:?}"
     );
 }

@@ -562,14 +562,76 @@ fn random_histogram() -> impl Strategy<Value = proto::Histogram> {
         })
 }
 
+/// Exemplars go to the sink after their series' points, with the series' labels as sent; one
+/// whose labels pass 128 characters or are not UTF-8 is dropped, not rejected, and the series
+/// is kept.
+#[test]
+fn exemplars_come_with_their_series_labels_and_bad_ones_are_dropped() {
+    let exemplar = |labels: Vec<proto::Label>, value: f64| proto::Exemplar {
+        labels,
+        value,
+        timestamp: TS_MS,
+    };
+    let mut s = series(&[("__name__", "req_total"), ("job", "api")]);
+    s.samples = vec![float(3.0, TS_MS)];
+    s.exemplars = vec![
+        exemplar(vec![label("trace_id", "abc")], 1.5),
+        exemplar(vec![label("trace_id", &"x".repeat(130))], 2.0),
+        exemplar(
+            vec![proto::Label {
+                name: b"trace_id".to_vec(),
+                value: vec![0xff],
+            }],
+            3.0,
+        ),
+    ];
+    let request = body(vec![s]);
+    let batch = parse(&request);
+    assert!(batch.rejected.is_empty(), "{:?}", batch.rejected);
+    assert_eq!(batch.samples.len(), 1);
+    assert_eq!(
+        batch.exemplars,
+        [ingest::ExemplarOwned {
+            series: vec![
+                ("__name__".to_owned(), "req_total".to_owned()),
+                ("job".to_owned(), "api".to_owned())
+            ],
+            labels: vec![("trace_id".to_owned(), "abc".to_owned())],
+            value: 1.5,
+            ts_ms: TS_MS,
+        }]
+    );
+    assert_eq!(
+        format!("{batch:?}"),
+        format!(
+            "{:?}",
+            remote_write::parse_with_prost(&request, &Options::at(NOW_MS))
+        )
+    );
+}
+
+fn random_exemplar() -> impl Strategy<Value = proto::Exemplar> {
+    (
+        prop::collection::vec(random_label(), 0..3),
+        any::<f64>(),
+        any::<i64>(),
+    )
+        .prop_map(|(labels, value, timestamp)| proto::Exemplar {
+            labels,
+            value,
+            timestamp,
+        })
+}
+
 fn random_request() -> impl Strategy<Value = proto::WriteRequest> {
     let one = (
         prop::collection::vec(random_label(), 0..5),
         any::<bool>(),
         prop::collection::vec(random_sample(), 0..4),
         prop::collection::vec(random_histogram(), 0..2),
+        prop::collection::vec(random_exemplar(), 0..3),
     )
-        .prop_map(|(mut labels, named, samples, histograms)| {
+        .prop_map(|(mut labels, named, samples, histograms, exemplars)| {
             if named {
                 labels.insert(0, label("__name__", "m"));
             }
@@ -577,6 +639,7 @@ fn random_request() -> impl Strategy<Value = proto::WriteRequest> {
                 labels,
                 samples,
                 histograms,
+                exemplars,
             }
         });
     prop::collection::vec(one, 0..6).prop_map(|timeseries| proto::WriteRequest { timeseries })

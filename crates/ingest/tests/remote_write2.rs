@@ -99,9 +99,21 @@ fn samples_histograms_metadata_and_exemplars() {
         Written {
             samples: 3,
             histograms: 1,
-            exemplars: 0
+            exemplars: 1
         }
     );
+    // The exemplar, with its series' labels as sent.
+    assert_eq!(batch.exemplars.len(), 1);
+    let e = &batch.exemplars[0];
+    assert_eq!(
+        e.series,
+        [
+            ("__name__".to_owned(), "http_requests_total".to_owned()),
+            ("job".to_owned(), "api".to_owned())
+        ]
+    );
+    assert_eq!((e.value, e.ts_ms), (1.0, NOW_MS - 1000));
+    assert_eq!(e.labels.len(), 1);
     assert_eq!(batch.samples.len(), 4);
     assert_eq!(batch.samples[0].name, "http_requests_total");
     assert_eq!(

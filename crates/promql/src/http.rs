@@ -118,12 +118,57 @@ impl MetadataSource for NoMetadata {
     }
 }
 
+/// One exemplar as kept: its own labels, value and time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeptExemplar {
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+    pub ts_ms: i64,
+}
+
+/// A series' exemplars (`/api/v1/query_exemplars`), its labels sorted by name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesExemplars {
+    pub series: Vec<(String, String)>,
+    pub exemplars: Vec<KeptExemplar>,
+}
+
+/// A series' labels as name, value pairs.
+pub type LabelPairs = [(String, String)];
+
+/// Where exemplars come from (the server keeps what senders send); [`NoExemplars`] knows none.
+pub trait ExemplarSource: Send + Sync + 'static {
+    /// The exemplars within `[start_ms, end_ms]` of every series `selects` takes, the series
+    /// sorted by their labels, each one's exemplars oldest first.
+    fn exemplars(
+        &self,
+        start_ms: i64,
+        end_ms: i64,
+        selects: &dyn Fn(&LabelPairs) -> bool,
+    ) -> Vec<SeriesExemplars>;
+}
+
+/// No exemplars kept.
+pub struct NoExemplars;
+
+impl ExemplarSource for NoExemplars {
+    fn exemplars(
+        &self,
+        _start_ms: i64,
+        _end_ms: i64,
+        _selects: &dyn Fn(&LabelPairs) -> bool,
+    ) -> Vec<SeriesExemplars> {
+        Vec::new()
+    }
+}
+
 /// What the router serves besides the store.
 #[derive(Clone)]
 pub struct Options {
     pub limits: Limits,
     pub rules: Arc<dyn RuleSource>,
     pub metadata: Arc<dyn MetadataSource>,
+    pub exemplars: Arc<dyn ExemplarSource>,
 }
 
 impl Default for Options {
@@ -132,6 +177,7 @@ impl Default for Options {
             limits: Limits::default(),
             rules: Arc::new(NoRules),
             metadata: Arc::new(NoMetadata),
+            exemplars: Arc::new(NoExemplars),
         }
     }
 }
@@ -142,6 +188,7 @@ struct Api {
     limits: Limits,
     rules: Arc<dyn RuleSource>,
     metadata: Arc<dyn MetadataSource>,
+    exemplars: Arc<dyn ExemplarSource>,
 }
 
 /// The router with the default [`Limits`].
@@ -165,6 +212,7 @@ pub fn router_with(store: Arc<Store>, options: Options) -> Router {
         limits: options.limits,
         rules: options.rules,
         metadata: options.metadata,
+        exemplars: options.exemplars,
     };
     Router::new()
         .route("/api/v1/query", get(query).post(query))
@@ -178,7 +226,7 @@ pub fn router_with(store: Arc<Store>, options: Options) -> Router {
         .route("/api/v1/metadata", get(metadata).post(metadata))
         .route(
             "/api/v1/query_exemplars",
-            get(no_exemplars).post(no_exemplars),
+            get(query_exemplars).post(query_exemplars),
         )
         .route("/api/v1/status/buildinfo", get(buildinfo))
         .route("/api/v1/rules", get(rules).post(rules))
@@ -1053,9 +1101,157 @@ async fn alerts(State(api): State<Api>) -> Response {
     }
 }
 
-/// Grafana asks for exemplars alongside panels; the store keeps none.
-async fn no_exemplars() -> Response {
-    success("[]")
+/// Series exemplars listed at most (Prometheus has no bound but its storage's size).
+const EXEMPLAR_SERIES_MAX: usize = 100_000;
+
+/// `query_exemplars?query=&start=&end=`: the exemplars of the series any selector of `query`
+/// selects, within `[start, end]` (either open when not given), in Prometheus's shape.
+async fn query_exemplars(
+    State(api): State<Api>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    respond(
+        async {
+            let params = params(raw, &headers, &body)?;
+            let q = param(&params, "query")
+                .ok_or_else(|| bad("invalid parameter \"query\": missing"))?;
+            let start = time_param(&params, "start", i64::MIN)?;
+            let end = time_param(&params, "end", i64::MAX)?;
+            if end < start {
+                return Err(bad(
+                    "invalid parameter \"end\": end timestamp must not be before start timestamp",
+                ));
+            }
+            let expr = crate::parser::parse(q).map_err(|e| bad(e.to_string()))?;
+            let sets = selector_matchers(&expr)?;
+            let source = Arc::clone(&api.exemplars);
+            let found = blocking(move || {
+                let selects =
+                    |labels: &[(String, String)]| sets.iter().any(|set| set.selects(labels));
+                Ok(source.exemplars(start, end, &selects))
+            })
+            .await?;
+            Ok(exemplars_json(&found))
+        }
+        .await,
+    )
+}
+
+fn exemplars_json(found: &[SeriesExemplars]) -> String {
+    let mut out = String::from("[");
+    for (i, s) in found.iter().take(EXEMPLAR_SERIES_MAX).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"seriesLabels\":");
+        write_pairs(&mut out, &s.series);
+        out.push_str(",\"exemplars\":[");
+        for (j, e) in s.exemplars.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"labels\":");
+            write_pairs(&mut out, &e.labels);
+            out.push_str(",\"value\":");
+            write_json_str(&mut out, &crate::number::format_value(e.value));
+            let _ = write!(out, ",\"timestamp\":{}}}", format_time(e.ts_ms));
+        }
+        out.push_str("]}");
+    }
+    out.push(']');
+    out
+}
+
+fn write_pairs(out: &mut String, pairs: &[(String, String)]) {
+    out.push('{');
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_json_str(out, k);
+        out.push(':');
+        write_json_str(out, v);
+    }
+    out.push('}');
+}
+
+/// One selector's matchers, compiled: a series is selected when every one matches (a label it
+/// lacks is the empty string).
+struct MatcherSet(Vec<(crate::ast::Matcher, Option<regex::Regex>)>);
+
+impl MatcherSet {
+    fn selects(&self, labels: &[(String, String)]) -> bool {
+        self.0.iter().all(|(m, re)| {
+            let value = labels
+                .iter()
+                .find(|(k, _)| *k == m.label)
+                .map_or("", |(_, v)| v.as_str());
+            match (m.op, re) {
+                (crate::ast::MatchOp::Equal, _) => value == m.value,
+                (crate::ast::MatchOp::NotEqual, _) => value != m.value,
+                (crate::ast::MatchOp::Regex, Some(re)) => re.is_match(value),
+                (crate::ast::MatchOp::NotRegex, Some(re)) => !re.is_match(value),
+                (_, None) => false,
+            }
+        })
+    }
+}
+
+/// Every selector in `expr` as a matcher set, as Prometheus's `ExtractSelectors` finds them.
+fn selector_matchers(expr: &Expr) -> Result<Vec<MatcherSet>, EvalError> {
+    let mut selectors: Vec<&Selector> = Vec::new();
+    collect_selectors(expr, &mut selectors);
+    if selectors.is_empty() {
+        return Err(bad("query must contain metric selectors"));
+    }
+    selectors
+        .into_iter()
+        .map(|sel| {
+            let mut set = Vec::new();
+            if let Some(name) = &sel.name {
+                set.push(crate::ast::Matcher {
+                    label: "__name__".to_owned(),
+                    op: crate::ast::MatchOp::Equal,
+                    value: name.clone(),
+                });
+            }
+            set.extend(sel.matchers.iter().cloned());
+            set.into_iter()
+                .map(|m| {
+                    let re = match m.op {
+                        crate::ast::MatchOp::Regex | crate::ast::MatchOp::NotRegex => Some(
+                            crate::parser::anchored_regex(&m.value)
+                                .map_err(|e| bad(format!("invalid regex: {e}")))?,
+                        ),
+                        _ => None,
+                    };
+                    Ok((m, re))
+                })
+                .collect::<Result<Vec<_>, EvalError>>()
+                .map(MatcherSet)
+        })
+        .collect()
+}
+
+fn collect_selectors<'e>(expr: &'e Expr, out: &mut Vec<&'e Selector>) {
+    match expr {
+        Expr::Number(_) | Expr::String(_) => {}
+        Expr::Selector(s) | Expr::Range { selector: s, .. } => out.push(s),
+        Expr::Subquery { expr, .. } | Expr::Neg(expr) => collect_selectors(expr, out),
+        Expr::Call { args, .. } => args.iter().for_each(|a| collect_selectors(a, out)),
+        Expr::Aggregate { param, expr, .. } => {
+            if let Some(p) = param {
+                collect_selectors(p, out);
+            }
+            collect_selectors(expr, out);
+        }
+        Expr::Binary { lhs, rhs, .. } => {
+            collect_selectors(lhs, out);
+            collect_selectors(rhs, out);
+        }
+    }
 }
 
 async fn buildinfo() -> Response {

@@ -38,6 +38,19 @@ pub struct BrokerArgs {
     /// Accept statsd over UDP here.
     #[arg(long, value_name = "ADDR")]
     pub statsd: Option<SocketAddr>,
+    /// OTLP resource attributes also put on every series of their resource (comma-separated),
+    /// as the core's `[otlp] promote_resource_attributes`.
+    #[arg(long, value_name = "KEYS", value_delimiter = ',')]
+    pub otlp_promote_resource_attributes: Vec<String>,
+    /// OTLP metric and attribute names as Prometheus 3.5's receiver makes them, as the core's
+    /// `[otlp] translation_strategy`: UnderscoreEscapingWithSuffixes, NoUTF8EscapingWithSuffixes
+    /// or NoTranslation.
+    #[arg(
+        long,
+        value_name = "STRATEGY",
+        default_value = "UnderscoreEscapingWithSuffixes"
+    )]
+    pub otlp_translation_strategy: String,
     /// The journal's disk budget in bytes; past it the oldest data is dropped, counted.
     #[arg(long, value_name = "BYTES", default_value_t = broker::DISK_BYTES_MAX_DEFAULT)]
     pub disk_bytes_max: u64,
@@ -80,6 +93,25 @@ pub fn run(args: BrokerArgs) -> ExitCode {
     }
     config.push_http = args.push_http;
     config.statsd = args.statsd;
+    let Some(strategy) = ingest::otlp::Strategy::from_name(&args.otlp_translation_strategy) else {
+        eprintln!(
+            "strata broker: --otlp-translation-strategy {:?} is not UnderscoreEscapingWithSuffixes, \
+             NoUTF8EscapingWithSuffixes or NoTranslation",
+            args.otlp_translation_strategy
+        );
+        return ExitCode::from(2);
+    };
+    if args.otlp_promote_resource_attributes.len() > ingest::otlp::PROMOTE_MAX {
+        eprintln!(
+            "strata broker: --otlp-promote-resource-attributes: at most {} attributes",
+            ingest::otlp::PROMOTE_MAX
+        );
+        return ExitCode::from(2);
+    }
+    config.otlp = ingest::otlp::Translation {
+        promote: args.otlp_promote_resource_attributes,
+        strategy,
+    };
     config.runs_max = args.runs_max;
     config.spool.disk_bytes_max = args.disk_bytes_max;
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -125,6 +125,11 @@ cors_origins = []
 # `instance`, and every other attribute goes on one `target_info` series per resource. These
 # attributes also go on every series of their resource (at most 64).
 promote_resource_attributes = []
+# Metric and attribute names as Prometheus 3.5's OTLP receiver makes them:
+# "UnderscoreEscapingWithSuffixes" (http.server.duration in s -> http_server_duration_seconds,
+# monotonic sums end in _total, gauges of unit "1" in _ratio, host.name -> host_name),
+# "NoUTF8EscapingWithSuffixes" (names kept, suffixes added) or "NoTranslation" (kept as sent).
+translation_strategy = "UnderscoreEscapingWithSuffixes"
 
 [alerts]
 # Rulesets evaluated when each period closes; states journaled in <data_dir>/alerts.
@@ -166,10 +171,32 @@ pub struct Config {
     pub log: Log,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OtlpConfig {
     pub promote_resource_attributes: Vec<String>,
+    /// Prometheus's `otlp.translation_strategy` name.
+    pub translation_strategy: String,
+}
+
+impl Default for OtlpConfig {
+    fn default() -> OtlpConfig {
+        OtlpConfig {
+            promote_resource_attributes: Vec::new(),
+            translation_strategy: ingest::otlp::Strategy::default().name().to_owned(),
+        }
+    }
+}
+
+impl OtlpConfig {
+    /// The translation the OTLP parser applies (the strategy checked by `validate`).
+    pub fn translation(&self) -> ingest::otlp::Translation {
+        ingest::otlp::Translation {
+            promote: self.promote_resource_attributes.clone(),
+            strategy: ingest::otlp::Strategy::from_name(&self.translation_strategy)
+                .unwrap_or_default(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -631,6 +658,13 @@ fn validate(config: &Config) -> Result<(), String> {
             ingest::otlp::PROMOTE_MAX
         ));
     }
+    if ingest::otlp::Strategy::from_name(&config.otlp.translation_strategy).is_none() {
+        return Err(format!(
+            "otlp.translation_strategy: {:?} is not UnderscoreEscapingWithSuffixes, \
+             NoUTF8EscapingWithSuffixes or NoTranslation",
+            config.otlp.translation_strategy
+        ));
+    }
     if config.limits.udp_datagram_bytes_max > 65_535 {
         return Err("limits.udp_datagram_bytes_max: a UDP datagram is at most 65535 bytes".into());
     }
@@ -672,6 +706,24 @@ mod tests {
             .collect();
         let e = validate(&many).unwrap_err();
         assert!(e.contains("otlp.promote_resource_attributes"), "{e}");
+    }
+
+    #[test]
+    fn otlp_translation_strategy_is_read_and_checked() {
+        assert_eq!(
+            Config::default().otlp.translation().strategy,
+            ingest::otlp::Strategy::UnderscoreEscapingWithSuffixes
+        );
+        let config: Config =
+            toml::from_str("[otlp]\ntranslation_strategy = \"NoTranslation\"\n").unwrap();
+        assert_eq!(
+            config.otlp.translation().strategy,
+            ingest::otlp::Strategy::NoTranslation
+        );
+        let mut bad = Config::default();
+        bad.otlp.translation_strategy = "Utf8".to_owned();
+        let e = validate(&bad).unwrap_err();
+        assert!(e.contains("otlp.translation_strategy"), "{e}");
     }
 
     #[test]

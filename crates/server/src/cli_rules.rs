@@ -42,6 +42,31 @@ pub enum RulesCommand {
     },
     /// Print an alertmanager.yml's route, inhibit rules and webhook receivers as notify TOML.
     ImportAlertmanager { file: PathBuf },
+    /// The notification receivers of a running core (`test NAME`).
+    Receivers {
+        #[command(subcommand)]
+        command: ReceiversCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ReceiversCommand {
+    /// Send a test notification to receiver NAME of a running core; says whether it was
+    /// delivered, or the receiver's error.
+    Test {
+        name: String,
+        /// The core (`strata serve`), e.g. http://core:8112.
+        #[arg(
+            long,
+            visible_alias = "server",
+            env = "STRATA_SERVER",
+            default_value = "http://127.0.0.1:8112"
+        )]
+        core: String,
+        /// Bearer token, when the core requires one.
+        #[arg(long, env = "STRATA_TOKEN")]
+        token: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -96,6 +121,15 @@ pub fn run(command: RulesCommand) -> ExitCode {
             command: RoutesCommand::Test { config, labels },
         } => crate::cli_routes::test(&config, &labels),
         RulesCommand::ImportAlertmanager { file } => crate::cli_routes::import_alertmanager(&file),
+        RulesCommand::Receivers {
+            command: ReceiversCommand::Test { name, core, token },
+        } => receiver_test(
+            &name,
+            ServerArgs {
+                server: core,
+                token,
+            },
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -263,6 +297,20 @@ pub fn encode(s: &str) -> String {
 }
 
 /// `name=value` pairs as a query string (values percent-encoded).
+/// `strata rules receivers test NAME`: the core sends one test notification (exit 0 when
+/// delivered, 1 with the receiver's error in one line otherwise).
+fn receiver_test(name: &str, server: ServerArgs) -> Result<(), Failure> {
+    let path = format!("/api/strata/v1/receivers/{}/test", encode(name));
+    let a = http(&server, "POST", &path, "", &[])?;
+    let v: Value = serde_json::from_str(&a.body)
+        .map_err(|_| (1, format!("HTTP {}: {}", a.status, a.body.trim())))?;
+    if a.status == 200 && v["delivered"] == true {
+        println!("receiver '{name}': test notification delivered");
+        return Ok(());
+    }
+    Err((1, v["error"].as_str().unwrap_or("error").to_string()))
+}
+
 pub fn query_string(pairs: &[(&str, Option<String>)]) -> String {
     let parts: Vec<String> = pairs
         .iter()

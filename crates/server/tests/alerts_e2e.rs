@@ -392,4 +392,35 @@ fn the_people_alert_is_notified_once_across_kill_9_and_can_be_acknowledged() {
     assert_eq!(lines(&out).len(), 1, "{:?}", lines(&out));
     let h = get_json(&server.url(&format!("/api/strata/v1/notifications?fp={fp}")));
     assert_eq!(h["acks"][0]["by"], "ana", "{h}");
+    // A test notification from the CLI: delivered (a second line in the file), or the
+    // core's answer in one plain line.
+    let url = server.url("");
+    let ok = strata()
+        .args(["rules", "receivers", "test", "oncall", "--core", &url])
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&ok.stdout).trim(),
+        "receiver 'oncall': test notification delivered"
+    );
+    let sent = lines(&out);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(
+        sent[1]["alerts"][0]["labels"]["alertname"],
+        "StrataTestNotification"
+    );
+    let missing = strata()
+        .args(["rules", "receivers", "test", "nobody", "--core", &url])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&missing.stderr).trim(),
+        "strata rules: no receiver 'nobody'"
+    );
 }

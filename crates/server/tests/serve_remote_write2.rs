@@ -71,10 +71,10 @@ fn prometheus_library_sends_remote_write_2_and_reads_the_written_counts() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "sender failed: {stderr}");
     let stats: Value = serde_json::from_slice(&output.stdout).unwrap();
-    // 2 + 1 float samples, 2 histograms; the exemplar is checked, not stored.
+    // 2 + 1 float samples, 2 histograms, 1 exemplar.
     assert_eq!(
         stats,
-        serde_json::json!({"samples": 3, "histograms": 2, "exemplars": 0}),
+        serde_json::json!({"samples": 3, "histograms": 2, "exemplars": 1}),
         "{stderr}"
     );
 
@@ -127,10 +127,31 @@ fn prometheus_library_sends_remote_write_2_and_reads_the_written_counts() {
     );
     let limited = get_json(&server.url("/api/v1/metadata?limit=1"));
     assert_eq!(limited["data"].as_object().unwrap().len(), 1, "{limited}");
-    server.stop();
+    // The exemplar, as Prometheus's query_exemplars gives it.
+    let exemplars = serde_json::json!([{
+        "seriesLabels": {"__name__": "rw2_requests_total", "job": "rw2", "path": "/a"},
+        "exemplars": [{
+            "labels": {"trace_id": "4bf92f3577b34da6"},
+            "value": "1",
+            // Whole seconds: Prometheus writes them without a fraction.
+            "timestamp": now_ms / 1000,
+        }],
+    }]);
+    let exemplars_url = server.url(&format!(
+        "/api/v1/query_exemplars?query={}&start={}&end={}",
+        urlencode("rate(rw2_requests_total[5m])"),
+        now_ms / 1000 - 60,
+        now_ms / 1000 + 60
+    ));
+    assert_eq!(get_json(&exemplars_url)["data"], exemplars);
+    // SIGKILL, then both are read back.
+    drop(server);
     let server = Server::start(dir.path(), &[]);
     let metadata = get_json(&server.url("/api/v1/metadata"));
     assert_eq!(metadata["data"], expected, "after a restart: {metadata}");
+    let exemplars_url =
+        exemplars_url.replace(exemplars_url.split("/api").next().unwrap(), &server.url(""));
+    assert_eq!(get_json(&exemplars_url)["data"], exemplars);
 }
 
 #[test]

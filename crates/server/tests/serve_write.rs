@@ -351,6 +351,7 @@ fn otlp_protobuf_and_json_with_partial_success() {
         start_time_unix_nano: 0,
         time_unix_nano: ts as u64 * 1_000_000,
         value: Some(number_data_point::Value::AsDouble(v)),
+        exemplars: Vec::new(),
     };
     let request = ExportMetricsServiceRequest {
         resource_metrics: vec![ResourceMetrics {

@@ -55,6 +55,8 @@ pub enum Target {
     Alertmanager(String),
     /// One JSON line per delivery appended to a file, synced.
     File(PathBuf),
+    /// Email, Slack, PagerDuty, VictorOps or a templated webhook (`notify/contacts`).
+    Contact(Box<super::contacts::Contact>),
 }
 
 #[derive(Clone, Debug)]
@@ -218,6 +220,13 @@ struct ReceiverFile {
     #[serde(default)]
     escalate: Vec<StepFile>,
     resend: Option<String>,
+    // ---- contacts (notify/contacts) ----
+    email: Option<super::contacts::EmailFile>,
+    slack: Option<super::contacts::SlackFile>,
+    pagerduty: Option<super::contacts::PagerDutyFile>,
+    victorops: Option<super::contacts::VictorOpsFile>,
+    template: Option<String>,
+    content_type: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -307,13 +316,29 @@ fn receiver(f: &ReceiverFile) -> Result<Receiver, String> {
             "{what}: a name is 1-48 of [A-Za-z0-9_-] (it names files and journal subscribers)"
         ));
     }
-    let target = match (&f.webhook, &f.alertmanager, &f.file) {
-        (Some(u), None, None) => Target::Webhook(url(&what, u)?),
-        (None, Some(u), None) => Target::Alertmanager(url(&what, u)?.trim_end_matches('/').into()),
-        (None, None, Some(p)) => Target::File(p.clone()),
+    // ---- contacts (notify/contacts) ----
+    let contact = super::contacts::parse(
+        &what,
+        &super::contacts::Files {
+            email: f.email.as_ref(),
+            slack: f.slack.as_ref(),
+            pagerduty: f.pagerduty.as_ref(),
+            victorops: f.victorops.as_ref(),
+            webhook: f.webhook.as_deref(),
+            template: f.template.as_deref(),
+            content_type: f.content_type.as_deref(),
+        },
+    )?;
+    let target = match (contact, &f.webhook, &f.alertmanager, &f.file) {
+        (Some(c), _, None, None) => Target::Contact(Box::new(c)),
+        (None, Some(u), None, None) => Target::Webhook(url(&what, u)?),
+        (None, None, Some(u), None) => {
+            Target::Alertmanager(url(&what, u)?.trim_end_matches('/').into())
+        }
+        (None, None, None, Some(p)) => Target::File(p.clone()),
         _ => {
             return Err(format!(
-                "{what}: give exactly one of webhook, alertmanager or file"
+                "{what}: give exactly one of webhook, alertmanager, file, email, slack, pagerduty or victorops"
             ))
         }
     };

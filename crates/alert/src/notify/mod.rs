@@ -12,6 +12,7 @@
 //! record (each evaluation period).
 
 pub mod config;
+pub mod contacts;
 pub mod send;
 // ---- routing side: grouping timers, inhibition, windows, alertmanager.yml ----
 pub mod amconfig;
@@ -125,6 +126,9 @@ struct Sent {
     /// Suppressed by a dependency: not part of its group's notifications.
     #[serde(default)]
     held: bool,
+    /// The acknowledgement was sent (contacts that track acknowledgements).
+    #[serde(default)]
+    ack_sent: bool,
 }
 
 /// A worker's saved state: the journal offset it covers and what it notified.
@@ -523,6 +527,7 @@ impl Notifier {
             s.firing_sent = false;
             s.escalated.clear();
             s.reminders = 0;
+            s.ack_sent = false;
         }
         s.labels = labels;
         s.annotations = labels_map(&i.annotations);
@@ -579,6 +584,13 @@ impl Notifier {
             return;
         }
         let acked = self.acked(fp, s.fired_ms, t_ms);
+        // ---- contacts: PagerDuty and VictorOps are told of acknowledgements ----
+        let tracks_acks = matches!(&recv.target, Target::Contact(k) if k.wants_acks());
+        if acked && tracks_acks && !s.ack_sent {
+            s.ack_sent = true;
+            let a = firing_out(fp, s);
+            push(out, &recv.name, s, "acknowledged", a);
+        }
         let resend = matches!(recv.target, Target::Alertmanager(_))
             && t_ms - s.last_sent_ms >= recv.resend_ms;
         let remind = !acked
@@ -865,30 +877,38 @@ impl Notifier {
             };
             let before = state.clone();
             let planned = self.plan(receiver, state, &r);
-            for (idx, p) in planned.iter().enumerate() {
-                if (idx as u64) < skip {
-                    continue;
-                }
-                let key = format!(
-                    "{:016x}",
-                    fnv1a(&[
-                        p.group_key.as_bytes(),
-                        p.receiver.as_bytes(),
-                        &offset.to_le_bytes(),
-                        &(idx as u64).to_le_bytes(),
-                    ])
-                );
-                if self
-                    .deliver(engine, sender, p, &key, &receiver.name)
-                    .is_err()
-                {
-                    return Err("stopping".into());
-                }
-                if saved.elapsed() >= interval && idx + 1 < planned.len() {
+            let keys: Vec<String> = planned
+                .iter()
+                .enumerate()
+                .map(|(idx, p)| {
+                    format!(
+                        "{:016x}",
+                        fnv1a(&[
+                            p.group_key.as_bytes(),
+                            p.receiver.as_bytes(),
+                            &offset.to_le_bytes(),
+                            &(idx as u64).to_le_bytes(),
+                        ])
+                    )
+                })
+                .collect();
+            // Pipelined (send.rs): `done` deliveries from the start are accepted.
+            let from = (skip as usize).min(planned.len());
+            self.deliver_all(
+                engine,
+                sender,
+                &planned,
+                &keys,
+                from,
+                &receiver.name,
+                |done| {
+                    if saved.elapsed() < interval || done >= planned.len() {
+                        return Ok(());
+                    }
                     // Mid-record: the state before it, and how many of its deliveries are done.
                     let progress = WorkerState {
                         offset,
-                        skip: idx as u64 + 1,
+                        skip: done as u64,
                         ..before.clone()
                     };
                     let t = Instant::now();
@@ -897,8 +917,9 @@ impl Notifier {
                         .max(t.elapsed() * SAVE_SHARE_INVERSE)
                         .min(SAVE_INTERVAL_MAX);
                     saved = Instant::now();
-                }
-            }
+                    Ok(())
+                },
+            )?;
             if saved.elapsed() >= interval {
                 let t = Instant::now();
                 state.offset = end;

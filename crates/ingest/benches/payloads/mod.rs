@@ -218,6 +218,7 @@ pub fn remote_write_body() -> Vec<u8> {
                 })
                 .collect(),
             histograms: Vec::new(),
+            exemplars: Vec::new(),
         })
         .collect();
     let raw = proto::WriteRequest { timeseries }.encode_to_vec();

@@ -1,7 +1,7 @@
 //! The subset of upstream `opentelemetry/proto/collector/metrics/v1/metrics_service.proto`,
 //! `metrics/v1/metrics.proto`, `resource/v1/resource.proto` and `common/v1/common.proto` Strata
 //! reads, as prost derive structs (no build script, no `protoc`) with the upstream field
-//! numbers. Fields not listed (exemplars, flags, schema URLs, scope) are skipped as unknown.
+//! numbers. Fields not listed (flags, schema URLs, scope) are skipped as unknown.
 //!
 //! The same structs read the OTLP JSON encoding through serde: field names in lowerCamelCase,
 //! a oneof's member as a field of the enclosing object, 64-bit integers as strings or numbers,
@@ -137,6 +137,44 @@ pub struct NumberDataPoint {
     #[prost(oneof = "number_data_point::Value", tags = "4, 6")]
     #[serde(flatten)]
     pub value: Option<number_data_point::Value>,
+    #[prost(message, repeated, tag = "5")]
+    pub exemplars: Vec<Exemplar>,
+}
+
+/// `Exemplar { filtered_attributes = 7; time_unix_nano = 2; oneof value { double as_double
+/// = 3; sfixed64 as_int = 6; } bytes span_id = 4; bytes trace_id = 5; }` (ids are hex text in
+/// JSON).
+#[derive(Clone, PartialEq, prost::Message, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Exemplar {
+    #[prost(message, repeated, tag = "7")]
+    pub filtered_attributes: Vec<KeyValue>,
+    #[prost(fixed64, tag = "2")]
+    #[serde(deserialize_with = "json::u64")]
+    pub time_unix_nano: u64,
+    #[prost(oneof = "exemplar::Value", tags = "3, 6")]
+    #[serde(flatten)]
+    pub value: Option<exemplar::Value>,
+    #[prost(bytes = "vec", tag = "4")]
+    #[serde(deserialize_with = "json::hex")]
+    pub span_id: Vec<u8>,
+    #[prost(bytes = "vec", tag = "5")]
+    #[serde(deserialize_with = "json::hex")]
+    pub trace_id: Vec<u8>,
+}
+
+pub mod exemplar {
+    use serde::Deserialize;
+
+    #[derive(Clone, Copy, PartialEq, prost::Oneof, Deserialize)]
+    pub enum Value {
+        #[prost(double, tag = "3")]
+        #[serde(rename = "asDouble", deserialize_with = "super::json::f64")]
+        AsDouble(f64),
+        #[prost(sfixed64, tag = "6")]
+        #[serde(rename = "asInt", deserialize_with = "super::json::i64")]
+        AsInt(i64),
+    }
 }
 
 pub mod number_data_point {
@@ -184,6 +222,8 @@ pub struct HistogramDataPoint {
     #[prost(double, optional, tag = "12")]
     #[serde(deserialize_with = "json::opt_f64")]
     pub max: Option<f64>,
+    #[prost(message, repeated, tag = "8")]
+    pub exemplars: Vec<Exemplar>,
 }
 
 /// `ExponentialHistogramDataPoint { attributes = 1; start_time_unix_nano = 2;
@@ -224,6 +264,8 @@ pub struct ExponentialHistogramDataPoint {
     #[prost(double, tag = "14")]
     #[serde(deserialize_with = "json::f64")]
     pub zero_threshold: f64,
+    #[prost(message, repeated, tag = "11")]
+    pub exemplars: Vec<Exemplar>,
 }
 
 /// `Buckets { sint32 offset = 1; repeated uint64 bucket_counts = 2; }`.
@@ -374,6 +416,20 @@ mod json {
                 other => Err(D::Error::custom(format!("unknown temporality `{other}`"))),
             },
         }
+    }
+
+    /// A trace or span id: hex text in OTLP JSON.
+    pub fn hex<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(d)?;
+        let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+        if !text.len().is_multiple_of(2) {
+            return Err(D::Error::custom("a trace or span id is not hex"));
+        }
+        text.as_bytes()
+            .chunks_exact(2)
+            .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+            .collect::<Option<Vec<u8>>>()
+            .ok_or_else(|| D::Error::custom("a trace or span id is not hex"))
     }
 
     pub fn base64<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {

@@ -54,6 +54,7 @@ pub fn router(app: Shared) -> Router {
                 app.store.clone(),
                 promql::http::Options {
                     metadata: app.metadata.clone(),
+                    exemplars: app.exemplars.clone(),
                     limits: promql_limits(&app),
                     ..super::alerts::promql_options()
                 },

@@ -140,10 +140,12 @@ impl MetadataSource for Registry {
     }
 }
 
-/// A sink that passes everything to `inner` and keeps the metadata a body describes.
+/// A sink that passes everything to `inner` and keeps the metadata and exemplars a body
+/// carries.
 pub struct Described<'s, S: ?Sized> {
     pub inner: &'s mut S,
     pub metadata: &'s mut Vec<MetadataOwned>,
+    pub exemplars: &'s mut Vec<ingest::ExemplarOwned>,
 }
 
 impl<S: Sink + ?Sized> Sink for Described<'_, S> {
@@ -172,6 +174,7 @@ impl<S: Sink + ?Sized> Sink for Described<'_, S> {
     ) {
         if scope == ingest::Scope::Whole {
             self.metadata.clear();
+            self.exemplars.clear();
         }
         self.inner.reject(location, reason, scope)
     }
@@ -189,6 +192,10 @@ impl<S: Sink + ?Sized> Sink for Described<'_, S> {
         if self.metadata.len() < ingest::batch::METADATA_PER_BATCH_MAX {
             self.metadata.push(metadata.to_owned());
         }
+    }
+
+    fn exemplar(&mut self, exemplar: &ingest::Exemplar<'_>) {
+        super::exemplars::collect(self.exemplars, exemplar);
     }
 }
 

@@ -11,6 +11,7 @@ mod budget;
 mod clustered;
 mod conn;
 mod download;
+mod exemplars;
 mod graphite;
 mod http;
 mod kept;
@@ -65,6 +66,8 @@ pub struct App {
     pub series_ids: SeriesCache,
     /// Metric metadata senders described (`/api/v1/metadata`).
     pub metadata: Arc<metadata::Registry>,
+    /// Exemplars senders sent (`/api/v1/query_exemplars`).
+    pub exemplars: Arc<exemplars::Exemplars>,
     /// The addresses actually bound (port 0 resolved), for the landing page's examples.
     pub listening: Listening,
     /// This process's part of a cluster (`--cluster`); `None` for a single node.
@@ -563,6 +566,7 @@ fn new_app(
 ) -> App {
     App {
         metadata: Arc::new(metadata::Registry::open(store.dir())),
+        exemplars: Arc::new(exemplars::Exemplars::open(store.dir())),
         store,
         config: config.clone(),
         http_loopback,
@@ -575,9 +579,7 @@ fn new_app(
         series_ids: series_cache_from_env(),
         listening,
         cluster,
-        otlp: ingest::otlp::Translation {
-            promote: config.otlp.promote_resource_attributes.clone(),
-        },
+        otlp: config.otlp.translation(),
     }
 }
 

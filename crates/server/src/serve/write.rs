@@ -137,6 +137,7 @@ fn read_and_write(
     let (buffers, mut raw) = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
     let mut written = None;
     let mut described = Vec::new();
+    let mut exemplars = Vec::new();
     let options = Options {
         ts_min_ms: accepted_oldest_ms(app.store.options(), now_ms),
         ..Options::at(now_ms)
@@ -150,15 +151,21 @@ fn read_and_write(
         &mut raw,
         &mut written,
         &mut described,
+        &mut exemplars,
         &app.otlp,
     );
     inserted.batch.set_origin(origin);
     let result = app.store_inserted(Some(protocol.endpoint()), &mut inserted, sender);
+    let mut exemplars_kept = 0;
     if result.is_ok() && !inserted.stopped {
         app.metadata.record(&described);
+        exemplars_kept = app.exemplars.record(&exemplars);
     }
     let outcome = Outcome {
-        written: written.map(|w| stored_share(w, &inserted)),
+        written: written.map(|w| ingest::remote_write2::Written {
+            exemplars: exemplars_kept,
+            ..stored_share(w, &inserted)
+        }),
         duplicate: matches!(result, Ok(Written::Duplicate)),
         accepted: inserted.accepted,
         rejected_total: inserted.rejected_total,
@@ -221,7 +228,7 @@ fn stored_share(
 
 /// One body through its protocol's parser into the insert sink; a remote write 2.0 body's
 /// written counts into `written`, the metric metadata a remote write body describes into
-/// `described`.
+/// `described`, the exemplars it carries into `exemplars`.
 // The body's inputs and its three outputs: a struct for them would only rename the arguments.
 #[allow(clippy::too_many_arguments)]
 fn read(
@@ -233,6 +240,7 @@ fn read(
     raw: &mut Vec<u8>,
     written: &mut Option<ingest::remote_write2::Written>,
     described: &mut Vec<ingest::MetadataOwned>,
+    exemplars: &mut Vec<ingest::ExemplarOwned>,
     otlp: &ingest::otlp::Translation,
 ) -> Inserted {
     let options = *options;
@@ -258,9 +266,11 @@ fn read(
             let decompressed = ingest::remote_write::decompress_into(body, raw);
             insert::insert(setup, buffers, |sink| {
                 described.clear();
+                exemplars.clear();
                 let mut sink = Described {
                     inner: sink,
                     metadata: described,
+                    exemplars,
                 };
                 match &decompressed {
                     Ok(()) => {
@@ -274,9 +284,11 @@ fn read(
             let decompressed = ingest::remote_write::decompress_into(body, raw);
             insert::insert(setup, buffers, |sink| {
                 described.clear();
+                exemplars.clear();
                 let mut sink = Described {
                     inner: sink,
                     metadata: described,
+                    exemplars,
                 };
                 *written = Some(match &decompressed {
                     Ok(()) => {
@@ -291,9 +303,11 @@ fn read(
         }
         Protocol::Otlp { json } => insert::insert(setup, buffers, |sink| {
             described.clear();
+            exemplars.clear();
             let mut sink = Described {
                 inner: sink,
                 metadata: described,
+                exemplars,
             };
             if json {
                 ingest::otlp::parse_json_with(body, &options, otlp, &mut sink)

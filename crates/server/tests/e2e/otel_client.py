@@ -1,6 +1,8 @@
 """The OpenTelemetry Python SDK with the OTLP/HTTP (protobuf, gzip) exporter: an exponential
 histogram (ExponentialBucketHistogramAggregation view, delta temporality) and a cumulative
-counter, exported once by force_flush."""
+counter, exported once by force_flush. Names as Prometheus's OTLP receiver makes them by default:
+the histogram of unit "ms" is e2e_otel_latency_milliseconds, the counter e2e_otel_requests_total,
+resource attribute host.name is host_name."""
 
 import logging
 import math
@@ -86,15 +88,15 @@ def main():
     scale = sdk_scale(VALUES)
 
     def values():
-        s = fetch("and(__name:e2e_otel_latency)", start, end, transform="count")
+        s = fetch("and(__name:e2e_otel_latency_milliseconds)", start, end, transform="count")
         check("otel: one histogram stream tagged job (service.name) and route, host.name only "
-              "on target_info",
+              "on target_info (as host_name)",
               len(s) == 1 and {"job:e2e-otel", "route:/checkout"} <= set(s[0]["tags"])
-              and not any(t.startswith("host.name:") for t in s[0]["tags"]), s)
+              and not any(t.startswith(("host.name:", "host_name:")) for t in s[0]["tags"]), s)
         total = sum(d["value"] for x in s for d in x["data"] if d.get("value"))
         check("otel: exponential histogram count = 150", total == len(VALUES), s)
         qs = [0.5, 0.9, 0.99]
-        s = fetch("and(__name:e2e_otel_latency)", start, end, period="3600s",
+        s = fetch("and(__name:e2e_otel_latency_milliseconds)", start, end, period="3600s",
                   transform="quantile:" + ",".join(map(str, qs)))
         vals = [d["value"] for x in s for d in x["data"] if d.get("value")]
         for i, q in enumerate(qs):
@@ -102,24 +104,24 @@ def main():
             got = vals[0][i] if len(vals) == 1 else None
             check(f"otel: quantile {q} in [{lo:.4g}, {hi:.4g}] (scale {scale}, fetch)",
                   within(got, lo, hi), vals)
-        s = fetch("and(__name:e2e_otel_requests)", start, end)
+        s = fetch("and(__name:e2e_otel_requests_total)", start, end)
         lasts = [d["last"] for x in s for d in x["data"] if d.get("count")]
         check("otel: cumulative counter = 42", lasts[-1:] == [42], s)
         if prom_available():
             t = now_ms() / 1000
             lo, hi = quantile_range_exp(VALUES, 0.5, scale)
-            r = prom_instant("histogram_quantile(0.5, e2e_otel_latency)", t)
+            r = prom_instant("histogram_quantile(0.5, e2e_otel_latency_milliseconds)", t)
             got = list(r.values())[0] if len(r) == 1 else None
             check(f"otel: histogram_quantile(0.5) in [{lo:.4g}, {hi:.4g}] (PromQL)",
                   within(got, lo, hi), r)
-            r = prom_instant('e2e_otel_requests{route="/checkout"}', t)
+            r = prom_instant('e2e_otel_requests_total{route="/checkout"}', t)
             check("otel: counter = 42 (PromQL)", list(r.values()) == [42.0], r)
             m = prom("/api/v1/metadata", {}, post=False)
             kinds = {name: [e.get("type") for e in entries] for name, entries in m.items()}
             check("otel: /api/v1/metadata types from OTLP (counter, histogram, ms)",
-                  kinds.get("e2e_otel_requests") == ["counter"]
-                  and kinds.get("e2e_otel_latency") == ["histogram"]
-                  and m["e2e_otel_latency"][0].get("unit") == "ms", m)
+                  kinds.get("e2e_otel_requests_total") == ["counter"]
+                  and kinds.get("e2e_otel_latency_milliseconds") == ["histogram"]
+                  and m["e2e_otel_latency_milliseconds"][0].get("unit") == "ms", m)
     run_checks("otel values", values)
     finish()
 

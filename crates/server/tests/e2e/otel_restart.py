@@ -4,7 +4,8 @@ deployment sets through OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (service.
 stable service.instance.id, deployment.environment). Labels follow the OpenTelemetry-Prometheus
 compatibility spec: job = "shop/cart", instance = the instance id, deployment.environment
 promoted by the server's config, every other resource attribute on `target_info` only; so both
-processes write one series."""
+processes write one series. Names as Prometheus's OTLP receiver makes them by default: the
+counter is e2e_restart_requests_total, attribute keys have `_` for `.`."""
 
 import logging
 import os
@@ -22,7 +23,7 @@ from opentelemetry.sdk.resources import Resource  # noqa: E402
 
 from common import BASE, check, fetch, finish, now_ms, poll, run_checks, tags_of  # noqa: E402
 
-SERIES_TAGS = {"job:shop/cart", "instance:cart-1", "deployment.environment:e2e",
+SERIES_TAGS = {"job:shop/cart", "instance:cart-1", "deployment_environment:e2e",
                "route:/buy"}
 ADDED = {"first": 5, "second": 7}
 
@@ -56,7 +57,7 @@ def main():
         want = ADDED[phase]
 
         def current():
-            s = fetch("and(__name:e2e_restart_requests)", start, end)
+            s = fetch("and(__name:e2e_restart_requests_total)", start, end)
             lasts = [d["last"] for x in s for d in x["data"] if d.get("count")]
             return s if lasts and lasts[-1] == want else None
 
@@ -66,9 +67,9 @@ def main():
         info = fetch("and(__name:target_info)", start, end)
         mine = [x for x in info if "job:shop/cart" in tags_of(x)]
         check(f"otel restart ({phase}): one target_info with the other resource attributes",
-              len(mine) == 1 and {"instance:cart-1", "host.name:h1",
-                                  "telemetry.sdk.language:python"} <= tags_of(mine[0])
-              and not any(t.startswith("service.") for t in tags_of(mine[0])), info)
+              len(mine) == 1 and {"instance:cart-1", "host_name:h1",
+                                  "telemetry_sdk_language:python"} <= tags_of(mine[0])
+              and not any(t.startswith(("service.", "service_")) for t in tags_of(mine[0])), info)
     run_checks(f"otel restart ({phase})", series)
     finish()
 
