@@ -15,6 +15,10 @@
 //!   `DELETE` removes it. Acknowledged alerts get no reminders and no escalation.
 //! - `GET /api/strata/v1/notifications?fp=` — recent deliveries (receiver, key, attempts,
 //!   outcome) and the acknowledgements.
+//! - `GET /api/strata/v1/maintenance` — every window (file and API), whether active now and
+//!   its next start; `PUT /api/strata/v1/maintenance/{name}` — creates or replaces an API
+//!   window (JSON, the fields of a `[[maintenance]]` table; 201 created, 200 replaced);
+//!   `GET` one, `DELETE` one (404 when there is none, 409 for a file window).
 //! - `POST /api/strata/v1/receivers/{name}/test`, `…/pagerduty`, `…/slack` — a test
 //!   notification and inbound acknowledgements (`inbound`).
 //!
@@ -72,6 +76,11 @@ pub fn router(engine: Arc<Engine>, wait_max_ms: i64) -> Router {
             post(ack_post).delete(ack_delete),
         )
         .route("/api/strata/v1/notifications", get(notifications))
+        .route("/api/strata/v1/maintenance", get(windows_list))
+        .route(
+            "/api/strata/v1/maintenance/{name}",
+            get(window_get).put(window_put).delete(window_delete),
+        )
         .route(
             "/api/strata/v1/rules",
             get(rules).delete(rules_delete_owned),
@@ -399,6 +408,119 @@ async fn notifications(
             "dropped": dropped,
         }),
     )
+}
+
+// ---- maintenance windows ----
+
+fn window_json(w: &crate::notify::window::Window, api_made: bool, now_ms: i64) -> Value {
+    let mut v = serde_json::to_value(&w.spec).unwrap_or(Value::Null);
+    v["source"] = json!(if api_made { "api" } else { "file" });
+    let occ = w.occurrence_at(now_ms);
+    v["active"] = json!(occ.is_some());
+    if let Some((s, e)) = occ {
+        v["active_from"] = json!(crate::util::rfc3339(s));
+        v["active_until"] = json!(crate::util::rfc3339(e));
+    }
+    v["next_start"] = w
+        .next_start(now_ms)
+        .map_or(Value::Null, |t| json!(crate::util::rfc3339(t)));
+    v
+}
+
+async fn windows_list(State(api): State<Arc<Api>>) -> Response {
+    let n = match notifier(&api) {
+        Ok(n) => n,
+        Err(r) => return *r,
+    };
+    let now = crate::util::wall_ms();
+    let list: Vec<Value> = n
+        .windows()
+        .iter()
+        .map(|(w, a)| window_json(w, *a, now))
+        .collect();
+    json_body(StatusCode::OK, &json!({ "windows": list }))
+}
+
+async fn window_get(State(api): State<Arc<Api>>, Path(name): Path<String>) -> Response {
+    let n = match notifier(&api) {
+        Ok(n) => n,
+        Err(r) => return *r,
+    };
+    let now = crate::util::wall_ms();
+    match n.windows().iter().find(|(w, _)| w.name() == name) {
+        Some((w, a)) => json_body(StatusCode::OK, &window_json(w, *a, now)),
+        None => error(
+            StatusCode::NOT_FOUND,
+            format!("no maintenance window '{name}'"),
+        ),
+    }
+}
+
+async fn window_put(
+    State(api): State<Arc<Api>>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
+    let n = match notifier(&api) {
+        Ok(n) => n.clone(),
+        Err(r) => return *r,
+    };
+    let mut spec: crate::notify::window::WindowSpec = match serde_json::from_slice(&body) {
+        Ok(s) => s,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("maintenance window body: {e}"),
+            )
+        }
+    };
+    if !spec.name.is_empty() && spec.name != name {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("name: '{}' differs from the path's '{name}'", spec.name),
+        );
+    }
+    spec.name = name.clone();
+    let key = name;
+    match tokio::task::spawn_blocking(move || n.put_window(spec)).await {
+        Ok(Ok(replaced)) => {
+            let status = if replaced {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
+            json_body(status, &json!({ "name": key, "replaced": replaced }))
+        }
+        Ok(Err(e)) if e.contains("(read-only)") => error(StatusCode::CONFLICT, e),
+        Ok(Err(e)) if e.starts_with("maintenance") || e.starts_with("at most") => {
+            error(StatusCode::BAD_REQUEST, e)
+        }
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+async fn window_delete(State(api): State<Arc<Api>>, Path(name): Path<String>) -> Response {
+    let n = match notifier(&api) {
+        Ok(n) => n.clone(),
+        Err(r) => return *r,
+    };
+    if n.config().maintenance.iter().any(|w| w.name() == name) {
+        return error(
+            StatusCode::CONFLICT,
+            format!("maintenance '{name}' is defined in the configuration file (read-only)"),
+        );
+    }
+    let key = name.clone();
+    match tokio::task::spawn_blocking(move || n.delete_window(&key)).await {
+        Ok(Ok(true)) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Ok(false)) => error(
+            StatusCode::NOT_FOUND,
+            format!("no maintenance window '{name}' made through the API"),
+        ),
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
 }
 
 fn time_param(q: &HashMap<String, String>, k: &str) -> Result<Option<i64>, String> {

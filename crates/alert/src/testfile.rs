@@ -26,6 +26,31 @@
 //! compared are the instances firing or recovering (optionally `state = "recovering"`), by
 //! labels and annotations. The run goes through the same cycle as live evaluation, over a
 //! temporary store.
+//!
+//! Notifications: with a notify configuration (`notify_file = "notify.toml"`, or the same
+//! tables inline under `[notify]`), every receiver's worker reads the run's records as it
+//! would live, and `[[notification_test]]` compares the notifications made in
+//! `(previous eval_time, eval_time]` with `exp_notifications` (in order): `receiver`, `status`,
+//! and when given `at` (the record time), `group` (group labels) and `alerts` (each a subset of
+//! one notified alert's labels, all alerts counted). `[[ack]]` acknowledges, at `at`, the
+//! firing alerts whose labels include `labels` (optionally `until`). `start` (RFC 3339) puts
+//! time 0 at a real date, for windows in a time zone (DST days).
+//!
+//! ```toml
+//! start = "2026-03-29T00:00:00Z"
+//! notify_file = "notify.toml"
+//! [[ack]]
+//! at = "20m"
+//! labels = { alertname = "login-slow" }
+//! [[notification_test]]
+//! eval_time = "10m"
+//! [[notification_test.exp_notifications]]
+//! receiver = "team"
+//! status = "firing"
+//! at = "7m"
+//! group = { alertname = "login-slow" }
+//! alerts = [{ app = "web" }]
+//! ```
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -60,6 +85,81 @@ pub struct TestFile {
     pub input_series: Vec<InputSeries>,
     #[serde(default)]
     pub alert_rule_test: Vec<AlertTest>,
+    // ---- notifications ----
+    #[serde(default)]
+    pub start: Option<String>,
+    #[serde(default)]
+    pub notify_file: Option<String>,
+    #[serde(default)]
+    pub notify: Option<toml::Table>,
+    #[serde(default)]
+    pub ack: Vec<AckSpec>,
+    #[serde(default)]
+    pub notification_test: Vec<NotificationTest>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AckSpec {
+    pub at: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub until: Option<String>,
+    #[serde(default)]
+    pub note: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationTest {
+    pub eval_time: String,
+    #[serde(default)]
+    pub exp_notifications: Vec<ExpNotification>,
+}
+
+/// An expected notification (and, filled in, one that was made).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExpNotification {
+    pub receiver: String,
+    pub status: String,
+    #[serde(default)]
+    pub at: Option<String>,
+    #[serde(default)]
+    pub group: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub alerts: Option<Vec<BTreeMap<String, String>>>,
+}
+
+impl ExpNotification {
+    /// One line: `receiver status at 7m group {…} alerts [{…}, …]`.
+    pub fn text(&self) -> String {
+        let map = |m: &BTreeMap<String, String>| {
+            let p: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+            format!("{{{}}}", p.join(", "))
+        };
+        let mut t = format!("{} {}", self.receiver, self.status);
+        if let Some(at) = &self.at {
+            t.push_str(&format!(" at {at}"));
+        }
+        if let Some(g) = &self.group {
+            t.push_str(&format!(" group {}", map(g)));
+        }
+        if let Some(a) = &self.alerts {
+            let list: Vec<String> = a.iter().map(map).collect();
+            t.push_str(&format!(" alerts [{}]", list.join(", ")));
+        }
+        t
+    }
+}
+
+/// A failed notification expectation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NotifyFailure {
+    pub eval_time_ms: i64,
+    pub expected: Vec<ExpNotification>,
+    pub got: Vec<ExpNotification>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -112,6 +212,7 @@ pub struct Failure {
 pub struct Report {
     pub checks: usize,
     pub failures: Vec<Failure>,
+    pub notify_failures: Vec<NotifyFailure>,
     /// Every record the run made, in order.
     pub records: Vec<Record>,
 }
@@ -270,9 +371,21 @@ pub fn write_series(
     from: usize,
     to: usize,
 ) -> Result<(), String> {
+    write_series_at(store, series, interval_ms, 0, from, to)
+}
+
+/// As `write_series`, value `i` at `origin_ms + i × interval`.
+pub fn write_series_at(
+    store: &Store,
+    series: &[(StreamKey, Vec<Val>)],
+    interval_ms: i64,
+    origin_ms: i64,
+    from: usize,
+    to: usize,
+) -> Result<(), String> {
     for i in from..to {
         let mut b = WriteBatch::new();
-        let ts = i as i64 * interval_ms;
+        let ts = origin_ms + i as i64 * interval_ms;
         for (key, vals) in series {
             let r = match vals.get(i) {
                 Some(Val::Num(x)) => b.numeric(key, ts, *x),
@@ -366,6 +479,16 @@ pub fn run(t: &TestFile, base_dir: &Path, scratch: &Path) -> Result<Report, Stri
     if interval < store::BASE_PERIOD_MS_MIN || interval % 1000 != 0 {
         return Err("evaluation_interval: whole seconds, at least 1s".into());
     }
+    let origin = match &t.start {
+        None => 0,
+        Some(s) => {
+            let ms = crate::notify::config::parse_time_ms(s).map_err(|e| format!("start: {e}"))?;
+            if ms % interval != 0 {
+                return Err("start: a multiple of evaluation_interval since the epoch".into());
+            }
+            ms
+        }
+    };
     let rulesets = load_rulesets(t, base_dir, interval)?;
     let series = parse_series(t)?;
     let mut checks: Vec<(i64, &AlertTest)> = t
@@ -374,13 +497,24 @@ pub fn run(t: &TestFile, base_dir: &Path, scratch: &Path) -> Result<Report, Stri
         .map(|a| parse_duration_ms(&a.eval_time).map(|ms| (ms, a)))
         .collect::<Result<_, _>>()?;
     checks.sort_by_key(|c| c.0);
-    let store = temp_store(scratch, interval)?;
+    let mut notify_checks: Vec<(i64, &NotificationTest)> = t
+        .notification_test
+        .iter()
+        .map(|n| parse_duration_ms(&n.eval_time).map(|ms| (ms, n)))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("notification_test eval_time: {e}"))?;
+    notify_checks.sort_by_key(|c| c.0);
+    let notifier = notifier(t, base_dir, scratch)?;
+    if notifier.is_none() && !notify_checks.is_empty() {
+        return Err("notification_test needs notify_file or [notify]".into());
+    }
+    let store = temp_store(&scratch.join("store"), interval)?;
     let values = series.iter().map(|s| s.1.len()).max().unwrap_or(0);
-    write_series(&store, &series, interval, 0, values)?;
-    let mut b = Backtest::new(&store, rulesets, 0)?;
+    write_series_at(&store, &series, interval, origin, 0, values)?;
+    let mut b = Backtest::new(&store, rulesets, origin)?;
     let mut report = Report::default();
     for (ms, a) in checks {
-        report.records.extend(b.run_until(ms));
+        report.records.extend(b.run_until(origin + ms));
         let got = actual(&b, &a.alertname);
         report.checks += 1;
         if !matches(&a.exp_alerts, &got) {
@@ -392,9 +526,127 @@ pub fn run(t: &TestFile, base_dir: &Path, scratch: &Path) -> Result<Report, Stri
             });
         }
     }
+    if let Some(last) = notify_checks.last() {
+        report.records.extend(b.run_until(origin + last.0));
+    }
     drop(b);
     store.close().map_err(|e| e.to_string())?;
+    if let Some(n) = notifier {
+        check_notifications(t, &n, origin, &notify_checks, &mut report)?;
+    }
     Ok(report)
+}
+
+fn notifier(
+    t: &TestFile,
+    base_dir: &Path,
+    scratch: &Path,
+) -> Result<Option<crate::notify::Notifier>, String> {
+    let config = match (&t.notify_file, &t.notify) {
+        (None, None) => return Ok(None),
+        (Some(f), None) => {
+            let path = base_dir.join(f);
+            crate::notify::Config::load(&path).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        (None, Some(table)) => {
+            let text = toml::to_string(table).map_err(|e| format!("[notify]: {e}"))?;
+            crate::notify::Config::parse(&text).map_err(|e| format!("[notify]: {e}"))?
+        }
+        (Some(_), Some(_)) => return Err("give notify_file or [notify], not both".into()),
+    };
+    crate::notify::Notifier::open(Arc::new(config), &scratch.join("alerts")).map(Some)
+}
+
+fn check_notifications(
+    t: &TestFile,
+    n: &crate::notify::Notifier,
+    origin: i64,
+    checks: &[(i64, &NotificationTest)],
+    report: &mut Report,
+) -> Result<(), String> {
+    let acks = t
+        .ack
+        .iter()
+        .map(|a| {
+            Ok(crate::notify::simulate::SimAck {
+                at_ms: origin + parse_duration_ms(&a.at).map_err(|e| format!("ack at: {e}"))?,
+                until_ms: a
+                    .until
+                    .as_deref()
+                    .map(|u| parse_duration_ms(u).map(|ms| origin + ms))
+                    .transpose()
+                    .map_err(|e| format!("ack until: {e}"))?,
+                labels: a.labels.clone(),
+                note: a.note.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let made = n.simulate(&report.records, &acks);
+    let mut from = i64::MIN;
+    for (ms, c) in checks {
+        let to = origin + ms;
+        let got: Vec<&crate::notify::simulate::Simulated> = made
+            .iter()
+            .filter(|m| m.t_ms > from && m.t_ms <= to)
+            .collect();
+        from = to;
+        report.checks += 1;
+        let ok = got.len() == c.exp_notifications.len()
+            && c.exp_notifications
+                .iter()
+                .zip(&got)
+                .all(|(e, g)| notification_matches(e, g, origin));
+        if !ok {
+            report.notify_failures.push(NotifyFailure {
+                eval_time_ms: *ms,
+                expected: c.exp_notifications.clone(),
+                got: got.iter().map(|g| as_expected(g, origin)).collect(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn as_expected(g: &crate::notify::simulate::Simulated, origin: i64) -> ExpNotification {
+    ExpNotification {
+        receiver: g.receiver.clone(),
+        status: g.status.clone(),
+        at: Some(crate::util::format_duration(g.t_ms - origin)),
+        group: Some(g.group_labels.clone()),
+        alerts: Some(g.alerts.iter().map(|a| a.0.clone()).collect()),
+    }
+}
+
+fn notification_matches(
+    e: &ExpNotification,
+    g: &crate::notify::simulate::Simulated,
+    origin: i64,
+) -> bool {
+    let at_ok =
+        e.at.as_deref()
+            .is_none_or(|a| parse_duration_ms(a).is_ok_and(|ms| origin + ms == g.t_ms));
+    let alerts_ok = e.alerts.as_ref().is_none_or(|want| {
+        // Each expected alert a subset of a distinct notified one.
+        let mut used = vec![false; g.alerts.len()];
+        want.len() == g.alerts.len()
+            && want.iter().all(|w| {
+                let hit = g.alerts.iter().enumerate().find(|(k, (labels, _))| {
+                    !used[*k] && w.iter().all(|(name, v)| labels.get(name) == Some(v))
+                });
+                match hit {
+                    Some((k, _)) => {
+                        used[k] = true;
+                        true
+                    }
+                    None => false,
+                }
+            })
+    });
+    e.receiver == g.receiver
+        && e.status == g.status
+        && at_ok
+        && e.group.as_ref().is_none_or(|gr| *gr == g.group_labels)
+        && alerts_ok
 }
 
 /// Parses and runs the test file at `path` (a fresh temporary store under `scratch`).

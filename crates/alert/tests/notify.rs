@@ -692,3 +692,136 @@ fn ten_thousand_notifications_wait_in_the_journal_for_a_receiver_that_was_down()
     let (delivered, dropped) = s.engine.notifier().unwrap().counts();
     assert_eq!((delivered, dropped), (2 * STREAMS as u64, 0));
 }
+
+#[test]
+fn a_timed_group_waits_then_sends_every_alert_once_across_a_restart() {
+    let r = Receiver::start();
+    let extra = "";
+    let config = webhook_config(&r.url, extra).replace(
+        "group_by = [\"alertname\"]",
+        "group_by = [\"alertname\"]\ngroup_wait = \"2m\"\ngroup_interval = \"3m\"",
+    );
+    let s = setup(&config);
+    // a fires at 1m, b at 2m: nothing yet (group_wait runs to 3m).
+    s.minute(0, &[("a", 5.0), ("b", 0.0)]);
+    s.notify("team");
+    s.minute(1, &[("a", 5.0), ("b", 5.0)]);
+    s.notify("team");
+    assert!(r.got().is_empty(), "sent early: {:?}", r.summary());
+    // A restart while the group waits: its timer is in the worker's saved state.
+    s.engine.close().unwrap();
+    drop(s.engine);
+    let engine = open(&s.store, &s.dir, &s.rules, &s.clock, &s.config);
+    let n = engine.notifier().unwrap();
+    let run = |engine: &Arc<Engine>| {
+        let mut w = n.worker(&**engine, "team").unwrap();
+        while n.run_once(&**engine, &mut w).unwrap() > 0 {}
+    };
+    run(&engine);
+    assert!(r.got().is_empty(), "sent early after the restart");
+    write_num(&s.store, "x|ST[stream:a]", 2 * MIN + 10_000, 5.0);
+    write_num(&s.store, "x|ST[stream:b]", 2 * MIN + 10_000, 5.0);
+    s.clock.set(3 * MIN + 6_000);
+    engine.tick().unwrap();
+    run(&engine);
+    // One notification carrying the whole group (alerts in fingerprint order).
+    let summary = r.summary();
+    assert!(
+        summary == ["/team firing a,b"] || summary == ["/team firing b,a"],
+        "{summary:?}"
+    );
+    let g = &r.got()[0].body;
+    assert_eq!(g["groupLabels"]["alertname"], "hot");
+    // b resolves at 4m: held for group_interval (3m after 3m), then sent with a still firing.
+    for m in 3..6 {
+        write_num(&s.store, "x|ST[stream:a]", m * MIN + 10_000, 5.0);
+        write_num(&s.store, "x|ST[stream:b]", m * MIN + 10_000, 0.0);
+        s.clock.set((m + 1) * MIN + 6_000);
+        engine.tick().unwrap();
+        run(&engine);
+        if m < 5 {
+            assert_eq!(r.got().len(), 1, "before group_interval, at {}m", m + 1);
+        }
+    }
+    let last = &r.got()[1].body;
+    assert_eq!(last["status"], "firing");
+    let statuses: Vec<(String, String)> = last["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["labels"]["stream"].as_str().unwrap().to_string(),
+                a["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut statuses = statuses;
+    statuses.sort();
+    let want: Vec<(String, String)> = vec![
+        ("a".into(), "firing".into()),
+        ("b".into(), "resolved".into()),
+    ];
+    assert_eq!(statuses, want);
+}
+
+#[test]
+fn maintenance_windows_made_through_the_api_are_durable_and_mute() {
+    let r = Receiver::start();
+    let s = setup(&webhook_config(&r.url, ""));
+    let n = s.engine.notifier().unwrap().clone();
+    // Open-ended: refused with a clear error.
+    let open_ended: alert::notify::window::WindowSpec =
+        serde_json::from_str(r#"{"name": "forever", "start": "0"}"#).unwrap();
+    assert_eq!(
+        n.put_window(open_ended).unwrap_err(),
+        "maintenance 'forever': needs an end or a duration (open-ended windows are refused)"
+    );
+    // Every day 00:02 to 00:05 UTC, alerts of stream a only.
+    let daily: alert::notify::window::WindowSpec = serde_json::from_str(
+        r#"{"name": "daily", "at": "00:02", "duration": "3m", "timezone": "UTC",
+            "matchers": ["stream=\"a\""]}"#,
+    )
+    .unwrap();
+    assert!(!n.put_window(daily.clone()).unwrap(), "created");
+    assert!(n.put_window(daily).unwrap(), "replaced");
+    // Durable: a new process has it.
+    drop(n);
+    s.engine.close().unwrap();
+    drop(s.engine);
+    let engine = open(&s.store, &s.dir, &s.rules, &s.clock, &s.config);
+    let n = engine.notifier().unwrap().clone();
+    let names: Vec<String> = n
+        .windows()
+        .iter()
+        .map(|(w, _)| w.name().to_string())
+        .collect();
+    assert_eq!(names, ["daily"]);
+    let run = || {
+        let mut w = n.worker(&*engine, "team").unwrap();
+        while n.run_once(&*engine, &mut w).unwrap() > 0 {}
+    };
+    for m in 0..5 {
+        write_num(
+            &s.store,
+            "x|ST[stream:a]",
+            m * MIN + 10_000,
+            if m >= 1 { 5.0 } else { 0.0 },
+        );
+        write_num(
+            &s.store,
+            "x|ST[stream:b]",
+            m * MIN + 10_000,
+            if m >= 2 { 5.0 } else { 0.0 },
+        );
+        s.clock.set((m + 1) * MIN + 6_000);
+        engine.tick().unwrap();
+        run();
+    }
+    // a fired at 2m inside the window (02–05), b at 3m outside its scope; a is notified when
+    // the window ends at 5m.
+    assert_eq!(r.summary(), ["/team firing b", "/team firing a"]);
+    assert!(n.delete_window("daily").unwrap());
+    assert!(!n.delete_window("daily").unwrap());
+    assert!(n.windows().is_empty());
+}

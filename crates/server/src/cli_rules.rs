@@ -35,6 +35,13 @@ pub enum RulesCommand {
     Test { files: Vec<PathBuf> },
     /// The transitions a rules file would have made over a past range.
     Backtest(BacktestArgs),
+    /// The notification routing tree of a notify file.
+    Routes {
+        #[command(subcommand)]
+        command: RoutesCommand,
+    },
+    /// Print an alertmanager.yml's route, inhibit rules and webhook receivers as notify TOML.
+    ImportAlertmanager { file: PathBuf },
     /// The notification receivers of a running core (`test NAME`).
     Receivers {
         #[command(subcommand)]
@@ -59,6 +66,17 @@ pub enum ReceiversCommand {
         /// Bearer token, when the core requires one.
         #[arg(long, env = "STRATA_TOKEN")]
         token: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum RoutesCommand {
+    /// Print the tree and where an example alert goes: `--config notify.toml alertname=x …`.
+    Test {
+        #[arg(long)]
+        config: PathBuf,
+        /// The example alert's labels, name=value.
+        labels: Vec<String>,
     },
 }
 
@@ -99,6 +117,10 @@ pub fn run(command: RulesCommand) -> ExitCode {
         RulesCommand::Check { files, base_period } => check(&files, &base_period),
         RulesCommand::Test { files } => test(&files),
         RulesCommand::Backtest(args) => backtest(&args),
+        RulesCommand::Routes {
+            command: RoutesCommand::Test { config, labels },
+        } => crate::cli_routes::test(&config, &labels),
+        RulesCommand::ImportAlertmanager { file } => crate::cli_routes::import_alertmanager(&file),
         RulesCommand::Receivers {
             command: ReceiversCommand::Test { name, core, token },
         } => receiver_test(
@@ -233,7 +255,26 @@ fn test(files: &[PathBuf]) -> Result<(), Failure> {
                 alerts_text(&fail.got)
             );
         }
-        if report.failures.is_empty() {
+        for fail in &report.notify_failures {
+            failed += 1;
+            let list = |l: &[testfile::ExpNotification]| {
+                if l.is_empty() {
+                    return "(none)".to_string();
+                }
+                l.iter()
+                    .map(testfile::ExpNotification::text)
+                    .collect::<Vec<_>>()
+                    .join("\n              ")
+            };
+            println!(
+                "FAILED {}: notifications up to eval_time {}\n  expected: {}\n  got:      {}",
+                f.display(),
+                alert::util::format_duration(fail.eval_time_ms),
+                list(&fail.expected),
+                list(&fail.got)
+            );
+        }
+        if report.failures.is_empty() && report.notify_failures.is_empty() {
             println!("{}: {} checks passed", f.display(), report.checks);
         }
     }

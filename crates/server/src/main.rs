@@ -11,8 +11,10 @@ mod cli_clock;
 mod cli_config;
 mod cli_install;
 mod cli_journal;
+mod cli_maintenance;
 mod cli_observe;
 mod cli_query;
+mod cli_routes;
 mod cli_rules;
 mod cli_store;
 mod serve;
@@ -77,6 +79,11 @@ enum Command {
         #[command(subcommand)]
         command: cli_alerts::AlertsCommand,
     },
+    /// Maintenance windows on a running server: add, list, remove.
+    Maintenance {
+        #[command(subcommand)]
+        command: cli_maintenance::MaintenanceCommand,
+    },
     /// Run a broker: checks on a schedule and pushes, journaled and forwarded to a core exactly
     /// once.
     Broker(cli_broker::BrokerArgs),
@@ -123,6 +130,7 @@ fn main() -> ExitCode {
         Command::Observe(args) => cli_observe::run(args),
         Command::Rules { command } => cli_rules::run(command),
         Command::Alerts { command } => cli_alerts::run(command),
+        Command::Maintenance { command } => cli_maintenance::run(command),
         Command::Broker(args) => cli_broker::run(args),
         Command::Agent(args) => cli_agent::run(args),
         Command::Check { command } => cli_check::run(command),

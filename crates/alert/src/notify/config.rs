@@ -28,7 +28,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use regex::Regex;
 use serde::Deserialize;
 
 use crate::util::parse_duration_ms;
@@ -43,8 +42,8 @@ pub const ROUTE_DEPTH_MAX: usize = 16;
 pub const MAINTENANCE_MAX: usize = 1_024;
 /// Reminder delays and escalation steps per receiver.
 pub const STEPS_MAX: usize = 16;
-/// Matchers per route or window.
-pub const MATCHERS_MAX: usize = 32;
+// Matchers and times live in notify/matcher.rs (the windows and inhibit rules use them too).
+pub use super::matcher::{parse_time_ms, Matcher, MATCHERS_MAX};
 
 /// Where a receiver delivers.
 #[derive(Clone, Debug, PartialEq)]
@@ -80,82 +79,6 @@ pub struct Receiver {
     pub resend_ms: i64,
 }
 
-/// One label matcher, Alertmanager's syntax: `name="v"`, `!=`, `=~` and `!~` (anchored).
-#[derive(Clone, Debug)]
-pub struct Matcher {
-    pub name: String,
-    op: Op,
-    value: String,
-    re: Option<Regex>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Op {
-    Eq,
-    Ne,
-    Re,
-    NotRe,
-}
-
-impl Matcher {
-    pub fn parse(text: &str) -> Result<Matcher, String> {
-        let bad = || format!("matcher '{text}': expected name=\"value\", !=, =~ or !~");
-        let t = text.trim();
-        let at = t.find(['=', '!']).ok_or_else(bad)?;
-        let name = t[..at].trim();
-        let rest = &t[at..];
-        let (op, value) = if let Some(v) = rest.strip_prefix("=~") {
-            (Op::Re, v)
-        } else if let Some(v) = rest.strip_prefix("!~") {
-            (Op::NotRe, v)
-        } else if let Some(v) = rest.strip_prefix("!=") {
-            (Op::Ne, v)
-        } else if let Some(v) = rest.strip_prefix('=') {
-            (Op::Eq, v)
-        } else {
-            return Err(bad());
-        };
-        if name.is_empty()
-            || !name
-                .bytes()
-                .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c == b'-')
-        {
-            return Err(bad());
-        }
-        let v = value.trim();
-        let v = v
-            .strip_prefix('"')
-            .and_then(|v| v.strip_suffix('"'))
-            .unwrap_or(v)
-            .to_string();
-        let re = match op {
-            Op::Re | Op::NotRe => Some(
-                Regex::new(&format!("^(?:{v})$"))
-                    .map_err(|e| format!("matcher '{text}': bad regular expression: {e}"))?,
-            ),
-            _ => None,
-        };
-        Ok(Matcher {
-            name: name.to_string(),
-            op,
-            value: v,
-            re,
-        })
-    }
-
-    /// A missing label reads as the empty string, as in Alertmanager.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let v = labels.get(&self.name).map_or("", String::as_str);
-        match (self.op, &self.re) {
-            (Op::Eq, _) => v == self.value,
-            (Op::Ne, _) => v != self.value,
-            (Op::Re, Some(re)) => re.is_match(v),
-            (Op::NotRe, Some(re)) => !re.is_match(v),
-            _ => false,
-        }
-    }
-}
-
 /// One node of the routing tree, its unset fields inherited from its parent.
 #[derive(Clone, Debug)]
 pub struct Route {
@@ -166,6 +89,8 @@ pub struct Route {
     pub group_by: Vec<String>,
     pub cont: bool,
     pub routes: Vec<Route>,
+    // ---- grouping timers (notify/group.rs), inherited down the tree ----
+    pub timing: super::group::Timing,
 }
 
 /// Where one alert goes: the route node that took it, its receiver, its group's labels.
@@ -174,6 +99,7 @@ pub struct Dest {
     pub route: String,
     pub receiver: String,
     pub group_labels: BTreeMap<String, String>,
+    pub timing: super::group::Timing,
 }
 
 impl Route {
@@ -208,6 +134,7 @@ impl Route {
                 route: self.id.clone(),
                 receiver: self.receiver.clone(),
                 group_labels,
+                timing: self.timing,
             });
         }
     }
@@ -221,29 +148,15 @@ impl Route {
 }
 
 /// A window during which matching alerts are not notified (evaluation and history go on).
-#[derive(Clone, Debug)]
-pub struct Maintenance {
-    pub name: String,
-    pub start_ms: i64,
-    pub end_ms: i64,
-    pub matchers: Vec<Matcher>,
-    /// Empty: every severity.
-    pub severities: Vec<u8>,
-}
-
-impl Maintenance {
-    pub fn mutes(&self, t_ms: i64, labels: &BTreeMap<String, String>, severity: u8) -> bool {
-        (self.start_ms..self.end_ms).contains(&t_ms)
-            && (self.severities.is_empty() || self.severities.contains(&severity))
-            && self.matchers.iter().all(|m| m.matches(labels))
-    }
-}
+pub type Maintenance = super::window::Window;
 
 #[derive(Clone, Debug)]
 pub struct Config {
     pub route: Route,
     pub receivers: Vec<Receiver>,
     pub maintenance: Vec<Maintenance>,
+    // ---- inhibition (notify/inhibit.rs) ----
+    pub inhibit: Vec<super::inhibit::InhibitRule>,
 }
 
 impl Config {
@@ -277,6 +190,10 @@ struct RouteFile {
     cont: bool,
     #[serde(default)]
     routes: Vec<RouteFile>,
+    // ---- grouping timers (notify/group.rs) ----
+    group_wait: Option<String>,
+    group_interval: Option<String>,
+    repeat_interval: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -314,24 +231,16 @@ struct ReceiverFile {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct MaintenanceFile {
-    name: String,
-    start: String,
-    end: String,
-    #[serde(default)]
-    matchers: Vec<String>,
-    #[serde(default)]
-    severities: Vec<u8>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct File {
-    route: RouteFile,
+    route: Option<RouteFile>,
     #[serde(default)]
     receiver: Vec<ReceiverFile>,
     #[serde(default)]
-    maintenance: Vec<MaintenanceFile>,
+    maintenance: Vec<super::window::WindowSpec>,
+    // ---- routing side: inhibition, an alertmanager.yml read as it is ----
+    #[serde(default)]
+    inhibit_rules: Vec<super::inhibit::InhibitFile>,
+    alertmanager_yml: Option<PathBuf>,
 }
 
 fn duration(what: &str, text: Option<&String>, default_ms: i64) -> Result<i64, String> {
@@ -353,6 +262,7 @@ fn matchers(what: &str, list: &[String]) -> Result<Vec<Matcher>, String> {
 struct Parent<'a> {
     receiver: Option<&'a str>,
     group_by: &'a [String],
+    timing: super::group::Timing,
 }
 
 fn route(f: &RouteFile, id: String, parent: &Parent, count: &mut usize) -> Result<Route, String> {
@@ -369,9 +279,15 @@ fn route(f: &RouteFile, id: String, parent: &Parent, count: &mut usize) -> Resul
         .or(parent.receiver)
         .ok_or_else(|| format!("route {id}: no receiver (the top route must name one)"))?;
     let group_by = f.group_by.as_deref().unwrap_or(parent.group_by);
+    let timing = super::group::Timing::inherit(
+        &format!("route {id}"),
+        parent.timing,
+        [&f.group_wait, &f.group_interval, &f.repeat_interval],
+    )?;
     let here = Parent {
         receiver: Some(receiver),
         group_by,
+        timing,
     };
     let mut routes = Vec::with_capacity(f.routes.len());
     for (n, c) in f.routes.iter().enumerate() {
@@ -384,6 +300,7 @@ fn route(f: &RouteFile, id: String, parent: &Parent, count: &mut usize) -> Resul
         cont: f.cont,
         routes,
         id,
+        timing,
     })
 }
 
@@ -484,66 +401,54 @@ fn url(what: &str, u: &str) -> Result<String, String> {
     }
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// `2026-11-28T22:00:00Z` or with an offset (`+01:00`); or milliseconds since the epoch.
-pub fn parse_time_ms(text: &str) -> Result<i64, String> {
-    let t = text.trim();
-    if let Ok(ms) = t.parse::<i64>() {
-        return Ok(ms);
-    }
-    let bad = || format!("'{t}' is not a time (expected e.g. 2026-11-28T22:00:00Z)");
-    let b = t.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' {
-        return Err(bad());
-    }
-    let num = |r: std::ops::Range<usize>| t.get(r).and_then(|s| s.parse::<i64>().ok());
-    let (y, mo, d, h, mi, s) = (
-        num(0..4).ok_or_else(bad)?,
-        num(5..7).ok_or_else(bad)?,
-        num(8..10).ok_or_else(bad)?,
-        num(11..13).ok_or_else(bad)?,
-        num(14..16).ok_or_else(bad)?,
-        num(17..19).ok_or_else(bad)?,
-    );
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
-        return Err(bad());
-    }
-    let zone = &t[19..];
-    let offset_s = if zone == "Z" {
-        0
-    } else {
-        let sign = match zone.as_bytes().first() {
-            Some(b'+') => 1,
-            Some(b'-') => -1,
-            _ => return Err(bad()),
-        };
-        let oh = zone.get(1..3).and_then(|x| x.parse::<i64>().ok());
-        let om = zone.get(4..6).and_then(|x| x.parse::<i64>().ok());
-        match (oh, om) {
-            (Some(oh), Some(om)) if zone.len() == 6 => sign * (oh * 3600 + om * 60),
-            _ => return Err(bad()),
-        }
-    };
-    Ok(((days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s) - offset_s) * 1000)
-}
-
 impl Config {
     /// Reads and checks a configuration; errors name the receiver, route or window.
+    /// `alertmanager_yml` is read relative to the working directory (see `load`).
     pub fn parse(text: &str) -> Result<Config, String> {
-        let f: File = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        Config::parse_in(text, std::path::Path::new("."))
+    }
+
+    /// Reads the configuration file at `path` (`alertmanager_yml` relative to its directory).
+    pub fn load(path: &std::path::Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        Config::parse_in(&text, path.parent().unwrap_or(std::path::Path::new(".")))
+    }
+
+    fn parse_in(text: &str, base: &std::path::Path) -> Result<Config, String> {
+        let mut f: File = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        // ---- an alertmanager.yml read as it is (notify/amconfig.rs) ----
+        if let Some(yml) = f.alertmanager_yml.take() {
+            let path = base.join(&yml);
+            let am = super::amconfig::read_file(&path)?;
+            let am: File =
+                toml::from_str(&am).map_err(|e| format!("{}: {}", path.display(), e.message()))?;
+            if f.route.is_some() {
+                return Err(format!(
+                    "give [route] or alertmanager_yml, not both ({} has the route)",
+                    path.display()
+                ));
+            }
+            f.route = am.route;
+            f.inhibit_rules.extend(am.inhibit_rules);
+            // Receivers of the TOML file win over the YAML's of the same name.
+            for r in am.receiver {
+                if !f.receiver.iter().any(|x| x.name == r.name) {
+                    f.receiver.push(r);
+                }
+            }
+        }
+        let Some(route_file) = &f.route else {
+            return Err("no [route] (and no alertmanager_yml)".into());
+        };
         if f.receiver.len() > RECEIVERS_MAX || f.maintenance.len() > MAINTENANCE_MAX {
             return Err(format!(
                 "at most {RECEIVERS_MAX} receivers and {MAINTENANCE_MAX} maintenance windows"
+            ));
+        }
+        if f.inhibit_rules.len() > super::inhibit::INHIBIT_RULES_MAX {
+            return Err(format!(
+                "at most {} inhibit rules",
+                super::inhibit::INHIBIT_RULES_MAX
             ));
         }
         let receivers = f
@@ -555,31 +460,25 @@ impl Config {
         let top = Parent {
             receiver: None,
             group_by: &[],
+            timing: super::group::Timing::default(),
         };
-        let route = route(&f.route, "0".into(), &top, &mut count)?;
-        let mut maintenance = Vec::with_capacity(f.maintenance.len());
-        for m in &f.maintenance {
-            let what = format!("maintenance '{}'", m.name);
-            let start_ms = parse_time_ms(&m.start).map_err(|e| format!("{what} start: {e}"))?;
-            let end_ms = parse_time_ms(&m.end).map_err(|e| format!("{what} end: {e}"))?;
-            if end_ms <= start_ms {
-                return Err(format!("{what}: end must be after start"));
-            }
-            if m.severities.iter().any(|s| !(1..=5).contains(s)) {
-                return Err(format!("{what}: severities are 1 to 5"));
-            }
-            maintenance.push(Maintenance {
-                name: m.name.clone(),
-                start_ms,
-                end_ms,
-                matchers: matchers(&what, &m.matchers)?,
-                severities: m.severities.clone(),
-            });
-        }
+        let route = route(route_file, "0".into(), &top, &mut count)?;
+        let maintenance = f
+            .maintenance
+            .into_iter()
+            .map(super::window::Window::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        let inhibit = f
+            .inhibit_rules
+            .iter()
+            .enumerate()
+            .map(|(n, r)| super::inhibit::InhibitRule::parse(n, r))
+            .collect::<Result<Vec<_>, _>>()?;
         let c = Config {
             route,
             receivers,
             maintenance,
+            inhibit,
         };
         c.check_names()?;
         Ok(c)
@@ -704,7 +603,10 @@ severities = [2, 3]
         let c = Config::parse(CONFIG).unwrap();
         let start = parse_time_ms("2026-11-28T22:00:00Z").unwrap();
         // 23:30 at +01:00 is 22:30 UTC.
-        assert_eq!(c.maintenance[0].end_ms, start + 1_800_000);
+        assert_eq!(
+            c.maintenance[0].occurrence_at(start),
+            Some((start, start + 1_800_000))
+        );
         let db = labels(&[("team", "db")]);
         assert!(c.muted_by(start, &db, 2).is_some());
         assert!(c.muted_by(start + 1_799_999, &db, 3).is_some());
@@ -750,6 +652,20 @@ severities = [2, 3]
     }
 
     #[test]
+    fn a_converted_alertmanager_yml_reads_as_a_configuration() {
+        let c = super::super::amconfig::convert(super::super::amconfig::tests::AM).unwrap();
+        // With the receiver it could not convert defined in TOML.
+        let full = format!(
+            "{}\n[[receiver]]\nname = \"db\"\nfile = \"/tmp/db.jsonl\"\n",
+            c.toml
+        );
+        let cfg = Config::parse(&full).unwrap();
+        assert_eq!(cfg.inhibit.len(), 2);
+        assert_eq!(cfg.route.routes[0].timing.wait_ms, 10_000);
+        assert_eq!(cfg.route.routes[1].timing.wait_ms, 30_000, "inherited");
+    }
+
+    #[test]
     fn times_read_with_offsets() {
         assert_eq!(parse_time_ms("1970-01-01T00:00:00Z").unwrap(), 0);
         assert_eq!(parse_time_ms("1970-01-01T01:00:00+01:00").unwrap(), 0);
@@ -758,5 +674,8 @@ severities = [2, 3]
             951_868_800_000
         );
         assert!(parse_time_ms("2000-13-01T00:00:00Z").is_err());
+        assert_eq!(parse_time_ms("1970-01-01T00:00:01.5Z").unwrap(), 1_500);
+        assert_eq!(parse_time_ms("1970-01-01T01:00:00.250+01:00").unwrap(), 250);
+        assert!(parse_time_ms("1970-01-01T00:00:01.Z").is_err());
     }
 }

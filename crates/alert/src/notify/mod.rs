@@ -14,6 +14,13 @@
 pub mod config;
 pub mod contacts;
 pub mod send;
+// ---- routing side: grouping timers, inhibition, windows, alertmanager.yml ----
+pub mod amconfig;
+pub mod group;
+pub mod inhibit;
+pub mod matcher;
+pub mod simulate;
+pub mod window;
 
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
@@ -113,6 +120,12 @@ struct Sent {
     flap_sent: bool,
     /// Escalation receivers that got the firing notification (they get the resolve too).
     escalated: Vec<String>,
+    /// Its route's timers (timed: notified with its group, notify/group.rs).
+    #[serde(default)]
+    timing: group::Timing,
+    /// Suppressed by a dependency: not part of its group's notifications.
+    #[serde(default)]
+    held: bool,
     /// The acknowledgement was sent (contacts that track acknowledgements).
     #[serde(default)]
     ack_sent: bool,
@@ -128,6 +141,12 @@ struct WorkerState {
     #[serde(default)]
     skip: u64,
     sent: BTreeMap<u64, Sent>,
+    /// Aggregation groups of timed routes, by group key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    groups: BTreeMap<String, group::Group>,
+    /// Labels of every firing alert, kept only when there are inhibit rules.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    firing: BTreeMap<u64, BTreeMap<String, String>>,
 }
 
 /// One planned notification: a group of alerts for one receiver.
@@ -155,6 +174,8 @@ pub struct Notifier {
     config: Arc<Config>,
     dir: PathBuf,
     acks: Mutex<BTreeMap<u64, Ack>>,
+    /// Maintenance windows made through the API (`windows.json`), beside the file's.
+    windows: Mutex<Vec<window::Window>>,
     log: Mutex<VecDeque<Delivered>>,
     delivered: AtomicU64,
     dropped: AtomicU64,
@@ -191,10 +212,13 @@ impl Notifier {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(io(&path, e)),
         };
+        let in_file = |name: &str| config.maintenance.iter().any(|m| m.name() == name);
+        let windows = window::load_api_windows(&dir.join(window::API_WINDOWS_FILE), &in_file)?;
         Ok(Notifier {
             config,
             dir,
             acks: Mutex::new(acks),
+            windows: Mutex::new(windows),
             log: Mutex::new(VecDeque::new()),
             delivered: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -249,6 +273,63 @@ impl Notifier {
         write_atomic(&path, &bytes).map_err(|e| io(&path, e))
     }
 
+    // ---- maintenance windows by API (notify/window.rs) ----
+
+    /// Creates or replaces the API window of this name; durable before this returns. Err names
+    /// what is wrong (a file window of the same name cannot be replaced).
+    pub fn put_window(&self, spec: window::WindowSpec) -> Result<bool, String> {
+        let w = window::Window::parse(spec)?;
+        if self.config.maintenance.iter().any(|m| m.name() == w.name()) {
+            return Err(format!(
+                "maintenance '{}' is defined in the configuration file (read-only)",
+                w.name()
+            ));
+        }
+        let mut ws = lock(&self.windows);
+        let replaced = match ws.iter_mut().find(|x| x.name() == w.name()) {
+            Some(x) => {
+                *x = w;
+                true
+            }
+            None => {
+                if ws.len() >= config::MAINTENANCE_MAX {
+                    return Err(format!(
+                        "at most {} maintenance windows",
+                        config::MAINTENANCE_MAX
+                    ));
+                }
+                ws.push(w);
+                false
+            }
+        };
+        window::save_api_windows(&self.dir.join(window::API_WINDOWS_FILE), &ws)?;
+        Ok(replaced)
+    }
+
+    /// Removes an API window; false when there was none of that name.
+    pub fn delete_window(&self, name: &str) -> Result<bool, String> {
+        let mut ws = lock(&self.windows);
+        let before = ws.len();
+        ws.retain(|w| w.name() != name);
+        if ws.len() == before {
+            return Ok(false);
+        }
+        window::save_api_windows(&self.dir.join(window::API_WINDOWS_FILE), &ws)?;
+        Ok(true)
+    }
+
+    /// Every window: (window, from the API).
+    pub fn windows(&self) -> Vec<(window::Window, bool)> {
+        let mut out: Vec<(window::Window, bool)> = self
+            .config
+            .maintenance
+            .iter()
+            .map(|w| (w.clone(), false))
+            .collect();
+        out.extend(lock(&self.windows).iter().map(|w| (w.clone(), true)));
+        out
+    }
+
     fn acked(&self, fp: u64, fired_ms: i64, t_ms: i64) -> bool {
         lock(&self.acks)
             .get(&fp)
@@ -296,145 +377,244 @@ impl Notifier {
         let mut out = Vec::new();
         match r {
             Record::Eval(e) => {
-                for u in &e.updates {
-                    let i = &u.instance;
-                    let labels = labels_map(&i.labels);
-                    let firing = matches!(i.state, State::Firing | State::Recovering);
-                    if !firing {
-                        // Flapping: quiet until it stops, resolves included.
-                        let quiet = i.flapping && st.sent.get(&i.fp).is_some_and(|s| s.flap_sent);
-                        if quiet {
-                            continue;
+                if !self.config.inhibit.is_empty() {
+                    // Inhibition looks at every firing alert, not only this receiver's.
+                    for u in &e.updates {
+                        let i = &u.instance;
+                        if matches!(i.state, State::Firing | State::Recovering) {
+                            st.firing.insert(i.fp, labels_map(&i.labels));
+                        } else {
+                            st.firing.remove(&i.fp);
                         }
-                        if let Some(s) = st.sent.remove(&i.fp) {
-                            resolve(&s, i.fp, e.t_ms, &recv.name, &mut out);
-                        }
-                        continue;
-                    }
-                    let s = match st.sent.entry(i.fp) {
-                        Entry::Occupied(o) => o.into_mut(),
-                        Entry::Vacant(v) => {
-                            let Some(d) = self.dest_for(&recv.name, &labels) else {
-                                continue;
-                            };
-                            v.insert(Sent {
-                                group_key: group_key(&d.route, &recv.name, &d.group_labels),
-                                group_labels: d.group_labels,
-                                ..Sent::default()
-                            })
-                        }
-                    };
-                    if s.fired_ms != i.fired_ms && s.firing_sent {
-                        // A new episode without a resolve in between (a restart's catch-up).
-                        s.firing_sent = false;
-                        s.escalated.clear();
-                        s.reminders = 0;
-                        s.ack_sent = false;
-                    }
-                    s.labels = labels;
-                    s.annotations = labels_map(&i.annotations);
-                    s.fired_ms = i.fired_ms;
-                    s.severity = i.severity;
-                    if i.suppressed {
-                        continue;
-                    }
-                    if self
-                        .config
-                        .muted_by(e.t_ms, &s.labels, i.severity)
-                        .is_some()
-                    {
-                        s.muted = true;
-                        continue;
-                    }
-                    s.muted = false;
-                    if i.flapping {
-                        // One "flapping" notification, then quiet until it stops.
-                        if !s.flap_sent {
-                            s.flap_sent = true;
-                            let mut a = firing_out(i.fp, s);
-                            a.annotations.insert("flapping".into(), "true".into());
-                            push(&mut out, &recv.name, s, "firing", a);
-                            mark_sent(s, e.t_ms);
-                        }
-                        continue;
-                    }
-                    let flap_over = std::mem::take(&mut s.flap_sent);
-                    if flap_over || !s.firing_sent || s.sent_severity != i.severity {
-                        let a = firing_out(i.fp, s);
-                        push(&mut out, &recv.name, s, "firing", a);
-                        mark_sent(s, e.t_ms);
-                        s.reminders = 0;
                     }
                 }
+                for u in &e.updates {
+                    self.plan_update(recv, st, e.t_ms, &u.instance, &mut out);
+                }
+                self.flush_groups(recv, st, e.t_ms, &mut out);
             }
             Record::Cycle(c) => {
                 for &(fp, state, _) in &c.active {
-                    if !matches!(state, State::Firing | State::Recovering) {
-                        continue;
-                    }
-                    let Some(s) = st.sent.get_mut(&fp) else {
-                        continue;
-                    };
-                    if s.muted {
-                        // The window ended with the alert still firing: notify now.
-                        if self
-                            .config
-                            .muted_by(c.t_ms, &s.labels, s.severity)
-                            .is_none()
-                        {
-                            s.muted = false;
-                            let a = firing_out(fp, s);
-                            push(&mut out, &recv.name, s, "firing", a);
-                            mark_sent(s, c.t_ms);
-                        }
-                        continue;
-                    }
-                    if !s.firing_sent || s.flap_sent {
-                        continue;
-                    }
-                    let acked = self.acked(fp, s.fired_ms, c.t_ms);
-                    // ---- contacts: PagerDuty and VictorOps are told of acknowledgements ----
-                    let tracks_acks = matches!(&recv.target, Target::Contact(k) if k.wants_acks());
-                    if acked && tracks_acks && !s.ack_sent {
-                        s.ack_sent = true;
-                        let a = firing_out(fp, s);
-                        push(&mut out, &recv.name, s, "acknowledged", a);
-                    }
-                    let resend = matches!(recv.target, Target::Alertmanager(_))
-                        && c.t_ms - s.last_sent_ms >= recv.resend_ms;
-                    let remind = !acked
-                        && recv.reminders_ms.last().is_some_and(|last| {
-                            let delay = recv.reminders_ms.get(s.reminders as usize).unwrap_or(last);
-                            c.t_ms - s.last_sent_ms >= *delay
-                        });
-                    if remind || resend {
-                        if remind {
-                            s.reminders += 1;
-                        }
-                        let a = firing_out(fp, s);
-                        push(&mut out, &recv.name, s, "firing", a);
-                        mark_sent(s, c.t_ms);
-                    }
-                    if !acked {
-                        if let Some((after, to)) = recv.escalate.get(s.escalated.len()) {
-                            if c.t_ms - s.fired_ms >= *after {
-                                let a = firing_out(fp, s);
-                                push(&mut out, to, s, "firing", a);
-                                s.escalated.push(to.clone());
-                            }
-                        }
+                    if matches!(state, State::Firing | State::Recovering) {
+                        self.plan_cycle(recv, st, c.t_ms, fp, &mut out);
                     }
                 }
+                self.flush_groups(recv, st, c.t_ms, &mut out);
             }
             Record::Forget(f) => {
                 for fp in &f.fps {
+                    st.firing.remove(fp);
                     if let Some(s) = st.sent.remove(fp) {
-                        resolve(&s, *fp, f.t_ms, &recv.name, &mut out);
+                        self.resolve_sent(&s, *fp, f.t_ms, &recv.name, &mut st.groups, &mut out);
                     }
                 }
+                self.flush_groups(recv, st, f.t_ms, &mut out);
             }
         }
         out
+    }
+
+    /// A firing alert that needs notifying: at once on an untimed route, else at its group's
+    /// next notification.
+    fn notify_firing(
+        groups: &mut BTreeMap<String, group::Group>,
+        recv: &str,
+        fp: u64,
+        s: &mut Sent,
+        t_ms: i64,
+        out: &mut Vec<Planned>,
+    ) {
+        if s.timing.timed() {
+            group::touch(groups, s, t_ms);
+        } else {
+            let a = firing_out(fp, s);
+            push(out, recv, s, "firing", a);
+            mark_sent(s, t_ms);
+        }
+    }
+
+    fn resolve_sent(
+        &self,
+        s: &Sent,
+        fp: u64,
+        t_ms: i64,
+        recv: &str,
+        groups: &mut BTreeMap<String, group::Group>,
+        out: &mut Vec<Planned>,
+    ) {
+        if s.timing.timed() && s.firing_sent {
+            group::resolved(groups, s, fp, t_ms);
+            // Escalation receivers got it at once: they get the resolve at once too.
+            let escalated = Sent {
+                firing_sent: true,
+                ..s.clone()
+            };
+            resolve_escalated(&escalated, fp, t_ms, out);
+            return;
+        }
+        if s.timing.timed() {
+            // Never notified (still waiting for group_wait): its group may have nothing left.
+            group::touch(groups, s, t_ms);
+            return;
+        }
+        resolve(s, fp, t_ms, recv, out);
+    }
+
+    fn flush_groups(
+        &self,
+        recv: &Receiver,
+        st: &mut WorkerState,
+        t_ms: i64,
+        out: &mut Vec<Planned>,
+    ) {
+        let acked = |fp: u64, fired_ms: i64| self.acked(fp, fired_ms, t_ms);
+        group::flush(&mut st.groups, &mut st.sent, &recv.name, t_ms, &acked, out);
+    }
+
+    /// Held back: by a maintenance window (file or API) or an inhibit rule.
+    fn held(
+        &self,
+        firing: &BTreeMap<u64, BTreeMap<String, String>>,
+        t_ms: i64,
+        fp: u64,
+        labels: &BTreeMap<String, String>,
+        severity: u8,
+    ) -> bool {
+        self.config.muted_by(t_ms, labels, severity).is_some()
+            || lock(&self.windows)
+                .iter()
+                .any(|w| w.mutes(t_ms, labels, severity))
+            || inhibit::inhibited_by(&self.config.inhibit, firing, fp, labels).is_some()
+    }
+
+    fn plan_update(
+        &self,
+        recv: &Receiver,
+        st: &mut WorkerState,
+        t_ms: i64,
+        i: &crate::state::Instance,
+        out: &mut Vec<Planned>,
+    ) {
+        let labels = labels_map(&i.labels);
+        let firing = matches!(i.state, State::Firing | State::Recovering);
+        if !firing {
+            // Flapping: quiet until it stops, resolves included.
+            let quiet = i.flapping && st.sent.get(&i.fp).is_some_and(|s| s.flap_sent);
+            if quiet {
+                return;
+            }
+            if let Some(s) = st.sent.remove(&i.fp) {
+                self.resolve_sent(&s, i.fp, t_ms, &recv.name, &mut st.groups, out);
+            }
+            return;
+        }
+        let s = match st.sent.entry(i.fp) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(v) => {
+                let Some(d) = self.dest_for(&recv.name, &labels) else {
+                    return;
+                };
+                v.insert(Sent {
+                    group_key: group_key(&d.route, &recv.name, &d.group_labels),
+                    group_labels: d.group_labels,
+                    timing: d.timing,
+                    ..Sent::default()
+                })
+            }
+        };
+        if s.fired_ms != i.fired_ms && s.firing_sent {
+            // A new episode without a resolve in between (a restart's catch-up).
+            s.firing_sent = false;
+            s.escalated.clear();
+            s.reminders = 0;
+            s.ack_sent = false;
+        }
+        s.labels = labels;
+        s.annotations = labels_map(&i.annotations);
+        s.fired_ms = i.fired_ms;
+        s.severity = i.severity;
+        s.held = i.suppressed;
+        if i.suppressed {
+            return;
+        }
+        if self.held(&st.firing, t_ms, i.fp, &s.labels, i.severity) {
+            s.muted = true;
+            return;
+        }
+        s.muted = false;
+        if i.flapping {
+            // One "flapping" notification, then quiet until it stops.
+            if !s.flap_sent {
+                s.flap_sent = true;
+                let mut a = firing_out(i.fp, s);
+                a.annotations.insert("flapping".into(), "true".into());
+                push(out, &recv.name, s, "firing", a);
+                mark_sent(s, t_ms);
+            }
+            return;
+        }
+        let flap_over = std::mem::take(&mut s.flap_sent);
+        if flap_over || !s.firing_sent || s.sent_severity != i.severity {
+            Self::notify_firing(&mut st.groups, &recv.name, i.fp, s, t_ms, out);
+            s.reminders = 0;
+        }
+    }
+
+    fn plan_cycle(
+        &self,
+        recv: &Receiver,
+        st: &mut WorkerState,
+        t_ms: i64,
+        fp: u64,
+        out: &mut Vec<Planned>,
+    ) {
+        let Some(s) = st.sent.get_mut(&fp) else {
+            return;
+        };
+        if s.muted {
+            // The window ended (or the inhibiting alert resolved) with the alert still
+            // firing: notify now.
+            if !self.held(&st.firing, t_ms, fp, &s.labels, s.severity) {
+                s.muted = false;
+                Self::notify_firing(&mut st.groups, &recv.name, fp, s, t_ms, out);
+            }
+            return;
+        }
+        if !s.firing_sent || s.flap_sent {
+            return;
+        }
+        let acked = self.acked(fp, s.fired_ms, t_ms);
+        // ---- contacts: PagerDuty and VictorOps are told of acknowledgements ----
+        let tracks_acks = matches!(&recv.target, Target::Contact(k) if k.wants_acks());
+        if acked && tracks_acks && !s.ack_sent {
+            s.ack_sent = true;
+            let a = firing_out(fp, s);
+            push(out, &recv.name, s, "acknowledged", a);
+        }
+        let resend = matches!(recv.target, Target::Alertmanager(_))
+            && t_ms - s.last_sent_ms >= recv.resend_ms;
+        let remind = !acked
+            && recv.reminders_ms.last().is_some_and(|last| {
+                let delay = recv.reminders_ms.get(s.reminders as usize).unwrap_or(last);
+                t_ms - s.last_sent_ms >= *delay
+            });
+        if remind || resend {
+            if remind {
+                s.reminders += 1;
+            }
+            let a = firing_out(fp, s);
+            push(out, &recv.name, s, "firing", a);
+            mark_sent(s, t_ms);
+        }
+        if !acked {
+            if let Some((after, to)) = recv.escalate.get(s.escalated.len()) {
+                if t_ms - s.fired_ms >= *after {
+                    let a = firing_out(fp, s);
+                    push(out, to, s, "firing", a);
+                    s.escalated.push(to.clone());
+                }
+            }
+        }
     }
 
     // ---- delivery ----
@@ -729,7 +909,7 @@ impl Notifier {
                     let progress = WorkerState {
                         offset,
                         skip: done as u64,
-                        sent: before.sent.clone(),
+                        ..before.clone()
                     };
                     let t = Instant::now();
                     self.commit(&receiver.name, sub, &progress)?;
@@ -863,22 +1043,29 @@ fn mark_sent(s: &mut Sent, t_ms: i64) {
     s.last_sent_ms = t_ms;
 }
 
-/// Resolves go to every receiver that got the firing notification.
-fn resolve(s: &Sent, fp: u64, t_ms: i64, recv: &str, out: &mut Vec<Planned>) {
-    if !s.firing_sent {
-        return;
-    }
-    let a = Out {
+fn resolved_out(s: &Sent, fp: u64, t_ms: i64) -> Out {
+    Out {
         fp,
         status: "resolved",
         labels: s.labels.clone(),
         annotations: s.annotations.clone(),
         starts_ms: s.fired_ms,
         ends_ms: Some(t_ms),
-    };
-    push(out, recv, s, "resolved", a.clone());
+    }
+}
+
+/// Resolves go to every receiver that got the firing notification.
+fn resolve(s: &Sent, fp: u64, t_ms: i64, recv: &str, out: &mut Vec<Planned>) {
+    if !s.firing_sent {
+        return;
+    }
+    push(out, recv, s, "resolved", resolved_out(s, fp, t_ms));
+    resolve_escalated(s, fp, t_ms, out);
+}
+
+fn resolve_escalated(s: &Sent, fp: u64, t_ms: i64, out: &mut Vec<Planned>) {
     for to in &s.escalated {
-        push(out, to, s, "resolved", a.clone());
+        push(out, to, s, "resolved", resolved_out(s, fp, t_ms));
     }
 }
 

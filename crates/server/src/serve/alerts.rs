@@ -39,9 +39,7 @@ fn options(config: &Config) -> Result<EngineOptions, String> {
         .then_some((a.push_sources_factor, a.push_sources_severity));
     o.durability = cli_config::durability(&config.store.durability)?;
     if let Some(path) = &a.notify {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("alerts.notify {}: {e}", path.display()))?;
-        let notify = alert::notify::Config::parse(&text)
+        let notify = alert::notify::Config::load(path)
             .map_err(|e| format!("alerts.notify {}: {e}", path.display()))?;
         o.notify = Some(Arc::new(notify));
     }
