@@ -22,7 +22,27 @@ fn exporter() -> (Service, u16) {
         .unwrap();
     let service = Service(child);
     wait_for_port(port, "the Go exporter");
+    wait_for_metrics(port);
     (service, port)
+}
+
+/// Waits until the exporter answers a whole scrape with 200: a listening socket alone was
+/// seen to reset the first scrape on a loaded machine.
+fn wait_for_metrics(port: u16) {
+    use std::io::{Read, Write};
+    for _ in 0..300 {
+        let answered = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut c| {
+            c.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+            let mut head = Vec::new();
+            c.read_to_end(&mut head)?;
+            Ok(head.starts_with(b"HTTP/1.0 200") || head.starts_with(b"HTTP/1.1 200"))
+        });
+        if answered.unwrap_or(false) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("the Go exporter on port {port} did not answer /metrics with 200 within 15 s");
 }
 
 async fn scrape(port: u16, formats: &[&str]) -> Vec<Measurement> {
