@@ -110,7 +110,7 @@ fn path_text(p: &Path) -> String {
     quoted(&p.to_string_lossy())
 }
 
-/// The config file `strata agent --config` reads (`/work/briefs/contract-agent.md`).
+/// The config file `strata agent --config` reads (`crates/agent/FORMAT.md`).
 pub fn config_text(layout: &Layout, c: &AgentConfig) -> Result<String, String> {
     let mut t = String::from(
         "# Written by `strata install agent`; a re-run keeps this file unless --force-config.\n",
