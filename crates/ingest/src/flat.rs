@@ -63,7 +63,7 @@ mod httptrap_generated;
 pub use httptrap_generated::strata::httptrap as schema;
 
 /// The `Content-Type` that selects this encoding on the httptrap endpoints (IRONdb's name for its
-/// flatbuffer metric list, as `shared/spec/ingest-formats.md` gives it).
+/// flatbuffer metric list, as `docs/spec/ingest-formats.md` gives it).
 pub const CONTENT_TYPE: &str = "application/x-circonus-metric-list-flatbuffer";
 
 /// The file identifier of the schema version read here (bytes 4..8 of a body).

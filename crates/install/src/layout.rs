@@ -83,8 +83,10 @@ pub struct AgentConfig<'a> {
     pub listen: &'a str,
     pub statsd: &'a str,
     pub core: &'a str,
-    /// `host:port` of the broker (reverse mode).
+    /// `host:port` of the link listener the agent dials (reverse mode).
     pub broker: Option<&'a str>,
+    /// The core's link certificate SHA-256 the agent pins (reverse mode).
+    pub core_sha256: Option<&'a str>,
     pub token: bool,
 }
 
@@ -108,7 +110,7 @@ fn path_text(p: &Path) -> String {
     quoted(&p.to_string_lossy())
 }
 
-/// The config file `strata agent --config` reads (`/work/briefs/contract-agent.md`).
+/// The config file `strata agent --config` reads (`crates/agent/FORMAT.md`).
 pub fn config_text(layout: &Layout, c: &AgentConfig) -> Result<String, String> {
     let mut t = String::from(
         "# Written by `strata install agent`; a re-run keeps this file unless --force-config.\n",
@@ -128,10 +130,14 @@ pub fn config_text(layout: &Layout, c: &AgentConfig) -> Result<String, String> {
         }
         Mode::Pull => {}
         Mode::Reverse => {
-            let Some(broker) = c.broker else {
-                return Err("--mode reverse needs --broker host:port".into());
+            let (Some(broker), Some(core_sha256)) = (c.broker, c.core_sha256) else {
+                return Err("--mode reverse needs the core's link address and certificate".into());
             };
-            t.push_str(&format!("\n[reverse]\nbroker = {}\n", quoted(broker)));
+            t.push_str(&format!(
+                "\n[reverse]\nbroker = {}\ncore_sha256 = {}\n",
+                quoted(broker),
+                quoted(core_sha256)
+            ));
         }
     }
     Ok(t)
@@ -286,6 +292,7 @@ mod tests {
             statsd: "",
             core: "http://core:8112",
             broker: None,
+            core_sha256: None,
             token: true,
         };
         let t = config_text(&l, &c).unwrap();
@@ -303,7 +310,16 @@ mod tests {
             broker: None,
             ..c
         };
-        assert!(config_text(&l, &r).unwrap_err().contains("--broker"));
+        assert!(config_text(&l, &r).unwrap_err().contains("link address"));
+        let fp = "ab".repeat(32);
+        let r = AgentConfig {
+            broker: Some("core:8443"),
+            core_sha256: Some(&fp),
+            ..r
+        };
+        let v: toml::Table = toml::from_str(&config_text(&l, &r).unwrap()).unwrap();
+        assert_eq!(v["reverse"]["broker"].as_str(), Some("core:8443"));
+        assert_eq!(v["reverse"]["core_sha256"].as_str(), Some(fp.as_str()));
         assert_eq!(quoted("a\"b\\c"), r#""a\"b\\c""#);
     }
 }

@@ -275,7 +275,11 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
     r.push("token", outcome, layout.token.display().to_string());
     failpoint("token");
 
-    let outcome = config_step(o, &layout, &host_id, &core.url, token.is_some())?;
+    let link = match o.mode {
+        Mode::Reverse => Some(link_target(o, &core)?),
+        _ => None,
+    };
+    let outcome = config_step(o, &layout, &host_id, &core.url, token.is_some(), link.as_ref())?;
     r.push("config", outcome, layout.config.display().to_string());
     failpoint("config");
 
@@ -299,6 +303,11 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
         observer_step(o, &layout, &host_id, &core.url, token.is_some())?;
     r.push("observer", observer_outcome, detail);
     failpoint("observer");
+
+    if link.is_some() {
+        let (outcome, detail) = link_step(o, &layout, &host_id, &core)?;
+        r.push("link", outcome, detail);
+    }
 
     let h = Host {
         id: &host_id,
@@ -335,6 +344,71 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
     r.push("first-sample", outcome, detail);
     failpoint("first-sample");
     Ok(())
+}
+
+/// Where a reverse-mode agent dials, and the core certificate it pins.
+struct LinkTarget {
+    address: String,
+    core_sha256: String,
+}
+
+/// The core's link listener, from its brokers API: `--broker` when given, else the core's
+/// host with the listener's port.
+fn link_target(o: &Options, core: &Core) -> Steps<LinkTarget> {
+    let refused = || {
+        format!(
+            "--mode reverse: core {} takes no agent links (start it with --link-listen ADDR)",
+            core.url
+        )
+    };
+    let links = core
+        .get_json("/api/strata/v1/brokers")
+        .map_err(|e| format!("{} ({e})", refused()))?
+        .ok_or_else(refused)?;
+    let core_sha256 = links["core_sha256"].as_str().ok_or_else(refused)?.to_owned();
+    let address = match (&o.broker, links["listen"].as_str()) {
+        (Some(b), _) => b.clone(),
+        (None, Some(listen)) => {
+            let port = listen.rsplit_once(':').map_or("", |(_, p)| p);
+            let after_scheme = core.url.split_once("://").map_or(core.url.as_str(), |(_, r)| r);
+            let host_port = after_scheme.split('/').next().unwrap_or(after_scheme);
+            let host = host_port.rsplit_once(':').map_or(host_port, |(h, _)| h);
+            format!("{host}:{port}")
+        }
+        (None, None) => return Err(refused()),
+    };
+    Ok(LinkTarget {
+        address,
+        core_sha256,
+    })
+}
+
+/// The agent's link identity (`link.crt` / `link.key` in its state directory, made once) and
+/// its registration on the core as `agent-<host id>`, made only when missing or different.
+fn link_step(o: &Options, layout: &Layout, host_id: &str, core: &Core) -> Steps<(Outcome, String)> {
+    let id = format!("agent-{host_id}");
+    let stem = broker::tls::LINK_STEM;
+    let made = !layout.state.join(format!("{stem}.crt")).exists();
+    if o.dry_run && made {
+        return Ok((Outcome::Created, format!("{id}: a new link certificate, registered")));
+    }
+    let identity = broker::tls::load_or_generate(&layout.state, stem, &id)?;
+    let fingerprint = identity.fingerprint()?;
+    let links = core.get_json("/api/strata/v1/brokers")?.unwrap_or_default();
+    let held = links["brokers"]
+        .as_array()
+        .and_then(|all| all.iter().find(|b| b["id"] == id.as_str()));
+    let outcome = match held {
+        Some(b) if b["certificate_sha256"] == fingerprint.as_str() && !made => Outcome::Unchanged,
+        Some(_) => Outcome::Updated,
+        None => Outcome::Created,
+    };
+    if outcome != Outcome::Unchanged && !o.dry_run {
+        let body = serde_json::json!({ "id": id, "certificate_sha256": fingerprint, "dial": "broker" });
+        core.write("POST", "/api/strata/v1/brokers", body.to_string().as_bytes())
+            .map_err(|e| format!("registering {id} on the core: {e}"))?;
+    }
+    Ok((outcome, format!("{id} (certificate sha256 {fingerprint})")))
 }
 
 /// The `proto:port` entries the observer watches for the chosen plugins.
@@ -410,6 +484,7 @@ fn config_step(
     host_id: &str,
     core_url: &str,
     token: bool,
+    link: Option<&LinkTarget>,
 ) -> Steps<Outcome> {
     let text = layout::config_text(
         layout,
@@ -419,7 +494,8 @@ fn config_step(
             listen: &o.listen,
             statsd: &o.statsd,
             core: core_url,
-            broker: o.broker.as_deref(),
+            broker: link.map_or(o.broker.as_deref(), |l| Some(l.address.as_str())),
+            core_sha256: link.map(|l| l.core_sha256.as_str()),
             token,
         },
     )?;
@@ -664,7 +740,12 @@ fn purge_core(
     let token = token_file.as_deref().map(read_token).transpose()?;
     let core = Core::new(&url, token)?;
     let owner = objects::owner(host_id);
-    let n = objects::delete_owned(&core, &owner, o.dry_run)?;
+    let mut n = objects::delete_owned(&core, &owner, o.dry_run)?;
+    // A reverse-mode agent's link registration (none on a core without links, or in push mode).
+    let link = format!("/api/strata/v1/brokers/agent-{host_id}");
+    if !o.dry_run && (200..300).contains(&core.request("DELETE", &link, None)?.status) {
+        n += 1;
+    }
     let outcome = if n > 0 {
         Outcome::Removed
     } else {

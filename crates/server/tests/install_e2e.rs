@@ -48,14 +48,18 @@ struct Env {
 
 impl Env {
     fn start() -> Env {
+        Env::start_with(&[])
+    }
+
+    /// A core started with more arguments.
+    fn start_with(extra: &[&str]) -> Env {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("strata.toml");
         std::fs::write(&config, format!("[auth]\ntoken = \"{TOKEN}\"\n")).unwrap();
         std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).unwrap();
-        let server = Server::start(
-            &dir.path().join("data"),
-            &["--config", config.to_str().unwrap(), "--statsd", "off"],
-        );
+        let mut args = vec!["--config", config.to_str().unwrap(), "--statsd", "off"];
+        args.extend_from_slice(extra);
+        let server = Server::start(&dir.path().join("data"), &args);
         Env { dir, server }
     }
 
@@ -773,4 +777,71 @@ fn a_pull_mode_agent_is_scraped_by_the_broker_the_core_assigns() {
     });
     let again = ok(&env.install_with(&root, &args, &[("SYSTEMCTL_AGENT", &agent)]));
     assert_eq!(again["changed"], 0, "{again}");
+}
+
+#[test]
+fn a_reverse_mode_agent_dials_the_core_and_its_data_arrives() {
+    let env = Env::start_with(&["--link-listen", "127.0.0.1:0"]);
+    let root = env.root("reverse");
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let agent = format!(
+        "{} agent --config {}",
+        root.join("usr/local/bin/strata").display(),
+        root.join("etc/strata/agent.toml").display()
+    );
+    let _agent = AgentGuard(
+        root.with_extension("systemctl.state")
+            .join("strata-agent.service.pid"),
+    );
+    // No --broker: the installer asks the core where its link listener is and which
+    // certificate to pin, makes the agent's link identity and registers it.
+    let args = ["--mode", "reverse", "--listen", &listen, "--wait-s", "30"];
+    let first = ok(&env.install_with(&root, &args, &[("SYSTEMCTL_AGENT", &agent)]));
+    let steps = outcomes(&first);
+    assert_eq!(steps["link"], "created", "{first}");
+    assert_eq!(steps["first-sample"], "ok", "{first}");
+    let host_id = first["host_id"].as_str().unwrap().to_string();
+    let config = std::fs::read_to_string(root.join("etc/strata/agent.toml")).unwrap();
+    let (_, links) = env.get("/api/strata/v1/brokers");
+    let core_sha256 = links["core_sha256"].as_str().unwrap();
+    assert!(config.contains(&format!("core_sha256 = \"{core_sha256}\"")), "{config}");
+    let id = format!("agent-{host_id}");
+    let registered = |links: &Value| {
+        links["brokers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["id"] == id.as_str())
+    };
+    assert!(registered(&links), "{links}");
+    // The agent's own histograms come over the link it dialled.
+    let query = format!("/api/strata/v1/find?query=and(__name:cpu_busy_ratio,host:{host_id})");
+    serve_common::eventually("the agent's CPU histogram over the link", || {
+        let (_, found) = env.get(&query);
+        (!found.as_array()?.is_empty()).then_some(())
+    });
+    let again = ok(&env.install_with(&root, &args, &[("SYSTEMCTL_AGENT", &agent)]));
+    assert_eq!(again["changed"], 0, "{again}");
+    assert_eq!(outcomes(&again)["link"], "unchanged");
+    let token_file = env.token_file();
+    ok(&env
+        .command(
+            &root,
+            &[
+                "uninstall",
+                "agent",
+                "--purge",
+                "--json",
+                "--token-file",
+                token_file.to_str().unwrap(),
+            ],
+        )
+        .output()
+        .unwrap());
+    let (_, links) = env.get("/api/strata/v1/brokers");
+    assert!(!registered(&links), "{links}");
 }
