@@ -279,7 +279,14 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
         Mode::Reverse => Some(link_target(o, &core)?),
         _ => None,
     };
-    let outcome = config_step(o, &layout, &host_id, &core.url, token.is_some(), link.as_ref())?;
+    let outcome = config_step(
+        o,
+        &layout,
+        &host_id,
+        &core.url,
+        token.is_some(),
+        link.as_ref(),
+    )?;
     r.push("config", outcome, layout.config.display().to_string());
     failpoint("config");
 
@@ -365,12 +372,18 @@ fn link_target(o: &Options, core: &Core) -> Steps<LinkTarget> {
         .get_json("/api/strata/v1/brokers")
         .map_err(|e| format!("{} ({e})", refused()))?
         .ok_or_else(refused)?;
-    let core_sha256 = links["core_sha256"].as_str().ok_or_else(refused)?.to_owned();
+    let core_sha256 = links["core_sha256"]
+        .as_str()
+        .ok_or_else(refused)?
+        .to_owned();
     let address = match (&o.broker, links["listen"].as_str()) {
         (Some(b), _) => b.clone(),
         (None, Some(listen)) => {
             let port = listen.rsplit_once(':').map_or("", |(_, p)| p);
-            let after_scheme = core.url.split_once("://").map_or(core.url.as_str(), |(_, r)| r);
+            let after_scheme = core
+                .url
+                .split_once("://")
+                .map_or(core.url.as_str(), |(_, r)| r);
             let host_port = after_scheme.split('/').next().unwrap_or(after_scheme);
             let host = host_port.rsplit_once(':').map_or(host_port, |(h, _)| h);
             format!("{host}:{port}")
@@ -390,7 +403,10 @@ fn link_step(o: &Options, layout: &Layout, host_id: &str, core: &Core) -> Steps<
     let stem = broker::tls::LINK_STEM;
     let made = !layout.state.join(format!("{stem}.crt")).exists();
     if o.dry_run && made {
-        return Ok((Outcome::Created, format!("{id}: a new link certificate, registered")));
+        return Ok((
+            Outcome::Created,
+            format!("{id}: a new link certificate, registered"),
+        ));
     }
     let identity = broker::tls::load_or_generate(&layout.state, stem, &id)?;
     let fingerprint = identity.fingerprint()?;
@@ -404,9 +420,14 @@ fn link_step(o: &Options, layout: &Layout, host_id: &str, core: &Core) -> Steps<
         None => Outcome::Created,
     };
     if outcome != Outcome::Unchanged && !o.dry_run {
-        let body = serde_json::json!({ "id": id, "certificate_sha256": fingerprint, "dial": "broker" });
-        core.write("POST", "/api/strata/v1/brokers", body.to_string().as_bytes())
-            .map_err(|e| format!("registering {id} on the core: {e}"))?;
+        let body =
+            serde_json::json!({ "id": id, "certificate_sha256": fingerprint, "dial": "broker" });
+        core.write(
+            "POST",
+            "/api/strata/v1/brokers",
+            body.to_string().as_bytes(),
+        )
+        .map_err(|e| format!("registering {id} on the core: {e}"))?;
     }
     Ok((outcome, format!("{id} (certificate sha256 {fingerprint})")))
 }

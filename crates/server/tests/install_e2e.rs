@@ -808,7 +808,10 @@ fn a_reverse_mode_agent_dials_the_core_and_its_data_arrives() {
     let config = std::fs::read_to_string(root.join("etc/strata/agent.toml")).unwrap();
     let (_, links) = env.get("/api/strata/v1/brokers");
     let core_sha256 = links["core_sha256"].as_str().unwrap();
-    assert!(config.contains(&format!("core_sha256 = \"{core_sha256}\"")), "{config}");
+    assert!(
+        config.contains(&format!("core_sha256 = \"{core_sha256}\"")),
+        "{config}"
+    );
     let id = format!("agent-{host_id}");
     let registered = |links: &Value| {
         links["brokers"]
