@@ -830,7 +830,9 @@ fn a_reverse_mode_agent_dials_the_core_and_its_data_arrives() {
     let again = ok(&env.install_with(&root, &args, &[("SYSTEMCTL_AGENT", &agent)]));
     assert_eq!(again["changed"], 0, "{again}");
     assert_eq!(outcomes(&again)["link"], "unchanged");
+    // A reverse-mode config names no core URL (the agent dials its link): purge is told it.
     let token_file = env.token_file();
+    let core = env.core();
     ok(&env
         .command(
             &root,
@@ -839,6 +841,8 @@ fn a_reverse_mode_agent_dials_the_core_and_its_data_arrives() {
                 "agent",
                 "--purge",
                 "--json",
+                "--core",
+                core.trim_end_matches('/'),
                 "--token-file",
                 token_file.to_str().unwrap(),
             ],
