@@ -330,6 +330,16 @@ fn slow_requests_rule(h: &Host, plugin: &str, proto: &str, port: u16, slow_s: f6
     )
 }
 
+/// A graph of one of a plugin check's streams.
+fn check_graph(host_id: &str, check: &str, name: &str, title: &str) -> Value {
+    json!({
+        "query": format!("and(check:{check})"),
+        "name": name,
+        "tags": [format!("check:{check}"), format!("host:{host_id}")],
+        "title": title,
+    })
+}
+
 /// A broker check document owned by the host.
 fn check_doc(
     h: &Host,
@@ -367,14 +377,7 @@ pub fn postgres(h: &Host, target: &str, user: &str) -> Result<Vec<Object>, Strin
     let port = target_port(target)?;
     let check = format!("host-{id}-postgres");
     let tags = format!("and(host:{id},check:{check})");
-    let graph = |name: &str, title: &str| {
-        json!({
-            "query": format!("and(check:{check})"),
-            "name": name,
-            "tags": [format!("check:{check}"), format!("host:{id}")],
-            "title": title,
-        })
-    };
+    let graph = |name: &str, title: &str| check_graph(id, &check, name, title);
     let spec = json!({ "user": user });
     Ok(vec![
         check_doc(h, &check, format!("postgres {id}"), "postgres", target, spec),
@@ -415,14 +418,7 @@ pub fn redis(h: &Host, target: &str) -> Result<Vec<Object>, String> {
     let id = h.id;
     let port = target_port(target)?;
     let check = format!("host-{id}-redis");
-    let graph = |name: &str, title: &str| {
-        json!({
-            "query": format!("and(check:{check})"),
-            "name": name,
-            "tags": [format!("check:{check}"), format!("host:{id}")],
-            "title": title,
-        })
-    };
+    let graph = |name: &str, title: &str| check_graph(id, &check, name, title);
     Ok(vec![
         check_doc(h, &check, format!("redis {id}"), "redis", target, json!({})),
         Object::Doc {
@@ -449,14 +445,7 @@ pub fn redis(h: &Host, target: &str) -> Result<Vec<Object>, String> {
 pub fn http(h: &Host, port: u16, url: &str) -> Vec<Object> {
     let id = h.id;
     let check = format!("host-{id}-http");
-    let graph = |name: &str, title: &str| {
-        json!({
-            "query": format!("and(check:{check})"),
-            "name": name,
-            "tags": [format!("check:{check}"), format!("host:{id}")],
-            "title": title,
-        })
-    };
+    let graph = |name: &str, title: &str| check_graph(id, &check, name, title);
     vec![
         check_doc(h, &check, format!("http {id}"), "http", url, json!({})),
         Object::Doc {
