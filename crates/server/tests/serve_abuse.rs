@@ -405,12 +405,18 @@ fn idle_connections(source: &str, server: &str, count: usize) -> Vec<std::net::T
 /// Addresses the idle flood comes from besides the first (250 connections each).
 const IDLE_ADDRESSES: usize = 40;
 
-/// Whether the server has closed this connection (EOF or reset within the read timeout).
-fn closed_by_server(stream: &mut std::net::TcpStream) -> bool {
+/// The header timeout of the idle flood: long enough that the first connections are still
+/// open when the last are accepted (opening 10,300 takes 8–17 s on two cores), so the server
+/// has to close some to make room.
+const IDLE_TIMEOUT_MS: u64 = 40_000;
+
+/// Whether the server has closed this connection (EOF or reset) by `deadline`.
+fn closed_by_server(stream: &mut std::net::TcpStream, deadline: Instant) -> bool {
     use std::io::Read as _;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
+    let wait = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
+    stream.set_read_timeout(Some(wait)).unwrap();
     let mut byte = [0u8; 1];
     match stream.read(&mut byte) {
         Ok(0) => true,
@@ -434,8 +440,10 @@ fn idle_floods_and_trickled_bodies_are_closed() {
     let config = dir.path().join("strata.toml");
     std::fs::write(
         &config,
-        "[limits]\nheader_read_timeout_ms = 15000\nconnections_per_address_max = 256\n\
-         http_concurrency_max = 4\n",
+        format!(
+            "[limits]\nheader_read_timeout_ms = {IDLE_TIMEOUT_MS}\n\
+             connections_per_address_max = 256\nhttp_concurrency_max = 4\n"
+        ),
     )
     .unwrap();
     let mut server = Server::start(
@@ -494,10 +502,10 @@ fn idle_floods_and_trickled_bodies_are_closed() {
             idle.len(),
             opening.elapsed()
         );
-        // The header timeout (15 s: long enough for all of them to be open at once; opening
-        // them takes 8 s here) has passed for all of them.
-        std::thread::sleep(Duration::from_secs(16).saturating_sub(opening.elapsed()));
-        let open = idle.iter_mut().position(|s| !closed_by_server(s));
+        // Every one of them is closed by the header timeout after the last was opened (plus a
+        // margin for the server's timer); none of them sends a byte.
+        let deadline = Instant::now() + Duration::from_millis(IDLE_TIMEOUT_MS + 5_000);
+        let open = idle.iter_mut().position(|s| !closed_by_server(s, deadline));
         assert_eq!(open, None, "an idle connection left open");
         for t in trickles {
             t.join().unwrap();
@@ -1338,8 +1346,8 @@ fn eleven_hundred_silent_connections_with_1024_open_files() {
         for n in 0..5 {
             idle.extend(idle_connections(&format!("127.0.2.{}", 10 + n), &http, 220));
         }
-        std::thread::sleep(Duration::from_secs(3));
-        let open = idle.iter_mut().position(|s| !closed_by_server(s));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let open = idle.iter_mut().position(|s| !closed_by_server(s, deadline));
         assert_eq!(open, None, "a silent connection left open");
     });
     assert_survived(
@@ -1373,7 +1381,8 @@ fn silent_graphite_connections_cannot_lock_out_a_sender() {
         // oldest silent connection of an address makes room for its next).
         idle.extend(idle_connections("127.0.3.10", &graphite, 256));
         let mut over = idle_connections("127.0.3.10", &graphite, 50);
-        let open = over.iter_mut().position(|s| !closed_by_server(s));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let open = over.iter_mut().position(|s| !closed_by_server(s, deadline));
         assert_eq!(
             open, None,
             "a connection past the per-address bound left open"
