@@ -13,8 +13,9 @@
 //! series' canonical key).
 //!
 //! Bounded in entries, key bytes and namespaces; a full cache is emptied (clients resend, so
-//! what is still in use is learned again on its next miss). A body reads under one shared lock
-//! for its whole length ([`SeriesCache::reader`]), so a hit takes no lock of its own; misses
+//! what is still in use is learned again on its next miss). A body reads under a shared lock
+//! it lets go every few thousand lookups ([`SeriesCache::reader`]), so a hit takes no lock of
+//! its own and a long body does not hold back a writer; misses
 //! are learned under the exclusive lock after the write that created their series
 //! ([`Misses::learn`]), never before, so a body rejected whole creates nothing. Keys are kept
 //! back to back in the order first seen, which is the order clients resend them in: a body's
@@ -40,6 +41,9 @@ pub const KEY_BYTES_ONE_MAX: usize = 16 << 10;
 const PROBES_MAX: usize = 16;
 /// First slot table size; it doubles up to twice the entry bound.
 const SLOTS_INITIAL: usize = 64;
+/// Lookups one body makes under one hold of the shared lock: a body of 10^6 series read for
+/// seconds, and a writer waiting behind it held every other body's reader.
+const READS_PER_HOLD_MAX: usize = 4096;
 /// Namespaces remembered by name at once; past it the names are forgotten (their ids are never
 /// given again, so entries under them are simply never found and age out).
 pub const NAMESPACES_MAX: usize = 4096;
@@ -73,6 +77,8 @@ pub struct Reader<'c> {
     table: Option<RwLockReadGuard<'c, Table>>,
     /// The entry after the one found last (the first guess for the next lookup).
     next: usize,
+    /// Lookups left before the lock is let go and taken again (`READS_PER_HOLD_MAX`).
+    reads_left: usize,
     /// The key of the last lookup that missed, by where its parts are: the miss is remembered
     /// for the write right after it (`Misses::add`), which need not hash the bytes again. A
     /// stale hash (parts rewritten in place between the two) cannot name a wrong series: an
@@ -194,6 +200,7 @@ impl SeriesCache {
             cache: self,
             namespace,
             table: self.table.read().ok(),
+            reads_left: READS_PER_HOLD_MAX,
             next: usize::MAX,
             last_miss: None,
         }
@@ -288,6 +295,10 @@ impl Reader<'_> {
     /// the whole cost of a hit).
     #[inline(always)]
     pub fn get(&mut self, raw: RawSeries<'_>) -> Option<SeriesId> {
+        if self.reads_left == 0 {
+            self.take_turn();
+        }
+        self.reads_left -= 1;
         let table = self.table.as_ref()?;
         if let Some(entry) = table.entries.get(self.next) {
             if table.holds(entry, self.namespace.0, raw.first, raw.second) {
@@ -302,6 +313,19 @@ impl Reader<'_> {
         };
         self.next = at + 1;
         Some(SeriesId(table.entries[at].id))
+    }
+}
+
+impl Reader<'_> {
+    /// Lets the lock go and takes it again, so that a writer waiting to learn another body's
+    /// misses goes first (readers queue behind a waiting writer: one body's long read would
+    /// hold every other body's first lookup). The table may change meanwhile; a remembered
+    /// position is only a guess, checked against the key's bytes.
+    #[cold]
+    fn take_turn(&mut self) {
+        self.table = None;
+        self.table = self.cache.table.read().ok();
+        self.reads_left = READS_PER_HOLD_MAX;
     }
 }
 
@@ -568,6 +592,24 @@ mod tests {
             Some(SeriesId(9))
         );
         assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn a_long_body_lets_a_waiting_writer_learn() {
+        let cache = SeriesCache::new(1000, 1 << 20);
+        let influx = cache.namespace("influx", &[]).unwrap();
+        cache.insert(&cache.key(influx, raw(b"cpu,a=b", b"x")), SeriesId(1));
+        std::thread::scope(|scope| {
+            // Declared in the scope: a failed assertion drops it before the writer is joined.
+            let mut reader = cache.reader(influx);
+            scope.spawn(|| cache.insert(&cache.key(influx, raw(b"cpu,a=c", b"x")), SeriesId(2)));
+            // The writer waits for the reader's lock; the reader, still reading, lets it in.
+            let learned = (0..1000 * READS_PER_HOLD_MAX).any(|_| {
+                assert_eq!(reader.get(raw(b"cpu,a=b", b"x")), Some(SeriesId(1)));
+                reader.get(raw(b"cpu,a=c", b"x")) == Some(SeriesId(2))
+            });
+            assert!(learned, "the writer waited for the whole body");
+        });
     }
 
     #[test]

@@ -223,7 +223,8 @@ pub struct Insert<'a> {
     by_parser: Vec<bool>,
     parser_total: usize,
     keys: keys::Keys<'a>,
-    /// The id cache, read under one shared lock for the whole body; `None` when combining.
+    /// The id cache, read under its shared lock (let go every few thousand lookups); `None`
+    /// when combining.
     cache: Option<Reader<'a>>,
     names: Option<&'a Store>,
     /// Scratch for the key being pushed.

@@ -1,7 +1,9 @@
 //! Cardinality limits: how many series may be created per minute and how many may be active,
 //! each for all writers together and for one source (the sender a write names). The index asks
-//! the [`Limiter`] only when it is about to create a series, under its write lock: a write whose
-//! series all exist never reaches it, so the hot path costs nothing.
+//! the [`Limiter`] only when a write has a series to create: under its read lock whether the
+//! source is refused any new series now (then the write's new keys are refused without the
+//! write lock, one hash lookup each), else under its write lock as it creates each one. A write
+//! whose series all exist never reaches it, so the hot path costs nothing.
 //!
 //! "Active" means a sample timestamped within `active_window_ms` of now, or created since the
 //! last count. Counting scans the index's activity ranges; it runs at most once a minute, when
@@ -9,6 +11,7 @@
 //! one). A series counts against the source that created it for as long as it is active.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The limits, each `u64::MAX` for none.
@@ -130,7 +133,8 @@ pub(crate) struct Limiter {
     free_slots: Vec<u32>,
     /// Series id → slot of the source that created it (`NO_SOURCE` for none).
     creator: Vec<u32>,
-    refused_total: [u64; 4],
+    /// Atomic: refusals are counted under the index's read lock too (`refuses_now`).
+    refused_total: [AtomicU64; 4],
 }
 
 /// What the index tells the limiter about its series when they are counted.
@@ -152,7 +156,7 @@ impl Limiter {
             slots: Vec::new(),
             free_slots: Vec::new(),
             creator: Vec::new(),
-            refused_total: [0; 4],
+            refused_total: Default::default(),
         }
     }
 
@@ -205,8 +209,33 @@ impl Limiter {
     /// refusal); `None` means [`Limiter::created`] may follow.
     pub(crate) fn refuses(&mut self, slot: u32) -> Option<CardinalityLimit> {
         let limit = self.refusal(slot)?;
-        self.refused_total[limit.slot()] += 1;
+        self.count_refused(limit, 1);
         Some(limit)
+    }
+
+    /// The limit that refuses any new series of `source` now, decided without changing
+    /// anything (the index's read lock is enough): `None` when one may be created, or when
+    /// the minute or a count is due (`prepare` runs first, under the write lock), or when the
+    /// source is not tracked yet and no global limit refuses.
+    pub(crate) fn refuses_now(&self, source: &str) -> Option<CardinalityLimit> {
+        let now = Instant::now();
+        let counted = self
+            .counted_at
+            .is_some_and(|at| now.duration_since(at) < COUNT_INTERVAL);
+        if !counted || now.duration_since(self.minute_start) >= MINUTE {
+            return None;
+        }
+        let slot = self
+            .slots_by_source
+            .get(cut(source))
+            .copied()
+            .unwrap_or(NO_SOURCE);
+        self.refusal(slot)
+    }
+
+    /// Counts `n` new series `limit` refused.
+    pub(crate) fn count_refused(&self, limit: CardinalityLimit, n: u64) {
+        self.refused_total[limit.slot()].fetch_add(n, Ordering::Relaxed);
     }
 
     /// Counts series `id`, created for the source in `slot`.
@@ -314,7 +343,10 @@ impl Limiter {
             active: self.active,
             new_this_minute: self.new_this_minute,
             sources: self.slots_by_source.len() as u64,
-            refused_total: self.refused_total,
+            refused_total: self
+                .refused_total
+                .each_ref()
+                .map(|n| n.load(Ordering::Relaxed)),
         }
     }
 }

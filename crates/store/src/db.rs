@@ -6,6 +6,7 @@
 //! level, and only then applies it to the head. Concurrent writers share the journal's group
 //! commit: each waits for its own ticket, one fsync covers them all.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 use journal::vfs::Vfs;
 use journal::{Journal, Start, Ticket};
 
-use crate::batch::{KeyRef, SampleValue, Value, WriteBatch};
+use crate::batch::{BatchSample, KeyRef, SampleValue, Value, WriteBatch};
 use crate::blockset::{self, Blocks, Frozen};
 use crate::cardinality::{CardinalityLimit, CardinalityStats};
 use crate::engine::{
@@ -609,13 +610,14 @@ impl Inner {
             admitted.applied();
             return Ok(());
         }
+        let samples = admitted_samples(batch.batch_samples(), ids);
         if batch.has_cumulative() {
-            self.submit_and_apply_cumulative(batch, ids)?;
+            self.submit_and_apply_cumulative(batch, &samples, ids)?;
         } else {
-            let (ticket, in_flight) = self.submit_record(batch, ids)?;
+            let (ticket, in_flight) = self.submit_record(batch, &samples, ids)?;
             let range = ticket.range();
             ticket.wait()?;
-            self.apply_batch(range.start, range.end, batch, ids)?;
+            self.apply_batch(range.start, range.end, batch, &samples, ids)?;
             drop(in_flight);
         }
         admitted.applied();
@@ -630,21 +632,17 @@ impl Inner {
     fn submit_record(
         &self,
         batch: &WriteBatch,
+        samples: &[BatchSample],
         ids: &[SeriesId],
     ) -> Result<(Ticket, InFlightRecord<'_>), StoreError> {
+        // The batch's hint is for all its samples; a cut-down batch reserves its share.
+        let size_hint_bytes = batch.record_size_hint_bytes().saturating_mul(samples.len())
+            / batch.sample_count().max(1);
         // Registered under the lock the submit runs in, so records enter in offset order.
         let mut in_flight = self.in_flight.lock().map_err(|_| StoreError::Poisoned)?;
-        let ticket = self
-            .journal
-            .submit_encoded(16 + batch.record_size_hint_bytes(), |out| {
-                wal::encode_batch(
-                    batch.origin(),
-                    batch.batch_samples(),
-                    batch.values(),
-                    ids,
-                    out,
-                )
-            })?;
+        let ticket = self.journal.submit_encoded(16 + size_hint_bytes, |out| {
+            wal::encode_batch(batch.origin(), samples, batch.values(), ids, out)
+        })?;
         let start = ticket.range().start;
         in_flight.add(start);
         Ok((ticket, InFlightRecord { inner: self, start }))
@@ -664,12 +662,13 @@ impl Inner {
     fn submit_and_apply_cumulative(
         &self,
         batch: &WriteBatch,
+        samples: &[BatchSample],
         ids: &[SeriesId],
     ) -> Result<(), StoreError> {
         // Differences need owned groups, made in WAL order under the state lock.
-        let groups = wal::batch_groups(batch.batch_samples(), batch.values(), ids);
+        let groups = wal::batch_groups(samples, batch.values(), ids);
         let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
-        let (ticket, in_flight) = self.submit_record(batch, ids)?;
+        let (ticket, in_flight) = self.submit_record(batch, samples, ids)?;
         let groups = differences(&mut state, groups);
         drop(state);
         // The journal offset orders duplicates in the head exactly as replay will.
@@ -826,17 +825,18 @@ impl Inner {
         self.applied(&activity)
     }
 
-    /// [`Inner::apply`] for a batch without cumulative values, from the batch itself, in the
-    /// order its samples were added (the order replay applies them in); histograms' bins from
+    /// [`Inner::apply`] for a batch without cumulative values, from its admitted `samples`, in
+    /// the order they were added (the order replay applies them in); histograms' bins from
     /// the batch's packed bytes (every plain histogram of a batch is packed when added).
     fn apply_batch(
         &self,
         seq: u64,
         end: u64,
         batch: &WriteBatch,
+        samples: &[BatchSample],
         ids: &[SeriesId],
     ) -> Result<(), StoreError> {
-        let (samples, values) = (batch.batch_samples(), batch.values());
+        let values = batch.values();
         // What a plain histogram's sample passes to the head beside its packed bins.
         let plain_histogram = Value::Histogram(hist::Histogram::new());
         // Sized once (two entries per run at most): grown by doubling it took fresh pages
@@ -1090,6 +1090,24 @@ impl Inner {
             });
         pending || (samples > 0 && old)
     }
+}
+
+/// The samples of the entries that resolved to a series, in batch order: what a batch with
+/// refused entries writes. Cut down once, before any shared lock, so that the WAL record's
+/// encoding (under the journal's lock) and the head's inserts (under its write lock) cost what
+/// is written, not what was sent: a body of 10^6 refused new series held every other writer
+/// behind two passes over its million samples. Two runs of one series that a refused run
+/// separated become one WAL group; replay applies them in the same order.
+fn admitted_samples<'a>(samples: &'a [BatchSample], ids: &[SeriesId]) -> Cow<'a, [BatchSample]> {
+    if !ids.contains(&wal::REJECTED) {
+        return Cow::Borrowed(samples);
+    }
+    let admitted: Vec<BatchSample> = samples
+        .iter()
+        .filter(|s| ids[s.entry as usize] != wal::REJECTED)
+        .copied()
+        .collect();
+    Cow::Owned(admitted)
 }
 
 /// Cumulative histograms become differences from the series' newest cumulative submission

@@ -14,7 +14,7 @@
 //! open; a torn tail is truncated, damage before the tail is a typed error (see `FORMAT.md`).
 //! Activity ranges are not persisted here: the write path rebuilds them from the data it replays.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -52,8 +52,10 @@ const GROUP_ENTRY_HEADER_BYTES: usize = 1 + 4 + 4;
 pub const RECORD_SIZE_MAX: usize = 1 + 1 + 4 + KEY_TEXT_SIZE_MAX;
 /// Read buffer for replaying the index file on open.
 const REPLAY_BUFFER_SIZE_BYTES: usize = 256 * 1024;
-/// Keys created (or refused) under one hold of the index's write lock.
-const CREATE_KEYS_PER_LOCK_MAX: usize = 4096;
+/// A key not in the index yet, while `resolve_with` works (never returned).
+const MISSING: Resolved = Resolved::Id(SeriesId(u32::MAX));
+/// Keys looked up, created or refused under one hold of the index's lock.
+const KEYS_PER_LOCK_MAX: usize = 4096;
 
 /// The stored facts of one series.
 #[derive(Debug)]
@@ -300,14 +302,15 @@ impl SeriesIndex {
         &self,
         keys: &[(KeyRef<'_>, Kind)],
     ) -> Result<Vec<Option<SeriesId>>, IndexError> {
-        let inner = self.read()?;
-        Ok(keys
-            .iter()
-            .map(|&(key, _)| match key {
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(KEYS_PER_LOCK_MAX) {
+            let inner = self.read()?;
+            out.extend(chunk.iter().map(|&(key, _)| match key {
                 KeyRef::Text(text) => inner.lookup_text(text).map(|(id, _)| id),
                 KeyRef::Id(id) => inner.series.get(id.0 as usize).map(|_| id),
-            })
-            .collect())
+            }));
+        }
+        Ok(out)
     }
 
     /// Sets the cardinality limits `resolve_limited` holds new series to.
@@ -327,70 +330,66 @@ impl SeriesIndex {
         Ok(self.read()?.limiter.as_ref().map(|l| *l.options()))
     }
 
+    /// The keys in chunks of `KEYS_PER_LOCK_MAX`, each looked up under the read lock; a chunk's
+    /// new keys are refused there too when the source's limits refuse any new series now, so
+    /// that a body of 10^6 refused keys costs a hash lookup each and never blocks a reader.
+    /// Only a chunk with a key that may be created takes the write lock (a reader waits behind
+    /// it, and behind a writer merely waiting for it).
     fn resolve_with(
         &self,
         keys: &[(KeyRef<'_>, Kind)],
         source: Option<&str>,
     ) -> Result<Vec<Resolved>, IndexError> {
-        const MISSING: Resolved = Resolved::Id(SeriesId(u32::MAX));
         let mut out = Vec::with_capacity(keys.len());
-        let mut missing = 0usize;
-        {
-            let inner = self.read()?;
-            for &(key, kind) in keys {
-                let found = match key {
-                    KeyRef::Text(text) => inner.lookup_text(text),
-                    KeyRef::Id(id) => match inner.series.get(id.0 as usize) {
-                        Some(series) => Some((id, series.kind)),
-                        None => return Err(IndexError::UnknownSeries { id }),
-                    },
-                };
-                out.push(match found {
-                    Some((id, existing)) if existing == kind => Resolved::Id(id),
-                    Some((id, existing)) => Resolved::OtherKind(id, existing),
-                    None => {
-                        missing += 1;
-                        MISSING
-                    }
-                });
-            }
-        }
-        if missing == 0 {
-            return Ok(out);
-        }
-        // The write lock is taken per `CREATE_KEYS_PER_LOCK_MAX` keys: a batch of a million new
-        // keys (most of them refused) does not hold every other writer's lookups for its length.
-        for start in (0..keys.len()).step_by(CREATE_KEYS_PER_LOCK_MAX) {
-            let end = (start + CREATE_KEYS_PER_LOCK_MAX).min(keys.len());
-            if out[start..end].iter().all(|r| *r != MISSING) {
-                continue;
-            }
-            let mut guard = self.inner.write().map_err(|_| IndexError::Failed)?;
-            if guard.failed {
-                return Err(IndexError::Failed);
-            }
-            let inner = &mut *guard;
-            // Limits apply to writes that name a source, and only when some key is new.
-            let mut limiter = match (source, inner.limiter.take()) {
-                (Some(source), Some(mut limiter)) => {
-                    limiter.prepare(&ActivityOf(&inner.series));
-                    let slot = limiter.slot_of(source);
-                    Some((limiter, slot))
-                }
-                (_, limiter) => {
-                    inner.limiter = limiter;
-                    None
+        for (n, chunk) in keys.chunks(KEYS_PER_LOCK_MAX).enumerate() {
+            let start = n * KEYS_PER_LOCK_MAX;
+            let missing = {
+                let inner = self.read()?;
+                let missing = inner.look_up(chunk, &mut out)?;
+                if missing == 0 {
+                    0
+                } else {
+                    inner.refuse_now(chunk, &mut out[start..], source)
                 }
             };
-            let result =
-                inner.create_missing(&keys[start..end], &mut out[start..end], &mut limiter);
-            if let Some((limiter, _)) = limiter {
-                inner.limiter = Some(limiter);
+            assert_eq!(out.len(), start + chunk.len());
+            if missing > 0 {
+                self.create_chunk(chunk, &mut out[start..], source)?;
             }
-            result?;
         }
         debug_assert!(out.iter().all(|r| *r != MISSING));
         Ok(out)
+    }
+
+    /// Creates the chunk's missing keys that the limits admit, under the write lock.
+    fn create_chunk(
+        &self,
+        keys: &[(KeyRef<'_>, Kind)],
+        out: &mut [Resolved],
+        source: Option<&str>,
+    ) -> Result<(), IndexError> {
+        let mut guard = self.inner.write().map_err(|_| IndexError::Failed)?;
+        if guard.failed {
+            return Err(IndexError::Failed);
+        }
+        let inner = &mut *guard;
+        // Limits apply to writes that name a source, and only when some key is new.
+        let mut limiter = match (source, inner.limiter.take()) {
+            (Some(source), Some(mut limiter)) => {
+                limiter.prepare(&ActivityOf(&inner.series));
+                let slot = limiter.slot_of(source);
+                Some((limiter, slot))
+            }
+            (_, limiter) => {
+                inner.limiter = limiter;
+                None
+            }
+        };
+        let result = inner.create_missing(keys, out, &mut limiter);
+        if let Some((limiter, _)) = limiter {
+            inner.limiter = Some(limiter);
+        }
+        result
     }
 
     /// The id and kind of `key`, if present.
@@ -596,6 +595,65 @@ fn activity(s: &Series) -> Option<(i64, i64)> {
 }
 
 impl Inner {
+    /// Pushes onto `out` what each key resolves to now (`MISSING` when new); how many are new.
+    fn look_up(
+        &self,
+        keys: &[(KeyRef<'_>, Kind)],
+        out: &mut Vec<Resolved>,
+    ) -> Result<usize, IndexError> {
+        let mut missing = 0usize;
+        for &(key, kind) in keys {
+            let found = match key {
+                KeyRef::Text(text) => self.lookup_text(text),
+                KeyRef::Id(id) => match self.series.get(id.0 as usize) {
+                    Some(series) => Some((id, series.kind)),
+                    None => return Err(IndexError::UnknownSeries { id }),
+                },
+            };
+            out.push(match found {
+                Some((id, existing)) if existing == kind => Resolved::Id(id),
+                Some((id, existing)) => Resolved::OtherKind(id, existing),
+                None => {
+                    missing += 1;
+                    MISSING
+                }
+            });
+        }
+        Ok(missing)
+    }
+
+    /// Under the read lock: refuses every `MISSING` slot of `out` when the limits refuse any new
+    /// series of `source` now (each distinct key counted once, as `create_missing` counts
+    /// them); how many slots are left missing.
+    fn refuse_now(
+        &self,
+        keys: &[(KeyRef<'_>, Kind)],
+        out: &mut [Resolved],
+        source: Option<&str>,
+    ) -> usize {
+        let missing = out.iter().filter(|r| **r == MISSING).count();
+        let (Some(source), Some(limiter)) = (source, self.limiter.as_ref()) else {
+            return missing;
+        };
+        let Some(limit) = limiter.refuses_now(source) else {
+            return missing;
+        };
+        let mut distinct: HashSet<&str, foldhash::quality::RandomState> =
+            HashSet::with_capacity_and_hasher(missing, Default::default());
+        for (slot, &(key, _)) in keys.iter().enumerate() {
+            if out[slot] != MISSING {
+                continue;
+            }
+            let KeyRef::Text(text) = key else {
+                unreachable!("ids are never missing");
+            };
+            distinct.insert(text);
+            out[slot] = Resolved::Refused(limit);
+        }
+        limiter.count_refused(limit, distinct.len() as u64);
+        0
+    }
+
     /// Creates the series of the `MISSING` slots of `out` (see `resolve_with`), together (one
     /// group record), each admitted by `limiter` first when there is one.
     fn create_missing(
@@ -604,7 +662,6 @@ impl Inner {
         out: &mut [Resolved],
         limiter: &mut Option<(Limiter, u32)>,
     ) -> Result<(), IndexError> {
-        const MISSING: Resolved = Resolved::Id(SeriesId(u32::MAX));
         // A text repeated in the batch must find the pending series (or the refusal).
         let first_new = self.series.len();
         let mut new: Vec<(StreamKey, Arc<str>, Kind)> = Vec::new();
@@ -1131,6 +1188,53 @@ mod tests {
             20
         );
         assert_eq!(std::fs::read(&path).unwrap(), full);
+    }
+
+    #[test]
+    fn refusals_past_the_limit_take_only_the_read_lock() {
+        const NEW_MAX: u64 = 3;
+        let index = SeriesIndex::in_memory();
+        index
+            .set_limits(CardinalityOptions {
+                source_series_new_per_minute_max: NEW_MAX,
+                ..CardinalityOptions::UNLIMITED
+            })
+            .unwrap();
+        let texts: Vec<String> = (0..3 * KEYS_PER_LOCK_MAX)
+            .map(|i| format!("flood|ST[f:f{i}]"))
+            .collect();
+        let first = index.resolve_limited(&batch(&texts[..8]), "a").unwrap();
+        assert_eq!(
+            first
+                .iter()
+                .filter(|r| matches!(r, Resolved::Id(_)))
+                .count(),
+            NEW_MAX as usize
+        );
+        // Another reader holds the read lock while the rest resolve: were a refusal to take
+        // the write lock, the resolve would wait for the reader, which waits for it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let index = &index;
+        let resolved = std::thread::scope(|scope| {
+            let reader = index.read().unwrap();
+            let writer = scope.spawn(|| {
+                let resolved = index.resolve_limited(&batch(&texts), "a").unwrap();
+                tx.send(()).unwrap();
+                resolved
+            });
+            let done = rx.recv_timeout(std::time::Duration::from_secs(60));
+            drop(reader);
+            assert!(done.is_ok(), "the refusals waited for the write lock");
+            writer.join().unwrap()
+        });
+        let refused = texts.len() - NEW_MAX as usize;
+        assert!(resolved[NEW_MAX as usize..]
+            .iter()
+            .all(|r| *r == Resolved::Refused(CardinalityLimit::SourceNewPerMinute)));
+        let stats = index.cardinality_stats().unwrap().unwrap();
+        // The first call's five refusals, then each of the rest once.
+        assert_eq!(stats.refused_total[2], 5 + refused as u64);
+        assert_eq!(index.snapshot().unwrap().series_count(), NEW_MAX as u32);
     }
 
     fn batch(texts: &[String]) -> Vec<(KeyRef<'_>, Kind)> {
