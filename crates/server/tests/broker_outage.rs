@@ -298,7 +298,10 @@ fn outage_kill9_core_and_broker_loses_nothing_and_counts_nothing_twice() {
             );
         }
     }
-    assert!(dedupes, "the core keeps the exactly-once contract on httptrap");
+    assert!(
+        dedupes,
+        "the core keeps the exactly-once contract on httptrap"
+    );
     assert!(
         doubled.is_empty(),
         "bodies at the core a wrong number of times (index, fate, count, expected): {doubled:?}"
