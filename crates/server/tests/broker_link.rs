@@ -578,6 +578,13 @@ fn a_broker_that_stops_answering_is_seen_down() {
     drop((edge, the_core));
 }
 
+/// How many series the core holds tagged `__check:<check>`.
+fn check_series(http: u16, check: &str) -> usize {
+    let url = format!("http://127.0.0.1:{http}/api/strata/v1/find?query=and(__check:{check})");
+    let found: serde_json::Value = client().get(url).send().unwrap().json().unwrap();
+    found.as_array().map_or(0, Vec::len)
+}
+
 /// An agent config in reverse mode dialling `target` (a core's or a broker's link listener),
 /// pinning `pin`; its `strata agent` arguments.
 fn reverse_agent(dir: &Path, host: &str, http: u16, target: u16, pin: &str) -> Vec<String> {
@@ -635,17 +642,8 @@ fn an_agent_in_reverse_mode_dials_out_and_delivers_exactly_once() {
     ));
     pusher.assert_exactly_once(s.http, "agent_rev_lat", ts_ms);
     // The agent's own series arrived too, tagged with its link id.
-    let found: serde_json::Value = client()
-        .get(format!(
-            "http://127.0.0.1:{}/api/strata/v1/find?query=and(__check:agent-h1)",
-            s.http
-        ))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
     assert!(
-        found.as_array().is_some_and(|a| a.len() > 1),
+        check_series(s.http, "agent-h1") > 1,
         "the agent's host series at the core"
     );
     drop((agent, the_core));
@@ -698,17 +696,8 @@ fn an_agent_in_reverse_mode_dials_a_broker_and_its_batches_reach_the_core_once()
     the_edge.take().unwrap().kill9();
     the_edge = Some(broker(&edge, "edge-r", edge_push, &edge_args));
     pusher.assert_exactly_once(s.http, "agent_via_broker", ts_ms);
-    let found: serde_json::Value = client()
-        .get(format!(
-            "http://127.0.0.1:{}/api/strata/v1/find?query=and(__check:agent-h2)",
-            s.http
-        ))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
     assert!(
-        found.as_array().is_some_and(|a| a.len() > 1),
+        check_series(s.http, "agent-h2") > 1,
         "the agent's host series at the core, under its own check"
     );
     // A registration the core could not name (`edge-r/<id>` past 64 bytes) is refused.
