@@ -407,7 +407,7 @@ export async function renderRoutes(host: HTMLElement, hooks: MaintenanceHooks): 
   const result = el('div', { 'data-testid': 'rt-result', 'aria-live': 'polite' });
   const form = el(
     'form',
-    { class: 'reditor', 'aria-labelledby': 'h-rt' },
+    { class: 'reditor mwform rtform', 'aria-labelledby': 'h-rt' },
     el('h2', { id: 'h-rt' }, 'Test an alert'),
     el('label', { for: 'rt-labels' }, 'Labels of an example alert (name=value, separated by spaces or new lines)'),
     labels,
@@ -418,6 +418,7 @@ export async function renderRoutes(host: HTMLElement, hooks: MaintenanceHooks): 
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     err.textContent = '';
+    result.replaceChildren();
     labels.removeAttribute('aria-invalid');
     for (const n of treeBox.querySelectorAll('[data-hit]')) n.removeAttribute('data-hit');
     let l: Record<string, string>;

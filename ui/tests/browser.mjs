@@ -1424,8 +1424,8 @@ await test('accessibility: axe-core finds no serious violations (light and dark)
         if (name === 'maintenance') {
           await windowsReady(p);
           // An error shown at a field is audited too.
-          await p.fill('[data-testid=mw-duration]', '');
           await p.selectOption('[data-testid=mw-kind]', 'cron');
+          await p.fill('[data-testid=mw-duration]', '');
           await p.click('[data-testid=mw-submit]');
           await p.waitForSelector('[data-testid=mw-error-duration]:not(:empty)');
         }

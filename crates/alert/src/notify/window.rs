@@ -225,7 +225,9 @@ impl Window {
                 let mut days = 0u8;
                 for d in &spec.days {
                     let w = weekday(d).ok_or_else(|| {
-                        at("days")(format!("{what} days: '{d}' is not a weekday (mon, tue, …, sun)"))
+                        at("days")(format!(
+                            "{what} days: '{d}' is not a weekday (mon, tue, …, sun)"
+                        ))
                     })?;
                     days |= 1 << w.to_monday_zero_offset();
                 }
@@ -290,7 +292,9 @@ impl Window {
             .map(|t| match t.split_once(':') {
                 Some((k, "*")) if !k.is_empty() => Ok((k.to_string(), None)),
                 Some((k, v)) if !k.is_empty() => Ok((k.to_string(), Some(v.to_string()))),
-                _ => Err(at("tags")(format!("{what} tags: '{t}' is not key:value (or key:*)"))),
+                _ => Err(at("tags")(format!(
+                    "{what} tags: '{t}' is not key:value (or key:*)"
+                ))),
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Window {
