@@ -852,3 +852,122 @@ fn a_reverse_mode_agent_dials_the_core_and_its_data_arrives() {
     let (_, links) = env.get("/api/strata/v1/brokers");
     assert!(!registered(&links), "{links}");
 }
+
+fn free_address() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_reverse_mode_agent_dials_a_broker_and_its_data_reaches_the_core() {
+    let env = Env::start();
+    let root = env.root("reverse-broker");
+    let (listen, push, agents) = (free_address(), free_address(), free_address());
+    let agent = format!(
+        "{} agent --config {}",
+        root.join("usr/local/bin/strata").display(),
+        root.join("etc/strata/agent.toml").display()
+    );
+    let _agent = AgentGuard(
+        root.with_extension("systemctl.state")
+            .join("strata-agent.service.pid"),
+    );
+    // A broker forwarding to the core's HTTP ingest, taking agents' links.
+    let core = env.core();
+    let _broker = BrokerGuard(
+        strata()
+            .args(["broker", "--id", "edge-rev", "--data-dir"])
+            .arg(env.dir.path().join("broker"))
+            .args(["--core-url", core.trim_end_matches('/')])
+            .arg("--core-token-file")
+            .arg(env.token_file())
+            .args(["--push-http", &push, "--agent-listen", &agents])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    serve_common::eventually("the broker's push listener", || {
+        std::net::TcpStream::connect(&push).ok()
+    });
+    // The installer asks the broker (not the core) where agents dial and what to pin, and
+    // registers the agent there.
+    let broker_api = format!("http://{push}");
+    let args = [
+        "--mode",
+        "reverse",
+        "--broker-api",
+        &broker_api,
+        "--listen",
+        &listen,
+        "--wait-s",
+        "30",
+    ];
+    let first = ok(&env.install_with(&root, &args, &[("SYSTEMCTL_AGENT", &agent)]));
+    let steps = outcomes(&first);
+    assert_eq!(steps["link"], "created", "{first}");
+    assert_eq!(steps["first-sample"], "ok", "{first}");
+    let host_id = first["host_id"].as_str().unwrap().to_string();
+    let registry = || -> Value {
+        client()
+            .get(format!("{broker_api}/api/strata/v1/brokers"))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    };
+    let links = registry();
+    let config = std::fs::read_to_string(root.join("etc/strata/agent.toml")).unwrap();
+    let pin = links["core_sha256"].as_str().unwrap();
+    assert!(
+        config.contains(&format!("broker = \"{agents}\""))
+            && config.contains(&format!("core_sha256 = \"{pin}\"")),
+        "the agent dials the broker's agent listener and pins its certificate: {config}"
+    );
+    let id = format!("agent-{host_id}");
+    let registered = |links: &Value| {
+        links["brokers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["id"] == id.as_str())
+    };
+    assert!(registered(&links), "{links}");
+    // The agent's histograms reach the core through the broker, under the agent's check.
+    let query = format!("/api/strata/v1/find?query=and(__name:cpu_busy_ratio,host:{host_id})");
+    serve_common::eventually("the agent's CPU histogram through the broker", || {
+        let (_, found) = env.get(&query);
+        (!found.as_array()?.is_empty()).then_some(())
+    });
+    let (_, found) = env.get(&format!("/api/strata/v1/find?query=and(__check:{id})"));
+    assert!(found.as_array().is_some_and(|a| !a.is_empty()), "{found}");
+    let again = ok(&env.install_with(&root, &args, &[("SYSTEMCTL_AGENT", &agent)]));
+    assert_eq!(again["changed"], 0, "{again}");
+    let token_file = env.token_file();
+    ok(&env
+        .command(
+            &root,
+            &[
+                "uninstall",
+                "agent",
+                "--purge",
+                "--json",
+                "--core",
+                core.trim_end_matches('/'),
+                "--token-file",
+                token_file.to_str().unwrap(),
+                "--broker-api",
+                &broker_api,
+            ],
+        )
+        .output()
+        .unwrap());
+    assert!(
+        !registered(&registry()),
+        "purge unregisters the agent at the broker"
+    );
+}
