@@ -242,32 +242,27 @@ fn answer(taken: Result<Taken, Response>) -> Response {
 }
 
 /// Serves pushes on `listener`, at most `PUSH_CONNECTIONS_MAX` connections at once.
-pub async fn serve_http(listener: tokio::net::TcpListener, push: Push) {
-    let router = router(push);
-    let permits = Arc::new(tokio::sync::Semaphore::new(PUSH_CONNECTIONS_MAX));
-    loop {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let (stream, _) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "push listener accept");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let router = router.clone();
-        tokio::spawn(async move {
+/// Serves the push endpoints, and `extra` routes beside them (the agent registry), each
+/// request carrying its peer's address (`agents::Peer`).
+pub async fn serve_http(listener: tokio::net::TcpListener, push: Push, extra: Option<Router>) {
+    let router = match extra {
+        Some(extra) => router(push).merge(extra),
+        None => router(push),
+    };
+    let serve = move |stream, peer| {
+        let router = router
+            .clone()
+            .layer(axum::Extension(crate::agents::Peer(peer)));
+        async move {
             let io = hyper_util::rt::TokioIo::new(stream);
             let service = hyper_util::service::TowerToHyperService::new(router);
             let _ =
                 hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
                     .serve_connection(io, service)
                     .await;
-            drop(permit);
-        });
-    }
+        }
+    };
+    crate::accept::serve_bounded(listener, PUSH_CONNECTIONS_MAX, "push", serve).await
 }
 
 /// statsd over UDP: datagrams gathered for `STATSD_FLUSH_MS` into one record whose samples
