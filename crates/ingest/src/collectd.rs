@@ -371,7 +371,10 @@ mod tests {
 
     #[test]
     fn ds_names_only_when_the_count_matches() {
-        assert_eq!(ds_names("load", 3), Some(&["shortterm", "midterm", "longterm"][..]));
+        assert_eq!(
+            ds_names("load", 3),
+            Some(&["shortterm", "midterm", "longterm"][..])
+        );
         assert_eq!(ds_names("load", 2), None);
         assert_eq!(ds_names("cpu", 1), None);
     }

@@ -154,9 +154,27 @@ fn every_value_type_with_its_byte_order_and_the_state_carried_between_lists() {
                 123_456.0,
                 Mode::Set
             ),
-            sample("collectd.load.load", &[host, ("ds", "shortterm")], t, 0.5, Mode::Set),
-            sample("collectd.load.load", &[host, ("ds", "midterm")], t, 1.25, Mode::Set),
-            sample("collectd.load.load", &[host, ("ds", "longterm")], t, 2.0, Mode::Set),
+            sample(
+                "collectd.load.load",
+                &[host, ("ds", "shortterm")],
+                t,
+                0.5,
+                Mode::Set
+            ),
+            sample(
+                "collectd.load.load",
+                &[host, ("ds", "midterm")],
+                t,
+                1.25,
+                Mode::Set
+            ),
+            sample(
+                "collectd.load.load",
+                &[host, ("ds", "longterm")],
+                t,
+                2.0,
+                Mode::Set
+            ),
             sample(
                 "collectd.interface.if_octets",
                 &[host, ("plugin_instance", "eth0"), ("ds", "rx")],
@@ -178,8 +196,20 @@ fn every_value_type_with_its_byte_order_and_the_state_carried_between_lists() {
                 4.0,
                 Mode::Accumulate
             ),
-            sample("collectd.statsd.weird", &[host, ("ds", "0")], t2, 1.0, Mode::Set),
-            sample("collectd.statsd.weird", &[host, ("ds", "1")], t2, 2.0, Mode::Set),
+            sample(
+                "collectd.statsd.weird",
+                &[host, ("ds", "0")],
+                t2,
+                1.0,
+                Mode::Set
+            ),
+            sample(
+                "collectd.statsd.weird",
+                &[host, ("ds", "1")],
+                t2,
+                2.0,
+                Mode::Set
+            ),
         ]
     );
 }
@@ -217,7 +247,10 @@ fn bad_value_lists_are_rejected_alone() {
     assert_eq!(batch.rejected_total, 3);
     assert!(matches!(batch.rejected[0].reason, Reason::Syntax { .. }));
     assert!(matches!(batch.rejected[1].reason, Reason::BadValue { .. }));
-    assert!(matches!(batch.rejected[2].reason, Reason::Unsupported { .. }));
+    assert!(matches!(
+        batch.rejected[2].reason,
+        Reason::Unsupported { .. }
+    ));
     assert_eq!(batch.rejected[2].location, "byte 54");
 }
 
@@ -228,9 +261,9 @@ fn cut_malformed_signed_and_encrypted_datagrams_are_refused_whole() {
     let whole = good.out.clone();
     assert_eq!(parse(&whole).samples.len(), 1);
     let mut cases: Vec<Vec<u8>> = vec![
-        whole[..whole.len() - 1].to_vec(), // cut in the last part
+        whole[..whole.len() - 1].to_vec(),  // cut in the last part
         whole[..whole.len() - 16].to_vec(), // cut in the type instance
-        [&whole[..], &[0, 6, 0]].concat(), // a header cut short
+        [&whole[..], &[0, 6, 0]].concat(),  // a header cut short
     ];
     let mut bad_length = whole.clone();
     bad_length[3] = 3; // the first part's length under its header

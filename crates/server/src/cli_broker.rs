@@ -106,6 +106,9 @@ pub struct RunArgs {
     /// Accept statsd over UDP here.
     #[arg(long, value_name = "ADDR")]
     pub statsd: Option<SocketAddr>,
+    /// Accept collectd's binary network protocol over UDP here (collectd's port is 25826).
+    #[arg(long, value_name = "ADDR")]
+    pub collectd: Option<SocketAddr>,
     /// OTLP resource attributes also put on every series of their resource (comma-separated),
     /// as the core's `[otlp] promote_resource_attributes`.
     #[arg(long, value_name = "KEYS", value_delimiter = ',')]
@@ -305,6 +308,7 @@ fn run_broker(args: RunArgs) -> ExitCode {
     }
     config.push_http = args.push_http;
     config.statsd = args.statsd;
+    config.collectd = args.collectd;
     let Some(strategy) = ingest::otlp::Strategy::from_name(&args.otlp_translation_strategy) else {
         eprintln!(
             "strata broker: --otlp-translation-strategy {:?} is not UnderscoreEscapingWithSuffixes, \
@@ -348,9 +352,10 @@ fn run_broker(args: RunArgs) -> ExitCode {
         // One line a script (or a test) can wait for, with the addresses actually bound.
         let show = |a: Option<SocketAddr>| a.map_or_else(|| "-".to_owned(), |a| a.to_string());
         println!(
-            "strata broker {id} ready: push_http {} statsd {} link_listen {} checks {}",
+            "strata broker {id} ready: push_http {} statsd {} collectd {} link_listen {} checks {}",
             show(broker.bound.push_http),
             show(broker.bound.statsd),
+            show(broker.bound.collectd),
             show(broker.bound.listen),
             broker.check_count()
         );

@@ -5,8 +5,8 @@
 
 use ingest::influx::Precision;
 use ingest::{
-    collectd, flat, graphite, httptrap, influx, otlp, remote_write, remote_write2, statsd, Batch, Options,
-    Value, NAME_BYTES_MAX, REJECTIONS_LISTED_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
+    collectd, flat, graphite, httptrap, influx, otlp, remote_write, remote_write2, statsd, Batch,
+    Options, Value, NAME_BYTES_MAX, REJECTIONS_LISTED_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
 };
 
 /// 2026-11-22T00:00:00Z.
@@ -144,7 +144,10 @@ pub fn statsd(data: &[u8]) {
 pub fn collectd(data: &[u8]) {
     let batch = collectd::parse(data, &Options::at(NOW_MS));
     if batch.stopped() {
-        assert!(batch.samples.is_empty(), "a refused datagram hands nothing over");
+        assert!(
+            batch.samples.is_empty(),
+            "a refused datagram hands nothing over"
+        );
     }
     // Every value takes 9 bytes of a values part.
     assert!(batch.samples.len() <= data.len() / 9);
