@@ -246,7 +246,9 @@ async function valuePanel(body: HTMLElement, p: api.Panel, ctx: Ctx): Promise<vo
     }
   }
   const text = v === null ? 'no data' : p.stat === 'count' ? fmtCount(v) : fmtValue(v, unit);
-  body.append(el('div', { class: 'bigvalue', 'data-testid': 'value', 'data-value': v === null ? '' : String(v) }, text), el('div', { class: 'muted small' }, caption));
+  // The range it was computed over, so a reader (a test) can ask the API for the same one.
+  const range = { 'data-start-s': String(ctx.startS), 'data-end-s': String(ctx.endS) };
+  body.append(el('div', { class: 'bigvalue', 'data-testid': 'value', 'data-value': v === null ? '' : String(v), ...range }, text), el('div', { class: 'muted small' }, caption));
 }
 
 async function histPanel(body: HTMLElement, p: api.Panel, ctx: Ctx, width: number, height: number): Promise<void> {

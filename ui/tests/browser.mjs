@@ -593,13 +593,15 @@ await test('dashboard: built in the UI with every panel type, saved in the serve
 });
 
 await test('dashboard: panels show what the API holds; one range and one cursor for all', async () => {
-  const end = Math.ceil(Date.now() / 1000);
-  const reqsBody = await api(`/api/strata/v1/fetch?${enc({ query: '__name:reqs', start: String(end - 3600), end: String(end), period: '1m' })}`);
+  // The API asked for the range each panel was drawn over (a minute may have passed since).
+  const values = page.locator('[data-testid=value]');
+  const rangeOf = async (n) => ({ start: await values.nth(n).getAttribute('data-start-s'), end: await values.nth(n).getAttribute('data-end-s') });
+  const reqsRange = await rangeOf(0);
+  const reqsBody = await api(`/api/strata/v1/fetch?${enc({ query: '__name:reqs', ...reqsRange, period: '1m' })}`);
   const present = reqsBody.series[0].data.filter((d) => d.count);
   const last = present[present.length - 1].last;
-  const values = page.locator('[data-testid=value]');
   assert(Number(await values.nth(0).getAttribute('data-value')) === last, `single value = the API's last (${last})`);
-  const latBody = await api(`/api/strata/v1/fetch?${enc({ query: latSeries ? '__name:lat' : '', start: String(end - 3600), end: String(end), period: '1m', transform: 'count' })}`);
+  const latBody = await api(`/api/strata/v1/fetch?${enc({ query: latSeries ? '__name:lat' : '', ...(await rangeOf(1)), period: '1m', transform: 'count' })}`);
   const total = latBody.series.find((s) => s.key === latSeries.key).data.reduce((a, d) => a + (d.value ?? 0), 0);
   assert(Number(await values.nth(1).getAttribute('data-value')) === total, `sample count = the API's (${total})`);
   assert(Number(await page.getAttribute('[data-testid=hist-stats]', 'data-count')) === total, 'histogram panel count');

@@ -12,6 +12,7 @@ use checks::CheckSpec;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::agents::Agents;
 use crate::forward::{forward_loop, forward_with, ForwardConfig, ForwardStats, Transport};
 use crate::link::client::{self as link_client, Link, LinkConfig};
 use crate::push::{Push, PushStats};
@@ -60,6 +61,10 @@ pub struct BrokerConfig {
     pub core_token: Option<String>,
     /// How OTLP pushes' names and resource attributes become series (as the core's `[otlp]`).
     pub otlp: ingest::otlp::Translation,
+    /// Accept links of agents in reverse mode here (`agents.rs`).
+    pub agent_listen: Option<SocketAddr>,
+    /// The bearer token the agent registry API requires (`None`: loopback clients only).
+    pub agents_token: Option<String>,
 }
 
 impl BrokerConfig {
@@ -84,6 +89,8 @@ impl BrokerConfig {
             checks_from_core: false,
             core_token: None,
             otlp: ingest::otlp::Translation::default(),
+            agent_listen: None,
+            agents_token: None,
         }
     }
 }
@@ -95,6 +102,7 @@ pub struct Bound {
     pub push_http: Option<SocketAddr>,
     pub statsd: Option<SocketAddr>,
     pub collectd: Option<SocketAddr>,
+    pub agent_listen: Option<SocketAddr>,
 }
 
 struct Shared {
@@ -114,6 +122,8 @@ struct Shared {
 pub struct Broker {
     shared: Arc<Shared>,
     tasks: JoinSet<()>,
+    /// Agents' links (their hub stops when this drops).
+    _agents: Option<Agents>,
     pub bound: Bound,
 }
 
@@ -182,7 +192,22 @@ impl Broker {
             config.health_period_ms,
             config.cores.clone(),
         ));
-        let mut bound = start_inputs(&config, &shared, &mut tasks).await?;
+        let agents = match config.agent_listen {
+            Some(listen) => Some(
+                Agents::start(
+                    &config.id,
+                    &config.data_dir,
+                    listen,
+                    config.agents_token.clone(),
+                    spool.clone(),
+                    shared.push_stats.clone(),
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        let mut bound = start_inputs(&config, &shared, agents.as_ref(), &mut tasks).await?;
+        bound.agent_listen = agents.as_ref().and_then(Agents::listen);
         let core = config
             .cores
             .first()
@@ -240,6 +265,7 @@ impl Broker {
         Ok(Broker {
             shared,
             tasks,
+            _agents: agents,
             bound,
         })
     }
@@ -271,6 +297,7 @@ impl Broker {
 async fn start_inputs(
     config: &BrokerConfig,
     shared: &Arc<Shared>,
+    agents: Option<&Agents>,
     tasks: &mut JoinSet<()>,
 ) -> Result<Bound, String> {
     let push = Push {
@@ -284,7 +311,8 @@ async fn start_inputs(
             .await
             .map_err(|e| format!("push listener {addr}: {e}"))?;
         bound.push_http = l.local_addr().ok();
-        tasks.spawn(crate::push::serve_http(l, push.clone()));
+        let registry = agents.map(Agents::router);
+        tasks.spawn(crate::push::serve_http(l, push.clone(), registry));
     }
     if let Some(addr) = config.statsd {
         let s = tokio::net::UdpSocket::bind(addr)

@@ -91,11 +91,37 @@ struct Body {
     made_ms: i64,
     /// Whether it holds running totals, which the core differences in arrival order.
     totals: bool,
+    /// The sender's own origin, when the record is a batch relayed for it.
+    relay: Option<Arc<Relayed>>,
+}
+
+/// The exactly-once origin and check of a relayed batch, as the core is sent it: the source is
+/// `<this source>/<sender>`, so the core's link accepts it from this broker only and keeps its
+/// sequences apart from the broker's own.
+struct Relayed {
+    source: String,
+    check: String,
+    epoch: u64,
+    sequence: u64,
 }
 
 /// The request body of a record. An error when the record cannot be read (one this broker
 /// wrote always can).
-fn body_of(bytes: &[u8]) -> Result<Body, String> {
+fn body_of(bytes: &[u8], source: &str) -> Result<Body, String> {
+    if let Some(relay) = record::Relay::decode(bytes) {
+        let relay = relay.map_err(|e| e.to_string())?;
+        return Ok(Body {
+            made_ms: relay.made_ms,
+            totals: relay.totals,
+            relay: Some(Arc::new(Relayed {
+                source: format!("{source}/{}", relay.sender),
+                check: relay.sender,
+                epoch: relay.epoch,
+                sequence: relay.sequence,
+            })),
+            bytes: relay.body,
+        });
+    }
     let rec = record::decode(bytes).map_err(|e| e.to_string())?;
     let totals = rec
         .samples
@@ -132,6 +158,7 @@ fn body_of(bytes: &[u8]) -> Result<Body, String> {
         bytes: ingest::flat::encode(&samples),
         made_ms: rec.made_ms,
         totals,
+        relay: None,
     })
 }
 
@@ -148,6 +175,15 @@ struct Waiting {
     made_ms: i64,
     backoff: u64,
     totals: bool,
+    relay: Option<Arc<Relayed>>,
+}
+
+/// Whom a request names: `Strata-Source`, `-Epoch`, `-Sequence` and the httptrap check.
+struct Named<'a> {
+    source: &'a str,
+    epoch: u64,
+    sequence: u64,
+    check: &'a str,
 }
 
 /// How requests reach the core: its HTTP ingest, or the TLS link (`link`).
@@ -159,7 +195,6 @@ pub enum Transport {
 
 struct Sender {
     transport: Transport,
-    endpoint: String,
     config: ForwardConfig,
     epoch: u64,
 }
@@ -172,10 +207,34 @@ struct Answer {
 }
 
 impl Sender {
-    async fn send(&self, seq: u64, body: Arc<Vec<u8>>, made_ms: i64) -> Sent {
+    /// The core's httptrap endpoint for `check`.
+    fn endpoint(&self, check: &str) -> String {
+        let base = self.config.url.trim_end_matches('/');
+        match &self.config.secret {
+            Some(secret) => format!("{base}/module/httptrap/{check}/{secret}"),
+            None => format!("{base}/write/{check}"),
+        }
+    }
+
+    async fn send(&self, offset: u64, waiting: &Waiting) -> Sent {
+        let named = match &waiting.relay {
+            Some(r) => Named {
+                source: &r.source,
+                epoch: r.epoch,
+                sequence: r.sequence,
+                check: &r.check,
+            },
+            None => Named {
+                source: &self.config.source,
+                epoch: self.epoch,
+                sequence: offset,
+                check: &self.config.check,
+            },
+        };
+        let body = waiting.body.clone();
         let answer = match &self.transport {
-            Transport::Http(client) => self.send_http(client, seq, body).await,
-            Transport::Link(link) => self.send_link(link, seq, body, made_ms).await,
+            Transport::Http(client) => self.send_http(client, &named, body).await,
+            Transport::Link(link) => self.send_link(link, &named, body, waiting.made_ms).await,
         };
         let answer = match answer {
             Ok(a) => a,
@@ -200,18 +259,18 @@ impl Sender {
     async fn send_http(
         &self,
         client: &reqwest::Client,
-        seq: u64,
+        named: &Named<'_>,
         body: Arc<Vec<u8>>,
     ) -> Result<Answer, String> {
-        let mut request = client.post(&self.endpoint);
+        let mut request = client.post(self.endpoint(named.check));
         if let Some(token) = &self.config.bearer {
             request = request.bearer_auth(token);
         }
         let request = request
             .header(reqwest::header::CONTENT_TYPE, FLAT_CONTENT_TYPE)
-            .header("Strata-Source", &self.config.source)
-            .header("Strata-Epoch", self.epoch.to_string())
-            .header("Strata-Sequence", seq.to_string())
+            .header("Strata-Source", named.source)
+            .header("Strata-Epoch", named.epoch.to_string())
+            .header("Strata-Sequence", named.sequence.to_string())
             .body(body.to_vec());
         let response = request
             .send()
@@ -230,21 +289,21 @@ impl Sender {
     async fn send_link(
         &self,
         link: &crate::link::client::Link,
-        seq: u64,
+        named: &Named<'_>,
         body: Arc<Vec<u8>>,
         made_ms: i64,
     ) -> Result<Answer, String> {
         let mut headers = vec![
             ("content-type", FLAT_CONTENT_TYPE.to_owned()),
-            ("strata-source", self.config.source.clone()),
-            ("strata-epoch", self.epoch.to_string()),
-            ("strata-sequence", seq.to_string()),
+            ("strata-source", named.source.to_owned()),
+            ("strata-epoch", named.epoch.to_string()),
+            ("strata-sequence", named.sequence.to_string()),
             (crate::link::H_MADE_MS, made_ms.to_string()),
         ];
         if let Some(token) = &self.config.bearer {
             headers.push(("authorization", format!("Bearer {token}")));
         }
-        let path = format!("/write/{}", self.config.check);
+        let path = format!("/write/{}", named.check);
         let request =
             crate::link::h2::request(hyper::Method::POST, &path, &headers, body.to_vec())?;
         let call = link.call(request, 64 << 10);
@@ -290,14 +349,8 @@ pub async fn forward_with(
     stats: Arc<ForwardStats>,
     transport: Transport,
 ) {
-    let base = config.url.trim_end_matches('/');
-    let endpoint = match &config.secret {
-        Some(secret) => format!("{base}/module/httptrap/{}/{secret}", config.check),
-        None => format!("{base}/write/{}", config.check),
-    };
     let sender = Arc::new(Sender {
         transport,
-        endpoint,
         epoch: spool.epoch(),
         config,
     });
@@ -369,7 +422,7 @@ pub async fn forward_with(
             if offset < next {
                 continue;
             }
-            match body_of(&bytes) {
+            match body_of(&bytes, &sender.config.source) {
                 Ok(body) => {
                     if body.totals {
                         totals.insert(offset);
@@ -379,6 +432,7 @@ pub async fn forward_with(
                         made_ms: body.made_ms,
                         backoff: 0,
                         totals: body.totals,
+                        relay: body.relay,
                     };
                     pending.insert(offset, waiting);
                 }
@@ -401,9 +455,7 @@ pub async fn forward_with(
                 if waiting.backoff > 0 {
                     tokio::time::sleep(Duration::from_millis(waiting.backoff)).await;
                 }
-                let sent = sender
-                    .send(offset, waiting.body.clone(), waiting.made_ms)
-                    .await;
+                let sent = sender.send(offset, &waiting).await;
                 Flown {
                     offset,
                     sent,

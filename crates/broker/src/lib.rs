@@ -7,9 +7,10 @@
 //! placement (`phases`), the journal with its subscribers and disk budget (`spool`), the
 //! scheduler thread (`sched`) and runs (`runs`), push inputs (`push`), forwarding to a core's
 //! HTTP ingest or the link exactly once (`forward`), identities and pinned TLS (`tls`), dialling
-//! through a CONNECT proxy (`dial`), the link (`link`), the broker runtime (`broker`) and the
-//! core's side (`core`).
+//! through a CONNECT proxy (`dial`), the link (`link`), the broker runtime (`broker`), the
+//! core's side (`core`) and the broker's side of agents' links (`agents`), which reuses it.
 
+mod agents;
 mod assigned;
 mod broker;
 pub mod core;

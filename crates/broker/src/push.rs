@@ -242,14 +242,19 @@ fn answer(taken: Result<Taken, Response>) -> Response {
 }
 
 /// Serves pushes on `listener`, at most `PUSH_CONNECTIONS_MAX` connections at once.
-pub async fn serve_http(listener: tokio::net::TcpListener, push: Push) {
-    let router = router(push);
+/// Serves the push endpoints, and `extra` routes beside them (the agent registry), each
+/// request carrying its peer's address (`agents::Peer`).
+pub async fn serve_http(listener: tokio::net::TcpListener, push: Push, extra: Option<Router>) {
+    let router = match extra {
+        Some(extra) => router(push).merge(extra),
+        None => router(push),
+    };
     let permits = Arc::new(tokio::sync::Semaphore::new(PUSH_CONNECTIONS_MAX));
     loop {
         let Ok(permit) = permits.clone().acquire_owned().await else {
             return;
         };
-        let (stream, _) = match listener.accept().await {
+        let (stream, peer) = match listener.accept().await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "push listener accept");
@@ -257,7 +262,9 @@ pub async fn serve_http(listener: tokio::net::TcpListener, push: Push) {
                 continue;
             }
         };
-        let router = router.clone();
+        let router = router
+            .clone()
+            .layer(axum::Extension(crate::agents::Peer(peer)));
         tokio::spawn(async move {
             let io = hyper_util::rt::TokioIo::new(stream);
             let service = hyper_util::service::TowerToHyperService::new(router);

@@ -224,6 +224,83 @@ pub fn encode(origin: Origin, made_ms: i64, samples: &[Sample]) -> Vec<u8> {
     e.finish()
 }
 
+/// First bytes of a relayed record: a batch an agent in reverse mode delivered to this broker,
+/// kept as it came (`FORMAT.md`, "Relayed record").
+pub const RELAY_MAGIC: [u8; 4] = *b"SBRR";
+/// Longest relayed body: the broker's push bound.
+pub const RELAY_BODY_BYTES_MAX: usize = crate::push::PUSH_BODY_BYTES_MAX;
+
+/// A batch relayed for a sender that delivered it to this broker with its own exactly-once
+/// origin: forwarded to the core as it came, under that origin (source prefixed with the
+/// broker's id), so the core applies it once however often the sender and the broker resend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Relay {
+    /// The sender's id (its `Strata-Source` and httptrap check name).
+    pub sender: String,
+    pub epoch: u64,
+    pub sequence: u64,
+    /// When the sender made the batch (ms since the epoch).
+    pub made_ms: i64,
+    /// Whether the body holds running totals (the core differences them in arrival order).
+    pub totals: bool,
+    /// An httptrap flatbuffer metric list.
+    pub body: Vec<u8>,
+}
+
+impl Relay {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.body.len() + 64);
+        out.extend_from_slice(&RELAY_MAGIC);
+        put_bytes(&mut out, self.sender.as_bytes());
+        out.extend_from_slice(&self.epoch.to_le_bytes());
+        out.extend_from_slice(&self.sequence.to_le_bytes());
+        out.extend_from_slice(&self.made_ms.to_le_bytes());
+        out.push(u8::from(self.totals));
+        put_bytes(&mut out, &self.body);
+        out
+    }
+
+    /// `None` when `bytes` is not a relayed record at all (another kind of record).
+    pub fn decode(bytes: &[u8]) -> Option<Result<Relay, DecodeError>> {
+        if bytes.get(..4) != Some(&RELAY_MAGIC[..]) {
+            return None;
+        }
+        let mut r = Cursor { bytes, pos: 4 };
+        Some(Relay::fields(&mut r))
+    }
+
+    fn fields(r: &mut Cursor<'_>) -> Result<Relay, DecodeError> {
+        let sender = r.text(store::SOURCE_ID_BYTES_MAX, "relayed sender")?;
+        if sender.is_empty() {
+            return Err(r.error("empty relayed sender"));
+        }
+        let epoch = u64::from_le_bytes(r.array("relayed epoch")?);
+        let sequence = u64::from_le_bytes(r.array("relayed sequence")?);
+        let made_ms = i64::from_le_bytes(r.array("relayed time made")?);
+        let totals = match r.byte("relayed flags")? {
+            0 => false,
+            1 => true,
+            _ => return Err(r.error("unknown relayed flags")),
+        };
+        let n = r.varint("relayed body length")?;
+        if n > RELAY_BODY_BYTES_MAX as u64 {
+            return Err(r.error("relayed body longer than the push bound"));
+        }
+        let body = r.take(n as usize, "relayed body")?.to_vec();
+        if r.left() != 0 {
+            return Err(r.error("bytes after the relayed body"));
+        }
+        Ok(Relay {
+            sender,
+            epoch,
+            sequence,
+            made_ms,
+            totals,
+            body,
+        })
+    }
+}
+
 /// Reads a record's header only: origin and time made.
 pub fn peek(bytes: &[u8]) -> Result<(Origin, i64), DecodeError> {
     let mut r = Cursor { bytes, pos: 0 };
@@ -512,5 +589,38 @@ mod tests {
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(decode(&longer).is_err());
+    }
+
+    #[test]
+    fn relayed_records_round_trip_and_every_cut_is_an_error() {
+        let relay = Relay {
+            sender: "agent-web-1".to_owned(),
+            epoch: 7,
+            sequence: 1234,
+            made_ms: 1_700_000_000_123,
+            totals: true,
+            body: vec![1, 2, 3, 250],
+        };
+        let bytes = relay.encode();
+        assert_eq!(Relay::decode(&bytes), Some(Ok(relay.clone())));
+        assert_eq!(Relay::decode(&encode(Origin::Checks, 1, &samples())), None);
+        assert!(
+            decode(&bytes).is_err(),
+            "a relayed record is no sample record"
+        );
+        for n in 4..bytes.len() {
+            assert!(
+                matches!(Relay::decode(&bytes[..n]), Some(Err(_))),
+                "cut at {n}"
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(matches!(Relay::decode(&longer), Some(Err(_))));
+        let empty = Relay {
+            sender: String::new(),
+            ..relay
+        };
+        assert!(matches!(Relay::decode(&empty.encode()), Some(Err(_))));
     }
 }

@@ -114,6 +114,9 @@ pub struct Options {
     pub mode: Mode,
     /// The broker: its name on the core (pull), or `host:port` (reverse).
     pub broker: Option<String>,
+    /// Reverse mode through a broker: its push URL (agent registry) and token file; `None`:
+    /// the agent dials the core, registered there.
+    pub registry: Option<(String, Option<PathBuf>)>,
     pub plugins: Vec<String>,
     pub root: PathBuf,
     pub init: Init,
@@ -275,8 +278,18 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
     r.push("token", outcome, layout.token.display().to_string());
     failpoint("token");
 
+    // Where a reverse-mode agent is registered: the core, or the broker it dials.
+    let via_broker = match (&o.registry, o.mode) {
+        (Some((url, token_file)), Mode::Reverse) => {
+            let token = token_file.as_deref().map(read_token).transpose()?;
+            Some(Core::new(url, token)?)
+        }
+        (Some(_), _) => return Err("--broker-api is for --mode reverse".to_owned()),
+        (None, _) => None,
+    };
+    let registry = via_broker.as_ref().unwrap_or(&core);
     let link = match o.mode {
-        Mode::Reverse => Some(link_target(o, &core)?),
+        Mode::Reverse => Some(link_target(o, registry)?),
         _ => None,
     };
     let outcome = config_step(
@@ -312,7 +325,7 @@ fn install_steps(o: &Options, r: &mut Report) -> Steps<()> {
     failpoint("observer");
 
     if link.is_some() {
-        let (outcome, detail) = link_step(o, &layout, &host_id, &core)?;
+        let (outcome, detail) = link_step(o, &layout, &host_id, registry)?;
         r.push("link", outcome, detail);
     }
 
@@ -359,12 +372,13 @@ struct LinkTarget {
     core_sha256: String,
 }
 
-/// The core's link listener, from its brokers API: `--broker` when given, else the core's
-/// host with the listener's port.
+/// The link listener of the core (or of the broker given by `--broker-api`), from its
+/// brokers API: `--broker` when given, else its host with the listener's port.
 fn link_target(o: &Options, core: &Core) -> Steps<LinkTarget> {
     let refused = || {
         format!(
-            "--mode reverse: core {} takes no agent links (start it with --link-listen ADDR)",
+            "--mode reverse: {} takes no agent links (start the core with --link-listen ADDR, \
+             or the broker with --agent-listen ADDR)",
             core.url
         )
     };
@@ -638,6 +652,8 @@ pub struct UninstallOptions {
     /// The core; default: the config's `[push] url`.
     pub core: Option<String>,
     pub token_file: Option<PathBuf>,
+    /// The broker whose agent registry holds this agent, and its token file.
+    pub registry: Option<(String, Option<PathBuf>)>,
     pub root: PathBuf,
     pub init: Init,
     pub purge: bool,
@@ -762,9 +778,18 @@ fn purge_core(
     let core = Core::new(&url, token)?;
     let owner = objects::owner(host_id);
     let mut n = objects::delete_owned(&core, &owner, o.dry_run)?;
-    // A reverse-mode agent's link registration (none on a core without links, or in push mode).
+    // A reverse-mode agent's link registration (none on a core without links, or in push
+    // mode), on the core or on the broker it dials.
+    let via_broker = match &o.registry {
+        Some((url, token_file)) => {
+            let token = token_file.as_deref().map(read_token).transpose()?;
+            Some(Core::new(url, token)?)
+        }
+        None => None,
+    };
+    let registry = via_broker.as_ref().unwrap_or(&core);
     let link = format!("/api/strata/v1/brokers/agent-{host_id}");
-    if !o.dry_run && (200..300).contains(&core.request("DELETE", &link, None)?.status) {
+    if !o.dry_run && (200..300).contains(&registry.request("DELETE", &link, None)?.status) {
         n += 1;
     }
     let outcome = if n > 0 {

@@ -109,6 +109,15 @@ pub struct RunArgs {
     /// Accept collectd's binary network protocol over UDP here (collectd's port is 25826).
     #[arg(long, value_name = "ADDR")]
     pub collectd: Option<SocketAddr>,
+    /// Accept links of agents in reverse mode here (`[reverse] broker` in the agent's config);
+    /// agents are registered on the broker's --push-http with `strata broker register --core
+    /// http://<push address>`, and pin the certificate SHA-256 it prints.
+    #[arg(long, value_name = "ADDR")]
+    pub agent_listen: Option<SocketAddr>,
+    /// A file holding the bearer token the agent registry requires (without it, only loopback
+    /// clients may register agents).
+    #[arg(long, value_name = "FILE", requires = "agent_listen")]
+    pub agents_token_file: Option<PathBuf>,
     /// OTLP resource attributes also put on every series of their resource (comma-separated),
     /// as the core's `[otlp] promote_resource_attributes`.
     #[arg(long, value_name = "KEYS", value_delimiter = ',')]
@@ -309,6 +318,23 @@ fn run_broker(args: RunArgs) -> ExitCode {
     config.push_http = args.push_http;
     config.statsd = args.statsd;
     config.collectd = args.collectd;
+    config.agent_listen = args.agent_listen;
+    if let Some(path) = &args.agents_token_file {
+        match std::fs::read_to_string(path) {
+            Ok(t) if !t.trim().is_empty() => config.agents_token = Some(t.trim().to_owned()),
+            Ok(_) => {
+                eprintln!(
+                    "strata broker: --agents-token-file {}: empty",
+                    path.display()
+                );
+                return ExitCode::from(2);
+            }
+            Err(e) => {
+                eprintln!("strata broker: --agents-token-file {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
     let Some(strategy) = ingest::otlp::Strategy::from_name(&args.otlp_translation_strategy) else {
         eprintln!(
             "strata broker: --otlp-translation-strategy {:?} is not UnderscoreEscapingWithSuffixes, \
@@ -352,11 +378,13 @@ fn run_broker(args: RunArgs) -> ExitCode {
         // One line a script (or a test) can wait for, with the addresses actually bound.
         let show = |a: Option<SocketAddr>| a.map_or_else(|| "-".to_owned(), |a| a.to_string());
         println!(
-            "strata broker {id} ready: push_http {} statsd {} collectd {} link_listen {} checks {}",
+            "strata broker {id} ready: push_http {} statsd {} collectd {} link_listen {} \
+             agent_listen {} checks {}",
             show(broker.bound.push_http),
             show(broker.bound.statsd),
             show(broker.bound.collectd),
             show(broker.bound.listen),
+            show(broker.bound.agent_listen),
             broker.check_count()
         );
         let _ = tokio::signal::ctrl_c().await;

@@ -35,6 +35,13 @@ pub struct AgentArgs {
     /// The broker: its name on the core (pull), or host:port (reverse).
     #[arg(long)]
     broker: Option<String>,
+    /// Reverse mode through a broker: the broker's push URL (`strata broker --push-http`),
+    /// whose agent registry the agent is registered on and whose `--agent-listen` it dials.
+    #[arg(long, value_name = "URL")]
+    broker_api: Option<String>,
+    /// A file holding the broker's agents token (`strata broker --agents-token-file`).
+    #[arg(long, value_name = "FILE", requires = "broker_api")]
+    broker_token_file: Option<PathBuf>,
     /// Plugins to set up, comma-separated (host is always set up).
     #[arg(long, value_delimiter = ',', default_value = "host")]
     plugins: Vec<String>,
@@ -98,6 +105,12 @@ pub struct UninstallArgs {
     /// A file holding the core's bearer token (default: the agent's token file).
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// The broker whose agent registry holds this agent (reverse mode through a broker).
+    #[arg(long, value_name = "URL")]
+    broker_api: Option<String>,
+    /// A file holding the broker's agents token.
+    #[arg(long, value_name = "FILE", requires = "broker_api")]
+    broker_token_file: Option<PathBuf>,
     #[arg(long, default_value = "/")]
     root: PathBuf,
     #[arg(long, default_value = "systemd")]
@@ -150,6 +163,7 @@ fn options(a: AgentArgs) -> Result<install::Options, String> {
         token_file: a.token_file,
         mode: install::Mode::parse(&a.mode)?,
         broker: a.broker,
+        registry: a.broker_api.map(|url| (url, a.broker_token_file)),
         plugins: a.plugins,
         root: a.root,
         init: install::Init::parse(&a.init)?,
@@ -221,6 +235,7 @@ pub fn run_uninstall(command: UninstallCommand) -> ExitCode {
     let o = install::UninstallOptions {
         core: a.core,
         token_file: a.token_file,
+        registry: a.broker_api.map(|url| (url, a.broker_token_file)),
         root: a.root,
         init,
         purge: a.purge,

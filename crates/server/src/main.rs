@@ -86,7 +86,7 @@ enum Command {
     },
     /// Run a broker: checks on a schedule and pushes, journaled and forwarded to a core exactly
     /// once.
-    Broker(cli_broker::BrokerArgs),
+    Broker(Box<cli_broker::BrokerArgs>),
     /// Run the host agent: the host's metrics as histograms, NAD plugins, local statsd and
     /// httptrap, pushed exactly once to a core or broker, or pulled.
     Agent(cli_agent::AgentArgs),
@@ -131,7 +131,7 @@ fn main() -> ExitCode {
         Command::Rules { command } => cli_rules::run(command),
         Command::Alerts { command } => cli_alerts::run(command),
         Command::Maintenance { command } => cli_maintenance::run(command),
-        Command::Broker(args) => cli_broker::run(args),
+        Command::Broker(args) => cli_broker::run(*args),
         Command::Agent(args) => cli_agent::run(args),
         Command::Check { command } => cli_check::run(command),
         Command::Install { command } => cli_install::run_install(command),

@@ -513,7 +513,7 @@ fn a_certificate_not_registered_is_refused_with_a_clear_line() {
     ];
     let _rogue = broker(&rogue, "edge-a", free_port(), &link_args);
     let log = s.core_data.with_extension("log");
-    let line = format!("its certificate (sha256 {rogue_fp}) is not registered on this core");
+    let line = format!("its certificate (sha256 {rogue_fp}) is not registered here");
     wait_until("the refusal logged", || {
         std::fs::read_to_string(&log).is_ok_and(|t| t.contains(&line))
     });
@@ -578,34 +578,48 @@ fn a_broker_that_stops_answering_is_seen_down() {
     drop((edge, the_core));
 }
 
+/// How many series the core holds tagged `__check:<check>`.
+fn check_series(http: u16, check: &str) -> usize {
+    let url = format!("http://127.0.0.1:{http}/api/strata/v1/find?query=and(__check:{check})");
+    let found: serde_json::Value = client().get(url).send().unwrap().json().unwrap();
+    found.as_array().map_or(0, Vec::len)
+}
+
+/// An agent config in reverse mode dialling `target` (a core's or a broker's link listener),
+/// pinning `pin`; its `strata agent` arguments.
+fn reverse_agent(dir: &Path, host: &str, http: u16, target: u16, pin: &str) -> Vec<String> {
+    let config = dir.join(format!("agent-{host}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "host_id = \"{host}\"\nstate_dir = \"{}\"\nmode = \"reverse\"\n\
+             listen = \"127.0.0.1:{http}\"\nstatsd = \"\"\n\
+             [reverse]\nbroker = \"127.0.0.1:{target}\"\ncore_sha256 = \"{pin}\"\n",
+            dir.join(format!("agent-{host}-state")).display(),
+        ),
+    )
+    .unwrap();
+    [
+        "agent",
+        "--config",
+        &config.display().to_string(),
+        "--period-s",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 #[test]
 fn an_agent_in_reverse_mode_dials_out_and_delivers_exactly_once() {
     const BODIES: usize = 120;
     let (s, the_core) = Setup::new("agent-reverse");
     let ts_ms = slice_ts_ms();
-    let state = s.dir.join("agent-state");
-    let fp = init(&state, "agent-h1");
+    let fp = init(&s.dir.join("agent-h1-state"), "agent-h1");
     let core_fp = register(s.http, "agent-h1", &fp, &[]);
     let agent_port = free_port();
-    let config = s.dir.join("agent.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "host_id = \"h1\"\nstate_dir = \"{}\"\nmode = \"reverse\"\n\
-             listen = \"127.0.0.1:{agent_port}\"\nstatsd = \"\"\n\
-             [reverse]\nbroker = \"127.0.0.1:{}\"\ncore_sha256 = \"{core_fp}\"\n",
-            state.display(),
-            s.link
-        ),
-    )
-    .unwrap();
-    let args: Vec<String> = vec![
-        "agent".into(),
-        "--config".into(),
-        config.display().to_string(),
-        "--period-s".into(),
-        "1".into(),
-    ];
+    let args = reverse_agent(&s.dir, "h1", agent_port, s.link, &core_fp);
     let log = s.dir.join("agent.log");
     let mut agent = Some(Proc::start(
         "strata agent",
@@ -628,18 +642,73 @@ fn an_agent_in_reverse_mode_dials_out_and_delivers_exactly_once() {
     ));
     pusher.assert_exactly_once(s.http, "agent_rev_lat", ts_ms);
     // The agent's own series arrived too, tagged with its link id.
-    let found: serde_json::Value = client()
-        .get(format!(
-            "http://127.0.0.1:{}/api/strata/v1/find?query=and(__check:agent-h1)",
-            s.http
-        ))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
     assert!(
-        found.as_array().is_some_and(|a| a.len() > 1),
+        check_series(s.http, "agent-h1") > 1,
         "the agent's host series at the core"
     );
     drop((agent, the_core));
+}
+
+/// An agent in reverse mode dials a broker (`--agent-listen`), registered on the broker's
+/// registry as on a core's; the broker relays each batch with the agent's own origin over its
+/// link to the core. Bodies written to the agent arrive once through a `kill -9` of the agent
+/// and one of the broker, tagged with the agent's check as if it had dialled the core.
+#[test]
+fn an_agent_in_reverse_mode_dials_a_broker_and_its_batches_reach_the_core_once() {
+    const BODIES: usize = 150;
+    let (s, the_core) = Setup::new("agent-via-broker");
+    let ts_ms = slice_ts_ms();
+    let edge = s.dir.join("edge-r");
+    let edge_fp = init(&edge, "edge-r");
+    let core_fp = register(s.http, "edge-r", &edge_fp, &[]);
+    let (edge_push, edge_agents) = (free_port(), free_port());
+    let edge_args: Vec<String> = vec![
+        "--core-link".into(),
+        format!("127.0.0.1:{}", s.link),
+        "--core-sha256".into(),
+        core_fp,
+        "--agent-listen".into(),
+        format!("127.0.0.1:{edge_agents}"),
+    ];
+    let mut the_edge = Some(broker(&edge, "edge-r", edge_push, &edge_args));
+    // The agent registered on the broker, pinning the broker's agent-link certificate.
+    let agent_fp = init(&s.dir.join("agent-h2-state"), "agent-h2");
+    let edge_pin = register(edge_push, "agent-h2", &agent_fp, &[]);
+    assert_eq!(
+        brokers(edge_push)["core_sha256"].as_str(),
+        Some(edge_pin.as_str()),
+        "the broker's registry names its own agent-link certificate"
+    );
+    let agent_port = free_port();
+    let args = reverse_agent(&s.dir, "h2", agent_port, edge_agents, &edge_pin);
+    let log = s.dir.join("agent-h2.log");
+    let ready = "ready: mode reverse";
+    let mut agent = Some(Proc::start("strata agent", &args, &log, ready));
+    wait_until("the agent's link to the broker up", || {
+        broker_state(edge_push, "agent-h2")["connected"] == true
+    });
+    let url = format!("http://127.0.0.1:{agent_port}/write");
+    let pusher = Pusher::start(url, "agent_via_broker", BODIES, 40, ts_ms);
+    pusher.wait_sent(BODIES / 3);
+    agent.take().unwrap().kill9();
+    agent = Some(Proc::start("strata agent", &args, &log, ready));
+    pusher.wait_sent(2 * BODIES / 3);
+    the_edge.take().unwrap().kill9();
+    the_edge = Some(broker(&edge, "edge-r", edge_push, &edge_args));
+    pusher.assert_exactly_once(s.http, "agent_via_broker", ts_ms);
+    assert!(
+        check_series(s.http, "agent-h2") > 1,
+        "the agent's host series at the core, under its own check"
+    );
+    // A registration the core could not name (`edge-r/<id>` past 64 bytes) is refused.
+    let long = "a".repeat(60);
+    let refused = client()
+        .post(format!("http://127.0.0.1:{edge_push}/api/strata/v1/brokers"))
+        .json(&serde_json::json!({"id": long, "certificate_sha256": "ab".repeat(32), "dial": "broker"}))
+        .send()
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 400);
+    let why: serde_json::Value = refused.json().unwrap();
+    assert!(why["error"].as_str().unwrap().contains("`id`"), "{why}");
+    drop((agent, the_edge, the_core));
 }

@@ -625,6 +625,54 @@ fn install_sh_passes_shellcheck_and_installs_under_dash() {
 /// Stops the agent the stand-in `systemctl start` ran, however the test ends.
 struct AgentGuard(PathBuf);
 
+/// The command the test's systemctl runs for the unit (`SYSTEMCTL_AGENT`), and a guard that
+/// kills the agent it started.
+fn installed_agent(root: &Path) -> (String, AgentGuard) {
+    let agent = format!(
+        "{} agent --config {}",
+        root.join("usr/local/bin/strata").display(),
+        root.join("etc/strata/agent.toml").display()
+    );
+    let pid = root
+        .with_extension("systemctl.state")
+        .join("strata-agent.service.pid");
+    (agent, AgentGuard(pid))
+}
+
+/// Whether a brokers API answer lists `id`.
+fn registered(links: &Value, id: &str) -> bool {
+    links["brokers"]
+        .as_array()
+        .is_some_and(|all| all.iter().any(|b| b["id"] == id))
+}
+
+/// Waits for the host's CPU histogram at the core.
+fn host_histograms_arrive(env: &Env, host_id: &str, what: &str) {
+    let query = format!("/api/strata/v1/find?query=and(__name:cpu_busy_ratio,host:{host_id})");
+    serve_common::eventually(what, || {
+        let (_, found) = env.get(&query);
+        (!found.as_array()?.is_empty()).then_some(())
+    });
+}
+
+/// `strata uninstall agent --purge` against the core, with `extra` arguments.
+fn purge(env: &Env, root: &Path, extra: &[&str]) {
+    let token_file = env.token_file();
+    let core = env.core();
+    let mut args = vec![
+        "uninstall",
+        "agent",
+        "--purge",
+        "--json",
+        "--core",
+        core.trim_end_matches('/'),
+        "--token-file",
+        token_file.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    ok(&env.command(root, &args).output().unwrap());
+}
+
 impl Drop for AgentGuard {
     fn drop(&mut self) {
         if let Ok(pid) = std::fs::read_to_string(&self.0) {
@@ -643,15 +691,7 @@ fn the_installed_agent_sends_its_first_sample() {
         .unwrap()
         .to_string();
     // What systemd would run: ExecStart of the installed unit.
-    let agent = format!(
-        "{} agent --config {}",
-        root.join("usr/local/bin/strata").display(),
-        root.join("etc/strata/agent.toml").display()
-    );
-    let _guard = AgentGuard(
-        root.with_extension("systemctl.state")
-            .join("strata-agent.service.pid"),
-    );
+    let (agent, _guard) = installed_agent(&root);
     let t = Instant::now();
     let out = env.install_with(
         &root,
@@ -717,15 +757,7 @@ fn a_pull_mode_agent_is_scraped_by_the_broker_the_core_assigns() {
         .local_addr()
         .unwrap()
         .to_string();
-    let agent = format!(
-        "{} agent --config {}",
-        root.join("usr/local/bin/strata").display(),
-        root.join("etc/strata/agent.toml").display()
-    );
-    let _agent = AgentGuard(
-        root.with_extension("systemctl.state")
-            .join("strata-agent.service.pid"),
-    );
+    let (agent, _agent) = installed_agent(&root);
     // The broker named by --broker runs the checks the core assigns it: the agent's record is
     // its scrape of the agent's /metrics.
     let core = env.core();
@@ -770,11 +802,11 @@ fn a_pull_mode_agent_is_scraped_by_the_broker_the_core_assigns() {
     assert_eq!(record["broker"], "edge-pull", "{record}");
     // The host's own series arrive through the broker's scrape, tagged with the host (the
     // first sample may be the scrape's own `up`; the agent's histograms follow).
-    let query = format!("/api/strata/v1/find?query=and(__name:cpu_busy_ratio,host:{host_id})");
-    serve_common::eventually("the agent's CPU histogram through the broker", || {
-        let (_, found) = env.get(&query);
-        (!found.as_array()?.is_empty()).then_some(())
-    });
+    host_histograms_arrive(
+        &env,
+        &host_id,
+        "the agent's CPU histogram through the broker",
+    );
     let again = ok(&env.install_with(&root, &args, &[("SYSTEMCTL_AGENT", &agent)]));
     assert_eq!(again["changed"], 0, "{again}");
 }
@@ -788,15 +820,7 @@ fn a_reverse_mode_agent_dials_the_core_and_its_data_arrives() {
         .local_addr()
         .unwrap()
         .to_string();
-    let agent = format!(
-        "{} agent --config {}",
-        root.join("usr/local/bin/strata").display(),
-        root.join("etc/strata/agent.toml").display()
-    );
-    let _agent = AgentGuard(
-        root.with_extension("systemctl.state")
-            .join("strata-agent.service.pid"),
-    );
+    let (agent, _agent) = installed_agent(&root);
     // No --broker: the installer asks the core where its link listener is and which
     // certificate to pin, makes the agent's link identity and registers it.
     let args = ["--mode", "reverse", "--listen", &listen, "--wait-s", "30"];
@@ -813,42 +837,100 @@ fn a_reverse_mode_agent_dials_the_core_and_its_data_arrives() {
         "{config}"
     );
     let id = format!("agent-{host_id}");
-    let registered = |links: &Value| {
-        links["brokers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|b| b["id"] == id.as_str())
-    };
-    assert!(registered(&links), "{links}");
+    assert!(registered(&links, &id), "{links}");
     // The agent's own histograms come over the link it dialled.
-    let query = format!("/api/strata/v1/find?query=and(__name:cpu_busy_ratio,host:{host_id})");
-    serve_common::eventually("the agent's CPU histogram over the link", || {
-        let (_, found) = env.get(&query);
-        (!found.as_array()?.is_empty()).then_some(())
-    });
+    host_histograms_arrive(&env, &host_id, "the agent's CPU histogram over the link");
     let again = ok(&env.install_with(&root, &args, &[("SYSTEMCTL_AGENT", &agent)]));
     assert_eq!(again["changed"], 0, "{again}");
     assert_eq!(outcomes(&again)["link"], "unchanged");
     // A reverse-mode config names no core URL (the agent dials its link): purge is told it.
-    let token_file = env.token_file();
-    let core = env.core();
-    ok(&env
-        .command(
-            &root,
-            &[
-                "uninstall",
-                "agent",
-                "--purge",
-                "--json",
-                "--core",
-                core.trim_end_matches('/'),
-                "--token-file",
-                token_file.to_str().unwrap(),
-            ],
-        )
-        .output()
-        .unwrap());
+    purge(&env, &root, &[]);
     let (_, links) = env.get("/api/strata/v1/brokers");
-    assert!(!registered(&links), "{links}");
+    assert!(!registered(&links, &id), "{links}");
+}
+
+fn free_address() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_reverse_mode_agent_dials_a_broker_and_its_data_reaches_the_core() {
+    let env = Env::start();
+    let root = env.root("reverse-broker");
+    let (listen, push, agents) = (free_address(), free_address(), free_address());
+    let (agent, _agent) = installed_agent(&root);
+    // A broker forwarding to the core's HTTP ingest, taking agents' links.
+    let core = env.core();
+    let _broker = BrokerGuard(
+        strata()
+            .args(["broker", "--id", "edge-rev", "--data-dir"])
+            .arg(env.dir.path().join("broker"))
+            .args(["--core-url", core.trim_end_matches('/')])
+            .arg("--core-token-file")
+            .arg(env.token_file())
+            .args(["--push-http", &push, "--agent-listen", &agents])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    serve_common::eventually("the broker's push listener", || {
+        std::net::TcpStream::connect(&push).ok()
+    });
+    // The installer asks the broker (not the core) where agents dial and what to pin, and
+    // registers the agent there.
+    let broker_api = format!("http://{push}");
+    let args = [
+        "--mode",
+        "reverse",
+        "--broker-api",
+        &broker_api,
+        "--listen",
+        &listen,
+        "--wait-s",
+        "30",
+    ];
+    let first = ok(&env.install_with(&root, &args, &[("SYSTEMCTL_AGENT", &agent)]));
+    let steps = outcomes(&first);
+    assert_eq!(steps["link"], "created", "{first}");
+    assert_eq!(steps["first-sample"], "ok", "{first}");
+    let host_id = first["host_id"].as_str().unwrap().to_string();
+    let registry = || -> Value {
+        client()
+            .get(format!("{broker_api}/api/strata/v1/brokers"))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    };
+    let links = registry();
+    let config = std::fs::read_to_string(root.join("etc/strata/agent.toml")).unwrap();
+    let pin = links["core_sha256"].as_str().unwrap();
+    assert!(
+        config.contains(&format!("broker = \"{agents}\""))
+            && config.contains(&format!("core_sha256 = \"{pin}\"")),
+        "the agent dials the broker's agent listener and pins its certificate: {config}"
+    );
+    let id = format!("agent-{host_id}");
+    assert!(registered(&links, &id), "{links}");
+    // The agent's histograms reach the core through the broker, under the agent's check.
+    host_histograms_arrive(
+        &env,
+        &host_id,
+        "the agent's CPU histogram through the broker",
+    );
+    let (_, found) = env.get(&format!("/api/strata/v1/find?query=and(__check:{id})"));
+    assert!(found.as_array().is_some_and(|a| !a.is_empty()), "{found}");
+    let again = ok(&env.install_with(&root, &args, &[("SYSTEMCTL_AGENT", &agent)]));
+    assert_eq!(again["changed"], 0, "{again}");
+    purge(&env, &root, &["--broker-api", &broker_api]);
+    assert!(
+        !registered(&registry(), &id),
+        "purge unregisters the agent at the broker"
+    );
 }

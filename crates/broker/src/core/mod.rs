@@ -32,13 +32,29 @@ use state::{Dial, Registration, Registry, LINK_PEERS_MAX};
 /// The path a broker asks for its checks on (answered by the server's checks API).
 const PATH_CHECKS: &str = "/api/strata/v1/checks";
 
-/// How a core runs its side of the links.
+/// How a core runs its side of the links (or a broker its side of agents' links).
 #[derive(Clone, Debug)]
 pub struct HubConfig {
-    /// Where the core keeps its link identity and the registry.
+    /// Where the identity and the registry are kept.
     pub dir: PathBuf,
-    /// Accept broker dials here (`None`: only dial).
+    /// Accept dials here (`None`: only dial).
     pub listen: Option<SocketAddr>,
+    /// The identity's certificate name (`strata-core`, or `strata-broker-<id>`).
+    pub common_name: String,
+    /// Longest peer id registered: a broker relaying for agents names them `<its id>/<agent>`
+    /// to its core, which must stay a store source id.
+    pub peer_id_bytes_max: usize,
+}
+
+/// A registration as the brokers API takes it.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegisterBody {
+    id: String,
+    certificate_sha256: String,
+    dial: Dial,
+    #[serde(default)]
+    address: Option<String>,
 }
 
 /// What serves a broker's request once the link has checked it may make it: the broker's id
@@ -91,6 +107,7 @@ struct Live {
 
 struct Inner {
     dir: PathBuf,
+    peer_id_bytes_max: usize,
     identity: Identity,
     fingerprint: String,
     handler: Handler,
@@ -131,12 +148,13 @@ impl Hub {
     pub async fn start(config: HubConfig, handler: Handler) -> Result<Hub, String> {
         std::fs::create_dir_all(&config.dir)
             .map_err(|e| format!("{}: {e}", config.dir.display()))?;
-        let identity = tls::load_or_generate(&config.dir, "core", "strata-core")?;
+        let identity = tls::load_or_generate(&config.dir, "core", &config.common_name)?;
         let fingerprint = identity.fingerprint()?;
         let registry = Registry::load(&config.dir)?;
         let (changed, _) = watch::channel(0);
         let inner = Arc::new(Inner {
             dir: config.dir.clone(),
+            peer_id_bytes_max: config.peer_id_bytes_max,
             identity,
             fingerprint,
             handler,
@@ -205,6 +223,10 @@ impl Hub {
         if let Some(why) = state::refusal(id, &registration) {
             return Err(why);
         }
+        if id.len() > self.inner.peer_id_bytes_max {
+            let max = self.inner.peer_id_bytes_max;
+            return Err(format!("`id`: `{id}` is longer than {max} bytes here"));
+        }
         {
             let mut registry = lock(&self.inner.registry);
             let fp = &registration.certificate_sha256;
@@ -246,6 +268,56 @@ impl Hub {
         lock(&self.inner.live).remove(id);
         self.inner.changed.send_modify(|g| *g += 1);
         Ok(true)
+    }
+
+    /// `GET /api/strata/v1/brokers`: this side's fingerprint and listener, and every peer.
+    pub fn api_list(&self) -> serde_json::Value {
+        serde_json::json!({
+            "core_sha256": self.fingerprint(),
+            "listen": self.listen.map(|a| a.to_string()),
+            "brokers": self.list(),
+        })
+    }
+
+    /// `POST /api/strata/v1/brokers` with a JSON registration: the status and the answer.
+    pub fn api_register(&self, body: &[u8]) -> (u16, serde_json::Value) {
+        let error = |status, message: String| (status, serde_json::json!({ "error": message }));
+        let body: RegisterBody = match serde_json::from_slice(body) {
+            Ok(b) => b,
+            Err(e) => return error(400, format!("broker registration: {e}")),
+        };
+        let registration = Registration {
+            certificate_sha256: body.certificate_sha256,
+            dial: body.dial,
+            address: body.address,
+        };
+        match self.register(&body.id, registration) {
+            Ok(()) => (
+                200,
+                serde_json::json!({
+                    "id": body.id,
+                    "core_sha256": self.fingerprint(),
+                    "listen": self.listen.map(|a| a.to_string()),
+                }),
+            ),
+            Err(e) if e.starts_with('`') => error(400, format!("broker registration: {e}")),
+            Err(e) => error(500, format!("saving the registry: {e}")),
+        }
+    }
+
+    /// `DELETE /api/strata/v1/brokers/{id}`: 204, or the status and the error.
+    pub fn api_remove(&self, id: &str) -> (u16, Option<serde_json::Value>) {
+        match self.remove(id) {
+            Ok(true) => (204, None),
+            Ok(false) => (
+                404,
+                Some(serde_json::json!({ "error": format!("no broker `{id}` is registered") })),
+            ),
+            Err(e) => (
+                500,
+                Some(serde_json::json!({ "error": format!("saving the registry: {e}") })),
+            ),
+        }
     }
 
     /// Each broker's link state in Prometheus text, for the core's `/metrics`.
@@ -375,8 +447,8 @@ async fn accept_one(inner: &Arc<Inner>, tcp: tokio::net::TcpStream, peer: Socket
         Ok(Err(e)) => {
             return match lock(&seen).clone() {
                 Some(fp) => tracing::warn!(
-                    "broker link from {peer} refused: its certificate (sha256 {fp}) is not \
-                     registered on this core (strata broker register)"
+                    "link from {peer} refused: its certificate (sha256 {fp}) is not \
+                     registered here (strata broker register)"
                 ),
                 None => tracing::warn!(%peer, error = %e, "broker link refused: TLS handshake"),
             }
@@ -514,29 +586,44 @@ fn header_u64(req: &Request<Incoming>, name: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
-/// Why a broker may not make this request (`None`: it may): it names only itself, writes only
-/// its own records, reads only its own checks.
-fn refusal(broker: &str, req: &Request<Incoming>) -> Option<String> {
-    if let Some(source) = req.headers().get("strata-source") {
-        if source.as_bytes() != broker.as_bytes() {
+/// Why a broker may not make this request (`None`: it may): it writes its own records
+/// (`Strata-Source` its id, to `/write/<id>`) and the batches it relays for senders that
+/// delivered them to it (`Strata-Source` `<id>/<sender>`, to `/write/<sender>`), and reads only
+/// its own checks.
+fn refusal(
+    broker: &str,
+    method: &Method,
+    uri: &hyper::Uri,
+    source: Option<&[u8]>,
+) -> Option<String> {
+    let path = uri.path();
+    let relayed = source
+        .and_then(|s| s.strip_prefix(broker.as_bytes()))
+        .and_then(|s| s.strip_prefix(b"/"))
+        .filter(|sender| !sender.is_empty());
+    if let Some(source) = source {
+        if source != broker.as_bytes() && relayed.is_none() {
             return Some(format!(
-                "Strata-Source `{}` is not this link's broker `{broker}`",
-                String::from_utf8_lossy(source.as_bytes())
+                "Strata-Source `{}` is neither this link's broker `{broker}` nor \
+                 `{broker}/<sender>`",
+                String::from_utf8_lossy(source)
             ));
         }
     }
-    let path = req.uri().path();
     let own_checks = format!("broker={broker}");
-    let allowed = match *req.method() {
-        Method::POST => path == PATH_HEARTBEAT || path == format!("/write/{broker}"),
-        Method::GET => path == PATH_CHECKS && req.uri().query() == Some(own_checks.as_str()),
+    let write_to = |check: &[u8]| path.strip_prefix("/write/").map(str::as_bytes) == Some(check);
+    let allowed = match *method {
+        Method::POST => {
+            path == PATH_HEARTBEAT || relayed.map_or_else(|| write_to(broker.as_bytes()), write_to)
+        }
+        Method::GET => path == PATH_CHECKS && uri.query() == Some(own_checks.as_str()),
         _ => false,
     };
     (!allowed).then(|| {
         format!(
-            "{} {path}: a broker's link carries POST /write/{broker}, POST {PATH_HEARTBEAT} \
-             and GET {PATH_CHECKS}?{own_checks} only",
-            req.method()
+            "{method} {path}: a broker's link carries POST /write/{broker}, POST /write/<sender> \
+             for `Strata-Source: {broker}/<sender>`, POST {PATH_HEARTBEAT} and \
+             GET {PATH_CHECKS}?{own_checks} only"
         )
     })
 }
@@ -544,7 +631,8 @@ fn refusal(broker: &str, req: &Request<Incoming>) -> Option<String> {
 async fn handle(inner: &Arc<Inner>, broker: &str, req: Request<Incoming>) -> Response<Body> {
     let now = now_ms();
     inner.update(broker, |l| l.last_contact_ms = now);
-    if let Some(why) = refusal(broker, &req) {
+    let source = req.headers().get("strata-source").map(|s| s.as_bytes());
+    if let Some(why) = refusal(broker, req.method(), req.uri(), source) {
         let body = serde_json::json!({ "error": why }).to_string();
         return h2::respond(403, body);
     }
@@ -573,4 +661,44 @@ async fn handle(inner: &Arc<Inner>, broker: &str, req: Request<Incoming>) -> Res
         });
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(method: Method, uri: &str, source: Option<&str>) -> bool {
+        let uri: hyper::Uri = uri.parse().unwrap();
+        refusal("edge-1", &method, &uri, source.map(str::as_bytes)).is_some()
+    }
+
+    #[test]
+    fn a_broker_writes_its_own_records_and_relays_under_its_prefix_only() {
+        assert!(!refused(Method::POST, "/write/edge-1", Some("edge-1")));
+        assert!(!refused(
+            Method::POST,
+            "/write/agent-a",
+            Some("edge-1/agent-a")
+        ));
+        assert!(!refused(Method::POST, PATH_HEARTBEAT, Some("edge-1")));
+        let checks = format!("{PATH_CHECKS}?broker=edge-1");
+        assert!(!refused(Method::GET, &checks, None));
+        // Another broker's name, another sender's check, an empty sender, another path.
+        assert!(refused(Method::POST, "/write/edge-2", Some("edge-2")));
+        assert!(refused(Method::POST, "/write/edge-1", Some("edge-2")));
+        assert!(refused(
+            Method::POST,
+            "/write/agent-b",
+            Some("edge-1/agent-a")
+        ));
+        assert!(refused(Method::POST, "/write/agent-a", Some("edge-1")));
+        assert!(refused(Method::POST, "/write/", Some("edge-1/")));
+        assert!(refused(Method::POST, "/write/x", Some("edge-1x/x")));
+        assert!(refused(
+            Method::GET,
+            &format!("{PATH_CHECKS}?broker=edge-2"),
+            None
+        ));
+        assert!(refused(Method::DELETE, "/write/edge-1", Some("edge-1")));
+    }
 }

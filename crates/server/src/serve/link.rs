@@ -11,8 +11,7 @@ use axum::extract::Path;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
-use axum::{Json, Router};
-use broker::core::state::{Dial, Registration};
+use axum::Router;
 use broker::core::{Handler, Hub, HubConfig};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -43,7 +42,13 @@ pub async fn start(
         let (app, router) = (write_app.clone(), router.clone());
         Box::pin(async move { link_request(app, router, broker, request).await })
     });
-    let hub = Hub::start(HubConfig { dir, listen }, handler).await?;
+    let config = HubConfig {
+        dir,
+        listen,
+        common_name: "strata-core".to_owned(),
+        peer_id_bytes_max: store::SOURCE_ID_BYTES_MAX,
+    };
+    let hub = Hub::start(config, handler).await?;
     let line = format!(
         "links: listen={} core_sha256={}",
         hub.listen
@@ -81,8 +86,16 @@ async fn link_request(
 }
 
 /// One journal record of `broker`: an httptrap body with its `Strata-*` origin, tagged
-/// `__check:<broker>` as an httptrap write to that check is, through the one write path.
+/// `__check:<check>` as an httptrap write to that check is, through the one write path. The
+/// check is the path's (`/write/<check>`): the broker's own id, or a sender's whose batches it
+/// relays (the hub allowed only those).
 async fn write(app: &Shared, broker: &str, request: hyper::Request<Incoming>) -> Response {
+    let check = request
+        .uri()
+        .path()
+        .strip_prefix("/write/")
+        .unwrap_or(broker)
+        .to_owned();
     let headers = request.headers().clone();
     let origin = match origin::from_headers(&headers, super::now_ms()) {
         Ok(o) => o,
@@ -108,10 +121,10 @@ async fn write(app: &Shared, broker: &str, request: hyper::Request<Incoming>) ->
             return ServeError::too_large(message).response(Shape::Httptrap);
         }
     };
-    let check_tag = match Tag::new("__check", broker.as_bytes()) {
+    let check_tag = match Tag::new("__check", check.as_bytes()) {
         Ok(t) => t,
         Err(e) => {
-            return ServeError::bad_request(format!("broker `{broker}`: {e}"))
+            return ServeError::bad_request(format!("check `{check}`: {e}"))
                 .response(Shape::Httptrap)
         }
     };
@@ -175,78 +188,27 @@ async fn list() -> Response {
     let Some(hub) = HUB.get() else {
         return no_hub();
     };
-    json_response(
-        StatusCode::OK,
-        serde_json::json!({
-            "core_sha256": hub.fingerprint(),
-            "listen": hub.listen.map(|a| a.to_string()),
-            "brokers": hub.list(),
-        }),
-    )
+    json_response(StatusCode::OK, hub.api_list())
 }
 
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RegisterBody {
-    id: String,
-    certificate_sha256: String,
-    dial: Dial,
-    #[serde(default)]
-    address: Option<String>,
-}
-
-async fn register(
-    body: Result<Json<RegisterBody>, axum::extract::rejection::JsonRejection>,
-) -> Response {
+async fn register(body: Bytes) -> Response {
     let Some(hub) = HUB.get() else {
         return no_hub();
     };
-    let Json(body) = match body {
-        Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("broker registration: {}", e.body_text()),
-            )
-        }
-    };
-    let registration = Registration {
-        certificate_sha256: body.certificate_sha256,
-        dial: body.dial,
-        address: body.address,
-    };
-    match hub.register(&body.id, registration) {
-        Ok(()) => json_response(
-            StatusCode::OK,
-            serde_json::json!({
-                "id": body.id,
-                "core_sha256": hub.fingerprint(),
-                "listen": hub.listen.map(|a| a.to_string()),
-            }),
-        ),
-        Err(e) if e.starts_with('`') => {
-            error(StatusCode::BAD_REQUEST, format!("broker registration: {e}"))
-        }
-        Err(e) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("saving the registry: {e}"),
-        ),
-    }
+    let (status, answer) = hub.api_register(&body);
+    json_response(status_of(status), answer)
 }
 
 async fn remove(Path(id): Path<String>) -> Response {
     let Some(hub) = HUB.get() else {
         return no_hub();
     };
-    match hub.remove(&id) {
-        Ok(true) => StatusCode::NO_CONTENT.into_response(),
-        Ok(false) => error(
-            StatusCode::NOT_FOUND,
-            format!("no broker `{id}` is registered"),
-        ),
-        Err(e) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("saving the registry: {e}"),
-        ),
+    match hub.api_remove(&id) {
+        (status, Some(answer)) => json_response(status_of(status), answer),
+        (status, None) => status_of(status).into_response(),
     }
+}
+
+fn status_of(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
