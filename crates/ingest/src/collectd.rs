@@ -126,7 +126,7 @@ struct State<'a> {
 
 type PartError = (usize, Reason);
 
-fn read<'a>(input: &'a [u8], options: &Options) -> Result<Read, PartError> {
+fn read(input: &[u8], options: &Options) -> Result<Read, PartError> {
     if input.len() > DATAGRAM_BYTES_MAX {
         let reason = Reason::Bound {
             what: "datagram bytes",
