@@ -15,6 +15,9 @@ export interface Instance {
   suppressed: boolean;
   labels: Record<string, string>;
   annotations: Record<string, string>;
+  /** With notifications on (the alerts list): its acknowledgement, the windows muting it now. */
+  acked?: Ack | null;
+  muted_by?: string[];
 }
 
 export interface Transition extends Instance {
@@ -152,4 +155,86 @@ export async function ack(fp: string, note: string, untilMs?: number): Promise<A
 
 export async function unack(fp: string): Promise<void> {
   await answer<unknown>(await fetch(`/api/strata/v1/alerts/${encodeURIComponent(fp)}/ack`, { method: 'DELETE' }));
+}
+
+// ---------------------------------------------------------------- maintenance windows and routes
+
+/** A window as the API takes it (the fields of a `[[maintenance]]` table). */
+export interface WindowSpec {
+  name?: string;
+  start?: string;
+  end?: string;
+  days?: string[];
+  at?: string;
+  cron?: string;
+  duration?: string;
+  timezone?: string;
+  matchers?: string[];
+  rulesets?: string[];
+  tags?: string[];
+  severities?: number[];
+  comment?: string;
+}
+
+/** A window as listed: whether it is active now, its occurrence in progress or next one. */
+export interface WindowInfo extends WindowSpec {
+  name: string;
+  source: 'api' | 'file';
+  kind: 'once' | 'weekly' | 'cron';
+  active: boolean;
+  next_start_ms: number | null;
+  next_end_ms: number | null;
+  mutes: Array<{ fp: string; rule: string; stream: string; state: string; severity: number }>;
+}
+
+/** `null` when notifications are off (404). */
+export async function windows(): Promise<WindowInfo[] | null> {
+  const res = await fetch('/api/strata/v1/maintenance');
+  if (res.status === 404) return null;
+  return (await answer<{ windows: WindowInfo[] }>(res)).windows;
+}
+
+/** Creates or replaces an API window; a refused one throws with `body.field` naming the field. */
+export async function putWindow(name: string, spec: WindowSpec): Promise<{ replaced: boolean }> {
+  return answer(await fetch(`/api/strata/v1/maintenance/${encodeURIComponent(name)}`, { method: 'PUT', body: JSON.stringify(spec), headers: { 'content-type': 'application/json' } }));
+}
+
+export async function deleteWindow(name: string): Promise<void> {
+  await answer<unknown>(await fetch(`/api/strata/v1/maintenance/${encodeURIComponent(name)}`, { method: 'DELETE' }));
+}
+
+export interface Timing {
+  timed: boolean;
+  group_wait_ms: number;
+  group_interval_ms: number;
+  repeat_interval_ms: number | null;
+}
+
+export interface RouteNode {
+  id: string;
+  receiver: string;
+  matchers: string[];
+  group_by: string[];
+  continue: boolean;
+  timing: Timing;
+  routes: RouteNode[];
+}
+
+/** The routing tree; `null` when notifications are off (404). */
+export async function routes(): Promise<{ route: RouteNode; receivers: string[] } | null> {
+  const res = await fetch('/api/strata/v1/routes');
+  if (res.status === 404) return null;
+  return answer(res);
+}
+
+export interface RouteTest {
+  labels: Record<string, string>;
+  receivers: Array<{ receiver: string; route: string; group_labels: Record<string, string>; timing: Timing }>;
+  windows: Array<{ name: string; active: boolean }>;
+  inhibit: number[];
+}
+
+/** Where an alert with these labels goes (the function `strata rules routes test` uses). */
+export async function routeTest(labels: Record<string, string>): Promise<RouteTest> {
+  return answer(await fetch('/api/strata/v1/routes/test', { method: 'POST', body: JSON.stringify({ labels }), headers: { 'content-type': 'application/json' } }));
 }

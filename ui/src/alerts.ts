@@ -339,6 +339,10 @@ function renderList(host: HTMLElement, list: aapi.Instance[], selected: string |
         el('span', { class: 'astream small' }, a.stream || '(the ruleset itself)', ' ', labelChips(a.labels)),
       );
       if (a.suppressed) b.append(el('span', { class: 'muted small' }, ' · suppressed by its parent ruleset'));
+      const notes = el('span', { class: 'abadges small' });
+      if (a.acked) notes.append(el('span', { class: 'astate st-acked', 'data-testid': 'alert-acked', title: a.acked.note || 'acknowledged' }, `acknowledged${a.acked.by ? ` by ${a.acked.by}` : ''}`));
+      if (a.muted_by?.length) notes.append(el('span', { class: 'astate st-muted', 'data-testid': 'alert-muted' }, `muted by ${a.muted_by.join(', ')}`));
+      if (notes.childNodes.length) b.append(notes);
       b.addEventListener('click', () => pick(a.fp));
       ul.append(el('li', {}, b));
     }
@@ -471,10 +475,13 @@ async function renderDetail(host: HTMLElement, a: aapi.Instance, ctx: Ctx, hooks
   const graphHost = el('div', { class: 'rghost' });
   const editRule = el('button', { type: 'button', class: 'link', 'data-testid': 'open-rule' }, info?.read_only ? 'view its ruleset' : 'edit its ruleset');
   editRule.addEventListener('click', () => hooks.go('rules', { rule: a.rule }));
+  const mute = el('button', { type: 'button', class: 'link', 'data-testid': 'mute-alert' }, 'Mute with a maintenance window…');
+  mute.addEventListener('click', () => hooks.go('maintenance', { mute: a.fp }));
+  if (a.muted_by?.length) row('muted by', el('span', { 'data-testid': 'detail-muted' }, a.muted_by.join(', ')));
   host.replaceChildren(
     el('h2', { 'data-testid': 'alert-detail-title' }, a.rule, ' ', el('span', { class: 'muted small' }, a.stream)),
     dl,
-    el('p', { class: 'small' }, editRule),
+    el('p', { class: 'small row' }, editRule, ' · ', mute),
   );
   const acks = await ackBox(a, hooks.status, refresh);
   if (acks) host.append(acks);
@@ -506,9 +513,13 @@ export async function renderAlerts(host: HTMLElement, ctx: Ctx, hooks: AlertHook
   const detail = el('section', { class: 'adetail', 'data-testid': 'alert-detail', 'aria-label': 'selected alert', 'aria-live': 'polite' });
   const rulesBtn = el('button', { type: 'button', 'data-testid': 'to-rules' }, 'Rules and backtests');
   rulesBtn.addEventListener('click', () => hooks.go('rules'));
+  const windowsBtn = el('button', { type: 'button', 'data-testid': 'to-maintenance' }, 'Maintenance windows');
+  windowsBtn.addEventListener('click', () => hooks.go('maintenance'));
+  const routesBtn = el('button', { type: 'button', 'data-testid': 'to-routes' }, 'Routing tree');
+  routesBtn.addEventListener('click', () => hooks.go('routes'));
   const summary = el('p', { class: 'muted', 'data-testid': 'alerts-summary' });
   host.replaceChildren(
-    el('div', { class: 'page alerts-page' }, el('div', { class: 'dhead' }, el('h1', {}, 'Alerts'), summary, rulesBtn), el('div', { class: 'alayout' }, el('section', { 'aria-label': 'alerts by severity' }, listHost), detail)),
+    el('div', { class: 'page alerts-page' }, el('div', { class: 'dhead' }, el('h1', {}, 'Alerts'), summary, rulesBtn, windowsBtn, routesBtn), el('div', { class: 'alayout' }, el('section', { 'aria-label': 'alerts by severity' }, listHost), detail)),
   );
   let detailCleanup = () => {};
   let detailSeq = 0;

@@ -9,6 +9,7 @@ import { bench, levelRgb, LEVELS } from './heatmap';
 import { renderHome } from './home';
 import { renderAlerts } from './alerts';
 import { renderRules } from './rules';
+import { renderMaintenance, renderRoutes } from './maintenance';
 import { installAuth, signIn, signOutButton } from './login';
 import { FUNCTIONS } from './caql';
 import { autoPeriod, fromUrl, GRAPHS_MAX, RANGES, rangeS, savePrefs, toUrl, type Graph, type State, type View } from './state';
@@ -36,8 +37,8 @@ function applyPrefs(): void {
 
 // ---------------------------------------------------------------- shell
 
-const NAV: Record<string, string> = { home: 'Home', explore: 'Explore', dashboards: 'Dashboards', alerts: 'Alerts' };
-const navLinks = (['home', 'explore', 'dashboards', 'alerts'] as View[]).map((v) => {
+const NAV: Record<string, string> = { home: 'Home', explore: 'Explore', dashboards: 'Dashboards', alerts: 'Alerts', maintenance: 'Maintenance' };
+const navLinks = (['home', 'explore', 'dashboards', 'alerts', 'maintenance'] as View[]).map((v) => {
   const a = el('a', { href: v === 'home' ? '/' : `?view=${v}`, 'data-view': v }, NAV[v]);
   a.addEventListener('click', (e) => {
     if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
@@ -258,7 +259,7 @@ function syncControls(): void {
   rangeBox.hidden = !timed;
   for (const a2 of navLinks) {
     const v = a2.dataset.view;
-    const cur = v === state.view || (v === 'dashboards' && state.view === 'dashboard') || (v === 'alerts' && state.view === 'rules');
+    const cur = v === state.view || (v === 'dashboards' && state.view === 'dashboard') || (v === 'alerts' && (state.view === 'rules' || state.view === 'routes'));
     if (cur) a2.setAttribute('aria-current', 'page');
     else a2.removeAttribute('aria-current');
   }
@@ -323,6 +324,7 @@ function go(v: View, extra: Partial<State> = {}): void {
   if (v !== 'dashboard') state.dash = undefined;
   if (v !== 'alerts') state.alert = undefined;
   if (v !== 'rules') state.rule = undefined;
+  if (v !== 'maintenance') state.mute = undefined;
   setUrl(true);
   void render();
   view.focus({ preventScroll: true });
@@ -373,6 +375,10 @@ async function render(): Promise<void> {
       document.title = `${state.view === 'alerts' ? 'Alerts' : 'Rules'} · Strata`;
       const hooks = { go, cur, keep, status: (t: string) => (status.textContent = t), setUrl: () => setUrl() };
       await (state.view === 'alerts' ? renderAlerts(view, ctx, hooks) : renderRules(view, ctx, hooks));
+    } else if (state.view === 'maintenance' || state.view === 'routes') {
+      document.title = `${state.view === 'maintenance' ? 'Maintenance' : 'Routing'} · Strata`;
+      const hooks = { go, cur, status: (t: string) => (status.textContent = t) };
+      await (state.view === 'maintenance' ? renderMaintenance(view, state, hooks) : renderRoutes(view, hooks));
     } else if (state.view === 'dashboard') {
       await renderDashboard(view, state.dash ?? '', ctx, { go, cur, keep, status: (t) => (status.textContent = t), setUrl: () => setUrl(), rerender: () => void render() });
     } else {

@@ -3,7 +3,7 @@
 // The theme and time zone are also remembered in localStorage as the browser's preference.
 import { isUnit, type Tz, type Unit } from './format';
 
-export type View = 'home' | 'explore' | 'dashboards' | 'dashboard' | 'alerts' | 'rules';
+export type View = 'home' | 'explore' | 'dashboards' | 'dashboard' | 'alerts' | 'rules' | 'maintenance' | 'routes';
 
 /** How the heatmap colours a cell: samples per decade of value (default) or per bin. */
 export type ColorMode = 'density' | 'count';
@@ -49,6 +49,8 @@ export interface State {
   alert?: string;
   /** The ruleset open in the rule editor. */
   rule?: string;
+  /** The alert whose labels prefill a new maintenance window (its fingerprint). */
+  mute?: string;
 }
 
 /** Most graphs in one view (each is a request and a canvas). */
@@ -63,7 +65,7 @@ export const RANGES: Record<string, number> = {
   '30d': 2592000,
 };
 
-const VIEWS: View[] = ['home', 'explore', 'dashboards', 'dashboard', 'alerts', 'rules'];
+const VIEWS: View[] = ['home', 'explore', 'dashboards', 'dashboard', 'alerts', 'rules', 'maintenance', 'routes'];
 const PREFS_KEY = 'strata.prefs';
 
 function storedPrefs(): { theme?: 'light' | 'dark'; tz?: Tz } {
@@ -138,7 +140,7 @@ export function fromUrl(search: string): State {
     out.view = 'dashboards';
   } else if (params.get('view') === 'explore') {
     out.view = 'explore';
-  } else if (params.get('view') === 'alerts' || params.get('view') === 'rules') {
+  } else if (['alerts', 'rules', 'maintenance', 'routes'].includes(params.get('view') ?? '')) {
     out.view = params.get('view') as View;
   }
   return out;

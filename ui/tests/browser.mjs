@@ -1062,9 +1062,16 @@ await test('alerts page: acknowledge with a note and until; deliveries listed fr
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
   assert(zoneText(acks[0].until, zone) === untilText.replace('T', ' '), `until ${acks[0].until} is ${untilText} local`);
   assert((await page.innerText('[data-testid=ack-current]')).includes('rolling back the deploy'), 'the page shows it');
+  // The list shows it too (the alerts API carries `acked`, the long poll wakes on it).
+  const badge = page.locator(`[data-testid=alert-item][data-fp="${loginFp}"] [data-testid=alert-acked]`);
+  await badge.waitFor();
+  const listed = (await api('/api/strata/v1/alerts?rule=login-slow')).alerts.find((x) => x.fp === loginFp);
+  assert(listed.acked && listed.acked.note === 'rolling back the deploy', `the alerts API has the ack: ${JSON.stringify(listed.acked)}`);
+  assert((await badge.innerText()).startsWith('acknowledged'), 'the list says acknowledged');
   await page.click('[data-testid=ack-remove]');
   await page.waitForSelector('[data-testid=ack-submit]');
   assert((await api(`/api/strata/v1/notifications?fp=${loginFp}`)).acks.length === 0, 'taken back');
+  await badge.waitFor({ state: 'detached' });
 });
 
 /** A datetime-local value for `ms` in the browser's (= this process's) zone, by Intl. */
@@ -1140,6 +1147,181 @@ await test('rule editor: validation errors point at their line; file rulesets ar
   assert((await page.locator('[data-testid=rule-text]').inputValue()).includes('percentile(99) > 1000'), 'its definition is shown');
 });
 
+// ---------------------------------------------------------------- maintenance windows and routes
+
+/** The three-letter weekday (`mon`) of `ms` in an IANA zone, by Intl. */
+function weekdayIn(ms, timeZone) {
+  return new Intl.DateTimeFormat('en-US', { timeZone, weekday: 'short' }).format(new Date(ms)).toLowerCase().slice(0, 3);
+}
+const BROWSER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone;
+
+async function windowsReady(p = page) {
+  await ready(p);
+  await p.waitForSelector('[data-testid=mw-list]');
+}
+
+/** Fills and sends the form for a weekly window. */
+async function addWeekly(name, day, at, duration, zone, matcher) {
+  await page.fill('[data-testid=mw-name]', name);
+  await page.selectOption('[data-testid=mw-kind]', 'weekly');
+  await page.check(`[data-testid=mw-days-${day}]`);
+  await page.fill('[data-testid=mw-at]', at);
+  await page.fill('[data-testid=mw-duration]', duration);
+  await page.selectOption('[data-testid=mw-timezone]', zone);
+  await page.fill('[data-testid=mw-matchers]', matcher);
+  await page.check('[data-testid=mw-severities-2]');
+  await page.click('[data-testid=mw-submit]');
+  await page.waitForSelector(`[data-testid=mw-item][data-name="${name}"]`);
+  // The form is reset for the next one by reloading the page.
+}
+
+await test('maintenance: weekly windows added through the form are listed active or not as the server says, in the UI’s zone', async () => {
+  await page.goto(BASE + '/');
+  await ready();
+  await page.click('nav a[data-view=maintenance]');
+  await windowsReady();
+  // The zone picker defaults to the browser's zone; every window must end, and the form says so.
+  assert((await page.inputValue('[data-testid=mw-timezone]')) === BROWSER_ZONE, `zone picker defaults to ${BROWSER_ZONE}`);
+  assert((await page.innerText('[data-testid=mw-must-end]')).includes('open-ended windows are refused'), 'the form says windows must end');
+  // Active: began 30 minutes ago in Berlin, lasts 2 h. Inactive: two days from now, 12:00 UTC.
+  const now = Date.now();
+  const began = now - 30 * 60_000;
+  const berlin = zoneParts(began, 'Europe/Berlin');
+  await addWeekly('berlin-now', weekdayIn(began, 'Europe/Berlin'), `${berlin.hour}:${berlin.minute}`, '2h', 'Europe/Berlin', 'env="staging"');
+  await page.reload();
+  await windowsReady();
+  await addWeekly('later-utc', weekdayIn(now + 2 * 86_400_000, 'UTC'), '12:00', '1h', 'UTC', 'env="staging"');
+  const ws = (await api('/api/strata/v1/maintenance')).windows;
+  const a = ws.find((w) => w.name === 'berlin-now');
+  const b = ws.find((w) => w.name === 'later-utc');
+  assert(a && a.active === true && a.kind === 'weekly' && a.timezone === 'Europe/Berlin', `berlin-now active: ${JSON.stringify(a)}`);
+  assert(a.days.length === 1 && a.severities[0] === 2 && a.matchers[0] === 'env="staging"', 'days, severities and matchers as entered');
+  assert(b && b.active === false, `later-utc not active: ${JSON.stringify(b)}`);
+  // Independently: it next starts at 12:00 UTC on that day, and lasts an hour.
+  const next = new Date(b.next_start_ms);
+  assert(next.getUTCHours() === 12 && next.getUTCMinutes() === 0 && b.next_start_ms > now && b.next_start_ms < now + 3 * 86_400_000, `next start ${next.toISOString()}`);
+  assert(b.next_end_ms === b.next_start_ms + 3600_000, 'ends an hour later');
+  const itemA = page.locator('[data-testid=mw-item][data-name="berlin-now"]');
+  const itemB = page.locator('[data-testid=mw-item][data-name="later-utc"]');
+  assert((await itemA.getAttribute('data-active')) === 'true', 'berlin-now shown active');
+  assert((await itemB.getAttribute('data-active')) === 'false', 'later-utc shown inactive');
+  // Times in the UI's zone (browser-local here), read back with Intl.
+  const activeText = await itemA.locator('[data-testid=mw-active]').innerText();
+  assert(activeText.includes(zoneText(a.next_end_ms, BROWSER_ZONE)), `until ${zoneText(a.next_end_ms, BROWSER_ZONE)}: ${activeText}`);
+  const nextText = await itemB.locator('[data-testid=mw-inactive]').innerText();
+  assert(nextText.includes(zoneText(b.next_start_ms, BROWSER_ZONE)) && nextText.includes(zoneText(b.next_end_ms, BROWSER_ZONE)), `next from/to in the browser's zone: ${nextText}`);
+  assert((await itemA.locator('[data-testid=mw-schedule]').innerText()).includes('Europe/Berlin'), 'the schedule names its zone');
+  // UTC on the toggle: the same instants in UTC.
+  await page.selectOption('#tz', 'UTC');
+  await windowsReady();
+  const utcText = await page.locator('[data-testid=mw-item][data-name="later-utc"] [data-testid=mw-inactive]').innerText();
+  assert(utcText.includes(zoneText(b.next_start_ms, 'UTC')), `in UTC: ${utcText}`);
+  await page.selectOption('#tz', 'local');
+  await windowsReady();
+  await shot('maintenance');
+});
+
+await test('maintenance: a bad cron shows the server’s error at the cron field; a window without an end is stopped before sending', async () => {
+  await page.goto(`${BASE}/?view=maintenance`);
+  await windowsReady();
+  await page.fill('[data-testid=mw-name]', 'bad-cron');
+  await page.selectOption('[data-testid=mw-kind]', 'cron');
+  await page.fill('[data-testid=mw-cron]', '61 2 * * *');
+  await page.fill('[data-testid=mw-duration]', '1h');
+  await page.click('[data-testid=mw-submit]');
+  await page.waitForSelector('[data-testid=mw-error-cron]:not(:empty)');
+  const shown = await page.innerText('[data-testid=mw-error-cron]');
+  const r = await apiRaw('PUT', '/api/strata/v1/maintenance/bad-cron', JSON.stringify({ name: 'bad-cron', cron: '61 2 * * *', duration: '1h', timezone: BROWSER_ZONE }));
+  assert(r.status === 400 && r.json.field === 'cron', `the API names the field: ${r.text}`);
+  assert(shown === r.json.error, `the server's message at the field: ${shown}`);
+  assert((await page.getAttribute('[data-testid=mw-cron]', 'aria-invalid')) === 'true', 'the cron field is marked invalid');
+  assert((await page.innerText('[data-testid=mw-form-error]')) === '', 'not shown elsewhere');
+  // No duration: the form says why and sends nothing.
+  await page.fill('[data-testid=mw-cron]', '0 2 * * *');
+  await page.fill('[data-testid=mw-duration]', '');
+  await page.click('[data-testid=mw-submit]');
+  await page.waitForSelector('[data-testid=mw-error-duration]:not(:empty)');
+  assert((await page.innerText('[data-testid=mw-error-duration]')).includes('open-ended windows are refused'), 'the duration field says why');
+  assert((await page.innerText('[data-testid=mw-error-cron]')) === '', 'the old error is gone');
+  assert((await apiRaw('GET', '/api/strata/v1/maintenance/bad-cron')).status === 404, 'nothing was saved');
+});
+
+await test('maintenance: “Mute with a maintenance window…” from an alert prefills its labels; the window mutes it now; delete with confirm', async () => {
+  await page.goto(`${BASE}/?s=${encodeURIComponent(JSON.stringify({ view: 'alerts', alert: loginFp }))}`);
+  await alertsReady();
+  await page.click('[data-testid=mute-alert]');
+  await windowsReady();
+  const a = (await api('/api/strata/v1/alerts?rule=login-slow')).alerts.find((x) => x.fp === loginFp);
+  const matchers = await page.inputValue('[data-testid=mw-matchers]');
+  for (const [k, v] of Object.entries(a.labels)) {
+    if (k !== 'severity') assert(matchers.includes(`${k}=${JSON.stringify(v)}`), `prefilled ${k}: ${matchers}`);
+  }
+  const name = await page.inputValue('[data-testid=mw-name]');
+  assert(name.startsWith('mute-login-slow'), `named after the rule: ${name}`);
+  // One-off, from now for an hour (the form's default), in the UI's zone.
+  const startText = await page.inputValue('[data-testid=mw-start]');
+  await page.click('[data-testid=mw-submit]');
+  const item = page.locator(`[data-testid=mw-item][data-name="${name}"]`);
+  await item.waitFor();
+  const w = (await api('/api/strata/v1/maintenance')).windows.find((x) => x.name === name);
+  assert(w.kind === 'once' && w.active === true, `active one-off: ${JSON.stringify(w)}`);
+  assert(zoneText(w.next_start_ms, BROWSER_ZONE) === startText.replace('T', ' '), `start ${startText} is the browser's local time`);
+  assert(w.mutes.some((m) => m.fp === loginFp), `the API says it mutes login-slow: ${JSON.stringify(w.mutes)}`);
+  assert((await item.getAttribute('data-active')) === 'true', 'shown active');
+  await item.locator(`[data-testid=mw-muted][data-fp="${loginFp}"]`).waitFor();
+  // The alerts page says the alert is muted, and by what.
+  await page.click('[data-testid=to-alerts]');
+  await alertsReady();
+  const muted = page.locator(`[data-testid=alert-item][data-fp="${loginFp}"] [data-testid=alert-muted]`);
+  await muted.waitFor();
+  assert((await muted.innerText()).includes(name), `muted by ${name}`);
+  // Delete, confirmed.
+  await page.click('[data-testid=to-maintenance]');
+  await windowsReady();
+  let asked = '';
+  page.once('dialog', (d) => {
+    asked = d.message();
+    void d.accept();
+  });
+  await page.click(`[data-testid=mw-item][data-name="${name}"] [data-testid=mw-delete]`);
+  await page.locator(`[data-testid=mw-item][data-name="${name}"]`).waitFor({ state: 'detached' });
+  assert(asked.includes(name), `asked first: ${asked}`);
+  assert((await apiRaw('GET', `/api/strata/v1/maintenance/${encodeURIComponent(name)}`)).status === 404, 'deleted in the server');
+});
+
+function countRoutes(r) {
+  return 1 + r.routes.reduce((n, c) => n + countRoutes(c), 0);
+}
+
+await test('routing tree: drawn as the API has it; the test box shows which receiver an alert reaches', async () => {
+  await page.goto(`${BASE}/?view=alerts`);
+  await ready();
+  await page.click('[data-testid=to-routes]');
+  await ready();
+  await page.waitForSelector('[data-testid=route-tree]');
+  const tree = await api('/api/strata/v1/routes');
+  assert((await page.locator('[data-testid=route-node]').count()) === countRoutes(tree.route), 'one node per route');
+  const child = tree.route.routes[0];
+  assert((await page.getAttribute(`[data-testid=route-node][data-route="${child.id}"]`, 'data-receiver')) === child.receiver, `route ${child.id} → ${child.receiver}`);
+  for (const [labels, want] of [['alertname=login-slow team=db', 'dba'], ['alertname="login-slow", app=web', 'oncall']]) {
+    await page.fill('[data-testid=rt-labels]', labels);
+    await page.click('[data-testid=rt-submit]');
+    await page.waitForSelector(`[data-testid=rt-receiver][data-receiver="${want}"]`);
+    const shown = await page.locator('[data-testid=rt-receiver]').evaluateAll((els) => els.map((e) => e.dataset.receiver));
+    const l = Object.fromEntries(labels.split(/[\s,]+/).map((p) => p.split('=')).map(([k, v]) => [k, v.replace(/"/g, '')]));
+    const t = await api('/api/strata/v1/routes/test', { method: 'POST', body: JSON.stringify({ labels: l }) });
+    assert(JSON.stringify(shown) === JSON.stringify(t.receivers.map((d) => d.receiver)), `${labels}: shown ${shown}, API ${JSON.stringify(t.receivers)}`);
+    assert(shown[0] === want, `${labels} reaches ${want}`);
+    const hit = await page.locator('[data-testid=route-node][data-hit=true]').evaluateAll((els) => els.map((e) => e.dataset.route));
+    assert(JSON.stringify(hit) === JSON.stringify(t.receivers.map((d) => d.route)), `the route taken is marked: ${hit}`);
+  }
+  await page.fill('[data-testid=rt-labels]', 'team');
+  await page.click('[data-testid=rt-submit]');
+  await page.waitForSelector('[data-testid=rt-error]:not(:empty)');
+  assert((await page.innerText('[data-testid=rt-error]')).includes('is not name=value'), 'a label without a value is named');
+  await shot('routes');
+});
+
 // ---------------------------------------------------------------- layout and accessibility
 
 function overlaps(a, b) {
@@ -1201,6 +1383,18 @@ await test('800 px wide: nothing overlaps, nothing scrolls sideways; the sidebar
     assert(!overlaps(rl, ed), 'rule list and editor do not overlap');
     assert((await p.evaluate(() => document.documentElement.scrollWidth)) <= 800, 'rule editor: no sideways scrolling');
     await shot('narrow-rules', p);
+    await p.goto(`${BASE}/?view=maintenance`);
+    await windowsReady(p);
+    const mwl = await p.locator('[data-testid=mw-list]').boundingBox();
+    const mwf = await p.locator('[data-testid=mw-form]').boundingBox();
+    assert(!overlaps(mwl, mwf), 'window list and form do not overlap');
+    assert(mwf.x + mwf.width <= 800, 'the form fits');
+    assert((await p.evaluate(() => document.documentElement.scrollWidth)) <= 800, 'maintenance: no sideways scrolling');
+    await shot('narrow-maintenance', p);
+    await p.goto(`${BASE}/?view=routes`);
+    await ready(p);
+    await p.waitForSelector('[data-testid=route-tree]');
+    assert((await p.evaluate(() => document.documentElement.scrollWidth)) <= 800, 'routing tree: no sideways scrolling');
   } finally {
     await p.close();
   }
@@ -1223,10 +1417,26 @@ await test('accessibility: axe-core finds no serious violations (light and dark)
         ['dashboards', `${BASE}/?view=dashboards&s=${encodeURIComponent(JSON.stringify({ theme }))}`],
         ['alerts', `${BASE}/?s=${encodeURIComponent(JSON.stringify({ view: 'alerts', alert: loginFp, theme }))}`],
         ['rules', `${BASE}/?s=${encodeURIComponent(JSON.stringify({ view: 'rules', rule: 'login-slow', theme }))}`],
+        ['maintenance', `${BASE}/?s=${encodeURIComponent(JSON.stringify({ view: 'maintenance', mute: loginFp, theme }))}`],
+        ['routes', `${BASE}/?s=${encodeURIComponent(JSON.stringify({ view: 'routes', theme }))}`],
       ]) {
         await p.goto(url);
         await ready(p);
         if (name === 'alerts') await alertsReady(p);
+        if (name === 'maintenance') {
+          await windowsReady(p);
+          // An error shown at a field is audited too.
+          await p.selectOption('[data-testid=mw-kind]', 'cron');
+          await p.fill('[data-testid=mw-duration]', '');
+          await p.click('[data-testid=mw-submit]');
+          await p.waitForSelector('[data-testid=mw-error-duration]:not(:empty)');
+        }
+        if (name === 'routes') {
+          await p.waitForSelector('[data-testid=route-tree]');
+          await p.fill('[data-testid=rt-labels]', 'alertname=login-slow team=db');
+          await p.click('[data-testid=rt-submit]');
+          await p.waitForSelector('[data-testid=rt-receiver]');
+        }
         if (name === 'rules') {
           await p.click('[data-testid=rule-backtest]');
           await p.waitForSelector('[data-testid=backtest][data-ready="true"]', { state: 'attached' });

@@ -324,6 +324,17 @@ impl Engine {
         (self.opts.clock)()
     }
 
+    /// The engine's clock (virtual in tests): what "now" means for the API's answers.
+    pub fn now_ms(&self) -> i64 {
+        self.now()
+    }
+
+    /// Wakes the long polls: something they show besides the instances changed (an
+    /// acknowledgement, a maintenance window).
+    pub fn touch(&self) {
+        self.version.send_modify(|v| *v += 1);
+    }
+
     pub fn core(&self) -> RwLockReadGuard<'_, Core> {
         self.core.read().unwrap_or_else(|e| e.into_inner())
     }

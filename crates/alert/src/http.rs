@@ -13,12 +13,20 @@
 //! - `POST /api/strata/v1/alerts/{fp}/ack` — JSON `{"note", "by", "until"}` (`until` optional:
 //!   RFC 3339 or ms; without it the acknowledgement lasts until the alert resolves);
 //!   `DELETE` removes it. Acknowledged alerts get no reminders and no escalation.
+//!   With notifications on, each listed alert carries `acked` (its acknowledgement or null) and
+//!   `muted_by` (the maintenance windows muting it now).
 //! - `GET /api/strata/v1/notifications?fp=` — recent deliveries (receiver, key, attempts,
 //!   outcome) and the acknowledgements.
 //! - `GET /api/strata/v1/maintenance` — every window (file and API), whether active now and
 //!   its next start; `PUT /api/strata/v1/maintenance/{name}` — creates or replaces an API
 //!   window (JSON, the fields of a `[[maintenance]]` table; 201 created, 200 replaced);
 //!   `GET` one, `DELETE` one (404 when there is none, 409 for a file window).
+//!   The list adds `kind` (once, weekly, cron), `next_start_ms`/`next_end_ms` (the occurrence
+//!   in progress or the next one) and `mutes` (the firing alerts it mutes now); a refused body
+//!   answers 400 with `field` naming what is wrong.
+//! - `GET /api/strata/v1/routes` — the routing tree; `POST /api/strata/v1/routes/test` with
+//!   `{"labels": {…}}` — where such an alert goes (`Config::explain`, as `strata rules routes
+//!   test` prints it): receivers, windows in scope, inhibit rules.
 //! - `POST /api/strata/v1/receivers/{name}/test`, `…/pagerduty`, `…/slack` — a test
 //!   notification and inbound acknowledgements (`inbound`).
 //!
@@ -77,6 +85,8 @@ pub fn router(engine: Arc<Engine>, wait_max_ms: i64) -> Router {
         )
         .route("/api/strata/v1/notifications", get(notifications))
         .route("/api/strata/v1/maintenance", get(windows_list))
+        .route("/api/strata/v1/routes", get(routes_get))
+        .route("/api/strata/v1/routes/test", post(routes_test))
         .route(
             "/api/strata/v1/maintenance/{name}",
             get(window_get).put(window_put).delete(window_delete),
@@ -208,14 +218,36 @@ impl AlertFilter {
     }
 }
 
+/// What notifications do with a listed alert now: its acknowledgement and the windows muting
+/// it (both only while it fires).
+fn notify_state(n: &crate::notify::Notifier, i: &Instance, now_ms: i64, v: &mut Value) {
+    let firing = notifying(i);
+    v["acked"] = match n.ack_of(i.fp, i.fired_ms, now_ms) {
+        Some(a) if firing => crate::inbound::ack_json(&a),
+        _ => Value::Null,
+    };
+    v["muted_by"] = if firing {
+        json!(n.muted_by(now_ms, &i.labels.iter().cloned().collect(), i.severity))
+    } else {
+        json!([])
+    };
+}
+
 /// The answer and its ETag.
 fn render_alerts(engine: &Engine, f: &AlertFilter) -> (String, String) {
     let core = engine.core();
+    let now = engine.now_ms();
     let alerts: Vec<Value> = core
         .sorted_instances()
         .into_iter()
         .filter(|i| f.admits(i))
-        .map(instance_json)
+        .map(|i| {
+            let mut v = instance_json(i);
+            if let Some(n) = engine.notifier() {
+                notify_state(n, i, now, &mut v);
+            }
+            v
+        })
         .collect();
     drop(core);
     let body = json!({ "alerts": alerts }).to_string();
@@ -354,7 +386,10 @@ async fn ack_post(State(api): State<Arc<Api>>, Path(fp): Path<String>, body: Byt
     })
     .await;
     match done {
-        Ok(Ok(a)) => json_body(StatusCode::OK, &crate::inbound::ack_json(&a)),
+        Ok(Ok(a)) => {
+            api.engine.touch();
+            json_body(StatusCode::OK, &crate::inbound::ack_json(&a))
+        }
         Ok(Err((status, e))) => error(status, e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
@@ -370,7 +405,10 @@ async fn ack_delete(State(api): State<Arc<Api>>, Path(fp): Path<String>) -> Resp
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     match tokio::task::spawn_blocking(move || n.unack(fp)).await {
-        Ok(Ok(true)) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Ok(true)) => {
+            api.engine.touch();
+            StatusCode::NO_CONTENT.into_response()
+        }
         Ok(Ok(false)) => error(
             StatusCode::NOT_FOUND,
             format!("alert {fp:016x} is not acknowledged"),
@@ -412,9 +450,39 @@ async fn notifications(
 
 // ---- maintenance windows ----
 
-fn window_json(w: &crate::notify::window::Window, api_made: bool, now_ms: i64) -> Value {
+/// One alert a window mutes right now, for the listing.
+fn muted_json(i: &Instance) -> Value {
+    json!({
+        "fp": format!("{:016x}", i.fp),
+        "rule": i.ruleset,
+        "stream": i.stream,
+        "state": i.state.name(),
+        "severity": i.severity,
+    })
+}
+
+fn notifying(i: &Instance) -> bool {
+    matches!(i.state, AlertState::Firing | AlertState::Recovering)
+}
+
+/// A window as listed: its fields, where it comes from, its kind, whether it is active now, the
+/// occurrence in progress or the next one (RFC 3339 and ms), and the firing alerts it mutes now.
+fn window_json(
+    w: &crate::notify::window::Window,
+    api_made: bool,
+    now_ms: i64,
+    instances: &[&Instance],
+) -> Value {
     let mut v = serde_json::to_value(&w.spec).unwrap_or(Value::Null);
+    let s = &w.spec;
     v["source"] = json!(if api_made { "api" } else { "file" });
+    v["kind"] = json!(if s.cron.is_some() {
+        "cron"
+    } else if s.start.is_some() {
+        "once"
+    } else {
+        "weekly"
+    });
     let occ = w.occurrence_at(now_ms);
     v["active"] = json!(occ.is_some());
     if let Some((s, e)) = occ {
@@ -424,6 +492,21 @@ fn window_json(w: &crate::notify::window::Window, api_made: bool, now_ms: i64) -
     v["next_start"] = w
         .next_start(now_ms)
         .map_or(Value::Null, |t| json!(crate::util::rfc3339(t)));
+    let next = w.current_or_next(now_ms);
+    v["next_start_ms"] = next.map_or(Value::Null, |(s, _)| json!(s));
+    v["next_end_ms"] = next.map_or(Value::Null, |(_, e)| json!(e));
+    v["next_end"] = next.map_or(Value::Null, |(_, e)| json!(crate::util::rfc3339(e)));
+    let mutes: Vec<Value> = if occ.is_some() {
+        instances
+            .iter()
+            .filter(|i| notifying(i))
+            .filter(|i| w.scopes(&i.labels.iter().cloned().collect(), i.severity))
+            .map(|i| muted_json(i))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    v["mutes"] = Value::Array(mutes);
     v
 }
 
@@ -432,11 +515,13 @@ async fn windows_list(State(api): State<Arc<Api>>) -> Response {
         Ok(n) => n,
         Err(r) => return *r,
     };
-    let now = crate::util::wall_ms();
+    let now = api.engine.now_ms();
+    let core = api.engine.core();
+    let instances = core.sorted_instances();
     let list: Vec<Value> = n
         .windows()
         .iter()
-        .map(|(w, a)| window_json(w, *a, now))
+        .map(|(w, a)| window_json(w, *a, now, &instances))
         .collect();
     json_body(StatusCode::OK, &json!({ "windows": list }))
 }
@@ -446,9 +531,11 @@ async fn window_get(State(api): State<Arc<Api>>, Path(name): Path<String>) -> Re
         Ok(n) => n,
         Err(r) => return *r,
     };
-    let now = crate::util::wall_ms();
+    let now = api.engine.now_ms();
+    let core = api.engine.core();
+    let instances = core.sorted_instances();
     match n.windows().iter().find(|(w, _)| w.name() == name) {
-        Some((w, a)) => json_body(StatusCode::OK, &window_json(w, *a, now)),
+        Some((w, a)) => json_body(StatusCode::OK, &window_json(w, *a, now, &instances)),
         None => error(
             StatusCode::NOT_FOUND,
             format!("no maintenance window '{name}'"),
@@ -481,9 +568,17 @@ async fn window_put(
         );
     }
     spec.name = name.clone();
+    // Checked here first so that the answer names the field (the form shows it there).
+    if let Err(e) = crate::notify::window::Window::check(spec.clone()) {
+        return json_body(
+            StatusCode::BAD_REQUEST,
+            &json!({ "error": e.message, "field": e.field }),
+        );
+    }
     let key = name;
     match tokio::task::spawn_blocking(move || n.put_window(spec)).await {
         Ok(Ok(replaced)) => {
+            api.engine.touch();
             let status = if replaced {
                 StatusCode::OK
             } else {
@@ -513,7 +608,10 @@ async fn window_delete(State(api): State<Arc<Api>>, Path(name): Path<String>) ->
     }
     let key = name.clone();
     match tokio::task::spawn_blocking(move || n.delete_window(&key)).await {
-        Ok(Ok(true)) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Ok(true)) => {
+            api.engine.touch();
+            StatusCode::NO_CONTENT.into_response()
+        }
         Ok(Ok(false)) => error(
             StatusCode::NOT_FOUND,
             format!("no maintenance window '{name}' made through the API"),
@@ -521,6 +619,112 @@ async fn window_delete(State(api): State<Arc<Api>>, Path(name): Path<String>) ->
         Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
+}
+
+// ---- the routing tree ----
+
+fn timing_json(t: &crate::notify::group::Timing) -> Value {
+    json!({
+        "timed": t.timed(),
+        "group_wait_ms": t.wait_ms,
+        "group_interval_ms": t.interval_ms,
+        "repeat_interval_ms": t.repeat_ms,
+    })
+}
+
+/// One node and its children (depth bounded by the configuration's `ROUTE_DEPTH_MAX`).
+fn route_json(r: &crate::notify::config::Route) -> Value {
+    json!({
+        "id": r.id,
+        "receiver": r.receiver,
+        "matchers": r.matchers.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
+        "group_by": r.group_by,
+        "continue": r.cont,
+        "timing": timing_json(&r.timing),
+        "routes": r.routes.iter().map(route_json).collect::<Vec<_>>(),
+    })
+}
+
+async fn routes_get(State(api): State<Arc<Api>>) -> Response {
+    let n = match notifier(&api) {
+        Ok(n) => n,
+        Err(r) => return *r,
+    };
+    let c = n.config();
+    let receivers: Vec<&str> = c.receivers.iter().map(|r| r.name.as_str()).collect();
+    json_body(
+        StatusCode::OK,
+        &json!({ "route": route_json(&c.route), "receivers": receivers }),
+    )
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoutesTestBody {
+    labels: BTreeMap<String, String>,
+}
+
+/// Labels one example alert may carry.
+const TEST_LABELS_MAX: usize = 256;
+
+/// Where an alert with the body's labels goes: `Config::explain`, as `strata rules routes
+/// test` prints it, over the file's and the API's windows.
+async fn routes_test(State(api): State<Arc<Api>>, body: Bytes) -> Response {
+    let n = match notifier(&api) {
+        Ok(n) => n,
+        Err(r) => return *r,
+    };
+    let b: RoutesTestBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("routes test body (expected {{\"labels\": {{\"name\": \"value\"}}}}): {e}"),
+            )
+        }
+    };
+    if b.labels.len() > TEST_LABELS_MAX {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("labels: at most {TEST_LABELS_MAX}"),
+        );
+    }
+    let now = api.engine.now_ms();
+    let windows = n.windows();
+    let e = n
+        .config()
+        .explain(&b.labels, windows.iter().map(|(w, _)| w));
+    let dests: Vec<Value> = e
+        .dests
+        .iter()
+        .map(|d| {
+            json!({
+                "receiver": d.receiver,
+                "route": d.route,
+                "group_labels": d.group_labels,
+                "timing": timing_json(&d.timing),
+            })
+        })
+        .collect();
+    let in_scope: Vec<Value> = e
+        .windows
+        .iter()
+        .map(|name| {
+            let active = windows
+                .iter()
+                .any(|(w, _)| w.name() == name && w.active_at(now));
+            json!({ "name": name, "active": active })
+        })
+        .collect();
+    json_body(
+        StatusCode::OK,
+        &json!({
+            "labels": b.labels,
+            "receivers": dests,
+            "windows": in_scope,
+            "inhibit": e.inhibit,
+        }),
+    )
 }
 
 fn time_param(q: &HashMap<String, String>, k: &str) -> Result<Option<i64>, String> {

@@ -825,3 +825,217 @@ fn maintenance_windows_made_through_the_api_are_durable_and_mute() {
     assert!(!n.delete_window("daily").unwrap());
     assert!(n.windows().is_empty());
 }
+
+/// One request through the alerting router: (status, JSON body or null).
+fn call(
+    rt: &tokio::runtime::Runtime,
+    r: &axum::Router,
+    method: &str,
+    uri: &str,
+    body: &str,
+) -> (u16, Value) {
+    use tower::ServiceExt;
+    let req = axum::http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .body(axum::body::Body::from(body.to_string()))
+        .unwrap();
+    rt.block_on(async {
+        let resp = r.clone().oneshot(req).await.unwrap();
+        let status = resp.status().as_u16();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24)
+            .await
+            .unwrap();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    })
+}
+
+#[test]
+fn the_api_says_which_windows_mute_what_now_and_where_an_alert_goes() {
+    let r = Receiver::start();
+    let extra = format!(
+        "[[receiver]]\nname = \"team-b\"\nwebhook = \"{}/b\"\n\
+         [[route.routes]]\nmatchers = ['stream=\"b\"']\nreceiver = \"team-b\"\n",
+        r.url
+    );
+    let s = setup(&webhook_config(&r.url, &extra));
+    for m in 0..3 {
+        s.minute(m, &[("a", if m >= 1 { 5.0 } else { 0.0 }), ("b", 0.0)]);
+    }
+    let fp_a = format!("{:016x}", s.fp("a"));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let api = alert::http::router(s.engine.clone(), 1_000);
+    // A one-off window over the first ten minutes for stream a; a weekly one on Mondays.
+    let once = r#"{"name": "deploy", "start": "0", "end": "600000", "matchers": ["stream=\"a\""]}"#;
+    let (st, v) = call(&rt, &api, "PUT", "/api/strata/v1/maintenance/deploy", once);
+    assert_eq!(st, 201, "{v}");
+    let weekly = r#"{"name": "mondays", "days": ["mon"], "at": "23:00", "duration": "1h", "timezone": "UTC"}"#;
+    assert_eq!(
+        call(
+            &rt,
+            &api,
+            "PUT",
+            "/api/strata/v1/maintenance/mondays",
+            weekly
+        )
+        .0,
+        201
+    );
+    // Refused bodies name their field.
+    let (st, v) = call(
+        &rt,
+        &api,
+        "PUT",
+        "/api/strata/v1/maintenance/bad",
+        r#"{"name": "bad", "cron": "61 * * * *", "duration": "1h"}"#,
+    );
+    assert_eq!((st, v["field"].as_str()), (400, Some("cron")), "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("maintenance 'bad' cron: '61 * * * *'"),
+        "{v}"
+    );
+    let (st, v) = call(
+        &rt,
+        &api,
+        "PUT",
+        "/api/strata/v1/maintenance/bad",
+        r#"{"name": "bad", "at": "02:00"}"#,
+    );
+    assert_eq!((st, v["field"].as_str()), (400, Some("duration")), "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("open-ended windows are refused"),
+        "{v}"
+    );
+    let (st, v) = call(
+        &rt,
+        &api,
+        "PUT",
+        "/api/strata/v1/maintenance/bad",
+        r#"{"name": "bad", "at": "02:00", "duration": "1h", "timezone": "Mars/Olympus"}"#,
+    );
+    assert_eq!((st, v["field"].as_str()), (400, Some("timezone")), "{v}");
+    // The list: active now (the engine's clock: 3m06s), when each next starts and ends, and the
+    // firing alerts muted now.
+    let (st, v) = call(&rt, &api, "GET", "/api/strata/v1/maintenance", "");
+    assert_eq!(st, 200);
+    let ws = v["windows"].as_array().unwrap();
+    let deploy = ws.iter().find(|w| w["name"] == "deploy").unwrap();
+    assert_eq!(deploy["kind"], "once");
+    assert_eq!(deploy["active"], true);
+    assert_eq!(
+        (
+            deploy["next_start_ms"].as_i64(),
+            deploy["next_end_ms"].as_i64()
+        ),
+        (Some(0), Some(600_000))
+    );
+    let muted: Vec<&str> = deploy["mutes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["fp"].as_str().unwrap())
+        .collect();
+    assert_eq!(muted, [fp_a.as_str()]);
+    let mondays = ws.iter().find(|w| w["name"] == "mondays").unwrap();
+    assert_eq!(
+        (mondays["kind"].as_str(), mondays["active"].as_bool()),
+        (Some("weekly"), Some(false))
+    );
+    // 1970-01-01 was a Thursday: the next Monday 23:00 UTC is 4 days and 23 hours later.
+    let monday_ms = (4 * 24 + 23) * 3_600_000;
+    assert_eq!(mondays["next_start_ms"].as_i64(), Some(monday_ms));
+    assert_eq!(mondays["next_end_ms"].as_i64(), Some(monday_ms + 3_600_000));
+    assert_eq!(mondays["next_end"], "1970-01-06T00:00:00Z");
+    assert!(mondays["mutes"].as_array().unwrap().is_empty());
+    // The alerts list says which windows mute an alert and whether it is acknowledged.
+    let alert_of = |v: &Value| {
+        v["alerts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["fp"] == fp_a.as_str())
+            .unwrap()
+            .clone()
+    };
+    let a = alert_of(&call(&rt, &api, "GET", "/api/strata/v1/alerts", "").1);
+    assert_eq!(a["muted_by"], serde_json::json!(["deploy"]));
+    assert_eq!(a["acked"], Value::Null);
+    let uri = format!("/api/strata/v1/alerts/{fp_a}/ack");
+    assert_eq!(
+        call(&rt, &api, "POST", &uri, r#"{"note": "on it", "by": "ann"}"#).0,
+        200
+    );
+    let a = alert_of(&call(&rt, &api, "GET", "/api/strata/v1/alerts", "").1);
+    assert_eq!(
+        (a["acked"]["note"].as_str(), a["acked"]["by"].as_str()),
+        (Some("on it"), Some("ann"))
+    );
+    // The routing tree, and where example alerts go (the function `rules routes test` uses).
+    let (st, v) = call(&rt, &api, "GET", "/api/strata/v1/routes", "");
+    assert_eq!(st, 200);
+    assert_eq!(v["route"]["receiver"], "team");
+    assert_eq!(v["route"]["routes"][0]["receiver"], "team-b");
+    assert_eq!(
+        v["route"]["routes"][0]["matchers"],
+        serde_json::json!(["stream=\"b\""])
+    );
+    assert_eq!(v["receivers"], serde_json::json!(["team", "team-b"]));
+    let test = |labels: &str| {
+        call(
+            &rt,
+            &api,
+            "POST",
+            "/api/strata/v1/routes/test",
+            &format!(r#"{{"labels": {labels}}}"#),
+        )
+    };
+    let (st, v) = test(r#"{"alertname": "hot", "stream": "b"}"#);
+    assert_eq!(st, 200);
+    assert_eq!(v["receivers"][0]["receiver"], "team-b");
+    assert_eq!(
+        v["receivers"][0]["group_labels"],
+        serde_json::json!({"alertname": "hot"})
+    );
+    assert_eq!(
+        v["windows"],
+        serde_json::json!([{"name": "mondays", "active": false}])
+    );
+    let (_, v) = test(r#"{"alertname": "hot", "stream": "a"}"#);
+    assert_eq!(v["receivers"][0]["receiver"], "team");
+    let mut names: Vec<&str> = v["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["deploy", "mondays"]);
+    let (st, v) = call(
+        &rt,
+        &api,
+        "POST",
+        "/api/strata/v1/routes/test",
+        r#"{"stream": "a"}"#,
+    );
+    assert_eq!(st, 400, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().starts_with("routes test body"),
+        "{v}"
+    );
+    // Deleted: gone from the list and from the alert.
+    assert_eq!(
+        call(&rt, &api, "DELETE", "/api/strata/v1/maintenance/deploy", "").0,
+        204
+    );
+    let a = alert_of(&call(&rt, &api, "GET", "/api/strata/v1/alerts", "").1);
+    assert_eq!(a["muted_by"], serde_json::json!([]));
+}

@@ -10,6 +10,7 @@
 //! through a CONNECT proxy (`dial`), the link (`link`), the broker runtime (`broker`), the
 //! core's side (`core`) and the broker's side of agents' links (`agents`), which reuses it.
 
+mod accept;
 mod agents;
 mod assigned;
 mod broker;

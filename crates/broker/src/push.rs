@@ -249,32 +249,20 @@ pub async fn serve_http(listener: tokio::net::TcpListener, push: Push, extra: Op
         Some(extra) => router(push).merge(extra),
         None => router(push),
     };
-    let permits = Arc::new(tokio::sync::Semaphore::new(PUSH_CONNECTIONS_MAX));
-    loop {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let (stream, peer) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "push listener accept");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+    let serve = move |stream, peer| {
         let router = router
             .clone()
             .layer(axum::Extension(crate::agents::Peer(peer)));
-        tokio::spawn(async move {
+        async move {
             let io = hyper_util::rt::TokioIo::new(stream);
             let service = hyper_util::service::TowerToHyperService::new(router);
             let _ =
                 hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
                     .serve_connection(io, service)
                     .await;
-            drop(permit);
-        });
-    }
+        }
+    };
+    crate::accept::serve_bounded(listener, PUSH_CONNECTIONS_MAX, "push", serve).await
 }
 
 /// statsd over UDP: datagrams gathered for `STATSD_FLUSH_MS` into one record whose samples

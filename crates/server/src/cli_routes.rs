@@ -53,13 +53,14 @@ fn labels(args: &[String]) -> Result<BTreeMap<String, String>, Failure> {
         .collect()
 }
 
-/// The text `routes test` prints.
+/// The text `routes test` prints (`Config::explain`, as the routes API answers it).
 pub fn routes_text(c: &Config, l: &BTreeMap<String, String>) -> String {
     let mut out = String::from("routing tree:\n");
     tree(&c.route, 1, &mut out);
     let pairs: Vec<String> = l.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
     out.push_str(&format!("alert {{{}}} goes to:\n", pairs.join(", ")));
-    for d in c.route.route(l) {
+    let e = c.explain(l, c.maintenance.iter());
+    for d in &e.dests {
         let group: Vec<String> = d
             .group_labels
             .iter()
@@ -75,21 +76,15 @@ pub fn routes_text(c: &Config, l: &BTreeMap<String, String>) -> String {
             timing_text(&d.timing)
         ));
     }
-    let severity: u8 = l.get("severity").and_then(|s| s.parse().ok()).unwrap_or(0);
-    for w in &c.maintenance {
-        if w.scopes(l, severity) {
-            out.push_str(&format!(
-                "  in scope of maintenance window '{}' (muted while it is active)\n",
-                w.name()
-            ));
-        }
+    for w in &e.windows {
+        out.push_str(&format!(
+            "  in scope of maintenance window '{w}' (muted while it is active)\n"
+        ));
     }
-    for (n, r) in c.inhibit.iter().enumerate() {
-        if r.target.iter().all(|m| m.matches(l)) {
-            out.push_str(&format!(
-                "  a target of inhibit rule {n} (muted while a matching source alert fires)\n"
-            ));
-        }
+    for n in &e.inhibit {
+        out.push_str(&format!(
+            "  a target of inhibit rule {n} (muted while a matching source alert fires)\n"
+        ));
     }
     out
 }

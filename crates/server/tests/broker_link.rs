@@ -652,7 +652,8 @@ fn an_agent_in_reverse_mode_dials_out_and_delivers_exactly_once() {
 /// An agent in reverse mode dials a broker (`--agent-listen`), registered on the broker's
 /// registry as on a core's; the broker relays each batch with the agent's own origin over its
 /// link to the core. Bodies written to the agent arrive once through a `kill -9` of the agent
-/// and one of the broker, tagged with the agent's check as if it had dialled the core.
+/// and one of the broker, tagged with the agent's check as if it had dialled the core. The
+/// registry refuses an id the core could not name, and wants the agents token when one is set.
 #[test]
 fn an_agent_in_reverse_mode_dials_a_broker_and_its_batches_reach_the_core_once() {
     const BODIES: usize = 150;
@@ -710,5 +711,26 @@ fn an_agent_in_reverse_mode_dials_a_broker_and_its_batches_reach_the_core_once()
     assert_eq!(refused.status().as_u16(), 400);
     let why: serde_json::Value = refused.json().unwrap();
     assert!(why["error"].as_str().unwrap().contains("`id`"), "{why}");
+    // With an agents token, the registry wants it from everyone (loopback included).
+    let guarded = s.dir.join("edge-t");
+    let token = s.dir.join("agents-token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let guarded_push = free_port();
+    let guarded_args: Vec<String> = vec![
+        "--agent-listen".into(),
+        "127.0.0.1:0".into(),
+        "--agents-token-file".into(),
+        token.display().to_string(),
+    ];
+    let _guarded = broker(&guarded, "edge-t", guarded_push, &guarded_args);
+    let registry = format!("http://127.0.0.1:{guarded_push}/api/strata/v1/brokers");
+    let without = client().get(&registry).send().unwrap();
+    assert_eq!(without.status().as_u16(), 401);
+    let with = client()
+        .get(&registry)
+        .bearer_auth("s3cret")
+        .send()
+        .unwrap();
+    assert_eq!(with.status().as_u16(), 200);
     drop((agent, the_edge, the_core));
 }

@@ -1,7 +1,8 @@
 //! The web UI in a real browser: starts `strata serve` on port 0 with a temporary data
 //! directory, writes histogram, numeric and text streams through httptrap (among them a smooth
 //! log-normal histogram, one with empty slices, 10^5 heatmap cells, and login latencies that a
-//! ruleset fires on; notifications go to a file, a rules file is read-only), and runs
+//! ruleset fires on; notifications go to a file (alerts labelled team=db to another), a rules
+//! file is read-only), and runs
 //! `ui/tests/browser.mjs` (playwright-core driving Debian's headless Chromium) against it.
 //! Screenshots, the render benchmark and per-test results are saved under
 //! `<target dir>/ui-artifacts/`. Installs what is missing (the npm packages; Chromium with
@@ -229,10 +230,14 @@ fn alerting_config(dir: &Path) -> PathBuf {
     let notify = dir.join("notify.toml");
     std::fs::write(
         &notify,
+        // Two receivers, so the routing tree page has a child route to show and test.
         format!(
             "[route]\nreceiver = \"oncall\"\ngroup_by = [\"alertname\"]\n\
-             [[receiver]]\nname = \"oncall\"\nfile = \"{}\"\n",
-            dir.join("notifications.jsonl").display()
+             [[route.routes]]\nmatchers = ['team=\"db\"']\nreceiver = \"dba\"\n\
+             [[receiver]]\nname = \"oncall\"\nfile = \"{}\"\n\
+             [[receiver]]\nname = \"dba\"\nfile = \"{}\"\n",
+            dir.join("notifications.jsonl").display(),
+            dir.join("dba.jsonl").display()
         ),
     )
     .unwrap();

@@ -177,6 +177,42 @@ impl Config {
     }
 }
 
+/// Where an example alert goes: `strata rules routes test` prints it, the routes API answers it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Explain {
+    /// Its destinations, in tree order.
+    pub dests: Vec<Dest>,
+    /// The windows whose scope holds it (it is muted while one is active).
+    pub windows: Vec<String>,
+    /// The inhibit rules (by place in the file) it is a target of.
+    pub inhibit: Vec<usize>,
+}
+
+impl Config {
+    /// Where an alert with these labels goes, which of `windows` scope it (its severity is its
+    /// `severity` label), and which inhibit rules could mute it.
+    pub fn explain<'a>(
+        &self,
+        labels: &BTreeMap<String, String>,
+        windows: impl Iterator<Item = &'a Maintenance>,
+    ) -> Explain {
+        let severity: u8 = labels
+            .get("severity")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        Explain {
+            dests: self.route.route(labels),
+            windows: windows
+                .filter(|w| w.scopes(labels, severity))
+                .map(|w| w.name().to_string())
+                .collect(),
+            inhibit: (0..self.inhibit.len())
+                .filter(|&n| self.inhibit[n].target.iter().all(|m| m.matches(labels)))
+                .collect(),
+        }
+    }
+}
+
 // ---- the file ----
 
 #[derive(Deserialize)]

@@ -330,6 +330,28 @@ impl Notifier {
         out
     }
 
+    /// The acknowledgement covering this firing episode at `t_ms`, if any.
+    pub fn ack_of(&self, fp: u64, fired_ms: i64, t_ms: i64) -> Option<Ack> {
+        lock(&self.acks)
+            .get(&fp)
+            .filter(|a| a.covers(fired_ms, t_ms))
+            .cloned()
+    }
+
+    /// The names of the windows (file and API) muting an alert with these labels at `t_ms`.
+    pub fn muted_by(
+        &self,
+        t_ms: i64,
+        labels: &BTreeMap<String, String>,
+        severity: u8,
+    ) -> Vec<String> {
+        self.windows()
+            .iter()
+            .filter(|(w, _)| w.mutes(t_ms, labels, severity))
+            .map(|(w, _)| w.name().to_string())
+            .collect()
+    }
+
     fn acked(&self, fp: u64, fired_ms: i64, t_ms: i64) -> bool {
         lock(&self.acks)
             .get(&fp)

@@ -117,80 +117,117 @@ fn weekday(text: &str) -> Option<Weekday> {
     Some(w)
 }
 
-fn zone(what: &str, name: Option<&str>) -> Result<TimeZone, String> {
+fn zone(what: &str, name: Option<&str>) -> Result<TimeZone, WindowError> {
     match name {
         None | Some("UTC") => Ok(TimeZone::UTC),
         Some(n) => TimeZone::get(n).map_err(|_| {
-            format!("{what}: unknown time zone '{n}' (expected an IANA name such as Europe/Berlin)")
+            at("timezone")(format!(
+                "{what}: unknown time zone '{n}' (expected an IANA name such as Europe/Berlin)"
+            ))
         }),
     }
 }
 
-fn window_duration(what: &str, spec: &WindowSpec, max_ms: i64) -> Result<i64, String> {
+fn window_duration(what: &str, spec: &WindowSpec, max_ms: i64) -> Result<i64, WindowError> {
     let Some(d) = &spec.duration else {
-        return Err(format!(
+        return Err(at("duration")(format!(
             "{what}: needs a duration (open-ended windows are refused)"
-        ));
+        )));
     };
-    let ms = parse_duration_ms(d).map_err(|e| format!("{what} duration: {e}"))?;
+    let ms = parse_duration_ms(d).map_err(|e| at("duration")(format!("{what} duration: {e}")))?;
     if ms <= 0 || ms > max_ms {
-        return Err(format!(
+        return Err(at("duration")(format!(
             "{what}: duration must be longer than 0 and at most {}",
             crate::util::format_duration(max_ms)
-        ));
+        )));
     }
     Ok(ms)
+}
+
+/// What is wrong with a window: the field (as the JSON and TOML name it) and the message
+/// (which names the window and the field too).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl std::fmt::Display for WindowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Tags an error message with the field it is about.
+fn at(field: &'static str) -> impl Fn(String) -> WindowError {
+    move |message| WindowError { field, message }
 }
 
 impl Window {
     /// Checks a window; errors name it and the field.
     pub fn parse(spec: WindowSpec) -> Result<Window, String> {
+        Window::check(spec).map_err(|e| e.message)
+    }
+
+    /// `parse`, with the field the error is about (for the API's 400 answer and the UI).
+    pub fn check(spec: WindowSpec) -> Result<Window, WindowError> {
         let what = format!("maintenance '{}'", spec.name);
         if spec.name.trim().is_empty() || spec.name.len() > WINDOW_NAME_BYTES_MAX {
-            return Err(format!(
+            return Err(at("name")(format!(
                 "maintenance: a window needs a name of 1 to {WINDOW_NAME_BYTES_MAX} bytes"
-            ));
+            )));
         }
         let recurring = spec.at.is_some() || !spec.days.is_empty();
         let schedule = match (&spec.start, recurring, &spec.cron) {
             (Some(start), false, None) => {
-                let start_ms = parse_time_ms(start).map_err(|e| format!("{what} start: {e}"))?;
+                let start_ms =
+                    parse_time_ms(start).map_err(|e| at("start")(format!("{what} start: {e}")))?;
                 let end_ms = match (&spec.end, &spec.duration) {
                     (Some(end), None) => {
-                        parse_time_ms(end).map_err(|e| format!("{what} end: {e}"))?
+                        parse_time_ms(end).map_err(|e| at("end")(format!("{what} end: {e}")))?
                     }
                     (None, Some(_)) => {
                         start_ms + window_duration(&what, &spec, ONCE_DURATION_MAX_MS)?
                     }
                     (None, None) => {
-                        return Err(format!(
+                        return Err(at("end")(format!(
                             "{what}: needs an end or a duration (open-ended windows are refused)"
-                        ))
+                        )))
                     }
                     (Some(_), Some(_)) => {
-                        return Err(format!("{what}: give an end or a duration, not both"))
+                        return Err(at("end")(format!(
+                            "{what}: give an end or a duration, not both"
+                        )))
                     }
                 };
                 if end_ms <= start_ms {
-                    return Err(format!("{what}: end must be after start"));
+                    return Err(at("end")(format!("{what}: end must be after start")));
                 }
                 if end_ms - start_ms > ONCE_DURATION_MAX_MS {
-                    return Err(format!("{what}: a one-off window lasts at most 366 days"));
+                    return Err(at("end")(format!(
+                        "{what}: a one-off window lasts at most 366 days"
+                    )));
                 }
                 Schedule::Once { start_ms, end_ms }
             }
             (None, true, None) => {
                 let tz = zone(&what, spec.timezone.as_deref())?;
                 let at_text = spec.at.as_deref().ok_or_else(|| {
-                    format!("{what}: a weekly window needs `at` (its local start time, e.g. 02:30)")
+                    at("at")(format!(
+                        "{what}: a weekly window needs `at` (its local start time, e.g. 02:30)"
+                    ))
                 })?;
-                let at: Time = at_text.trim().parse().map_err(|_| {
-                    format!("{what} at: '{at_text}' is not a time of day (expected e.g. 02:30)")
+                let start: Time = at_text.trim().parse().map_err(|_| {
+                    at("at")(format!(
+                        "{what} at: '{at_text}' is not a time of day (expected e.g. 02:30)"
+                    ))
                 })?;
                 let mut days = 0u8;
                 for d in &spec.days {
                     let w = weekday(d).ok_or_else(|| {
-                        format!("{what} days: '{d}' is not a weekday (mon, tue, …, sun)")
+                        at("days")(format!(
+                            "{what} days: '{d}' is not a weekday (mon, tue, …, sun)"
+                        ))
                     })?;
                     days |= 1 << w.to_monday_zero_offset();
                 }
@@ -200,7 +237,7 @@ impl Window {
                 Schedule::Weekly {
                     tz,
                     days,
-                    at,
+                    at: start,
                     duration_ms: window_duration(&what, &spec, WINDOW_DURATION_MAX_MS)?,
                 }
             }
@@ -209,7 +246,7 @@ impl Window {
                 let cron = croner::parser::CronParser::builder()
                     .build()
                     .parse(expr)
-                    .map_err(|e| format!("{what} cron: '{expr}': {e}"))?;
+                    .map_err(|e| at("cron")(format!("{what} cron: '{expr}': {e}")))?;
                 Schedule::Cron {
                     tz,
                     cron: Box::new(cron),
@@ -217,37 +254,37 @@ impl Window {
                 }
             }
             (None, false, None) => {
-                return Err(format!(
+                return Err(at("start")(format!(
                     "{what}: give start and end (one-off), days/at and duration (weekly), or cron \
                      and duration"
-                ))
+                )))
             }
             _ => {
-                return Err(format!(
+                return Err(at("start")(format!(
                     "{what}: give only one of start (one-off), days/at (weekly) or cron"
-                ))
+                )))
             }
         };
         if spec.end.is_some() && !matches!(schedule, Schedule::Once { .. }) {
-            return Err(format!(
+            return Err(at("end")(format!(
                 "{what}: `end` is for one-off windows; recurring ones take a duration"
-            ));
+            )));
         }
         if spec.matchers.len() > MATCHERS_MAX
             || spec.rulesets.len() > SCOPE_ITEMS_MAX
             || spec.tags.len() > SCOPE_ITEMS_MAX
         {
-            return Err(format!(
+            return Err(at("matchers")(format!(
                 "{what}: at most {MATCHERS_MAX} matchers and {SCOPE_ITEMS_MAX} rulesets or tags"
-            ));
+            )));
         }
         if spec.severities.iter().any(|s| !(1..=5).contains(s)) {
-            return Err(format!("{what}: severities are 1 to 5"));
+            return Err(at("severities")(format!("{what}: severities are 1 to 5")));
         }
         let matchers = spec
             .matchers
             .iter()
-            .map(|m| Matcher::parse(m).map_err(|e| format!("{what}: {e}")))
+            .map(|m| Matcher::parse(m).map_err(|e| at("matchers")(format!("{what}: {e}"))))
             .collect::<Result<Vec<_>, _>>()?;
         let tags = spec
             .tags
@@ -255,7 +292,9 @@ impl Window {
             .map(|t| match t.split_once(':') {
                 Some((k, "*")) if !k.is_empty() => Ok((k.to_string(), None)),
                 Some((k, v)) if !k.is_empty() => Ok((k.to_string(), Some(v.to_string()))),
-                _ => Err(format!("{what} tags: '{t}' is not key:value (or key:*)")),
+                _ => Err(at("tags")(format!(
+                    "{what} tags: '{t}' is not key:value (or key:*)"
+                ))),
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Window {
@@ -312,6 +351,23 @@ impl Window {
 
     pub fn active_at(&self, t_ms: i64) -> bool {
         self.occurrence_at(t_ms).is_some()
+    }
+
+    /// How long each occurrence lasts.
+    pub fn duration_ms(&self) -> i64 {
+        match &self.schedule {
+            Schedule::Once { start_ms, end_ms } => end_ms - start_ms,
+            Schedule::Weekly { duration_ms, .. } | Schedule::Cron { duration_ms, .. } => {
+                *duration_ms
+            }
+        }
+    }
+
+    /// The occurrence in progress at `t_ms`, else the next one (`None`: a one-off window that
+    /// is over); for listing when a window next starts and ends.
+    pub fn current_or_next(&self, t_ms: i64) -> Option<(i64, i64)> {
+        self.occurrence_at(t_ms)
+            .or_else(|| self.next_start(t_ms).map(|s| (s, s + self.duration_ms())))
     }
 
     /// The first occurrence that starts at or after `t_ms` (`None` for a one-off window that

@@ -18,7 +18,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::dial;
@@ -405,26 +405,11 @@ impl Inner {
 /// Accepts broker dials: TLS with a client certificate registered to some broker. A dial with
 /// any other certificate is refused with one log line naming its fingerprint.
 async fn accept_loop(inner: Arc<Inner>, listener: tokio::net::TcpListener) {
-    let permits = Arc::new(Semaphore::new(LINK_PEERS_MAX));
-    loop {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let (tcp, peer) = match listener.accept().await {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::warn!(error = %e, "link listener: accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let _ = tcp.set_nodelay(true);
+    let serve = move |tcp, peer| {
         let inner = inner.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            accept_one(&inner, tcp, peer).await;
-        });
-    }
+        async move { accept_one(&inner, tcp, peer).await }
+    };
+    crate::accept::serve_bounded(listener, LINK_PEERS_MAX, "link", serve).await
 }
 
 async fn accept_one(inner: &Arc<Inner>, tcp: tokio::net::TcpStream, peer: SocketAddr) {

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use hyper::Method;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::h2::{self, Body, Sender};
@@ -148,24 +148,10 @@ async fn accept_loop(
     publish: Arc<watch::Sender<Option<Sender>>>,
     established: Arc<AtomicU64>,
 ) {
-    let permits = Arc::new(Semaphore::new(CORE_CONNECTIONS_MAX));
-    loop {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let (tcp, peer) = match listener.accept().await {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::warn!(error = %e, "link listener: accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let _ = tcp.set_nodelay(true);
+    let serve = move |tcp, peer: std::net::SocketAddr| {
         let acceptor = acceptor.clone();
         let (publish, established) = (publish.clone(), established.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
+        async move {
             let tls = tokio::time::timeout(dial::CONNECT_TIMEOUT, acceptor.accept(tcp)).await;
             let stream = match tls {
                 Ok(Ok(s)) => s,
@@ -179,8 +165,9 @@ async fn accept_loop(
                 Ok(()) => tracing::warn!(%peer, "link down"),
                 Err(e) => tracing::warn!(%peer, error = %e, "link down"),
             }
-        });
-    }
+        }
+    };
+    crate::accept::serve_bounded(listener, CORE_CONNECTIONS_MAX, "link", serve).await
 }
 
 /// Makes `io` the link in use until its connection ends (a PING unanswered for
