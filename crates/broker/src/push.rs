@@ -20,7 +20,7 @@ use crate::record::{self, Encoder, Origin};
 use crate::spool::Spool;
 
 /// Longest push body (after gzip).
-pub const PUSH_BODY_BYTES_MAX: usize = 16 << 20;
+pub const PUSH_BODY_BYTES_MAX: usize = record::BODY_BYTES_MAX;
 /// Push HTTP connections served at once.
 pub const PUSH_CONNECTIONS_MAX: usize = 256;
 /// statsd datagrams are gathered this long into one record (stamped with its end).
@@ -242,17 +242,19 @@ fn answer(taken: Result<Taken, Response>) -> Response {
 }
 
 /// Serves pushes on `listener`, at most `PUSH_CONNECTIONS_MAX` connections at once.
+/// The peer address of an HTTP request to the push listener (an extension on every request).
+#[derive(Clone, Copy)]
+pub struct Peer(pub std::net::SocketAddr);
+
 /// Serves the push endpoints, and `extra` routes beside them (the agent registry), each
-/// request carrying its peer's address (`agents::Peer`).
+/// request carrying its peer's address ([`Peer`]).
 pub async fn serve_http(listener: tokio::net::TcpListener, push: Push, extra: Option<Router>) {
     let router = match extra {
         Some(extra) => router(push).merge(extra),
         None => router(push),
     };
     let serve = move |stream, peer| {
-        let router = router
-            .clone()
-            .layer(axum::Extension(crate::agents::Peer(peer)));
+        let router = router.clone().layer(axum::Extension(Peer(peer)));
         async move {
             let io = hyper_util::rt::TokioIo::new(stream);
             let service = hyper_util::service::TowerToHyperService::new(router);
