@@ -35,13 +35,9 @@ use hyper::Request;
 
 use crate::core::{Handler, Hub, HubConfig};
 use crate::link::h2;
-use crate::push::{PushStats, PUSH_BODY_BYTES_MAX};
+use crate::push::{Peer, PushStats, PUSH_BODY_BYTES_MAX};
 use crate::record::Relay;
 use crate::spool::Spool;
-
-/// The peer address of an HTTP request to the push listener.
-#[derive(Clone, Copy)]
-pub struct Peer(pub SocketAddr);
 
 /// The agents' side of a broker: the hub and who may change its registry.
 #[derive(Clone)]

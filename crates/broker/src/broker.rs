@@ -321,6 +321,13 @@ async fn start_inputs(
         bound.statsd = s.local_addr().ok();
         tasks.spawn(crate::push::serve_statsd(s, push.clone()));
     }
+    if let Some(addr) = config.collectd {
+        let s = tokio::net::UdpSocket::bind(addr)
+            .await
+            .map_err(|e| format!("collectd listener {addr}: {e}"))?;
+        bound.collectd = s.local_addr().ok();
+        tasks.spawn(crate::push::serve_collectd(s, push.clone()));
+    }
     Ok(bound)
 }
 

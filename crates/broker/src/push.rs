@@ -1,5 +1,5 @@
 //! Push inputs at the broker: httptrap (JSON and flatbuffers), Prometheus remote write and OTLP
-//! over HTTP, statsd over UDP — the parsers of `strata serve` (the `ingest` crate). A body
+//! over HTTP, statsd and collectd over UDP — the parsers of `strata serve` (the `ingest` crate). A body
 //! becomes one journal record, and the sender is answered only once that record is durable.
 
 // A helper's early answer is the whole response; boxing it buys nothing here.
@@ -20,7 +20,7 @@ use crate::record::{self, Encoder, Origin};
 use crate::spool::Spool;
 
 /// Longest push body (after gzip).
-pub const PUSH_BODY_BYTES_MAX: usize = 16 << 20;
+pub const PUSH_BODY_BYTES_MAX: usize = record::BODY_BYTES_MAX;
 /// Push HTTP connections served at once.
 pub const PUSH_CONNECTIONS_MAX: usize = 256;
 /// statsd datagrams are gathered this long into one record (stamped with its end).
@@ -242,17 +242,19 @@ fn answer(taken: Result<Taken, Response>) -> Response {
 }
 
 /// Serves pushes on `listener`, at most `PUSH_CONNECTIONS_MAX` connections at once.
+/// The peer address of an HTTP request to the push listener (an extension on every request).
+#[derive(Clone, Copy)]
+pub struct Peer(pub std::net::SocketAddr);
+
 /// Serves the push endpoints, and `extra` routes beside them (the agent registry), each
-/// request carrying its peer's address (`agents::Peer`).
+/// request carrying its peer's address ([`Peer`]).
 pub async fn serve_http(listener: tokio::net::TcpListener, push: Push, extra: Option<Router>) {
     let router = match extra {
         Some(extra) => router(push).merge(extra),
         None => router(push),
     };
     let serve = move |stream, peer| {
-        let router = router
-            .clone()
-            .layer(axum::Extension(crate::agents::Peer(peer)));
+        let router = router.clone().layer(axum::Extension(Peer(peer)));
         async move {
             let io = hyper_util::rt::TokioIo::new(stream);
             let service = hyper_util::service::TowerToHyperService::new(router);
@@ -269,16 +271,42 @@ pub async fn serve_http(listener: tokio::net::TcpListener, push: Push, extra: Op
 /// without their own time get the flush time, so a counter's increments within the interval
 /// add up at the core as they do in `strata serve` (modes combine within one record).
 pub async fn serve_statsd(socket: tokio::net::UdpSocket, push: Push) {
+    serve_datagrams(socket, push, Origin::Statsd, ingest::statsd::parse).await
+}
+
+/// collectd's binary network protocol over UDP, gathered as statsd is (its samples carry their
+/// own times). A cut, malformed, signed or encrypted datagram is refused whole, counted.
+pub async fn serve_collectd(socket: tokio::net::UdpSocket, push: Push) {
+    serve_datagrams(socket, push, Origin::Collectd, ingest::collectd::parse).await
+}
+
+/// Least time between two log lines about rejected datagrams of one listener.
+const REJECTED_LOG_EVERY_MS: u64 = 10_000;
+
+/// Datagrams gathered for `STATSD_FLUSH_MS` (at most `record::SAMPLES_MAX` samples, the rest
+/// counted as rejected) into one journal record per window.
+async fn serve_datagrams(
+    socket: tokio::net::UdpSocket,
+    push: Push,
+    origin: Origin,
+    parse: fn(&[u8], &ingest::Options) -> ingest::Batch,
+) {
     let mut buf = vec![0u8; DATAGRAM_BYTES_MAX];
+    let mut rejected_unlogged = 0u64;
+    let mut logged_ms = 0u64;
     loop {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(STATSD_FLUSH_MS);
         let mut samples: Vec<ingest::Sample> = Vec::new();
         let mut rejected = 0usize;
+        let mut example = String::new();
         loop {
             let got = tokio::time::timeout_at(deadline, socket.recv_from(&mut buf)).await;
             let Ok(Ok((n, _))) = got else { break };
-            let batch = ingest::statsd::parse(&buf[..n], &ingest::Options::at(now_ms()));
+            let batch = parse(&buf[..n], &ingest::Options::at(now_ms()));
             rejected += batch.rejected_total;
+            if let Some(first) = batch.rejected.first().filter(|_| example.is_empty()) {
+                example = first.to_string();
+            }
             let room = record::SAMPLES_MAX.saturating_sub(samples.len());
             rejected += batch.samples.len().saturating_sub(room);
             samples.extend(batch.samples.into_iter().take(room));
@@ -286,11 +314,24 @@ pub async fn serve_statsd(socket: tokio::net::UdpSocket, push: Push) {
         push.stats
             .rejected
             .fetch_add(rejected as u64, Ordering::Relaxed);
+        rejected_unlogged += rejected as u64;
+        let now = now_ms();
+        // A sender stuck on a bad datagram repeats it many times a second: one line per period.
+        if rejected_unlogged > 0 && (now as u64).saturating_sub(logged_ms) >= REJECTED_LOG_EVERY_MS
+        {
+            tracing::warn!(
+                input = origin.name(),
+                rejected = rejected_unlogged,
+                example,
+                "rejected since the last report (at most one report per 10 s)"
+            );
+            rejected_unlogged = 0;
+            logged_ms = now as u64;
+        }
         if samples.is_empty() {
             continue;
         }
-        let now = now_ms();
-        let mut enc = Encoder::new(Origin::Statsd, now);
+        let mut enc = Encoder::new(origin, now);
         for s in &samples {
             enc.push_sample(&record::from_ingest(s, now));
         }
@@ -300,7 +341,7 @@ pub async fn serve_statsd(socket: tokio::net::UdpSocket, push: Push) {
                 .accepted
                 .fetch_add(samples.len() as u64, Ordering::Relaxed),
             Err(e) => {
-                tracing::warn!(error = %e, "statsd samples not journaled");
+                tracing::warn!(error = %e, input = origin.name(), "samples not journaled");
                 push.stats.failed.fetch_add(1, Ordering::Relaxed)
             }
         };

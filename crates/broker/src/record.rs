@@ -228,7 +228,9 @@ pub fn encode(origin: Origin, made_ms: i64, samples: &[Sample]) -> Vec<u8> {
 /// kept as it came (`FORMAT.md`, "Relayed record").
 pub const RELAY_MAGIC: [u8; 4] = *b"SBRR";
 /// Longest relayed body: the broker's push bound.
-pub const RELAY_BODY_BYTES_MAX: usize = crate::push::PUSH_BODY_BYTES_MAX;
+pub const RELAY_BODY_BYTES_MAX: usize = BODY_BYTES_MAX;
+/// Longest body a broker takes from a sender (a push or an agent's batch), after gzip.
+pub const BODY_BYTES_MAX: usize = 16 << 20;
 
 /// A batch relayed for a sender that delivered it to this broker with its own exactly-once
 /// origin: forwarded to the core as it came, under that origin (source prefixed with the

@@ -9,7 +9,7 @@ seconds=${1:-120}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(httptrap statsd graphite influx remote_write remote_write2 otlp flat)
+    targets=(httptrap statsd collectd graphite influx remote_write remote_write2 otlp flat)
 fi
 mkdir -p fuzz/logs
 for t in "${targets[@]}"; do

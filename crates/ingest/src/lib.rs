@@ -25,6 +25,7 @@
 
 pub mod batch;
 mod bins;
+pub mod collectd;
 mod feed;
 pub mod flat;
 pub mod graphite;

@@ -34,6 +34,11 @@ fn statsd_corpus() {
 }
 
 #[test]
+fn collectd_corpus() {
+    replay("collectd", fuzz_checks::collectd);
+}
+
+#[test]
 fn graphite_corpus() {
     replay("graphite", fuzz_checks::graphite);
 }

@@ -106,6 +106,9 @@ pub struct RunArgs {
     /// Accept statsd over UDP here.
     #[arg(long, value_name = "ADDR")]
     pub statsd: Option<SocketAddr>,
+    /// Accept collectd's binary network protocol over UDP here (collectd's port is 25826).
+    #[arg(long, value_name = "ADDR")]
+    pub collectd: Option<SocketAddr>,
     /// Accept links of agents in reverse mode here (`[reverse] broker` in the agent's config);
     /// agents are registered on the broker's --push-http with `strata broker register --core
     /// http://<push address>`, and pin the certificate SHA-256 it prints.
@@ -314,6 +317,7 @@ fn run_broker(args: RunArgs) -> ExitCode {
     }
     config.push_http = args.push_http;
     config.statsd = args.statsd;
+    config.collectd = args.collectd;
     config.agent_listen = args.agent_listen;
     if let Some(path) = &args.agents_token_file {
         match std::fs::read_to_string(path) {
@@ -374,10 +378,11 @@ fn run_broker(args: RunArgs) -> ExitCode {
         // One line a script (or a test) can wait for, with the addresses actually bound.
         let show = |a: Option<SocketAddr>| a.map_or_else(|| "-".to_owned(), |a| a.to_string());
         println!(
-            "strata broker {id} ready: push_http {} statsd {} link_listen {} agent_listen {} \
-             checks {}",
+            "strata broker {id} ready: push_http {} statsd {} collectd {} link_listen {} \
+             agent_listen {} checks {}",
             show(broker.bound.push_http),
             show(broker.bound.statsd),
+            show(broker.bound.collectd),
             show(broker.bound.listen),
             show(broker.bound.agent_listen),
             broker.check_count()

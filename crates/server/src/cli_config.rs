@@ -26,6 +26,9 @@ pub const DEFAULTS_TOML: &str = r#"# strata serve configuration. Precedence: fla
 http = "127.0.0.1:8112"      # HTTP API (--http, STRATA_HTTP)
 statsd = "127.0.0.1:8125"    # statsd / DogStatsD over UDP (--statsd, STRATA_STATSD)
 graphite = "127.0.0.1:2003"  # Graphite plaintext over TCP (--graphite, STRATA_GRAPHITE)
+# collectd's binary network protocol over UDP (--collectd, STRATA_COLLECTD); off unless set,
+# e.g. "127.0.0.1:25826" (collectd's port). Signed or encrypted datagrams are refused.
+collectd = "off"
 
 [store]
 data_dir = "./strata-data"   # --data-dir, STRATA_DATA_DIR
@@ -79,6 +82,11 @@ active_window_s = 3600
 flush_interval_ms = 10000
 # The socket's kernel receive buffer: a burst larger than it is dropped by the kernel (counted
 # in /metrics as strata_statsd_kernel_drops_total). The kernel caps it at net.core.rmem_max.
+receive_buffer_bytes = 8388608
+
+[collectd]
+# The socket's kernel receive buffer: a burst larger than it is dropped by the kernel (counted
+# in /metrics as strata_collectd_kernel_drops_total). The kernel caps it at net.core.rmem_max.
 receive_buffer_bytes = 8388608
 
 [graphite]
@@ -161,6 +169,7 @@ pub struct Config {
     pub limits: Limits,
     pub cardinality: CardinalityConfig,
     pub statsd: StatsdConfig,
+    pub collectd: CollectdConfig,
     pub graphite: GraphiteConfig,
     pub auth: Auth,
     pub http: HttpConfig,
@@ -237,6 +246,7 @@ pub struct Listeners {
     pub http: String,
     pub statsd: String,
     pub graphite: String,
+    pub collectd: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -309,6 +319,20 @@ pub struct StatsdConfig {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+pub struct CollectdConfig {
+    pub receive_buffer_bytes: u64,
+}
+
+impl Default for CollectdConfig {
+    fn default() -> CollectdConfig {
+        CollectdConfig {
+            receive_buffer_bytes: 8 << 20,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct GraphiteConfig {
     pub flush_interval_ms: u64,
     pub flush_samples_max: usize,
@@ -358,6 +382,7 @@ impl Default for Listeners {
             http: "127.0.0.1:8112".to_owned(),
             statsd: "127.0.0.1:8125".to_owned(),
             graphite: "127.0.0.1:2003".to_owned(),
+            collectd: LISTENER_OFF.to_owned(),
         }
     }
 }
@@ -430,6 +455,9 @@ pub struct ServeArgs {
     /// Graphite TCP listen address, or `off`.
     #[arg(long, env = "STRATA_GRAPHITE", value_name = "ADDR")]
     pub graphite: Option<String>,
+    /// collectd (binary network protocol) UDP listen address, or `off` (the default).
+    #[arg(long, env = "STRATA_COLLECTD", value_name = "ADDR")]
+    pub collectd: Option<String>,
     /// Data directory (the store's WAL and index).
     #[arg(long, env = "STRATA_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -519,6 +547,9 @@ pub fn resolve(args: &ServeArgs) -> Result<Config, String> {
     if let Some(graphite) = &args.graphite {
         config.listeners.graphite = graphite.clone();
     }
+    if let Some(collectd) = &args.collectd {
+        config.listeners.collectd = collectd.clone();
+    }
     if let Some(dir) = &args.data_dir {
         config.store.data_dir = dir.clone();
     }
@@ -567,6 +598,7 @@ fn validate(config: &Config) -> Result<(), String> {
     listener_addr("http", &config.listeners.http)?;
     listener_addr("statsd", &config.listeners.statsd)?;
     listener_addr("graphite", &config.listeners.graphite)?;
+    listener_addr("collectd", &config.listeners.collectd)?;
     durability(&config.store.durability)?;
     let positive = [
         ("store.base_period_s", config.store.base_period_s as u64),
@@ -639,6 +671,10 @@ fn validate(config: &Config) -> Result<(), String> {
         (
             "statsd.receive_buffer_bytes",
             config.statsd.receive_buffer_bytes,
+        ),
+        (
+            "collectd.receive_buffer_bytes",
+            config.collectd.receive_buffer_bytes,
         ),
         (
             "graphite.flush_interval_ms",

@@ -40,6 +40,7 @@ fn print_defaults_parses_back_with_every_section() {
         "limits",
         "cardinality",
         "statsd",
+        "collectd",
         "graphite",
         "auth",
         "http",
@@ -52,6 +53,12 @@ fn print_defaults_parses_back_with_every_section() {
     assert_eq!(listener(&table, "http"), "127.0.0.1:8112");
     assert_eq!(listener(&table, "statsd"), "127.0.0.1:8125");
     assert_eq!(listener(&table, "graphite"), "127.0.0.1:2003");
+    // collectd's port is taken only when asked for.
+    assert_eq!(listener(&table, "collectd"), "off");
+    assert_eq!(
+        table["collectd"]["receive_buffer_bytes"].as_integer(),
+        Some(8 << 20)
+    );
     assert_eq!(table["store"]["data_dir"].as_str(), Some("./strata-data"));
     assert_eq!(
         table["limits"]["body_size_bytes_max"].as_integer(),

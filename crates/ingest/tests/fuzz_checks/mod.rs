@@ -5,8 +5,8 @@
 
 use ingest::influx::Precision;
 use ingest::{
-    flat, graphite, httptrap, influx, otlp, remote_write, remote_write2, statsd, Batch, Options,
-    Value, NAME_BYTES_MAX, REJECTIONS_LISTED_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
+    collectd, flat, graphite, httptrap, influx, otlp, remote_write, remote_write2, statsd, Batch,
+    Options, Value, NAME_BYTES_MAX, REJECTIONS_LISTED_MAX, TAGS_PER_SAMPLE_MAX, TAG_BYTES_MAX,
 };
 
 /// 2026-11-22T00:00:00Z.
@@ -138,6 +138,20 @@ impl ingest::Sink for VisitChecker {
 
 pub fn statsd(data: &[u8]) {
     check(data, &statsd::parse(data, &Options::at(NOW_MS)));
+}
+
+/// A collectd datagram: also, one refused whole hands nothing over.
+pub fn collectd(data: &[u8]) {
+    let batch = collectd::parse(data, &Options::at(NOW_MS));
+    if batch.stopped() {
+        assert!(
+            batch.samples.is_empty(),
+            "a refused datagram hands nothing over"
+        );
+    }
+    // Every value takes 9 bytes of a values part.
+    assert!(batch.samples.len() <= data.len() / 9);
+    check(data, &batch);
 }
 
 pub fn graphite(data: &[u8]) {

@@ -481,6 +481,15 @@ async fn metrics(State(app): State<Shared>) -> Response {
              strata_statsd_kernel_drops_total {drops}\n"
         );
     }
+    if let Some(drops) = app.collectd_inode.and_then(super::statsd::kernel_drops) {
+        let _ = write!(
+            text,
+            "# HELP strata_collectd_kernel_drops_total collectd datagrams the kernel dropped \
+             because the socket's receive buffer (collectd.receive_buffer_bytes) was full.\n\
+             # TYPE strata_collectd_kernel_drops_total counter\n\
+             strata_collectd_kernel_drops_total {drops}\n"
+        );
+    }
     // Only fails if a writer panicked holding the store's cumulative state.
     if let Ok(n) = app.store.cumulative_left_out() {
         let _ = write!(

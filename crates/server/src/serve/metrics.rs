@@ -25,6 +25,7 @@ pub enum Endpoint {
     Otlp,
     Statsd,
     Graphite,
+    Collectd,
     Find,
     Fetch,
     Caql,
@@ -35,13 +36,14 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 13] = [
+    pub const ALL: [Endpoint; 14] = [
         Endpoint::Httptrap,
         Endpoint::Influx,
         Endpoint::RemoteWrite,
         Endpoint::Otlp,
         Endpoint::Statsd,
         Endpoint::Graphite,
+        Endpoint::Collectd,
         Endpoint::Find,
         Endpoint::Fetch,
         Endpoint::Caql,
@@ -60,6 +62,7 @@ impl Endpoint {
             Endpoint::Otlp => "otlp",
             Endpoint::Statsd => "statsd",
             Endpoint::Graphite => "graphite",
+            Endpoint::Collectd => "collectd",
             Endpoint::Find => "find",
             Endpoint::Fetch => "fetch",
             Endpoint::Caql => "caql",

@@ -9,6 +9,7 @@
 mod alerts;
 mod budget;
 mod clustered;
+mod collectd;
 mod conn;
 mod download;
 mod exemplars;
@@ -61,6 +62,8 @@ pub struct App {
     pub body_budget: Arc<budget::BodyBudget>,
     /// The statsd socket's inode, to read its kernel drops from `/proc` for `/metrics`.
     pub statsd_inode: Option<u64>,
+    /// The collectd socket's inode, likewise.
+    pub collectd_inode: Option<u64>,
     /// HTTP connections the connection limits closed.
     pub conn_metrics: Arc<conn::ConnMetrics>,
     /// Memory all native fetches at once may hold, taken before a fetch reads.
@@ -86,6 +89,7 @@ pub struct Listening {
     pub http: Option<String>,
     pub statsd: Option<String>,
     pub graphite: Option<String>,
+    pub collectd: Option<String>,
     pub tls: bool,
 }
 
@@ -408,6 +412,7 @@ async fn serve(
     let http_addr = cli_config::listener_addr("http", &config.listeners.http)?;
     let statsd_addr = cli_config::listener_addr("statsd", &config.listeners.statsd)?;
     let graphite_addr = cli_config::listener_addr("graphite", &config.listeners.graphite)?;
+    let collectd_addr = cli_config::listener_addr("collectd", &config.listeners.collectd)?;
     let options = StoreOptions {
         base_period_ms: i64::from(config.store.base_period_s) * 1000,
         durability: cli_config::durability(&config.store.durability)?,
@@ -447,6 +452,14 @@ async fn serve(
         None => None,
     };
     let graphite_listener = bind_tcp(graphite_addr, "graphite").await?;
+    let collectd_socket = match collectd_addr {
+        Some(addr) => Some(
+            tokio::net::UdpSocket::bind(addr)
+                .await
+                .map_err(|e| format!("listeners.collectd {addr}: {e}"))?,
+        ),
+        None => None,
+    };
     let local = |r: Option<std::io::Result<SocketAddr>>| match r {
         None => "off".to_owned(),
         Some(Ok(a)) => a.to_string(),
@@ -473,6 +486,7 @@ async fn serve(
             "graphite",
             graphite_listener.as_ref().map(|l| l.local_addr()),
         ),
+        ("collectd", collectd_socket.as_ref().map(|s| s.local_addr())),
     ];
     for (name, local_addr) in exposed {
         let Some(Ok(addr)) = local_addr else { continue };
@@ -498,20 +512,25 @@ async fn serve(
         http: bound(http_listener.as_ref().map(|l| l.local_addr())),
         statsd: bound(statsd_socket.as_ref().map(|s| s.local_addr())),
         graphite: bound(graphite_listener.as_ref().map(|l| l.local_addr())),
+        collectd: bound(collectd_socket.as_ref().map(|s| s.local_addr())),
         tls: tls.is_some(),
     };
     let line = format!(
-        "strata serve: listening http={} statsd={} graphite={} tls={} data_dir={}",
+        "strata serve: listening http={} statsd={} graphite={} collectd={} tls={} data_dir={}",
         local(http_local),
         local(statsd_socket.as_ref().map(|s| s.local_addr())),
         local(graphite_listener.as_ref().map(|l| l.local_addr())),
+        local(collectd_socket.as_ref().map(|s| s.local_addr())),
         if tls.is_some() { "on" } else { "off" },
         config.store.data_dir.display()
     );
 
     let statsd_inode = statsd_socket
         .as_ref()
-        .and_then(|s| statsd::prepare_socket(s, config.statsd.receive_buffer_bytes));
+        .and_then(|s| statsd::prepare_socket(s, config.statsd.receive_buffer_bytes, "statsd"));
+    let collectd_inode = collectd_socket
+        .as_ref()
+        .and_then(|s| statsd::prepare_socket(s, config.collectd.receive_buffer_bytes, "collectd"));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     let role = match cluster {
@@ -523,6 +542,7 @@ async fn serve(
     };
     let mut app = new_app(&config, store.clone(), http_loopback, listening, role);
     app.statsd_inode = statsd_inode;
+    app.collectd_inode = collectd_inode;
     let app: Shared = Arc::new(app);
     drop(store);
     let links = link::start(&app, link_listen, http::router(app.clone())).await?;
@@ -542,6 +562,9 @@ async fn serve(
     }
     if let Some(socket) = statsd_socket {
         tasks.spawn(statsd::run(app.clone(), socket, stop_rx.clone()));
+    }
+    if let Some(socket) = collectd_socket {
+        tasks.spawn(collectd::run(app.clone(), socket, stop_rx.clone()));
     }
     if let Some(listener) = graphite_listener {
         let connections_max = connection_budget.graphite;
@@ -592,6 +615,7 @@ fn new_app(
         query_budget: budget::QueryBudget::new(config.limits.query_memory_bytes_max),
         conn_metrics: Arc::new(conn::ConnMetrics::default()),
         statsd_inode: None,
+        collectd_inode: None,
         series_ids: series_cache_from_env(),
         listening,
         cluster,

@@ -116,6 +116,7 @@ fn answer(app: &Shared, limit: usize) -> Response {
                 "http": listen.http,
                 "statsd": listen.statsd,
                 "graphite": listen.graphite,
+                "collectd": listen.collectd,
                 "tls": listen.tls,
             },
             "auth": app.config.auth.token.is_some(),

@@ -16,18 +16,23 @@ static REJECTED: Rejections = Rejections::new("statsd");
 /// Datagrams read from the socket's queue after the stop signal, before the last flush.
 const DRAIN_DATAGRAMS_MAX: usize = 100_000;
 
-/// Asks the kernel for a receive buffer of `statsd.receive_buffer_bytes` (it caps the request at
-/// `net.core.rmem_max`); the socket's inode, by which `/proc/self/net/udp*` counts its drops.
-pub fn prepare_socket(socket: &tokio::net::UdpSocket, receive_buffer_bytes: u64) -> Option<u64> {
+/// Asks the kernel for a receive buffer of `<listener>.receive_buffer_bytes` (it caps the
+/// request at `net.core.rmem_max`); the socket's inode, by which `/proc/self/net/udp*` counts
+/// its drops. Shared by the UDP listeners (statsd, collectd).
+pub fn prepare_socket(
+    socket: &tokio::net::UdpSocket,
+    receive_buffer_bytes: u64,
+    listener: &str,
+) -> Option<u64> {
     use rustix::net::sockopt;
     let wanted = usize::try_from(receive_buffer_bytes).unwrap_or(usize::MAX);
     if let Err(e) = sockopt::set_socket_recv_buffer_size(socket, wanted) {
-        tracing::warn!(error = %e, "statsd: cannot set the receive buffer size");
+        tracing::warn!(error = %e, listener, "cannot set the receive buffer size");
     }
     match sockopt::socket_recv_buffer_size(socket) {
         // Linux reports twice the size asked for (its own bookkeeping included).
-        Ok(size) => tracing::info!(receive_buffer_bytes = size, "statsd: socket ready"),
-        Err(e) => tracing::debug!(error = %e, "statsd: receive buffer size unknown"),
+        Ok(size) => tracing::info!(receive_buffer_bytes = size, listener, "UDP socket ready"),
+        Err(e) => tracing::debug!(error = %e, listener, "receive buffer size unknown"),
     }
     rustix::fs::fstat(socket).ok().map(|stat| stat.st_ino)
 }

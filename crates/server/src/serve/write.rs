@@ -36,6 +36,8 @@ pub enum Protocol {
         json: bool,
     },
     Graphite,
+    /// One collectd binary-protocol datagram.
+    Collectd,
 }
 
 impl Protocol {
@@ -46,6 +48,7 @@ impl Protocol {
             Protocol::RemoteWrite | Protocol::RemoteWrite2 => Endpoint::RemoteWrite,
             Protocol::Otlp { .. } => Endpoint::Otlp,
             Protocol::Graphite => Endpoint::Graphite,
+            Protocol::Collectd => Endpoint::Collectd,
         }
     }
 
@@ -58,7 +61,10 @@ impl Protocol {
             Protocol::Influx(_) => Some("influx"),
             Protocol::RemoteWrite => Some("remote_write"),
             // 2.0's label references index a per-request table: its bytes name no series.
-            Protocol::RemoteWrite2 | Protocol::Otlp { .. } | Protocol::Graphite => None,
+            Protocol::RemoteWrite2
+            | Protocol::Otlp { .. }
+            | Protocol::Graphite
+            | Protocol::Collectd => None,
         }
     }
 }
@@ -317,6 +323,9 @@ fn read(
         }),
         Protocol::Graphite => insert::insert(setup, buffers, |sink| {
             ingest::graphite::parse_into(body, &options, sink)
+        }),
+        Protocol::Collectd => insert::insert(setup, buffers, |sink| {
+            ingest::collectd::parse_into(body, &options, sink)
         }),
     }
 }
