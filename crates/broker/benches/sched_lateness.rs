@@ -98,7 +98,7 @@ fn main() {
     println!(
         "checks {checks} period {period_ms} ms ({rate} runs/s) for {seconds} s: fired {} \
          ({:.0}/s), lateness p50 {:.3} ms p99 {:.3} ms p99.9 {:.3} ms max {:.3} ms; \
-         skipped {} late(>=1 s) {} dropped {}; load average {} -> {}",
+         skipped {} late(>=1 s) {} dropped {}; {} priority; load average {} -> {}",
         late.len(),
         late.len() as f64 / seconds as f64,
         percentile(&late, 0.50),
@@ -108,6 +108,11 @@ fn main() {
         stats.skipped.load(Ordering::Relaxed),
         stats.late.load(Ordering::Relaxed),
         dropped.load(Ordering::Relaxed),
+        if stats.realtime.load(Ordering::Relaxed) {
+            "real-time"
+        } else {
+            "ordinary"
+        },
         load_before,
         load_average(),
     );
