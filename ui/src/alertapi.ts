@@ -235,6 +235,11 @@ export interface RouteTest {
 }
 
 /** Where an alert with these labels goes (the function `strata rules routes test` uses). */
+/** One test notification to receiver `name`; throws with the receiver's own words when it refused. */
+export async function testReceiver(name: string): Promise<{ receiver: string; delivered: boolean }> {
+  return answer(await fetch(`/api/strata/v1/receivers/${encodeURIComponent(name)}/test`, { method: 'POST' }));
+}
+
 export async function routeTest(labels: Record<string, string>): Promise<RouteTest> {
   return answer(await fetch('/api/strata/v1/routes/test', { method: 'POST', body: JSON.stringify({ labels }), headers: { 'content-type': 'application/json' } }));
 }

@@ -388,6 +388,32 @@ export function parseLabels(text: string): Record<string, string> {
   }
 }
 
+/** Each receiver with a "send a test notification" button and what came of it. */
+function receiverList(names: string[]): HTMLElement {
+  const row = (name: string) => {
+    const out = el('span', { class: 'small', 'data-testid': 'rt-test-result', 'aria-live': 'polite' });
+    const button = el('button', { type: 'button', 'data-testid': 'rt-test', 'data-receiver': name }, 'Send a test notification');
+    button.addEventListener('click', async () => {
+      button.disabled = true;
+      out.className = 'small';
+      out.textContent = ' sending…';
+      try {
+        await aapi.testReceiver(name);
+        out.textContent = ' delivered';
+        out.dataset.delivered = 'true';
+      } catch (x) {
+        out.className = 'small error';
+        out.textContent = ` ${(x as Error).message}`;
+        out.dataset.delivered = 'false';
+      } finally {
+        button.disabled = false;
+      }
+    });
+    return el('li', { 'data-testid': 'rt-receiver-row', 'data-receiver': name }, el('strong', {}, name), ' ', button, out);
+  };
+  return el('section', { 'aria-labelledby': 'h-rt-receivers' }, el('h2', { id: 'h-rt-receivers' }, 'Receivers'), el('ul', { class: 'rreceivers' }, ...names.map(row)));
+}
+
 export async function renderRoutes(host: HTMLElement, hooks: MaintenanceHooks): Promise<void> {
   const tree = await aapi.routes();
   if (!hooks.cur()) return;
@@ -456,7 +482,7 @@ export async function renderRoutes(host: HTMLElement, hooks: MaintenanceHooks): 
       'div',
       { class: 'page routes-page' },
       head,
-      el('div', { class: 'mwlayout' }, el('section', { 'aria-labelledby': 'h-rt-tree' }, el('h2', { id: 'h-rt-tree' }, 'Routes'), treeBox, el('p', { class: 'muted small' }, `Receivers: ${tree.receivers.join(', ')}`)), form),
+      el('div', { class: 'mwlayout' }, el('div', {}, el('section', { 'aria-labelledby': 'h-rt-tree' }, el('h2', { id: 'h-rt-tree' }, 'Routes'), treeBox), receiverList(tree.receivers)), form),
     ),
   );
 }

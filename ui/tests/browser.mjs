@@ -1319,6 +1319,13 @@ await test('routing tree: drawn as the API has it; the test box shows which rece
   await page.click('[data-testid=rt-submit]');
   await page.waitForSelector('[data-testid=rt-error]:not(:empty)');
   assert((await page.innerText('[data-testid=rt-error]')).includes('is not name=value'), 'a label without a value is named');
+  // Every receiver has its test button; a test notification to one is delivered.
+  const rows = await page.locator('[data-testid=rt-receiver-row]').evaluateAll((els) => els.map((e) => e.dataset.receiver));
+  assert(JSON.stringify(rows) === JSON.stringify(tree.receivers), `one test button per receiver: ${rows}`);
+  await page.click('[data-testid=rt-test][data-receiver="dba"]');
+  await page.waitForSelector('[data-testid=rt-receiver-row][data-receiver="dba"] [data-testid=rt-test-result][data-delivered]');
+  const delivered = await page.getAttribute('[data-testid=rt-receiver-row][data-receiver="dba"] [data-testid=rt-test-result]', 'data-delivered');
+  assert(delivered === 'true', `the test notification to dba: ${await page.innerText('[data-testid=rt-receiver-row][data-receiver="dba"]')}`);
   await shot('routes');
 });
 
