@@ -8,11 +8,8 @@
 
 mod serve_common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::Child;
 
 use ingest::otlp::proto::{
     any_value, metric, number_data_point, AnyValue, ExportMetricsServiceRequest, Gauge, KeyValue,
@@ -22,9 +19,6 @@ use prost::Message;
 use serde_json::Value;
 use serve_common::{client, eventually, get_json, now_s, strata, urlencode, Server};
 
-/// Bound on waiting for the broker's start line.
-const WAIT_S_MAX: u64 = 60;
-
 struct Broker {
     child: Child,
     push: String,
@@ -32,36 +26,10 @@ struct Broker {
 
 impl Broker {
     fn start(data: &Path, core: &Server, extra: &[&str]) -> Broker {
-        let mut child = strata()
-            .arg("broker")
-            .args(["--id", "edge-otlp", "--push-http", "127.0.0.1:0"])
-            .arg("--data-dir")
-            .arg(data)
-            .arg("--core-url")
-            .arg(core.url(""))
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(WAIT_S_MAX))
-            .expect("strata broker printed no ready line");
-        std::thread::spawn(move || while rx.recv().is_ok() {});
-        let push = line
-            .split("push_http ")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no push address in {line:?}"))
-            .to_owned();
+        let mut args = vec!["--push-http", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let (child, line) = serve_common::forwarding_broker("edge-otlp", data, core, &args);
+        let push = serve_common::ready_address(&line, "push_http");
         Broker { child, push }
     }
 

@@ -10,15 +10,13 @@
 
 mod serve_common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
+use std::process::Child;
 use std::time::Duration;
 
 use ingest::remote_write::proto::{self, Label, TimeSeries, WriteRequest};
 use prost::Message;
-use serve_common::{client, fetch, now_s, strata, urlencode, Server};
+use serve_common::{client, fetch, now_s, urlencode, Server};
 
 /// Buckets of the random native histogram (schema 3, narrower than llhist's bins, so a
 /// conversion before differencing rounds).
@@ -36,35 +34,13 @@ struct Broker {
 
 impl Broker {
     fn start(data: &Path, core: &Server) -> Broker {
-        let mut child = strata()
-            .arg("broker")
-            .args(["--id", "edge-totals", "--push-http", "127.0.0.1:0"])
-            .arg("--data-dir")
-            .arg(data)
-            .arg("--core-url")
-            .arg(core.url(""))
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(WAIT_S_MAX))
-            .expect("strata broker printed no ready line");
-        std::thread::spawn(move || while rx.recv().is_ok() {});
-        let push = line
-            .split("push_http ")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no push address in {line:?}"))
-            .to_owned();
+        let (child, line) = serve_common::forwarding_broker(
+            "edge-totals",
+            data,
+            core,
+            &["--push-http", "127.0.0.1:0"],
+        );
+        let push = serve_common::ready_address(&line, "push_http");
         Broker { child, push }
     }
 

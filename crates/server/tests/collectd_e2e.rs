@@ -9,14 +9,12 @@
 mod serve_common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use serve_common::{apt_install, client, now_s, strata, urlencode, Server};
+use serve_common::{apt_install, client, now_s, urlencode, Server};
 
 const COLLECTD: &str = "/usr/sbin/collectd";
 /// How long collectd runs (at a 1 s interval).
@@ -37,35 +35,13 @@ struct Broker {
 
 impl Broker {
     fn start(data: &Path, core: &Server) -> Broker {
-        let mut child = strata()
-            .arg("broker")
-            .args(["--id", "edge-collectd", "--collectd", "127.0.0.1:0"])
-            .arg("--data-dir")
-            .arg(data)
-            .arg("--core-url")
-            .arg(core.url(""))
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let line: String = rx
-            .recv_timeout(Duration::from_secs(WAIT_S_MAX))
-            .expect("strata broker printed no ready line");
-        std::thread::spawn(move || while rx.recv().is_ok() {});
-        let collectd = line
-            .split(" collectd ")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no collectd address in {line:?}"))
-            .to_owned();
+        let (child, line) = serve_common::forwarding_broker(
+            "edge-collectd",
+            data,
+            core,
+            &["--collectd", "127.0.0.1:0"],
+        );
+        let collectd = serve_common::ready_address(&line, "collectd");
         Broker { child, collectd }
     }
 }

@@ -256,3 +256,43 @@ pub fn apt_install(packages: &[&str]) {
         "apt-get install -y {packages:?} failed"
     );
 }
+
+/// `strata broker --id <id> --data-dir <data> --core-url <core> <args>`, forwarding to `core`:
+/// the child and its ready line (read within 60 s; later lines drained so it never blocks).
+#[allow(dead_code)]
+pub fn forwarding_broker(id: &str, data: &Path, core: &Server, args: &[&str]) -> (Child, String) {
+    let mut child = strata()
+        .args(["broker", "--id", id])
+        .arg("--data-dir")
+        .arg(data)
+        .arg("--core-url")
+        .arg(core.url(""))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let line: String = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("strata broker printed no ready line");
+    std::thread::spawn(move || while rx.recv().is_ok() {});
+    (child, line)
+}
+
+/// The address after `<field> ` in a broker's ready line.
+#[allow(dead_code)]
+pub fn ready_address(line: &str, field: &str) -> String {
+    line.split(&format!(" {field} "))
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no {field} address in {line:?}"))
+        .to_owned()
+}
