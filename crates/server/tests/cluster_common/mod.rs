@@ -1,0 +1,257 @@
+//! What the cluster tests share: an N-broker Kafka started by `scripts/kafka-cluster`, a
+//! topology written for named nodes on sides, `strata serve --cluster` processes, `strata
+//! cluster status`, and a sender that resends a request with the exactly-once headers until a
+//! front acknowledges it.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::serve_common::{client, Server, BIN};
+
+/// How long one request is resent before the test fails (a write stall).
+pub const RESEND_S_MAX: u64 = 90;
+
+/// The Kafka nodes started by the script, killed (-9) when the test ends however it ends.
+pub struct Kafka {
+    dir: PathBuf,
+    brokers: usize,
+    pub bootstrap: String,
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kafka-cluster")
+}
+
+impl Kafka {
+    /// Starts `brokers` nodes (1 to 9) on `base`.. (controllers on `base + 100`..).
+    pub fn start(dir: &Path, brokers: usize) -> Kafka {
+        let base = free_base(brokers);
+        let out = Command::new(script())
+            .arg("start")
+            .arg(brokers.to_string())
+            .arg(dir)
+            .arg(base.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "kafka-cluster: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let bootstrap = text
+            .lines()
+            .find_map(|l| l.strip_prefix("bootstrap="))
+            .unwrap()
+            .to_owned();
+        Kafka {
+            dir: dir.to_path_buf(),
+            brokers,
+            bootstrap,
+        }
+    }
+
+    pub fn pid(&self, node: usize) -> String {
+        std::fs::read_to_string(self.dir.join(format!("node-{node}/pid")))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+
+    /// `kill -9` of broker `node` (1-based).
+    pub fn kill9(&self, node: usize) {
+        let status = Command::new("kill")
+            .args(["-9", &self.pid(node)])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    pub fn restart(&self, node: usize) {
+        let status = Command::new(script())
+            .arg("restart")
+            .arg(&self.dir)
+            .arg(node.to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for Kafka {
+    fn drop(&mut self) {
+        for node in 1..=self.brokers {
+            let _ = Command::new("kill").args(["-9", &self.pid(node)]).status();
+        }
+    }
+}
+
+/// A base port with base..base+n and base+100..base+100+n free.
+fn free_base(n: usize) -> u16 {
+    let n = n as u16;
+    for _ in 0..200 {
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        if !(20_000..40_000).contains(&port) {
+            continue;
+        }
+        let free = (0..n)
+            .flat_map(|i| [port + i, port + 100 + i])
+            .all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok());
+        if free {
+            return port;
+        }
+    }
+    panic!("no free port range for Kafka");
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One process of the cluster as the topology names it.
+pub struct NodeSpec {
+    pub name: &'static str,
+    pub side: &'static str,
+    /// Roles as the topology lists them, e.g. `&["front", "storage"]`.
+    pub roles: &'static [&'static str],
+}
+
+pub struct Cluster {
+    pub topology: PathBuf,
+    pub root: PathBuf,
+    pub ports: Vec<(&'static str, u16)>,
+}
+
+impl Cluster {
+    /// Writes `root/cluster.toml` for `nodes` (each on a free port) over `kafka`'s brokers.
+    pub fn new(
+        root: &Path,
+        kafka: &Kafka,
+        partitions: u32,
+        replication: u32,
+        nodes: &[NodeSpec],
+    ) -> Cluster {
+        let ports: Vec<(&'static str, u16)> = nodes.iter().map(|n| (n.name, free_port())).collect();
+        let bootstrap = kafka
+            .bootstrap
+            .split(',')
+            .map(|b| format!("\"{b}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut text = format!(
+            "[kafka]\nbootstrap = [{bootstrap}]\ntopic = \"strata\"\npartitions = {partitions}\n\
+             replication = {replication}\n"
+        );
+        for (node, (_, port)) in nodes.iter().zip(&ports) {
+            let roles: Vec<String> = node.roles.iter().map(|r| format!("\"{r}\"")).collect();
+            text.push_str(&format!(
+                "\n[[node]]\nname = \"{}\"\nside = \"{}\"\nhttp = \"127.0.0.1:{port}\"\nroles = [{}]\n",
+                node.name,
+                node.side,
+                roles.join(", ")
+            ));
+        }
+        let topology = root.join("cluster.toml");
+        std::fs::write(&topology, text).unwrap();
+        Cluster {
+            topology,
+            root: root.to_path_buf(),
+            ports,
+        }
+    }
+
+    pub fn http(&self, node: &str) -> String {
+        let port = self.ports.iter().find(|(n, _)| *n == node).unwrap().1;
+        format!("127.0.0.1:{port}")
+    }
+
+    /// Starts `node`'s process with its data in `root/<node>`; dropping it is a `kill -9`.
+    pub fn start(&self, node: &str) -> Server {
+        let dir = self.root.join(node);
+        Server::start(
+            &dir,
+            &[
+                "--cluster",
+                self.topology.to_str().unwrap(),
+                "--node",
+                node,
+                "--statsd",
+                "off",
+                "--graphite",
+                "off",
+            ],
+        )
+    }
+
+    /// `strata cluster status --json`: one row per partition and owner.
+    pub fn status(&self) -> Vec<Value> {
+        let out = Command::new(BIN)
+            .args(["cluster", "status", "--json", "--cluster"])
+            .arg(&self.topology)
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// Waits until every owner of every partition is healthy and has applied all of Kafka.
+    pub fn wait_caught_up(&self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let rows = self.status();
+            let done = rows
+                .iter()
+                .all(|r| r["health"] == "ok" && r["lag"] == 0 && r["end"].as_i64() > Some(0));
+            if done {
+                return;
+            }
+            assert!(Instant::now() < deadline, "not caught up: {rows:?}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+/// Sends request `seq` (source `loadgen`, epoch 1) until a front acknowledges it, trying the
+/// fronts in turn; the longest wait seen goes to `stall_ms`.
+pub fn send_until_acked(fronts: &[String], seq: u64, path: &str, body: &str, stall_ms: &AtomicU64) {
+    let started = Instant::now();
+    let mut attempt = 0usize;
+    loop {
+        let front = &fronts[attempt % fronts.len()];
+        let request = client()
+            .post(format!("http://{front}{path}"))
+            .header("Strata-Source", "loadgen")
+            .header("Strata-Epoch", "1")
+            .header("Strata-Sequence", seq.to_string())
+            .timeout(Duration::from_secs(20))
+            .body(body.to_owned());
+        if let Ok(r) = request.send() {
+            if r.status().is_success() {
+                let waited = started.elapsed().as_millis() as u64;
+                stall_ms.fetch_max(waited, Ordering::Relaxed);
+                return;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(RESEND_S_MAX),
+            "request {seq} not acknowledged within {RESEND_S_MAX} s"
+        );
+        attempt += 1;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
