@@ -16,10 +16,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
+use std::hash::BuildHasher;
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::{RwLock, RwLockReadGuard};
 
 use crate::batch::KeyRef;
 use crate::cardinality::{
@@ -57,12 +58,15 @@ const MISSING: Resolved = Resolved::Id(SeriesId(u32::MAX));
 /// Keys looked up, created or refused under one hold of the index's lock.
 const KEYS_PER_LOCK_MAX: usize = 4096;
 
-/// The stored facts of one series.
+/// Bytes of one page of the key arena. A page holds whole keys, so a key is one slice; a key
+/// longer than a page (`KEY_TEXT_SIZE_MAX` allows a few megabytes) gets a page its size.
+const KEY_PAGE_SIZE_BYTES: usize = 1 << 20;
+
+/// The stored facts of one series: 32 bytes.
 #[derive(Debug)]
 struct Series {
-    /// The canonical key text: one allocation per series (a parsed `StreamKey` would be about
-    /// twenty), parsed back only when a reader asks.
-    key: Arc<str>,
+    /// The canonical key text, in the key arena (parsed back only when a reader asks).
+    key: KeyAt,
     kind: Kind,
     /// Earliest and latest sample timestamp seen, `i64::MAX`/`i64::MIN` before any.
     first_ts_ms: AtomicI64,
@@ -91,12 +95,96 @@ pub struct Cardinality {
 /// Posting lists: ascending series ids.
 pub(crate) type Postings = Vec<u32>;
 
+/// Where a series' key text is in the key arena.
+#[derive(Clone, Copy, Debug)]
+struct KeyAt {
+    page: u32,
+    offset: u32,
+    len: u32,
+}
+
+/// Every series' canonical key text, back to back in pages of `KEY_PAGE_SIZE_BYTES` (or one
+/// longer key) that are never reallocated: an allocation per megabyte of keys, where an `Arc<str>` per series cost
+/// its counts, the allocator's header and its rounding (≈ 32 bytes a series beside the text).
+#[derive(Default)]
+struct KeyArena {
+    /// Each with its capacity fixed when made; the last is filled.
+    pages: Vec<String>,
+}
+
+impl KeyArena {
+    fn push(&mut self, text: &str) -> KeyAt {
+        assert!(text.len() <= KEY_TEXT_SIZE_MAX);
+        let room = self
+            .pages
+            .last()
+            .is_some_and(|p| p.len() + text.len() <= p.capacity());
+        if !room {
+            self.pages
+                .push(String::with_capacity(KEY_PAGE_SIZE_BYTES.max(text.len())));
+        }
+        let page_index = self.pages.len() - 1;
+        let page = &mut self.pages[page_index];
+        let at = KeyAt {
+            page: u32::try_from(page_index).unwrap_or(u32::MAX),
+            offset: page.len() as u32,
+            len: text.len() as u32,
+        };
+        assert!(at.page < u32::MAX, "key pages fit a u32");
+        let capacity = page.capacity();
+        page.push_str(text);
+        debug_assert_eq!(page.capacity(), capacity, "a page never moves");
+        at
+    }
+
+    fn get(&self, at: KeyAt) -> &str {
+        let start = at.offset as usize;
+        &self.pages[at.page as usize][start..start + at.len as usize]
+    }
+
+    /// Bytes the pages hold (their capacity), for the memory accounts.
+    #[cfg(test)]
+    fn size_bytes(&self) -> usize {
+        self.pages.iter().map(String::capacity).sum()
+    }
+}
+
+/// Canonical key text → id: ids only, each key's text read back from the arena (4 bytes a slot
+/// where a map of `Arc<str>` keys held 24). Keys come from clients, so the hasher is seeded per
+/// process (foldhash: a few times faster than SipHash on ~100-byte keys, still randomly seeded).
+#[derive(Default)]
+struct KeyTable {
+    ids: hashbrown::HashTable<u32>,
+    hasher: foldhash::quality::RandomState,
+}
+
+impl KeyTable {
+    fn get(&self, text: &str, series: &[Series], keys: &KeyArena) -> Option<u32> {
+        let hash = self.hasher.hash_one(text);
+        let id = self
+            .ids
+            .find(hash, |&id| keys.get(series[id as usize].key) == text)?;
+        Some(*id)
+    }
+
+    fn insert_new(&mut self, id: u32, text: &str, series: &[Series], keys: &KeyArena) {
+        let hash = self.hasher.hash_one(text);
+        let hasher = &self.hasher;
+        self.ids.insert_unique(hash, id, |&other| {
+            hasher.hash_one(keys.get(series[other as usize].key))
+        });
+    }
+
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Inner {
     series: Vec<Series>,
-    /// Canonical key text → id. Keys come from clients, so the hasher is seeded per process
-    /// (foldhash: a few times faster than SipHash on ~100-byte keys, still randomly seeded).
-    by_key: HashMap<Arc<str>, u32, foldhash::quality::RandomState>,
+    keys: KeyArena,
+    by_key: KeyTable,
     pub(crate) names: BTreeMap<String, Postings>,
     pub(crate) tags: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Postings>>,
     pub(crate) kinds: [Postings; 3],
@@ -242,7 +330,7 @@ impl SeriesIndex {
         if let Some(id) = inner.find(text, kind)? {
             return Ok(id);
         }
-        let ids = inner.create_many(vec![(key.clone(), Arc::from(text), kind)])?;
+        let ids = inner.create_many(vec![(key.clone(), kind)])?;
         Ok(ids[0])
     }
 
@@ -395,19 +483,16 @@ impl SeriesIndex {
     /// The id and kind of `key`, if present.
     pub fn lookup(&self, key: &StreamKey) -> Result<Option<(SeriesId, Kind)>, IndexError> {
         let inner = self.read()?;
-        Ok(inner
-            .by_key
-            .get(key.canonical_str())
-            .map(|&id| (SeriesId(id), inner.series[id as usize].kind)))
+        Ok(inner.lookup_text(key.canonical_str()))
     }
 
     /// The canonical key text of series `id`, if it exists.
     pub fn key_text(&self, id: SeriesId) -> Result<Option<String>, IndexError> {
-        Ok(self
-            .read()?
+        let inner = self.read()?;
+        Ok(inner
             .series
             .get(id.0 as usize)
-            .map(|s| s.key.to_string()))
+            .map(|s| inner.keys.get(s.key).to_string()))
     }
 
     /// The activity ranges of series `from..` (at most `max`), in id order, without building
@@ -504,7 +589,7 @@ impl Snapshot<'_> {
             return Ok(None);
         };
         // Stored keys were canonical when added, so this parse cannot fail short of a bug.
-        let key = StreamKey::parse(&s.key).map_err(IndexError::Key)?;
+        let key = StreamKey::parse(inner.keys.get(s.key)).map_err(IndexError::Key)?;
         Ok(Some(SeriesInfo {
             id,
             key,
@@ -664,7 +749,7 @@ impl Inner {
     ) -> Result<(), IndexError> {
         // A text repeated in the batch must find the pending series (or the refusal).
         let first_new = self.series.len();
-        let mut new: Vec<(StreamKey, Arc<str>, Kind)> = Vec::new();
+        let mut new: Vec<(StreamKey, Kind)> = Vec::new();
         let mut new_by_text: HashMap<&str, Resolved, foldhash::quality::RandomState> =
             HashMap::default();
         for (slot, &(key, kind)) in keys.iter().enumerate() {
@@ -678,7 +763,7 @@ impl Inner {
             let found = self
                 .lookup_text(text)
                 .or_else(|| match new_by_text.get(text)? {
-                    Resolved::Id(id) => Some((*id, new[(id.0 as usize) - first_new].2)),
+                    Resolved::Id(id) => Some((*id, new[(id.0 as usize) - first_new].1)),
                     _ => None,
                 });
             if let (None, Some(&refused)) = (found, new_by_text.get(text)) {
@@ -709,7 +794,7 @@ impl Inner {
                     if let Some((limiter, source)) = limiter {
                         limiter.created(id, *source);
                     }
-                    new.push((parsed, Arc::from(text), kind));
+                    new.push((parsed, kind));
                     new_by_text.insert(text, Resolved::Id(SeriesId(id)));
                     Resolved::Id(SeriesId(id))
                 }
@@ -726,10 +811,7 @@ impl Inner {
     /// Adds new series with the next ids, in order: their records appended to the file (one
     /// write; group records for several), then the in-memory maps. On a
     /// failed append nothing is added.
-    fn create_many(
-        &mut self,
-        new: Vec<(StreamKey, Arc<str>, Kind)>,
-    ) -> Result<Vec<SeriesId>, IndexError> {
+    fn create_many(&mut self, new: Vec<(StreamKey, Kind)>) -> Result<Vec<SeriesId>, IndexError> {
         let first = self.series.len();
         let end = first.checked_add(new.len()).ok_or(IndexError::Full)?;
         if end > SERIES_MAX as usize {
@@ -738,14 +820,14 @@ impl Inner {
         let entries: Vec<(u32, &str, Kind)> = new
             .iter()
             .enumerate()
-            .map(|(i, (_, text, kind))| ((first + i) as u32, &**text, *kind))
+            .map(|(i, (key, kind))| ((first + i) as u32, key.canonical_str(), *kind))
             .collect();
         let records = encode_records(&entries);
         self.append(&records)?;
         let mut ids = Vec::with_capacity(new.len());
-        for (i, (key, text, kind)) in new.into_iter().enumerate() {
+        for (i, (key, kind)) in new.into_iter().enumerate() {
             let id = (first + i) as u32;
-            self.insert(id, &key, text, kind);
+            self.insert(id, &key, kind);
             ids.push(SeriesId(id));
         }
         Ok(ids)
@@ -753,12 +835,12 @@ impl Inner {
 
     /// The id and kind of the series whose canonical key is `text`.
     fn lookup_text(&self, text: &str) -> Option<(SeriesId, Kind)> {
-        let &id = self.by_key.get(text)?;
+        let id = self.by_key.get(text, &self.series, &self.keys)?;
         Some((SeriesId(id), self.series[id as usize].kind))
     }
 
     fn find(&self, text: &str, kind: Kind) -> Result<Option<SeriesId>, IndexError> {
-        let Some(&id) = self.by_key.get(text) else {
+        let Some(id) = self.by_key.get(text, &self.series, &self.keys) else {
             return Ok(None);
         };
         let existing = self.series[id as usize].kind;
@@ -772,8 +854,7 @@ impl Inner {
         Ok(Some(SeriesId(id)))
     }
 
-    fn insert(&mut self, id: u32, key: &StreamKey, text: Arc<str>, kind: Kind) {
-        debug_assert_eq!(key.canonical(), *text);
+    fn insert(&mut self, id: u32, key: &StreamKey, kind: Kind) {
         assert_eq!(id as usize, self.series.len(), "ids are dense");
         // Ids only grow, so pushing keeps every posting list ascending.
         // Look up before inserting: most names and tags exist already, so no key is copied.
@@ -796,14 +877,20 @@ impl Inner {
             }
         }
         self.kinds[kind.slot()].push(id);
-        let previous = self.by_key.insert(Arc::clone(&text), id);
-        assert!(previous.is_none(), "a key is added once");
+        let text = key.canonical_str();
+        // Callers looked the key up under the same lock (one hash lookup a new key).
+        debug_assert!(
+            self.by_key.get(text, &self.series, &self.keys).is_none(),
+            "a key is added once"
+        );
+        let at = self.keys.push(text);
         self.series.push(Series {
-            key: text,
+            key: at,
             kind,
             first_ts_ms: AtomicI64::new(i64::MAX),
             last_ts_ms: AtomicI64::new(i64::MIN),
         });
+        self.by_key.insert_new(id, text, &self.series, &self.keys);
     }
 
     /// Appends encoded records; on failure cuts the file back so no torn record stays before
@@ -1050,10 +1137,10 @@ fn apply_series(kind: u8, id: u32, key: &[u8], inner: &mut Inner) -> Result<(), 
     }
     let text = std::str::from_utf8(key).map_err(|_| "key not UTF-8")?;
     let key = StreamKey::parse(text).map_err(|_| "key does not parse")?;
-    if key.canonical_str() != text || inner.by_key.contains_key(text) {
+    if key.canonical_str() != text || inner.lookup_text(text).is_some() {
         return Err("key not canonical or repeated");
     }
-    inner.insert(id, &key, Arc::from(text), kind);
+    inner.insert(id, &key, kind);
     Ok(())
 }
 
@@ -1083,6 +1170,45 @@ mod tests {
 
     fn key(text: &str) -> StreamKey {
         StreamKey::parse(text).unwrap()
+    }
+
+    /// Keys live back to back in the arena's pages, a key longer than a page in a page its
+    /// size; every key reads back and is found by its text, before and after a reopen.
+    #[test]
+    fn keys_of_any_length_read_back_from_the_arena() {
+        assert_eq!(std::mem::size_of::<Series>(), 32);
+        let tags: Vec<String> = (0..200)
+            .map(|i| format!("c{i:03}{}:{}", "k".repeat(3_000), "v".repeat(4_000)))
+            .collect();
+        let long = key(&format!("long|ST[{}]", tags.join(",")));
+        assert!(long.canonical_str().len() > KEY_PAGE_SIZE_BYTES);
+        let mut keys: Vec<StreamKey> = (0..6_000)
+            .map(|i| key(&format!("m{i}|ST[host:h{i},dc:{}]", "x".repeat(150))))
+            .collect();
+        keys.insert(3_000, long);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        let check = |index: &SeriesIndex| {
+            for (i, k) in keys.iter().enumerate() {
+                let id = SeriesId(i as u32);
+                assert_eq!(index.lookup(k).unwrap(), Some((id, Kind::Numeric)));
+                assert_eq!(index.key_text(id).unwrap().unwrap(), k.canonical_str());
+            }
+        };
+        {
+            let index = SeriesIndex::open(&path).unwrap();
+            for (i, k) in keys.iter().enumerate() {
+                let id = index.get_or_create(k, Kind::Numeric).unwrap();
+                assert_eq!(id, SeriesId(i as u32));
+            }
+            check(&index);
+            let inner = index.inner.read().unwrap();
+            // Two pages of short keys around the long one's own page.
+            assert_eq!(inner.keys.pages.len(), 3);
+            let text_bytes: usize = keys.iter().map(|k| k.canonical_str().len()).sum();
+            assert!(inner.keys.size_bytes() < text_bytes + 2 * KEY_PAGE_SIZE_BYTES);
+        }
+        check(&SeriesIndex::open(&path).unwrap());
     }
 
     #[test]

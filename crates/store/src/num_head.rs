@@ -94,6 +94,9 @@ impl NumericSeries {
             _ => (0, 0),
         };
         let (stream, appender) = NumericStream::start(ts_ms, value, decimals_min, k0);
+        // Exact growth: a series holds a stream or two for a head's two hours, and the
+        // vector's first doubling step would hold four (192 bytes unused a series).
+        self.streams.reserve_exact(1);
         self.streams.push(stream);
         self.appender = Some(appender);
     }
@@ -174,7 +177,13 @@ impl NumericSeries {
 
     /// Bytes this series holds beyond its slot in the head (streams, open and late points).
     pub fn size_bytes(&self) -> usize {
-        let streams: usize = self.streams.iter().map(NumericStream::size_bytes).sum();
+        let unused = self.streams.capacity() - self.streams.len();
+        let streams: usize = self
+            .streams
+            .iter()
+            .map(NumericStream::size_bytes)
+            .sum::<usize>()
+            + unused * std::mem::size_of::<NumericStream>();
         let open = self.open.capacity() * std::mem::size_of::<Point<f64>>();
         let late = self.late.as_ref().map_or(0, |l| l.size_bytes());
         streams + open + late
@@ -328,6 +337,23 @@ mod tests {
             .map(|p| p.1)
             .collect();
         assert_eq!(read, (0..16).map(|s| s as f64).collect::<Vec<_>>());
+    }
+
+    /// A series holds exactly the streams it has: the vector's first doubling step would hold
+    /// four (192 bytes unused in every series of a million).
+    #[test]
+    fn streams_hold_no_unused_capacity() {
+        let mut series = NumericSeries::default();
+        for i in 0..2_000u64 {
+            let point = Point {
+                ts_ms: i as i64 * 10_000,
+                seq: i,
+                value: (i % 7) as f64,
+            };
+            series.insert(point, i);
+            assert_eq!(series.streams.capacity(), series.streams.len());
+        }
+        assert_eq!(series.streams.len(), 4);
     }
 
     /// In order, each point settled when written: every point but the reorder window goes into
