@@ -23,8 +23,10 @@
 //! So the series reads exactly as the sorted map the duplicate rule defines, under any arrival
 //! order (property test below, against that map).
 
+use smallvec::SmallVec;
+
 use crate::encode::numeric_stream::{Append, Appender, NumericStream};
-use crate::points::{insert_point, Point, Points};
+use crate::points::{Point, Points};
 
 /// Points a series keeps in `open` after they are settled: a reorder window. Concurrent
 /// requests that carry consecutive steps of one series (an Influx body is one step of many
@@ -35,6 +37,14 @@ use crate::points::{insert_point, Point, Points};
 /// allocation (four points), which an in-order series holds anyway: it costs no memory.
 const OPEN_REORDER_POINTS: usize = 3;
 
+/// Points `open` holds inside the series before it moves them to the heap: the reorder window
+/// and the point just inserted, which is what an in-order series holds. Inline, they cost the
+/// slot 104 bytes where a vector cost 24 and an allocation of 112 (96 bytes and the
+/// allocator's header and rounding), in every series of a million.
+const OPEN_INLINE_POINTS: usize = OPEN_REORDER_POINTS + 1;
+
+type OpenPoints = SmallVec<[Point<f64>; OPEN_INLINE_POINTS]>;
+
 #[derive(Debug, Default)]
 pub(crate) struct NumericSeries {
     /// Ascending and disjoint in time; the last one is appended to.
@@ -42,7 +52,7 @@ pub(crate) struct NumericSeries {
     /// The last stream's appending state (meaningful while there is one).
     appender: Option<Appender>,
     /// Sorted and unique; every one after the streams' last point.
-    open: Vec<Point<f64>>,
+    open: OpenPoints,
     /// Sorted and unique; every one at or before the streams' last point when it came.
     late: Option<Box<Points<f64>>>,
 }
@@ -56,7 +66,7 @@ impl NumericSeries {
             Some(s) if point.ts_ms <= s.last_ts() => {
                 self.late.get_or_insert_default().insert(point);
             }
-            _ => insert_point(&mut self.open, point),
+            _ => insert_open(&mut self.open, point),
         }
         self.settle(settled);
     }
@@ -72,12 +82,15 @@ impl NumericSeries {
         if n == 0 {
             return;
         }
-        let open = std::mem::take(&mut self.open);
-        for p in &open[..n] {
-            self.append(p.ts_ms, p.value);
+        for i in 0..n {
+            let (ts_ms, value) = (self.open[i].ts_ms, self.open[i].value);
+            self.append(ts_ms, value);
         }
-        self.open = open;
         self.open.drain(..n);
+        if self.open.spilled() && self.open.len() <= OPEN_INLINE_POINTS {
+            // Back inside the slot: a burst of unsettled points keeps no allocation.
+            self.open.shrink_to_fit();
+        }
     }
 
     fn append(&mut self, ts_ms: i64, value: f64) {
@@ -184,7 +197,11 @@ impl NumericSeries {
             .map(NumericStream::size_bytes)
             .sum::<usize>()
             + unused * std::mem::size_of::<NumericStream>();
-        let open = self.open.capacity() * std::mem::size_of::<Point<f64>>();
+        // Inline points are part of the slot.
+        let open = match self.open.spilled() {
+            true => self.open.capacity() * std::mem::size_of::<Point<f64>>(),
+            false => 0,
+        };
         let late = self.late.as_ref().map_or(0, |l| l.size_bytes());
         streams + open + late
     }
@@ -208,6 +225,30 @@ impl NumericSeries {
     fn xor_mode(&self) -> bool {
         use crate::encode::numeric_stream::MODE_XOR;
         self.streams.last().is_some_and(|s| s.mode() == MODE_XOR)
+    }
+}
+
+/// Inserts into sorted and unique points, applying the duplicate rule (as
+/// `points::insert_point` does for a vector).
+fn insert_open(points: &mut OpenPoints, point: Point<f64>) {
+    // The common case: in-order arrival appends.
+    if points.last().is_none_or(|last| last.ts_ms < point.ts_ms) {
+        points.push(point);
+        return;
+    }
+    let i = points.partition_point(|p| p.ts_ms < point.ts_ms);
+    match points.get_mut(i) {
+        Some(existing) if existing.ts_ms == point.ts_ms => {
+            if point.seq >= existing.seq {
+                *existing = point;
+            }
+        }
+        _ => {
+            points.insert(i, point);
+            // Sorted and unique: checking the neighbours of the one insert keeps it O(1).
+            assert!(i == 0 || points[i - 1].ts_ms < points[i].ts_ms);
+            assert!(i + 1 == points.len() || points[i].ts_ms < points[i + 1].ts_ms);
+        }
     }
 }
 
@@ -354,6 +395,33 @@ mod tests {
             assert_eq!(series.streams.capacity(), series.streams.len());
         }
         assert_eq!(series.streams.len(), 4);
+    }
+
+    /// An in-order series keeps its open points inside its slot; a burst of unsettled points
+    /// (many writers) moves them to the heap, and they come back once settled.
+    #[test]
+    fn open_points_stay_in_the_slot() {
+        let mut series = NumericSeries::default();
+        let point = |i: u64| Point {
+            ts_ms: i as i64 * 10_000,
+            seq: i,
+            value: i as f64,
+        };
+        for i in 0..100 {
+            series.insert(point(i), i);
+            assert!(!series.open.spilled());
+        }
+        for i in 100..110 {
+            series.insert(point(i), 99);
+        }
+        assert!(series.open.spilled());
+        assert!(series.size_bytes() > 10 * std::mem::size_of::<Point<f64>>());
+        series.settle(110);
+        assert!(!series.open.spilled());
+        assert_eq!(series.counts(), (110 - OPEN_REORDER_POINTS, 110));
+        // The head's slot: an id and the largest kind, this one.
+        let slot = std::mem::size_of::<(crate::series::SeriesId, crate::head::SeriesHead)>();
+        assert!(slot <= 184, "{slot} bytes a slot");
     }
 
     /// In order, each point settled when written: every point but the reorder window goes into
