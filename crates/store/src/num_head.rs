@@ -33,8 +33,8 @@ use crate::points::{Point, Points};
 /// series) reach the journal in whatever order their parsing ends, so a step's record can come
 /// after the next step's is applied; had that newer point entered the streams, the older one
 /// would be late: kept apart with its offset, a box per series, merged at every read and flush.
-/// Three points is the journal order a few writers scramble, and it fits the vector's first
-/// allocation (four points), which an in-order series holds anyway: it costs no memory.
+/// Three points is the journal order a few writers scramble; with the point just inserted they
+/// are what `open` keeps inside the slot (`OPEN_INLINE_POINTS`).
 const OPEN_REORDER_POINTS: usize = 3;
 
 /// Points `open` holds inside the series before it moves them to the heap: the reorder window
