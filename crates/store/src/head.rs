@@ -339,6 +339,14 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    /// A slot is an id and the largest kind inline — a numeric series with its newest four
+    /// points (`num_head`) — and a million series pay it each.
+    #[test]
+    fn slots_stay_small() {
+        let slot = std::mem::size_of::<(SeriesId, SeriesHead)>();
+        assert!(slot <= 184, "{slot} bytes a slot");
+    }
+
     /// The head after a flush starts each histogram series with the window it had (and no
     /// other kind of series with anything); a series takes its window when it first writes.
     #[test]

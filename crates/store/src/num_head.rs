@@ -419,9 +419,6 @@ mod tests {
         series.settle(110);
         assert!(!series.open.spilled());
         assert_eq!(series.counts(), (110 - OPEN_REORDER_POINTS, 110));
-        // The head's slot: an id and the largest kind, this one.
-        let slot = std::mem::size_of::<(crate::series::SeriesId, crate::head::SeriesHead)>();
-        assert!(slot <= 184, "{slot} bytes a slot");
     }
 
     /// In order, each point settled when written: every point but the reorder window goes into
