@@ -57,6 +57,10 @@ pub struct Limits {
     pub subquery_step_ms: i64,
     /// Accept the functions Prometheus enables with `promql-experimental-functions`.
     pub experimental_functions: bool,
+    /// What each sample of the answer costs, in samples of `samples_per_query_max`, on top of
+    /// what evaluation charged (0: answers cost nothing more). A server that writes answers as
+    /// JSON sets it to what a point of text costs beside a sample held while evaluating.
+    pub answer_sample_cost_samples: u64,
 }
 
 impl Default for Limits {
@@ -69,6 +73,7 @@ impl Default for Limits {
             lookback_ms: LOOKBACK_MS_DEFAULT,
             subquery_step_ms: SUBQUERY_STEP_MS_DEFAULT,
             experimental_functions: false,
+            answer_sample_cost_samples: 0,
         }
     }
 }
@@ -173,6 +178,28 @@ pub enum Output {
     Matrix(Vec<RangeSeries>),
 }
 
+impl Output {
+    /// Samples in the answer, a histogram counted once per bin (its JSON writes each bucket).
+    pub fn sample_count(&self) -> u64 {
+        let hist = |h: &HistSample| 1 + h.hist.bin_count() as u64;
+        let sample = |s: &Sample| match s {
+            Sample::Float(_) => 1,
+            Sample::Hist(h) => hist(h),
+        };
+        match self {
+            Output::Scalar { .. } | Output::String { .. } => 1,
+            Output::Vector { samples, .. } => samples.iter().map(|(_, s)| sample(s)).sum(),
+            Output::Matrix(series) => series
+                .iter()
+                .map(|r| {
+                    let hists: u64 = r.hists.iter().map(|(_, h)| hist(h)).sum();
+                    r.floats.len() as u64 + hists
+                })
+                .sum(),
+        }
+    }
+}
+
 /// Warnings and infos Prometheus returns beside a result (`warnings`, `infos` in the JSON).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Annotations {
@@ -246,6 +273,7 @@ pub fn instant_annotated(
             }
         }
     };
+    ctx.charge_answer(&out)?;
     Ok((out, ctx.notes))
 }
 
@@ -328,6 +356,7 @@ pub fn range_annotated(
             Output::Matrix(out)
         }
     };
+    ctx.charge_answer(&out)?;
     Ok((out, ctx.notes))
 }
 
@@ -567,6 +596,25 @@ impl<'a> Ctx<'a> {
         if self.samples > self.limits.samples_per_query_max {
             return Err(EvalError::Execution(format!(
                 "query processing would load too many samples into memory in query execution (limit {})",
+                self.limits.samples_per_query_max
+            )));
+        }
+        Ok(())
+    }
+
+    /// Charges the answer's samples at `answer_sample_cost_samples` each: a query may load
+    /// many samples to answer few, or answer every sample it loaded, and the second costs more.
+    fn charge_answer(&mut self, out: &Output) -> Result<(), EvalError> {
+        let cost = self.limits.answer_sample_cost_samples;
+        if cost == 0 {
+            return Ok(());
+        }
+        let samples = out.sample_count();
+        self.samples = self.samples.saturating_add(samples.saturating_mul(cost));
+        if self.samples > self.limits.samples_per_query_max {
+            return Err(EvalError::Execution(format!(
+                "query processing would load too many samples into memory in query execution \
+                 (limit {}; its answer alone holds {samples} samples, each counted {cost} times)",
                 self.limits.samples_per_query_max
             )));
         }

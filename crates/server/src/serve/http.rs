@@ -121,12 +121,14 @@ async fn caql_budget(State(app): State<Shared>, request: Request, next: Next) ->
     next.run(request).await
 }
 
-/// Bytes a PromQL evaluation is estimated to hold per sample it loads (the sample, its share of
-/// the series' buffers and of the result).
-/// Measured with `bench/abuse/promql_memory.py`: 78 B per sample for a query answering its
-/// samples (a range vector: the samples, the result and its JSON), 17 B for one aggregating
-/// them (bench/RESULTS.md, "strata serve under abuse").
-const PROMQL_SAMPLE_BYTES: u64 = 80;
+/// Bytes a PromQL evaluation is estimated to hold per sample it loads or produces while
+/// evaluating, and per sample of its answer on top (the answer as values, then as JSON text).
+/// Measured with `bench/abuse/promql_memory.py`: 17 B per sample for a query aggregating 10^6
+/// samples, 78 B for one answering all of them (bench/RESULTS.md, "strata serve under abuse").
+/// One price for both would refuse ordinary aggregations (1,000 series over 4 hours) to keep
+/// the rare query that answers raw samples inside its share.
+const PROMQL_SAMPLE_BYTES: u64 = 24;
+const PROMQL_ANSWER_SAMPLE_BYTES: u64 = 64;
 /// PromQL queries that may run at once at their largest: each takes this fraction of the query
 /// memory budget.
 const PROMQL_QUERIES_AT_ONCE: u64 = 4;
@@ -139,6 +141,7 @@ fn promql_limits(app: &Shared) -> promql::eval::Limits {
     promql::eval::Limits {
         samples_per_query_max: (share_bytes / PROMQL_SAMPLE_BYTES)
             .clamp(1, defaults.samples_per_query_max),
+        answer_sample_cost_samples: PROMQL_ANSWER_SAMPLE_BYTES.div_ceil(PROMQL_SAMPLE_BYTES),
         ..defaults
     }
 }
