@@ -54,6 +54,7 @@ pub fn router(app: Shared) -> Router {
                     metadata: app.metadata.clone(),
                     exemplars: app.exemplars.clone(),
                     limits: promql_limits(&app),
+                    remote: super::cluster_read::prom_remote(&app),
                     ..super::alerts::promql_options()
                 },
             )
@@ -73,6 +74,11 @@ pub fn router(app: Shared) -> Router {
         .merge(super::download::router())
         // The broker registry and link states (/api/strata/v1/brokers).
         .merge(super::link::router());
+    // A cluster front's answers to writes carry their read-after token.
+    let routes = match app.cluster_front() {
+        Some(_) => routes.layer(middleware::from_fn(super::cluster_read::read_after_header)),
+        None => routes,
+    };
     routes
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(frame_state, frame))
