@@ -24,7 +24,7 @@ mod float;
 mod funcs;
 pub mod remote;
 
-pub use remote::{answer_select, Remote, Source};
+pub use remote::{answer_partial, answer_select, Remote, Source};
 
 /// Prometheus's default global evaluation interval: the step of `x[5m:]`.
 pub const SUBQUERY_STEP_MS_DEFAULT: i64 = 60_000;
@@ -768,6 +768,16 @@ impl<'a> Ctx<'a> {
                 param,
                 expr,
             } => {
+                if let Source::Remote {
+                    remote,
+                    read_after,
+                    pushdown: true,
+                } = self.source
+                {
+                    if remote::pushable(*op, param.is_some(), expr) {
+                        return Ok(Value::Vector(self.pushed_down(remote, read_after, e, *op)?));
+                    }
+                }
                 let param = match param {
                     Some(p) => Some(self.eval(p)?),
                     None => None,
@@ -900,7 +910,7 @@ impl<'a> Ctx<'a> {
             times: self.eval_times(sel),
             step_ms: self.grid.step_ms,
         };
-        if let Source::Remote { remote, read_after } = self.source {
+        if let Source::Remote { remote, read_after, .. } = self.source {
             let mut joined =
                 remote::select(remote, read_after, &[plan], allow_pushdown, &self.limits)?;
             let (labels, raws) = joined.pop().unwrap_or_default();
@@ -995,7 +1005,15 @@ impl<'a> Ctx<'a> {
                     });
                 }
             }
-            Expr::Aggregate { param, expr, .. } => {
+            Expr::Aggregate {
+                op, param, expr, ..
+            } => {
+                // A pushed-down aggregation's series are read by the partitions, not here.
+                let pushed = matches!(self.source, Source::Remote { pushdown: true, .. })
+                    && remote::pushable(*op, param.is_some(), expr);
+                if pushed {
+                    return;
+                }
                 if let Some(p) = param {
                     self.plan(p, grid, budget, out);
                 }
@@ -1030,7 +1048,7 @@ impl<'a> Ctx<'a> {
         // A range selector as the whole query returns its raw periods, never slice merges.
         let pushdown = !matches!(e, Expr::Range { .. });
         let data: Vec<(Vec<Labels>, Vec<Raw>)> = match self.source {
-            Source::Remote { remote, read_after } => {
+            Source::Remote { remote, read_after, .. } => {
                 let joined = remote::select(remote, read_after, &plans, pushdown, &self.limits)?;
                 for (_, raws) in &joined {
                     self.charge_raws(raws)?;

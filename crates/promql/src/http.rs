@@ -568,8 +568,10 @@ async fn query(
             let limit = query_limit(&params)?;
             let store = Arc::clone(&api.store);
             let (remote, after) = (api.remote.clone(), read_after(&headers, &params));
+            let pushdown = pushdown_param(&params)?;
             let (mut out, mut notes) = blocking(move || {
-                eval::instant_from(source(&store, &remote, &after), &q, t, limits)
+                let source = source(&store, &remote, &after, pushdown);
+                eval::instant_from(source, &q, t, limits)
             })
             .await?;
             limit_output(&mut out, limit, &mut notes);
@@ -605,8 +607,9 @@ async fn query_range(
             let limit = query_limit(&params)?;
             let store = Arc::clone(&api.store);
             let (remote, after) = (api.remote.clone(), read_after(&headers, &params));
+            let pushdown = pushdown_param(&params)?;
             let (mut out, mut notes) = blocking(move || {
-                let source = source(&store, &remote, &after);
+                let source = source(&store, &remote, &after, pushdown);
                 eval::range_from(source, &q, start, end, step, limits)
             })
             .await?;
@@ -1467,26 +1470,46 @@ fn read_after(headers: &HeaderMap, params: &Params) -> Option<String> {
         .map(str::to_string)
 }
 
+/// `pushdown=false` (a cluster front's diagnostic): every aggregation evaluated on the front
+/// over the partitions' series, none pushed down to them.
+fn pushdown_param(params: &Params) -> Result<bool, EvalError> {
+    match param(params, "pushdown") {
+        None | Some("true") => Ok(true),
+        Some("false") => Ok(false),
+        Some(v) => Err(bad(format!(
+            "invalid parameter \"pushdown\": {} is not true or false",
+            quote(v)
+        ))),
+    }
+}
+
 /// The source a query reads: the cluster's partitions on a front, else the local store.
 fn source<'a>(
     store: &'a Store,
     remote: &'a Option<Arc<dyn Remote>>,
     read_after: &'a Option<String>,
+    pushdown: bool,
 ) -> Source<'a> {
     match remote {
         Some(r) => Source::Remote {
             remote: &**r,
             read_after: read_after.as_deref(),
+            pushdown,
         },
         None => Source::Local(store),
     }
 }
 
-/// `path` with the request's parameters (but the token, sent apart) as its query.
+/// `path` with the request's parameters (but the token, sent apart) as its query; a `limit`
+/// one larger, so that the joined listing knows whether the limit cut it.
 fn forward_query(path: &str, params: &Params) -> String {
     let mut out = format!("{path}?");
     for (k, v) in params.iter().filter(|(k, _)| k != "read_after") {
-        let _ = write!(out, "{}={}&", percent_encode(k), percent_encode(v));
+        let v = match (k.as_str(), v.trim().parse::<usize>()) {
+            ("limit", Ok(n)) if n > 0 => n.saturating_add(1).to_string(),
+            _ => v.clone(),
+        };
+        let _ = write!(out, "{}={}&", percent_encode(k), percent_encode(&v));
     }
     out.pop();
     out

@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 use store::Store;
 
-use super::{Ctx, EvalError, Labels, Limits, Planned, Raw};
-use crate::ast::{Expr, Selector};
+use super::{Ctx, EvalError, HistSample, Labels, Limits, Planned, Raw, Sample, Series};
+use crate::ast::{AggOp, Expr, Selector};
 
 /// The data behind a query.
 #[derive(Clone, Copy)]
@@ -20,6 +20,8 @@ pub enum Source<'a> {
     Remote {
         remote: &'a dyn Remote,
         read_after: Option<&'a str>,
+        /// Aggregations that merge exactly are evaluated per partition (`pushable`).
+        pushdown: bool,
     },
 }
 
@@ -30,6 +32,9 @@ pub trait Remote: Send + Sync {
     fn select(&self, request: &[u8], read_after: Option<&str>) -> Result<Vec<Vec<u8>>, EvalError>;
     /// GETs a Prometheus API path (with its query) from every partition; their answer bodies.
     fn get(&self, path_and_query: &str, read_after: Option<&str>)
+        -> Result<Vec<Vec<u8>>, EvalError>;
+    /// Posts a partial-aggregate request to every partition; their answer bodies.
+    fn partial(&self, request: &[u8], read_after: Option<&str>)
         -> Result<Vec<Vec<u8>>, EvalError>;
 }
 
@@ -224,5 +229,270 @@ fn series_data(labels: Labels, raw: Raw) -> SeriesData {
         labels,
         numeric,
         hist,
+    }
+}
+
+// ---- aggregation pushed down ----
+
+/// Whether `op(inner)` may be evaluated per partition and its partials merged exactly: a
+/// `sum`, `count`, `min` or `max` without parameter over a selector or a per-series range
+/// function of a range selector (a series lives in one partition, so each group's partials
+/// are disjoint). `absent*` look at all series at once and stay on the front.
+pub(crate) fn pushable(op: AggOp, param: bool, inner: &Expr) -> bool {
+    use crate::ast::Func::*;
+    if param || !matches!(op, AggOp::Sum | AggOp::Count | AggOp::Min | AggOp::Max) {
+        return false;
+    }
+    match inner {
+        Expr::Selector(_) => true,
+        Expr::Call { func, args } => {
+            matches!(
+                func,
+                Rate | Increase
+                    | Irate
+                    | Delta
+                    | Idelta
+                    | Deriv
+                    | Changes
+                    | Resets
+                    | AvgOverTime
+                    | MinOverTime
+                    | MaxOverTime
+                    | SumOverTime
+                    | CountOverTime
+                    | LastOverTime
+                    | StddevOverTime
+                    | StdvarOverTime
+                    | QuantileOverTime
+                    | PresentOverTime
+            ) && args
+                .iter()
+                .all(|a| matches!(a, Expr::Range { .. } | Expr::Number(_)))
+                && args.iter().any(|a| matches!(a, Expr::Range { .. }))
+        }
+        _ => false,
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct PartialRequest {
+    expr: String,
+    start_ms: i64,
+    end_ms: i64,
+    step_ms: i64,
+    query_start_ms: i64,
+    query_end_ms: i64,
+    lookback_ms: i64,
+    series_per_selector_max: usize,
+    samples_per_query_max: u64,
+    timeout_ms: u64,
+    experimental_functions: bool,
+}
+
+#[derive(Serialize, Deserialize, Default)]
+struct PartialAnswer {
+    series: Vec<PartialSeries>,
+    warnings: Vec<String>,
+    infos: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct PartialSeries {
+    labels: Labels,
+    /// Per step: null, `{"f": bits}` or `{"h": base64, "s": scale bits}`.
+    points: Vec<Option<PartialPoint>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct PartialPoint {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    f: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    h: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    s: Option<u64>,
+}
+
+impl<'a> Ctx<'a> {
+    /// `op(inner)` evaluated by every partition on this grid and the partials merged.
+    pub(crate) fn pushed_down(
+        &mut self,
+        remote: &dyn Remote,
+        read_after: Option<&str>,
+        aggregate: &Expr,
+        op: AggOp,
+    ) -> Result<Vec<Series>, EvalError> {
+        let request = PartialRequest {
+            expr: aggregate.to_string(),
+            start_ms: self.grid.start_ms,
+            end_ms: self.grid.end_ms,
+            step_ms: self.grid.step_ms,
+            query_start_ms: self.query_start_ms,
+            query_end_ms: self.query_end_ms,
+            lookback_ms: self.limits.lookback_ms,
+            series_per_selector_max: self.limits.series_per_selector_max,
+            samples_per_query_max: self.limits.samples_per_query_max,
+            timeout_ms: self.limits.timeout_ms,
+            experimental_functions: self.limits.experimental_functions,
+        };
+        let body = serde_json::to_vec(&request).map_err(bad_answer)?;
+        let mut groups: Vec<(Labels, Vec<Option<Sample>>)> = Vec::new();
+        let mut index: std::collections::HashMap<Labels, usize> = Default::default();
+        for a in remote.partial(&body, read_after)? {
+            self.check_deadline()?;
+            let answer: PartialAnswer = serde_json::from_slice(&a).map_err(bad_answer)?;
+            answer.warnings.into_iter().for_each(|w| self.notes.warn(w));
+            answer.infos.into_iter().for_each(|i| self.notes.info(i));
+            for s in answer.series {
+                if s.points.len() != self.grid.steps {
+                    return Err(bad_answer("a series of another length than the grid"));
+                }
+                let points = s.points.into_iter().map(point_of).collect::<Result<Vec<_>, _>>()?;
+                match index.get(&s.labels) {
+                    Some(&g) => {
+                        for (acc, p) in groups[g].1.iter_mut().zip(points) {
+                            *acc = merge_partial(op, acc.take(), p, &mut self.notes)?;
+                        }
+                    }
+                    None => {
+                        self.charge(self.grid.steps as u64)?;
+                        index.insert(s.labels.clone(), groups.len());
+                        groups.push((s.labels, points));
+                    }
+                }
+            }
+        }
+        groups.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(groups
+            .into_iter()
+            .map(|(labels, points)| Series { labels, points })
+            .collect())
+    }
+}
+
+fn point_of(p: Option<PartialPoint>) -> Result<Option<Sample>, EvalError> {
+    let Some(p) = p else { return Ok(None) };
+    Ok(Some(match (p.f, p.h) {
+        (Some(bits), _) => Sample::Float(f64::from_bits(bits)),
+        (None, Some(h)) => Sample::Hist(HistSample {
+            hist: std::sync::Arc::new(hist::Histogram::from_base64(&h).map_err(bad_answer)?),
+            scale: f64::from_bits(p.s.unwrap_or(1f64.to_bits())),
+        }),
+        (None, None) => return Err(bad_answer("a point without a value")),
+    }))
+}
+
+/// Two partitions' partials of one group at one step, merged as `op` merges its members.
+fn merge_partial(
+    op: AggOp,
+    a: Option<Sample>,
+    b: Option<Sample>,
+    notes: &mut super::Annotations,
+) -> Result<Option<Sample>, EvalError> {
+    let (a, b) = match (a, b) {
+        (None, x) | (x, None) => return Ok(x),
+        (Some(a), Some(b)) => (a, b),
+    };
+    Ok(match (op, a, b) {
+        (AggOp::Sum | AggOp::Count, Sample::Float(x), Sample::Float(y)) => {
+            Some(Sample::Float(super::float::sum([x, y].into_iter())))
+        }
+        (AggOp::Min, Sample::Float(x), Sample::Float(y)) => Some(Sample::Float(nan_min(x, y))),
+        (AggOp::Max, Sample::Float(x), Sample::Float(y)) => Some(Sample::Float(nan_max(x, y))),
+        (AggOp::Sum, Sample::Hist(x), Sample::Hist(y)) => {
+            if x.scale != y.scale {
+                return Err(EvalError::Execution(
+                    "cannot add histograms of different scales (rates over different ranges)"
+                        .into(),
+                ));
+            }
+            let merged = hist::Histogram::merge_many(&[x.hist.as_ref(), y.hist.as_ref()]);
+            Some(Sample::Hist(HistSample {
+                hist: std::sync::Arc::new(merged),
+                scale: x.scale,
+            }))
+        }
+        // Floats in one partition and histograms in another: no value, as on one node.
+        _ => {
+            let _ = notes;
+            None
+        }
+    })
+}
+
+/// Prometheus's `min` over floats: NaN only when every value is NaN.
+fn nan_min(x: f64, y: f64) -> f64 {
+    match (x.is_nan(), y.is_nan()) {
+        (true, _) => y,
+        (_, true) => x,
+        _ => x.min(y),
+    }
+}
+
+fn nan_max(x: f64, y: f64) -> f64 {
+    match (x.is_nan(), y.is_nan()) {
+        (true, _) => y,
+        (_, true) => x,
+        _ => x.max(y),
+    }
+}
+
+/// A partition's partial aggregate: the pushed-down expression evaluated over its own store on
+/// the front's grid, with its annotations.
+pub fn answer_partial(store: &Store, request: &[u8]) -> Result<Vec<u8>, EvalError> {
+    let r: PartialRequest = serde_json::from_slice(request)
+        .map_err(|e| EvalError::BadData(format!("partial request: {e}")))?;
+    let limits = Limits {
+        series_per_selector_max: r.series_per_selector_max,
+        samples_per_query_max: r.samples_per_query_max,
+        timeout_ms: r.timeout_ms,
+        lookback_ms: r.lookback_ms,
+        experimental_functions: r.experimental_functions,
+        ..Limits::default()
+    };
+    let expr = crate::parser::parse_with(
+        &r.expr,
+        crate::parser::ParseOptions {
+            experimental_functions: limits.experimental_functions,
+        },
+    )
+    .map_err(|e| EvalError::BadData(e.to_string()))?;
+    let Expr::Aggregate { op, param, expr: inner, .. } = &expr else {
+        return Err(EvalError::BadData("partial request: not an aggregation".into()));
+    };
+    if !pushable(*op, param.is_some(), inner) || r.step_ms <= 0 || r.end_ms < r.start_ms {
+        return Err(EvalError::BadData("partial request: not pushable".into()));
+    }
+    let mut ctx = Ctx::new(Source::Local(store), r.start_ms, r.end_ms, r.step_ms, limits)?;
+    ctx.query_start_ms = r.query_start_ms;
+    ctx.query_end_ms = r.query_end_ms;
+    ctx.prefetch(&expr)?;
+    let series = ctx.vector(&expr)?;
+    let answer = PartialAnswer {
+        series: series
+            .into_iter()
+            .map(|s| PartialSeries {
+                labels: s.labels,
+                points: s.points.into_iter().map(|p| p.map(partial_point)).collect(),
+            })
+            .collect(),
+        warnings: std::mem::take(&mut ctx.notes.warnings),
+        infos: std::mem::take(&mut ctx.notes.infos),
+    };
+    serde_json::to_vec(&answer).map_err(|e| EvalError::Execution(format!("partial answer: {e}")))
+}
+
+fn partial_point(s: Sample) -> PartialPoint {
+    match s {
+        Sample::Float(v) => PartialPoint {
+            f: Some(v.to_bits()),
+            h: None,
+            s: None,
+        },
+        Sample::Hist(h) => PartialPoint {
+            f: None,
+            h: Some(h.hist.to_base64()),
+            s: Some(h.scale.to_bits()),
+        },
     }
 }

@@ -354,6 +354,52 @@ impl promql::eval::Remote for PromRemote {
         let tail = format!("prom{path_and_query}");
         self.ask(&tail, None, read_after)
     }
+
+    fn partial(
+        &self,
+        request: &[u8],
+        read_after: Option<&str>,
+    ) -> Result<Vec<Vec<u8>>, EvalError> {
+        self.ask("prom/partial", Some(request), read_after)
+    }
+}
+
+/// CAQL's way to the partitions on a front.
+pub struct CaqlRemote {
+    app: std::sync::Weak<super::App>,
+}
+
+/// The CAQL remote of a front (`None` elsewhere: CAQL reads the local store).
+pub fn caql_remote(app: &Shared) -> Option<Arc<dyn query::eval::Remote>> {
+    app.cluster.as_ref().filter(|r| r.is_front())?;
+    Some(Arc::new(CaqlRemote {
+        app: Arc::downgrade(app),
+    }))
+}
+
+impl query::eval::Remote for CaqlRemote {
+    fn part(
+        &self,
+        request: &[u8],
+        read_after: Option<&str>,
+    ) -> Result<Vec<Vec<u8>>, query::eval::EvalError> {
+        use query::eval::EvalError as E;
+        let Some(app) = self.app.upgrade() else {
+            return Err(E::Unavailable("the server is shutting down".into()));
+        };
+        let ask = Ask {
+            tail: "caql/part",
+            body: Some(request),
+        };
+        parse_token(&app, read_after)
+            .and_then(|token| ask_all(&app, &ask, token.as_ref()))
+            .map_err(|(status, m)| match status.as_u16() {
+                400 => E::Invalid(m),
+                422 => E::Limit(m),
+                503 => E::Unavailable(m),
+                _ => E::Store(m),
+            })
+    }
 }
 
 // ---- a storage node answering for its partitions ----
@@ -413,6 +459,8 @@ pub async fn fresh(app: &Shared, n: u32, params: &mut Params) -> Result<Shared, 
 pub fn partition_routes(router: Router<Shared>) -> Router<Shared> {
     router
         .route("/api/strata/v1/cluster/p/{n}/prom/select", post(prom_select))
+        .route("/api/strata/v1/cluster/p/{n}/prom/partial", post(prom_partial))
+        .route("/api/strata/v1/cluster/p/{n}/caql/part", post(caql_part))
         .route("/api/strata/v1/cluster/p/{n}/prom/api/v1/{*rest}", get(prom_listing))
 }
 
@@ -428,13 +476,32 @@ async fn prom_select(
     RawQuery(raw): RawQuery,
     body: Bytes,
 ) -> Response {
+    prom_part(app, n, raw, body, promql::eval::answer_select).await
+}
+
+async fn prom_partial(
+    State(app): State<Shared>,
+    Path(n): Path<u32>,
+    RawQuery(raw): RawQuery,
+    body: Bytes,
+) -> Response {
+    prom_part(app, n, raw, body, promql::eval::answer_partial).await
+}
+
+/// A partition's answer to a front's PromQL request (`answer`: select or partial).
+async fn prom_part(
+    app: Shared,
+    n: u32,
+    raw: Option<String>,
+    body: Bytes,
+    answer: fn(&store::Store, &[u8]) -> Result<Vec<u8>, EvalError>,
+) -> Response {
     let partition = match fresh(&app, n, &mut query_params(&raw)).await {
         Ok(p) => p,
         Err(r) => return r,
     };
     let store = Arc::clone(&partition.store);
-    let answered =
-        tokio::task::spawn_blocking(move || promql::eval::answer_select(&store, &body)).await;
+    let answered = tokio::task::spawn_blocking(move || answer(&store, &body)).await;
     match answered {
         Ok(Ok(bytes)) => {
             (StatusCode::OK, [("content-type", "application/json")], bytes).into_response()
@@ -477,5 +544,41 @@ async fn prom_listing(
     match router.oneshot(request).await {
         Ok(r) => r,
         Err(never) => match never {},
+    }
+}
+
+async fn caql_part(
+    State(app): State<Shared>,
+    Path(n): Path<u32>,
+    RawQuery(raw): RawQuery,
+    body: Bytes,
+) -> Response {
+    use query::eval::EvalError as E;
+    let partition = match fresh(&app, n, &mut query_params(&raw)).await {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let store = Arc::clone(&partition.store);
+    let answered = tokio::task::spawn_blocking(move || {
+        let cancel = std::sync::atomic::AtomicBool::new(false);
+        query::eval::answer_part(&store, &body, &cancel)
+    })
+    .await;
+    match answered {
+        Ok(Ok(bytes)) => {
+            (StatusCode::OK, [("content-type", "application/json")], bytes).into_response()
+        }
+        Ok(Err(e)) => {
+            let status = match e {
+                E::Parse(_) | E::Invalid(_) => StatusCode::BAD_REQUEST,
+                E::Limit(_) => StatusCode::UNPROCESSABLE_ENTITY,
+                E::Timeout { .. } | E::Cancelled | E::Unavailable(_) => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+                E::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            error(status, e.to_string())
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("part task: {e}")),
     }
 }

@@ -63,7 +63,11 @@ pub fn router(app: Shared) -> Router {
         // The analytics language endpoint (/api/strata/v1/caql): its point bound and its share
         // of the query memory budget from `limits.query_memory_bytes_max`.
         .merge(
-            query::http::router_with_limits(app.store.clone(), caql_limits(&app))
+            query::http::router_with_remote(
+                app.store.clone(),
+                caql_limits(&app),
+                super::cluster_read::caql_remote(&app),
+            )
                 .layer(middleware::from_fn_with_state(app.clone(), caql_budget)),
         )
         // Alerting: /api/strata/v1/alerts, /api/strata/v1/rules.
