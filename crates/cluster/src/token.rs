@@ -98,7 +98,9 @@ mod tests {
     #[test]
     fn malformed_tokens_name_the_part() {
         assert!(ReadAfter::parse("0:x", 8).unwrap_err().contains("`0:x`"));
-        assert!(ReadAfter::parse("9:1", 8).unwrap_err().contains("partition 9"));
+        assert!(ReadAfter::parse("9:1", 8)
+            .unwrap_err()
+            .contains("partition 9"));
         assert!(ReadAfter::parse("1:-4", 8).is_err());
         assert!(ReadAfter::parse("", 8).is_err());
     }

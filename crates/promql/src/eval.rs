@@ -299,7 +299,14 @@ pub fn range_annotated(
     step_ms: i64,
     limits: Limits,
 ) -> Result<(Output, Annotations), EvalError> {
-    range_from(Source::Local(store), query, start_ms, end_ms, step_ms, limits)
+    range_from(
+        Source::Local(store),
+        query,
+        start_ms,
+        end_ms,
+        step_ms,
+        limits,
+    )
 }
 
 /// As [`range_annotated`], over the series of `source`.
@@ -880,13 +887,7 @@ impl<'a> Ctx<'a> {
                 }
                 Raw::None => continue,
             }
-            out.push((
-                Series {
-                    labels: f,
-                    points,
-                },
-                stamps,
-            ));
+            out.push((Series { labels: f, points }, stamps));
         }
         Ok(out)
     }
@@ -910,14 +911,20 @@ impl<'a> Ctx<'a> {
             times: self.eval_times(sel),
             step_ms: self.grid.step_ms,
         };
-        if let Source::Remote { remote, read_after, .. } = self.source {
+        if let Source::Remote {
+            remote, read_after, ..
+        } = self.source
+        {
             let mut joined =
                 remote::select(remote, read_after, &[plan], allow_pushdown, &self.limits)?;
             let (labels, raws) = joined.pop().unwrap_or_default();
             self.charge_raws(&raws)?;
             return Ok((labels, raws));
         }
-        let (found, raws) = self.find_and_read(&[plan], allow_pushdown)?.pop().unwrap_or_default();
+        let (found, raws) = self
+            .find_and_read(&[plan], allow_pushdown)?
+            .pop()
+            .unwrap_or_default();
         Ok((found.into_iter().map(|f| f.labels).collect(), raws))
     }
 
@@ -1048,7 +1055,9 @@ impl<'a> Ctx<'a> {
         // A range selector as the whole query returns its raw periods, never slice merges.
         let pushdown = !matches!(e, Expr::Range { .. });
         let data: Vec<(Vec<Labels>, Vec<Raw>)> = match self.source {
-            Source::Remote { remote, read_after, .. } => {
+            Source::Remote {
+                remote, read_after, ..
+            } => {
                 let joined = remote::select(remote, read_after, &plans, pushdown, &self.limits)?;
                 for (_, raws) in &joined {
                     self.charge_raws(raws)?;
@@ -1062,7 +1071,8 @@ impl<'a> Ctx<'a> {
                 .collect(),
         };
         for (plan, d) in plans.iter().zip(data) {
-            self.prefetched.insert(plan.sel as *const Selector as usize, d);
+            self.prefetched
+                .insert(plan.sel as *const Selector as usize, d);
         }
         Ok(())
     }

@@ -20,8 +20,8 @@ use store::{Kind, Pattern, Store, TagQuery, Term};
 
 use crate::ast::{quote, Expr, Selector};
 use crate::eval::{
-    self, Annotations, EvalError, HistSample, Labels, Limits, Output, RangeSeries, Remote,
-    Sample, Source,
+    self, Annotations, EvalError, HistSample, Labels, Limits, Output, RangeSeries, Remote, Sample,
+    Source,
 };
 pub use crate::number::format_value;
 
@@ -1543,7 +1543,11 @@ fn remote_strings(
     let mut out = Vec::new();
     for body in remote.get(path_and_query, read_after)? {
         if let serde_json::Value::Array(items) = partition_data(&body)? {
-            out.extend(items.into_iter().filter_map(|i| i.as_str().map(str::to_string)));
+            out.extend(
+                items
+                    .into_iter()
+                    .filter_map(|i| i.as_str().map(str::to_string)),
+            );
         }
     }
     out.sort();

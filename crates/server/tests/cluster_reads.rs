@@ -32,7 +32,10 @@ fn bodies(i: i64, base_s: i64) -> [(String, String); 2] {
     for h in 0..HOSTS {
         for (c, code) in ["200", "500"].iter().enumerate() {
             let v = i * (h as i64 + 1) * (c as i64 * 3 + 1);
-            lines.push(format!("req,host=h{h},code={code} v={v} {}", ts_s * 1_000_000_000));
+            lines.push(format!(
+                "req,host=h{h},code={code} v={v} {}",
+                ts_s * 1_000_000_000
+            ));
         }
     }
     let hists: Vec<String> = (0..HOSTS)
@@ -62,7 +65,10 @@ fn get(url: &str, token: Option<&str>) -> (u16, Value) {
     let r = r.send().unwrap();
     let status = r.status().as_u16();
     let text = r.text().unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 /// Equal JSON, but numbers written as strings (Prometheus's sample values) need only agree to
@@ -142,7 +148,10 @@ fn assert_same_as_oracle(oracle: &Server, front: &str, base_s: i64) {
         // partials may round differently in the last place).
         let (status, got) = get(&format!("http://{front}{path}"), None);
         assert_eq!(status, 200, "front {front} {path}: {got}");
-        assert!(same(&got, &want), "front {front} {path}\n got {got}\nwant {want}");
+        assert!(
+            same(&got, &want),
+            "front {front} {path}\n got {got}\nwant {want}"
+        );
         let data = &want["data"];
         let result = data.get("result").unwrap_or(data);
         nonempty += usize::from(result.as_array().is_some_and(|a| !a.is_empty()));
@@ -170,7 +179,10 @@ fn assert_same_as_oracle(oracle: &Server, front: &str, base_s: i64) {
         assert_eq!(want_status, 200, "oracle {q}: {want}");
         assert_eq!(status, 200, "front {front} {q}: {got}");
         assert_eq!(got, want, "CAQL via {front}: {q}");
-        assert!(!want["series"].as_array().unwrap().is_empty(), "{q}: {want}");
+        assert!(
+            !want["series"].as_array().unwrap().is_empty(),
+            "{q}: {want}"
+        );
     }
     // The native fetch: the same series and data.
     let (start, end) = (base_s - 60, base_s + ROUNDS * STEP_S + 60);
@@ -191,7 +203,11 @@ fn assert_same_as_oracle(oracle: &Server, front: &str, base_s: i64) {
             s.sort_by_key(|x| x["key"].to_string());
             s
         };
-        assert_eq!(series(&got), series(&want), "native fetch {query} via {front}");
+        assert_eq!(
+            series(&got),
+            series(&want),
+            "native fetch {query} via {front}"
+        );
         assert!(!series(&want).is_empty());
     }
 }
@@ -275,7 +291,11 @@ fn fronts_answer_as_one_node_does() {
     for i in 0..ROUNDS {
         for (k, (path, body)) in bodies(i, base_s).iter().enumerate() {
             send_until_acked(&fronts, (2 * i + k as i64) as u64, path, body, &stall_ms);
-            let r = client().post(oracle.url(path)).body(body.clone()).send().unwrap();
+            let r = client()
+                .post(oracle.url(path))
+                .body(body.clone())
+                .send()
+                .unwrap();
             assert!(r.status().is_success(), "oracle: {}", r.status());
         }
     }
@@ -295,13 +315,22 @@ fn fronts_answer_as_one_node_does() {
 
     // A malformed token is the request's fault, named.
     let (status, got) = get(
-        &format!("http://{}/api/v1/query?query=req_v&read_after=zz", fronts[0]),
+        &format!(
+            "http://{}/api/v1/query?query=req_v&read_after=zz",
+            fronts[0]
+        ),
         None,
     );
     assert_eq!(status, 400, "{got}");
-    assert!(got["error"].as_str().unwrap().contains("read-after token"), "{got}");
+    assert!(
+        got["error"].as_str().unwrap().contains("read-after token"),
+        "{got}"
+    );
     let (status, got) = get(
-        &format!("http://{}/api/strata/v1/find?query=and(__name:req_v)", fronts[0]),
+        &format!(
+            "http://{}/api/strata/v1/find?query=and(__name:req_v)",
+            fronts[0]
+        ),
         Some("3:x"),
     );
     assert_eq!(status, 400, "{got}");
@@ -309,9 +338,15 @@ fn fronts_answer_as_one_node_does() {
 
     // Both owners of a partition gone: an error naming it, never a partial answer.
     drop(b1);
-    let (status, got) = get(&format!("http://{}/api/v1/query?query=req_v", fronts[0]), None);
+    let (status, got) = get(
+        &format!("http://{}/api/v1/query?query=req_v", fronts[0]),
+        None,
+    );
     assert_eq!(status, 503, "{got}");
     let message = got["error"].as_str().unwrap();
-    assert!(message.contains("partition 1") || message.contains("partition 3"), "{got}");
+    assert!(
+        message.contains("partition 1") || message.contains("partition 3"),
+        "{got}"
+    );
     drop(a1);
 }

@@ -31,11 +31,13 @@ pub trait Remote: Send + Sync {
     /// answered is `EvalError::Unavailable` naming it; a malformed `read_after` is `BadData`.
     fn select(&self, request: &[u8], read_after: Option<&str>) -> Result<Vec<Vec<u8>>, EvalError>;
     /// GETs a Prometheus API path (with its query) from every partition; their answer bodies.
-    fn get(&self, path_and_query: &str, read_after: Option<&str>)
-        -> Result<Vec<Vec<u8>>, EvalError>;
+    fn get(
+        &self,
+        path_and_query: &str,
+        read_after: Option<&str>,
+    ) -> Result<Vec<Vec<u8>>, EvalError>;
     /// Posts a partial-aggregate request to every partition; their answer bodies.
-    fn partial(&self, request: &[u8], read_after: Option<&str>)
-        -> Result<Vec<Vec<u8>>, EvalError>;
+    fn partial(&self, request: &[u8], read_after: Option<&str>) -> Result<Vec<Vec<u8>>, EvalError>;
 }
 
 /// Most selectors one select request may carry (a query has few; this bounds the answer).
@@ -347,7 +349,11 @@ impl<'a> Ctx<'a> {
                 if s.points.len() != self.grid.steps {
                     return Err(bad_answer("a series of another length than the grid"));
                 }
-                let points = s.points.into_iter().map(point_of).collect::<Result<Vec<_>, _>>()?;
+                let points = s
+                    .points
+                    .into_iter()
+                    .map(point_of)
+                    .collect::<Result<Vec<_>, _>>()?;
                 match index.get(&s.labels) {
                     Some(&g) => {
                         for (acc, p) in groups[g].1.iter_mut().zip(points) {
@@ -457,13 +463,27 @@ pub fn answer_partial(store: &Store, request: &[u8]) -> Result<Vec<u8>, EvalErro
         },
     )
     .map_err(|e| EvalError::BadData(e.to_string()))?;
-    let Expr::Aggregate { op, param, expr: inner, .. } = &expr else {
-        return Err(EvalError::BadData("partial request: not an aggregation".into()));
+    let Expr::Aggregate {
+        op,
+        param,
+        expr: inner,
+        ..
+    } = &expr
+    else {
+        return Err(EvalError::BadData(
+            "partial request: not an aggregation".into(),
+        ));
     };
     if !pushable(*op, param.is_some(), inner) || r.step_ms <= 0 || r.end_ms < r.start_ms {
         return Err(EvalError::BadData("partial request: not pushable".into()));
     }
-    let mut ctx = Ctx::new(Source::Local(store), r.start_ms, r.end_ms, r.step_ms, limits)?;
+    let mut ctx = Ctx::new(
+        Source::Local(store),
+        r.start_ms,
+        r.end_ms,
+        r.step_ms,
+        limits,
+    )?;
     ctx.query_start_ms = r.query_start_ms;
     ctx.query_end_ms = r.query_end_ms;
     ctx.prefetch(&expr)?;

@@ -90,7 +90,10 @@ fn stream_of(s: PartStream, slices: usize) -> Result<Stream, EvalError> {
         (Some(v), _) => Data::Num(v.into_iter().map(|b| b.map(f64::from_bits)).collect()),
         (None, Some(v)) => Data::Hist(
             v.into_iter()
-                .map(|b| b.map(|b| Histogram::from_base64(&b).map_err(bad_answer)).transpose())
+                .map(|b| {
+                    b.map(|b| Histogram::from_base64(&b).map_err(bad_answer))
+                        .transpose()
+                })
                 .collect::<Result<_, _>>()?,
         ),
         (None, None) => Data::Num(vec![None; slices]),
@@ -115,7 +118,10 @@ pub(super) fn source(
     range: Range,
     limit: Option<usize>,
 ) -> Result<Vec<Stream>, EvalError> {
-    let mut all: Vec<Stream> = ask(ev, remote, call, range)?.into_iter().flatten().collect();
+    let mut all: Vec<Stream> = ask(ev, remote, call, range)?
+        .into_iter()
+        .flatten()
+        .collect();
     all.sort_by(|a, b| a.label.cmp(&b.label));
     if let Some(l) = limit {
         all.truncate(l);
@@ -224,7 +230,10 @@ pub fn answer_part(
         .into_iter()
         .map(|s| {
             let (num, hist) = match s.data {
-                Data::Num(v) => (Some(v.into_iter().map(|x| x.map(f64::to_bits)).collect()), None),
+                Data::Num(v) => (
+                    Some(v.into_iter().map(|x| x.map(f64::to_bits)).collect()),
+                    None,
+                ),
                 Data::Hist(v) => (
                     None,
                     Some(v.into_iter().map(|h| h.map(|h| h.to_base64())).collect()),

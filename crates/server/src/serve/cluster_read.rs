@@ -136,8 +136,14 @@ fn token_of(
     parse_token(app, text.as_deref())
 }
 
-fn parse_token(app: &Shared, text: Option<&str>) -> Result<Option<ReadAfter>, (StatusCode, String)> {
-    let partitions = app.cluster.as_ref().map_or(0, |r| r.topology.kafka.partitions);
+fn parse_token(
+    app: &Shared,
+    text: Option<&str>,
+) -> Result<Option<ReadAfter>, (StatusCode, String)> {
+    let partitions = app
+        .cluster
+        .as_ref()
+        .map_or(0, |r| r.topology.kafka.partitions);
     text.map(|t| {
         ReadAfter::parse(t, partitions).map_err(|e| {
             let m = format!("read-after token `{t}`: {e}");
@@ -158,7 +164,10 @@ fn ask_partition(
     after: Option<i64>,
 ) -> Result<Vec<u8>, (StatusCode, String)> {
     let Some(role) = &app.cluster else {
-        return Err((StatusCode::INTERNAL_SERVER_ERROR, "not a cluster node".into()));
+        return Err((
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "not a cluster node".into(),
+        ));
     };
     let mut owners = role.topology.owners(partition);
     owners.sort_by_key(|n| n.side != role.node.side);
@@ -182,7 +191,9 @@ fn ask_partition(
                 }
                 Ok((status, body)) => {
                     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                    let why = v["error"].as_str().map_or(String::new(), |m| format!(": {m}"));
+                    let why = v["error"]
+                        .as_str()
+                        .map_or(String::new(), |m| format!(": {m}"));
                     failures.push(format!("{}: HTTP {status}{why}", owner.name));
                 }
                 Err(e) => failures.push(format!("{}: {e}", owner.name)),
@@ -205,7 +216,10 @@ fn ask_all(
     ask: &Ask<'_>,
     token: Option<&ReadAfter>,
 ) -> Result<Vec<Vec<u8>>, (StatusCode, String)> {
-    let partitions = app.cluster.as_ref().map_or(0, |r| r.topology.kafka.partitions);
+    let partitions = app
+        .cluster
+        .as_ref()
+        .map_or(0, |r| r.topology.kafka.partitions);
     let after = |p: u32| token.and_then(|t| t.offsets.get(&p).copied());
     let all: Vec<u32> = (0..partitions).collect();
     let mut out = Vec::with_capacity(all.len());
@@ -219,7 +233,10 @@ fn ask_all(
                 .into_iter()
                 .map(|h| {
                     h.join().unwrap_or_else(|_| {
-                        Err((StatusCode::INTERNAL_SERVER_ERROR, "a read thread panicked".into()))
+                        Err((
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            "a read thread panicked".into(),
+                        ))
                     })
                 })
                 .collect()
@@ -249,8 +266,7 @@ fn peer_request(
     conn.set_read_timeout(Some(timeout)).map_err(io)?;
     conn.set_write_timeout(Some(timeout)).map_err(io)?;
     let method = if body.is_some() { "POST" } else { "GET" };
-    let mut request =
-        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     if let Some(t) = token {
         request.push_str(&format!("Authorization: Bearer {t}\r\n"));
     }
@@ -265,8 +281,8 @@ fn peer_request(
     if let Some(b) = body {
         conn.write_all(b).map_err(io)?;
     }
-    let (status, _, answer) = crate::cli_query::read_response(conn, addr, PEER_ANSWER_BYTES_MAX)
-        .map_err(|(_, m)| m)?;
+    let (status, _, answer) =
+        crate::cli_query::read_response(conn, addr, PEER_ANSWER_BYTES_MAX).map_err(|(_, m)| m)?;
     Ok((status, answer))
 }
 
@@ -285,7 +301,14 @@ pub async fn native_fanout(
         .finish();
     let joined = tokio::task::spawn_blocking(move || {
         let tail = format!("{what}?{query}");
-        let bodies = ask_all(&app, &Ask { tail: &tail, body: None }, token.as_ref())?;
+        let bodies = ask_all(
+            &app,
+            &Ask {
+                tail: &tail,
+                body: None,
+            },
+            token.as_ref(),
+        )?;
         bodies
             .into_iter()
             .enumerate()
@@ -301,7 +324,10 @@ pub async fn native_fanout(
     match joined {
         Ok(Ok(v)) => Ok(v),
         Ok(Err((s, m))) => Err(error(s, m)),
-        Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, format!("read task: {e}"))),
+        Err(e) => Err(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("read task: {e}"),
+        )),
     }
 }
 
@@ -355,11 +381,7 @@ impl promql::eval::Remote for PromRemote {
         self.ask(&tail, None, read_after)
     }
 
-    fn partial(
-        &self,
-        request: &[u8],
-        read_after: Option<&str>,
-    ) -> Result<Vec<Vec<u8>>, EvalError> {
+    fn partial(&self, request: &[u8], read_after: Option<&str>) -> Result<Vec<Vec<u8>>, EvalError> {
         self.ask("prom/partial", Some(request), read_after)
     }
 }
@@ -416,8 +438,14 @@ pub async fn fresh(app: &Shared, n: u32, params: &mut Params) -> Result<Shared, 
             error(StatusCode::BAD_REQUEST, m)
         })
     };
-    let lag_max = params.remove(LAG_PARAM).map(|t| whole(LAG_PARAM, t)).transpose()?;
-    let after = params.remove(AFTER_PARAM).map(|t| whole(AFTER_PARAM, t)).transpose()?;
+    let lag_max = params
+        .remove(LAG_PARAM)
+        .map(|t| whole(LAG_PARAM, t))
+        .transpose()?;
+    let after = params
+        .remove(AFTER_PARAM)
+        .map(|t| whole(AFTER_PARAM, t))
+        .transpose()?;
     let role = app.cluster.as_ref();
     let Some(partition) = role.and_then(|r| r.partition_apps.get(&n)).cloned() else {
         let m = format!("partition {n} is not owned by this node");
@@ -458,10 +486,19 @@ pub async fn fresh(app: &Shared, n: u32, params: &mut Params) -> Result<Shared, 
 /// Prometheus listings.
 pub fn partition_routes(router: Router<Shared>) -> Router<Shared> {
     router
-        .route("/api/strata/v1/cluster/p/{n}/prom/select", post(prom_select))
-        .route("/api/strata/v1/cluster/p/{n}/prom/partial", post(prom_partial))
+        .route(
+            "/api/strata/v1/cluster/p/{n}/prom/select",
+            post(prom_select),
+        )
+        .route(
+            "/api/strata/v1/cluster/p/{n}/prom/partial",
+            post(prom_partial),
+        )
         .route("/api/strata/v1/cluster/p/{n}/caql/part", post(caql_part))
-        .route("/api/strata/v1/cluster/p/{n}/prom/api/v1/{*rest}", get(prom_listing))
+        .route(
+            "/api/strata/v1/cluster/p/{n}/prom/api/v1/{*rest}",
+            get(prom_listing),
+        )
 }
 
 fn query_params(raw: &Option<String>) -> Params {
@@ -503,9 +540,12 @@ async fn prom_part(
     let store = Arc::clone(&partition.store);
     let answered = tokio::task::spawn_blocking(move || answer(&store, &body)).await;
     match answered {
-        Ok(Ok(bytes)) => {
-            (StatusCode::OK, [("content-type", "application/json")], bytes).into_response()
-        }
+        Ok(Ok(bytes)) => (
+            StatusCode::OK,
+            [("content-type", "application/json")],
+            bytes,
+        )
+            .into_response(),
         Ok(Err(e)) => {
             let status = match e {
                 EvalError::BadData(_) => StatusCode::BAD_REQUEST,
@@ -516,7 +556,10 @@ async fn prom_part(
             };
             error(status, e.message())
         }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("select task: {e}")),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("select task: {e}"),
+        ),
     }
 }
 
@@ -565,9 +608,12 @@ async fn caql_part(
     })
     .await;
     match answered {
-        Ok(Ok(bytes)) => {
-            (StatusCode::OK, [("content-type", "application/json")], bytes).into_response()
-        }
+        Ok(Ok(bytes)) => (
+            StatusCode::OK,
+            [("content-type", "application/json")],
+            bytes,
+        )
+            .into_response(),
         Ok(Err(e)) => {
             let status = match e {
                 E::Parse(_) | E::Invalid(_) => StatusCode::BAD_REQUEST,

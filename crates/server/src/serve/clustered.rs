@@ -249,12 +249,11 @@ async fn fanout_fetch(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    let answers = match cluster_read::native_fanout(app, "fetch", query.unwrap_or_default(), headers)
-        .await
-    {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
+    let answers =
+        match cluster_read::native_fanout(app, "fetch", query.unwrap_or_default(), headers).await {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
     let mut head = answers.first().cloned().unwrap_or_else(|| json!({}));
     let truncated = answers
         .iter()

@@ -68,7 +68,7 @@ pub fn router(app: Shared) -> Router {
                 caql_limits(&app),
                 super::cluster_read::caql_remote(&app),
             )
-                .layer(middleware::from_fn_with_state(app.clone(), caql_budget)),
+            .layer(middleware::from_fn_with_state(app.clone(), caql_budget)),
         )
         // Alerting: /api/strata/v1/alerts, /api/strata/v1/rules.
         .merge(super::alerts::router(&app.config))

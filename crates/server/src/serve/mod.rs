@@ -232,10 +232,9 @@ impl App {
         let app = self.clone();
         // A cluster front's answer carries the offsets Kafka gave the write (its token).
         let produced = cluster_read::collector();
-        let joined = tokio::task::spawn_blocking(move || {
-            cluster_read::collecting(produced, || write(&app))
-        })
-        .await;
+        let joined =
+            tokio::task::spawn_blocking(move || cluster_read::collecting(produced, || write(&app)))
+                .await;
         joined.unwrap_or_else(|e| {
             Err(ServeError::new(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,
