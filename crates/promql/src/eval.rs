@@ -515,7 +515,7 @@ struct Ctx<'a> {
     samples: u64,
     /// Series and data of every selector of the query, read under one store view before
     /// evaluation (`prefetch`), by the selector node's address.
-    prefetched: HashMap<usize, (Vec<Labels>, Vec<Raw>)>,
+    prefetched: HashMap<usize, SelectedData>,
     notes: Annotations,
 }
 
@@ -551,6 +551,11 @@ pub(crate) enum Raw {
     Hist(Vec<(i64, Histogram)>),
     None,
 }
+
+/// A selector's series and what was read of each.
+pub(crate) type FoundData = (Vec<Found>, Vec<Raw>);
+/// A selector's series by labels and what was read of each.
+pub(crate) type SelectedData = (Vec<Labels>, Vec<Raw>);
 
 /// One series a selector matched.
 pub(crate) struct Found {
@@ -900,7 +905,7 @@ impl<'a> Ctx<'a> {
         range_ms: i64,
         bare: bool,
         allow_pushdown: bool,
-    ) -> Result<(Vec<Labels>, Vec<Raw>), EvalError> {
+    ) -> Result<SelectedData, EvalError> {
         if let Some(data) = self.prefetched.remove(&(sel as *const Selector as usize)) {
             return Ok(data);
         }
@@ -933,7 +938,7 @@ impl<'a> Ctx<'a> {
         &mut self,
         plans: &[Planned<'_>],
         allow_pushdown: bool,
-    ) -> Result<Vec<(Vec<Found>, Vec<Raw>)>, EvalError> {
+    ) -> Result<Vec<FoundData>, EvalError> {
         let mut founds = Vec::with_capacity(plans.len());
         for plan in plans {
             let (lo, hi) = Self::span(&plan.times);
@@ -1054,7 +1059,7 @@ impl<'a> Ctx<'a> {
         self.plan(e, &grid, &mut budget, &mut plans);
         // A range selector as the whole query returns its raw periods, never slice merges.
         let pushdown = !matches!(e, Expr::Range { .. });
-        let data: Vec<(Vec<Labels>, Vec<Raw>)> = match self.source {
+        let data: Vec<SelectedData> = match self.source {
             Source::Remote {
                 remote, read_after, ..
             } => {

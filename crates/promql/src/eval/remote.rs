@@ -9,7 +9,9 @@
 use serde::{Deserialize, Serialize};
 use store::Store;
 
-use super::{Ctx, EvalError, HistSample, Labels, Limits, Planned, Raw, Sample, Series};
+use super::{
+    Ctx, EvalError, HistSample, Labels, Limits, Planned, Raw, Sample, SelectedData, Series,
+};
 use crate::ast::{AggOp, Expr, Selector};
 
 /// The data behind a query.
@@ -89,7 +91,7 @@ pub(crate) fn select(
     plans: &[Planned<'_>],
     pushdown: bool,
     limits: &Limits,
-) -> Result<Vec<(Vec<Labels>, Vec<Raw>)>, EvalError> {
+) -> Result<Vec<SelectedData>, EvalError> {
     if plans.len() > SELECTS_MAX {
         return Err(EvalError::Execution(format!(
             "more than {SELECTS_MAX} selectors in one query"

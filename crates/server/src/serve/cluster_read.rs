@@ -457,8 +457,8 @@ pub async fn fresh(app: &Shared, n: u32, params: &mut Params) -> Result<Shared, 
     };
     if let Some(offset) = after {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(READ_AFTER_WAIT_MS_MAX);
-        loop {
-            let Some(p) = status() else { break };
+        // Bounded by the deadline: the owner is behind until then, or it is not.
+        while let Some(p) = status() {
             if p.next_offset > offset {
                 break;
             }
