@@ -247,6 +247,18 @@ fn read_your_write(front: &str, name: &str) {
     );
     assert_eq!(status, 200, "{got}");
     assert_eq!(got["series"].as_array().unwrap().len(), 1, "{got}");
+    let (status, got) = get(
+        &format!(
+            "http://{front}/api/strata/v1/caql?query={}&start={}&end={}&period=60",
+            urlencode(&format!(r#"find:max("ryw_v", "and(front:{name})")"#)),
+            ts_s - 60,
+            ts_s + 60,
+        ),
+        Some(&token),
+    );
+    assert_eq!(status, 200, "{got}");
+    let values = got["series"][0]["values"].as_array().unwrap();
+    assert!(values.iter().any(|v| v[1] == 7.0), "{got}");
 }
 
 #[test]

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -53,6 +53,9 @@ const READ_AFTER_POLL_MS: u64 = 5;
 const PEER_TIMEOUT_MS: u64 = 30_000;
 /// Most bytes of one storage node's answer to a read.
 const PEER_ANSWER_BYTES_MAX: u64 = 256 << 20;
+/// Most bytes of a front's request to a partition (a select carries each selector's read
+/// times: at most 256 selectors × 11,000 steps).
+const PART_REQUEST_BYTES_MAX: usize = 64 << 20;
 /// Most partitions read at once for one request (each on a thread of its own).
 const PARTITIONS_AT_ONCE_MAX: usize = 64;
 
@@ -488,13 +491,16 @@ pub fn partition_routes(router: Router<Shared>) -> Router<Shared> {
     router
         .route(
             "/api/strata/v1/cluster/p/{n}/prom/select",
-            post(prom_select),
+            post(prom_select).layer(DefaultBodyLimit::max(PART_REQUEST_BYTES_MAX)),
         )
         .route(
             "/api/strata/v1/cluster/p/{n}/prom/partial",
-            post(prom_partial),
+            post(prom_partial).layer(DefaultBodyLimit::max(PART_REQUEST_BYTES_MAX)),
         )
-        .route("/api/strata/v1/cluster/p/{n}/caql/part", post(caql_part))
+        .route(
+            "/api/strata/v1/cluster/p/{n}/caql/part",
+            post(caql_part).layer(DefaultBodyLimit::max(PART_REQUEST_BYTES_MAX)),
+        )
         .route(
             "/api/strata/v1/cluster/p/{n}/prom/api/v1/{*rest}",
             get(prom_listing),
