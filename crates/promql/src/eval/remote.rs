@@ -359,7 +359,7 @@ impl<'a> Ctx<'a> {
                 match index.get(&s.labels) {
                     Some(&g) => {
                         for (acc, p) in groups[g].1.iter_mut().zip(points) {
-                            *acc = merge_partial(op, acc.take(), p, &mut self.notes)?;
+                            *acc = merge_partial(op, acc.take(), p)?;
                         }
                     }
                     None => {
@@ -395,7 +395,6 @@ fn merge_partial(
     op: AggOp,
     a: Option<Sample>,
     b: Option<Sample>,
-    notes: &mut super::Annotations,
 ) -> Result<Option<Sample>, EvalError> {
     let (a, b) = match (a, b) {
         (None, x) | (x, None) => return Ok(x),
@@ -421,10 +420,7 @@ fn merge_partial(
             }))
         }
         // Floats in one partition and histograms in another: no value, as on one node.
-        _ => {
-            let _ = notes;
-            None
-        }
+        _ => None,
     })
 }
 

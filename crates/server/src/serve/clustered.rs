@@ -3,10 +3,9 @@
 //! A front turns each ingest request into one record per partition it touches and answers 2xx
 //! once Kafka acknowledged every one (`App::store_inserted` calls [`ClusterRole::produce`]
 //! instead of the local store). A storage node consumes its partitions into stores of their own
-//! and answers reads on each at `/api/strata/v1/cluster/p/{n}/find|fetch`. A front's
-//! `/api/strata/v1/find` and `/fetch` ask one owner of every partition (an up-to-date one, its
-//! own side first; any that answers when none is) and join the answers: a stream lives in exactly one partition, so
-//! the series lists are disjoint and joining them is exact.
+//! and answers reads on each at `/api/strata/v1/cluster/p/{n}/…`; a front's reads ask one owner
+//! of every partition and join the answers (`cluster_read.rs`: owner choice, read-after
+//! tokens, PromQL and CAQL).
 
 // A helper's early answer is the whole response; boxing it buys nothing here.
 #![allow(clippy::result_large_err)]
