@@ -182,8 +182,13 @@ fn ask_partition(
         None => vec![format!("{base}{sep}{LAG_PARAM}={LAG_RECORDS_MAX}"), base],
     };
     let mut failures = Vec::new();
+    // An owner that could not be reached at all is not asked again in the second pass.
+    let mut unreachable: Vec<&str> = Vec::new();
     for path in &paths {
         for owner in &owners {
+            if unreachable.contains(&owner.name.as_str()) {
+                continue;
+            }
             match peer_request(&owner.http, path, ask.body, token) {
                 Ok((200, body)) => return Ok(body),
                 Ok((status, body)) if (400..500).contains(&status) && status != 404 => {
@@ -199,7 +204,10 @@ fn ask_partition(
                         .map_or(String::new(), |m| format!(": {m}"));
                     failures.push(format!("{}: HTTP {status}{why}", owner.name));
                 }
-                Err(e) => failures.push(format!("{}: {e}", owner.name)),
+                Err(e) => {
+                    unreachable.push(&owner.name);
+                    failures.push(format!("{}: {e}", owner.name));
+                }
             }
         }
     }
