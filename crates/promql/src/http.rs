@@ -568,7 +568,7 @@ async fn query(
             let limit = query_limit(&params)?;
             let store = Arc::clone(&api.store);
             let (remote, after) = (api.remote.clone(), read_after(&headers, &params));
-            let pushdown = pushdown_param(&params)?;
+            let pushdown = pushdown_param(&params);
             let (mut out, mut notes) = blocking(move || {
                 let source = source(&store, &remote, &after, pushdown);
                 eval::instant_from(source, &q, t, limits)
@@ -607,7 +607,7 @@ async fn query_range(
             let limit = query_limit(&params)?;
             let store = Arc::clone(&api.store);
             let (remote, after) = (api.remote.clone(), read_after(&headers, &params));
-            let pushdown = pushdown_param(&params)?;
+            let pushdown = pushdown_param(&params);
             let (mut out, mut notes) = blocking(move || {
                 let source = source(&store, &remote, &after, pushdown);
                 eval::range_from(source, &q, start, end, step, limits)
@@ -1471,16 +1471,10 @@ fn read_after(headers: &HeaderMap, params: &Params) -> Option<String> {
 }
 
 /// `pushdown=false` (a cluster front's diagnostic): every aggregation evaluated on the front
-/// over the partitions' series, none pushed down to them.
-fn pushdown_param(params: &Params) -> Result<bool, EvalError> {
-    match param(params, "pushdown") {
-        None | Some("true") => Ok(true),
-        Some("false") => Ok(false),
-        Some(v) => Err(bad(format!(
-            "invalid parameter \"pushdown\": {} is not true or false",
-            quote(v)
-        ))),
-    }
+/// over the partitions' series, none pushed down to them. Any other value is ignored, as
+/// Prometheus ignores parameters it does not know.
+fn pushdown_param(params: &Params) -> bool {
+    param(params, "pushdown") != Some("false")
 }
 
 /// The source a query reads: the cluster's partitions on a front, else the local store.
