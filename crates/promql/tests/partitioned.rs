@@ -2,7 +2,8 @@
 //! queries answer over one store holding all of it: with every aggregation evaluated on the
 //! front over the joined series (exactly), and with `sum`/`count`/`min`/`max` pushed down to
 //! the partitions and their partials merged (histograms exactly, float sums to the last
-//! place). The partitions are real stores answering through `answer_select` and
+//! place; groups mixing floats and histograms across partitions have no value, as on one
+//! store). The partitions are real stores answering through `answer_select` and
 //! `answer_partial`, the functions a storage node serves; only HTTP is left out (the server's
 //! `cluster_reads` test covers it).
 #![allow(clippy::unwrap_used)]
@@ -62,6 +63,10 @@ fn key(name: &str, tags: &[(&str, &str)]) -> StreamKey {
     StreamKey::new(name.to_string(), tags).unwrap()
 }
 
+fn partition_of(k: &StreamKey, h: u32, partitions: usize) -> usize {
+    (k.canonical().len() + h as usize) % partitions
+}
+
 /// Counters per host and code (one resets), a gauge per host, a histogram per host: every
 /// series written to `whole` and to the partition its key hashes to.
 fn load(whole: &Store, parts: &[Arc<Store>]) {
@@ -76,8 +81,15 @@ fn load(whole: &Store, parts: &[Arc<Store>]) {
         }
         series.push((key("temp", &[("host", &host)]), None, None));
         series.push((key("lat", &[("host", &host)]), None, Some(h)));
+        // One name, numeric on some hosts and histograms on others: groups that mix them.
+        // (Numeric in the first partition only, so that some partitions hold one kind.)
+        let mix = key("mix", &[("host", &host)]);
+        series.push(match partition_of(&mix, h, parts.len()) {
+            0 => (mix, Some(1.0), None),
+            _ => (mix, None, Some(h)),
+        });
         for (k, rate, hist_seed) in series {
-            let p = (store::key::StreamKey::canonical(&k).len() + h as usize) % parts.len();
+            let p = partition_of(&k, h, parts.len());
             for i in 0..POINTS {
                 let ts = i * STEP_MS;
                 let put = |b: &mut WriteBatch| match (rate, hist_seed) {
@@ -175,6 +187,11 @@ const QUERIES: &[(&str, bool)] = &[
         true,
     ),
     ("histogram_count(sum(increase(lat[2m])))", true),
+    ("sum(mix)", true),
+    ("max(mix)", true),
+    ("min(mix)", true),
+    ("count(mix)", true),
+    ("sum by (host) (mix)", true),
     ("avg(temp)", false),
     ("topk(2, temp)", false),
     ("quantile(0.5, rate(req_total[2m]))", false),

@@ -309,6 +309,10 @@ struct PartialSeries {
 
 #[derive(Serialize, Deserialize)]
 struct PartialPoint {
+    /// The kinds among the group's members at this step: 1 floats, 2 histograms (a group
+    /// mixing them has no value, whichever partitions the kinds are in).
+    #[serde(default)]
+    k: u8,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     f: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -340,7 +344,7 @@ impl<'a> Ctx<'a> {
             experimental_functions: self.limits.experimental_functions,
         };
         let body = serde_json::to_vec(&request).map_err(bad_answer)?;
-        let mut groups: Vec<(Labels, Vec<Option<Sample>>)> = Vec::new();
+        let mut groups: Vec<(Labels, Vec<Option<Sample>>, Vec<u8>)> = Vec::new();
         let mut index: std::collections::HashMap<Labels, usize> = Default::default();
         for a in remote.partial(&body, read_after)? {
             self.check_deadline()?;
@@ -351,21 +355,27 @@ impl<'a> Ctx<'a> {
                 if s.points.len() != self.grid.steps {
                     return Err(bad_answer("a series of another length than the grid"));
                 }
-                let points = s
+                let (points, kinds): (Vec<_>, Vec<_>) = s
                     .points
                     .into_iter()
                     .map(point_of)
-                    .collect::<Result<Vec<_>, _>>()?;
+                    .collect::<Result<Vec<_>, _>>()?
+                    .into_iter()
+                    .unzip();
                 match index.get(&s.labels) {
                     Some(&g) => {
-                        for (acc, p) in groups[g].1.iter_mut().zip(points) {
-                            *acc = merge_partial(op, acc.take(), p)?;
+                        let (_, acc, acc_kinds) = &mut groups[g];
+                        for (a, p) in acc.iter_mut().zip(points) {
+                            *a = merge_partial(op, a.take(), p)?;
+                        }
+                        for (a, k) in acc_kinds.iter_mut().zip(kinds) {
+                            *a |= k;
                         }
                     }
                     None => {
                         self.charge(self.grid.steps as u64)?;
                         index.insert(s.labels.clone(), groups.len());
-                        groups.push((s.labels, points));
+                        groups.push((s.labels, points, kinds));
                     }
                 }
             }
@@ -373,21 +383,50 @@ impl<'a> Ctx<'a> {
         groups.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(groups
             .into_iter()
-            .map(|(labels, points)| Series { labels, points })
+            .map(|(labels, mut points, kinds)| {
+                for (p, k) in points.iter_mut().zip(kinds) {
+                    if mixed_has_no_value(op, k) {
+                        *p = None;
+                    }
+                }
+                Series { labels, points }
+            })
             .collect())
     }
 }
 
-fn point_of(p: Option<PartialPoint>) -> Result<Option<Sample>, EvalError> {
-    let Some(p) = p else { return Ok(None) };
-    Ok(Some(match (p.f, p.h) {
-        (Some(bits), _) => Sample::Float(f64::from_bits(bits)),
-        (None, Some(h)) => Sample::Hist(HistSample {
-            hist: std::sync::Arc::new(hist::Histogram::from_base64(&h).map_err(bad_answer)?),
-            scale: f64::from_bits(p.s.unwrap_or(1f64.to_bits())),
+/// Whether a group whose members had `kinds` at a step has no value under `op`, as on one
+/// node: `sum` of floats and histograms together, `min`/`max` with any histogram.
+fn mixed_has_no_value(op: AggOp, kinds: u8) -> bool {
+    match op {
+        AggOp::Sum => kinds == KIND_FLOAT | KIND_HIST,
+        AggOp::Min | AggOp::Max => kinds & KIND_HIST != 0,
+        _ => false,
+    }
+}
+
+const KIND_FLOAT: u8 = 1;
+const KIND_HIST: u8 = 2;
+
+fn point_of(p: Option<PartialPoint>) -> Result<(Option<Sample>, u8), EvalError> {
+    let Some(p) = p else {
+        return Ok((None, 0));
+    };
+    let kinds = p.k;
+    if p.f.is_none() && p.h.is_none() {
+        return Ok((None, kinds));
+    }
+    Ok((
+        Some(match (p.f, p.h) {
+            (Some(bits), _) => Sample::Float(f64::from_bits(bits)),
+            (None, Some(h)) => Sample::Hist(HistSample {
+                hist: std::sync::Arc::new(hist::Histogram::from_base64(&h).map_err(bad_answer)?),
+                scale: f64::from_bits(p.s.unwrap_or(1f64.to_bits())),
+            }),
+            (None, None) => return Err(bad_answer("a point without a value")),
         }),
-        (None, None) => return Err(bad_answer("a point without a value")),
-    }))
+        kinds,
+    ))
 }
 
 /// Two partitions' partials of one group at one step, merged as `op` merges its members.
@@ -485,13 +524,33 @@ pub fn answer_partial(store: &Store, request: &[u8]) -> Result<Vec<u8>, EvalErro
     ctx.query_start_ms = r.query_start_ms;
     ctx.query_end_ms = r.query_end_ms;
     ctx.prefetch(&expr)?;
-    let series = ctx.vector(&expr)?;
+    let grouping = match &expr {
+        Expr::Aggregate { grouping, .. } => grouping.as_ref(),
+        _ => None,
+    };
+    let members = ctx.vector(inner)?;
+    let kinds = member_kinds(grouping, &members, ctx.grid.steps);
+    let super::Value::Vector(series) = ctx.aggregate(*op, grouping, None, members)? else {
+        return Err(EvalError::Execution("partial: not a vector".into()));
+    };
     let answer = PartialAnswer {
         series: series
             .into_iter()
-            .map(|s| PartialSeries {
-                labels: s.labels,
-                points: s.points.into_iter().map(|p| p.map(partial_point)).collect(),
+            .map(|s| {
+                let k = kinds.get(&s.labels);
+                let points = s
+                    .points
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        let k = k.and_then(|k| k.get(i).copied()).unwrap_or(0);
+                        partial_point(p, k)
+                    })
+                    .collect();
+                PartialSeries {
+                    labels: s.labels,
+                    points,
+                }
             })
             .collect(),
         warnings: std::mem::take(&mut ctx.notes.warnings),
@@ -500,17 +559,50 @@ pub fn answer_partial(store: &Store, request: &[u8]) -> Result<Vec<u8>, EvalErro
     serde_json::to_vec(&answer).map_err(|e| EvalError::Execution(format!("partial answer: {e}")))
 }
 
-fn partial_point(s: Sample) -> PartialPoint {
+/// Per group (by its labels) and step, the kinds its members had there.
+fn member_kinds(
+    grouping: Option<&crate::ast::Grouping>,
+    members: &[Series],
+    steps: usize,
+) -> std::collections::HashMap<Labels, Vec<u8>> {
+    super::aggregate::groups_of(grouping, members)
+        .into_iter()
+        .map(|(labels, indexes)| {
+            let mut kinds = vec![0u8; steps];
+            for &m in &indexes {
+                for (k, p) in kinds.iter_mut().zip(&members[m].points) {
+                    *k |= match p {
+                        Some(Sample::Float(_)) => KIND_FLOAT,
+                        Some(Sample::Hist(_)) => KIND_HIST,
+                        None => 0,
+                    };
+                }
+            }
+            (labels, kinds)
+        })
+        .collect()
+}
+
+fn partial_point(s: Option<Sample>, k: u8) -> Option<PartialPoint> {
     match s {
-        Sample::Float(v) => PartialPoint {
+        None if k == 0 => None,
+        None => Some(PartialPoint {
+            k,
+            f: None,
+            h: None,
+            s: None,
+        }),
+        Some(Sample::Float(v)) => Some(PartialPoint {
+            k,
             f: Some(v.to_bits()),
             h: None,
             s: None,
-        },
-        Sample::Hist(h) => PartialPoint {
+        }),
+        Some(Sample::Hist(h)) => Some(PartialPoint {
+            k,
             f: None,
             h: Some(h.hist.to_base64()),
             s: Some(h.scale.to_bits()),
-        },
+        }),
     }
 }
