@@ -11,9 +11,11 @@
 mod kafka;
 mod record;
 mod storage;
+mod token;
 mod topology;
 
 pub use kafka::{Front, KafkaError, PartitionState};
 pub use record::{decode, partition_of, with_origin, RecordError, Splitter, RECORD_BYTES_MAX};
 pub use storage::{Partition, PartitionStatus, StorageNode, OFFSET_FILE};
+pub use token::ReadAfter;
 pub use topology::{Node, Role, Topology, TopologyError};

@@ -54,6 +54,7 @@ pub fn router(app: Shared) -> Router {
                     metadata: app.metadata.clone(),
                     exemplars: app.exemplars.clone(),
                     limits: promql_limits(&app),
+                    remote: super::cluster_read::prom_remote(&app),
                     ..super::alerts::promql_options()
                 },
             )
@@ -62,8 +63,12 @@ pub fn router(app: Shared) -> Router {
         // The analytics language endpoint (/api/strata/v1/caql): its point bound and its share
         // of the query memory budget from `limits.query_memory_bytes_max`.
         .merge(
-            query::http::router_with_limits(app.store.clone(), caql_limits(&app))
-                .layer(middleware::from_fn_with_state(app.clone(), caql_budget)),
+            query::http::router_with_remote(
+                app.store.clone(),
+                caql_limits(&app),
+                super::cluster_read::caql_remote(&app),
+            )
+            .layer(middleware::from_fn_with_state(app.clone(), caql_budget)),
         )
         // Alerting: /api/strata/v1/alerts, /api/strata/v1/rules.
         .merge(super::alerts::router(&app.config))
@@ -73,6 +78,11 @@ pub fn router(app: Shared) -> Router {
         .merge(super::download::router())
         // The broker registry and link states (/api/strata/v1/brokers).
         .merge(super::link::router());
+    // A cluster front's answers to writes carry their read-after token.
+    let routes = match app.cluster_front() {
+        Some(_) => routes.layer(middleware::from_fn(super::cluster_read::read_after_header)),
+        None => routes,
+    };
     routes
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(frame_state, frame))

@@ -8,6 +8,7 @@
 
 mod alerts;
 mod budget;
+mod cluster_read;
 mod clustered;
 mod collectd;
 mod conn;
@@ -229,7 +230,11 @@ impl App {
             .await
             .map_err(|_| ServeError::shutting_down())?;
         let app = self.clone();
-        let joined = tokio::task::spawn_blocking(move || write(&app)).await;
+        // A cluster front's answer carries the offsets Kafka gave the write (its token).
+        let produced = cluster_read::collector();
+        let joined =
+            tokio::task::spawn_blocking(move || cluster_read::collecting(produced, || write(&app)))
+                .await;
         joined.unwrap_or_else(|e| {
             Err(ServeError::new(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,
