@@ -9,11 +9,15 @@
 //! restart). Formats: `FORMAT.md`.
 
 mod kafka;
+mod membership;
 mod record;
+mod snapshot;
 mod storage;
 mod topology;
 
 pub use kafka::{Front, KafkaError, PartitionState};
 pub use record::{decode, partition_of, with_origin, RecordError, Splitter, RECORD_BYTES_MAX};
-pub use storage::{Partition, PartitionStatus, StorageNode, OFFSET_FILE};
+pub use membership::{open as open_storage, PeerCopy};
+pub use snapshot::{build as build_snapshot, SnapshotError, SNAPSHOT_BYTES_MAX};
+pub use storage::{Holding, Partition, PartitionStatus, StorageNode, OFFSET_FILE};
 pub use topology::{Node, Role, Topology, TopologyError};

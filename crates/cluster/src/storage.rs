@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -45,6 +45,13 @@ pub struct Partition {
     refused: AtomicU64,
     /// Why the consumer stopped, when it did (retention passed the checkpoint: rebuild).
     failed: Mutex<Option<String>>,
+    /// Held while records are applied or the store is checkpointed; a snapshot holds it to
+    /// pause the consumer.
+    paused: Mutex<()>,
+    /// Owned, or leaving (no longer owned: served until the new owner caught up), or moved.
+    state: AtomicU8,
+    /// The node this partition was copied from when this node got it (none: from the log).
+    copied_from: Mutex<Option<String>>,
 }
 
 /// What `strata cluster status` shows of one partition on one node.
@@ -56,6 +63,9 @@ pub struct PartitionStatus {
     pub duplicates: u64,
     pub refused: u64,
     pub failed: Option<String>,
+    /// `owned`, `leaving` (still served until its new owner caught up) or `moved`.
+    pub state: &'static str,
+    pub copied_from: Option<String>,
 }
 
 pub struct StorageNode {
@@ -89,39 +99,45 @@ fn write_offset(dir: &Path, offset: i64) -> std::io::Result<()> {
 }
 
 impl StorageNode {
-    /// Opens the store of every partition `node` owns under `data_dir`.
+    /// Opens the store of every partition `node` owns under `data_dir` (from the log only).
     pub fn open(
         topology: &Topology,
         node: &str,
         data_dir: &Path,
         base: &StoreOptions,
     ) -> Result<StorageNode, String> {
-        let mut partitions = BTreeMap::new();
-        for p in topology.partitions_of(node) {
-            let dir = data_dir.join(format!("p{p}"));
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let next = read_offset(&dir)?;
-            let options = StoreOptions {
-                durability: store::Durability::Buffered,
-                wal_segment_size_bytes: WAL_SEGMENT_BYTES,
-                ..base.clone()
-            };
-            let store = Store::open(&dir, options)
-                .map_err(|e| format!("opening the store of partition {p}: {e}"))?;
-            partitions.insert(
-                p,
-                Arc::new(Partition {
-                    id: p,
-                    store: Arc::new(store),
-                    next_offset: AtomicI64::new(next),
-                    end_offset: AtomicI64::new(-1),
-                    duplicates: AtomicU64::new(0),
-                    refused: AtomicU64::new(0),
-                    failed: Mutex::new(None),
-                }),
-            );
-        }
-        Ok(StorageNode { partitions })
+        crate::membership::open(topology, node, data_dir, base, &|_| None)
+    }
+
+    /// Opens partition `p`'s store in `dir`, fed from its recorded offset.
+    pub(crate) fn open_partition(
+        p: u32,
+        dir: &Path,
+        base: &StoreOptions,
+        state: Holding,
+        copied_from: Option<String>,
+    ) -> Result<Arc<Partition>, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let next = read_offset(dir)?;
+        let options = StoreOptions {
+            durability: store::Durability::Buffered,
+            wal_segment_size_bytes: WAL_SEGMENT_BYTES,
+            ..base.clone()
+        };
+        let store = Store::open(dir, options)
+            .map_err(|e| format!("opening the store of partition {p}: {e}"))?;
+        Ok(Arc::new(Partition {
+            id: p,
+            store: Arc::new(store),
+            next_offset: AtomicI64::new(next),
+            end_offset: AtomicI64::new(-1),
+            duplicates: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            failed: Mutex::new(None),
+            paused: Mutex::new(()),
+            state: AtomicU8::new(state as u8),
+            copied_from: Mutex::new(copied_from),
+        }))
     }
 
     pub fn status(&self) -> Vec<PartitionStatus> {
@@ -133,7 +149,9 @@ impl StorageNode {
                 end_offset: p.end_offset.load(Ordering::Acquire),
                 duplicates: p.duplicates.load(Ordering::Relaxed),
                 refused: p.refused.load(Ordering::Relaxed),
-                failed: p.failed.lock().map(|f| f.clone()).unwrap_or_default(),
+                failed: p.failure(),
+                state: p.state().name(),
+                copied_from: p.copied_from.lock().map(|f| f.clone()).unwrap_or_default(),
             })
             .collect()
     }
@@ -197,7 +215,7 @@ async fn consume(
 ) {
     let mut since_checkpoint = tokio::time::Instant::now();
     loop {
-        if *stop.borrow() {
+        if *stop.borrow() || partition.state() == Holding::Moved {
             break;
         }
         let next = partition.next_offset.load(Ordering::Acquire);
@@ -232,7 +250,11 @@ async fn consume(
         partition.end_offset.store(end, Ordering::Release);
         if !records.is_empty() {
             let p = partition.clone();
-            let applied = tokio::task::spawn_blocking(move || apply(&p, records)).await;
+            let applied = tokio::task::spawn_blocking(move || {
+                let _paused = p.pause();
+                apply(&p, records)
+            })
+            .await;
             match applied {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) if partition.failed.lock().is_ok_and(|f| f.is_some()) => return,
@@ -261,10 +283,74 @@ async fn consume(
 
 async fn checkpoint_async(partition: &Arc<Partition>) {
     let p = partition.clone();
-    match tokio::task::spawn_blocking(move || checkpoint(&p)).await {
+    match tokio::task::spawn_blocking(move || {
+        let _paused = p.pause();
+        checkpoint(&p)
+    })
+    .await
+    {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(partition = partition.id, error = %e, "checkpoint failed"),
         Err(e) => tracing::warn!(partition = partition.id, error = %e, "checkpoint task failed"),
+    }
+}
+
+impl Partition {
+    /// Pauses the consumer (and checkpoints) until the guard drops.
+    pub fn pause(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.paused.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Why the consumer stopped for good, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.failed.lock().map(|f| f.clone()).unwrap_or_default()
+    }
+
+    /// Flushes and records the offset, with the consumer already paused by the caller.
+    pub(crate) fn checkpoint_paused(&self) -> Result<i64, String> {
+        checkpoint(self)?;
+        Ok(self.next_offset.load(Ordering::Acquire))
+    }
+
+    pub fn state(&self) -> Holding {
+        match self.state.load(Ordering::Acquire) {
+            0 => Holding::Owned,
+            1 => Holding::Leaving,
+            _ => Holding::Moved,
+        }
+    }
+
+    pub(crate) fn set_state(&self, state: Holding) {
+        self.state.store(state as u8, Ordering::Release);
+    }
+
+    /// Next offset to apply and Kafka's end offset when last fetched (-1 before).
+    pub fn offsets(&self) -> (i64, i64) {
+        (
+            self.next_offset.load(Ordering::Acquire),
+            self.end_offset.load(Ordering::Acquire),
+        )
+    }
+}
+
+/// Whether a node still owns a partition it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holding {
+    Owned = 0,
+    /// The topology gave it to another node of this side: consumed and served until that
+    /// node caught up.
+    Leaving = 1,
+    /// Its new owner caught up: no longer consumed; the directory goes at the next start.
+    Moved = 2,
+}
+
+impl Holding {
+    pub fn name(self) -> &'static str {
+        match self {
+            Holding::Owned => "owned",
+            Holding::Leaving => "leaving",
+            Holding::Moved => "moved",
+        }
     }
 }
 
@@ -399,6 +485,33 @@ roles = ["storage"]
         apply(&p, vec![record(2, 2), record(2, 3), record(3, 4)]).unwrap();
         assert_eq!(p.next_offset.load(Ordering::Acquire), 5);
         assert_eq!(count(&node), 12);
+    }
+
+    #[test]
+    fn a_copy_from_a_peer_holds_the_same_data_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let topology = Topology::parse(TOPOLOGY).unwrap();
+        let options = StoreOptions::default();
+        let peer = StorageNode::open(&topology, "s", &dir.path().join("peer"), &options).unwrap();
+        let p = peer.partitions[&0].clone();
+        apply(&p, vec![record(0, 0), record(1, 1), record(2, 2)]).unwrap();
+        let (offset, bytes) = crate::snapshot::build(&p).unwrap();
+        assert_eq!(offset, 3);
+        // A damaged copy is refused and leaves nothing behind.
+        let mut bad = bytes.clone();
+        bad[bytes.len() / 2] ^= 1;
+        let target = dir.path().join("copy");
+        std::fs::create_dir_all(&target).unwrap();
+        let refused = crate::snapshot::install(&bad, 0, &target.join("p0")).unwrap_err();
+        assert!(refused.0.contains("checksum"), "{refused}");
+        assert!(!target.join("p0").exists());
+        let copy = |_| Some(("peer".to_owned(), bytes.clone()));
+        let node = crate::membership::open(&topology, "s", &target, &options, &copy).unwrap();
+        let status = node.status();
+        assert_eq!(status[0].next_offset, 3);
+        assert_eq!(status[0].copied_from.as_deref(), Some("peer"));
+        assert_eq!(count(&node), 9);
+        assert_eq!(count(&peer), 9);
     }
 
     #[test]
