@@ -153,7 +153,15 @@ pub fn read_routes(app: &Shared) -> Router<Shared> {
     let mut router = Router::new()
         .route("/api/strata/v1/cluster/status", get(status))
         .route("/api/strata/v1/cluster/p/{n}/find", get(partition_find))
-        .route("/api/strata/v1/cluster/p/{n}/fetch", get(partition_fetch));
+        .route("/api/strata/v1/cluster/p/{n}/fetch", get(partition_fetch))
+        .route(
+            "/api/strata/v1/cluster/p/{n}/snapshot",
+            get(super::cluster_ops::snapshot),
+        )
+        .route(
+            "/api/strata/v1/cluster/restart",
+            axum::routing::post(super::cluster_ops::restart),
+        );
     if role.is_front() {
         router = router
             .route("/api/strata/v1/find", get(fanout_find))
@@ -239,6 +247,8 @@ async fn status(State(app): State<Shared>) -> Response {
                     "refused": p.refused,
                     "health": if p.failed.is_some() { "failed" } else { "ok" },
                     "error": p.failed,
+                    "state": p.state,
+                    "copied_from": p.copied_from,
                 })
             })
             .collect()
@@ -257,6 +267,7 @@ async fn status(State(app): State<Shared>) -> Response {
         json!({
             "node": role.node.name,
             "side": role.node.side,
+            "started_ms": role.own_epoch,
             "roles": roles,
             "partitions": partitions,
         }),
