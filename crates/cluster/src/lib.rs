@@ -16,8 +16,8 @@ mod storage;
 mod topology;
 
 pub use kafka::{Front, KafkaError, PartitionState};
-pub use record::{decode, partition_of, with_origin, RecordError, Splitter, RECORD_BYTES_MAX};
 pub use membership::{open as open_storage, PeerCopy};
+pub use record::{decode, partition_of, with_origin, RecordError, Splitter, RECORD_BYTES_MAX};
 pub use snapshot::{build as build_snapshot, SnapshotError, SNAPSHOT_BYTES_MAX};
 pub use storage::{Holding, Partition, PartitionStatus, StorageNode, OFFSET_FILE};
 pub use topology::{Node, Role, Topology, TopologyError};

@@ -42,8 +42,7 @@ pub fn open(
             copied_from = copy_in(p, &dir, copy);
         }
         let _ = std::fs::remove_file(dir.join(MOVED_FILE));
-        let partition =
-            StorageNode::open_partition(p, &dir, base, Holding::Owned, copied_from)?;
+        let partition = StorageNode::open_partition(p, &dir, base, Holding::Owned, copied_from)?;
         partitions.insert(p, partition);
     }
     for (p, dir) in held(data_dir)? {
@@ -52,7 +51,10 @@ pub fn open(
         }
         if dir.join(MOVED_FILE).exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            tracing::info!(partition = p, "removed a partition that moved to another node");
+            tracing::info!(
+                partition = p,
+                "removed a partition that moved to another node"
+            );
             continue;
         }
         let partition = StorageNode::open_partition(p, &dir, base, Holding::Leaving, None)?;
@@ -118,8 +120,7 @@ impl StorageNode {
         assert_eq!(partition.state(), Holding::Leaving);
         partition.set_state(Holding::Moved);
         let dir = partition.store.dir();
-        std::fs::write(dir.join(MOVED_FILE), b"")
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::write(dir.join(MOVED_FILE), b"").map_err(|e| format!("{}: {e}", dir.display()))?;
         tracing::info!(partition = p, "handed the partition to its new owner");
         Ok(())
     }

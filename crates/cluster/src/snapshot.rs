@@ -129,7 +129,10 @@ impl<'a> Reader<'a> {
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], SnapshotError> {
         let end = self.at.checked_add(n).filter(|e| *e <= self.bytes.len());
         let Some(end) = end else {
-            return Err(err(format!("snapshot truncated at byte {} ({what})", self.at)));
+            return Err(err(format!(
+                "snapshot truncated at byte {} ({what})",
+                self.at
+            )));
         };
         let out = &self.bytes[self.at..end];
         self.at = end;
@@ -147,7 +150,9 @@ fn safe_path(name: &str) -> Result<PathBuf, SnapshotError> {
     let path = PathBuf::from(name);
     let normal = path.components().all(|c| matches!(c, Component::Normal(_)));
     if name.is_empty() || !normal {
-        return Err(err(format!("snapshot file `{name}`: not a plain relative path")));
+        return Err(err(format!(
+            "snapshot file `{name}`: not a plain relative path"
+        )));
     }
     Ok(path)
 }
@@ -171,7 +176,9 @@ pub fn install(bytes: &[u8], partition: u32, dir: &Path) -> Result<i64, Snapshot
     }
     let id = u32::from_le_bytes(r.array("partition")?);
     if id != partition {
-        return Err(err(format!("snapshot of partition {id}, wanted {partition}")));
+        return Err(err(format!(
+            "snapshot of partition {id}, wanted {partition}"
+        )));
     }
     let offset = i64::from_le_bytes(r.array("offset")?);
     if offset < 0 {
@@ -212,7 +219,9 @@ fn write_files(r: &mut Reader<'_>, staging: &Path) -> Result<u32, SnapshotError>
             return Ok(count);
         }
         if len > PATH_BYTES_MAX || count >= SNAPSHOT_FILES_MAX {
-            return Err(err(format!("snapshot file {count}: path or count out of bounds")));
+            return Err(err(format!(
+                "snapshot file {count}: path or count out of bounds"
+            )));
         }
         let name = std::str::from_utf8(r.take(len, "path")?)
             .map_err(|_| err(format!("snapshot file {count}: path is not UTF-8")))?;

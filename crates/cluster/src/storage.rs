@@ -298,7 +298,9 @@ async fn checkpoint_async(partition: &Arc<Partition>) {
 impl Partition {
     /// Pauses the consumer (and checkpoints) until the guard drops.
     pub fn pause(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.paused.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.paused
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Why the consumer stopped for good, if it did.

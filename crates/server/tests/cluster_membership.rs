@@ -103,7 +103,10 @@ fn storage_nodes_added_removed_and_rebuilt_under_load_lose_nothing() {
     let a3 = cluster.start("a3");
     for (p, state, from) in held(&cluster, "a3") {
         assert_eq!(state, "owned");
-        assert!(from.is_some(), "a3 rebuilt partition {p} from the log, not from a peer");
+        assert!(
+            from.is_some(),
+            "a3 rebuilt partition {p} from the log, not from a peer"
+        );
     }
     eprintln!("{}", cluster.apply());
     // Only the partitions a3 took moved; the old owners handed them off.
@@ -114,7 +117,11 @@ fn storage_nodes_added_removed_and_rebuilt_under_load_lose_nothing() {
     }
     for node in ["a1", "a2"] {
         for (p, state, _) in held(&cluster, node) {
-            let expected = if moved.contains(&(p as u32)) { "moved" } else { "owned" };
+            let expected = if moved.contains(&(p as u32)) {
+                "moved"
+            } else {
+                "owned"
+            };
             assert_eq!(state, expected, "{node} partition {p}");
         }
     }
@@ -139,7 +146,10 @@ fn storage_nodes_added_removed_and_rebuilt_under_load_lose_nothing() {
     let rebuilt = held(&cluster, "a3");
     assert!(!rebuilt.is_empty());
     for (p, _, from) in &rebuilt {
-        assert!(from.is_some(), "a3 replayed partition {p} instead of copying it");
+        assert!(
+            from.is_some(),
+            "a3 replayed partition {p} instead of copying it"
+        );
     }
 
     sender.join().unwrap();

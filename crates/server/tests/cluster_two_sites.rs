@@ -45,10 +45,26 @@ fn two_sites_lose_nothing_acknowledged_through_broker_and_storage_kills() {
     let front_storage: &[&str] = &["front", "storage"];
     let storage: &[&str] = &["storage"];
     let nodes = [
-        NodeSpec { name: "a1", side: "a", roles: front_storage },
-        NodeSpec { name: "a2", side: "a", roles: storage },
-        NodeSpec { name: "b1", side: "b", roles: front_storage },
-        NodeSpec { name: "b2", side: "b", roles: storage },
+        NodeSpec {
+            name: "a1",
+            side: "a",
+            roles: front_storage,
+        },
+        NodeSpec {
+            name: "a2",
+            side: "a",
+            roles: storage,
+        },
+        NodeSpec {
+            name: "b1",
+            side: "b",
+            roles: front_storage,
+        },
+        NodeSpec {
+            name: "b2",
+            side: "b",
+            roles: storage,
+        },
     ];
     let cluster = Cluster::new(tmp.path(), &kafka, PARTITIONS, REPLICATION, &nodes);
     let a1 = cluster.start("a1");

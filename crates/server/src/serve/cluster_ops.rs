@@ -100,7 +100,9 @@ pub fn exec_if_restart_requested() {
     // A binary replaced since the start (an upgrade) shows as `<path> (deleted)`: run the
     // file now at that path.
     let shown = exe.to_string_lossy().into_owned();
-    let exe = shown.strip_suffix(" (deleted)").map_or(exe, std::path::PathBuf::from);
+    let exe = shown
+        .strip_suffix(" (deleted)")
+        .map_or(exe, std::path::PathBuf::from);
     let e = std::process::Command::new(exe).args(args).exec();
     eprintln!("strata serve: restart: {e}");
 }
@@ -118,7 +120,11 @@ pub fn copy_from_peers(
         .nodes
         .iter()
         .filter(|n| n.has(cluster::Role::Storage) && !owners.iter().any(|o| o.name == n.name));
-    let candidates = owners.iter().copied().chain(others).filter(|n| n.name != me);
+    let candidates = owners
+        .iter()
+        .copied()
+        .chain(others)
+        .filter(|n| n.name != me);
     let path = format!("/api/strata/v1/cluster/p/{p}/snapshot");
     let bytes_max = cluster::SNAPSHOT_BYTES_MAX + (1 << 20);
     for peer in candidates {
@@ -134,7 +140,9 @@ pub fn copy_from_peers(
             Ok((status, _)) => {
                 tracing::info!(partition = p, peer = %peer.name, status, "no copy from this peer")
             }
-            Err(e) => tracing::info!(partition = p, peer = %peer.name, error = %e, "no copy from this peer"),
+            Err(e) => {
+                tracing::info!(partition = p, peer = %peer.name, error = %e, "no copy from this peer")
+            }
         }
     }
     None

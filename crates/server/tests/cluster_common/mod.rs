@@ -210,7 +210,13 @@ impl Cluster {
 
     /// Rewrites the topology file for `nodes` (an operator's edit): known nodes keep their
     /// ports, new ones get free ports.
-    pub fn rewrite(&mut self, kafka: &Kafka, partitions: u32, replication: u32, nodes: &[NodeSpec]) {
+    pub fn rewrite(
+        &mut self,
+        kafka: &Kafka,
+        partitions: u32,
+        replication: u32,
+        nodes: &[NodeSpec],
+    ) {
         let ports: Vec<(&'static str, u16)> = nodes
             .iter()
             .map(|n| {
@@ -405,7 +411,11 @@ pub fn assert_sides_identical(topology: &Path, start: i64, end: i64) -> Vec<usiz
             assert_eq!(owners.len(), 2, "partition {p}: one owner per side");
             let a = partition_answer(&owners[0].http, p, start, end);
             let b = partition_answer(&owners[1].http, p, start, end);
-            assert_eq!(a, b, "partition {p}: {} and {} differ", owners[0].name, owners[1].name);
+            assert_eq!(
+                a, b,
+                "partition {p}: {} and {} differ",
+                owners[0].name, owners[1].name
+            );
             a.0["series"].as_array().unwrap().len() + a.1["series"].as_array().unwrap().len()
         })
         .collect()
