@@ -125,3 +125,38 @@ impl StorageNode {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::storage::apply;
+    use crate::storage::tests::{count, record, TOPOLOGY};
+
+    #[test]
+    fn a_copy_from_a_peer_holds_the_same_data_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let topology = Topology::parse(TOPOLOGY).unwrap();
+        let options = StoreOptions::default();
+        let peer = StorageNode::open(&topology, "s", &dir.path().join("peer"), &options).unwrap();
+        let p = peer.partitions[&0].clone();
+        apply(&p, vec![record(0, 0), record(1, 1), record(2, 2)]).unwrap();
+        let (offset, bytes) = crate::snapshot::build(&p).unwrap();
+        assert_eq!(offset, 3);
+        // A damaged copy is refused and leaves nothing behind.
+        let mut bad = bytes.clone();
+        bad[bytes.len() / 2] ^= 1;
+        let target = dir.path().join("copy");
+        std::fs::create_dir_all(&target).unwrap();
+        let refused = crate::snapshot::install(&bad, 0, &target.join("p0")).unwrap_err();
+        assert!(refused.0.contains("checksum"), "{refused}");
+        assert!(!target.join("p0").exists());
+        let copy = |_| Some(("peer".to_owned(), bytes.clone()));
+        let node = open(&topology, "s", &target, &options, &copy).unwrap();
+        let status = node.status();
+        assert_eq!(status[0].next_offset, 3);
+        assert_eq!(status[0].copied_from.as_deref(), Some("peer"));
+        assert_eq!(count(&node), 9);
+        assert_eq!(count(&peer), 9);
+    }
+}

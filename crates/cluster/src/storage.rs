@@ -106,7 +106,13 @@ impl StorageNode {
         data_dir: &Path,
         base: &StoreOptions,
     ) -> Result<StorageNode, String> {
-        crate::membership::open(topology, node, data_dir, base, &|_| None)
+        let mut partitions = BTreeMap::new();
+        for p in topology.partitions_of(node) {
+            let dir = data_dir.join(format!("p{p}"));
+            let partition = Self::open_partition(p, &dir, base, Holding::Owned, None)?;
+            partitions.insert(p, partition);
+        }
+        Ok(StorageNode { partitions })
     }
 
     /// Opens partition `p`'s store in `dir`, fed from its recorded offset.
@@ -365,7 +371,7 @@ fn checkpoint(partition: &Partition) -> Result<(), String> {
 
 /// Applies fetched records in order; `next_offset` moves past each one applied (or refused
 /// for good). An error leaves `next_offset` at the record that failed.
-fn apply(
+pub(crate) fn apply(
     partition: &Partition,
     records: Vec<rskafka::record::RecordAndOffset>,
 ) -> Result<(), String> {
@@ -404,13 +410,13 @@ fn apply(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use rskafka::record::{Record, RecordAndOffset};
     use store::{Origin, SourceId, Value};
 
-    const TOPOLOGY: &str = r#"
+    pub(crate) const TOPOLOGY: &str = r#"
 [kafka]
 bootstrap = ["127.0.0.1:9"]
 partitions = 1
@@ -423,7 +429,7 @@ roles = ["storage"]
 "#;
 
     /// Record `seq` of source `loadgen`: one histogram sample of 3.
-    fn record(seq: u64, offset: i64) -> RecordAndOffset {
+    pub(crate) fn record(seq: u64, offset: i64) -> RecordAndOffset {
         let mut h = hist::Histogram::new();
         h.insert_n(0.5, 3);
         let mut s = crate::Splitter::new(1);
@@ -446,7 +452,7 @@ roles = ["storage"]
         }
     }
 
-    fn count(node: &StorageNode) -> u64 {
+    pub(crate) fn count(node: &StorageNode) -> u64 {
         let p = &node.partitions[&0];
         let id = p
             .store
@@ -487,33 +493,6 @@ roles = ["storage"]
         apply(&p, vec![record(2, 2), record(2, 3), record(3, 4)]).unwrap();
         assert_eq!(p.next_offset.load(Ordering::Acquire), 5);
         assert_eq!(count(&node), 12);
-    }
-
-    #[test]
-    fn a_copy_from_a_peer_holds_the_same_data_and_offset() {
-        let dir = tempfile::tempdir().unwrap();
-        let topology = Topology::parse(TOPOLOGY).unwrap();
-        let options = StoreOptions::default();
-        let peer = StorageNode::open(&topology, "s", &dir.path().join("peer"), &options).unwrap();
-        let p = peer.partitions[&0].clone();
-        apply(&p, vec![record(0, 0), record(1, 1), record(2, 2)]).unwrap();
-        let (offset, bytes) = crate::snapshot::build(&p).unwrap();
-        assert_eq!(offset, 3);
-        // A damaged copy is refused and leaves nothing behind.
-        let mut bad = bytes.clone();
-        bad[bytes.len() / 2] ^= 1;
-        let target = dir.path().join("copy");
-        std::fs::create_dir_all(&target).unwrap();
-        let refused = crate::snapshot::install(&bad, 0, &target.join("p0")).unwrap_err();
-        assert!(refused.0.contains("checksum"), "{refused}");
-        assert!(!target.join("p0").exists());
-        let copy = |_| Some(("peer".to_owned(), bytes.clone()));
-        let node = crate::membership::open(&topology, "s", &target, &options, &copy).unwrap();
-        let status = node.status();
-        assert_eq!(status[0].next_offset, 3);
-        assert_eq!(status[0].copied_from.as_deref(), Some("peer"));
-        assert_eq!(count(&node), 9);
-        assert_eq!(count(&peer), 9);
     }
 
     #[test]
