@@ -145,7 +145,15 @@ pub fn read_routes(app: &Shared) -> Router<Shared> {
     let mut router = Router::new()
         .route("/api/strata/v1/cluster/status", get(status))
         .route("/api/strata/v1/cluster/p/{n}/find", get(partition_find))
-        .route("/api/strata/v1/cluster/p/{n}/fetch", get(partition_fetch));
+        .route("/api/strata/v1/cluster/p/{n}/fetch", get(partition_fetch))
+        .route(
+            "/api/strata/v1/cluster/p/{n}/snapshot",
+            get(super::cluster_ops::snapshot),
+        )
+        .route(
+            "/api/strata/v1/cluster/restart",
+            axum::routing::post(super::cluster_ops::restart),
+        );
     router = cluster_read::partition_routes(router);
     if role.is_front() {
         router = router
@@ -199,6 +207,8 @@ async fn status(State(app): State<Shared>) -> Response {
                     "refused": p.refused,
                     "health": if p.failed.is_some() { "failed" } else { "ok" },
                     "error": p.failed,
+                    "state": p.state,
+                    "copied_from": p.copied_from,
                 })
             })
             .collect()
@@ -217,6 +227,7 @@ async fn status(State(app): State<Shared>) -> Response {
         json!({
             "node": role.node.name,
             "side": role.node.side,
+            "started_ms": role.own_epoch,
             "roles": roles,
             "partitions": partitions,
         }),
