@@ -15,5 +15,5 @@ mod topology;
 
 pub use kafka::{Front, KafkaError, PartitionState};
 pub use record::{decode, partition_of, with_origin, RecordError, Splitter, RECORD_BYTES_MAX};
-pub use storage::{Partition, PartitionStatus, StorageNode, OFFSET_FILE};
+pub use storage::{Partition, PartitionStatus, StorageNode};
 pub use topology::{Node, Role, Topology, TopologyError};

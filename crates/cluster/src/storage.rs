@@ -1,13 +1,13 @@
 //! A storage node: for each partition it owns, a store of its own (`<data>/p<N>`) fed from the
-//! Kafka partition in log order. Kafka is the write-ahead log: the local store writes without
-//! fsync, and after each flush (blocks and the exactly-once state on disk) the next offset is
-//! recorded in `<data>/p<N>/kafka-offset`. A restart opens the store and fetches from that
-//! offset; records applied after it are in the store already and their identity makes the
-//! store answer them as duplicates, so nothing is applied twice and nothing is skipped.
-//! Applying a record reads only the record (its receipt time travels in it), never the clock.
+//! Kafka partition in log order. Kafka is the write-ahead log: the store is opened on an
+//! external log (`store::WalBackend::External`), writes no WAL of its own, and each flush
+//! commits its blocks, its exactly-once state and the next Kafka offset (the manifest's
+//! checkpoint) in one step. A restart opens the store, which replays nothing, and fetches from
+//! that checkpoint: nothing is applied twice and nothing is skipped. Applying a record reads
+//! only the record (its receipt time travels in it), never the clock.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,8 +18,6 @@ use store::{Store, StoreError, StoreOptions, Written};
 use crate::kafka::{self, KafkaError};
 use crate::topology::Topology;
 
-/// The file beside a partition's store that holds the next Kafka offset to apply.
-pub const OFFSET_FILE: &str = "kafka-offset";
 /// Bytes one fetch asks a broker for at most.
 const FETCH_BYTES_MAX: i32 = 16 << 20;
 /// How long a fetch waits on the broker for new records, in ms.
@@ -28,8 +26,6 @@ const FETCH_WAIT_MS_MAX: i32 = 200;
 const CHECKPOINT_INTERVAL_MS: u64 = 5_000;
 /// Pause after a failed fetch or write before trying again, in ms.
 const RETRY_PAUSE_MS: u64 = 200;
-/// Each partition store's WAL segments (it holds records since the last flush only).
-const WAL_SEGMENT_BYTES: u64 = 8 << 20;
 
 /// One owned partition: its store and where its consumer is.
 pub struct Partition {
@@ -62,30 +58,26 @@ pub struct StorageNode {
     pub partitions: BTreeMap<u32, Arc<Partition>>,
 }
 
-fn offset_path(dir: &Path) -> PathBuf {
-    dir.join(OFFSET_FILE)
-}
-
-fn read_offset(dir: &Path) -> Result<i64, String> {
-    match std::fs::read_to_string(offset_path(dir)) {
-        Ok(text) => text
-            .trim()
-            .parse::<i64>()
-            .map_err(|_| format!("{}: not an offset", offset_path(dir).display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
-        Err(e) => Err(format!("{}: {e}", offset_path(dir).display())),
-    }
-}
-
-/// Writes the offset file atomically (temporary file, fsync, rename, fsync of the directory).
-fn write_offset(dir: &Path, offset: i64) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = dir.join(format!("{OFFSET_FILE}.tmp"));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(format!("{offset}\n").as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, offset_path(dir))?;
-    std::fs::File::open(dir)?.sync_all()
+/// Opens partition `p`'s store in `dir` on the Kafka partition as its log; returns it with the
+/// offset its last flush recorded (where the consumer starts).
+fn open_partition_store(
+    p: u32,
+    dir: &Path,
+    base: &StoreOptions,
+) -> Result<(Store, i64), String> {
+    let options = StoreOptions {
+        wal: store::WalBackend::External,
+        ..base.clone()
+    };
+    let store =
+        Store::open(dir, options).map_err(|e| format!("opening the store of partition {p}: {e}"))?;
+    let checkpoint = store
+        .stats()
+        .map_err(|e| format!("partition {p}: {e}"))?
+        .checkpoint;
+    let next = i64::try_from(checkpoint)
+        .map_err(|_| format!("partition {p}: checkpoint {checkpoint} is not a Kafka offset"))?;
+    Ok((store, next))
 }
 
 impl StorageNode {
@@ -100,14 +92,7 @@ impl StorageNode {
         for p in topology.partitions_of(node) {
             let dir = data_dir.join(format!("p{p}"));
             std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let next = read_offset(&dir)?;
-            let options = StoreOptions {
-                durability: store::Durability::Buffered,
-                wal_segment_size_bytes: WAL_SEGMENT_BYTES,
-                ..base.clone()
-            };
-            let store = Store::open(&dir, options)
-                .map_err(|e| format!("opening the store of partition {p}: {e}"))?;
+            let (store, next) = open_partition_store(p, &dir, base)?;
             partitions.insert(
                 p,
                 Arc::new(Partition {
@@ -268,11 +253,10 @@ async fn checkpoint_async(partition: &Arc<Partition>) {
     }
 }
 
-/// Flushes the store, then records the offset everything below which the flush covered.
+/// Flushes the store: its manifest then records, with the blocks, the offset below which
+/// every applied record is in them.
 fn checkpoint(partition: &Partition) -> Result<(), String> {
-    let next = partition.next_offset.load(Ordering::Acquire);
-    partition.store.flush().map_err(|e| e.to_string())?;
-    write_offset(partition.store.dir(), next).map_err(|e| e.to_string())
+    partition.store.flush().map(drop).map_err(|e| e.to_string())
 }
 
 /// Applies fetched records in order; `next_offset` moves past each one applied (or refused
@@ -299,9 +283,10 @@ fn apply(
                 return Err(why);
             }
         };
-        match partition.store.write_partial(&batch) {
-            Ok((Written::Applied, _left_out)) => {}
-            Ok((Written::Duplicate, _)) => {
+        let position = u64::try_from(offset).map_err(|_| format!("offset {offset}"))?;
+        match partition.store.write_logged(&batch, position, "") {
+            Ok(w) if w.written == Written::Applied => {}
+            Ok(_) => {
                 partition.duplicates.fetch_add(1, Ordering::Relaxed);
             }
             // Refused by the record's content alone: every replica refuses it the same way.
