@@ -39,6 +39,10 @@ pub struct Partition {
     duplicates: AtomicU64,
     /// Records refused for good (a stale epoch, a kind clash), the same on every replica.
     refused: AtomicU64,
+    /// Samples left out because a cardinality limit refused to create their series.
+    samples_refused: AtomicU64,
+    /// Samples of applied records, refused ones not counted (since the node started).
+    samples_applied: AtomicU64,
     /// Why the consumer stopped, when it did (retention passed the checkpoint: rebuild).
     failed: Mutex<Option<String>>,
 }
@@ -51,6 +55,13 @@ pub struct PartitionStatus {
     pub end_offset: i64,
     pub duplicates: u64,
     pub refused: u64,
+    /// Samples of new series the partition's cardinality limits refused (the front had
+    /// answered 2xx: the record was in Kafka).
+    pub samples_refused: u64,
+    /// Samples this node applied to the partition since it started.
+    pub samples_applied: u64,
+    /// New series those limits refused, by limit (`store::CardinalityLimit::ALL` order).
+    pub series_refused: [u64; 4],
     pub failed: Option<String>,
 }
 
@@ -64,9 +75,11 @@ fn open_partition_store(
     p: u32,
     dir: &Path,
     base: &StoreOptions,
+    partitions: u32,
 ) -> Result<(Store, i64), String> {
     let options = StoreOptions {
         wal: store::WalBackend::External,
+        cardinality: partition_limits(base.cardinality, partitions),
         ..base.clone()
     };
     let store =
@@ -78,6 +91,31 @@ fn open_partition_store(
     let next = i64::try_from(checkpoint)
         .map_err(|_| format!("partition {p}: checkpoint {checkpoint} is not a Kafka offset"))?;
     Ok((store, next))
+}
+
+/// A partition's share of the configured cardinality limits: each bound divided by the
+/// partition count, rounded up. Streams hash evenly over partitions, so the cluster admits about
+/// what one node would (up to `partitions - 1` more series per bound); a partition that gets
+/// more than its share of a burst refuses before the others do.
+fn partition_limits(
+    limits: store::CardinalityOptions,
+    partitions: u32,
+) -> store::CardinalityOptions {
+    assert!(partitions > 0, "a topic has partitions");
+    let share = |max: u64| {
+        if max == u64::MAX {
+            max
+        } else {
+            max.div_ceil(u64::from(partitions))
+        }
+    };
+    store::CardinalityOptions {
+        series_new_per_minute_max: share(limits.series_new_per_minute_max),
+        series_active_max: share(limits.series_active_max),
+        source_series_new_per_minute_max: share(limits.source_series_new_per_minute_max),
+        source_series_active_max: share(limits.source_series_active_max),
+        active_window_ms: limits.active_window_ms,
+    }
 }
 
 impl StorageNode {
@@ -92,7 +130,7 @@ impl StorageNode {
         for p in topology.partitions_of(node) {
             let dir = data_dir.join(format!("p{p}"));
             std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let (store, next) = open_partition_store(p, &dir, base)?;
+            let (store, next) = open_partition_store(p, &dir, base, topology.kafka.partitions)?;
             partitions.insert(
                 p,
                 Arc::new(Partition {
@@ -102,6 +140,8 @@ impl StorageNode {
                     end_offset: AtomicI64::new(-1),
                     duplicates: AtomicU64::new(0),
                     refused: AtomicU64::new(0),
+                    samples_refused: AtomicU64::new(0),
+                    samples_applied: AtomicU64::new(0),
                     failed: Mutex::new(None),
                 }),
             );
@@ -118,6 +158,13 @@ impl StorageNode {
                 end_offset: p.end_offset.load(Ordering::Acquire),
                 duplicates: p.duplicates.load(Ordering::Relaxed),
                 refused: p.refused.load(Ordering::Relaxed),
+                samples_refused: p.samples_refused.load(Ordering::Relaxed),
+                samples_applied: p.samples_applied.load(Ordering::Relaxed),
+                series_refused: p
+                    .store
+                    .cardinality_stats()
+                    .map(|s| s.refused_total)
+                    .unwrap_or_default(),
                 failed: p.failed.lock().map(|f| f.clone()).unwrap_or_default(),
             })
             .collect()
@@ -284,8 +331,20 @@ fn apply(
             }
         };
         let position = u64::try_from(offset).map_err(|_| format!("offset {offset}"))?;
+        // The limits count per sender: the record's origin (the client's identity, or the
+        // front's when the client sent none).
         match partition.store.write_logged(&batch, position, "") {
-            Ok(w) if w.written == Written::Applied => {}
+            Ok(w) if w.written == Written::Applied => {
+                let refused: usize = w.refused.iter().map(|r| r.samples).sum();
+                let left_out: usize = w.kind_rejections.iter().map(|r| r.samples).sum();
+                let applied = batch.sample_count().saturating_sub(refused + left_out);
+                partition
+                    .samples_refused
+                    .fetch_add(refused as u64, Ordering::Relaxed);
+                partition
+                    .samples_applied
+                    .fetch_add(applied as u64, Ordering::Relaxed);
+            }
             Ok(_) => {
                 partition.duplicates.fetch_add(1, Ordering::Relaxed);
             }

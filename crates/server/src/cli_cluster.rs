@@ -111,7 +111,9 @@ fn status(args: &StatusArgs) -> Result<bool, String> {
                         "partition": p, "side": owner.side, "owner": owner.name,
                         "applied": part["next_offset"], "end": part["end_offset"],
                         "lag": part["lag"], "duplicates": part["duplicates"],
-                        "refused": part["refused"], "health": health, "error": part["error"],
+                        "refused": part["refused"], "series_refused": part["series_refused"],
+                        "samples_refused": part["samples_refused"],
+                        "health": health, "error": part["error"],
                     })
                 }
                 Some(Err(e)) => json!({
@@ -128,7 +130,7 @@ fn status(args: &StatusArgs) -> Result<bool, String> {
         println!("{}", Value::Array(rows));
         return Ok(healthy);
     }
-    println!("partition\tside\towner\tapplied\tend\tlag\thealth");
+    println!("partition\tside\towner\tapplied\tend\tlag\tseries refused\thealth");
     let cell = |v: &Value| match v {
         Value::Null => "-".to_owned(),
         Value::String(s) => s.clone(),
@@ -136,13 +138,14 @@ fn status(args: &StatusArgs) -> Result<bool, String> {
     };
     for r in &rows {
         println!(
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             cell(&r["partition"]),
             cell(&r["side"]),
             cell(&r["owner"]),
             cell(&r["applied"]),
             cell(&r["end"]),
             cell(&r["lag"]),
+            cell(&r["series_refused"]),
             cell(&r["health"])
         );
     }

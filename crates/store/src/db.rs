@@ -303,7 +303,9 @@ impl Store {
             });
         };
         let source = batch.origin().map_or(sender, |o| o.source.as_str());
-        let resolved = self.inner.resolve_limited(batch, source)?;
+        let resolved = self
+            .inner
+            .resolve_limited(batch, source, limits_now_ms(batch, position))?;
         self.inner
             .write_resolved(batch, &resolved.ids, admitted, position)?;
         Ok(LimitedWrite {
@@ -748,9 +750,14 @@ impl Inner {
 
     /// As [`Inner::resolve_partial`], with `REJECTED` for new keys a cardinality limit refused
     /// too.
-    fn resolve_limited(&self, batch: &WriteBatch, source: &str) -> Result<Settled, StoreError> {
+    fn resolve_limited(
+        &self,
+        batch: &WriteBatch,
+        source: &str,
+        now_ms: i64,
+    ) -> Result<Settled, StoreError> {
         let keys: Vec<_> = batch.entry_keys().collect();
-        let resolved = self.index.resolve_limited(&keys, source)?;
+        let resolved = self.index.resolve_limited(&keys, source, now_ms)?;
         self.settle(batch, &keys, resolved)
     }
 
@@ -1105,6 +1112,24 @@ impl Inner {
                 since.elapsed() >= Duration::from_millis(self.opts.flush_interval_ms)
             });
         pending || (samples > 0 && old)
+    }
+}
+
+/// "Now" for the cardinality limits: the wall clock for a write to the store's own journal; for
+/// a batch of an external log (`position`), a time from the batch alone — its receipt time, or
+/// its newest sample without an origin — so that every store applying the log decides alike.
+fn limits_now_ms(batch: &WriteBatch, position: Option<u64>) -> i64 {
+    if position.is_none() {
+        return crate::cardinality::wall_ms();
+    }
+    match batch.origin() {
+        Some(origin) => origin.received_ms,
+        None => batch
+            .batch_samples()
+            .iter()
+            .map(|s| s.ts_ms)
+            .max()
+            .unwrap_or(0),
     }
 }
 

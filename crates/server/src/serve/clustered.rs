@@ -237,6 +237,9 @@ async fn status(State(app): State<Shared>) -> Response {
                     },
                     "duplicates": p.duplicates,
                     "refused": p.refused,
+                    "samples_applied": p.samples_applied,
+                    "samples_refused": p.samples_refused,
+                    "series_refused": p.series_refused.iter().sum::<u64>(),
                     "health": if p.failed.is_some() { "failed" } else { "ok" },
                     "error": p.failed,
                 })
