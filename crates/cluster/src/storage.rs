@@ -82,8 +82,8 @@ fn open_partition_store(
         cardinality: partition_limits(base.cardinality, partitions),
         ..base.clone()
     };
-    let store =
-        Store::open(dir, options).map_err(|e| format!("opening the store of partition {p}: {e}"))?;
+    let store = Store::open(dir, options)
+        .map_err(|e| format!("opening the store of partition {p}: {e}"))?;
     let checkpoint = store
         .stats()
         .map_err(|e| format!("partition {p}: {e}"))?

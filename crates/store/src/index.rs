@@ -1205,7 +1205,9 @@ mod tests {
         let texts: Vec<String> = (0..3 * KEYS_PER_LOCK_MAX)
             .map(|i| format!("flood|ST[f:f{i}]"))
             .collect();
-        let first = index.resolve_limited(&batch(&texts[..8]), "a", crate::cardinality::wall_ms()).unwrap();
+        let first = index
+            .resolve_limited(&batch(&texts[..8]), "a", crate::cardinality::wall_ms())
+            .unwrap();
         assert_eq!(
             first
                 .iter()
@@ -1220,7 +1222,9 @@ mod tests {
         let resolved = std::thread::scope(|scope| {
             let reader = index.read().unwrap();
             let writer = scope.spawn(|| {
-                let resolved = index.resolve_limited(&batch(&texts), "a", crate::cardinality::wall_ms()).unwrap();
+                let resolved = index
+                    .resolve_limited(&batch(&texts), "a", crate::cardinality::wall_ms())
+                    .unwrap();
                 tx.send(()).unwrap();
                 resolved
             });

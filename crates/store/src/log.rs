@@ -59,6 +59,9 @@ impl LogTicket {
     }
 }
 
+/// What replay does with one record: `(position, record bytes)`.
+pub(crate) type ReplayRecord<'a> = dyn FnMut(u64, &[u8]) -> Result<(), StoreError> + 'a;
+
 /// What the store needs of a write-ahead log.
 pub(crate) trait WriteAheadLog: Send + Sync {
     /// Appends one record, encoded by `encode` into the log's buffer if the log keeps bytes;
@@ -75,7 +78,7 @@ pub(crate) trait WriteAheadLog: Send + Sync {
     fn replay(
         &self,
         from: u64,
-        each: &mut dyn FnMut(u64, &[u8]) -> Result<(), StoreError>,
+        each: &mut ReplayRecord<'_>,
     ) -> Result<u64, StoreError>;
 
     /// A flush committed every record below `checkpoint` to blocks: what the log may drop.
@@ -158,7 +161,7 @@ impl WriteAheadLog for JournalLog {
     fn replay(
         &self,
         from: u64,
-        each: &mut dyn FnMut(u64, &[u8]) -> Result<(), StoreError>,
+        each: &mut ReplayRecord<'_>,
     ) -> Result<u64, StoreError> {
         let earliest = self.journal.earliest_offset()?;
         if from < earliest {
@@ -188,7 +191,8 @@ impl WriteAheadLog for JournalLog {
     }
 
     fn flushed(&self, checkpoint: u64) -> Result<(), StoreError> {
-        self.journal.rewind_subscriber(HEAD_SUBSCRIBER, checkpoint)?;
+        self.journal
+            .rewind_subscriber(HEAD_SUBSCRIBER, checkpoint)?;
         self.journal.purge()?;
         Ok(())
     }
@@ -219,7 +223,10 @@ impl WriteAheadLog for ExternalLog {
         let mut end = self.end.lock().map_err(|_| StoreError::Poisoned)?;
         if at < *end || at == u64::MAX {
             // The checkpoint would cover a record applied after it: a caller bug.
-            return Err(StoreError::LogPositionBehind { position: at, end: *end });
+            return Err(StoreError::LogPositionBehind {
+                position: at,
+                end: *end,
+            });
         }
         *end = at + 1;
         Ok(LogTicket::External(at..at + 1))
@@ -228,7 +235,7 @@ impl WriteAheadLog for ExternalLog {
     fn replay(
         &self,
         from: u64,
-        _each: &mut dyn FnMut(u64, &[u8]) -> Result<(), StoreError>,
+        _each: &mut ReplayRecord<'_>,
     ) -> Result<u64, StoreError> {
         Ok(from)
     }

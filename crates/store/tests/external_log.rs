@@ -70,7 +70,11 @@ fn options() -> StoreOptions {
 fn apply(store: &Store, positions: std::ops::Range<u64>) -> (u64, u64) {
     let (mut applied, mut duplicates) = (0, 0);
     for p in positions {
-        match store.write_logged(&batch(seq_at(p)), p, "").unwrap().written {
+        match store
+            .write_logged(&batch(seq_at(p)), p, "")
+            .unwrap()
+            .written
+        {
             Written::Applied => applied += 1,
             Written::Duplicate => duplicates += 1,
         }
@@ -155,7 +159,11 @@ fn main() {
     );
 
     let store = Store::open(tmp.path(), options()).unwrap();
-    assert_eq!(store.replay_report().records, 0, "nothing local is replayed");
+    assert_eq!(
+        store.replay_report().records,
+        0,
+        "nothing local is replayed"
+    );
     assert_eq!(store.stats().unwrap().checkpoint, checkpoint);
     assert_eq!(
         contents(&store),
@@ -193,5 +201,7 @@ fn main() {
         .write_logged(&batch(seq_at(LOG_LEN - 1)), LOG_LEN, "")
         .unwrap();
     assert_eq!(again.written, Written::Duplicate);
-    println!("external_log: ok (checkpoint {checkpoint}, {applied} replayed, {duplicates} duplicates)");
+    println!(
+        "external_log: ok (checkpoint {checkpoint}, {applied} replayed, {duplicates} duplicates)"
+    );
 }
