@@ -86,27 +86,6 @@ fn normal(records: &[Record]) -> Vec<String> {
         .collect()
 }
 
-fn open_store_retry(dir: &Path) -> Arc<store::Store> {
-    for _ in 0..500 {
-        match store::Store::open(
-            dir,
-            store::StoreOptions {
-                base_period_ms: MIN,
-                partition_ms: MIN * 120,
-                background_flush: false,
-                background_maintenance: false,
-                ..store::StoreOptions::default()
-            },
-        ) {
-            Err(store::StoreError::Journal(journal::Error::Locked)) => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
-            other => return Arc::new(other.unwrap()),
-        }
-    }
-    panic!("store stayed locked");
-}
-
 fn child_main() {
     let dir = std::path::PathBuf::from(std::env::var("ALERT_DIR").unwrap());
     std::thread::spawn(|| {

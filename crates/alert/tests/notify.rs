@@ -528,6 +528,56 @@ fn a_delivery_cut_by_a_restart_is_sent_again_with_the_same_key() {
     assert_eq!(r.got().len(), 1);
 }
 
+/// The file under `dir` named `name` (the journal keeps checkpoints in its own directory).
+fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()? {
+        let path = entry.ok()?.path();
+        if path.file_name().is_some_and(|f| f == name) {
+            return Some(path);
+        }
+        if path.is_dir() {
+            if let Some(found) = find_file(&path, name) {
+                return Some(found);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn a_worker_stopped_between_its_state_and_its_checkpoint_catches_the_checkpoint_up() {
+    let r = Receiver::start();
+    let s = setup(&webhook_config(&r.url, ""));
+    s.minute(0, &[("a", 5.0)]);
+    let checkpoint = find_file(&s.dir, "notify.team.ckpt");
+    let before = checkpoint.as_ref().map(|c| std::fs::read(c).unwrap());
+    s.notify("team");
+    assert_eq!(r.summary(), ["/team firing a"]);
+    drop(s.engine);
+    // A kill after the state file was saved and before the checkpoint followed it.
+    let path = find_file(&s.dir, "notify.team.ckpt").unwrap();
+    match before {
+        Some(bytes) => std::fs::write(&path, bytes).unwrap(),
+        None => std::fs::remove_file(&path).unwrap(),
+    }
+    let engine = open(&s.store, &s.dir, &s.rules, &s.clock, &s.config);
+    let n = engine.notifier().unwrap();
+    let mut w = n.worker(&*engine, "team").unwrap();
+    while n.run_once(&*engine, &mut w).unwrap() > 0 {}
+    assert_eq!(r.got().len(), 1, "nothing sent twice");
+    let end = engine.journal().committed_offset();
+    let subscribers = engine.journal().subscribers().unwrap();
+    let at = subscribers
+        .iter()
+        .find(|s| s.name == "notify.team")
+        .unwrap()
+        .offset;
+    assert_eq!(
+        at, end,
+        "the checkpoint follows the saved state at once, not at the next record"
+    );
+}
+
 /// Alertmanager v0.28.1, built from the Go module proxy once and cached.
 fn alertmanager_bin() -> PathBuf {
     let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);

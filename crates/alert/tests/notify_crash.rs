@@ -35,6 +35,11 @@ const CHILD_ENV: &str = "NOTIFY_CHILD";
 const MINUTES: i64 = 90;
 const STREAMS: i64 = 8;
 const KILLS_MIN: usize = 100;
+/// Kills one run may take before its resumed child must finish alone: each restart goes on from
+/// the saved state, so a run that needs more is stuck (a resumed worker waiting for nothing).
+const KILLS_PER_RUN_MAX: usize = 40;
+/// The shortest range a kill's delay is drawn from (ms after the child is ready).
+const KILL_RANGE_MS_MIN: u64 = 20;
 
 const RULES: &str = r#"
 [[ruleset]]
@@ -60,27 +65,6 @@ fn write_data(dir: &Path) {
             );
         }
     }
-}
-
-fn open_store_retry(dir: &Path) -> Arc<store::Store> {
-    for _ in 0..500 {
-        match store::Store::open(
-            dir,
-            store::StoreOptions {
-                base_period_ms: MIN,
-                partition_ms: MIN * 120,
-                background_flush: false,
-                background_maintenance: false,
-                ..store::StoreOptions::default()
-            },
-        ) {
-            Err(store::StoreError::Journal(journal::Error::Locked)) => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
-            other => return Arc::new(other.unwrap()),
-        }
-    }
-    panic!("store stayed locked");
 }
 
 fn child_main() {
@@ -171,8 +155,8 @@ fn child_main() {
 }
 
 /// Runs one child; kills it `delay_ms` after it is ready (never when None). Returns whether it
-/// finished alone.
-fn run_child(dir: &Path, url: &str, timed: bool, delay_ms: Option<u64>) -> bool {
+/// finished alone, and how long it ran after it was ready (ms).
+fn run_child(dir: &Path, url: &str, timed: bool, delay_ms: Option<u64>) -> (bool, u64) {
     let mut command = Command::new(std::env::current_exe().unwrap());
     if timed {
         command.env("NOTIFY_TIMED", "1");
@@ -189,6 +173,7 @@ fn run_child(dir: &Path, url: &str, timed: bool, delay_ms: Option<u64>) -> bool 
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready", "child did not start");
+    let ready = std::time::Instant::now();
     if let Some(d) = delay_ms {
         std::thread::sleep(Duration::from_millis(d));
         let _ = child.kill();
@@ -201,7 +186,7 @@ fn run_child(dir: &Path, url: &str, timed: bool, delay_ms: Option<u64>) -> bool 
         eprintln!("child {delay_ms:?}: {status} {line:?}");
     }
     assert!(done || !status.success(), "child failed: {status}");
-    done
+    (done, ready.elapsed().as_millis() as u64)
 }
 
 #[derive(Default)]
@@ -272,22 +257,21 @@ fn main() {
         }
         let (ref_path, crash_path) = (format!("/ref{runs}"), format!("/crash{runs}"));
         let timed = runs % 2 == 1;
-        assert!(run_child(
-            &reference,
-            &format!("{base}{ref_path}"),
-            timed,
-            None
-        ));
-        loop {
+        let (done, reference_ms) = run_child(&reference, &format!("{base}{ref_path}"), timed, None);
+        assert!(done, "the reference run finished");
+        // Kills land anywhere within a run as long as the uninterrupted one took, however fast
+        // the machine (a fixed range would mostly miss a fast run and the test would crawl).
+        let kill_range_ms = reference_ms.max(KILL_RANGE_MS_MIN);
+        for kill in 0.. {
+            assert!(
+                kill < KILLS_PER_RUN_MAX,
+                "run {runs}: the child never finished alone after {kill} kills"
+            );
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
-            if run_child(
-                &crashed,
-                &format!("{base}{crash_path}"),
-                timed,
-                Some(seed % 600),
-            ) {
+            let crash = Some(seed % kill_range_ms);
+            if run_child(&crashed, &format!("{base}{crash_path}"), timed, crash).0 {
                 break;
             }
             kills += 1;

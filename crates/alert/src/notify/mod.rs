@@ -848,6 +848,10 @@ impl Notifier {
             Some(s) if s.offset != sub.checkpoint() => {
                 sub.seek(s.offset)
                     .map_err(|e| format!("alert journal: {e}"))?;
+                // The checkpoint follows now: waiting for the next record would show a lag
+                // that is not there and keep journal segments the worker is done with.
+                sub.commit_offset(s.offset)
+                    .map_err(|e| format!("alert journal: {e}"))?;
                 s
             }
             Some(s) => s,

@@ -133,3 +133,25 @@ pub fn transitions(records: &[Record]) -> Vec<(i64, String, String, String, u8)>
     }
     out
 }
+
+/// Opens the store a crashed child left, waiting while the killed process's lock is released.
+pub fn open_store_retry(dir: &Path) -> Arc<store::Store> {
+    for _ in 0..500 {
+        match store::Store::open(
+            dir,
+            store::StoreOptions {
+                base_period_ms: MIN,
+                partition_ms: MIN * 120,
+                background_flush: false,
+                background_maintenance: false,
+                ..store::StoreOptions::default()
+            },
+        ) {
+            Err(store::StoreError::Journal(journal::Error::Locked)) => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            other => return Arc::new(other.unwrap()),
+        }
+    }
+    panic!("store stayed locked");
+}
