@@ -446,6 +446,21 @@ roles = ["storage"]
     }
 
     #[test]
+    fn each_partition_gets_its_share_of_a_limit_rounded_up() {
+        let limits = store::CardinalityOptions {
+            series_new_per_minute_max: 200_000,
+            series_active_max: 10,
+            ..store::CardinalityOptions::UNLIMITED
+        };
+        let share = partition_limits(limits, 8);
+        assert_eq!(share.series_new_per_minute_max, 25_000);
+        assert_eq!(share.series_active_max, 2);
+        assert_eq!(share.source_series_active_max, u64::MAX);
+        assert_eq!(share.active_window_ms, limits.active_window_ms);
+        assert_eq!(partition_limits(limits, 1), limits);
+    }
+
+    #[test]
     fn a_damaged_record_stops_the_partition_where_it_is() {
         let dir = tempfile::tempdir().unwrap();
         let topology = Topology::parse(TOPOLOGY).unwrap();

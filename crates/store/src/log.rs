@@ -75,11 +75,7 @@ pub(crate) trait WriteAheadLog: Send + Sync {
 
     /// Calls `each(position, record)` for every record from `from` on, in order; returns the
     /// position after the last one (`from` when there is none).
-    fn replay(
-        &self,
-        from: u64,
-        each: &mut ReplayRecord<'_>,
-    ) -> Result<u64, StoreError>;
+    fn replay(&self, from: u64, each: &mut ReplayRecord<'_>) -> Result<u64, StoreError>;
 
     /// A flush committed every record below `checkpoint` to blocks: what the log may drop.
     fn flushed(&self, checkpoint: u64) -> Result<(), StoreError>;
@@ -158,11 +154,7 @@ impl WriteAheadLog for JournalLog {
         Ok(LogTicket::Journal(ticket))
     }
 
-    fn replay(
-        &self,
-        from: u64,
-        each: &mut ReplayRecord<'_>,
-    ) -> Result<u64, StoreError> {
+    fn replay(&self, from: u64, each: &mut ReplayRecord<'_>) -> Result<u64, StoreError> {
         let earliest = self.journal.earliest_offset()?;
         if from < earliest {
             return Err(StoreError::WalGap {
@@ -232,11 +224,7 @@ impl WriteAheadLog for ExternalLog {
         Ok(LogTicket::External(at..at + 1))
     }
 
-    fn replay(
-        &self,
-        from: u64,
-        _each: &mut ReplayRecord<'_>,
-    ) -> Result<u64, StoreError> {
+    fn replay(&self, from: u64, _each: &mut ReplayRecord<'_>) -> Result<u64, StoreError> {
         Ok(from)
     }
 
