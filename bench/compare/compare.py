@@ -98,12 +98,13 @@ class Server:
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix=f"{system}-", dir=work)
         self.url = f"http://127.0.0.1:{self.port}"
+        # Only the system started is looked at: a run without a peer has no binary for it.
         args = {
-            "strata": [
+            "strata": lambda: [
                 bins["strata"], "serve", "--http", f"127.0.0.1:{self.port}",
                 "--statsd", "off", "--graphite", "off", "--data-dir", self.dir,
             ],
-            "victoriametrics": [
+            "victoriametrics": lambda: [
                 bins["victoriametrics"], f"-httpListenAddr=127.0.0.1:{self.port}",
                 f"-storageDataPath={self.dir}", "-retentionPeriod=100y",
                 # VictoriaMetrics closes every connection after 2 minutes by default (to spread
@@ -112,14 +113,14 @@ class Server:
                 # step's bodies can take it longer than a minute to make.
                 "-loggerLevel=ERROR", "-http.connTimeout=0", "-http.idleConnTimeout=10m",
             ],
-            "prometheus": [
+            "prometheus": lambda: [
                 bins["prometheus"], f"--config.file={self.write_prom_config()}",
                 f"--storage.tsdb.path={self.dir}/tsdb",
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--web.enable-remote-write-receiver", "--web.enable-admin-api",
                 "--storage.tsdb.retention.time=100y", "--log.level=error",
             ],
-        }[system]
+        }[system]()
         self.log = open(os.path.join(self.dir, "server.log"), "w")
         self.proc = subprocess.Popen(
             ["taskset", "-c", SERVER_CPU] + args,

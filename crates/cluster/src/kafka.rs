@@ -155,8 +155,11 @@ impl Front {
 
     /// Produces each `(partition, record)` with acks=all, all at once; Ok only when every one
     /// was acknowledged. A record whose answer was lost may be in the log twice: the storage
-    /// nodes apply it once (its identity).
-    pub async fn produce(&self, records: Vec<(u32, Vec<u8>)>) -> Result<(), KafkaError> {
+    /// nodes apply it once (its identity). Gives each partition's offset of its record.
+    pub async fn produce(
+        &self,
+        records: Vec<(u32, Vec<u8>)>,
+    ) -> Result<Vec<(u32, i64)>, KafkaError> {
         let mut tasks = tokio::task::JoinSet::new();
         for (p, value) in records {
             let Some(client) = self.partitions.get(p as usize).cloned() else {
@@ -176,7 +179,7 @@ impl Front {
                     rskafka::client::partition::Compression::NoCompression,
                 );
                 match tokio::time::timeout(timeout, sent).await {
-                    Ok(Ok(_)) => Ok(()),
+                    Ok(Ok(offsets)) => Ok((p, offsets.first().copied().unwrap_or(-1))),
                     Ok(Err(e)) => Err(KafkaError(format!("partition {p}: {e}"))),
                     Err(_) => Err(KafkaError(format!(
                         "partition {p}: not acknowledged within {} ms",
@@ -186,13 +189,16 @@ impl Front {
             });
         }
         let mut first_error = None;
+        let mut offsets = Vec::new();
         while let Some(joined) = tasks.join_next().await {
-            let result = joined.unwrap_or_else(|e| Err(KafkaError(format!("produce task: {e}"))));
-            if let (Err(e), None) = (result, &first_error) {
-                first_error = Some(e);
+            match joined.unwrap_or_else(|e| Err(KafkaError(format!("produce task: {e}")))) {
+                Ok(o) => offsets.push(o),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
         }
-        first_error.map_or(Ok(()), Err)
+        first_error.map_or(Ok(offsets), Err)
     }
 
     /// Every partition's end offset, for status.

@@ -9,11 +9,17 @@
 //! restart). Formats: `FORMAT.md`.
 
 mod kafka;
+mod membership;
 mod record;
+mod snapshot;
 mod storage;
+mod token;
 mod topology;
 
 pub use kafka::{Front, KafkaError, PartitionState};
+pub use membership::{open as open_storage, PeerCopy};
 pub use record::{decode, partition_of, with_origin, RecordError, Splitter, RECORD_BYTES_MAX};
-pub use storage::{Partition, PartitionStatus, StorageNode};
+pub use snapshot::{build as build_snapshot, SnapshotError, SNAPSHOT_BYTES_MAX};
+pub use storage::{Holding, Partition, PartitionStatus, StorageNode};
+pub use token::ReadAfter;
 pub use topology::{Node, Role, Topology, TopologyError};

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -45,6 +45,13 @@ pub struct Partition {
     samples_applied: AtomicU64,
     /// Why the consumer stopped, when it did (retention passed the checkpoint: rebuild).
     failed: Mutex<Option<String>>,
+    /// Held while records are applied or the store is checkpointed; a snapshot holds it to
+    /// pause the consumer.
+    paused: Mutex<()>,
+    /// Owned, or leaving (no longer owned: served until the new owner caught up), or moved.
+    state: AtomicU8,
+    /// The node this partition was copied from when this node got it (none: from the log).
+    copied_from: Mutex<Option<String>>,
 }
 
 /// What `strata cluster status` shows of one partition on one node.
@@ -63,34 +70,13 @@ pub struct PartitionStatus {
     /// New series those limits refused, by limit (`store::CardinalityLimit::ALL` order).
     pub series_refused: [u64; 4],
     pub failed: Option<String>,
+    /// `owned`, `leaving` (still served until its new owner caught up) or `moved`.
+    pub state: &'static str,
+    pub copied_from: Option<String>,
 }
 
 pub struct StorageNode {
     pub partitions: BTreeMap<u32, Arc<Partition>>,
-}
-
-/// Opens partition `p`'s store in `dir` on the Kafka partition as its log; returns it with the
-/// offset its last flush recorded (where the consumer starts).
-fn open_partition_store(
-    p: u32,
-    dir: &Path,
-    base: &StoreOptions,
-    partitions: u32,
-) -> Result<(Store, i64), String> {
-    let options = StoreOptions {
-        wal: store::WalBackend::External,
-        cardinality: partition_limits(base.cardinality, partitions),
-        ..base.clone()
-    };
-    let store = Store::open(dir, options)
-        .map_err(|e| format!("opening the store of partition {p}: {e}"))?;
-    let checkpoint = store
-        .stats()
-        .map_err(|e| format!("partition {p}: {e}"))?
-        .checkpoint;
-    let next = i64::try_from(checkpoint)
-        .map_err(|_| format!("partition {p}: checkpoint {checkpoint} is not a Kafka offset"))?;
-    Ok((store, next))
 }
 
 /// A partition's share of the configured cardinality limits: each bound divided by the
@@ -118,8 +104,33 @@ fn partition_limits(
     }
 }
 
+/// Opens partition `p`'s store in `dir` on the Kafka partition as its log; returns it with the
+/// offset its last flush recorded (where the consumer starts).
+fn open_partition_store(
+    p: u32,
+    dir: &Path,
+    base: &StoreOptions,
+    partitions: u32,
+) -> Result<(Store, i64), String> {
+    let options = StoreOptions {
+        wal: store::WalBackend::External,
+        cardinality: partition_limits(base.cardinality, partitions),
+        ..base.clone()
+    };
+    let store = Store::open(dir, options)
+        .map_err(|e| format!("opening the store of partition {p}: {e}"))?;
+    let next = checkpoint_of(&store).map_err(|e| format!("partition {p}: {e}"))?;
+    Ok((store, next))
+}
+
+/// The Kafka offset the store's last flush recorded: every record below it is in the store.
+fn checkpoint_of(store: &Store) -> Result<i64, String> {
+    let checkpoint = store.stats().map_err(|e| e.to_string())?.checkpoint;
+    i64::try_from(checkpoint).map_err(|_| format!("checkpoint {checkpoint} is not a Kafka offset"))
+}
+
 impl StorageNode {
-    /// Opens the store of every partition `node` owns under `data_dir`.
+    /// Opens the store of every partition `node` owns under `data_dir` (from the log only).
     pub fn open(
         topology: &Topology,
         node: &str,
@@ -129,24 +140,44 @@ impl StorageNode {
         let mut partitions = BTreeMap::new();
         for p in topology.partitions_of(node) {
             let dir = data_dir.join(format!("p{p}"));
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let (store, next) = open_partition_store(p, &dir, base, topology.kafka.partitions)?;
-            partitions.insert(
+            let partition = Self::open_partition(
                 p,
-                Arc::new(Partition {
-                    id: p,
-                    store: Arc::new(store),
-                    next_offset: AtomicI64::new(next),
-                    end_offset: AtomicI64::new(-1),
-                    duplicates: AtomicU64::new(0),
-                    refused: AtomicU64::new(0),
-                    samples_refused: AtomicU64::new(0),
-                    samples_applied: AtomicU64::new(0),
-                    failed: Mutex::new(None),
-                }),
-            );
+                &dir,
+                base,
+                topology.kafka.partitions,
+                Holding::Owned,
+                None,
+            )?;
+            partitions.insert(p, partition);
         }
         Ok(StorageNode { partitions })
+    }
+
+    /// Opens partition `p`'s store in `dir`, fed from its recorded offset.
+    pub(crate) fn open_partition(
+        p: u32,
+        dir: &Path,
+        base: &StoreOptions,
+        partitions: u32,
+        state: Holding,
+        copied_from: Option<String>,
+    ) -> Result<Arc<Partition>, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let (store, next) = open_partition_store(p, dir, base, partitions)?;
+        Ok(Arc::new(Partition {
+            id: p,
+            store: Arc::new(store),
+            next_offset: AtomicI64::new(next),
+            end_offset: AtomicI64::new(-1),
+            duplicates: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            samples_refused: AtomicU64::new(0),
+            samples_applied: AtomicU64::new(0),
+            failed: Mutex::new(None),
+            paused: Mutex::new(()),
+            state: AtomicU8::new(state as u8),
+            copied_from: Mutex::new(copied_from),
+        }))
     }
 
     pub fn status(&self) -> Vec<PartitionStatus> {
@@ -165,7 +196,9 @@ impl StorageNode {
                     .cardinality_stats()
                     .map(|s| s.refused_total)
                     .unwrap_or_default(),
-                failed: p.failed.lock().map(|f| f.clone()).unwrap_or_default(),
+                failed: p.failure(),
+                state: p.state().name(),
+                copied_from: p.copied_from.lock().map(|f| f.clone()).unwrap_or_default(),
             })
             .collect()
     }
@@ -229,7 +262,7 @@ async fn consume(
 ) {
     let mut since_checkpoint = tokio::time::Instant::now();
     loop {
-        if *stop.borrow() {
+        if *stop.borrow() || partition.state() == Holding::Moved {
             break;
         }
         let next = partition.next_offset.load(Ordering::Acquire);
@@ -264,7 +297,11 @@ async fn consume(
         partition.end_offset.store(end, Ordering::Release);
         if !records.is_empty() {
             let p = partition.clone();
-            let applied = tokio::task::spawn_blocking(move || apply(&p, records)).await;
+            let applied = tokio::task::spawn_blocking(move || {
+                let _paused = p.pause();
+                apply(&p, records)
+            })
+            .await;
             match applied {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) if partition.failed.lock().is_ok_and(|f| f.is_some()) => return,
@@ -293,10 +330,77 @@ async fn consume(
 
 async fn checkpoint_async(partition: &Arc<Partition>) {
     let p = partition.clone();
-    match tokio::task::spawn_blocking(move || checkpoint(&p)).await {
+    match tokio::task::spawn_blocking(move || {
+        let _paused = p.pause();
+        checkpoint(&p)
+    })
+    .await
+    {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(partition = partition.id, error = %e, "checkpoint failed"),
         Err(e) => tracing::warn!(partition = partition.id, error = %e, "checkpoint task failed"),
+    }
+}
+
+impl Partition {
+    /// Pauses the consumer (and checkpoints) until the guard drops.
+    pub fn pause(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.paused
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Why the consumer stopped for good, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.failed.lock().map(|f| f.clone()).unwrap_or_default()
+    }
+
+    /// Flushes, with the consumer already paused by the caller; returns the offset the flush
+    /// committed in the store's manifest (where a copy of the directory resumes).
+    pub(crate) fn checkpoint_paused(&self) -> Result<i64, String> {
+        checkpoint(self)?;
+        checkpoint_of(&self.store)
+    }
+
+    pub fn state(&self) -> Holding {
+        match self.state.load(Ordering::Acquire) {
+            0 => Holding::Owned,
+            1 => Holding::Leaving,
+            _ => Holding::Moved,
+        }
+    }
+
+    pub(crate) fn set_state(&self, state: Holding) {
+        self.state.store(state as u8, Ordering::Release);
+    }
+
+    /// Next offset to apply and Kafka's end offset when last fetched (-1 before).
+    pub fn offsets(&self) -> (i64, i64) {
+        (
+            self.next_offset.load(Ordering::Acquire),
+            self.end_offset.load(Ordering::Acquire),
+        )
+    }
+}
+
+/// Whether a node still owns a partition it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holding {
+    Owned = 0,
+    /// The topology gave it to another node of this side: consumed and served until that
+    /// node caught up.
+    Leaving = 1,
+    /// Its new owner caught up: no longer consumed; the directory goes at the next start.
+    Moved = 2,
+}
+
+impl Holding {
+    pub fn name(self) -> &'static str {
+        match self {
+            Holding::Owned => "owned",
+            Holding::Leaving => "leaving",
+            Holding::Moved => "moved",
+        }
     }
 }
 
@@ -308,7 +412,7 @@ fn checkpoint(partition: &Partition) -> Result<(), String> {
 
 /// Applies fetched records in order; `next_offset` moves past each one applied (or refused
 /// for good). An error leaves `next_offset` at the record that failed.
-fn apply(
+pub(crate) fn apply(
     partition: &Partition,
     records: Vec<rskafka::record::RecordAndOffset>,
 ) -> Result<(), String> {
@@ -360,13 +464,13 @@ fn apply(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use rskafka::record::{Record, RecordAndOffset};
     use store::{Origin, SourceId, Value};
 
-    const TOPOLOGY: &str = r#"
+    pub(crate) const TOPOLOGY: &str = r#"
 [kafka]
 bootstrap = ["127.0.0.1:9"]
 partitions = 1
@@ -379,7 +483,7 @@ roles = ["storage"]
 "#;
 
     /// Record `seq` of source `loadgen`: one histogram sample of 3.
-    fn record(seq: u64, offset: i64) -> RecordAndOffset {
+    pub(crate) fn record(seq: u64, offset: i64) -> RecordAndOffset {
         let mut h = hist::Histogram::new();
         h.insert_n(0.5, 3);
         let mut s = crate::Splitter::new(1);
@@ -402,7 +506,7 @@ roles = ["storage"]
         }
     }
 
-    fn count(node: &StorageNode) -> u64 {
+    pub(crate) fn count(node: &StorageNode) -> u64 {
         let p = &node.partitions[&0];
         let id = p
             .store

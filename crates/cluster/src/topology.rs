@@ -152,7 +152,7 @@ impl Topology {
         set.into_iter().map(str::to_owned).collect()
     }
 
-    /// The storage nodes of a side, in the file's order (the order that assigns partitions).
+    /// The storage nodes of a side, in the file's order.
     pub fn storage_nodes(&self, side: &str) -> Vec<&Node> {
         self.nodes
             .iter()
@@ -160,13 +160,16 @@ impl Topology {
             .collect()
     }
 
-    /// The owner of `partition` on each side: the side's storage nodes take partitions in turn.
+    /// The owner of `partition` on each side: the side's storage node with the highest
+    /// rendezvous score for it, so adding a node to a side moves only the partitions that
+    /// node now wins (about 1/n) and removing one moves only its own.
     pub fn owners(&self, partition: u32) -> Vec<&Node> {
         self.sides()
             .iter()
             .filter_map(|side| {
-                let nodes = self.storage_nodes(side);
-                nodes.get(partition as usize % nodes.len().max(1)).copied()
+                self.storage_nodes(side)
+                    .into_iter()
+                    .max_by_key(|n| (rendezvous_score(&n.name, partition), n.name.as_str()))
             })
             .collect()
     }
@@ -177,6 +180,16 @@ impl Topology {
             .filter(|p| self.owners(*p).iter().any(|n| n.name == node))
             .collect()
     }
+}
+
+/// A node's score for a partition: the node name's CRC32C and the partition mixed by
+/// splitmix64's finaliser (every process computes the same).
+fn rendezvous_score(node: &str, partition: u32) -> u64 {
+    let mut x = (u64::from(crc32c::crc32c(node.as_bytes())) << 32) | u64::from(partition);
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 #[cfg(test)]
@@ -211,13 +224,33 @@ roles = ["storage"]
     #[test]
     fn every_partition_has_one_owner_per_side() {
         let t = Topology::parse(TEXT).unwrap();
-        assert_eq!(t.partitions_of("a1"), vec![0, 2]);
-        assert_eq!(t.partitions_of("a2"), vec![1, 3]);
+        let mut a = t.partitions_of("a1");
+        a.extend(t.partitions_of("a2"));
+        a.sort();
+        assert_eq!(a, vec![0, 1, 2, 3]);
         assert_eq!(t.partitions_of("b1"), vec![0, 1, 2, 3]);
         for p in 0..4 {
             let sides: Vec<&str> = t.owners(p).iter().map(|n| n.side.as_str()).collect();
             assert_eq!(sides, vec!["a", "b"]);
         }
+    }
+
+    #[test]
+    fn adding_a_node_moves_only_the_partitions_it_takes() {
+        let many = TEXT.replace("partitions = 4", "partitions = 64");
+        let before = Topology::parse(&many).unwrap();
+        let added = format!(
+            "{many}\n[[node]]\nname = \"a3\"\nside = \"a\"\nhttp = \"127.0.0.1:4\"\nroles = [\"storage\"]\n"
+        );
+        let after = Topology::parse(&added).unwrap();
+        let taken = after.partitions_of("a3");
+        assert!((10..=32).contains(&taken.len()), "{taken:?}");
+        for p in 0..64 {
+            if !taken.contains(&p) {
+                assert_eq!(before.owners(p)[0].name, after.owners(p)[0].name, "{p}");
+            }
+        }
+        assert_eq!(before.partitions_of("b1"), after.partitions_of("b1"));
     }
 
     #[test]

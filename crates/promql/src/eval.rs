@@ -22,6 +22,9 @@ use crate::parser::{anchored_regex, matcher_matches_empty};
 mod aggregate;
 mod float;
 mod funcs;
+pub mod remote;
+
+pub use remote::{answer_partial, answer_select, Remote, Source};
 
 /// Prometheus's default global evaluation interval: the step of `x[5m:]`.
 pub const SUBQUERY_STEP_MS_DEFAULT: i64 = 60_000;
@@ -57,6 +60,10 @@ pub struct Limits {
     pub subquery_step_ms: i64,
     /// Accept the functions Prometheus enables with `promql-experimental-functions`.
     pub experimental_functions: bool,
+    /// What each sample of the answer costs, in samples of `samples_per_query_max`, on top of
+    /// what evaluation charged (0: answers cost nothing more). A server that writes answers as
+    /// JSON sets it to what a point of text costs beside a sample held while evaluating.
+    pub answer_sample_cost_samples: u64,
 }
 
 impl Default for Limits {
@@ -69,6 +76,7 @@ impl Default for Limits {
             lookback_ms: LOOKBACK_MS_DEFAULT,
             subquery_step_ms: SUBQUERY_STEP_MS_DEFAULT,
             experimental_functions: false,
+            answer_sample_cost_samples: 0,
         }
     }
 }
@@ -79,6 +87,8 @@ pub enum EvalError {
     BadData(String),
     Execution(String),
     Timeout(String),
+    /// A part of the data could not be read (a cluster partition no owner answered): 503.
+    Unavailable(String),
 }
 
 impl EvalError {
@@ -87,12 +97,16 @@ impl EvalError {
             EvalError::BadData(_) => "bad_data",
             EvalError::Execution(_) => "execution",
             EvalError::Timeout(_) => "timeout",
+            EvalError::Unavailable(_) => "unavailable",
         }
     }
 
     pub fn message(&self) -> &str {
         match self {
-            EvalError::BadData(m) | EvalError::Execution(m) | EvalError::Timeout(m) => m,
+            EvalError::BadData(m)
+            | EvalError::Execution(m)
+            | EvalError::Timeout(m)
+            | EvalError::Unavailable(m) => m,
         }
     }
 }
@@ -173,6 +187,28 @@ pub enum Output {
     Matrix(Vec<RangeSeries>),
 }
 
+impl Output {
+    /// Samples in the answer, a histogram counted once per bin (its JSON writes each bucket).
+    pub fn sample_count(&self) -> u64 {
+        let hist = |h: &HistSample| 1 + h.hist.bin_count() as u64;
+        let sample = |s: &Sample| match s {
+            Sample::Float(_) => 1,
+            Sample::Hist(h) => hist(h),
+        };
+        match self {
+            Output::Scalar { .. } | Output::String { .. } => 1,
+            Output::Vector { samples, .. } => samples.iter().map(|(_, s)| sample(s)).sum(),
+            Output::Matrix(series) => series
+                .iter()
+                .map(|r| {
+                    let hists: u64 = r.hists.iter().map(|(_, h)| hist(h)).sum();
+                    r.floats.len() as u64 + hists
+                })
+                .sum(),
+        }
+    }
+}
+
 /// Warnings and infos Prometheus returns beside a result (`warnings`, `infos` in the JSON).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Annotations {
@@ -226,9 +262,19 @@ pub fn instant_annotated(
     t_ms: i64,
     limits: Limits,
 ) -> Result<(Output, Annotations), EvalError> {
+    instant_from(Source::Local(store), query, t_ms, limits)
+}
+
+/// As [`instant_annotated`], over the series of `source`.
+pub fn instant_from(
+    source: Source<'_>,
+    query: &str,
+    t_ms: i64,
+    limits: Limits,
+) -> Result<(Output, Annotations), EvalError> {
     check_time(t_ms, "time")?;
     let expr = parse_for(query, &limits)?;
-    let mut ctx = Ctx::new(store, t_ms, t_ms, 1, limits)?;
+    let mut ctx = Ctx::new(source, t_ms, t_ms, 1, limits)?;
     ctx.prefetch(&expr)?;
     let out = match ctx.eval(&expr)? {
         Value::Scalar(v) => Output::Scalar { t_ms, value: v[0] },
@@ -246,6 +292,7 @@ pub fn instant_annotated(
             }
         }
     };
+    ctx.charge_answer(&out)?;
     Ok((out, ctx.notes))
 }
 
@@ -280,6 +327,25 @@ pub fn range_annotated(
     step_ms: i64,
     limits: Limits,
 ) -> Result<(Output, Annotations), EvalError> {
+    range_from(
+        Source::Local(store),
+        query,
+        start_ms,
+        end_ms,
+        step_ms,
+        limits,
+    )
+}
+
+/// As [`range_annotated`], over the series of `source`.
+pub fn range_from(
+    source: Source<'_>,
+    query: &str,
+    start_ms: i64,
+    end_ms: i64,
+    step_ms: i64,
+    limits: Limits,
+) -> Result<(Output, Annotations), EvalError> {
     if step_ms <= 0 {
         return Err(EvalError::BadData(
             "zero or negative query resolution step widths are not accepted. Try a positive integer"
@@ -305,7 +371,7 @@ pub fn range_annotated(
                 .into(),
         ));
     }
-    let mut ctx = Ctx::new(store, start_ms, end_ms, step_ms, limits)?;
+    let mut ctx = Ctx::new(source, start_ms, end_ms, step_ms, limits)?;
     ctx.prefetch(&expr)?;
     let grid = ctx.grid;
     let out = match ctx.eval(&expr)? {
@@ -328,6 +394,7 @@ pub fn range_annotated(
             Output::Matrix(out)
         }
     };
+    ctx.charge_answer(&out)?;
     Ok((out, ctx.notes))
 }
 
@@ -466,7 +533,7 @@ fn subquery_grid(times: &[i64], range_ms: i64, step_ms: i64) -> Grid {
 }
 
 struct Ctx<'a> {
-    store: &'a Store,
+    source: Source<'a>,
     /// The grid being evaluated (the query's, or a subquery's while it is evaluated).
     grid: Grid,
     /// The query's own start and end (`@ start()`, `@ end()` everywhere, as Prometheus).
@@ -477,12 +544,12 @@ struct Ctx<'a> {
     samples: u64,
     /// Series and data of every selector of the query, read under one store view before
     /// evaluation (`prefetch`), by the selector node's address.
-    prefetched: HashMap<usize, (Vec<Found>, Vec<Raw>)>,
+    prefetched: HashMap<usize, SelectedData>,
     notes: Annotations,
 }
 
 /// A selector of the query and what evaluating it will read.
-struct Planned<'e> {
+pub(crate) struct Planned<'e> {
     sel: &'e Selector,
     /// The range, or the lookback of a bare selector.
     range_ms: i64,
@@ -506,7 +573,7 @@ fn target_info_selector() -> &'static Selector {
 type MatrixArg = (Vec<(Labels, Raw)>, Vec<i64>, i64);
 
 /// What `Ctx::read` got for one series.
-enum Raw {
+pub(crate) enum Raw {
     /// Samples ascending; stale markers are kept only for bare selectors.
     Numeric(Vec<(i64, f64)>),
     /// Merged histograms by start (per base period or per slice), ascending.
@@ -514,8 +581,13 @@ enum Raw {
     None,
 }
 
+/// A selector's series and what was read of each.
+pub(crate) type FoundData = (Vec<Found>, Vec<Raw>);
+/// A selector's series by labels and what was read of each.
+pub(crate) type SelectedData = (Vec<Labels>, Vec<Raw>);
+
 /// One series a selector matched.
-struct Found {
+pub(crate) struct Found {
     id: SeriesId,
     kind: Kind,
     labels: Labels,
@@ -523,7 +595,7 @@ struct Found {
 
 impl<'a> Ctx<'a> {
     fn new(
-        store: &'a Store,
+        source: Source<'a>,
         start_ms: i64,
         end_ms: i64,
         step_ms: i64,
@@ -531,7 +603,7 @@ impl<'a> Ctx<'a> {
     ) -> Result<Ctx<'a>, EvalError> {
         let steps = ((end_ms as i128 - start_ms as i128) / step_ms as i128 + 1).max(1) as usize;
         Ok(Ctx {
-            store,
+            source,
             grid: Grid {
                 start_ms,
                 end_ms,
@@ -567,6 +639,25 @@ impl<'a> Ctx<'a> {
         if self.samples > self.limits.samples_per_query_max {
             return Err(EvalError::Execution(format!(
                 "query processing would load too many samples into memory in query execution (limit {})",
+                self.limits.samples_per_query_max
+            )));
+        }
+        Ok(())
+    }
+
+    /// Charges the answer's samples at `answer_sample_cost_samples` each: a query may load
+    /// many samples to answer few, or answer every sample it loaded, and the second costs more.
+    fn charge_answer(&mut self, out: &Output) -> Result<(), EvalError> {
+        let cost = self.limits.answer_sample_cost_samples;
+        if cost == 0 {
+            return Ok(());
+        }
+        let samples = out.sample_count();
+        self.samples = self.samples.saturating_add(samples.saturating_mul(cost));
+        if self.samples > self.limits.samples_per_query_max {
+            return Err(EvalError::Execution(format!(
+                "query processing would load too many samples into memory in query execution \
+                 (limit {}; its answer alone holds {samples} samples, each counted {cost} times)",
                 self.limits.samples_per_query_max
             )));
         }
@@ -638,17 +729,16 @@ impl<'a> Ctx<'a> {
             .iter()
             .map(|(m, _)| matcher_query(m))
             .collect::<Result<_, _>>()?;
-        let base = self.store_base_period()?;
+        let store = self.local()?;
+        let base = store.view().map_err(store_err)?.base_period_ms();
         terms.push(TagQuery::Term(Term::Activity {
             start_ms: from_ms.saturating_sub(base),
             end_ms: to_ms.saturating_add(base),
         }));
-        let ids = self
-            .store
+        let ids = store
             .find(&TagQuery::And(terms), FIND_WORK_MAX)
             .map_err(|e| EvalError::Execution(format!("series search: {e}")))?;
-        let snapshot = self
-            .store
+        let snapshot = store
             .index()
             .snapshot()
             .map_err(|e| EvalError::Execution(format!("series index: {e}")))?;
@@ -695,8 +785,14 @@ impl<'a> Ctx<'a> {
         Ok(out)
     }
 
-    fn store_base_period(&self) -> Result<i64, EvalError> {
-        Ok(self.store.view().map_err(store_err)?.base_period_ms())
+    /// The local store; a remote source reads through `remote::select` only.
+    fn local(&self) -> Result<&'a Store, EvalError> {
+        match self.source {
+            Source::Local(store) => Ok(store),
+            Source::Remote { .. } => Err(EvalError::Execution(
+                "internal: a local read over a remote source".into(),
+            )),
+        }
     }
 
     fn eval(&mut self, e: &Expr) -> Result<Value, EvalError> {
@@ -732,6 +828,16 @@ impl<'a> Ctx<'a> {
                 param,
                 expr,
             } => {
+                if let Source::Remote {
+                    remote,
+                    read_after,
+                    pushdown: true,
+                } = self.source
+                {
+                    if remote::pushable(*op, param.is_some(), expr) {
+                        return Ok(Value::Vector(self.pushed_down(remote, read_after, e, *op)?));
+                    }
+                }
                 let param = match param {
                     Some(p) => Some(self.eval(p)?),
                     None => None,
@@ -834,13 +940,7 @@ impl<'a> Ctx<'a> {
                 }
                 Raw::None => continue,
             }
-            out.push((
-                Series {
-                    labels: f.labels,
-                    points,
-                },
-                stamps,
-            ));
+            out.push((Series { labels: f, points }, stamps));
         }
         Ok(out)
     }
@@ -853,7 +953,7 @@ impl<'a> Ctx<'a> {
         range_ms: i64,
         bare: bool,
         allow_pushdown: bool,
-    ) -> Result<(Vec<Found>, Vec<Raw>), EvalError> {
+    ) -> Result<SelectedData, EvalError> {
         if let Some(data) = self.prefetched.remove(&(sel as *const Selector as usize)) {
             return Ok(data);
         }
@@ -864,12 +964,55 @@ impl<'a> Ctx<'a> {
             times: self.eval_times(sel),
             step_ms: self.grid.step_ms,
         };
-        let (lo, hi) = Self::span(&plan.times);
-        let found = self.find(sel, lo - range_ms, hi + 1)?;
-        let store = self.store;
+        if let Source::Remote {
+            remote, read_after, ..
+        } = self.source
+        {
+            let mut joined =
+                remote::select(remote, read_after, &[plan], allow_pushdown, &self.limits)?;
+            let (labels, raws) = joined.pop().unwrap_or_default();
+            self.charge_raws(&raws)?;
+            return Ok((labels, raws));
+        }
+        let (found, raws) = self
+            .find_and_read(&[plan], allow_pushdown)?
+            .pop()
+            .unwrap_or_default();
+        Ok((found.into_iter().map(|f| f.labels).collect(), raws))
+    }
+
+    /// Finds the series of every plan, then reads them all under one store view.
+    pub(crate) fn find_and_read(
+        &mut self,
+        plans: &[Planned<'_>],
+        allow_pushdown: bool,
+    ) -> Result<Vec<FoundData>, EvalError> {
+        let mut founds = Vec::with_capacity(plans.len());
+        for plan in plans {
+            let (lo, hi) = Self::span(&plan.times);
+            founds.push(self.find(plan.sel, lo - plan.range_ms, hi + 1)?);
+        }
+        let store = self.local()?;
         let view = store.view().map_err(store_err)?;
-        let raws = self.read(&view, &found, &plan, allow_pushdown)?;
-        Ok((found, raws))
+        let mut out = Vec::with_capacity(plans.len());
+        for (plan, found) in plans.iter().zip(founds) {
+            let raws = self.read(&view, &found, plan, allow_pushdown)?;
+            out.push((found, raws));
+        }
+        Ok(out)
+    }
+
+    /// Charges what a remote source read (each partition was held to the limits alone).
+    fn charge_raws(&mut self, raws: &[Raw]) -> Result<(), EvalError> {
+        for raw in raws {
+            self.check_deadline()?;
+            self.charge(match raw {
+                Raw::Numeric(v) => v.len(),
+                Raw::Hist(v) => v.len(),
+                Raw::None => 0,
+            } as u64)?;
+        }
+        Ok(())
     }
 
     /// Every selector of `e` with its range and the times it reads at on `grid` (subqueries
@@ -922,7 +1065,15 @@ impl<'a> Ctx<'a> {
                     });
                 }
             }
-            Expr::Aggregate { param, expr, .. } => {
+            Expr::Aggregate {
+                op, param, expr, ..
+            } => {
+                // A pushed-down aggregation's series are read by the partitions, not here.
+                let pushed = matches!(self.source, Source::Remote { pushdown: true, .. })
+                    && remote::pushable(*op, param.is_some(), expr);
+                if pushed {
+                    return;
+                }
                 if let Some(p) = param {
                     self.plan(p, grid, budget, out);
                 }
@@ -954,19 +1105,27 @@ impl<'a> Ctx<'a> {
             .samples_per_query_max
             .saturating_sub(self.samples);
         self.plan(e, &grid, &mut budget, &mut plans);
-        let mut founds = Vec::with_capacity(plans.len());
-        for plan in &plans {
-            let (lo, hi) = Self::span(&plan.times);
-            founds.push(self.find(plan.sel, lo - plan.range_ms, hi + 1)?);
-        }
-        let store = self.store;
-        let view = store.view().map_err(store_err)?;
         // A range selector as the whole query returns its raw periods, never slice merges.
         let pushdown = !matches!(e, Expr::Range { .. });
-        for (plan, found) in plans.iter().zip(founds) {
-            let raws = self.read(&view, &found, plan, pushdown)?;
+        let data: Vec<SelectedData> = match self.source {
+            Source::Remote {
+                remote, read_after, ..
+            } => {
+                let joined = remote::select(remote, read_after, &plans, pushdown, &self.limits)?;
+                for (_, raws) in &joined {
+                    self.charge_raws(raws)?;
+                }
+                joined
+            }
+            Source::Local(_) => self
+                .find_and_read(&plans, pushdown)?
+                .into_iter()
+                .map(|(found, raws)| (found.into_iter().map(|f| f.labels).collect(), raws))
+                .collect(),
+        };
+        for (plan, d) in plans.iter().zip(data) {
             self.prefetched
-                .insert(plan.sel as *const Selector as usize, (found, raws));
+                .insert(plan.sel as *const Selector as usize, d);
         }
         Ok(())
     }
@@ -1043,7 +1202,7 @@ impl<'a> Ctx<'a> {
         range_ms: i64,
     ) -> Result<Vec<RangeSeries>, EvalError> {
         let (found, raws) = self.selector_data(sel, range_ms, false, false)?;
-        let data = found.into_iter().map(|f| f.labels).zip(raws).collect();
+        let data = found.into_iter().zip(raws).collect();
         Ok(matrix_of(data))
     }
 
@@ -1053,7 +1212,7 @@ impl<'a> Ctx<'a> {
             Expr::Range { selector, range_ms } => {
                 let times = self.eval_times(selector);
                 let (found, raws) = self.selector_data(selector, *range_ms, false, true)?;
-                let data = found.into_iter().map(|f| f.labels).zip(raws).collect();
+                let data = found.into_iter().zip(raws).collect();
                 Ok((data, times, *range_ms))
             }
             Expr::Subquery {
@@ -2271,7 +2430,7 @@ pub fn select_series(
         series_per_selector_max: limit,
         ..Limits::default()
     };
-    let mut ctx = Ctx::new(store, end_ms, end_ms, 1, limits)?;
+    let mut ctx = Ctx::new(Source::Local(store), end_ms, end_ms, 1, limits)?;
     Ok(ctx
         .find_bounded(sel, start_ms, end_ms, true)?
         .into_iter()

@@ -20,7 +20,8 @@ use store::{Kind, Pattern, Store, TagQuery, Term};
 
 use crate::ast::{quote, Expr, Selector};
 use crate::eval::{
-    self, Annotations, EvalError, HistSample, Labels, Limits, Output, RangeSeries, Sample,
+    self, Annotations, EvalError, HistSample, Labels, Limits, Output, RangeSeries, Remote, Sample,
+    Source,
 };
 pub use crate::number::format_value;
 
@@ -169,6 +170,9 @@ pub struct Options {
     pub rules: Arc<dyn RuleSource>,
     pub metadata: Arc<dyn MetadataSource>,
     pub exemplars: Arc<dyn ExemplarSource>,
+    /// On a cluster front: queries and listings read every partition through this (the local
+    /// store then serves only metadata and exemplars).
+    pub remote: Option<Arc<dyn Remote>>,
 }
 
 impl Default for Options {
@@ -178,6 +182,7 @@ impl Default for Options {
             rules: Arc::new(NoRules),
             metadata: Arc::new(NoMetadata),
             exemplars: Arc::new(NoExemplars),
+            remote: None,
         }
     }
 }
@@ -189,6 +194,7 @@ struct Api {
     rules: Arc<dyn RuleSource>,
     metadata: Arc<dyn MetadataSource>,
     exemplars: Arc<dyn ExemplarSource>,
+    remote: Option<Arc<dyn Remote>>,
 }
 
 /// The router with the default [`Limits`].
@@ -213,6 +219,7 @@ pub fn router_with(store: Arc<Store>, options: Options) -> Router {
         rules: options.rules,
         metadata: options.metadata,
         exemplars: options.exemplars,
+        remote: options.remote,
     };
     Router::new()
         .route("/api/v1/query", get(query).post(query))
@@ -244,7 +251,7 @@ fn error_response(e: &EvalError) -> Response {
     let status = match e {
         EvalError::BadData(_) => StatusCode::BAD_REQUEST,
         EvalError::Execution(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        EvalError::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
+        EvalError::Timeout(_) | EvalError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
     let mut body = String::from("{\"status\":\"error\",\"errorType\":");
     write_json_str(&mut body, e.error_type());
@@ -560,8 +567,13 @@ async fn query(
             let limits = limits_for(&api, &params)?;
             let limit = query_limit(&params)?;
             let store = Arc::clone(&api.store);
-            let (mut out, mut notes) =
-                blocking(move || eval::instant_annotated(&store, &q, t, limits)).await?;
+            let (remote, after) = (api.remote.clone(), read_after(&headers, &params));
+            let pushdown = pushdown_param(&params);
+            let (mut out, mut notes) = blocking(move || {
+                let source = source(&store, &remote, &after, pushdown);
+                eval::instant_from(source, &q, t, limits)
+            })
+            .await?;
             limit_output(&mut out, limit, &mut notes);
             Ok((output_json(&out), notes))
         }
@@ -594,9 +606,13 @@ async fn query_range(
             let limits = limits_for(&api, &params)?;
             let limit = query_limit(&params)?;
             let store = Arc::clone(&api.store);
-            let (mut out, mut notes) =
-                blocking(move || eval::range_annotated(&store, &q, start, end, step, limits))
-                    .await?;
+            let (remote, after) = (api.remote.clone(), read_after(&headers, &params));
+            let pushdown = pushdown_param(&params);
+            let (mut out, mut notes) = blocking(move || {
+                let source = source(&store, &remote, &after, pushdown);
+                eval::range_from(source, &q, start, end, step, limits)
+            })
+            .await?;
             limit_output(&mut out, limit, &mut notes);
             Ok((output_json(&out), notes))
         }
@@ -687,10 +703,19 @@ async fn series(
                 return Err(bad("no match[] parameter provided"));
             }
             let store = Arc::clone(&api.store);
-            let mut found = blocking(move || {
-                matched_series(&store, &l.selectors, l.window, l.limit, l.with_self)
-            })
-            .await?;
+            let mut found = match api.remote.clone() {
+                Some(remote) => {
+                    let after = read_after(&headers, &params);
+                    let forwarded = forward_query("/api/v1/series", &params);
+                    blocking(move || remote_series(&*remote, &forwarded, after.as_deref())).await?
+                }
+                None => {
+                    blocking(move || {
+                        matched_series(&store, &l.selectors, l.window, l.limit, l.with_self)
+                    })
+                    .await?
+                }
+            };
             let mut notes = Annotations::default();
             let limit = limit_param(&params)?;
             truncate(&mut found, limit, &mut notes);
@@ -813,7 +838,14 @@ async fn labels(
             let params = params(raw, &headers, &body)?;
             let l = listing(&params)?;
             let store = Arc::clone(&api.store);
-            let mut names = blocking(move || label_names(&store, &l)).await?;
+            let mut names = match api.remote.clone() {
+                Some(remote) => {
+                    let after = read_after(&headers, &params);
+                    let forwarded = forward_query("/api/v1/labels", &params);
+                    blocking(move || remote_strings(&*remote, &forwarded, after.as_deref())).await?
+                }
+                None => blocking(move || label_names(&store, &l)).await?,
+            };
             let mut notes = Annotations::default();
             truncate(&mut names, limit_param(&params)?, &mut notes);
             Ok((json_string_list(&names), notes))
@@ -867,7 +899,15 @@ async fn label_values(
             let name = label_path_name(&name)?;
             let l = listing(&params)?;
             let store = Arc::clone(&api.store);
-            let mut values = blocking(move || label_value_list(&store, &name, &l)).await?;
+            let mut values = match api.remote.clone() {
+                Some(remote) => {
+                    let after = read_after(&headers, &params);
+                    let path = format!("/api/v1/label/{}/values", percent_encode(&name));
+                    let forwarded = forward_query(&path, &params);
+                    blocking(move || remote_strings(&*remote, &forwarded, after.as_deref())).await?
+                }
+                None => blocking(move || label_value_list(&store, &name, &l)).await?,
+            };
             let mut notes = Annotations::default();
             truncate(&mut values, limit_param(&params)?, &mut notes);
             Ok((json_string_list(&values), notes))
@@ -1416,4 +1456,122 @@ pub fn output_json(out: &Output) -> String {
     }
     s.push('}');
     s
+}
+
+/// The header (or parameter `read_after`) carrying a cluster write's read-after token.
+pub const READ_AFTER_HEADER: &str = "strata-read-after";
+
+/// The read-after token of a request: its header, else its `read_after` parameter.
+fn read_after(headers: &HeaderMap, params: &Params) -> Option<String> {
+    headers
+        .get(READ_AFTER_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| param(params, "read_after"))
+        .map(str::to_string)
+}
+
+/// `pushdown=false` (a cluster front's diagnostic): every aggregation evaluated on the front
+/// over the partitions' series, none pushed down to them. Any other value is ignored, as
+/// Prometheus ignores parameters it does not know.
+fn pushdown_param(params: &Params) -> bool {
+    param(params, "pushdown") != Some("false")
+}
+
+/// The source a query reads: the cluster's partitions on a front, else the local store.
+fn source<'a>(
+    store: &'a Store,
+    remote: &'a Option<Arc<dyn Remote>>,
+    read_after: &'a Option<String>,
+    pushdown: bool,
+) -> Source<'a> {
+    match remote {
+        Some(r) => Source::Remote {
+            remote: &**r,
+            read_after: read_after.as_deref(),
+            pushdown,
+        },
+        None => Source::Local(store),
+    }
+}
+
+/// `path` with the request's parameters (but the token, sent apart) as its query; a `limit`
+/// one larger, so that the joined listing knows whether the limit cut it.
+fn forward_query(path: &str, params: &Params) -> String {
+    let mut out = format!("{path}?");
+    for (k, v) in params.iter().filter(|(k, _)| k != "read_after") {
+        let v = match (k.as_str(), v.trim().parse::<usize>()) {
+            ("limit", Ok(n)) if n > 0 => n.saturating_add(1).to_string(),
+            _ => v.clone(),
+        };
+        let _ = write!(out, "{}={}&", percent_encode(k), percent_encode(&v));
+    }
+    out.pop();
+    out
+}
+
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+fn partition_data(body: &[u8]) -> Result<serde_json::Value, EvalError> {
+    let mut v: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| EvalError::Execution(format!("a partition's listing: {e}")))?;
+    Ok(v["data"].take())
+}
+
+/// A listing of names or values from every partition: their union, sorted (each partition
+/// sent at most the limit and one more, so the union cut to that is exact).
+fn remote_strings(
+    remote: &dyn Remote,
+    path_and_query: &str,
+    read_after: Option<&str>,
+) -> Result<Vec<String>, EvalError> {
+    let mut out = Vec::new();
+    for body in remote.get(path_and_query, read_after)? {
+        if let serde_json::Value::Array(items) = partition_data(&body)? {
+            out.extend(
+                items
+                    .into_iter()
+                    .filter_map(|i| i.as_str().map(str::to_string)),
+            );
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// `/api/v1/series` from every partition: the label sets joined, sorted.
+fn remote_series(
+    remote: &dyn Remote,
+    path_and_query: &str,
+    read_after: Option<&str>,
+) -> Result<Vec<Labels>, EvalError> {
+    let mut out: Vec<Labels> = Vec::new();
+    for body in remote.get(path_and_query, read_after)? {
+        if let serde_json::Value::Array(items) = partition_data(&body)? {
+            for item in items {
+                let serde_json::Value::Object(map) = item else {
+                    continue;
+                };
+                let mut labels: Labels = map
+                    .into_iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k, v.to_string())))
+                    .collect();
+                labels.sort();
+                out.push(labels);
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
 }

@@ -22,7 +22,10 @@ use crate::ast::{BinOp, Call, Constant, Expr, Query, UnOp};
 use crate::parser::{parse, ParseError};
 
 mod funcs;
+pub mod remote;
 pub mod stale;
+
+pub use remote::{answer_part, Parts, Remote};
 
 /// Bounds on one evaluation.
 #[derive(Clone, Copy, Debug)]
@@ -64,6 +67,8 @@ pub enum EvalError {
     },
     Cancelled,
     Store(String),
+    /// A part of the data could not be read (a cluster partition no owner answered).
+    Unavailable(String),
 }
 
 impl fmt::Display for EvalError {
@@ -77,6 +82,7 @@ impl fmt::Display for EvalError {
             }
             EvalError::Cancelled => f.write_str("query cancelled"),
             EvalError::Store(m) => write!(f, "store: {m}"),
+            EvalError::Unavailable(m) => f.write_str(m),
         }
     }
 }
@@ -221,6 +227,9 @@ pub struct Output {
 /// Evaluation state: the store, the bounds and the cancel flag.
 pub struct Evaluator<'a> {
     store: &'a Store,
+    /// On a cluster front: the partitions every source call reads (the store then only
+    /// gives the base period).
+    remote: Option<Parts<'a>>,
     limits: Limits,
     deadline: Instant,
     cancel: &'a AtomicBool,
@@ -247,6 +256,20 @@ pub fn evaluate(
     start_ms: i64,
     end_ms: i64,
     period_ms: i64,
+    limits: Limits,
+    cancel: &AtomicBool,
+) -> Result<Output, EvalError> {
+    let range = (start_ms, end_ms, period_ms);
+    evaluate_from(store, None, query, range, limits, cancel)
+}
+
+/// As [`evaluate`] over `(start_ms, end_ms, period_ms)`, reading the partitions of `remote`
+/// when given (a cluster front) and `store` otherwise.
+pub fn evaluate_from(
+    store: &Store,
+    remote: Option<Parts<'_>>,
+    query: &Query,
+    (start_ms, end_ms, period_ms): (i64, i64, i64),
     limits: Limits,
     cancel: &AtomicBool,
 ) -> Result<Output, EvalError> {
@@ -301,12 +324,7 @@ pub fn evaluate(
             limits.slices_max
         )));
     }
-    let ev = Evaluator {
-        store,
-        limits,
-        deadline: Instant::now() + Duration::from_millis(limits.time_max_ms),
-        cancel,
-    };
+    let ev = Evaluator::new(store, remote, limits, cancel);
     let streams = ev.eval(&query.expr, range)?;
     Ok(Output { range, streams })
 }
@@ -548,7 +566,22 @@ fn window_slices(seconds: f64, range: &Range, fname: &str) -> Result<usize, Eval
     Ok((n as usize).max(1))
 }
 
-impl Evaluator<'_> {
+impl<'a> Evaluator<'a> {
+    fn new(
+        store: &'a Store,
+        remote: Option<Parts<'a>>,
+        limits: Limits,
+        cancel: &'a AtomicBool,
+    ) -> Evaluator<'a> {
+        Evaluator {
+            store,
+            remote,
+            limits,
+            deadline: Instant::now() + Duration::from_millis(limits.time_max_ms),
+            cancel,
+        }
+    }
+
     fn tick(&self) -> Result<(), EvalError> {
         if self.cancel.load(Ordering::Relaxed) {
             return Err(EvalError::Cancelled);

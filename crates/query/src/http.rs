@@ -21,7 +21,7 @@ use axum::Router;
 use serde_json::json;
 use store::Store;
 
-use crate::eval::{EvalError, Limits};
+use crate::eval::{EvalError, Limits, Remote};
 use crate::output::{parse_period_ms, parse_time_ms, to_json};
 
 /// Most parameters one request may carry.
@@ -33,16 +33,33 @@ pub const DEFAULT_RANGE_MS: i64 = 3_600_000;
 struct Api {
     store: Arc<Store>,
     limits: Limits,
+    remote: Option<Arc<dyn Remote>>,
 }
+
+/// The header (or parameter `read_after`) carrying a cluster write's read-after token.
+pub const READ_AFTER_HEADER: &str = "strata-read-after";
 
 pub fn router(store: Arc<Store>) -> Router {
     router_with_limits(store, Limits::default())
 }
 
 pub fn router_with_limits(store: Arc<Store>, limits: Limits) -> Router {
+    router_with_remote(store, limits, None)
+}
+
+/// The router of a cluster front when `remote` is given: queries read every partition.
+pub fn router_with_remote(
+    store: Arc<Store>,
+    limits: Limits,
+    remote: Option<Arc<dyn Remote>>,
+) -> Router {
     Router::new()
         .route("/api/strata/v1/caql", get(caql).post(caql))
-        .with_state(Api { store, limits })
+        .with_state(Api {
+            store,
+            limits,
+            remote,
+        })
 }
 
 fn json_response(status: StatusCode, body: String) -> Response {
@@ -64,6 +81,7 @@ fn error_response(e: &EvalError) -> Response {
         EvalError::Timeout { .. } => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
         EvalError::Cancelled => (StatusCode::SERVICE_UNAVAILABLE, "cancelled"),
         EvalError::Store(_) => (StatusCode::INTERNAL_SERVER_ERROR, "store"),
+        EvalError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
     };
     let mut body = json!({"error": e.to_string(), "kind": kind});
     if let EvalError::Parse(p) = e {
@@ -131,7 +149,12 @@ impl Drop for CancelOnDrop {
     }
 }
 
-async fn caql(State(api): State<Api>, RawQuery(raw): RawQuery, body: Bytes) -> Response {
+async fn caql(
+    State(api): State<Api>,
+    RawQuery(raw): RawQuery,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
     let mut params = Vec::new();
     if let Err(e) = parse_form(raw.as_deref().unwrap_or("").as_bytes(), &mut params)
         .and_then(|()| parse_form(&body, &mut params))
@@ -168,8 +191,17 @@ async fn caql(State(api): State<Api>, RawQuery(raw): RawQuery, body: Bytes) -> R
     let guard = CancelOnDrop(cancel.clone());
     let store = api.store.clone();
     let limits = api.limits;
+    let read_after = headers
+        .get(READ_AFTER_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| get("read_after"));
+    let remote = api.remote.clone();
     let result = tokio::task::spawn_blocking(move || {
-        crate::eval::run(&store, &text, start_ms, end_ms, period_ms, limits, &cancel)
+        let query = crate::parser::parse(&text)?;
+        let parts = remote.as_deref().map(|r| (r, read_after.as_deref()));
+        let range = (start_ms, end_ms, period_ms);
+        crate::eval::evaluate_from(&store, parts, &query, range, limits, &cancel)
             .map(|out| to_json(&out))
     })
     .await;

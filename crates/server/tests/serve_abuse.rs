@@ -996,9 +996,11 @@ fn samples_past_retention_are_refused_and_nan_is_a_value() {
 }
 
 /// PromQL queries share the query memory budget: with a 16 MiB budget each query holds 4 MiB
-/// and may load at most 52,428 samples (80 B each). One loading more is refused with a 422 before it
-/// holds them; 16 at once each get a share or a 503 in the Prometheus error shape; the server
-/// stays up and small.
+/// and may load at most 174,762 samples (24 B each), its answer's samples counted 3 times more
+/// (64 B each as values and JSON). One loading more is refused with a 422 before it holds them;
+/// an aggregation of 59,900 samples is answered where answering those samples is not;
+/// 16 at once each get a share or a 503 in the Prometheus error shape; the server stays up and
+/// small.
 #[test]
 fn promql_queries_share_the_query_memory_budget() {
     let _alone = alone();
@@ -1023,6 +1025,16 @@ fn promql_queries_share_the_query_memory_budget() {
     let (status, answer) = promql(&server, "sum(count_over_time(big_v[30m]))", end_s);
     assert_eq!(status, 422, "{answer}");
     assert_eq!(answer["errorType"], "execution", "{answer}");
+    let (status, answer) = promql(&server, "sum(count_over_time(big_v[10m]))", end_s);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["data"]["result"][0]["value"][1], "59900", "{answer}");
+    let (status, answer) = promql(&server, "big_v[10m]", end_s);
+    assert_eq!(status, 422, "{answer}");
+    let error = answer["error"].as_str().unwrap();
+    assert!(
+        error.contains("its answer alone holds 59900 samples"),
+        "{error}"
+    );
     let answers = Mutex::new(Vec::new());
     let watched = during(&server, end_ms + 1, || {
         std::thread::scope(|scope| {

@@ -75,13 +75,7 @@ impl Evaluator<'_> {
         let ids = self
             .store
             .find(&TagQuery::And(terms), self.limits.find_work_max)?;
-        let limit = match self.kwarg(c, "limit") {
-            Some(e) => match self.lit(e, range)? {
-                super::Lit::Num(n) if n >= 0.0 => Some(n as usize),
-                _ => return invalid(format!("{}: limit must be a number ≥ 0", c.name)),
-            },
-            None => None,
-        };
+        let limit = self.limit_kwarg(c, range)?;
         let take = match limit {
             Some(l) => l.min(self.limits.streams_max),
             None if ids.len() > self.limits.streams_max => {
@@ -106,6 +100,17 @@ impl Evaluator<'_> {
         Ok(Selection {
             series: series_sorted(series),
         })
+    }
+
+    /// A source call's `limit=` (most streams it reads).
+    fn limit_kwarg(&self, c: &Call, range: &Range) -> Result<Option<usize>, EvalError> {
+        match self.kwarg(c, "limit") {
+            Some(e) => match self.lit(e, range)? {
+                super::Lit::Num(n) if n >= 0.0 => Ok(Some(n as usize)),
+                _ => invalid(format!("{}: limit must be a number ≥ 0", c.name)),
+            },
+            None => Ok(None),
+        }
     }
 
     /// The series a source call reads, if it is a `find`/`metric` of histograms (for pushdown).
@@ -191,6 +196,12 @@ impl Evaluator<'_> {
                 c.name
             ));
         }
+        if let Some(remote) = self.remote {
+            let limit = self
+                .limit_kwarg(c, &range)?
+                .map(|l| l.min(self.limits.streams_max));
+            return super::remote::source(self, remote, c, range, limit);
+        }
         let histogram = matches!(f, "histogram" | "histogram_cum");
         let kind = if histogram {
             Kind::Histogram
@@ -269,6 +280,11 @@ impl Evaluator<'_> {
     ) -> Result<Vec<Stream>, EvalError> {
         match f {
             "merge" => {
+                if let ([src], Some(remote)) = (c.sources.as_slice(), self.remote) {
+                    if super::remote::is_histogram_source(src) {
+                        return super::remote::merge(self, remote, c, &[], range);
+                    }
+                }
                 if let [src] = c.sources.as_slice() {
                     if let Some(sel) = self.histogram_source(src, &range)? {
                         return self.pushdown_merge(&sel, &[], range);
@@ -811,6 +827,11 @@ impl Evaluator<'_> {
             .map(|i| self.str_arg(c, i, &range))
             .collect::<Result<_, _>>()?;
         if f == "merge" {
+            if let ([src], Some(remote)) = (c.sources.as_slice(), self.remote) {
+                if super::remote::is_histogram_source(src) {
+                    return super::remote::merge(self, remote, c, &by, range);
+                }
+            }
             if let [src] = c.sources.as_slice() {
                 if let Some(sel) = self.histogram_source(src, &range)? {
                     return self.pushdown_merge(&sel, &by, range);

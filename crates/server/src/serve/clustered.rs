@@ -3,10 +3,9 @@
 //! A front turns each ingest request into one record per partition it touches and answers 2xx
 //! once Kafka acknowledged every one (`App::store_inserted` calls [`ClusterRole::produce`]
 //! instead of the local store). A storage node consumes its partitions into stores of their own
-//! and answers reads on each at `/api/strata/v1/cluster/p/{n}/find|fetch`. A front's
-//! `/api/strata/v1/find` and `/fetch` ask one owner of every partition (an up-to-date one, its
-//! own side first; any that answers when none is) and join the answers: a stream lives in exactly one partition, so
-//! the series lists are disjoint and joining them is exact.
+//! and answers reads on each at `/api/strata/v1/cluster/p/{n}/…`; a front's reads ask one owner
+//! of every partition and join the answers (`cluster_read.rs`: owner choice, read-after
+//! tokens, PromQL and CAQL).
 
 // A helper's early answer is the whole response; boxing it buys nothing here.
 #![allow(clippy::result_large_err)]
@@ -16,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, RawQuery, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
@@ -25,15 +24,7 @@ use serde_json::{json, Value};
 use store::{KeyRef, Origin, SourceId, Store, WriteBatch};
 
 use super::reply::{error, json_response, ServeError};
-use super::{read, Shared};
-
-/// The parameter a front adds to its first choice of owner: answer only if at most this many
-/// records behind Kafka's end of the partition.
-const LAG_PARAM: &str = "lag_max";
-/// Records an owner may be behind and still count as up to date.
-const LAG_RECORDS_MAX: i64 = 100;
-/// How long a front waits for one storage node's answer to a read, in ms.
-const PEER_TIMEOUT_MS: u64 = 30_000;
+use super::{cluster_read, read, Shared};
 
 /// This process's roles and what they hold.
 pub struct ClusterRole {
@@ -128,8 +119,9 @@ impl ClusterRole {
             .into_iter()
             .map(|(p, body)| (p, cluster::with_origin(&origin, &body)))
             .collect();
-        tokio::runtime::Handle::current()
-            .block_on(front.produce(records))
+        let produced = tokio::runtime::Handle::current().block_on(front.produce(records));
+        produced
+            .map(|offsets| cluster_read::note_produced(&offsets))
             .map_err(|e| {
                 tracing::warn!(error = %e, "produce failed");
                 ServeError::new(
@@ -153,7 +145,16 @@ pub fn read_routes(app: &Shared) -> Router<Shared> {
     let mut router = Router::new()
         .route("/api/strata/v1/cluster/status", get(status))
         .route("/api/strata/v1/cluster/p/{n}/find", get(partition_find))
-        .route("/api/strata/v1/cluster/p/{n}/fetch", get(partition_fetch));
+        .route("/api/strata/v1/cluster/p/{n}/fetch", get(partition_fetch))
+        .route(
+            "/api/strata/v1/cluster/p/{n}/snapshot",
+            get(super::cluster_ops::snapshot),
+        )
+        .route(
+            "/api/strata/v1/cluster/restart",
+            axum::routing::post(super::cluster_ops::restart),
+        );
+    router = cluster_read::partition_routes(router);
     if role.is_front() {
         router = router
             .route("/api/strata/v1/find", get(fanout_find))
@@ -164,45 +165,12 @@ pub fn read_routes(app: &Shared) -> Router<Shared> {
 
 type Params = std::collections::HashMap<String, String>;
 
-/// The reading `App` of partition `n`, unless the request asks for an owner at most `lag_max`
-/// records behind and this one is further behind, or its consumer stopped (503: ask another).
-fn partition_app(app: &Shared, n: u32, params: &mut Params) -> Result<Shared, Response> {
-    let role = app.cluster.as_ref();
-    if let Some(text) = params.remove(LAG_PARAM) {
-        let Ok(lag_max) = text.trim().parse::<i64>() else {
-            return Err(error(
-                StatusCode::BAD_REQUEST,
-                format!("parameter `{LAG_PARAM}`: `{text}` is not a whole number"),
-            ));
-        };
-        let status = role
-            .and_then(|r| r.storage.as_ref())
-            .and_then(|s| s.status().into_iter().find(|p| p.partition == n));
-        if let Some(p) = status {
-            let lag = p.end_offset - p.next_offset;
-            if p.failed.is_some() || p.end_offset < 0 || lag > lag_max {
-                return Err(error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("partition {n} here is not up to date ({lag} records behind)"),
-                ));
-            }
-        }
-    }
-    match role.and_then(|r| r.partition_apps.get(&n)) {
-        Some(p) => Ok(p.clone()),
-        None => Err(error(
-            StatusCode::NOT_FOUND,
-            format!("partition {n} is not owned by this node"),
-        )),
-    }
-}
-
 async fn partition_find(
     State(app): State<Shared>,
     Path(n): Path<u32>,
     Query(mut params): Query<Params>,
 ) -> Response {
-    match partition_app(&app, n, &mut params) {
+    match cluster_read::fresh(&app, n, &mut params).await {
         Ok(p) => read::find(State(p), Query(params)).await,
         Err(r) => r,
     }
@@ -213,7 +181,7 @@ async fn partition_fetch(
     Path(n): Path<u32>,
     Query(mut params): Query<Params>,
 ) -> Response {
-    match partition_app(&app, n, &mut params) {
+    match cluster_read::fresh(&app, n, &mut params).await {
         Ok(p) => read::fetch_get(State(p), Query(params)).await,
         Err(r) => r,
     }
@@ -242,6 +210,8 @@ async fn status(State(app): State<Shared>) -> Response {
                     "series_refused": p.series_refused.iter().sum::<u64>(),
                     "health": if p.failed.is_some() { "failed" } else { "ok" },
                     "error": p.failed,
+                    "state": p.state,
+                    "copied_from": p.copied_from,
                 })
             })
             .collect()
@@ -260,101 +230,19 @@ async fn status(State(app): State<Shared>) -> Response {
         json!({
             "node": role.node.name,
             "side": role.node.side,
+            "started_ms": role.own_epoch,
             "roles": roles,
             "partitions": partitions,
         }),
     )
 }
 
-/// Asks the owners of `partition` in turn (own side first) until one answers 200; a 4xx is
-/// the request's own fault and is returned at once.
-fn ask_partition(
-    app: &Shared,
-    partition: u32,
-    what: &str,
-    query: &str,
-) -> Result<Value, (StatusCode, String)> {
-    let Some(role) = &app.cluster else {
-        return Err((
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "not a cluster node".into(),
-        ));
-    };
-    let mut owners = role.topology.owners(partition);
-    owners.sort_by_key(|n| n.side != role.node.side);
-    let token = app.config.auth.token.as_deref();
-    let mut failures = Vec::new();
-    // First an owner that is up to date (own side first); then, when none is, any that answers:
-    // an answer a little behind beats none.
-    let fresh = format!(
-        "/api/strata/v1/cluster/p/{partition}/{what}?{query}&{LAG_PARAM}={LAG_RECORDS_MAX}"
-    );
-    let any = format!("/api/strata/v1/cluster/p/{partition}/{what}?{query}");
-    let attempts = owners
-        .iter()
-        .map(|o| (o, &fresh))
-        .chain(owners.iter().map(|o| (o, &any)));
-    for (owner, path) in attempts {
-        match crate::cli_cluster::peer_get(&owner.http, path, token, PEER_TIMEOUT_MS) {
-            Ok((200, body)) => {
-                return serde_json::from_slice(&body).map_err(|e| {
-                    let m = format!(
-                        "node {} answered partition {partition} with bad JSON: {e}",
-                        owner.name
-                    );
-                    (StatusCode::BAD_GATEWAY, m)
-                })
-            }
-            Ok((status, body)) if (400..500).contains(&status) && status != 404 => {
-                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                let m = v["error"].as_str().unwrap_or("refused").to_owned();
-                let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
-                return Err((code, m));
-            }
-            Ok((status, _)) => failures.push(format!("{}: HTTP {status}", owner.name)),
-            Err(e) => failures.push(format!("{}: {e}", owner.name)),
-        }
-    }
-    Err((
-        StatusCode::SERVICE_UNAVAILABLE,
-        format!(
-            "no owner of partition {partition} answered ({})",
-            failures.join("; ")
-        ),
-    ))
-}
-
-/// Every partition's answer, in partition order.
-async fn fanout(app: Shared, what: &'static str, query: String) -> Result<Vec<Value>, Response> {
-    let partitions = app
-        .cluster
-        .as_ref()
-        .map_or(0, |r| r.topology.kafka.partitions);
-    let mut tasks = tokio::task::JoinSet::new();
-    for p in 0..partitions {
-        let (app, query) = (app.clone(), query.clone());
-        tasks.spawn_blocking(move || (p, ask_partition(&app, p, what, &query)));
-    }
-    let mut answers = BTreeMap::new();
-    while let Some(joined) = tasks.join_next().await {
-        match joined {
-            Ok((p, Ok(v))) => {
-                answers.insert(p, v);
-            }
-            Ok((_, Err((status, m)))) => return Err(error(status, m)),
-            Err(e) => {
-                return Err(error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("read task: {e}"),
-                ))
-            }
-        }
-    }
-    Ok(answers.into_values().collect())
-}
-
-async fn fanout_find(State(app): State<Shared>, RawQuery(query): RawQuery) -> Response {
-    match fanout(app, "find", query.unwrap_or_default()).await {
+async fn fanout_find(
+    State(app): State<Shared>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    match cluster_read::native_fanout(app, "find", query.unwrap_or_default(), headers).await {
         Ok(answers) => {
             let joined: Vec<Value> = answers
                 .into_iter()
@@ -369,11 +257,16 @@ async fn fanout_find(State(app): State<Shared>, RawQuery(query): RawQuery) -> Re
     }
 }
 
-async fn fanout_fetch(State(app): State<Shared>, RawQuery(query): RawQuery) -> Response {
-    let answers = match fanout(app, "fetch", query.unwrap_or_default()).await {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
+async fn fanout_fetch(
+    State(app): State<Shared>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let answers =
+        match cluster_read::native_fanout(app, "fetch", query.unwrap_or_default(), headers).await {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
     let mut head = answers.first().cloned().unwrap_or_else(|| json!({}));
     let truncated = answers
         .iter()

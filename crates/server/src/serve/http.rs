@@ -54,6 +54,7 @@ pub fn router(app: Shared) -> Router {
                     metadata: app.metadata.clone(),
                     exemplars: app.exemplars.clone(),
                     limits: promql_limits(&app),
+                    remote: super::cluster_read::prom_remote(&app),
                     ..super::alerts::promql_options()
                 },
             )
@@ -62,8 +63,12 @@ pub fn router(app: Shared) -> Router {
         // The analytics language endpoint (/api/strata/v1/caql): its point bound and its share
         // of the query memory budget from `limits.query_memory_bytes_max`.
         .merge(
-            query::http::router_with_limits(app.store.clone(), caql_limits(&app))
-                .layer(middleware::from_fn_with_state(app.clone(), caql_budget)),
+            query::http::router_with_remote(
+                app.store.clone(),
+                caql_limits(&app),
+                super::cluster_read::caql_remote(&app),
+            )
+            .layer(middleware::from_fn_with_state(app.clone(), caql_budget)),
         )
         // Alerting: /api/strata/v1/alerts, /api/strata/v1/rules.
         .merge(super::alerts::router(&app.config))
@@ -73,6 +78,11 @@ pub fn router(app: Shared) -> Router {
         .merge(super::download::router())
         // The broker registry and link states (/api/strata/v1/brokers).
         .merge(super::link::router());
+    // A cluster front's answers to writes carry their read-after token.
+    let routes = match app.cluster_front() {
+        Some(_) => routes.layer(middleware::from_fn(super::cluster_read::read_after_header)),
+        None => routes,
+    };
     routes
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(frame_state, frame))
@@ -121,12 +131,14 @@ async fn caql_budget(State(app): State<Shared>, request: Request, next: Next) ->
     next.run(request).await
 }
 
-/// Bytes a PromQL evaluation is estimated to hold per sample it loads (the sample, its share of
-/// the series' buffers and of the result).
-/// Measured with `bench/abuse/promql_memory.py`: 78 B per sample for a query answering its
-/// samples (a range vector: the samples, the result and its JSON), 17 B for one aggregating
-/// them (bench/RESULTS.md, "strata serve under abuse").
-const PROMQL_SAMPLE_BYTES: u64 = 80;
+/// Bytes a PromQL evaluation is estimated to hold per sample it loads or produces while
+/// evaluating, and per sample of its answer on top (the answer as values, then as JSON text).
+/// Measured with `bench/abuse/promql_memory.py`: 17 B per sample for a query aggregating 10^6
+/// samples, 78 B for one answering all of them (bench/RESULTS.md, "strata serve under abuse").
+/// One price for both would refuse ordinary aggregations (1,000 series over 4 hours) to keep
+/// the rare query that answers raw samples inside its share.
+const PROMQL_SAMPLE_BYTES: u64 = 24;
+const PROMQL_ANSWER_SAMPLE_BYTES: u64 = 64;
 /// PromQL queries that may run at once at their largest: each takes this fraction of the query
 /// memory budget.
 const PROMQL_QUERIES_AT_ONCE: u64 = 4;
@@ -139,6 +151,7 @@ fn promql_limits(app: &Shared) -> promql::eval::Limits {
     promql::eval::Limits {
         samples_per_query_max: (share_bytes / PROMQL_SAMPLE_BYTES)
             .clamp(1, defaults.samples_per_query_max),
+        answer_sample_cost_samples: PROMQL_ANSWER_SAMPLE_BYTES.div_ceil(PROMQL_SAMPLE_BYTES),
         ..defaults
     }
 }

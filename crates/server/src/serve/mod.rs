@@ -8,6 +8,8 @@
 
 mod alerts;
 mod budget;
+mod cluster_ops;
+mod cluster_read;
 mod clustered;
 mod collectd;
 mod conn;
@@ -229,7 +231,11 @@ impl App {
             .await
             .map_err(|_| ServeError::shutting_down())?;
         let app = self.clone();
-        let joined = tokio::task::spawn_blocking(move || write(&app)).await;
+        // A cluster front's answer carries the offsets Kafka gave the write (its token).
+        let produced = cluster_read::collector();
+        let joined =
+            tokio::task::spawn_blocking(move || cluster_read::collecting(produced, || write(&app)))
+                .await;
         joined.unwrap_or_else(|e| {
             Err(ServeError::new(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,
@@ -292,7 +298,10 @@ pub fn run(args: ServeArgs) -> ExitCode {
         cluster,
         link_listen,
     )) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            cluster_ops::exec_if_restart_requested();
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             // Once, plainly: the log and the terminal are the same stream here.
             eprintln!("strata serve: {e}");
@@ -644,11 +653,8 @@ async fn start_cluster(
     };
     let storage = if node.has(cluster::Role::Storage) {
         let dir = config.store.data_dir.join("partitions");
-        let (t, n, o) = (topology.clone(), node.name.clone(), options.clone());
-        let opened =
-            tokio::task::spawn_blocking(move || cluster::StorageNode::open(&t, &n, &dir, &o))
-                .await
-                .map_err(|e| format!("opening the partition stores: {e}"))??;
+        let token = config.auth.token.clone();
+        let opened = cluster_ops::open_storage(&topology, &node.name, dir, options, token).await?;
         Some(Arc::new(opened))
     } else {
         None
@@ -671,6 +677,13 @@ async fn start_cluster(
             );
             role.partition_apps.insert(*p, Arc::new(app));
         }
+        tasks.spawn(cluster_ops::hand_off_leaving(
+            storage.clone(),
+            topology.clone(),
+            node.side.clone(),
+            config.auth.token.clone(),
+            stop.clone(),
+        ));
         let stop = stop.clone();
         tasks.spawn(async move {
             if let Err(e) = storage.run(&topology, &client_id, stop).await {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::serve_common::{client, Server, BIN};
+use crate::serve_common::{client, get_json, urlencode, Server, BIN};
 
 /// How long one request is resent before the test fails (a write stall).
 pub const RESEND_S_MAX: u64 = 90;
@@ -31,8 +31,15 @@ fn script() -> PathBuf {
 impl Kafka {
     /// Starts `brokers` nodes (1 to 9) on `base`.. (controllers on `base + 100`..).
     pub fn start(dir: &Path, brokers: usize) -> Kafka {
+        Kafka::start_with_env(dir, brokers, &[])
+    }
+
+    /// As [`Kafka::start`], with the script's environment (`KAFKA_RACKS`, `KAFKA_MIN_ISR`,
+    /// `KAFKA_HEAP`).
+    pub fn start_with_env(dir: &Path, brokers: usize, env: &[(&str, &str)]) -> Kafka {
         let base = free_base(brokers);
         let out = Command::new(script())
+            .envs(env.iter().copied())
             .arg("start")
             .arg(brokers.to_string())
             .arg(dir)
@@ -134,6 +141,35 @@ pub struct Cluster {
     pub ports: Vec<(&'static str, u16)>,
 }
 
+/// The topology file's text for `nodes` on `ports` (one per node, same order).
+fn topology_text(
+    bootstrap: &str,
+    partitions: u32,
+    replication: u32,
+    nodes: &[NodeSpec],
+    ports: &[(&'static str, u16)],
+) -> String {
+    let bootstrap = bootstrap
+        .split(',')
+        .map(|b| format!("\"{b}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut text = format!(
+        "[kafka]\nbootstrap = [{bootstrap}]\ntopic = \"strata\"\npartitions = {partitions}\n\
+         replication = {replication}\n"
+    );
+    for (node, (_, port)) in nodes.iter().zip(ports) {
+        let roles: Vec<String> = node.roles.iter().map(|r| format!("\"{r}\"")).collect();
+        text.push_str(&format!(
+            "\n[[node]]\nname = \"{}\"\nside = \"{}\"\nhttp = \"127.0.0.1:{port}\"\nroles = [{}]\n",
+            node.name,
+            node.side,
+            roles.join(", ")
+        ));
+    }
+    text
+}
+
 impl Cluster {
     /// Writes `root/cluster.toml` for `nodes` (each on a free port) over `kafka`'s brokers.
     pub fn new(
@@ -170,6 +206,50 @@ impl Cluster {
             root: root.to_path_buf(),
             ports,
         }
+    }
+
+    /// Rewrites the topology file for `nodes` (an operator's edit): known nodes keep their
+    /// ports, new ones get free ports.
+    pub fn rewrite(
+        &mut self,
+        kafka: &Kafka,
+        partitions: u32,
+        replication: u32,
+        nodes: &[NodeSpec],
+    ) {
+        let ports: Vec<(&'static str, u16)> = nodes
+            .iter()
+            .map(|n| {
+                let known = self.ports.iter().find(|(name, _)| *name == n.name);
+                (n.name, known.map_or_else(free_port, |(_, p)| *p))
+            })
+            .collect();
+        let text = topology_text(&kafka.bootstrap, partitions, replication, nodes, &ports);
+        let tmp = self.root.join("cluster.toml.tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &self.topology).unwrap();
+        for (name, port) in ports {
+            if !self.ports.iter().any(|(n, _)| *n == name) {
+                self.ports.push((name, port));
+            }
+        }
+    }
+
+    /// `strata cluster apply`: every node of the file restarts and takes it; fails the test
+    /// unless the command succeeds.
+    pub fn apply(&self) -> String {
+        let out = Command::new(BIN)
+            .args(["cluster", "apply", "--cluster"])
+            .arg(&self.topology)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "cluster apply: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
     }
 
     pub fn http(&self, node: &str) -> String {
@@ -253,5 +333,129 @@ pub fn send_until_acked(fronts: &[String], seq: u64, path: &str, body: &str, sta
         );
         attempt += 1;
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Streams of each kind per ingest body of [`bodies`].
+pub const STREAMS: usize = 8;
+/// Samples in each histogram sample of [`bodies`] (two bins: 2 + 1).
+pub const HIST_COUNT: u64 = 3;
+
+/// Round `i`'s two bodies: numerics (`load_v`) and histograms (`lat`), each at its own second.
+pub fn bodies(i: usize, base_s: i64) -> [(String, String); 2] {
+    let ts_s = base_s + i as i64;
+    let lines: Vec<String> = (0..STREAMS)
+        .map(|j| format!("load,k=s{j} v={i} {}", ts_s * 1_000_000_000))
+        .collect();
+    let hists: Vec<String> = (0..STREAMS)
+        .map(|j| {
+            format!(
+                r#""lat|ST[k:s{j}]": {{"_type": "h", "_value": ["H[1.0e-01]=2", "H[2.0e+00]=1"], "_ts": {}}}"#,
+                ts_s * 1000
+            )
+        })
+        .collect();
+    [
+        ("/api/v2/write?precision=ns".to_owned(), lines.join("\n")),
+        (
+            "/module/httptrap/load/any".to_owned(),
+            format!("{{{}}}", hists.join(",")),
+        ),
+    ]
+}
+
+/// Sends `rounds` rounds of [`bodies`] on another thread, each request resent until acked;
+/// `progress` counts finished rounds.
+pub fn ingest(
+    fronts: Vec<String>,
+    rounds: usize,
+    base_s: i64,
+    progress: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stall_ms: std::sync::Arc<AtomicU64>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        for i in 0..rounds {
+            for (k, (path, body)) in bodies(i, base_s).iter().enumerate() {
+                let seq = (2 * i + k) as u64;
+                send_until_acked(&fronts, seq, path, body, &stall_ms);
+            }
+            progress.store(i + 1, Ordering::Release);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
+}
+
+/// One partition's answer from one node, without the series' activity ranges (they differ
+/// between a replica that wrote live and one that reopened from blocks: `crates/cluster/STATUS.md`).
+pub fn partition_answer(http: &str, p: u32, start: i64, end: i64) -> (Value, Value) {
+    let get = |query: &str| {
+        let mut answer = get_json(&format!(
+            "http://{http}/api/strata/v1/cluster/p/{p}/fetch?query={}&start={start}&end={end}&period=60",
+            urlencode(query)
+        ));
+        for series in answer["series"].as_array_mut().unwrap() {
+            series.as_object_mut().unwrap().remove("activity_ms");
+        }
+        answer
+    };
+    (get("and(__name:load_v)"), get("and(__name:lat)"))
+}
+
+/// Both sides' owners of every partition answer the same; returns how many series each
+/// partition holds (numerics + histograms).
+pub fn assert_sides_identical(topology: &Path, start: i64, end: i64) -> Vec<usize> {
+    let topology = cluster::Topology::load(topology).unwrap();
+    (0..topology.kafka.partitions)
+        .map(|p| {
+            let owners = topology.owners(p);
+            assert_eq!(owners.len(), 2, "partition {p}: one owner per side");
+            let a = partition_answer(&owners[0].http, p, start, end);
+            let b = partition_answer(&owners[1].http, p, start, end);
+            assert_eq!(
+                a, b,
+                "partition {p}: {} and {} differ",
+                owners[0].name, owners[1].name
+            );
+            a.0["series"].as_array().unwrap().len() + a.1["series"].as_array().unwrap().len()
+        })
+        .collect()
+}
+
+/// Through each front: every stream of [`bodies`], `rounds` numeric samples and `rounds` ×
+/// [`HIST_COUNT`] histogram samples each (none missing, none twice).
+pub fn assert_every_sample_once(fronts: &[String], rounds: usize, start: i64, end: i64) {
+    for front in fronts {
+        let fetch = |query: &str| {
+            get_json(&format!(
+                "http://{front}/api/strata/v1/fetch?query={}&start={start}&end={end}&period=60",
+                urlencode(query)
+            ))
+        };
+        let numerics = fetch("and(__name:load_v)");
+        let series = numerics["series"].as_array().unwrap();
+        assert_eq!(series.len(), STREAMS, "{numerics}");
+        for s in series {
+            let count: u64 = s["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|d| d["count"].as_u64())
+                .sum();
+            assert_eq!(count, rounds as u64, "{}", s["key"]);
+        }
+        let hists = fetch("and(__name:lat)");
+        let series = hists["series"].as_array().unwrap();
+        assert_eq!(series.len(), STREAMS, "{hists}");
+        for s in series {
+            let count: u64 = s["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|d| d["value"]["bins"].as_array())
+                .flatten()
+                .filter_map(|bin| bin[2].as_u64())
+                .sum();
+            assert_eq!(count, rounds as u64 * HIST_COUNT, "{}", s["key"]);
+        }
     }
 }

@@ -1,0 +1,126 @@
+//! The two-site setting on a real 5-broker Kafka 4.1 (`scripts/kafka-cluster`): brokers labelled
+//! with their site (`broker.rack`: two on site a, two on site b, a tie-breaker on site c),
+//! every partition on all five with `min.insync.replicas=4`, so an acknowledged write is on at
+//! least one broker of each site (`docs/cluster.md`), and a site's loss leaves the KRaft
+//! controllers a majority. Four storage nodes on two sides, two fronts, steady ingest of
+//! numerics and histograms with the exactly-once headers (resent until acknowledged): `kill -9`
+//! of a broker of each site, of a storage node, and of one side's storage nodes together (one is
+//! a front), each restarted. Afterwards every acknowledged sample is there once through both
+//! fronts and both sides' answers for every partition are identical.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cluster_common;
+mod serve_common;
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cluster_common::{
+    assert_every_sample_once, assert_sides_identical, ingest, Cluster, Kafka, NodeSpec,
+};
+use serve_common::now_s;
+
+/// Ingest rounds; each sends one Influx body (numerics) and one httptrap body (histograms).
+const ROUNDS: usize = 240;
+const PARTITIONS: u32 = 4;
+/// Every partition on every broker; with `min.insync.replicas=4` any acknowledged set of four
+/// holds both sites.
+const REPLICATION: u32 = 5;
+const RACKS: &str = "a,a,b,b,c";
+const MIN_ISR: &str = "4";
+
+#[test]
+fn two_sites_lose_nothing_acknowledged_through_broker_and_storage_kills() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kafka = Kafka::start_with_env(
+        &tmp.path().join("kafka"),
+        5,
+        &[
+            ("KAFKA_RACKS", RACKS),
+            ("KAFKA_MIN_ISR", MIN_ISR),
+            ("KAFKA_HEAP", "256m"),
+        ],
+    );
+    let front_storage: &[&str] = &["front", "storage"];
+    let storage: &[&str] = &["storage"];
+    let nodes = [
+        NodeSpec {
+            name: "a1",
+            side: "a",
+            roles: front_storage,
+        },
+        NodeSpec {
+            name: "a2",
+            side: "a",
+            roles: storage,
+        },
+        NodeSpec {
+            name: "b1",
+            side: "b",
+            roles: front_storage,
+        },
+        NodeSpec {
+            name: "b2",
+            side: "b",
+            roles: storage,
+        },
+    ];
+    let cluster = Cluster::new(tmp.path(), &kafka, PARTITIONS, REPLICATION, &nodes);
+    let a1 = cluster.start("a1");
+    let mut a2 = Some(cluster.start("a2"));
+    let mut b1 = Some(cluster.start("b1"));
+    let mut b2 = Some(cluster.start("b2"));
+    let fronts = vec![cluster.http("a1"), cluster.http("b1")];
+
+    let base_s = now_s() - 600;
+    let progress = Arc::new(AtomicUsize::new(0));
+    let stall_ms = Arc::new(AtomicU64::new(0));
+    let sender = ingest(
+        fronts.clone(),
+        ROUNDS,
+        base_s,
+        progress.clone(),
+        stall_ms.clone(),
+    );
+    let phase = |n: usize| {
+        while progress.load(Ordering::Acquire) < n * ROUNDS / 8 {
+            assert!(!sender.is_finished(), "ingest stopped early");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("phase {n}");
+    };
+    phase(1);
+    kafka.kill9(2); // a broker of site a
+    phase(2);
+    kafka.restart(2);
+    drop(a2.take()); // a storage node
+    phase(3);
+    a2 = Some(cluster.start("a2"));
+    kafka.kill9(3); // a broker of site b
+    phase(4);
+    kafka.restart(3);
+    // One side's storage nodes together (b1 is also a front): side a serves and takes writes.
+    drop(b1.take());
+    drop(b2.take());
+    phase(5);
+    b1 = Some(cluster.start("b1"));
+    b2 = Some(cluster.start("b2"));
+    phase(6);
+    kafka.kill9(5); // the tie-breaker
+    phase(7);
+    kafka.restart(5);
+    sender.join().unwrap();
+    eprintln!(
+        "longest wait for an acknowledgement: {} ms",
+        stall_ms.load(Ordering::Relaxed)
+    );
+
+    cluster.wait_caught_up();
+    let start = base_s - base_s.rem_euclid(60) - 60;
+    let end = base_s + ROUNDS as i64 + 120;
+    let series = assert_sides_identical(&cluster.topology, start, end);
+    assert_eq!(series.iter().sum::<usize>(), 2 * cluster_common::STREAMS);
+    assert_every_sample_once(&fronts, ROUNDS, start, end);
+    drop((a1, a2, b1, b2));
+}
