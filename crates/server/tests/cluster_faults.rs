@@ -15,58 +15,14 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cluster_common::{send_until_acked, Cluster, Kafka, NodeSpec};
-use serde_json::Value;
-use serve_common::{get_json, now_s, urlencode};
+use cluster_common::{
+    assert_every_sample_once, assert_sides_identical, ingest, Cluster, Kafka, NodeSpec,
+};
+use serve_common::now_s;
 
 /// Ingest rounds; each sends one Influx body (numerics) and one httptrap body (histograms).
 const ROUNDS: usize = 320;
-/// Streams of each kind per body.
-const STREAMS: usize = 8;
-/// Samples in each histogram sample (two bins: 2 + 1).
-const HIST_COUNT: u64 = 3;
 const PARTITIONS: u32 = 4;
-
-/// Round `i`'s two bodies: numerics at their own second, histograms at their own second.
-fn bodies(i: usize, base_s: i64) -> [(String, String); 2] {
-    let ts_s = base_s + i as i64;
-    let lines: Vec<String> = (0..STREAMS)
-        .map(|j| format!("load,k=s{j} v={i} {}", ts_s * 1_000_000_000))
-        .collect();
-    let hists: Vec<String> = (0..STREAMS)
-        .map(|j| {
-            format!(
-                r#""lat|ST[k:s{j}]": {{"_type": "h", "_value": ["H[1.0e-01]=2", "H[2.0e+00]=1"], "_ts": {}}}"#,
-                ts_s * 1000
-            )
-        })
-        .collect();
-    [
-        ("/api/v2/write?precision=ns".to_owned(), lines.join("\n")),
-        (
-            "/module/httptrap/load/any".to_owned(),
-            format!("{{{}}}", hists.join(",")),
-        ),
-    ]
-}
-
-/// One partition's answer from one node: the numeric and histogram streams. Without the
-/// series' activity ranges: the store notes a histogram's activity at the sample's time when
-/// written and at its base period's start when it reopens from blocks, so a replica that
-/// restarted shows another range for the same data (a store gap, `crates/cluster/STATUS.md`).
-fn partition_answer(http: &str, p: u32, start: i64, end: i64) -> (Value, Value) {
-    let get = |query: &str| {
-        let mut answer = get_json(&format!(
-            "http://{http}/api/strata/v1/cluster/p/{p}/fetch?query={}&start={start}&end={end}&period=60",
-            urlencode(query)
-        ));
-        for series in answer["series"].as_array_mut().unwrap() {
-            series.as_object_mut().unwrap().remove("activity_ms");
-        }
-        answer
-    };
-    (get("and(__name:load_v)"), get("and(__name:lat)"))
-}
 
 #[test]
 fn acknowledged_writes_survive_broker_and_storage_node_kills() {
@@ -105,19 +61,13 @@ fn acknowledged_writes_survive_broker_and_storage_node_kills() {
     let base_s = now_s() - 600;
     let progress = Arc::new(AtomicUsize::new(0));
     let stall_ms = Arc::new(AtomicU64::new(0));
-    let ingest = {
-        let (progress, stall_ms, fronts) = (progress.clone(), stall_ms.clone(), fronts.clone());
-        std::thread::spawn(move || {
-            for i in 0..ROUNDS {
-                for (k, (path, body)) in bodies(i, base_s).iter().enumerate() {
-                    let seq = (2 * i + k) as u64;
-                    send_until_acked(&fronts, seq, path, body, &stall_ms);
-                }
-                progress.store(i + 1, Ordering::Release);
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    };
+    let ingest = ingest(
+        fronts.clone(),
+        ROUNDS,
+        base_s,
+        progress.clone(),
+        stall_ms.clone(),
+    );
     let phase = |n: usize| {
         while progress.load(Ordering::Acquire) < n * ROUNDS / 8 {
             assert!(!ingest.is_finished(), "ingest stopped early");
@@ -160,48 +110,8 @@ fn acknowledged_writes_survive_broker_and_storage_node_kills() {
     let start = base_s - base_s.rem_euclid(60) - 60;
     let end = base_s + ROUNDS as i64 + 120;
     // Both sides' copies of every partition answer the same, byte for byte.
-    let topology = cluster::Topology::load(&cluster.topology).unwrap();
-    for p in 0..PARTITIONS {
-        let owners = topology.owners(p);
-        assert_eq!(owners.len(), 2);
-        let a = partition_answer(&owners[0].http, p, start, end);
-        let b = partition_answer(&owners[1].http, p, start, end);
-        assert_eq!(a, b, "partition {p}: sides differ");
-    }
+    assert_sides_identical(&cluster.topology, start, end);
     // Through a front: every stream, every acknowledged sample, nothing twice.
-    for front in &fronts {
-        let fetch = |query: &str| {
-            get_json(&format!(
-                "http://{front}/api/strata/v1/fetch?query={}&start={start}&end={end}&period=60",
-                urlencode(query)
-            ))
-        };
-        let numerics = fetch("and(__name:load_v)");
-        let series = numerics["series"].as_array().unwrap();
-        assert_eq!(series.len(), STREAMS, "{numerics}");
-        for s in series {
-            let count: u64 = s["data"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|d| d["count"].as_u64())
-                .sum();
-            assert_eq!(count, ROUNDS as u64, "{}", s["key"]);
-        }
-        let hists = fetch("and(__name:lat)");
-        let series = hists["series"].as_array().unwrap();
-        assert_eq!(series.len(), STREAMS, "{hists}");
-        for s in series {
-            let count: u64 = s["data"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|d| d["value"]["bins"].as_array())
-                .flatten()
-                .filter_map(|bin| bin[2].as_u64())
-                .sum();
-            assert_eq!(count, ROUNDS as u64 * HIST_COUNT, "{}", s["key"]);
-        }
-    }
+    assert_every_sample_once(&fronts, ROUNDS, start, end);
     drop((a1, a2, b1));
 }
