@@ -191,3 +191,38 @@ fn read_head(stream: &mut std::net::TcpStream) -> String {
     }
     String::from_utf8(bytes).unwrap()
 }
+
+/// SIGTERM closes the store itself (WAL and index synced), not only what was acknowledged:
+/// nothing the server started (the broker links' hub lives for the whole process) may keep it
+/// referenced past the stop.
+#[test]
+fn sigterm_closes_the_store_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let log_path = dir.path().join("stderr.log");
+    let mut cmd = serve_common::strata();
+    cmd.args([
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--statsd",
+        "off",
+        "--graphite",
+        "off",
+    ])
+    .arg("--data-dir")
+    .arg(&data)
+    .env("RUST_LOG", "info")
+    .stderr(std::fs::File::create(&log_path).unwrap());
+    let server = Server::spawn(cmd, &data);
+    let written = client()
+        .post(server.url("/api/v2/write"))
+        .body("m v=1\n")
+        .send()
+        .unwrap();
+    assert_eq!(written.status(), 204);
+    assert!(server.stop().success());
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains("store closed"), "{log}");
+    assert!(!log.contains("still referenced"), "{log}");
+}

@@ -4,7 +4,7 @@
 //! from the checks API — and the brokers API (`/api/strata/v1/brokers`).
 
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::body::Bytes;
 use axum::extract::Path;
@@ -25,6 +25,11 @@ use super::{origin, Shared};
 /// The core's links, once started (the brokers API and `/metrics` read it).
 static HUB: OnceLock<Hub> = OnceLock::new();
 
+/// What the hub's requests reach: the server and its router. Shutdown empties it ([`release`]):
+/// the hub lives in a static for the process's life, and a server it held would keep the store
+/// referenced, so the store could not close cleanly.
+static TARGET: Mutex<Option<(Shared, Router)>> = Mutex::new(None);
+
 /// Longest answer the link hands back from the server's router (a broker's checks list).
 const LINK_ANSWER_BYTES_MAX: usize = broker::link::RESPONSE_BYTES_MAX;
 
@@ -37,10 +42,17 @@ pub async fn start(
     router: Router,
 ) -> Result<String, String> {
     let dir = app.config.store.data_dir.join("links");
-    let write_app = app.clone();
+    if let Ok(mut target) = TARGET.lock() {
+        *target = Some((app.clone(), router));
+    }
     let handler: Handler = Arc::new(move |broker, request| {
-        let (app, router) = (write_app.clone(), router.clone());
-        Box::pin(async move { link_request(app, router, broker, request).await })
+        let target = TARGET.lock().ok().and_then(|t| t.clone());
+        Box::pin(async move {
+            match target {
+                Some((app, router)) => link_request(app, router, broker, request).await,
+                None => shutting_down(),
+            }
+        })
     });
     let config = HubConfig {
         dir,
@@ -58,6 +70,22 @@ pub async fn start(
     HUB.set(hub)
         .map_err(|_| "the broker links were started twice".to_owned())?;
     Ok(line)
+}
+
+/// Lets go of the server the hub's requests reach (at shutdown; later requests get a 503).
+pub fn release() {
+    if let Ok(mut target) = TARGET.lock() {
+        *target = None;
+    }
+}
+
+/// The answer to a link request that arrives while the server stops.
+fn shutting_down() -> hyper::Response<Full<Bytes>> {
+    let mut response = hyper::Response::new(Full::new(Bytes::from_static(
+        br#"{"error":"the server is shutting down: send again later"}"#,
+    )));
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    response
 }
 
 /// The links' Prometheus text for `/metrics` (empty before the hub starts).

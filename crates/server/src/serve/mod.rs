@@ -600,6 +600,7 @@ async fn serve(
         }
     }
     alerts::stop().await;
+    link::release();
     close_store(app).await
 }
 
