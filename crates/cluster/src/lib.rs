@@ -20,6 +20,6 @@ pub use kafka::{Front, KafkaError, PartitionState};
 pub use membership::{open as open_storage, PeerCopy};
 pub use record::{decode, partition_of, with_origin, RecordError, Splitter, RECORD_BYTES_MAX};
 pub use snapshot::{build as build_snapshot, SnapshotError, SNAPSHOT_BYTES_MAX};
-pub use storage::{Holding, Partition, PartitionStatus, StorageNode, OFFSET_FILE};
+pub use storage::{Holding, Partition, PartitionStatus, StorageNode};
 pub use token::ReadAfter;
 pub use topology::{Node, Role, Topology, TopologyError};

@@ -42,7 +42,14 @@ pub fn open(
             copied_from = copy_in(p, &dir, copy);
         }
         let _ = std::fs::remove_file(dir.join(MOVED_FILE));
-        let partition = StorageNode::open_partition(p, &dir, base, Holding::Owned, copied_from)?;
+        let partition = StorageNode::open_partition(
+            p,
+            &dir,
+            base,
+            topology.kafka.partitions,
+            Holding::Owned,
+            copied_from,
+        )?;
         partitions.insert(p, partition);
     }
     for (p, dir) in held(data_dir)? {
@@ -57,7 +64,14 @@ pub fn open(
             );
             continue;
         }
-        let partition = StorageNode::open_partition(p, &dir, base, Holding::Leaving, None)?;
+        let partition = StorageNode::open_partition(
+            p,
+            &dir,
+            base,
+            topology.kafka.partitions,
+            Holding::Leaving,
+            None,
+        )?;
         partitions.insert(p, partition);
     }
     Ok(StorageNode { partitions })

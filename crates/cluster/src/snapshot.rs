@@ -9,7 +9,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::storage::{Partition, OFFSET_FILE};
+use crate::storage::Partition;
 
 /// The first bytes of a snapshot stream.
 const MAGIC: &[u8; 8] = b"STRSNAP1";
@@ -250,10 +250,10 @@ fn write_synced(path: &Path, data: &[u8]) -> std::io::Result<()> {
     f.sync_all()
 }
 
-/// True when `dir` holds nothing of a partition yet (no store, no recorded offset): a
-/// directory a copy may be installed as.
+/// True when `dir` holds nothing of a partition yet (no store, whose manifest records the
+/// offset): a directory a copy may be installed as.
 pub fn is_fresh(dir: &Path) -> bool {
-    !dir.join(OFFSET_FILE).exists() && !dir.join("MANIFEST").exists()
+    !dir.join("MANIFEST").exists()
 }
 
 #[cfg(test)]

@@ -1,13 +1,13 @@
 //! A storage node: for each partition it owns, a store of its own (`<data>/p<N>`) fed from the
-//! Kafka partition in log order. Kafka is the write-ahead log: the local store writes without
-//! fsync, and after each flush (blocks and the exactly-once state on disk) the next offset is
-//! recorded in `<data>/p<N>/kafka-offset`. A restart opens the store and fetches from that
-//! offset; records applied after it are in the store already and their identity makes the
-//! store answer them as duplicates, so nothing is applied twice and nothing is skipped.
-//! Applying a record reads only the record (its receipt time travels in it), never the clock.
+//! Kafka partition in log order. Kafka is the write-ahead log: the store is opened on an
+//! external log (`store::WalBackend::External`), writes no WAL of its own, and each flush
+//! commits its blocks, its exactly-once state and the next Kafka offset (the manifest's
+//! checkpoint) in one step. A restart opens the store, which replays nothing, and fetches from
+//! that checkpoint: nothing is applied twice and nothing is skipped. Applying a record reads
+//! only the record (its receipt time travels in it), never the clock.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,8 +18,6 @@ use store::{Store, StoreError, StoreOptions, Written};
 use crate::kafka::{self, KafkaError};
 use crate::topology::Topology;
 
-/// The file beside a partition's store that holds the next Kafka offset to apply.
-pub const OFFSET_FILE: &str = "kafka-offset";
 /// Bytes one fetch asks a broker for at most.
 const FETCH_BYTES_MAX: i32 = 16 << 20;
 /// How long a fetch waits on the broker for new records, in ms.
@@ -28,8 +26,6 @@ const FETCH_WAIT_MS_MAX: i32 = 200;
 const CHECKPOINT_INTERVAL_MS: u64 = 5_000;
 /// Pause after a failed fetch or write before trying again, in ms.
 const RETRY_PAUSE_MS: u64 = 200;
-/// Each partition store's WAL segments (it holds records since the last flush only).
-const WAL_SEGMENT_BYTES: u64 = 8 << 20;
 
 /// One owned partition: its store and where its consumer is.
 pub struct Partition {
@@ -43,6 +39,10 @@ pub struct Partition {
     duplicates: AtomicU64,
     /// Records refused for good (a stale epoch, a kind clash), the same on every replica.
     refused: AtomicU64,
+    /// Samples left out because a cardinality limit refused to create their series.
+    samples_refused: AtomicU64,
+    /// Samples of applied records, refused ones not counted (since the node started).
+    samples_applied: AtomicU64,
     /// Why the consumer stopped, when it did (retention passed the checkpoint: rebuild).
     failed: Mutex<Option<String>>,
     /// Held while records are applied or the store is checkpointed; a snapshot holds it to
@@ -62,6 +62,13 @@ pub struct PartitionStatus {
     pub end_offset: i64,
     pub duplicates: u64,
     pub refused: u64,
+    /// Samples of new series the partition's cardinality limits refused (the front had
+    /// answered 2xx: the record was in Kafka).
+    pub samples_refused: u64,
+    /// Samples this node applied to the partition since it started.
+    pub samples_applied: u64,
+    /// New series those limits refused, by limit (`store::CardinalityLimit::ALL` order).
+    pub series_refused: [u64; 4],
     pub failed: Option<String>,
     /// `owned`, `leaving` (still served until its new owner caught up) or `moved`.
     pub state: &'static str,
@@ -72,30 +79,54 @@ pub struct StorageNode {
     pub partitions: BTreeMap<u32, Arc<Partition>>,
 }
 
-fn offset_path(dir: &Path) -> PathBuf {
-    dir.join(OFFSET_FILE)
-}
-
-fn read_offset(dir: &Path) -> Result<i64, String> {
-    match std::fs::read_to_string(offset_path(dir)) {
-        Ok(text) => text
-            .trim()
-            .parse::<i64>()
-            .map_err(|_| format!("{}: not an offset", offset_path(dir).display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
-        Err(e) => Err(format!("{}: {e}", offset_path(dir).display())),
+/// A partition's share of the configured cardinality limits: each bound divided by the
+/// partition count, rounded up. Streams hash evenly over partitions, so the cluster admits about
+/// what one node would (up to `partitions - 1` more series per bound); a partition that gets
+/// more than its share of a burst refuses before the others do.
+fn partition_limits(
+    limits: store::CardinalityOptions,
+    partitions: u32,
+) -> store::CardinalityOptions {
+    assert!(partitions > 0, "a topic has partitions");
+    let share = |max: u64| {
+        if max == u64::MAX {
+            max
+        } else {
+            max.div_ceil(u64::from(partitions))
+        }
+    };
+    store::CardinalityOptions {
+        series_new_per_minute_max: share(limits.series_new_per_minute_max),
+        series_active_max: share(limits.series_active_max),
+        source_series_new_per_minute_max: share(limits.source_series_new_per_minute_max),
+        source_series_active_max: share(limits.source_series_active_max),
+        active_window_ms: limits.active_window_ms,
     }
 }
 
-/// Writes the offset file atomically (temporary file, fsync, rename, fsync of the directory).
-fn write_offset(dir: &Path, offset: i64) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = dir.join(format!("{OFFSET_FILE}.tmp"));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(format!("{offset}\n").as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, offset_path(dir))?;
-    std::fs::File::open(dir)?.sync_all()
+/// Opens partition `p`'s store in `dir` on the Kafka partition as its log; returns it with the
+/// offset its last flush recorded (where the consumer starts).
+fn open_partition_store(
+    p: u32,
+    dir: &Path,
+    base: &StoreOptions,
+    partitions: u32,
+) -> Result<(Store, i64), String> {
+    let options = StoreOptions {
+        wal: store::WalBackend::External,
+        cardinality: partition_limits(base.cardinality, partitions),
+        ..base.clone()
+    };
+    let store = Store::open(dir, options)
+        .map_err(|e| format!("opening the store of partition {p}: {e}"))?;
+    let next = checkpoint_of(&store).map_err(|e| format!("partition {p}: {e}"))?;
+    Ok((store, next))
+}
+
+/// The Kafka offset the store's last flush recorded: every record below it is in the store.
+fn checkpoint_of(store: &Store) -> Result<i64, String> {
+    let checkpoint = store.stats().map_err(|e| e.to_string())?.checkpoint;
+    i64::try_from(checkpoint).map_err(|_| format!("checkpoint {checkpoint} is not a Kafka offset"))
 }
 
 impl StorageNode {
@@ -109,7 +140,14 @@ impl StorageNode {
         let mut partitions = BTreeMap::new();
         for p in topology.partitions_of(node) {
             let dir = data_dir.join(format!("p{p}"));
-            let partition = Self::open_partition(p, &dir, base, Holding::Owned, None)?;
+            let partition = Self::open_partition(
+                p,
+                &dir,
+                base,
+                topology.kafka.partitions,
+                Holding::Owned,
+                None,
+            )?;
             partitions.insert(p, partition);
         }
         Ok(StorageNode { partitions })
@@ -120,18 +158,12 @@ impl StorageNode {
         p: u32,
         dir: &Path,
         base: &StoreOptions,
+        partitions: u32,
         state: Holding,
         copied_from: Option<String>,
     ) -> Result<Arc<Partition>, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let next = read_offset(dir)?;
-        let options = StoreOptions {
-            durability: store::Durability::Buffered,
-            wal_segment_size_bytes: WAL_SEGMENT_BYTES,
-            ..base.clone()
-        };
-        let store = Store::open(dir, options)
-            .map_err(|e| format!("opening the store of partition {p}: {e}"))?;
+        let (store, next) = open_partition_store(p, dir, base, partitions)?;
         Ok(Arc::new(Partition {
             id: p,
             store: Arc::new(store),
@@ -139,6 +171,8 @@ impl StorageNode {
             end_offset: AtomicI64::new(-1),
             duplicates: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            samples_refused: AtomicU64::new(0),
+            samples_applied: AtomicU64::new(0),
             failed: Mutex::new(None),
             paused: Mutex::new(()),
             state: AtomicU8::new(state as u8),
@@ -155,6 +189,13 @@ impl StorageNode {
                 end_offset: p.end_offset.load(Ordering::Acquire),
                 duplicates: p.duplicates.load(Ordering::Relaxed),
                 refused: p.refused.load(Ordering::Relaxed),
+                samples_refused: p.samples_refused.load(Ordering::Relaxed),
+                samples_applied: p.samples_applied.load(Ordering::Relaxed),
+                series_refused: p
+                    .store
+                    .cardinality_stats()
+                    .map(|s| s.refused_total)
+                    .unwrap_or_default(),
                 failed: p.failure(),
                 state: p.state().name(),
                 copied_from: p.copied_from.lock().map(|f| f.clone()).unwrap_or_default(),
@@ -314,10 +355,11 @@ impl Partition {
         self.failed.lock().map(|f| f.clone()).unwrap_or_default()
     }
 
-    /// Flushes and records the offset, with the consumer already paused by the caller.
+    /// Flushes, with the consumer already paused by the caller; returns the offset the flush
+    /// committed in the store's manifest (where a copy of the directory resumes).
     pub(crate) fn checkpoint_paused(&self) -> Result<i64, String> {
         checkpoint(self)?;
-        Ok(self.next_offset.load(Ordering::Acquire))
+        checkpoint_of(&self.store)
     }
 
     pub fn state(&self) -> Holding {
@@ -362,11 +404,10 @@ impl Holding {
     }
 }
 
-/// Flushes the store, then records the offset everything below which the flush covered.
+/// Flushes the store: its manifest then records, with the blocks, the offset below which
+/// every applied record is in them.
 fn checkpoint(partition: &Partition) -> Result<(), String> {
-    let next = partition.next_offset.load(Ordering::Acquire);
-    partition.store.flush().map_err(|e| e.to_string())?;
-    write_offset(partition.store.dir(), next).map_err(|e| e.to_string())
+    partition.store.flush().map(drop).map_err(|e| e.to_string())
 }
 
 /// Applies fetched records in order; `next_offset` moves past each one applied (or refused
@@ -393,9 +434,22 @@ pub(crate) fn apply(
                 return Err(why);
             }
         };
-        match partition.store.write_partial(&batch) {
-            Ok((Written::Applied, _left_out)) => {}
-            Ok((Written::Duplicate, _)) => {
+        let position = u64::try_from(offset).map_err(|_| format!("offset {offset}"))?;
+        // The limits count per sender: the record's origin (the client's identity, or the
+        // front's when the client sent none).
+        match partition.store.write_logged(&batch, position, "") {
+            Ok(w) if w.written == Written::Applied => {
+                let refused: usize = w.refused.iter().map(|r| r.samples).sum();
+                let left_out: usize = w.kind_rejections.iter().map(|r| r.samples).sum();
+                let applied = batch.sample_count().saturating_sub(refused + left_out);
+                partition
+                    .samples_refused
+                    .fetch_add(refused as u64, Ordering::Relaxed);
+                partition
+                    .samples_applied
+                    .fetch_add(applied as u64, Ordering::Relaxed);
+            }
+            Ok(_) => {
                 partition.duplicates.fetch_add(1, Ordering::Relaxed);
             }
             // Refused by the record's content alone: every replica refuses it the same way.
@@ -493,6 +547,21 @@ roles = ["storage"]
         apply(&p, vec![record(2, 2), record(2, 3), record(3, 4)]).unwrap();
         assert_eq!(p.next_offset.load(Ordering::Acquire), 5);
         assert_eq!(count(&node), 12);
+    }
+
+    #[test]
+    fn each_partition_gets_its_share_of_a_limit_rounded_up() {
+        let limits = store::CardinalityOptions {
+            series_new_per_minute_max: 200_000,
+            series_active_max: 10,
+            ..store::CardinalityOptions::UNLIMITED
+        };
+        let share = partition_limits(limits, 8);
+        assert_eq!(share.series_new_per_minute_max, 25_000);
+        assert_eq!(share.series_active_max, 2);
+        assert_eq!(share.source_series_active_max, u64::MAX);
+        assert_eq!(share.active_window_ms, limits.active_window_ms);
+        assert_eq!(partition_limits(limits, 1), limits);
     }
 
     #[test]

@@ -275,13 +275,15 @@ fn row(p: u32, node: &cluster::Node, part: &Value) -> Value {
         "partition": p, "side": node.side, "owner": node.name,
         "applied": part["next_offset"], "end": part["end_offset"],
         "lag": part["lag"], "duplicates": part["duplicates"],
-        "refused": part["refused"], "health": health, "error": part["error"],
+        "refused": part["refused"], "series_refused": part["series_refused"],
+        "samples_refused": part["samples_refused"],
+        "health": health, "error": part["error"],
         "state": part["state"], "copied_from": part["copied_from"],
     })
 }
 
 fn print_rows(rows: &[Value]) {
-    println!("partition\tside\towner\tapplied\tend\tlag\thealth\tstate");
+    println!("partition\tside\towner\tapplied\tend\tlag\tseries refused\thealth\tstate");
     let cell = |v: &Value| match v {
         Value::Null => "-".to_owned(),
         Value::String(s) => s.clone(),
@@ -289,13 +291,14 @@ fn print_rows(rows: &[Value]) {
     };
     for r in rows {
         println!(
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             cell(&r["partition"]),
             cell(&r["side"]),
             cell(&r["owner"]),
             cell(&r["applied"]),
             cell(&r["end"]),
             cell(&r["lag"]),
+            cell(&r["series_refused"]),
             cell(&r["health"]),
             cell(&r["state"])
         );

@@ -5,6 +5,9 @@
 //! write lock, one hash lookup each), else under its write lock as it creates each one. A write
 //! whose series all exist never reaches it, so the hot path costs nothing.
 //!
+//! "Now" is the caller's: the wall clock on a single node, the record's receipt time on a store
+//! applying an external log, so that two stores applying the same log decide the same.
+//!
 //! "Active" means a sample timestamped within `active_window_ms` of now, or created since the
 //! last count. Counting scans the index's activity ranges; it runs at most once a minute, when
 //! a new series is asked for, so between counts the active figures only grow (each creation adds
@@ -12,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The limits, each `u64::MAX` for none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,9 +110,9 @@ pub const SOURCES_TRACKED_MAX: usize = 4096;
 /// Longest source name kept (longer ones are cut: they are only told apart by their start).
 const SOURCE_BYTES_MAX: usize = 256;
 /// How often the active series are counted again (at most; only when a series is asked for).
-const COUNT_INTERVAL: Duration = Duration::from_secs(60);
+const COUNT_INTERVAL_MS: i64 = 60_000;
 /// The minute window new series are counted in.
-const MINUTE: Duration = Duration::from_secs(60);
+const MINUTE_MS: i64 = 60_000;
 /// The creator slot of a series no tracked source created (created before the store opened, or
 /// by a write that named no source, or with the table full).
 const NO_SOURCE: u32 = u32::MAX;
@@ -124,10 +127,11 @@ struct SourceCounts {
 /// The limiter's state, kept inside the index's lock.
 pub(crate) struct Limiter {
     opts: CardinalityOptions,
-    minute_start: Instant,
+    /// Where the current minute window began, in the caller's clock (ms).
+    minute_start_ms: i64,
     new_this_minute: u64,
     active: u64,
-    counted_at: Option<Instant>,
+    counted_at_ms: Option<i64>,
     slots_by_source: HashMap<Box<str>, u32, foldhash::quality::RandomState>,
     slots: Vec<SourceCounts>,
     free_slots: Vec<u32>,
@@ -148,10 +152,10 @@ impl Limiter {
     pub(crate) fn new(opts: CardinalityOptions) -> Limiter {
         Limiter {
             opts,
-            minute_start: Instant::now(),
+            minute_start_ms: i64::MIN,
             new_this_minute: 0,
             active: 0,
-            counted_at: None,
+            counted_at_ms: None,
             slots_by_source: HashMap::default(),
             slots: Vec::new(),
             free_slots: Vec::new(),
@@ -164,22 +168,22 @@ impl Limiter {
         &self.opts
     }
 
-    /// Rolls the minute over and recounts active series when due. Call before `admit`s.
-    pub(crate) fn prepare(&mut self, activity: &dyn Activity) {
-        let now = Instant::now();
-        if now.duration_since(self.minute_start) >= MINUTE {
-            self.minute_start = now;
+    /// Rolls the minute over and recounts active series when due, as of `now_ms`. Call before
+    /// `admit`s. A clock that goes back (records of several fronts) only delays the next roll.
+    pub(crate) fn prepare(&mut self, activity: &dyn Activity, now_ms: i64) {
+        if now_ms.saturating_sub(self.minute_start_ms) >= MINUTE_MS {
+            self.minute_start_ms = now_ms;
             self.new_this_minute = 0;
             for s in &mut self.slots {
                 s.new_this_minute = 0;
             }
         }
         let due = self
-            .counted_at
-            .is_none_or(|at| now.duration_since(at) >= COUNT_INTERVAL);
+            .counted_at_ms
+            .is_none_or(|at| now_ms.saturating_sub(at) >= COUNT_INTERVAL_MS);
         if due {
-            self.count(activity);
-            self.counted_at = Some(now);
+            self.count(activity, now_ms);
+            self.counted_at_ms = Some(now_ms);
         }
     }
 
@@ -217,12 +221,11 @@ impl Limiter {
     /// anything (the index's read lock is enough): `None` when one may be created, or when
     /// the minute or a count is due (`prepare` runs first, under the write lock), or when the
     /// source is not tracked yet and no global limit refuses.
-    pub(crate) fn refuses_now(&self, source: &str) -> Option<CardinalityLimit> {
-        let now = Instant::now();
+    pub(crate) fn refuses_now(&self, source: &str, now_ms: i64) -> Option<CardinalityLimit> {
         let counted = self
-            .counted_at
-            .is_some_and(|at| now.duration_since(at) < COUNT_INTERVAL);
-        if !counted || now.duration_since(self.minute_start) >= MINUTE {
+            .counted_at_ms
+            .is_some_and(|at| now_ms.saturating_sub(at) < COUNT_INTERVAL_MS);
+        if !counted || now_ms.saturating_sub(self.minute_start_ms) >= MINUTE_MS {
             return None;
         }
         let slot = self
@@ -285,8 +288,8 @@ impl Limiter {
 
     /// Counts active series again, globally and per source, and frees the slots of sources
     /// with nothing active and nothing new this minute.
-    fn count(&mut self, activity: &dyn Activity) {
-        let since_ms = wall_ms().saturating_sub(self.opts.active_window_ms);
+    fn count(&mut self, activity: &dyn Activity, now_ms: i64) {
+        let since_ms = now_ms.saturating_sub(self.opts.active_window_ms);
         let series = activity.series_count();
         for s in &mut self.slots {
             s.active = 0;
@@ -363,7 +366,8 @@ fn cut(source: &str) -> &str {
     &source[..end]
 }
 
-fn wall_ms() -> i64 {
+/// The wall clock in ms since the epoch: "now" for a store on its own journal.
+pub(crate) fn wall_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
@@ -394,7 +398,7 @@ mod tests {
             source_series_active_max: 100,
             active_window_ms: 3_600_000,
         });
-        l.prepare(&Series(vec![]));
+        l.prepare(&Series(vec![]), wall_ms());
         let a = l.slot_of("a");
         let b = l.slot_of("b");
         assert_ne!(a, b);
@@ -418,13 +422,13 @@ mod tests {
             source_series_active_max: 2,
             ..CardinalityOptions::UNLIMITED
         });
-        l.prepare(&Series(vec![]));
+        l.prepare(&Series(vec![]), now);
         let a = l.slot_of("a");
         l.admit(0, a).unwrap();
         l.admit(1, a).unwrap();
         assert_eq!(l.admit(2, a), Err(CardinalityLimit::SourceActive));
         // One of a's series went quiet two hours ago: a may create one more.
-        l.count(&Series(vec![Some(now - 7_200_000), Some(now)]));
+        l.count(&Series(vec![Some(now - 7_200_000), Some(now)]), now);
         assert_eq!(l.stats().active, 1);
         l.admit(2, a).unwrap();
         // Nothing of b's is active: its slot is freed and its series no longer charged.
@@ -432,7 +436,7 @@ mod tests {
         l.admit(3, b).unwrap();
         l.new_this_minute = 0;
         l.slots[b as usize].new_this_minute = 0;
-        l.count(&Series(vec![None, Some(now), Some(now), Some(0)]));
+        l.count(&Series(vec![None, Some(now), Some(now), Some(0)]), now);
         assert_eq!(l.stats().sources, 1);
         assert_eq!(l.creator[3], NO_SOURCE);
     }

@@ -15,19 +15,18 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use journal::vfs::Vfs;
-use journal::{Journal, Start, Ticket};
 
 use crate::batch::{BatchSample, KeyRef, SampleValue, Value, WriteBatch};
 use crate::blockset::{self, Blocks, Frozen};
 use crate::cardinality::{CardinalityLimit, CardinalityStats};
 use crate::engine::{
     BackgroundFailures, InFlight, Inner, ReplayReport, StoreOptions, BASE_PERIOD_MS_MIN,
-    HEAD_SUBSCRIBER,
 };
 use crate::flush;
 use crate::head::{CumulativeState, Head, Offsets};
 use crate::index::{Resolved, SeriesIndex};
 use crate::key::StreamKey;
+use crate::log::{self, JournalSettings, LogTicket, WalBackend};
 use crate::manifest::Manifest;
 use crate::read::View;
 use crate::series::{Kind, SeriesId};
@@ -117,30 +116,20 @@ impl Store {
         let vfs = opts.vfs.clone();
         vfs.create_dir_all(&dir).map_err(StoreError::Io)?;
         let manifest = load_or_create_manifest(&*vfs, &dir, &opts)?;
-        let journal = Journal::open(
-            dir.join("wal"),
-            journal::Options {
-                durability: opts.durability,
-                segment_size_bytes: opts.wal_segment_size_bytes,
-                vfs: vfs.clone(),
-                ..journal::Options::default()
-            },
-        )?;
+        let settings = JournalSettings {
+            durability: opts.durability,
+            segment_size_bytes: opts.wal_segment_size_bytes,
+            vfs: vfs.clone(),
+        };
+        let log = log::open(&dir, opts.wal, settings, manifest.checkpoint)?;
         let index = SeriesIndex::open(&dir.join("index"))?;
         index.set_limits(opts.cardinality)?;
         let series_count = index.snapshot()?.series_count();
-        if !journal
-            .subscribers()?
-            .iter()
-            .any(|s| s.name == HEAD_SUBSCRIBER)
-        {
-            journal.add_subscriber(HEAD_SUBSCRIBER, Start::Begin)?;
-        }
         let (state, quarantined) = blockset::open_blocks(&*vfs, &dir, manifest)?;
         let (cumulative, sources) = blockset::load_checkpoint_state(&*vfs, &dir, &state.manifest)?;
         let inner = Inner {
             dir,
-            journal,
+            log,
             index,
             gate: RwLock::new(()),
             head: RwLock::new(Head::new(opts.base_period_ms)),
@@ -224,7 +213,7 @@ impl Store {
         drop(self);
         // The flusher has stopped and `self` is gone: this is the last reference.
         match Arc::try_unwrap(inner) {
-            Ok(inner) => inner.journal.close()?,
+            Ok(inner) => inner.log.close()?,
             Err(_) => unreachable!("the store's state is only shared with its flusher"),
         }
         Ok(())
@@ -246,11 +235,12 @@ impl Store {
     /// A key that exists with another kind fails the whole batch (nothing written). A batch
     /// whose origin (`WriteBatch::set_origin`) was applied before is not applied again.
     pub fn write(&self, batch: &WriteBatch) -> Result<Written, StoreError> {
+        self.inner.check_position(None)?;
         let Some(admitted) = self.inner.admit(batch.origin())? else {
             return Ok(Written::Duplicate);
         };
         let ids = self.inner.resolve(batch)?;
-        self.inner.write_resolved(batch, &ids, admitted)?;
+        self.inner.write_resolved(batch, &ids, admitted, None)?;
         Ok(Written::Applied)
     }
 
@@ -261,11 +251,12 @@ impl Store {
         &self,
         batch: &WriteBatch,
     ) -> Result<(Written, Vec<KindRejection>), StoreError> {
+        self.inner.check_position(None)?;
         let Some(admitted) = self.inner.admit(batch.origin())? else {
             return Ok((Written::Duplicate, Vec::new()));
         };
         let (ids, rejected) = self.inner.resolve_partial(batch)?;
-        self.inner.write_resolved(batch, &ids, admitted)?;
+        self.inner.write_resolved(batch, &ids, admitted, None)?;
         Ok((Written::Applied, rejected))
     }
 
@@ -278,6 +269,32 @@ impl Store {
         batch: &WriteBatch,
         sender: &str,
     ) -> Result<LimitedWrite, StoreError> {
+        self.write_limited_at(batch, sender, None)
+    }
+
+    /// The write of a store on an external log (`WalBackend::External`): the batch the caller's
+    /// log holds at `position`, written as [`Store::write_limited`] writes it. Nothing is written
+    /// to a WAL here: the caller's log is the WAL. Positions must be given in increasing order
+    /// (`LogPositionBehind` otherwise); a flush's checkpoint (`FlushReport::checkpoint`,
+    /// `StoreStats::checkpoint`) is the position from which the caller replays its log after a
+    /// restart. Applying a batch reads only the batch and the store (limits included), so the
+    /// same log applied to two stores gives the same series and samples.
+    pub fn write_logged(
+        &self,
+        batch: &WriteBatch,
+        position: u64,
+        sender: &str,
+    ) -> Result<LimitedWrite, StoreError> {
+        self.write_limited_at(batch, sender, Some(position))
+    }
+
+    fn write_limited_at(
+        &self,
+        batch: &WriteBatch,
+        sender: &str,
+        position: Option<u64>,
+    ) -> Result<LimitedWrite, StoreError> {
+        self.inner.check_position(position)?;
         let Some(admitted) = self.inner.admit(batch.origin())? else {
             return Ok(LimitedWrite {
                 written: Written::Duplicate,
@@ -286,8 +303,11 @@ impl Store {
             });
         };
         let source = batch.origin().map_or(sender, |o| o.source.as_str());
-        let resolved = self.inner.resolve_limited(batch, source)?;
-        self.inner.write_resolved(batch, &resolved.ids, admitted)?;
+        let resolved = self
+            .inner
+            .resolve_limited(batch, source, limits_now_ms(batch, position))?;
+        self.inner
+            .write_resolved(batch, &resolved.ids, admitted, position)?;
         Ok(LimitedWrite {
             written: Written::Applied,
             kind_rejections: resolved.kind_rejections,
@@ -537,6 +557,19 @@ impl Drop for Admitted<'_> {
 }
 
 impl Inner {
+    /// A write names a log position exactly when the store is on an external log.
+    fn check_position(&self, position: Option<u64>) -> Result<(), StoreError> {
+        match (self.opts.wal, position) {
+            (WalBackend::Journal, None) | (WalBackend::External, Some(_)) => Ok(()),
+            (WalBackend::Journal, Some(_)) => Err(StoreError::InvalidOptions(
+                "write_logged is for a store on an external log",
+            )),
+            (WalBackend::External, None) => Err(StoreError::InvalidOptions(
+                "a store on an external log is written with write_logged (a log position)",
+            )),
+        }
+    }
+
     /// Decides whether a batch of `origin` is to be written: `None` for a duplicate (applied
     /// before); waits while another request writes the same batch.
     fn admit<'a>(&'a self, origin: Option<&'a Origin>) -> Result<Option<Admitted<'a>>, StoreError> {
@@ -600,6 +633,7 @@ impl Inner {
         batch: &WriteBatch,
         ids: &[SeriesId],
         admitted: Admitted<'_>,
+        position: Option<u64>,
     ) -> Result<(), StoreError> {
         assert_eq!(ids.len(), batch.entry_keys().len());
         // Held until the batch is in the head (see `gate`) and its origin marked applied.
@@ -612,9 +646,9 @@ impl Inner {
         }
         let samples = admitted_samples(batch.batch_samples(), ids);
         if batch.has_cumulative() {
-            self.submit_and_apply_cumulative(batch, &samples, ids)?;
+            self.submit_and_apply_cumulative(batch, &samples, ids, position)?;
         } else {
-            let (ticket, in_flight) = self.submit_record(batch, &samples, ids)?;
+            let (ticket, in_flight) = self.submit_record(batch, &samples, ids, position)?;
             let range = ticket.range();
             ticket.wait()?;
             self.apply_batch(range.start, range.end, batch, &samples, ids)?;
@@ -634,15 +668,18 @@ impl Inner {
         batch: &WriteBatch,
         samples: &[BatchSample],
         ids: &[SeriesId],
-    ) -> Result<(Ticket, InFlightRecord<'_>), StoreError> {
+        position: Option<u64>,
+    ) -> Result<(LogTicket, InFlightRecord<'_>), StoreError> {
         // The batch's hint is for all its samples; a cut-down batch reserves its share.
         let size_hint_bytes = batch.record_size_hint_bytes().saturating_mul(samples.len())
             / batch.sample_count().max(1);
         // Registered under the lock the submit runs in, so records enter in offset order.
         let mut in_flight = self.in_flight.lock().map_err(|_| StoreError::Poisoned)?;
-        let ticket = self.journal.submit_encoded(16 + size_hint_bytes, |out| {
-            wal::encode_batch(batch.origin(), samples, batch.values(), ids, out)
-        })?;
+        let ticket = self
+            .log
+            .submit(16 + size_hint_bytes, position, &mut |out| {
+                wal::encode_batch(batch.origin(), samples, batch.values(), ids, out)
+            })?;
         let start = ticket.range().start;
         in_flight.add(start);
         Ok((ticket, InFlightRecord { inner: self, start }))
@@ -664,11 +701,12 @@ impl Inner {
         batch: &WriteBatch,
         samples: &[BatchSample],
         ids: &[SeriesId],
+        position: Option<u64>,
     ) -> Result<(), StoreError> {
         // Differences need owned groups, made in WAL order under the state lock.
         let groups = wal::batch_groups(samples, batch.values(), ids);
         let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
-        let (ticket, in_flight) = self.submit_record(batch, samples, ids)?;
+        let (ticket, in_flight) = self.submit_record(batch, samples, ids, position)?;
         let groups = differences(&mut state, groups);
         drop(state);
         // The journal offset orders duplicates in the head exactly as replay will.
@@ -712,9 +750,14 @@ impl Inner {
 
     /// As [`Inner::resolve_partial`], with `REJECTED` for new keys a cardinality limit refused
     /// too.
-    fn resolve_limited(&self, batch: &WriteBatch, source: &str) -> Result<Settled, StoreError> {
+    fn resolve_limited(
+        &self,
+        batch: &WriteBatch,
+        source: &str,
+        now_ms: i64,
+    ) -> Result<Settled, StoreError> {
         let keys: Vec<_> = batch.entry_keys().collect();
-        let resolved = self.index.resolve_limited(&keys, source)?;
+        let resolved = self.index.resolve_limited(&keys, source, now_ms)?;
         self.settle(batch, &keys, resolved)
     }
 
@@ -915,7 +958,8 @@ impl Inner {
         Ok(())
     }
 
-    /// Replays the WAL records from the manifest's checkpoint into the head, in offset order.
+    /// Replays the WAL records from the manifest's checkpoint into the head, in offset order
+    /// (an external log replays nothing here: its owner replays it from the checkpoint).
     fn replay_wal(&self) -> Result<ReplayReport, StoreError> {
         let checkpoint = self
             .state
@@ -923,68 +967,46 @@ impl Inner {
             .map_err(|_| StoreError::Poisoned)?
             .manifest
             .checkpoint;
-        let earliest = self.journal.earliest_offset()?;
-        if checkpoint < earliest {
-            return Err(StoreError::WalGap {
-                checkpoint,
-                earliest,
-            });
-        }
         let mut report = ReplayReport {
             from_offset: checkpoint,
             ..ReplayReport::default()
         };
-        // The subscriber may lag the manifest (a crash between the two updates).
-        let subscribed = self
-            .journal
-            .subscribers()?
-            .iter()
-            .find(|s| s.name == HEAD_SUBSCRIBER)
-            .map(|s| s.offset);
-        if subscribed.is_some_and(|o| o < checkpoint) {
-            self.journal
-                .rewind_subscriber(HEAD_SUBSCRIBER, checkpoint)?;
-        }
-        let mut reader = self.journal.reader(checkpoint)?;
-        let mut batch = journal::Batch::new();
         let mut state = self.cumulative.lock().map_err(|_| StoreError::Poisoned)?;
         let mut sources = self.sources.lock().map_err(|_| StoreError::Poisoned)?;
         let mut head = self.head.write().map_err(|_| StoreError::Poisoned)?;
         let mut activity = Vec::new();
-        while reader.next_batch(&mut batch)? > 0 {
-            for (offset, payload) in batch.iter() {
-                let record = wal::decode(payload).map_err(|e| StoreError::WalCorrupt {
-                    journal_offset: offset,
-                    byte: e.offset,
-                    what: e.what,
-                })?;
-                if let Some(origin) = &record.origin {
-                    sources.record(origin);
+        let end = self.log.replay(checkpoint, &mut |offset, payload| {
+            let record = wal::decode(payload).map_err(|e| StoreError::WalCorrupt {
+                journal_offset: offset,
+                byte: e.offset,
+                what: e.what,
+            })?;
+            if let Some(origin) = &record.origin {
+                sources.record(origin);
+            }
+            for group in differences(&mut state, record.groups) {
+                let kind = group.samples[0].1.kind();
+                if self.index.kind_of(group.id)? != Some(kind) {
+                    return Err(StoreError::WalUnknownSeries {
+                        journal_offset: offset,
+                        id: group.id.0,
+                    });
                 }
-                for group in differences(&mut state, record.groups) {
-                    let kind = group.samples[0].1.kind();
-                    if self.index.kind_of(group.id)? != Some(kind) {
+                activity.extend(activity_of(&group));
+                for (ts_ms, value) in group.samples {
+                    report.samples += 1;
+                    if !head.insert(group.id, Offsets::in_order(offset), ts_ms, value) {
                         return Err(StoreError::WalUnknownSeries {
                             journal_offset: offset,
                             id: group.id.0,
                         });
                     }
-                    activity.extend(activity_of(&group));
-                    for (ts_ms, value) in group.samples {
-                        report.samples += 1;
-                        if !head.insert(group.id, Offsets::in_order(offset), ts_ms, value) {
-                            return Err(StoreError::WalUnknownSeries {
-                                journal_offset: offset,
-                                id: group.id.0,
-                            });
-                        }
-                    }
                 }
-                report.records += 1;
             }
-        }
-        self.applied_end
-            .store(reader.position().max(checkpoint), Ordering::Release);
+            report.records += 1;
+            Ok(())
+        })?;
+        self.applied_end.store(end, Ordering::Release);
         if report.samples > 0 {
             if let Ok(mut since) = self.head_since.lock() {
                 *since = Some(Instant::now());
@@ -992,6 +1014,7 @@ impl Inner {
         }
         drop(head);
         drop(sources);
+        drop(state);
         report.blocks = self
             .state
             .read()
@@ -1089,6 +1112,24 @@ impl Inner {
                 since.elapsed() >= Duration::from_millis(self.opts.flush_interval_ms)
             });
         pending || (samples > 0 && old)
+    }
+}
+
+/// "Now" for the cardinality limits: the wall clock for a write to the store's own journal; for
+/// a batch of an external log (`position`), a time from the batch alone — its receipt time, or
+/// its newest sample without an origin — so that every store applying the log decides alike.
+fn limits_now_ms(batch: &WriteBatch, position: Option<u64>) -> i64 {
+    if position.is_none() {
+        return crate::cardinality::wall_ms();
+    }
+    match batch.origin() {
+        Some(origin) => origin.received_ms,
+        None => batch
+            .batch_samples()
+            .iter()
+            .map(|s| s.ts_ms)
+            .max()
+            .unwrap_or(0),
     }
 }
 

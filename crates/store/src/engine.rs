@@ -8,13 +8,14 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Instant;
 
 use journal::vfs::{RealFs, Vfs};
-use journal::{Durability, Journal};
+use journal::Durability;
 
 use crate::block::BlockId;
 use crate::blockset::State;
 use crate::cardinality::CardinalityOptions;
 use crate::head::{CumulativeState, Head};
 use crate::index::SeriesIndex;
+use crate::log::{WalBackend, WriteAheadLog};
 use crate::series::SeriesId;
 use crate::sources::Sources;
 
@@ -23,9 +24,6 @@ pub const BASE_PERIOD_MS_MIN: i64 = 1_000;
 pub const BASE_PERIOD_MS_DEFAULT: i64 = 60_000;
 /// Default time partition of a block: two hours.
 pub const PARTITION_MS_DEFAULT: i64 = 2 * 3600 * 1000;
-/// The journal subscriber that marks what the blocks hold: advanced to the manifest's
-/// checkpoint after each flush, so the journal can purge what is in blocks.
-pub const HEAD_SUBSCRIBER: &str = "head";
 pub const MINUTE_MS: i64 = 60_000;
 pub const HOUR_MS: i64 = 60 * MINUTE_MS;
 pub const DAY_MS: i64 = 24 * HOUR_MS;
@@ -62,6 +60,9 @@ pub struct StoreOptions {
     pub base_period_ms: i64,
     /// Time partition of a block; a multiple of the base period. Fixed at creation too.
     pub partition_ms: i64,
+    /// The write-ahead log: the store's own journal (default) or the caller's log
+    /// (`FORMAT.md`, "Write-ahead log back-ends").
+    pub wal: WalBackend,
     /// When `write` returns (the journal's modes; group commit by default).
     pub durability: Durability,
     /// Size of each preallocated WAL segment file.
@@ -99,6 +100,7 @@ impl Default for StoreOptions {
         StoreOptions {
             base_period_ms: BASE_PERIOD_MS_DEFAULT,
             partition_ms: PARTITION_MS_DEFAULT,
+            wal: WalBackend::Journal,
             durability: Durability::default(),
             wal_segment_size_bytes: 64 << 20,
             vfs: Arc::new(RealFs),
@@ -131,7 +133,7 @@ pub struct ReplayReport {
 pub(crate) struct Inner {
     pub dir: PathBuf,
     pub opts: StoreOptions,
-    pub journal: Journal,
+    pub log: Box<dyn WriteAheadLog>,
     pub index: SeriesIndex,
     /// Writers hold it shared from submitting a record until it is in the head; a flush takes
     /// it exclusively to freeze the head at a point where every record below the checkpoint

@@ -257,6 +257,12 @@ pub enum StoreError {
         source: String,
         seq: u64,
     },
+    /// A store on an external log was given a position below one it has applied: the caller
+    /// must apply its log in order.
+    LogPositionBehind {
+        position: u64,
+        end: u64,
+    },
 }
 
 impl std::fmt::Display for StoreError {
@@ -365,6 +371,11 @@ impl std::fmt::Display for StoreError {
                 f,
                 "write-ahead log gap: the manifest's checkpoint is at offset {checkpoint}, the \
                  log starts at {earliest}"
+            ),
+            StoreError::LogPositionBehind { position, end } => write!(
+                f,
+                "log position {position} is below {end}, the end of what the store applied: \
+                 the log must be applied in order"
             ),
         }
     }

@@ -20,7 +20,7 @@ use hist::convert::Cumulative;
 
 use crate::block::{Block, BlockId, BlockStats, BlockWriter, SeriesData};
 use crate::blockset::{Blocks, Frozen, BLOCKS_DIR};
-use crate::engine::{Inner, HEAD_SUBSCRIBER};
+use crate::engine::Inner;
 use crate::head::{Head, SeriesHead};
 use crate::hist_head::MergeScratch;
 use crate::manifest::{self, BlockRef, Manifest};
@@ -215,9 +215,7 @@ impl Inner {
         if old_state != 0 && old_state != state_generation {
             let _ = vfs.remove_file(&self.dir.join(manifest::state_file_name(old_state)));
         }
-        self.journal
-            .rewind_subscriber(HEAD_SUBSCRIBER, frozen.checkpoint)?;
-        self.journal.purge()?;
+        self.log.flushed(frozen.checkpoint)?;
         Ok(report)
     }
 

@@ -377,12 +377,14 @@ impl SeriesIndex {
     /// As [`SeriesIndex::resolve_partial`], holding the series it would create to the limits
     /// set with [`SeriesIndex::set_limits`], for `source`: a key refused holds
     /// `Resolved::Refused`. Existing series resolve as usual whatever the limits.
+    /// `now_ms` is the limits' clock (see `cardinality`).
     pub fn resolve_limited(
         &self,
         keys: &[(KeyRef<'_>, Kind)],
         source: &str,
+        now_ms: i64,
     ) -> Result<Vec<Resolved>, IndexError> {
-        self.resolve_with(keys, Some(source))
+        self.resolve_with(keys, Some((source, now_ms)))
     }
 
     /// The ids of keys that exist (with any kind), `None` for the others; creates nothing.
@@ -426,7 +428,7 @@ impl SeriesIndex {
     fn resolve_with(
         &self,
         keys: &[(KeyRef<'_>, Kind)],
-        source: Option<&str>,
+        source: Option<(&str, i64)>,
     ) -> Result<Vec<Resolved>, IndexError> {
         let mut out = Vec::with_capacity(keys.len());
         for (n, chunk) in keys.chunks(KEYS_PER_LOCK_MAX).enumerate() {
@@ -454,7 +456,7 @@ impl SeriesIndex {
         &self,
         keys: &[(KeyRef<'_>, Kind)],
         out: &mut [Resolved],
-        source: Option<&str>,
+        source: Option<(&str, i64)>,
     ) -> Result<(), IndexError> {
         let mut guard = self.inner.write().map_err(|_| IndexError::Failed)?;
         if guard.failed {
@@ -463,8 +465,8 @@ impl SeriesIndex {
         let inner = &mut *guard;
         // Limits apply to writes that name a source, and only when some key is new.
         let mut limiter = match (source, inner.limiter.take()) {
-            (Some(source), Some(mut limiter)) => {
-                limiter.prepare(&ActivityOf(&inner.series));
+            (Some((source, now_ms)), Some(mut limiter)) => {
+                limiter.prepare(&ActivityOf(&inner.series), now_ms);
                 let slot = limiter.slot_of(source);
                 Some((limiter, slot))
             }
@@ -714,13 +716,13 @@ impl Inner {
         &self,
         keys: &[(KeyRef<'_>, Kind)],
         out: &mut [Resolved],
-        source: Option<&str>,
+        source: Option<(&str, i64)>,
     ) -> usize {
         let missing = out.iter().filter(|r| **r == MISSING).count();
-        let (Some(source), Some(limiter)) = (source, self.limiter.as_ref()) else {
+        let (Some((source, now_ms)), Some(limiter)) = (source, self.limiter.as_ref()) else {
             return missing;
         };
-        let Some(limit) = limiter.refuses_now(source) else {
+        let Some(limit) = limiter.refuses_now(source, now_ms) else {
             return missing;
         };
         let mut distinct: HashSet<&str, foldhash::quality::RandomState> =
@@ -1329,7 +1331,9 @@ mod tests {
         let texts: Vec<String> = (0..3 * KEYS_PER_LOCK_MAX)
             .map(|i| format!("flood|ST[f:f{i}]"))
             .collect();
-        let first = index.resolve_limited(&batch(&texts[..8]), "a").unwrap();
+        let first = index
+            .resolve_limited(&batch(&texts[..8]), "a", crate::cardinality::wall_ms())
+            .unwrap();
         assert_eq!(
             first
                 .iter()
@@ -1344,7 +1348,9 @@ mod tests {
         let resolved = std::thread::scope(|scope| {
             let reader = index.read().unwrap();
             let writer = scope.spawn(|| {
-                let resolved = index.resolve_limited(&batch(&texts), "a").unwrap();
+                let resolved = index
+                    .resolve_limited(&batch(&texts), "a", crate::cardinality::wall_ms())
+                    .unwrap();
                 tx.send(()).unwrap();
                 resolved
             });

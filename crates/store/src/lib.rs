@@ -32,6 +32,7 @@ mod head;
 mod hist_head;
 mod index;
 mod inspect;
+mod log;
 /// Stream keys live in their own crate, which the parsers share; the store keeps its path.
 pub use key;
 mod manifest;
@@ -54,6 +55,7 @@ pub use engine::{
 };
 pub use error::{IndexError, QueryError, StoreError};
 pub use journal::Durability;
+pub use log::WalBackend;
 
 // Write.
 pub use batch::{KeyRef, Value, WriteBatch};

@@ -517,6 +517,9 @@ async fn metrics(State(app): State<Shared>) -> Response {
     if let Ok(stats) = app.store.cardinality_stats() {
         cardinality_text(&mut text, &stats);
     }
+    if let Some(storage) = app.cluster.as_ref().and_then(|c| c.storage.as_ref()) {
+        partition_refusals_text(&mut text, &storage.status());
+    }
     let failures = app.store.background_failures();
     let _ = write!(
         text,
@@ -543,6 +546,40 @@ async fn metrics(State(app): State<Shared>) -> Response {
         text,
     )
         .into_response()
+}
+
+/// A storage node's cardinality refusals per partition: the fronts answered 2xx for these
+/// samples (their records were in Kafka); the partition's limits refused their series on apply.
+fn partition_refusals_text(text: &mut String, partitions: &[cluster::PartitionStatus]) {
+    let _ = write!(
+        text,
+        "# HELP strata_cluster_series_refused_total New series a partition's cardinality limits \
+         refused on apply, by partition and limit.\n\
+         # TYPE strata_cluster_series_refused_total counter\n"
+    );
+    for p in partitions {
+        for (limit, n) in store::CardinalityLimit::ALL.iter().zip(p.series_refused) {
+            let _ = writeln!(
+                text,
+                "strata_cluster_series_refused_total{{partition=\"{}\",limit=\"{}\"}} {n}",
+                p.partition,
+                limit.name()
+            );
+        }
+    }
+    let _ = write!(
+        text,
+        "# HELP strata_cluster_samples_refused_total Samples of those series left out, by \
+         partition.\n\
+         # TYPE strata_cluster_samples_refused_total counter\n"
+    );
+    for p in partitions {
+        let _ = writeln!(
+            text,
+            "strata_cluster_samples_refused_total{{partition=\"{}\"}} {}",
+            p.partition, p.samples_refused
+        );
+    }
 }
 
 /// The cardinality limits' counts and refusals in the Prometheus text format.
