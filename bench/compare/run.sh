@@ -63,8 +63,9 @@ build_peers() {
 
 build_strata() {
     log "building strata and serve-load"
-    (cd "$ROOT" && STRATA_UI_SKIP_BUILD=1 cargo build --release -p server --bin strata \
-        -p serve-load)
+    # Two builds: `--bin strata` would apply to serve-load's package too and build none of it.
+    (cd "$ROOT" && STRATA_UI_SKIP_BUILD=1 cargo build --release -p server --bin strata &&
+        cargo build --release -p serve-load)
 }
 
 build_peers
