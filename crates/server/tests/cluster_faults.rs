@@ -52,9 +52,15 @@ fn acknowledged_writes_survive_broker_and_storage_node_kills() {
             },
         ],
     );
-    let mut a1 = Some(cluster.start("a1"));
-    let mut a2 = Some(cluster.start("a2"));
-    let mut b1 = Some(cluster.start("b1"));
+    let mut started = cluster
+        .start_together(&["a1", "a2", "b1"])
+        .into_iter()
+        .map(Some);
+    let (mut a1, mut a2, mut b1) = (
+        started.next().unwrap(),
+        started.next().unwrap(),
+        started.next().unwrap(),
+    );
     let fronts = vec![cluster.http("a1"), cluster.http("b1")];
 
     // Steady ingest on another thread; faults on this one as it progresses.

@@ -107,11 +107,28 @@ pub fn exec_if_restart_requested() {
     eprintln!("strata serve: restart: {e}");
 }
 
-/// Partition `p`'s copy from the first peer that holds it: the other sides' owners first,
-/// then every other storage node of the topology (a node it moved from).
-pub fn copy_from_peers(
+/// The storage nodes other than `me` that answer `/health` now. A node that is starting has
+/// its port bound but does not answer until its own partitions are open: asking it for a
+/// snapshot would wait out the snapshot timeout, and nodes of a new cluster started together
+/// would wait on each other for minutes.
+fn serving_peers(topology: &cluster::Topology, me: &str, token: Option<&str>) -> Vec<String> {
+    topology
+        .nodes
+        .iter()
+        .filter(|n| n.name != me && n.has(cluster::Role::Storage))
+        .filter(|n| {
+            let got = crate::cli_cluster::peer_get(&n.http, "/health", token, STATUS_TIMEOUT_MS);
+            matches!(got, Ok((200, _)))
+        })
+        .map(|n| n.name.clone())
+        .collect()
+}
+
+/// Partition `p`'s copy from the first serving peer that holds it: the other sides' owners
+/// first, then every other storage node of the topology (a node it moved from).
+fn copy_from_peers(
     topology: &cluster::Topology,
-    me: &str,
+    serving: &[String],
     token: Option<&str>,
     p: u32,
 ) -> Option<cluster::PeerCopy> {
@@ -124,7 +141,7 @@ pub fn copy_from_peers(
         .iter()
         .copied()
         .chain(others)
-        .filter(|n| n.name != me);
+        .filter(|n| serving.contains(&n.name));
     let path = format!("/api/strata/v1/cluster/p/{p}/snapshot");
     let bytes_max = cluster::SNAPSHOT_BYTES_MAX + (1 << 20);
     for peer in candidates {
@@ -158,7 +175,8 @@ pub async fn open_storage(
 ) -> Result<cluster::StorageNode, String> {
     let (t, n, o) = (topology.clone(), node.to_owned(), options.clone());
     tokio::task::spawn_blocking(move || {
-        let copy = |p| copy_from_peers(&t, &n, token.as_deref(), p);
+        let serving = serving_peers(&t, &n, token.as_deref());
+        let copy = |p| copy_from_peers(&t, &serving, token.as_deref(), p);
         cluster::open_storage(&t, &n, &dir, &o, &copy)
     })
     .await

@@ -275,6 +275,18 @@ impl Cluster {
         )
     }
 
+    /// Starts `nodes` at once, as an operator's init system would: a node does not wait on
+    /// peers that are starting too.
+    pub fn start_together(&self, nodes: &[&str]) -> Vec<Server> {
+        std::thread::scope(|scope| {
+            let started: Vec<_> = nodes
+                .iter()
+                .map(|node| scope.spawn(move || self.start(node)))
+                .collect();
+            started.into_iter().map(|s| s.join().unwrap()).collect()
+        })
+    }
+
     /// `strata cluster status --json`: one row per partition and owner.
     pub fn status(&self) -> Vec<Value> {
         let out = Command::new(BIN)
