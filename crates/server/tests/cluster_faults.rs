@@ -11,12 +11,8 @@
 mod cluster_common;
 mod serve_common;
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-
 use cluster_common::{
-    assert_every_sample_once, assert_sides_identical, ingest, Cluster, Kafka, NodeSpec,
+    assert_every_sample_once, assert_sides_identical, Cluster, Kafka, Load, NodeSpec,
 };
 use serve_common::now_s;
 
@@ -65,22 +61,8 @@ fn acknowledged_writes_survive_broker_and_storage_node_kills() {
 
     // Steady ingest on another thread; faults on this one as it progresses.
     let base_s = now_s() - 600;
-    let progress = Arc::new(AtomicUsize::new(0));
-    let stall_ms = Arc::new(AtomicU64::new(0));
-    let ingest = ingest(
-        fronts.clone(),
-        ROUNDS,
-        base_s,
-        progress.clone(),
-        stall_ms.clone(),
-    );
-    let phase = |n: usize| {
-        while progress.load(Ordering::Acquire) < n * ROUNDS / 8 {
-            assert!(!ingest.is_finished(), "ingest stopped early");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("phase {n}");
-    };
+    let load = Load::start(fronts.clone(), ROUNDS, 8, base_s);
+    let phase = |n: usize| load.phase(n);
     phase(1);
     kafka.kill9(3);
     phase(2);
@@ -103,11 +85,7 @@ fn acknowledged_writes_survive_broker_and_storage_node_kills() {
     drop(a2.take());
     std::fs::remove_dir_all(cluster.root.join("a2")).unwrap();
     a2 = Some(cluster.start("a2"));
-    ingest.join().unwrap();
-    eprintln!(
-        "longest wait for an acknowledgement: {} ms",
-        stall_ms.load(Ordering::Relaxed)
-    );
+    load.finish();
 
     cluster.wait_caught_up();
     for row in cluster.status() {

@@ -11,12 +11,8 @@
 mod cluster_common;
 mod serve_common;
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-
 use cluster_common::{
-    assert_every_sample_once, assert_sides_identical, ingest, Cluster, Kafka, NodeSpec,
+    assert_every_sample_once, assert_sides_identical, Cluster, Kafka, Load, NodeSpec,
 };
 use serve_common::now_s;
 
@@ -70,22 +66,8 @@ fn storage_nodes_added_removed_and_rebuilt_under_load_lose_nothing() {
     let before = cluster::Topology::load(&cluster.topology).unwrap();
 
     let base_s = now_s() - 600;
-    let progress = Arc::new(AtomicUsize::new(0));
-    let stall_ms = Arc::new(AtomicU64::new(0));
-    let sender = ingest(
-        fronts.clone(),
-        ROUNDS,
-        base_s,
-        progress.clone(),
-        stall_ms.clone(),
-    );
-    let phase = |n: usize| {
-        while progress.load(Ordering::Acquire) < n * ROUNDS / 6 {
-            assert!(!sender.is_finished(), "ingest stopped early");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("phase {n}");
-    };
+    let load = Load::start(fronts.clone(), ROUNDS, 6, base_s);
+    let phase = |n: usize| load.phase(n);
 
     // Add a3 to side a: edit the file, start it (it copies its partitions from peers), apply.
     phase(1);
@@ -152,11 +134,7 @@ fn storage_nodes_added_removed_and_rebuilt_under_load_lose_nothing() {
         );
     }
 
-    sender.join().unwrap();
-    eprintln!(
-        "longest wait for an acknowledgement: {} ms",
-        stall_ms.load(Ordering::Relaxed)
-    );
+    load.finish();
     cluster.wait_caught_up();
     for row in cluster.status() {
         eprintln!("{row}");

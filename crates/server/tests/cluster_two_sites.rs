@@ -12,12 +12,8 @@
 mod cluster_common;
 mod serve_common;
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-
 use cluster_common::{
-    assert_every_sample_once, assert_sides_identical, ingest, Cluster, Kafka, NodeSpec,
+    assert_every_sample_once, assert_sides_identical, Cluster, Kafka, Load, NodeSpec,
 };
 use serve_common::now_s;
 
@@ -74,22 +70,8 @@ fn two_sites_lose_nothing_acknowledged_through_broker_and_storage_kills() {
     let fronts = vec![cluster.http("a1"), cluster.http("b1")];
 
     let base_s = now_s() - 600;
-    let progress = Arc::new(AtomicUsize::new(0));
-    let stall_ms = Arc::new(AtomicU64::new(0));
-    let sender = ingest(
-        fronts.clone(),
-        ROUNDS,
-        base_s,
-        progress.clone(),
-        stall_ms.clone(),
-    );
-    let phase = |n: usize| {
-        while progress.load(Ordering::Acquire) < n * ROUNDS / 8 {
-            assert!(!sender.is_finished(), "ingest stopped early");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("phase {n}");
-    };
+    let load = Load::start(fronts.clone(), ROUNDS, 8, base_s);
+    let phase = |n: usize| load.phase(n);
     phase(1);
     kafka.kill9(2); // a broker of site a
     phase(2);
@@ -110,11 +92,7 @@ fn two_sites_lose_nothing_acknowledged_through_broker_and_storage_kills() {
     kafka.kill9(5); // the tie-breaker
     phase(7);
     kafka.restart(5);
-    sender.join().unwrap();
-    eprintln!(
-        "longest wait for an acknowledgement: {} ms",
-        stall_ms.load(Ordering::Relaxed)
-    );
+    load.finish();
 
     cluster.wait_caught_up();
     let start = base_s - base_s.rem_euclid(60) - 60;

@@ -376,25 +376,57 @@ pub fn bodies(i: usize, base_s: i64) -> [(String, String); 2] {
     ]
 }
 
-/// Sends `rounds` rounds of [`bodies`] on another thread, each request resent until acked;
-/// `progress` counts finished rounds.
-pub fn ingest(
-    fronts: Vec<String>,
+/// Steady ingest of `rounds` rounds of [`bodies`] on another thread, each request resent until
+/// acknowledged, while the test makes faults on its own thread as the rounds progress.
+pub struct Load {
     rounds: usize,
-    base_s: i64,
+    phases: usize,
     progress: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     stall_ms: std::sync::Arc<AtomicU64>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        for i in 0..rounds {
-            for (k, (path, body)) in bodies(i, base_s).iter().enumerate() {
-                let seq = (2 * i + k) as u64;
-                send_until_acked(&fronts, seq, path, body, &stall_ms);
+    sender: std::thread::JoinHandle<()>,
+}
+
+impl Load {
+    /// Starts sending; [`Load::phase`] counts in `phases` equal shares of the rounds.
+    pub fn start(fronts: Vec<String>, rounds: usize, phases: usize, base_s: i64) -> Load {
+        let progress = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stall_ms = std::sync::Arc::new(AtomicU64::new(0));
+        let (done, longest) = (progress.clone(), stall_ms.clone());
+        let sender = std::thread::spawn(move || {
+            for i in 0..rounds {
+                for (k, (path, body)) in bodies(i, base_s).iter().enumerate() {
+                    let seq = (2 * i + k) as u64;
+                    send_until_acked(&fronts, seq, path, body, &longest);
+                }
+                done.store(i + 1, Ordering::Release);
+                std::thread::sleep(Duration::from_millis(20));
             }
-            progress.store(i + 1, Ordering::Release);
+        });
+        Load {
+            rounds,
+            phases,
+            progress,
+            stall_ms,
+            sender,
+        }
+    }
+
+    /// Waits until the first `n` shares of the rounds were acknowledged.
+    pub fn phase(&self, n: usize) {
+        while self.progress.load(Ordering::Acquire) < n * self.rounds / self.phases {
+            assert!(!self.sender.is_finished(), "ingest stopped early");
             std::thread::sleep(Duration::from_millis(20));
         }
-    })
+        eprintln!("phase {n}");
+    }
+
+    /// Waits for the last round; the longest wait for an acknowledgement, in ms (printed).
+    pub fn finish(self) -> u64 {
+        self.sender.join().unwrap();
+        let stall_ms = self.stall_ms.load(Ordering::Relaxed);
+        eprintln!("longest wait for an acknowledgement: {stall_ms} ms");
+        stall_ms
+    }
 }
 
 /// One partition's answer from one node, without the series' activity ranges (they differ
