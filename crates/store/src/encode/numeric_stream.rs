@@ -103,7 +103,7 @@ impl NumericStream {
         self.last_ts
     }
 
-    #[cfg(test)]
+    /// Points in the stream.
     pub fn count(&self) -> u32 {
         self.count
     }
