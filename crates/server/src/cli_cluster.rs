@@ -132,7 +132,14 @@ fn apply(args: &StatusArgs) -> Result<(), String> {
 
 fn ask_restart(node: &cluster::Node, token: Option<&str>) -> Result<(), String> {
     let path = "/api/strata/v1/cluster/restart";
-    match peer_request("POST", &node.http, path, token, STATUS_TIMEOUT_MS, 1 << 20) {
+    match peer_request(
+        "POST",
+        &node.http,
+        (path, None),
+        token,
+        STATUS_TIMEOUT_MS,
+        1 << 20,
+    ) {
         Ok((202, _)) => Ok(()),
         Ok((code, body)) => {
             let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -168,7 +175,14 @@ pub fn peer_get(
     token: Option<&str>,
     timeout_ms: u64,
 ) -> Result<(u16, Vec<u8>), String> {
-    peer_request("GET", addr, path, token, timeout_ms, PEER_ANSWER_BYTES_MAX)
+    peer_request(
+        "GET",
+        addr,
+        (path, None),
+        token,
+        timeout_ms,
+        PEER_ANSWER_BYTES_MAX,
+    )
 }
 
 /// One GET to a node whose answer may be up to `bytes_max` long.
@@ -179,13 +193,15 @@ pub fn peer_get_max(
     timeout_ms: u64,
     bytes_max: u64,
 ) -> Result<(u16, Vec<u8>), String> {
-    peer_request("GET", addr, path, token, timeout_ms, bytes_max)
+    peer_request("GET", addr, (path, None), token, timeout_ms, bytes_max)
 }
 
-fn peer_request(
+/// One HTTP/1.1 request to a peer: GET, or POST with an optional JSON body; bounded in time
+/// (connect, each read and write) and in the answer's size.
+pub fn peer_request(
     method: &str,
     addr: &str,
-    path: &str,
+    (path, body): (&str, Option<&[u8]>),
     token: Option<&str>,
     timeout_ms: u64,
     bytes_max: u64,
@@ -200,17 +216,24 @@ fn peer_request(
     let io = |e: std::io::Error| format!("talking to {addr}: {e}");
     conn.set_read_timeout(Some(timeout)).map_err(io)?;
     conn.set_write_timeout(Some(timeout)).map_err(io)?;
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n"
-    );
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     if let Some(t) = token {
         request.push_str(&format!("Authorization: Bearer {t}\r\n"));
     }
-    request.push_str("\r\n");
+    match body {
+        Some(b) => request.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            b.len()
+        )),
+        None => request.push_str("Content-Length: 0\r\n\r\n"),
+    }
     conn.write_all(request.as_bytes()).map_err(io)?;
-    let (status, _, body) =
+    if let Some(b) = body {
+        conn.write_all(b).map_err(io)?;
+    }
+    let (status, _, answer) =
         crate::cli_query::read_response(conn, addr, bytes_max).map_err(|(_, m)| m)?;
-    Ok((status, body))
+    Ok((status, answer))
 }
 
 /// Prints the status; Ok(true) when every partition has a healthy owner on every side.

@@ -13,8 +13,6 @@
 #![allow(clippy::result_large_err)]
 
 use std::cell::RefCell;
-use std::io::Write as _;
-use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -189,7 +187,15 @@ fn ask_partition(
             if unreachable.contains(&owner.name.as_str()) {
                 continue;
             }
-            match peer_request(&owner.http, path, ask.body, token) {
+            let asked = crate::cli_cluster::peer_request(
+                if ask.body.is_some() { "POST" } else { "GET" },
+                &owner.http,
+                (path, ask.body),
+                token,
+                PEER_TIMEOUT_MS,
+                PEER_ANSWER_BYTES_MAX,
+            );
+            match asked {
                 Ok((200, body)) => return Ok(body),
                 Ok((status, body)) if (400..500).contains(&status) && status != 404 => {
                     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -257,44 +263,6 @@ fn ask_all(
         }
     }
     Ok(out)
-}
-
-/// One HTTP/1.1 request to a peer (GET, or POST with a JSON body), bounded in time and size.
-fn peer_request(
-    addr: &str,
-    path: &str,
-    body: Option<&[u8]>,
-    token: Option<&str>,
-) -> Result<(u16, Vec<u8>), String> {
-    let timeout = Duration::from_millis(PEER_TIMEOUT_MS);
-    let sock = std::net::ToSocketAddrs::to_socket_addrs(addr)
-        .map_err(|e| format!("{addr}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{addr}: no address"))?;
-    let mut conn = TcpStream::connect_timeout(&sock, timeout)
-        .map_err(|e| format!("connecting to {addr}: {e}"))?;
-    let io = |e: std::io::Error| format!("talking to {addr}: {e}");
-    conn.set_read_timeout(Some(timeout)).map_err(io)?;
-    conn.set_write_timeout(Some(timeout)).map_err(io)?;
-    let method = if body.is_some() { "POST" } else { "GET" };
-    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    if let Some(t) = token {
-        request.push_str(&format!("Authorization: Bearer {t}\r\n"));
-    }
-    if let Some(b) = body {
-        request.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            b.len()
-        ));
-    }
-    request.push_str("\r\n");
-    conn.write_all(request.as_bytes()).map_err(io)?;
-    if let Some(b) = body {
-        conn.write_all(b).map_err(io)?;
-    }
-    let (status, _, answer) =
-        crate::cli_query::read_response(conn, addr, PEER_ANSWER_BYTES_MAX).map_err(|(_, m)| m)?;
-    Ok((status, answer))
 }
 
 /// The native API's fan-out (`clustered.rs` joins the answers): every partition's JSON.
