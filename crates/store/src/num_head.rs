@@ -66,7 +66,7 @@ impl NumericSeries {
             Some(s) if point.ts_ms <= s.last_ts() => {
                 self.late.get_or_insert_default().insert(point);
             }
-            _ => insert_open(&mut self.open, point),
+            _ => crate::points::insert_point(&mut self.open, point),
         }
         self.settle(settled);
     }
@@ -230,30 +230,6 @@ impl NumericSeries {
     fn xor_mode(&self) -> bool {
         use crate::encode::numeric_stream::MODE_XOR;
         self.streams.last().is_some_and(|s| s.mode() == MODE_XOR)
-    }
-}
-
-/// Inserts into sorted and unique points, applying the duplicate rule (as
-/// `points::insert_point` does for a vector).
-fn insert_open(points: &mut OpenPoints, point: Point<f64>) {
-    // The common case: in-order arrival appends.
-    if points.last().is_none_or(|last| last.ts_ms < point.ts_ms) {
-        points.push(point);
-        return;
-    }
-    let i = points.partition_point(|p| p.ts_ms < point.ts_ms);
-    match points.get_mut(i) {
-        Some(existing) if existing.ts_ms == point.ts_ms => {
-            if point.seq >= existing.seq {
-                *existing = point;
-            }
-        }
-        _ => {
-            points.insert(i, point);
-            // Sorted and unique: checking the neighbours of the one insert keeps it O(1).
-            assert!(i == 0 || points[i - 1].ts_ms < points[i].ts_ms);
-            assert!(i + 1 == points.len() || points[i].ts_ms < points[i + 1].ts_ms);
-        }
     }
 }
 

@@ -176,8 +176,32 @@ pub(crate) fn in_range<T>(points: &[Point<T>], start_ms: i64, end_ms: i64) -> &[
     &points[from..to.max(from)]
 }
 
+/// A growable run of points: a vector, or a series' inline points (`num_head`).
+pub(crate) trait PointBuf<T>: std::ops::DerefMut<Target = [Point<T>]> {
+    fn push(&mut self, point: Point<T>);
+    fn insert(&mut self, i: usize, point: Point<T>);
+}
+
+impl<T> PointBuf<T> for Vec<Point<T>> {
+    fn push(&mut self, point: Point<T>) {
+        Vec::push(self, point);
+    }
+    fn insert(&mut self, i: usize, point: Point<T>) {
+        Vec::insert(self, i, point);
+    }
+}
+
+impl<A: smallvec::Array<Item = Point<T>>, T> PointBuf<T> for smallvec::SmallVec<A> {
+    fn push(&mut self, point: Point<T>) {
+        smallvec::SmallVec::push(self, point);
+    }
+    fn insert(&mut self, i: usize, point: Point<T>) {
+        smallvec::SmallVec::insert(self, i, point);
+    }
+}
+
 /// Inserts keeping `points` sorted by timestamp, applying the duplicate rule.
-pub(crate) fn insert_point<T>(points: &mut Vec<Point<T>>, point: Point<T>) {
+pub(crate) fn insert_point<T>(points: &mut impl PointBuf<T>, point: Point<T>) {
     // The common case: in-order arrival appends.
     if points.last().is_none_or(|last| last.ts_ms < point.ts_ms) {
         points.push(point);
