@@ -11,7 +11,7 @@ mod serve_common;
 
 use std::sync::atomic::AtomicU64;
 
-use cluster_common::{send_until_acked, Cluster, Kafka, NodeSpec};
+use cluster_common::{send_until_acked, Cluster, Kafka};
 use serde_json::Value;
 use serve_common::{client, get_json, now_s, urlencode, Server};
 
@@ -69,24 +69,7 @@ fn partition_contents(http: &str, p: u32, start: i64, end: i64) -> (Vec<String>,
 fn both_sides_refuse_the_same_series_past_the_limit() {
     let tmp = tempfile::tempdir().unwrap();
     let kafka = Kafka::start(&tmp.path().join("kafka"), 1);
-    let cluster = Cluster::new(
-        tmp.path(),
-        &kafka,
-        PARTITIONS,
-        1,
-        &[
-            NodeSpec {
-                name: "a1",
-                side: "a",
-                roles: &["front", "storage"],
-            },
-            NodeSpec {
-                name: "b1",
-                side: "b",
-                roles: &["storage"],
-            },
-        ],
-    );
+    let cluster = Cluster::two_nodes(tmp.path(), &kafka, PARTITIONS);
     let config = tmp.path().join("strata.toml");
     std::fs::write(
         &config,

@@ -11,9 +11,7 @@
 mod cluster_common;
 mod serve_common;
 
-use cluster_common::{
-    assert_every_sample_once, assert_sides_identical, Cluster, Kafka, Load, NodeSpec,
-};
+use cluster_common::{assert_every_sample_once, assert_sides_identical, Cluster, Kafka, Load};
 use serve_common::now_s;
 
 /// Ingest rounds; each sends one Influx body (numerics) and one httptrap body (histograms).
@@ -24,30 +22,7 @@ const PARTITIONS: u32 = 4;
 fn acknowledged_writes_survive_broker_and_storage_node_kills() {
     let tmp = tempfile::tempdir().unwrap();
     let kafka = Kafka::start(&tmp.path().join("kafka"), 3);
-    let storage_front: &[&str] = &["front", "storage"];
-    let cluster = Cluster::new(
-        tmp.path(),
-        &kafka,
-        PARTITIONS,
-        3,
-        &[
-            NodeSpec {
-                name: "a1",
-                side: "a",
-                roles: storage_front,
-            },
-            NodeSpec {
-                name: "a2",
-                side: "a",
-                roles: &["storage"],
-            },
-            NodeSpec {
-                name: "b1",
-                side: "b",
-                roles: storage_front,
-            },
-        ],
-    );
+    let cluster = Cluster::three_nodes(tmp.path(), &kafka, PARTITIONS);
     let mut started = cluster
         .start_together(&["a1", "a2", "b1"])
         .into_iter()

@@ -15,7 +15,7 @@ mod serve_common;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use cluster_common::{send_until_acked, Cluster, Kafka, NodeSpec};
+use cluster_common::{send_until_acked, Cluster, Kafka};
 use serde_json::Value;
 use serve_common::{client, now_s, urlencode, Server};
 
@@ -271,30 +271,7 @@ fn read_your_write(front: &str, name: &str) {
 fn fronts_answer_as_one_node_does() {
     let tmp = tempfile::tempdir().unwrap();
     let kafka = Kafka::start(&tmp.path().join("kafka"), 3);
-    let storage_front: &[&str] = &["front", "storage"];
-    let cluster = Cluster::new(
-        tmp.path(),
-        &kafka,
-        PARTITIONS,
-        3,
-        &[
-            NodeSpec {
-                name: "a1",
-                side: "a",
-                roles: storage_front,
-            },
-            NodeSpec {
-                name: "a2",
-                side: "a",
-                roles: &["storage"],
-            },
-            NodeSpec {
-                name: "b1",
-                side: "b",
-                roles: storage_front,
-            },
-        ],
-    );
+    let cluster = Cluster::three_nodes(tmp.path(), &kafka, PARTITIONS);
     let a1 = cluster.start("a1");
     let a2 = cluster.start("a2");
     let b1 = cluster.start("b1");

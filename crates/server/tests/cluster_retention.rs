@@ -11,7 +11,7 @@ mod serve_common;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use cluster_common::{send_until_acked, Cluster, Kafka, NodeSpec};
+use cluster_common::{send_until_acked, Cluster, Kafka};
 use serve_common::now_s;
 
 const PROPS: &str = "log.segment.bytes=1048576\nlog.retention.bytes=1048576\n\
@@ -25,24 +25,7 @@ fn retention_past_a_checkpoint_fails_the_partition_and_a_peer_copy_repairs_it() 
     let tmp = tempfile::tempdir().unwrap();
     let kafka_dir = tmp.path().join("kafka");
     let kafka = Kafka::start_with_env(&kafka_dir, 1, &[("KAFKA_PROPS", PROPS)]);
-    let cluster = Cluster::new(
-        tmp.path(),
-        &kafka,
-        1,
-        1,
-        &[
-            NodeSpec {
-                name: "a1",
-                side: "a",
-                roles: &["front", "storage"],
-            },
-            NodeSpec {
-                name: "b1",
-                side: "b",
-                roles: &["storage"],
-            },
-        ],
-    );
+    let cluster = Cluster::two_nodes(tmp.path(), &kafka, 1);
     let a1 = cluster.start("a1");
     let b1 = cluster.start("b1");
     let fronts = vec![cluster.http("a1")];

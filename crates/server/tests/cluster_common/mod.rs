@@ -252,6 +252,37 @@ impl Cluster {
         stdout
     }
 
+    /// The usual layout: a1 (front and storage) and a2 (storage) on side a, b1 (front and
+    /// storage) on side b, replication 3.
+    pub fn three_nodes(root: &Path, kafka: &Kafka, partitions: u32) -> Cluster {
+        let front_storage: &'static [&'static str] = &["front", "storage"];
+        let node = |name, side, roles| NodeSpec { name, side, roles };
+        let nodes = [
+            node("a1", "a", front_storage),
+            node("a2", "a", &["storage"]),
+            node("b1", "b", front_storage),
+        ];
+        Cluster::new(root, kafka, partitions, 3, &nodes)
+    }
+
+    /// The smallest two-sided layout, for one broker: a1 (front and storage) on side a, b1
+    /// (storage) on side b, replication 1.
+    pub fn two_nodes(root: &Path, kafka: &Kafka, partitions: u32) -> Cluster {
+        let nodes = [
+            NodeSpec {
+                name: "a1",
+                side: "a",
+                roles: &["front", "storage"],
+            },
+            NodeSpec {
+                name: "b1",
+                side: "b",
+                roles: &["storage"],
+            },
+        ];
+        Cluster::new(root, kafka, partitions, 1, &nodes)
+    }
+
     pub fn http(&self, node: &str) -> String {
         let port = self.ports.iter().find(|(n, _)| *n == node).unwrap().1;
         format!("127.0.0.1:{port}")
