@@ -16,6 +16,8 @@ use crate::serve_common::{client, get_json, urlencode, Server, BIN};
 
 /// How long one request is resent before the test fails (a write stall).
 pub const RESEND_S_MAX: u64 = 90;
+/// A request acknowledged after this long prints what its failed attempts got.
+const STALL_TOLD_MS: u64 = 2_000;
 
 /// The Kafka nodes started by the script, killed (-9) when the test ends however it ends.
 pub struct Kafka {
@@ -73,6 +75,7 @@ impl Kafka {
 
     /// `kill -9` of broker `node` (1-based).
     pub fn kill9(&self, node: usize) {
+        eprintln!("{} kill -9 of broker {node}", clock());
         let status = Command::new("kill")
             .args(["-9", &self.pid(node)])
             .status()
@@ -81,6 +84,7 @@ impl Kafka {
     }
 
     pub fn restart(&self, node: usize) {
+        eprintln!("{} restarting broker {node}", clock());
         let status = Command::new(script())
             .arg("restart")
             .arg(&self.dir)
@@ -88,6 +92,143 @@ impl Kafka {
             .status()
             .unwrap();
         assert!(status.success());
+    }
+
+    /// Waits until every partition's in-sync set holds all its replicas (a restarted broker
+    /// caught up), so the next fault is a single fault. Asks the brokers' metadata directly:
+    /// the Rust client does not expose in-sync sets.
+    pub fn wait_in_sync(&self) {
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs(IN_SYNC_WAIT_S_MAX);
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            for addr in self.bootstrap.split(',') {
+                match metadata_lagging(addr) {
+                    Ok(0) => {
+                        eprintln!(
+                            "{} in sync after {} ms ({last})",
+                            clock(),
+                            started.elapsed().as_millis()
+                        );
+                        return;
+                    }
+                    Ok(n) => last = format!("{n} partitions under-replicated"),
+                    Err(e) => last = format!("{addr}: {e}"),
+                }
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        panic!("Kafka not in sync after {IN_SYNC_WAIT_S_MAX} s: {last}");
+    }
+}
+
+/// The UTC time of day, for the tests' timelines.
+pub fn clock() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+        % 86_400_000;
+    let s = ms / 1000;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        ms % 1000
+    )
+}
+
+/// How long [`Kafka::wait_in_sync`] waits.
+const IN_SYNC_WAIT_S_MAX: u64 = 120;
+/// Largest metadata answer read.
+const METADATA_BYTES_MAX: usize = 1 << 20;
+
+/// The partitions (of every topic) whose in-sync set is smaller than their replica set, from
+/// one Metadata request at version 4: a fixed encoding (before tagged fields) that Kafka 4 still
+/// serves, naming each partition's replicas and in-sync set.
+fn metadata_lagging(addr: &str) -> std::io::Result<usize> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr)?;
+    conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+    // Header v1: api key 3 (Metadata), version 4, correlation id, client id; body: all topics
+    // (a null array), no auto-creation.
+    let mut req = Vec::new();
+    req.extend_from_slice(&3i16.to_be_bytes());
+    req.extend_from_slice(&4i16.to_be_bytes());
+    req.extend_from_slice(&7i32.to_be_bytes());
+    req.extend_from_slice(&4i16.to_be_bytes());
+    req.extend_from_slice(b"test");
+    req.extend_from_slice(&(-1i32).to_be_bytes());
+    req.push(0);
+    let mut frame = (req.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&req);
+    conn.write_all(&frame)?;
+    let mut len = [0u8; 4];
+    conn.read_exact(&mut len)?;
+    let len = i32::from_be_bytes(len) as usize;
+    if len > METADATA_BYTES_MAX {
+        return Err(std::io::Error::other(format!(
+            "metadata answer of {len} bytes"
+        )));
+    }
+    let mut body = vec![0u8; len];
+    conn.read_exact(&mut body)?;
+    lagging_in(&body).ok_or_else(|| std::io::Error::other("metadata answer cut short"))
+}
+
+/// Reads a Metadata v4 answer (after its length): counts partitions with fewer in-sync
+/// replicas than replicas, and refuses an answer naming no partition at all.
+fn lagging_in(body: &[u8]) -> Option<usize> {
+    let mut r = Reader(body);
+    r.take(4)?; // correlation id
+    r.take(4)?; // throttle time
+    for _ in 0..r.i32()? {
+        r.take(4)?; // node id
+        r.string()?; // host
+        r.take(4)?; // port
+        r.string()?; // rack (nullable)
+    }
+    r.string()?; // cluster id (nullable)
+    r.take(4)?; // controller id
+    let (mut lagging, mut partitions) = (0, 0);
+    for _ in 0..r.i32()? {
+        r.take(2)?; // error code
+        r.string()?; // name
+        r.take(1)?; // internal
+        for _ in 0..r.i32()? {
+            r.take(2 + 4 + 4)?; // error code, partition, leader
+            let replicas = r.ids()?;
+            let in_sync = r.ids()?;
+            partitions += 1;
+            lagging += usize::from(in_sync < replicas);
+        }
+    }
+    (partitions > 0).then_some(lagging)
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+    fn i32(&mut self) -> Option<i32> {
+        Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+    /// A (nullable) string: an i16 length, −1 for null.
+    fn string(&mut self) -> Option<()> {
+        let len = i16::from_be_bytes(self.take(2)?.try_into().ok()?);
+        self.take(usize::try_from(len).unwrap_or(0)).map(|_| ())
+    }
+    /// An array of i32 node ids, as its length.
+    fn ids(&mut self) -> Option<usize> {
+        let n = usize::try_from(self.i32()?).ok()?;
+        self.take(4 * n).map(|_| n)
     }
 }
 
@@ -354,6 +495,8 @@ impl Cluster {
 pub fn send_until_acked(fronts: &[String], seq: u64, path: &str, body: &str, stall_ms: &AtomicU64) {
     let started = Instant::now();
     let mut attempt = 0usize;
+    // What each failed attempt got, told when the wait was long (why writes stalled).
+    let mut failures = Vec::new();
     loop {
         let front = &fronts[attempt % fronts.len()];
         let request = client()
@@ -363,12 +506,22 @@ pub fn send_until_acked(fronts: &[String], seq: u64, path: &str, body: &str, sta
             .header("Strata-Sequence", seq.to_string())
             .timeout(Duration::from_secs(20))
             .body(body.to_owned());
-        if let Ok(r) = request.send() {
-            if r.status().is_success() {
+        let at_ms = started.elapsed().as_millis();
+        match request.send() {
+            Ok(r) if r.status().is_success() => {
                 let waited = started.elapsed().as_millis() as u64;
                 stall_ms.fetch_max(waited, Ordering::Relaxed);
+                if waited >= STALL_TOLD_MS {
+                    eprintln!("{} request {seq} waited {waited} ms: {failures:?}", clock());
+                }
                 return;
             }
+            Ok(r) => {
+                let status = r.status();
+                let text = r.text().unwrap_or_default();
+                failures.push(format!("{at_ms} ms {front}: {status} {text:.160}"));
+            }
+            Err(e) => failures.push(format!("{at_ms} ms {front}: {e}")),
         }
         assert!(
             started.elapsed() < Duration::from_secs(RESEND_S_MAX),
@@ -413,7 +566,9 @@ pub struct Load {
     rounds: usize,
     phases: usize,
     progress: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// The longest wait since the last phase; `longest_ms` over the phases before.
     stall_ms: std::sync::Arc<AtomicU64>,
+    longest_ms: AtomicU64,
     sender: std::thread::JoinHandle<()>,
 }
 
@@ -438,6 +593,7 @@ impl Load {
             phases,
             progress,
             stall_ms,
+            longest_ms: AtomicU64::new(0),
             sender,
         }
     }
@@ -448,13 +604,37 @@ impl Load {
             assert!(!self.sender.is_finished(), "ingest stopped early");
             std::thread::sleep(Duration::from_millis(20));
         }
-        eprintln!("phase {n}");
+        let waited_ms = self.stall_ms.swap(0, Ordering::Relaxed);
+        self.longest_ms.fetch_max(waited_ms, Ordering::Relaxed);
+        eprintln!(
+            "{} phase {n}; the longest wait for an acknowledgement before it: {waited_ms} ms",
+            clock()
+        );
+    }
+
+    /// Waits until `n` more rounds than now were acknowledged: a fault made just before lasts
+    /// at least that long under load (a fixed phase may already be past when a node's start
+    /// was slow).
+    pub fn advance(&self, n: usize) {
+        let target = self.progress.load(Ordering::Acquire) + n;
+        assert!(target <= self.rounds, "advance past the last round");
+        while self.progress.load(Ordering::Acquire) < target {
+            assert!(!self.sender.is_finished(), "ingest stopped early");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let waited_ms = self.stall_ms.swap(0, Ordering::Relaxed);
+        self.longest_ms.fetch_max(waited_ms, Ordering::Relaxed);
+        eprintln!(
+            "{} round {target}; the longest wait for an acknowledgement before it: {waited_ms} ms",
+            clock()
+        );
     }
 
     /// Waits for the last round; the longest wait for an acknowledgement, in ms (printed).
     pub fn finish(self) -> u64 {
         self.sender.join().unwrap();
         let stall_ms = self.stall_ms.load(Ordering::Relaxed);
+        let stall_ms = stall_ms.max(self.longest_ms.load(Ordering::Relaxed));
         eprintln!("longest wait for an acknowledgement: {stall_ms} ms");
         stall_ms
     }
