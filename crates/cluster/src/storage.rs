@@ -21,6 +21,10 @@ use crate::topology::Topology;
 
 /// Bytes one fetch asks a broker for at most.
 const FETCH_BYTES_MAX: i32 = 16 << 20;
+/// Bytes a fetch at the log's end waits for (up to `FETCH_WAIT_MS_MAX`) before the broker
+/// answers: a node keeping up with its partitions otherwise wakes for every record or two,
+/// and the wake-ups cost more than applying them.
+const FETCH_BYTES_MIN: i32 = 256 << 10;
 /// How long a fetch waits on the broker for new records, in ms.
 const FETCH_WAIT_MS_MAX: i32 = 200;
 /// Pause after a failed fetch or write before trying again, in ms.
@@ -269,7 +273,7 @@ async fn consume(
         }
         let next = partition.next_offset.load(Ordering::Acquire);
         let fetched = client
-            .fetch_records(next, 1..FETCH_BYTES_MAX, FETCH_WAIT_MS_MAX)
+            .fetch_records(next, FETCH_BYTES_MIN..FETCH_BYTES_MAX, FETCH_WAIT_MS_MAX)
             .await;
         let (records, end) = match fetched {
             Ok(r) => r,
