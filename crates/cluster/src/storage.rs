@@ -260,8 +260,8 @@ fn fail(partition: &Partition, why: String) {
 /// One partition's consumer: fetch from the next offset, apply in log order; checkpoint when
 /// stopped. In between, the store's own flusher flushes as single-node serve's does (sized by
 /// time: blocks of a partition's span), each flush recording its offset; a restart replays
-/// Kafka from there, as serve replays its journal. (Flushing every 5 s made blocks of 5 s,
-/// and a storage node cost 1.33× serve's CPU per sample.)
+/// Kafka from there, as serve replays its journal. (Flushing every 5 s made blocks of 5 s of
+/// data, to be compacted again.)
 async fn consume(
     partition: Arc<Partition>,
     client: Arc<PartitionClient>,

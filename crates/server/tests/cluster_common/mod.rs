@@ -474,18 +474,24 @@ impl Cluster {
     }
 
     /// Waits until every owner of every partition is healthy and has applied all of Kafka.
+    /// Waits until every owner applied its whole partition. A node's end offset is Kafka's as
+    /// of its last fetch, which waits up to 200 ms for more records: "lag 0" counts only when
+    /// a second look a second later (after at least one more fetch) finds the same offsets.
     pub fn wait_caught_up(&self) {
         let deadline = Instant::now() + Duration::from_secs(120);
+        let mut previous = Vec::new();
         loop {
             let rows = self.status();
             let done = rows
                 .iter()
                 .all(|r| r["health"] == "ok" && r["lag"] == 0 && r["end"].as_i64() > Some(0));
-            if done {
+            let applied: Vec<Value> = rows.iter().map(|r| r["applied"].clone()).collect();
+            if done && applied == previous {
                 return;
             }
+            previous = applied;
             assert!(Instant::now() < deadline, "not caught up: {rows:?}");
-            std::thread::sleep(Duration::from_millis(500));
+            std::thread::sleep(Duration::from_millis(1_000));
         }
     }
 }
