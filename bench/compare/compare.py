@@ -93,7 +93,7 @@ def free_port():
 class Server:
     """One system under test: started fresh, pinned, stopped and cleaned up."""
 
-    def __init__(self, system, bins, work):
+    def __init__(self, system, bins, work, strata_config=None):
         self.system = system
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix=f"{system}-", dir=work)
@@ -103,7 +103,7 @@ class Server:
             "strata": lambda: [
                 bins["strata"], "serve", "--http", f"127.0.0.1:{self.port}",
                 "--statsd", "off", "--graphite", "off", "--data-dir", self.dir,
-            ],
+            ] + (["--config", strata_config] if strata_config else []),
             "victoriametrics": lambda: [
                 bins["victoriametrics"], f"-httpListenAddr=127.0.0.1:{self.port}",
                 f"-storageDataPath={self.dir}", "-retentionPeriod=100y",
