@@ -15,7 +15,9 @@ use cluster_common::{assert_every_sample_once, assert_sides_identical, Cluster, 
 use serve_common::now_s;
 
 /// Ingest rounds; each sends one Influx body (numerics) and one httptrap body (histograms).
-const ROUNDS: usize = 320;
+/// Enough for six faults of FAULT_ROUNDS and the rounds sent while nodes start.
+const ROUNDS: usize = 640;
+const FAULT_ROUNDS: usize = 25;
 const PARTITIONS: u32 = 4;
 
 #[test]
@@ -36,24 +38,26 @@ fn acknowledged_writes_survive_broker_and_storage_node_kills() {
 
     // Steady ingest on another thread; faults on this one as it progresses.
     let base_s = now_s() - 600;
-    let load = Load::start(fronts.clone(), ROUNDS, 8, base_s);
-    let phase = |n: usize| load.phase(n);
-    phase(1);
+    // Each fault lasts FAULT_ROUNDS acknowledged rounds; a restarted broker is back in every
+    // in-sync set before the next broker fault (with 2 of 3 required, two at once stop writes).
+    let load = Load::start(fronts.clone(), ROUNDS, 1, base_s);
+    load.advance(FAULT_ROUNDS);
+    kafka.wait_in_sync();
     kafka.kill9(3);
-    phase(2);
+    load.advance(FAULT_ROUNDS);
     drop(a2.take()); // kill -9 of a storage node
-    phase(3);
+    load.advance(FAULT_ROUNDS);
     a2 = Some(cluster.start("a2"));
     kafka.restart(3);
-    phase(4);
+    kafka.wait_in_sync();
     drop(b1.take()); // kill -9 of a front (and the other side's only storage node)
-    phase(5);
+    load.advance(FAULT_ROUNDS);
     b1 = Some(cluster.start("b1"));
-    phase(6);
+    load.advance(FAULT_ROUNDS);
     // A broker and a storage node (also a front) together.
     kafka.kill9(1);
     drop(a1.take());
-    phase(7);
+    load.advance(FAULT_ROUNDS);
     kafka.restart(1);
     a1 = Some(cluster.start("a1"));
     // A storage node that lost its disk rebuilds its partitions from Kafka.
