@@ -173,7 +173,8 @@ fn metadata_lagging(addr: &str) -> std::io::Result<usize> {
     }
     let mut body = vec![0u8; len];
     conn.read_exact(&mut body)?;
-    lagging_in(&body).ok_or_else(|| std::io::Error::other("metadata answer cut short"))
+    lagging_in(&body)
+        .ok_or_else(|| std::io::Error::other("metadata answer cut short or naming no partition"))
 }
 
 /// Reads a Metadata v4 answer (after its length): counts partitions with fewer in-sync
