@@ -14,10 +14,10 @@
 //!
 //! Bounded in entries, key bytes and namespaces; a full cache keeps what it holds and caches
 //! nothing new until the keys it refused outnumber those it holds a few times over, then is
-//! emptied (clients resend, so what is still in use is learned again on its next miss). A body reads under a shared lock
-//! it lets go every few thousand lookups ([`SeriesCache::reader`]), so a hit takes no lock of
-//! its own and a long body does not hold back a writer; misses
-//! are learned under the exclusive lock after the write that created their series
+//! emptied (clients resend, so what is still in use is learned again on its next miss). A body
+//! reads under a shared lock it lets go every few thousand lookups ([`SeriesCache::reader`]),
+//! so a hit takes no lock of its own and a long body does not hold back a writer; misses are
+//! learned under the exclusive lock after the write that created their series
 //! ([`Misses::learn`]), never before, so a body rejected whole creates nothing. Keys are kept
 //! back to back in the order first seen, which is the order clients resend them in: a body's
 //! lookups read the key bytes nearly sequentially (they are not in the CPU's caches any more by
