@@ -641,12 +641,18 @@ mod tests {
         assert_ne!(cache.namespace("httptrap", &[]), Some(first));
     }
 
+    /// A cache of `entries_max` entries (bytes unbounded in effect), its namespace, and the
+    /// numbered keys the bound tests use.
+    fn numbered(entries_max: usize) -> (SeriesCache, Namespace, impl Fn(usize) -> Vec<u8>) {
+        let cache = SeriesCache::new(entries_max, 1 << 30);
+        let ns = cache.namespace("test", &[]).unwrap();
+        (cache, ns, |i: usize| format!("series {i}").into_bytes())
+    }
+
     #[test]
     fn every_key_within_the_bound_is_kept_and_the_bound_holds() {
         let entries_max = 6400;
-        let cache = SeriesCache::new(entries_max, 1 << 30);
-        let ns = cache.namespace("test", &[]).unwrap();
-        let key = |i: usize| format!("series {i}").into_bytes();
+        let (cache, ns, key) = numbered(entries_max);
         let n = entries_max / 2;
         for i in 0..n {
             let k = key(i);
@@ -679,9 +685,7 @@ mod tests {
     #[test]
     fn a_working_set_larger_than_the_cache_keeps_hitting_on_what_it_holds() {
         let entries_max = 1000;
-        let cache = SeriesCache::new(entries_max, 1 << 30);
-        let ns = cache.namespace("test", &[]).unwrap();
-        let key = |i: usize| format!("series {i}").into_bytes();
+        let (cache, ns, key) = numbered(entries_max);
         let n = entries_max * 3 / 2;
         let mut hits_per_pass = Vec::new();
         for _pass in 0..3 {

@@ -607,16 +607,7 @@ impl Load {
 
     /// Waits until the first `n` shares of the rounds were acknowledged.
     pub fn phase(&self, n: usize) {
-        while self.progress.load(Ordering::Acquire) < n * self.rounds / self.phases {
-            assert!(!self.sender.is_finished(), "ingest stopped early");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let waited_ms = self.stall_ms.swap(0, Ordering::Relaxed);
-        self.longest_ms.fetch_max(waited_ms, Ordering::Relaxed);
-        eprintln!(
-            "{} phase {n}; the longest wait for an acknowledgement before it: {waited_ms} ms",
-            clock()
-        );
+        self.reach(n * self.rounds / self.phases, &format!("phase {n}"));
     }
 
     /// Waits until `n` more rounds than now were acknowledged: a fault made just before lasts
@@ -625,14 +616,20 @@ impl Load {
     pub fn advance(&self, n: usize) {
         let target = self.progress.load(Ordering::Acquire) + n;
         assert!(target <= self.rounds, "advance past the last round");
-        while self.progress.load(Ordering::Acquire) < target {
+        self.reach(target, &format!("round {target}"));
+    }
+
+    /// Waits until `rounds` rounds were acknowledged; prints the longest wait since the last
+    /// call, under `label`.
+    fn reach(&self, rounds: usize, label: &str) {
+        while self.progress.load(Ordering::Acquire) < rounds {
             assert!(!self.sender.is_finished(), "ingest stopped early");
             std::thread::sleep(Duration::from_millis(20));
         }
         let waited_ms = self.stall_ms.swap(0, Ordering::Relaxed);
         self.longest_ms.fetch_max(waited_ms, Ordering::Relaxed);
         eprintln!(
-            "{} round {target}; the longest wait for an acknowledgement before it: {waited_ms} ms",
+            "{} {label}; the longest wait for an acknowledgement before it: {waited_ms} ms",
             clock()
         );
     }
