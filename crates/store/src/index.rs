@@ -28,6 +28,7 @@ use crate::cardinality::{
 };
 use crate::error::IndexError;
 use crate::key::{StreamKey, KEY_TEXT_SIZE_MAX};
+use crate::key_parts::{At, KeyParts};
 use crate::series::{Kind, SeriesId};
 
 /// Most series one index holds (ids are `u32`).
@@ -58,15 +59,11 @@ const MISSING: Resolved = Resolved::Id(SeriesId(u32::MAX));
 /// Keys looked up, created or refused under one hold of the index's lock.
 const KEYS_PER_LOCK_MAX: usize = 4096;
 
-/// Bytes of one page of the key arena. A page holds whole keys, so a key is one slice; a key
-/// longer than a page (`KEY_TEXT_SIZE_MAX` allows a few megabytes) gets a page its size.
-const KEY_PAGE_SIZE_BYTES: usize = 1 << 20;
-
 /// The stored facts of one series: 32 bytes.
 #[derive(Debug)]
 struct Series {
-    /// The canonical key text, in the key arena (parsed back only when a reader asks).
-    key: KeyAt,
+    /// The canonical key text, as its parts (parsed back only when a reader asks).
+    key: At,
     kind: Kind,
     /// Earliest and latest sample timestamp seen, `i64::MAX`/`i64::MIN` before any.
     first_ts_ms: AtomicI64,
@@ -95,61 +92,7 @@ pub struct Cardinality {
 /// Posting lists: ascending series ids.
 pub(crate) type Postings = Vec<u32>;
 
-/// Where a series' key text is in the key arena.
-#[derive(Clone, Copy, Debug)]
-struct KeyAt {
-    page: u32,
-    offset: u32,
-    len: u32,
-}
-
-/// Every series' canonical key text, back to back in pages of `KEY_PAGE_SIZE_BYTES` (or one
-/// longer key) that are never reallocated: an allocation per megabyte of keys, where an `Arc<str>` per series cost
-/// its counts, the allocator's header and its rounding (≈ 32 bytes a series beside the text).
-#[derive(Default)]
-struct KeyArena {
-    /// Each with its capacity fixed when made; the last is filled.
-    pages: Vec<String>,
-}
-
-impl KeyArena {
-    fn push(&mut self, text: &str) -> KeyAt {
-        assert!(text.len() <= KEY_TEXT_SIZE_MAX);
-        let room = self
-            .pages
-            .last()
-            .is_some_and(|p| p.len() + text.len() <= p.capacity());
-        if !room {
-            self.pages
-                .push(String::with_capacity(KEY_PAGE_SIZE_BYTES.max(text.len())));
-        }
-        let page_index = self.pages.len() - 1;
-        let page = &mut self.pages[page_index];
-        let at = KeyAt {
-            page: u32::try_from(page_index).unwrap_or(u32::MAX),
-            offset: page.len() as u32,
-            len: text.len() as u32,
-        };
-        assert!(at.page < u32::MAX, "key pages fit a u32");
-        let capacity = page.capacity();
-        page.push_str(text);
-        debug_assert_eq!(page.capacity(), capacity, "a page never moves");
-        at
-    }
-
-    fn get(&self, at: KeyAt) -> &str {
-        let start = at.offset as usize;
-        &self.pages[at.page as usize][start..start + at.len as usize]
-    }
-
-    /// Bytes the pages hold (their capacity), for the memory accounts.
-    #[cfg(test)]
-    fn size_bytes(&self) -> usize {
-        self.pages.iter().map(String::capacity).sum()
-    }
-}
-
-/// Canonical key text → id: ids only, each key's text read back from the arena (4 bytes a slot
+/// Canonical key text → id: ids only, each key's text compared part by part (4 bytes a slot
 /// where a map of `Arc<str>` keys held 24). Keys come from clients, so the hasher is seeded per
 /// process (foldhash: a few times faster than SipHash on ~100-byte keys, still randomly seeded).
 #[derive(Default)]
@@ -159,19 +102,24 @@ struct KeyTable {
 }
 
 impl KeyTable {
-    fn get(&self, text: &str, series: &[Series], keys: &KeyArena) -> Option<u32> {
+    fn get(&self, text: &str, series: &[Series], keys: &KeyParts) -> Option<u32> {
         let hash = self.hasher.hash_one(text);
         let id = self
             .ids
-            .find(hash, |&id| keys.get(series[id as usize].key) == text)?;
+            .find(hash, |&id| keys.eq(series[id as usize].key, text))?;
         Some(*id)
     }
 
-    fn insert_new(&mut self, id: u32, text: &str, series: &[Series], keys: &KeyArena) {
+    fn insert_new(&mut self, id: u32, text: &str, series: &[Series], keys: &KeyParts) {
         let hash = self.hasher.hash_one(text);
         let hasher = &self.hasher;
+        // Growing rehashes every key: each is written back into one buffer.
+        let scratch = std::cell::RefCell::new(String::new());
         self.ids.insert_unique(hash, id, |&other| {
-            hasher.hash_one(keys.get(series[other as usize].key))
+            let mut text = scratch.borrow_mut();
+            text.clear();
+            keys.write(series[other as usize].key, &mut text);
+            hasher.hash_one(text.as_str())
         });
     }
 
@@ -183,7 +131,7 @@ impl KeyTable {
 #[derive(Default)]
 pub(crate) struct Inner {
     series: Vec<Series>,
-    keys: KeyArena,
+    keys: KeyParts,
     by_key: KeyTable,
     pub(crate) names: BTreeMap<String, Postings>,
     pub(crate) tags: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Postings>>,
@@ -494,7 +442,7 @@ impl SeriesIndex {
         Ok(inner
             .series
             .get(id.0 as usize)
-            .map(|s| inner.keys.get(s.key).to_string()))
+            .map(|s| inner.keys.text(s.key)))
     }
 
     /// The activity ranges of series `from..` (at most `max`), in id order, without building
@@ -591,7 +539,7 @@ impl Snapshot<'_> {
             return Ok(None);
         };
         // Stored keys were canonical when added, so this parse cannot fail short of a bug.
-        let key = StreamKey::parse(inner.keys.get(s.key)).map_err(IndexError::Key)?;
+        let key = StreamKey::parse(&inner.keys.text(s.key)).map_err(IndexError::Key)?;
         Ok(Some(SeriesInfo {
             id,
             key,
@@ -1174,16 +1122,16 @@ mod tests {
         StreamKey::parse(text).unwrap()
     }
 
-    /// Keys live back to back in the arena's pages, a key longer than a page in a page its
-    /// size; every key reads back and is found by its text, before and after a reopen.
+    /// Keys of any length (one over a megabyte, longer than a page) read back and are found
+    /// by their text, before and after a reopen; text they share is kept once.
     #[test]
-    fn keys_of_any_length_read_back_from_the_arena() {
+    fn keys_of_any_length_read_back_from_their_parts() {
         assert_eq!(std::mem::size_of::<Series>(), 32);
         let tags: Vec<String> = (0..200)
             .map(|i| format!("c{i:03}{}:{}", "k".repeat(3_000), "v".repeat(4_000)))
             .collect();
         let long = key(&format!("long|ST[{}]", tags.join(",")));
-        assert!(long.canonical_str().len() > KEY_PAGE_SIZE_BYTES);
+        assert!(long.canonical_str().len() > 1 << 20);
         let mut keys: Vec<StreamKey> = (0..6_000)
             .map(|i| key(&format!("m{i}|ST[host:h{i},dc:{}]", "x".repeat(150))))
             .collect();
@@ -1205,10 +1153,11 @@ mod tests {
             }
             check(&index);
             let inner = index.inner.read().unwrap();
-            // Two pages of short keys around the long one's own page.
-            assert_eq!(inner.keys.pages.len(), 3);
-            let text_bytes: usize = keys.iter().map(|k| k.canonical_str().len()).sum();
-            assert!(inner.keys.size_bytes() < text_bytes + 2 * KEY_PAGE_SIZE_BYTES);
+            // The short keys' 150-byte tag is kept once: they take a few bytes each beside
+            // their distinct parts, all in one page of lists.
+            assert_eq!(inner.keys.list_pages(), 1);
+            let long_bytes = keys[3_000].canonical_str().len();
+            assert!(inner.keys.size_bytes() < long_bytes + (4 << 20));
         }
         check(&SeriesIndex::open(&path).unwrap());
     }

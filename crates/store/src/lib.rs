@@ -32,6 +32,7 @@ mod head;
 mod hist_head;
 mod index;
 mod inspect;
+mod key_parts;
 mod log;
 /// Stream keys live in their own crate, which the parsers share; the store keeps its path.
 pub use key;
