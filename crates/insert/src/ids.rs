@@ -1,5 +1,5 @@
 //! Series ids by the bytes a client sends for a series, so a series seen before costs one hash
-//! of those bytes and one compare instead of printing, hashing and comparing its canonical key.
+//! of those bytes instead of printing, hashing and comparing its canonical key.
 //!
 //! Clients resend the same series every scrape or flush byte for byte (remote write: a
 //! `TimeSeries`' labels; Influx: a line's measurement and tag section, then the field key;
@@ -12,35 +12,40 @@
 //! another kind is refused by `Store::write_partial` exactly as by key (the rejection names the
 //! series' canonical key).
 //!
-//! Bounded in entries, key bytes and namespaces; a full cache keeps what it holds and caches
-//! nothing new until the keys it refused outnumber those it holds a few times over, then is
-//! emptied (clients resend, so what is still in use is learned again on its next miss). A body
-//! reads under a shared lock it lets go every few thousand lookups ([`SeriesCache::reader`]),
-//! so a hit takes no lock of its own and a long body does not hold back a writer; misses are
-//! learned under the exclusive lock after the write that created their series
-//! ([`Misses::learn`]), never before, so a body rejected whole creates nothing. Keys are kept
-//! back to back in the order first seen, which is the order clients resend them in: a body's
-//! lookups read the key bytes nearly sequentially (they are not in the CPU's caches any more by
-//! the time the series comes again; the store's work in between evicts them).
+//! A key is kept as its 128-bit SipHash-1-3 under a key drawn per process, not as its bytes:
+//! 24 bytes an entry, where the bytes of a TSBS-like label set cost 134 more (a million series
+//! took 128 MiB and overflowed the byte bound). Two keys are taken for one only if their
+//! hashes are equal: by chance about once in 2^128 / n² pairs (n = 2^30 keys: 2^-68), and a
+//! client cannot make it happen on purpose without the per-process key (SipHash is a keyed
+//! function made for inputs chosen by an adversary).
+//!
+//! Bounded in entries and namespaces; a full cache keeps what it holds and caches nothing new
+//! until the keys it refused outnumber those it holds a few times over, then is emptied
+//! (clients resend, so what is still in use is learned again on its next miss). A body reads
+//! under a shared lock it lets go every few thousand lookups ([`SeriesCache::reader`]), so a
+//! hit takes no lock of its own and a long body does not hold back a writer; misses are learned
+//! under the exclusive lock after the write that created their series ([`Misses::learn`]),
+//! never before, so a body rejected whole creates nothing. Entries are kept in the order first
+//! seen, which is the order clients resend them in: the entry after the one found last is
+//! compared first.
 
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 use ingest::RawSeries;
+use siphasher::sip128::{Hasher128, SipHasher13};
 use store::key::Tag;
 use store::{KeyRef, Kind, SeriesId, Store};
 
-/// Series the cache holds by default (Influx: one per series and field).
-pub const ENTRIES_MAX_DEFAULT: usize = 1 << 20;
-/// Raw key bytes one cache holds by default.
-pub const KEY_BYTES_MAX_DEFAULT: usize = 128 << 20;
-/// A key longer than this is not cached.
-pub const KEY_BYTES_ONE_MAX: usize = 16 << 10;
+/// Series the cache holds by default (Influx: one per series and field): 2^21 entries take
+/// at most 80 MiB (24 bytes an entry, two 8-byte slots).
+pub const ENTRIES_MAX_DEFAULT: usize = 1 << 21;
 /// A full cache is emptied once it refused this many keys per key it holds.
 const REFUSED_PER_ENTRY_MAX: usize = 4;
 /// Slots a lookup probes before giving up (the tables are at most half full, so chains are
-/// short; a bound keeps crafted collisions from costing more than a miss).
+/// short; a bound keeps collisions of the slot index from costing more than a miss).
 const PROBES_MAX: usize = 16;
 /// First slot table size; it doubles up to twice the entry bound.
 const SLOTS_INITIAL: usize = 64;
@@ -54,9 +59,9 @@ pub const NAMESPACES_MAX: usize = 4096;
 /// Raw series bytes → series id, for every protocol.
 pub struct SeriesCache {
     table: RwLock<Table>,
-    hasher: foldhash::quality::RandomState,
+    /// The SipHash key, drawn per process.
+    keys: (u64, u64),
     entries_max: usize,
-    bytes_max: usize,
     namespaces: Mutex<Namespaces>,
 }
 
@@ -83,10 +88,9 @@ pub struct Reader<'c> {
     /// Lookups left before the lock is let go and taken again (`READS_PER_HOLD_MAX`).
     reads_left: usize,
     /// The key of the last lookup that missed, by where its parts are: the miss is remembered
-    /// for the write right after it (`Misses::add`), which need not hash the bytes again. A
-    /// stale hash (parts rewritten in place between the two) cannot name a wrong series: an
-    /// entry is found only if its bytes are equal.
-    last_miss: Option<(RawSeriesAt, u64)>,
+    /// for the write right after it (`Misses::add`), which need not hash the bytes again. The
+    /// parsers hand the same parts, unchanged, to both.
+    last_miss: Option<(RawSeriesAt, CacheKey)>,
 }
 
 /// Where a series' raw parts are in memory.
@@ -101,75 +105,74 @@ fn raw_at(raw: &RawSeries<'_>) -> RawSeriesAt {
     )
 }
 
-/// A key: its namespace, hash and bytes, in two parts (Influx: series section, field key;
-/// remote write: the labels, nothing). Keys are equal when all three are.
-#[derive(Clone, Copy, Debug)]
-pub struct CacheKey<'a> {
-    hash: u64,
+/// A key: its namespace and the 128-bit hash of its namespace and bytes (in two parts:
+/// Influx's series section and field key; remote write's labels and nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheKey {
+    low: u64,
+    high: u64,
     namespace: u32,
-    first: &'a [u8],
-    second: &'a [u8],
-}
-
-impl CacheKey<'_> {
-    fn len(&self) -> usize {
-        self.first.len() + self.second.len()
-    }
 }
 
 /// A slot of the hash table: which entry, and bits of its hash to skip most others unread.
 #[derive(Clone, Copy, Default)]
 struct Slot {
-    /// The high half of the entry's hash with the low bit set; 0 = empty.
+    /// The high half of the entry's low hash word with the low bit set; 0 = empty.
     tag: u32,
     /// Index into `Table::entries`.
     entry: u32,
 }
 
-/// A cached key, in insertion order (24 bytes: keys are at most `KEY_BYTES_ONE_MAX` long).
+/// A cached key, in insertion order (24 bytes).
 #[derive(Clone, Copy)]
 struct Entry {
-    hash: u64,
-    /// The key's bytes: `arena[at..at + len]`, its first part `first_len` long.
-    at: u32,
-    len: u16,
-    first_len: u16,
+    low: u64,
+    high: u64,
     namespace: u32,
     id: u32,
 }
 
-const _: () = assert!(KEY_BYTES_ONE_MAX <= u16::MAX as usize);
+const _: () = assert!(std::mem::size_of::<Entry>() == 24);
+
+impl Entry {
+    #[inline]
+    fn is(&self, key: &CacheKey) -> bool {
+        self.low == key.low && self.high == key.high && self.namespace == key.namespace
+    }
+}
 
 #[derive(Default)]
 struct Table {
     /// Open addressing, linear probing, length a power of two (or 0 before first use); small
     /// (8 bytes a slot) because it is the one part read at random.
     slots: Vec<Slot>,
-    /// Keys in the order first seen, their bytes back to back in `arena`: the order requests
-    /// look them up in again.
+    /// Keys in the order first seen: the order requests look them up in again.
     entries: Vec<Entry>,
-    arena: Vec<u8>,
     /// Keys not cached because the table was full, since it last filled.
     refused_since_full: usize,
 }
 
-fn tag_of(hash: u64) -> u32 {
-    (hash >> 32) as u32 | 1
+fn tag_of(key: &CacheKey) -> u32 {
+    (key.low >> 32) as u32 | 1
 }
 
-/// The first slot a hash probes.
-fn home(hash: u64, mask: usize) -> usize {
-    hash as usize & mask
+/// The first slot a key probes.
+fn home(low: u64, mask: usize) -> usize {
+    low as usize & mask
+}
+
+/// 64 random bits (std's per-process SipHash keys, drawn from the OS).
+fn random_u64(salt: u64) -> u64 {
+    RandomState::new().hash_one(salt)
 }
 
 impl SeriesCache {
-    /// A cache of at most `entries_max` series and `bytes_max` key bytes.
-    pub fn new(entries_max: usize, bytes_max: usize) -> SeriesCache {
+    /// A cache of at most `entries_max` series.
+    pub fn new(entries_max: usize) -> SeriesCache {
         SeriesCache {
             table: RwLock::default(),
-            hasher: foldhash::quality::RandomState::default(),
+            keys: (random_u64(0), random_u64(1)),
             entries_max: entries_max.clamp(1, u32::MAX as usize / 4),
-            bytes_max: bytes_max.clamp(1, u32::MAX as usize / 2),
             namespaces: Mutex::default(),
         }
     }
@@ -212,38 +215,33 @@ impl SeriesCache {
     }
 
     /// The key of `raw` in `namespace`.
-    pub fn key<'a>(&self, namespace: Namespace, raw: RawSeries<'a>) -> CacheKey<'a> {
-        let mut h = self.hasher.build_hasher();
+    pub fn key(&self, namespace: Namespace, raw: RawSeries<'_>) -> CacheKey {
+        let mut h = SipHasher13::new_with_keys(self.keys.0, self.keys.1);
         h.write_u32(namespace.0);
-        h.write(raw.first);
         // The split matters (`cpu,a=b` + `cx` is not `cpu,a=bc` + `x`): the length goes in.
-        h.write_usize(raw.first.len());
+        h.write_u64(raw.first.len() as u64);
+        h.write(raw.first);
         h.write(raw.second);
+        let hash = h.finish128();
         CacheKey {
-            hash: h.finish(),
+            low: hash.h1,
+            high: hash.h2,
             namespace: namespace.0,
-            first: raw.first,
-            second: raw.second,
         }
     }
 
     /// Caches each `key` → `id` (replacing what a key had), under one exclusive lock; a full
     /// cache refuses new keys until it refused enough to be emptied.
-    fn insert_all<'k>(&self, keys: impl Iterator<Item = (CacheKey<'k>, SeriesId)>) {
+    fn insert_all(&self, keys: impl Iterator<Item = (CacheKey, SeriesId)>) {
         let Ok(mut table) = self.table.write() else {
             return;
         };
         for (key, id) in keys {
-            if key.len() > KEY_BYTES_ONE_MAX {
-                continue;
-            }
             if let Some(at) = table.find(&key) {
                 table.entries[at].id = id.0;
                 continue;
             }
-            if table.entries.len() >= self.entries_max
-                || table.arena.len() + key.len() > self.bytes_max
-            {
+            if table.entries.len() >= self.entries_max {
                 // Full: keep what is cached. Emptying it at once made a working set larger
                 // than the cache miss always (a million series sent in turn cycled through a
                 // cache of 600,000 and cost 13× the CPU per sample); it is emptied only when
@@ -262,18 +260,15 @@ impl SeriesCache {
 
     /// The series id cached for `key` (a lookup under its own shared lock).
     #[cfg(test)]
-    pub(crate) fn get(&self, key: &CacheKey<'_>) -> Option<SeriesId> {
-        let mut reader = self.reader(Namespace(key.namespace));
-        let raw = RawSeries {
-            first: key.first,
-            second: key.second,
-        };
-        reader.get(raw)
+    pub(crate) fn get(&self, key: &CacheKey) -> Option<SeriesId> {
+        let table = self.table.read().ok()?;
+        let at = table.find(key)?;
+        Some(SeriesId(table.entries[at].id))
     }
 
     /// Caches `key` → `id`.
     #[cfg(test)]
-    pub(crate) fn insert(&self, key: &CacheKey<'_>, id: SeriesId) {
+    pub(crate) fn insert(&self, key: &CacheKey, id: SeriesId) {
         self.insert_all(std::iter::once((*key, id)));
     }
 
@@ -291,22 +286,16 @@ impl Reader<'_> {
     }
 
     /// [`SeriesCache::key`] in this reader's namespace (the last miss's hash reused).
-    pub fn key<'a>(&self, raw: RawSeries<'a>) -> CacheKey<'a> {
+    pub fn key(&self, raw: RawSeries<'_>) -> CacheKey {
         match self.last_miss {
-            Some((at, hash)) if at == raw_at(&raw) => CacheKey {
-                hash,
-                namespace: self.namespace.0,
-                first: raw.first,
-                second: raw.second,
-            },
+            Some((at, key)) if at == raw_at(&raw) => key,
             _ => self.cache.key(self.namespace, raw),
         }
     }
 
     /// The series id cached for `raw`. Clients resend their series in the same order, so the
     /// entry after the one found last is compared first; only when it is another key is the
-    /// key hashed and looked up. Inlined into the parsers' loops (the next entry's compare is
-    /// the whole cost of a hit).
+    /// table probed. Inlined into the parsers' loops.
     #[inline(always)]
     pub fn get(&mut self, raw: RawSeries<'_>) -> Option<SeriesId> {
         if self.reads_left == 0 {
@@ -314,15 +303,15 @@ impl Reader<'_> {
         }
         self.reads_left -= 1;
         let table = self.table.as_ref()?;
+        let key = self.cache.key(self.namespace, raw);
         if let Some(entry) = table.entries.get(self.next) {
-            if table.holds(entry, self.namespace.0, raw.first, raw.second) {
+            if entry.is(&key) {
                 self.next += 1;
                 return Some(SeriesId(entry.id));
             }
         }
-        let key = self.cache.key(self.namespace, raw);
         let Some(at) = table.find(&key) else {
-            self.last_miss = Some((raw_at(&raw), key.hash));
+            self.last_miss = Some((raw_at(&raw), key));
             return None;
         };
         self.next = at + 1;
@@ -334,7 +323,7 @@ impl Reader<'_> {
     /// Lets the lock go and takes it again, so that a writer waiting to learn another body's
     /// misses goes first (readers queue behind a waiting writer: one body's long read would
     /// hold every other body's first lookup). The table may change meanwhile; a remembered
-    /// position is only a guess, checked against the key's bytes.
+    /// position is only a guess, checked against the key.
     #[cold]
     fn take_turn(&mut self) {
         self.table = None;
@@ -343,60 +332,22 @@ impl Reader<'_> {
     }
 }
 
-/// Equality of short slices (an Influx field key, remote write's empty second part) without a
-/// call to `memcmp`, whose short-length path measured slow here (a call per lookup cost remote
-/// write 1/3 of its throughput for an empty slice); long ones are compared by `memcmp`.
-#[inline]
-fn short_eq(a: &[u8], b: &[u8]) -> bool {
-    const SHORT_BYTES_MAX: usize = 32;
-    if a.len() != b.len() {
-        return false;
-    }
-    if a.len() > SHORT_BYTES_MAX {
-        return a == b;
-    }
-    let mut diff = 0u8;
-    for (x, y) in a.iter().zip(b) {
-        diff |= x ^ y;
-    }
-    diff == 0
-}
-
 impl Table {
-    /// Whether `entry` is the key `first`, `second` in `namespace`.
-    #[inline]
-    fn holds(&self, entry: &Entry, namespace: u32, first: &[u8], second: &[u8]) -> bool {
-        if entry.first_len as usize != first.len()
-            || entry.len as usize != first.len() + second.len()
-            || entry.namespace != namespace
-        {
-            return false;
-        }
-        let start = entry.at as usize;
-        let bytes = &self.arena[start..start + entry.len as usize];
-        let (a, b) = bytes.split_at(first.len());
-        a == first && short_eq(b, second)
-    }
-
     /// The entry of `key`.
-    fn find(&self, key: &CacheKey<'_>) -> Option<usize> {
+    fn find(&self, key: &CacheKey) -> Option<usize> {
         if self.slots.is_empty() {
             return None;
         }
-        let tag = tag_of(key.hash);
+        let tag = tag_of(key);
         let mask = self.slots.len() - 1;
-        let mut at = home(key.hash, mask);
+        let mut at = home(key.low, mask);
         for _ in 0..PROBES_MAX.min(self.slots.len()) {
             let slot = self.slots[at];
             if slot.tag == 0 {
                 return None;
             }
-            if slot.tag == tag {
-                let entry = &self.entries[slot.entry as usize];
-                if entry.hash == key.hash && self.holds(entry, key.namespace, key.first, key.second)
-                {
-                    return Some(slot.entry as usize);
-                }
+            if slot.tag == tag && self.entries[slot.entry as usize].is(key) {
+                return Some(slot.entry as usize);
             }
             at = (at + 1) & mask;
         }
@@ -406,7 +357,6 @@ impl Table {
     fn clear(&mut self) {
         self.slots.iter_mut().for_each(|s| *s = Slot::default());
         self.entries.clear();
-        self.arena.clear();
         self.refused_since_full = 0;
     }
 
@@ -422,13 +372,13 @@ impl Table {
         self.slots = vec![Slot::default(); self.slots.len() * 2];
         let mask = self.slots.len() - 1;
         for (i, entry) in self.entries.iter().enumerate() {
-            let mut at = home(entry.hash, mask);
+            let mut at = home(entry.low, mask);
             // A doubled table is at most a quarter full: a free slot is never far.
             while self.slots[at].tag != 0 {
                 at = (at + 1) & mask;
             }
             self.slots[at] = Slot {
-                tag: tag_of(entry.hash),
+                tag: (entry.low >> 32) as u32 | 1,
                 entry: i as u32,
             };
         }
@@ -437,10 +387,10 @@ impl Table {
     /// Adds a key that is not in the table. Past `PROBES_MAX` occupied slots the key takes
     /// its home slot (the entry there is no longer found by hash; chains never get an empty
     /// slot inside).
-    fn add(&mut self, key: &CacheKey<'_>, id: SeriesId) {
+    fn add(&mut self, key: &CacheKey, id: SeriesId) {
         assert!(!self.slots.is_empty() && self.slots.len().is_power_of_two());
         let mask = self.slots.len() - 1;
-        let home = home(key.hash, mask);
+        let home = home(key.low, mask);
         let mut at = home;
         for _ in 0..PROBES_MAX.min(self.slots.len()) {
             if self.slots[at].tag == 0 {
@@ -451,20 +401,15 @@ impl Table {
         if self.slots[at].tag != 0 {
             at = home;
         }
-        let start = self.arena.len();
-        self.arena.extend_from_slice(key.first);
-        self.arena.extend_from_slice(key.second);
-        // The bounds (checked by the caller) keep offsets and indices within u32.
+        // The entry bound (checked by the caller) keeps indices within u32.
         self.entries.push(Entry {
-            hash: key.hash,
-            at: start as u32,
-            len: key.len() as u16,
-            first_len: key.first.len() as u16,
+            low: key.low,
+            high: key.high,
             namespace: key.namespace,
             id: id.0,
         });
         self.slots[at] = Slot {
-            tag: tag_of(key.hash),
+            tag: tag_of(key),
             entry: (self.entries.len() - 1) as u32,
         };
     }
@@ -474,8 +419,6 @@ impl Table {
 /// their series has succeeded. Bounded; what does not fit is learned on a later miss.
 #[derive(Default)]
 pub struct Misses {
-    /// Key bytes, back to back.
-    keys: Vec<u8>,
     /// Canonical key texts, back to back.
     texts: String,
     entries: Vec<Miss>,
@@ -483,36 +426,25 @@ pub struct Misses {
 
 /// Misses kept per request (a request of new series is rare; its size is bounded by the body).
 pub const MISSES_MAX: usize = 200_000;
-/// Key and text bytes kept per request.
+/// Text bytes kept per request.
 pub const MISS_BYTES_MAX: usize = 64 << 20;
 
 struct Miss {
-    hash: u64,
-    namespace: u32,
-    first_len: u32,
-    /// Ends of this miss's key in `keys` and its text in `texts`.
-    key_end: usize,
+    key: CacheKey,
+    /// End of this miss's text in `texts`.
     text_end: usize,
     kind: Kind,
 }
 
 impl Misses {
     /// Remembers that `key` was pushed as the canonical key `text` with a value of `kind`.
-    pub fn add(&mut self, key: &CacheKey<'_>, text: &str, kind: Kind) {
-        if self.entries.len() >= MISSES_MAX
-            || self.keys.len() + self.texts.len() + key.len() + text.len() > MISS_BYTES_MAX
-            || key.len() > KEY_BYTES_ONE_MAX
-        {
+    pub fn add(&mut self, key: &CacheKey, text: &str, kind: Kind) {
+        if self.entries.len() >= MISSES_MAX || self.texts.len() + text.len() > MISS_BYTES_MAX {
             return;
         }
-        self.keys.extend_from_slice(key.first);
-        self.keys.extend_from_slice(key.second);
         self.texts.push_str(text);
         self.entries.push(Miss {
-            hash: key.hash,
-            namespace: key.namespace,
-            first_len: key.first.len() as u32,
-            key_end: self.keys.len(),
+            key: *key,
             text_end: self.texts.len(),
             kind,
         });
@@ -523,7 +455,6 @@ impl Misses {
     }
 
     pub fn clear(&mut self) {
-        self.keys.clear();
         self.texts.clear();
         self.entries.clear();
     }
@@ -549,20 +480,11 @@ impl Misses {
         // uncreated), and is refused again on its next write.
         match store.index().lookup_partial(&refs) {
             Ok(ids) => {
-                let mut key_start = 0;
-                let keys = self.entries.iter().zip(ids).filter_map(|(miss, found)| {
-                    let bytes = &self.keys[key_start..miss.key_end];
-                    key_start = miss.key_end;
-                    let id = found?;
-                    let (first, second) = bytes.split_at(miss.first_len as usize);
-                    let key = CacheKey {
-                        hash: miss.hash,
-                        namespace: miss.namespace,
-                        first,
-                        second,
-                    };
-                    Some((key, id))
-                });
+                let keys = self
+                    .entries
+                    .iter()
+                    .zip(ids)
+                    .filter_map(|(miss, found)| Some((miss.key, found?)));
                 cache.insert_all(keys);
             }
             Err(e) => tracing::debug!(error = %e, "series ids not cached"),
@@ -582,7 +504,7 @@ mod tests {
 
     #[test]
     fn a_key_is_found_only_with_both_parts_and_the_namespace_equal() {
-        let cache = SeriesCache::new(1000, 1 << 20);
+        let cache = SeriesCache::new(1000);
         let influx = cache.namespace("influx", &[]).unwrap();
         cache.insert(&cache.key(influx, raw(b"cpu,a=b", b"cx")), SeriesId(7));
         assert_eq!(
@@ -611,7 +533,7 @@ mod tests {
 
     #[test]
     fn a_long_body_lets_a_waiting_writer_learn() {
-        let cache = SeriesCache::new(1000, 1 << 20);
+        let cache = SeriesCache::new(1000);
         let influx = cache.namespace("influx", &[]).unwrap();
         cache.insert(&cache.key(influx, raw(b"cpu,a=b", b"x")), SeriesId(1));
         std::thread::scope(|scope| {
@@ -629,7 +551,7 @@ mod tests {
 
     #[test]
     fn namespaces_are_bounded_and_never_given_twice() {
-        let cache = SeriesCache::new(1000, 1 << 20);
+        let cache = SeriesCache::new(1000);
         let first = cache.namespace("httptrap", &[]).unwrap();
         let mut seen = std::collections::HashSet::new();
         for i in 0..NAMESPACES_MAX * 2 {
@@ -644,7 +566,7 @@ mod tests {
     /// A cache of `entries_max` entries (bytes unbounded in effect), its namespace, and the
     /// numbered keys the bound tests use.
     fn numbered(entries_max: usize) -> (SeriesCache, Namespace, impl Fn(usize) -> Vec<u8>) {
-        let cache = SeriesCache::new(entries_max, 1 << 30);
+        let cache = SeriesCache::new(entries_max);
         let ns = cache.namespace("test", &[]).unwrap();
         (cache, ns, |i: usize| format!("series {i}").into_bytes())
     }
@@ -717,7 +639,7 @@ mod tests {
 
     #[test]
     fn lookups_in_the_order_inserted_or_any_other_find_each_key_s_own_id() {
-        let cache = SeriesCache::new(10_000, 1 << 20);
+        let cache = SeriesCache::new(10_000);
         let ns = cache.namespace("influx", &[]).unwrap();
         let section = |i: usize| format!("cpu,host=h{}", i / 3).into_bytes();
         let field = |i: usize| format!("f{}", i % 3).into_bytes();
@@ -749,17 +671,5 @@ mod tests {
                 assert_eq!(elsewhere.get(raw(a, b)), None);
             }
         }
-    }
-
-    #[test]
-    fn the_byte_bound_holds() {
-        let cache = SeriesCache::new(1 << 20, 64_000);
-        let ns = cache.namespace("test", &[]).unwrap();
-        for i in 0..10_000u32 {
-            let k = format!("{i:0>100}").into_bytes();
-            cache.insert(&cache.key(ns, raw(&k, b"")), SeriesId(i));
-        }
-        assert!(cache.table.read().unwrap().arena.len() <= 64_000);
-        assert!(cache.len() > 0);
     }
 }

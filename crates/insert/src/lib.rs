@@ -26,7 +26,7 @@ use store::key::{KeyError, StreamKey, Tag};
 use store::{Kind, SeriesId};
 use store::{Store, StoreError, WriteBatch};
 
-pub use ids::{Misses, Namespace, Reader, SeriesCache, ENTRIES_MAX_DEFAULT, KEY_BYTES_MAX_DEFAULT};
+pub use ids::{Misses, Namespace, Reader, SeriesCache, ENTRIES_MAX_DEFAULT};
 
 /// Rejection messages kept per body; the rest are only counted.
 pub const REJECTIONS_LISTED_MAX: usize = ingest::REJECTIONS_LISTED_MAX;

@@ -652,7 +652,7 @@ fn id_of(store: &Store, key: &str) -> u32 {
 #[test]
 fn httptrap_series_written_once_are_pushed_by_id_per_check() {
     let (_dir, store) = open_store();
-    let cache = SeriesCache::new(1000, 1 << 20);
+    let cache = SeriesCache::new(1000);
     let body = br#"{"lat|ST[host:a]":{"_type":"h","_value":["H[1.2e-03]=5","H[2.0e-03]=1"]},
         "n|ST[host:a]":{"_type":"n","_value":3},
         "outer|ST[dc:x]":{"inner|ST[host:b]":{"_type":"n","_value":1}}}"#;
@@ -757,7 +757,7 @@ fn read_influx(cache: &SeriesCache, store: Option<&Store>, body: &str) -> Insert
 
 #[test]
 fn influx_cached_fields_are_pushed_by_id_and_new_ones_by_key() {
-    let cache = SeriesCache::new(1000, 1 << 20);
+    let cache = SeriesCache::new(1000);
     let ns = cache.namespace("influx", &[]).unwrap();
     let raw = RawSeries {
         first: b"cpu,host=a",
@@ -787,7 +787,7 @@ fn influx_cached_fields_are_pushed_by_id_and_new_ones_by_key() {
 #[test]
 fn influx_series_written_once_are_pushed_by_id_the_next_time() {
     let (_dir, store) = open_store();
-    let cache = SeriesCache::new(1000, 1 << 20);
+    let cache = SeriesCache::new(1000);
     let body = |ts: i64| {
         format!("cpu,host=a user=1,sys=2 {ts}\ncpu,host=b user=3 {ts}\nmem,host=a x=\"t\" {ts}\n")
     };
@@ -814,7 +814,7 @@ fn influx_series_written_once_are_pushed_by_id_the_next_time() {
 #[test]
 fn influx_a_cached_line_with_an_escaped_section_is_another_series() {
     // `t=a\ b` is not the bytes `t=a`: its own key, pushed by text.
-    let cache = SeriesCache::new(1000, 1 << 20);
+    let cache = SeriesCache::new(1000);
     let ns = cache.namespace("influx", &[]).unwrap();
     let raw = RawSeries {
         first: b"m,t=a",
@@ -951,7 +951,7 @@ fn remote_write_a_body_malformed_after_good_series_stores_and_caches_nothing() {
     // the whole body; the decoder finds it after handing over two series.
     raw.extend_from_slice(&[0x0a, 4, 0x12, 2, 0x08, 1]);
     let body = snap::raw::Encoder::new().compress_vec(&raw).unwrap();
-    let cache = SeriesCache::new(100, 1 << 20);
+    let cache = SeriesCache::new(100);
     // The series cached (its label bytes, as prost writes them first): pushed by id.
     let labels = proto::TimeSeries {
         labels: vec![label("__name__", "up"), label("job", "a")],
@@ -1000,7 +1000,7 @@ fn remote_write_a_body_rejected_whole_stores_nothing() {
 #[test]
 fn remote_write_a_cached_series_bad_point_is_named_from_its_key() {
     let (_dir, store) = open_store();
-    let cache = SeriesCache::new(100, 1 << 20);
+    let cache = SeriesCache::new(100);
     let series = |timestamp: i64| proto::TimeSeries {
         labels: vec![label("__name__", "up"), label("job", "a")],
         samples: vec![proto::Sample {

@@ -108,7 +108,7 @@ fn series_cache_from_env() -> SeriesCache {
         .map_or(insert::ENTRIES_MAX_DEFAULT, |n| {
             n.clamp(1, insert::ENTRIES_MAX_DEFAULT)
         });
-    SeriesCache::new(entries_max, insert::KEY_BYTES_MAX_DEFAULT)
+    SeriesCache::new(entries_max)
 }
 
 pub type Shared = Arc<App>;
