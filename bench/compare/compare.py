@@ -131,7 +131,11 @@ class Server:
     def write_prom_config(self):
         path = os.path.join(self.dir, "prometheus.yml")
         with open(path, "w") as f:
-            f.write("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
+            # Four connections deliver a series' consecutive steps in any order (Strata and
+            # VictoriaMetrics take samples out of order); without a window Prometheus refuses
+            # a step that arrives after the next one ("out of order sample") and the run stops.
+            f.write("global:\n  scrape_interval: 1h\nscrape_configs: []\n"
+                    "storage:\n  tsdb:\n    out_of_order_time_window: 1h\n")
         return path
 
     def wait_ready(self):
