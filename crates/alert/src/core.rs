@@ -12,7 +12,10 @@ use store::Store;
 
 use crate::cond::{Ctx, Windowed};
 use crate::observe::{self, Obs, Tags};
-use crate::record::{Cycle, Eval, Forget, Record, Update, CYCLE_ACTIVE_MAX, FLAG_EAGER};
+use crate::record::{
+    Cycle, Eval, Forget, Record, Update, CYCLE_ACTIVE_MAX, EVAL_PART_BYTES_MAX, FLAG_EAGER,
+    FLAG_PART,
+};
 use crate::rule::{Kind, Level, NoData, Ruleset};
 use crate::sources::Tracker;
 use crate::state::{step, step_eager, Instance, State, Timing, Verdict};
@@ -439,13 +442,14 @@ impl Core {
             let updates = evaluate_ruleset(&mut stage, rs, t_ms, obs, false);
             health.push((rs.name.clone(), h));
             if !updates.is_empty() {
-                records.push(Record::Eval(Eval {
+                let eval = Eval {
                     flags,
                     t_ms,
                     written_ms,
                     ruleset: rs.name.clone(),
                     updates,
-                }));
+                };
+                records.extend(eval.into_parts(EVAL_PART_BYTES_MAX));
             }
         }
         let staged = stage.staged;
@@ -487,13 +491,14 @@ impl Core {
         let records = if updates.is_empty() {
             Vec::new()
         } else {
-            vec![Record::Eval(Eval {
+            let eval = Eval {
                 flags: FLAG_EAGER,
                 t_ms: now_ms,
                 written_ms: now_ms,
                 ruleset: rs.name.clone(),
                 updates,
-            })]
+            };
+            eval.into_parts(EVAL_PART_BYTES_MAX)
         };
         Proposal {
             t_ms: now_ms,
@@ -574,6 +579,15 @@ impl Core {
         }
     }
 
+    /// A proposal whose records could not be journaled: none of it applies, and its rulesets'
+    /// health says why (the rules APIs), not what the last success said.
+    pub fn fail(&mut self, p: Proposal, error: &str) {
+        for (name, mut h) in p.health {
+            h.error = Some(error.to_string());
+            self.health.insert(name, h);
+        }
+    }
+
     /// Applies a record read back from the journal (restore).
     pub fn apply_record(&mut self, r: &Record) {
         match r {
@@ -581,7 +595,9 @@ impl Core {
                 for u in &e.updates {
                     self.put(u.instance.fp, Some(u.instance.clone()));
                 }
-                if e.flags & FLAG_EAGER == 0 {
+                // A part before the last leaves the period to be evaluated again (its updated
+                // instances are skipped then: `evaluate_ruleset`).
+                if e.flags & (FLAG_EAGER | FLAG_PART) == 0 {
                     let p = self.progress.entry(e.ruleset.clone()).or_insert(i64::MIN);
                     *p = (*p).max(e.t_ms);
                 }
@@ -715,6 +731,9 @@ fn evaluate_ruleset(
         let fp = fingerprint(&rs.name, &o.stream);
         touched.insert(fp);
         let prev = stage.get(fp);
+        if already_evaluated(prev, t, eager) {
+            continue;
+        }
         let v = verdict(rs, prev, o);
         let keep = rs.nodata == NoData::Keep && o.value.is_none();
         // A stream with no data at all in the window is not an instance yet: a backtest sees
@@ -743,6 +762,13 @@ fn evaluate_ruleset(
     updates
 }
 
+/// Whether an instance was evaluated at `t` already: only after a restart that found some
+/// parts of that evaluation's records but not the last (`FLAG_PART`), so the period is
+/// evaluated again and the instances those parts updated must not step twice.
+fn already_evaluated(prev: Option<&Instance>, t: i64, eager: bool) -> bool {
+    !eager && prev.is_some_and(|p| p.last_t_ms >= t)
+}
+
 /// Instances whose stream the expression no longer gave: nodata (forgotten after a day);
 /// absence rules keep them as they are (an unseen stream stays silent).
 fn step_missing(
@@ -762,6 +788,9 @@ fn step_missing(
             continue;
         }
         let Some(prev) = stage.get(fp) else { continue };
+        if already_evaluated(Some(prev), t, false) {
+            continue;
+        }
         let gone_long = prev.state == State::NoData && t - prev.since_ms >= NODATA_FORGET_MS;
         let v = if gone_long || rs.nodata == NoData::Ok {
             Verdict::Level {

@@ -788,7 +788,10 @@ impl Engine {
             .records
             .iter()
             .any(|r| matches!(r, Record::Eval(_) | Record::Forget(_)));
-        self.append(&p.records)?;
+        if let Err(e) = self.append(&p.records) {
+            self.core_mut().fail(p, &e);
+            return Err(e);
+        }
         self.core_mut().apply(p);
         if changed {
             self.bump();

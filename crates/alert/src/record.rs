@@ -23,6 +23,14 @@ pub const PAIRS_MAX: usize = 1024;
 pub const FLAG_LATE: u8 = 1;
 pub const FLAG_EAGER: u8 = 2;
 pub const FLAG_BACKFILL: u8 = 4;
+/// More of this evaluation's updates follow in the next Eval record: the evaluation is done
+/// (its period complete) with the part that lacks this flag.
+pub const FLAG_PART: u8 = 8;
+/// Bytes of one Eval record at most when an evaluation's updates are split into parts: well
+/// under the alert journal's record bound (about its segment size, 4 MiB by default). Ten
+/// thousand sources going silent at once made one record of 7.5 MB, which the journal refused,
+/// so the cycle was retried every tick and never applied: no alert moved again.
+pub const EVAL_PART_BYTES_MAX: usize = 1 << 20;
 
 const INSTANCE_FLAPPING: u8 = 1;
 const INSTANCE_SUPPRESSED: u8 = 2;
@@ -47,6 +55,48 @@ pub struct Eval {
     pub written_ms: i64,
     pub ruleset: String,
     pub updates: Vec<Update>,
+}
+
+impl Eval {
+    /// This evaluation as Eval records of at most `bytes_max` bytes each (an update larger
+    /// than that alone in its part), every part but the last flagged [`FLAG_PART`]. An
+    /// evaluation without updates is one record.
+    pub fn into_parts(self, bytes_max: usize) -> Vec<Record> {
+        let head_bytes = 24 + 4 + self.ruleset.len();
+        let mut parts: Vec<Vec<Update>> = vec![Vec::new()];
+        let mut bytes = head_bytes;
+        for u in self.updates {
+            let mut e = Enc::default();
+            encode_instance(&mut e, &u.instance);
+            let size = 4 + e.0.len();
+            let last = parts
+                .last_mut()
+                .filter(|p| p.is_empty() || bytes + size <= bytes_max);
+            match last {
+                Some(part) => part.push(u),
+                None => {
+                    bytes = head_bytes;
+                    parts.push(vec![u]);
+                }
+            }
+            bytes += size;
+        }
+        let n = parts.len();
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, updates)| {
+                let part = if i + 1 < n { FLAG_PART } else { 0 };
+                Record::Eval(Eval {
+                    flags: self.flags | part,
+                    t_ms: self.t_ms,
+                    written_ms: self.written_ms,
+                    ruleset: self.ruleset.clone(),
+                    updates,
+                })
+            })
+            .collect()
+    }
 }
 
 /// Every ruleset due at `t_ms` was evaluated; the instances active after it.

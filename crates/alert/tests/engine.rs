@@ -283,3 +283,109 @@ fn a_file_edited_keeps_its_instances_and_a_ruleset_removed_forgets_them() {
         .iter()
         .any(|(_, r)| matches!(r, Record::Forget(f) if f.fps == [fp])));
 }
+
+const HOT: &str = r#"
+[[ruleset]]
+name = "hot"
+expr = 'find("cpu")'
+annotations = { summary = "{{ stream }} has been hotter than 90 for the whole window: look at its fans, its neighbours in the rack and what was deployed there last" }
+[[ruleset.severity]]
+level = 2
+when = "> 90"
+"#;
+
+/// Ten thousand streams crossing at once: one record of their updates would be larger than the
+/// alert journal takes (it refused it, and the cycle was retried every tick without end), so
+/// the evaluation is journaled in parts and applied whole. A restart that finds only the first
+/// part evaluates the period again, and ends exactly where the uninterrupted engine did.
+#[test]
+fn an_evaluation_too_large_for_one_record_is_journaled_in_parts() {
+    use alert::record::{EVAL_PART_BYTES_MAX, FLAG_PART};
+    const STREAMS: usize = 10_000;
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir.path().join("store"), MIN);
+    let mut b = store::WriteBatch::new();
+    for i in 0..STREAMS {
+        let k = format!(
+            "cpu|ST[host:host-{i:05}.example.internal,rack:r{},service:payments-{},zone:eu-west-1{}]",
+            i % 100,
+            i % 7,
+            ["a", "b", "c"][i % 3]
+        );
+        b.numeric(&key(&k), 10_000, 95.0).unwrap();
+    }
+    s.write(&b).unwrap();
+    let rules = rules_dir(dir.path(), HOT);
+    let clock = VClock::default();
+    clock.set(6_000);
+    let whole = engine(&s, &dir.path().join("alerts"), &rules, &clock);
+    clock.set(MIN + 6_000);
+    assert_eq!(whole.tick().unwrap(), 1);
+    let records = journal_records(&whole);
+    let parts: Vec<&alert::record::Eval> = records
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Record::Eval(e) => Some(e),
+            _ => None,
+        })
+        .collect();
+    let bytes: Vec<usize> = parts
+        .iter()
+        .map(|e| Record::Eval((*e).clone()).encode().len())
+        .collect();
+    // More than the journal's 4 MiB record bound in all, in parts under the part bound.
+    assert!(bytes.iter().sum::<usize>() > 4 << 20, "{bytes:?}");
+    assert!(bytes.iter().all(|&n| n <= EVAL_PART_BYTES_MAX), "{bytes:?}");
+    let flags: Vec<bool> = parts.iter().map(|e| e.flags & FLAG_PART != 0).collect();
+    assert!(flags.len() >= 5 && flags[..flags.len() - 1].iter().all(|&f| f));
+    assert!(!flags[flags.len() - 1]);
+    assert_eq!(
+        parts.iter().map(|e| e.updates.len()).sum::<usize>(),
+        STREAMS
+    );
+    let firing_whole: Vec<alert::state::Instance> = whole
+        .core()
+        .sorted_instances()
+        .into_iter()
+        .cloned()
+        .collect();
+    assert_eq!(firing_whole.len(), STREAMS);
+    assert!(firing_whole.iter().all(|i| i.state == State::Firing));
+    assert_eq!(whole.core().progress["hot"], MIN);
+
+    // Another engine whose journal kept only the first part.
+    let cut = dir.path().join("cut");
+    {
+        let j = journal::Journal::open(cut.join("journal"), journal::Options::default()).unwrap();
+        let first = Record::Eval(parts[0].clone()).encode();
+        j.submit(&[first]).unwrap().wait().unwrap();
+    }
+    let restarted = engine(&s, &cut, &rules, &clock);
+    assert_eq!(
+        restarted.core().sorted_instances().len(),
+        parts[0].updates.len()
+    );
+    assert!(!restarted.core().progress.contains_key("hot"));
+    assert_eq!(restarted.tick().unwrap(), 1);
+    // The period again: only the instances the first part did not hold step.
+    let again: usize = journal_records(&restarted)
+        .iter()
+        .skip(1)
+        .map(|(_, r)| match r {
+            Record::Eval(e) => e.updates.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(again, STREAMS - parts[0].updates.len());
+    let firing_again: Vec<alert::state::Instance> = restarted
+        .core()
+        .sorted_instances()
+        .into_iter()
+        .cloned()
+        .collect();
+    assert!(
+        firing_again == firing_whole,
+        "the restarted engine ended elsewhere"
+    );
+    assert_eq!(restarted.core().progress["hot"], MIN);
+}
