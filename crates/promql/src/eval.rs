@@ -24,6 +24,39 @@ mod float;
 mod funcs;
 pub mod remote;
 
+/// How many of a series' samples are at or before a bound, for bounds that mostly grow (a
+/// query's evaluation times ascend): the count moves on from the last answer, where a binary
+/// search per step and series was a fifth of a range query's CPU; a bound below the last one is
+/// searched for.
+#[derive(Clone, Copy)]
+struct Upto {
+    n: usize,
+    bound: i64,
+}
+
+impl Upto {
+    fn new() -> Upto {
+        Upto {
+            n: 0,
+            bound: i64::MIN,
+        }
+    }
+
+    #[inline]
+    fn at(&mut self, raw: &[(i64, f64)], bound: i64) -> usize {
+        if bound < self.bound {
+            self.n = raw.partition_point(|&(ts, _)| ts <= bound);
+        } else {
+            while self.n < raw.len() && raw[self.n].0 <= bound {
+                self.n += 1;
+            }
+        }
+        self.bound = bound;
+        debug_assert_eq!(self.n, raw.partition_point(|&(ts, _)| ts <= bound));
+        self.n
+    }
+}
+
 pub use remote::{answer_partial, answer_select, Remote, Source};
 
 /// Prometheus's default global evaluation interval: the step of `x[5m:]`.
@@ -916,8 +949,9 @@ impl<'a> Ctx<'a> {
             let mut stamps = vec![0i64; self.grid.steps];
             match raw {
                 Raw::Numeric(raw) => {
+                    let mut upto = Upto::new();
                     for (i, &t) in times.iter().enumerate() {
-                        let end = raw.partition_point(|&(ts, _)| ts <= t);
+                        let end = upto.at(&raw, t);
                         // A stale marker as the newest sample: the series has ended.
                         if end > 0 && raw[end - 1].0 > t - lookback && !is_stale(raw[end - 1].1) {
                             points[i] = Some(Sample::Float(raw[end - 1].1));

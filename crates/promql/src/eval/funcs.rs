@@ -8,7 +8,7 @@ use hist::QuantileType;
 use super::{
     bucket_quantile, check_unique, drop_name, go_max, go_min, map_floats, map_hists, map_points,
     parse_le, range_value, slide_merge, Ctx, EvalError, HistSample, Labels, Raw, Sample, Series,
-    Value, DEADLINE_CHECK_STEPS,
+    Upto, Value, DEADLINE_CHECK_STEPS,
 };
 use crate::ast::{Expr, Func, MatchOp};
 use crate::parser::anchored_regex;
@@ -358,12 +358,13 @@ impl Ctx<'_> {
             let mut points = self.new_points()?;
             match raw {
                 Raw::Numeric(raw) => {
+                    let (mut from_upto, mut to_upto) = (Upto::new(), Upto::new());
                     for (i, &t) in times.iter().enumerate() {
                         if i % DEADLINE_CHECK_STEPS == 0 {
                             self.check_deadline()?;
                         }
-                        let from = raw.partition_point(|&(ts, _)| ts <= t - range_ms);
-                        let to = raw.partition_point(|&(ts, _)| ts <= t);
+                        let from = from_upto.at(&raw, t - range_ms);
+                        let to = to_upto.at(&raw, t);
                         let window = &raw[from..to.max(from)];
                         let p: Vec<f64> = params.iter().map(|p| p[i]).collect();
                         let at = (t, self.time(i));

@@ -289,16 +289,33 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     /// The next 57 or more bits, most significant first.
+    #[inline]
     fn peek(&self) -> u64 {
         let at = (self.pos / 8) as usize;
+        // Eight whole bytes but near the end: a fixed-size load, where a copy of however many
+        // bytes are left was a call to `memmove` for every field of every point.
+        let word = match self.bytes.get(at..at + 8) {
+            Some(eight) => {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(eight);
+                word
+            }
+            None => self.tail_word(at),
+        };
+        u64::from_be_bytes(word) << (self.pos % 8)
+    }
+
+    #[cold]
+    fn tail_word(&self, at: usize) -> [u8; 8] {
         let mut word = [0u8; 8];
         if let Some(rest) = self.bytes.get(at..) {
             let n = rest.len().min(8);
             word[..n].copy_from_slice(&rest[..n]);
         }
-        u64::from_be_bytes(word) << (self.pos % 8)
+        word
     }
 
+    #[inline]
     fn read(&mut self, n: u32) -> u64 {
         if n == 0 {
             return 0;
@@ -313,12 +330,14 @@ impl Reader<'_> {
     }
 
     /// Leading one bits, up to `max`, and the zero after them when fewer.
+    #[inline]
     fn ones(&mut self, max: u32) -> u32 {
         let ones = (!self.peek()).leading_zeros().min(max);
         self.pos += u64::from(ones) + u64::from(ones < max);
         ones
     }
 
+    #[inline]
     fn dod(&mut self) -> i64 {
         match self.ones(4) {
             0 => 0,
@@ -331,6 +350,7 @@ impl Reader<'_> {
         }
     }
 
+    #[inline]
     fn rice(&mut self, k: u32) -> u64 {
         let q = self.ones(RICE_ESCAPE_Q as u32);
         if u64::from(q) == RICE_ESCAPE_Q {
