@@ -91,6 +91,12 @@ pub struct Reader<'c> {
     /// for the write right after it (`Misses::add`), which need not hash the bytes again. The
     /// parsers hand the same parts, unchanged, to both.
     last_miss: Option<(RawSeriesAt, CacheKey)>,
+    /// The hash state after the namespace and `prefix_of`, the first part of the last lookup
+    /// that had a second: an Influx line's fields share its series section, which is then
+    /// hashed once a line instead of once a field. Compared by content: a parser may build a
+    /// part in a buffer it reuses (httptrap's metric path).
+    prefix: Option<SipHasher13>,
+    prefix_of: Vec<u8>,
 }
 
 /// Where a series' raw parts are in memory.
@@ -211,23 +217,24 @@ impl SeriesCache {
             reads_left: READS_PER_HOLD_MAX,
             next: usize::MAX,
             last_miss: None,
+            prefix: None,
+            prefix_of: Vec::new(),
         }
     }
 
     /// The key of `raw` in `namespace`.
     pub fn key(&self, namespace: Namespace, raw: RawSeries<'_>) -> CacheKey {
+        finish(self.prefix(namespace, raw.first), namespace, raw.second)
+    }
+
+    /// The hash state after the namespace and a key's first part.
+    fn prefix(&self, namespace: Namespace, first: &[u8]) -> SipHasher13 {
         let mut h = SipHasher13::new_with_keys(self.keys.0, self.keys.1);
         h.write_u32(namespace.0);
         // The split matters (`cpu,a=b` + `cx` is not `cpu,a=bc` + `x`): the length goes in.
-        h.write_u64(raw.first.len() as u64);
-        h.write(raw.first);
-        h.write(raw.second);
-        let hash = h.finish128();
-        CacheKey {
-            low: hash.h1,
-            high: hash.h2,
-            namespace: namespace.0,
-        }
+        h.write_u64(first.len() as u64);
+        h.write(first);
+        h
     }
 
     /// Caches each `key` → `id` (replacing what a key had), under one exclusive lock; a full
@@ -279,6 +286,17 @@ impl SeriesCache {
     }
 }
 
+/// The key whose first part `prefix` holds, with its second part.
+fn finish(mut prefix: SipHasher13, namespace: Namespace, second: &[u8]) -> CacheKey {
+    prefix.write(second);
+    let hash = prefix.finish128();
+    CacheKey {
+        low: hash.h1,
+        high: hash.h2,
+        namespace: namespace.0,
+    }
+}
+
 impl Reader<'_> {
     /// The namespace this reader looks up in.
     pub fn namespace(&self) -> Namespace {
@@ -302,8 +320,8 @@ impl Reader<'_> {
             self.take_turn();
         }
         self.reads_left -= 1;
+        let key = self.hash(raw);
         let table = self.table.as_ref()?;
-        let key = self.cache.key(self.namespace, raw);
         if let Some(entry) = table.entries.get(self.next) {
             if entry.is(&key) {
                 self.next += 1;
@@ -324,6 +342,25 @@ impl Reader<'_> {
     /// misses goes first (readers queue behind a waiting writer: one body's long read would
     /// hold every other body's first lookup). The table may change meanwhile; a remembered
     /// position is only a guess, checked against the key.
+    /// The key of `raw`, its first part's hash state reused when it is the last one's.
+    #[inline]
+    fn hash(&mut self, raw: RawSeries<'_>) -> CacheKey {
+        if raw.second.is_empty() {
+            return self.cache.key(self.namespace, raw);
+        }
+        let state = match self.prefix {
+            Some(state) if self.prefix_of == raw.first => state,
+            _ => {
+                let state = self.cache.prefix(self.namespace, raw.first);
+                self.prefix = Some(state);
+                self.prefix_of.clear();
+                self.prefix_of.extend_from_slice(raw.first);
+                state
+            }
+        };
+        finish(state, self.namespace, raw.second)
+    }
+
     #[cold]
     fn take_turn(&mut self) {
         self.table = None;
@@ -529,6 +566,27 @@ mod tests {
             Some(SeriesId(9))
         );
         assert_eq!(cache.len(), 1);
+    }
+
+    /// A parser may build a part in a buffer it reuses: the same place and length with other
+    /// bytes is another key.
+    #[test]
+    fn a_part_rewritten_in_the_same_buffer_is_another_key() {
+        let cache = SeriesCache::new(1000);
+        let ns = cache.namespace("httptrap", &[]).unwrap();
+        let mut path = b"cpu`a".to_vec();
+        cache.insert(&cache.key(ns, raw(&path, b"|ST[x:1]")), SeriesId(1));
+        path.copy_from_slice(b"cpu`b");
+        cache.insert(&cache.key(ns, raw(&path, b"|ST[x:1]")), SeriesId(2));
+        let mut reader = cache.reader(ns);
+        for _ in 0..3 {
+            path.copy_from_slice(b"cpu`a");
+            assert_eq!(reader.get(raw(&path, b"|ST[x:1]")), Some(SeriesId(1)));
+            path.copy_from_slice(b"cpu`b");
+            assert_eq!(reader.get(raw(&path, b"|ST[x:1]")), Some(SeriesId(2)));
+            path.copy_from_slice(b"cpu`c");
+            assert_eq!(reader.get(raw(&path, b"|ST[x:1]")), None);
+        }
     }
 
     #[test]
