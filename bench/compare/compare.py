@@ -119,6 +119,9 @@ class Server:
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--web.enable-remote-write-receiver", "--web.enable-admin-api",
                 "--storage.tsdb.retention.time=100y", "--log.level=error",
+                # Remote write refuses native histograms without it ("native histograms are
+                # disabled").
+                "--enable-feature=native-histograms",
             ],
         }[system]()
         self.log = open(os.path.join(self.dir, "server.log"), "w")
@@ -361,14 +364,36 @@ def main():
     ap.add_argument("--plans", default=os.path.join(CACHE, "plans"))
     ap.add_argument("--work", default=os.path.join(CACHE, "compare"))
     ap.add_argument("--commit", default="")
-    ap.add_argument("--json", help="also write the raw per-round figures here")
+    ap.add_argument("--json", help="where the raw per-round figures are kept, written after every "
+                    "round (default: WORK/raw.json)")
+    ap.add_argument("--table-from", metavar="JSON",
+                    help="print the table of a run's saved raw figures, and run nothing")
     a = ap.parse_args()
+    if a.table_from:
+        with open(a.table_from) as f:
+            saved = json.load(f)
+        print_table(saved["raw"], saved["load"], saved["rounds"], saved["commit"], saved["date"],
+                    saved["command"])
+        return
     bins = {"strata": a.strata, "serve-load": a.serve_load,
             "victoriametrics": a.victoriametrics, "prometheus": a.prometheus}
     os.makedirs(a.work, exist_ok=True)
     wanted = set(a.systems.split(","))
     load0 = os.getloadavg()
     raw = {}
+    json_path = a.json or os.path.join(a.work, "raw.json")
+    command = "bench/compare/run.sh"
+    if a.hosts is not None:
+        command += f" --hosts {a.hosts}"
+    if a.steps is not None:
+        command += f" --steps {a.steps}"
+    date = time.strftime("%Y-%m-%d")
+
+    def save():
+        with open(json_path, "w") as f:
+            json.dump({"raw": raw, "load": [load0, os.getloadavg()], "rounds": a.rounds,
+                       "commit": a.commit, "date": date, "command": command}, f, indent=1)
+
     for workload in a.workloads:
         systems = [s for s in WORKLOADS[workload][1] if s in wanted]
         default_steps = 30 if "hist" in workload else 4 * 360
@@ -377,28 +402,39 @@ def main():
             order = systems[r % len(systems):] + systems[:r % len(systems)]
             for system in order:
                 log(f"{workload} round {r + 1}/{a.rounds}: {system}")
-                figs = one_round(bins, system, workload, a.plans, a.connections, a.work, span_s,
-                                 a.hosts, a.steps)
+                try:
+                    figs = one_round(bins, system, workload, a.plans, a.connections, a.work,
+                                     span_s, a.hosts, a.steps)
+                except RuntimeError as e:
+                    # One system failing a workload loses neither the others' figures nor the
+                    # rest of the run; the table leaves that system out of the workload.
+                    log(f"  {system} failed {workload}: {e}")
+                    raw.setdefault(workload, {}).setdefault("failed", []).append(system)
+                    continue
                 log(f"  {figs}")
                 raw.setdefault(workload, {}).setdefault(system, []).append(figs)
-    results = {
-        w: {s: {k: statistics.median(f[k] for f in rounds) for k in rounds[0]}
-            for s, rounds in per.items()}
+                save()
+    save()
+    print_table(raw, [load0, os.getloadavg()], a.rounds, a.commit, date, command)
+
+
+def print_table(raw, load, rounds, commit, date, command):
+    """The Markdown rows of a run's raw figures: medians over rounds; a system that failed a
+    workload in any round is left out of it (its rounds would not pair up with Strata's)."""
+    whole = {
+        w: {s: r for s, r in per.items() if s != "failed" and s not in per.get("failed", [])}
         for w, per in raw.items()
     }
-    load1 = os.getloadavg()
-    date = time.strftime("%Y-%m-%d")
-    print(f"<!-- load average {load0[0]:.1f} before, {load1[0]:.1f} after; medians of "
-          f"{a.rounds} alternated rounds -->")
-    command = "bench/compare/run.sh"
-    if a.hosts is not None:
-        command += f" --hosts {a.hosts}"
-    if a.steps is not None:
-        command += f" --steps {a.steps}"
-    print(table(results, raw, a.commit, date, command))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"raw": raw, "load": [load0, load1]}, f, indent=1)
+    results = {
+        w: {s: {k: statistics.median(f[k] for f in rs) for k in rs[0]} for s, rs in per.items()}
+        for w, per in whole.items()
+    }
+    print(f"<!-- load average {load[0][0]:.1f} before, {load[1][0]:.1f} after; medians of "
+          f"{rounds} alternated rounds -->")
+    for w, per in raw.items():
+        if per.get("failed"):
+            print(f"<!-- {w}: failed: {', '.join(sorted(set(per['failed'])))} -->")
+    print(table(results, whole, commit, date, command))
 
 
 if __name__ == "__main__":
