@@ -65,8 +65,10 @@ impl Eval {
         let head_bytes = 24 + 4 + self.ruleset.len();
         let mut parts: Vec<Vec<Update>> = vec![Vec::new()];
         let mut bytes = head_bytes;
+        // Each update measured by encoding it into one reused buffer.
+        let mut e = Enc::default();
         for u in self.updates {
-            let mut e = Enc::default();
+            e.0.clear();
             encode_instance(&mut e, &u.instance);
             let size = 4 + e.0.len();
             let last = parts

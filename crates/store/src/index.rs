@@ -103,7 +103,7 @@ struct KeyTable {
 
 impl KeyTable {
     fn get(&self, text: &str, series: &[Series], keys: &KeyParts) -> Option<u32> {
-        let hash = self.hasher.hash_one(text);
+        let hash = self.hasher.hash_one(text.as_bytes());
         let id = self
             .ids
             .find(hash, |&id| keys.eq(series[id as usize].key, text))?;
@@ -111,15 +111,15 @@ impl KeyTable {
     }
 
     fn insert_new(&mut self, id: u32, text: &str, series: &[Series], keys: &KeyParts) {
-        let hash = self.hasher.hash_one(text);
+        let hash = self.hasher.hash_one(text.as_bytes());
         let hasher = &self.hasher;
         // Growing rehashes every key: each is written back into one buffer.
-        let scratch = std::cell::RefCell::new(String::new());
+        let scratch = std::cell::RefCell::new(Vec::new());
         self.ids.insert_unique(hash, id, |&other| {
-            let mut text = scratch.borrow_mut();
-            text.clear();
-            keys.write(series[other as usize].key, &mut text);
-            hasher.hash_one(text.as_str())
+            let mut bytes = scratch.borrow_mut();
+            bytes.clear();
+            keys.write(series[other as usize].key, &mut bytes);
+            hasher.hash_one(bytes.as_slice())
         });
     }
 

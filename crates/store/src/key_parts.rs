@@ -176,30 +176,28 @@ impl KeyParts {
         rest.is_empty()
     }
 
-    /// Appends the key at `at` to `out`.
-    pub(crate) fn write(&self, at: At, out: &mut String) {
+    /// Appends the key at `at`'s bytes to `out`.
+    pub(crate) fn write(&self, at: At, out: &mut Vec<u8>) {
         let list = self.lists.get(at);
-        let mut bytes = Vec::with_capacity(list.len() * 16);
         for (i, &id) in list.iter().enumerate() {
             match i {
                 0 => {}
-                1 => bytes.extend_from_slice(TAG_MARKER.as_bytes()),
-                _ => bytes.push(b','),
+                1 => out.extend_from_slice(TAG_MARKER.as_bytes()),
+                _ => out.push(b','),
             }
-            bytes.extend_from_slice(self.part(id));
+            out.extend_from_slice(self.part(id));
         }
         if list.len() > 1 {
-            bytes.push(b']');
+            out.push(b']');
         }
-        // Parts are whole pieces of a `str` cut at ASCII separators.
-        out.push_str(&String::from_utf8_lossy(&bytes));
     }
 
     /// The key at `at`.
     pub(crate) fn text(&self, at: At) -> String {
-        let mut out = String::new();
-        self.write(at, &mut out);
-        out
+        let mut bytes = Vec::with_capacity(self.lists.get(at).len() * 16);
+        self.write(at, &mut bytes);
+        // Parts are whole pieces of a `str` cut at ASCII separators: valid UTF-8 joined.
+        String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into())
     }
 
     /// Bytes held: pages, the part table and its hash table.
