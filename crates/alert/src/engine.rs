@@ -416,7 +416,8 @@ impl Engine {
         let gone = core.set_rulesets(rulesets);
         core.finish_restore();
         if self.opts.push_sources.is_some() {
-            core.tracker = Some(Tracker::default());
+            let resumed_ms = core.progress.get(crate::rule::PUSH_SOURCES_NAME).copied();
+            core.tracker = Some(Tracker::resuming(resumed_ms));
         }
         drop(core);
         if bad > 0 {

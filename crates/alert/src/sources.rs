@@ -11,6 +11,11 @@
 //! activity ranges (no data read) and compares the silence with the source's usual interval ×
 //! the factor. The usual interval is the median gap of the newest samples of the source's most
 //! recently active series, read from the store, relearned hourly.
+//!
+//! A source is judged only once it has been seen *live*: not silent at some evaluation, or (after
+//! a restart) not silent at the last evaluation before it. Data imported or replayed from the past
+//! is history, not a sender that stopped: without this, a backfill of yesterday's hosts would page
+//! for every one of them at once.
 
 use std::collections::HashMap;
 
@@ -46,6 +51,8 @@ struct Source {
     series: Vec<SeriesId>,
     interval_ms: Option<i64>,
     learned_at_ms: i64,
+    /// Seen live (see the module's text); only armed sources are judged.
+    armed: bool,
 }
 
 /// Groups series into sources and remembers their usual intervals.
@@ -54,6 +61,8 @@ pub struct Tracker {
     next_id: u32,
     sources: Vec<Source>,
     by_identity: HashMap<String, usize>,
+    /// The last evaluation before a restart: a source not silent then is armed.
+    resumed_ms: Option<i64>,
     /// Series of sources past `SOURCES_MAX`.
     pub ungrouped: u64,
 }
@@ -148,6 +157,15 @@ fn timestamps(
 }
 
 impl Tracker {
+    /// A tracker for an engine that last evaluated the built-in rule at `resumed_ms` (none: it
+    /// never did).
+    pub fn resuming(resumed_ms: Option<i64>) -> Tracker {
+        Tracker {
+            resumed_ms,
+            ..Tracker::default()
+        }
+    }
+
     /// Groups the series added since the last call.
     fn group_new(&mut self, store: &Store) -> Result<(), String> {
         let index = store.index();
@@ -180,6 +198,7 @@ impl Tracker {
                         series: Vec::new(),
                         interval_ms: None,
                         learned_at_ms: i64::MIN,
+                        armed: false,
                     });
                     self.by_identity.insert(identity, self.sources.len() - 1);
                     self.sources.len() - 1
@@ -246,17 +265,24 @@ impl Tracker {
                     src.learned_at_ms = t_ms;
                 }
             }
-            let src = &self.sources[si];
+            let resumed_ms = self.resumed_ms;
+            let src = &mut self.sources[si];
             let Some(interval) = src.interval_ms else {
                 continue;
             };
+            let limit_ms = (interval as f64 * factor).round() as i64;
+            let live_at = |t: i64| t.saturating_sub(last) <= limit_ms;
+            src.armed = src.armed || live_at(t_ms) || resumed_ms.is_some_and(live_at);
+            if !src.armed {
+                continue;
+            }
             out.push(Obs {
                 stream: src.identity.as_str().into(),
                 tags: std::sync::Arc::new(src.tags.clone()),
                 value: Some(Windowed::Silent {
                     silent_ms: (t_ms - last).max(0),
                     last_seen_ms: last,
-                    limit_ms: (interval as f64 * factor).round() as i64,
+                    limit_ms,
                 }),
                 coverage: 1.0,
             });

@@ -389,3 +389,64 @@ fn an_evaluation_too_large_for_one_record_is_journaled_in_parts() {
     );
     assert_eq!(restarted.core().progress["hot"], MIN);
 }
+
+/// The built-in rule on data replayed from the past and on a sender that stops: history is not a
+/// sender gone silent, and a sender seen live that stops is noticed, even when it stopped while
+/// the engine was down.
+#[test]
+fn the_builtin_rule_judges_only_sources_seen_live() {
+    const SEC: i64 = 1_000;
+    const HOUR: i64 = 60 * MIN;
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir.path().join("store"), MIN);
+    let rules = rules_dir(dir.path(), PEOPLE);
+    let adir = dir.path().join("alerts");
+    let open = |clock: &VClock| {
+        let mut o = options(&adir, clock);
+        o.rules_dirs = vec![rules.clone()];
+        o.push_sources = Some((3.0, 3));
+        alert::Engine::open(s.clone(), o).unwrap()
+    };
+    let silent = |e: &alert::Engine| -> Vec<(String, State)> {
+        e.core()
+            .sorted_instances()
+            .iter()
+            .filter(|i| i.ruleset == alert::rule::PUSH_SOURCES_NAME)
+            .map(|i| (i.stream.clone(), i.state))
+            .collect()
+    };
+    // An hour of a host imported from the past, every 10 s.
+    for t in (7 * HOUR..8 * HOUR).step_by(10_000) {
+        write_num(&s, "cpu|ST[host:old]", t, 1.0);
+    }
+    let clock = VClock::default();
+    let start = 10 * HOUR;
+    clock.set(start);
+    let e = open(&clock);
+    let live_minute = |m: i64| {
+        for k in 0..6 {
+            write_num(&s, "cpu|ST[host:live]", start + m * MIN + k * 10 * SEC, 2.0);
+        }
+    };
+    for m in 0..10 {
+        live_minute(m);
+        clock.set(start + (m + 1) * MIN + 6 * SEC);
+        e.tick().unwrap();
+    }
+    assert_eq!(
+        silent(&e),
+        [],
+        "nothing is silent: one is history, one is live"
+    );
+    // The live host stops while the engine is down; the engine is back ten minutes later.
+    drop(e);
+    clock.set(start + 20 * MIN + 6 * SEC);
+    let e = open(&clock);
+    e.tick().unwrap();
+    assert_eq!(silent(&e), [("host:live".to_string(), State::Firing)]);
+    // And it comes back.
+    live_minute(20);
+    clock.set(start + 21 * MIN + 6 * SEC);
+    e.tick().unwrap();
+    assert_eq!(silent(&e), [("host:live".to_string(), State::Resolved)]);
+}
