@@ -263,10 +263,8 @@ def scaled(workload, hosts, steps):
     return load_args, series, queries
 
 
-# The peers evaluate no rules, so Strata's built-in rule on silent push sources is off: these
-# series name no sender (each is a source of its own), and grouping and watching 10,000 sources
-# is work the peers do not do. (Their samples trail the clock, a plan replaying hours generated
-# earlier: since sources are judged only once seen live, the rule would fire for none of them.)
+# The peers evaluate no rules, so Strata's built-in rule on silent push sources is off: grouping
+# series into senders and watching them is work the peers do not do.
 STRATA_CONFIG = "[alerts]\npush_sources = false\n"
 
 

@@ -3,8 +3,11 @@
 //! A *source* is what identifies a sender in the tags the server writes (first that applies):
 //! httptrap's `__check` tag; remote write's `job` + `instance`; OTLP's `service.name` +
 //! `service.instance.id`; for senders that name nobody on the wire (statsd, Graphite, Influx)
-//! the `host` tag, else the stream itself. Series of the server itself (`strata:self`) and
-//! alert history streams are not sources.
+//! the `host` tag. A stream with none of these names no sender and belongs to no source: on its
+//! own it is one metric, and a metric that is only sent when something happens (a statsd
+//! counter of rare errors) would be called silent after every quiet spell; its absence is what
+//! an `absent` ruleset is for. Series of the server itself (`strata:self`) and alert history
+//! streams are not sources.
 //!
 //! Each period the tracker groups series it has not seen yet (ids are dense and only grow, so
 //! this is incremental), then for every source takes its newest sample time from the index's
@@ -91,24 +94,24 @@ pub fn is_internal(key: &StreamKey) -> bool {
             .any(|t| t.category() == b"strata" && t.value() == b"self")
 }
 
-/// The source a stream belongs to: (identity text, its tags).
-pub fn source_of(key: &StreamKey) -> (String, Vec<(String, String)>) {
+/// The source a stream belongs to: (identity text, its tags); none when it names no sender.
+pub fn source_of(key: &StreamKey) -> Option<(String, Vec<(String, String)>)> {
     let tags = tag_pairs(key);
-    for cats in IDENTITIES {
+    IDENTITIES.iter().find_map(|cats| {
         let found: Vec<(String, String)> = cats
             .iter()
             .filter_map(|c| tags.iter().find(|(k, _)| k == c).cloned())
             .collect();
-        if !found.is_empty() {
-            let text = found
-                .iter()
-                .map(|(k, v)| format!("{k}:{v}"))
-                .collect::<Vec<_>>()
-                .join(",");
-            return (text, found);
+        if found.is_empty() {
+            return None;
         }
-    }
-    (key.canonical(), tags)
+        let text = found
+            .iter()
+            .map(|(k, v)| format!("{k}:{v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        Some((text, found))
+    })
 }
 
 /// The median gap between consecutive timestamps (at most the newest `INTERVAL_SAMPLES`).
@@ -184,7 +187,9 @@ impl Tracker {
             if is_internal(&key) {
                 continue;
             }
-            let (identity, tags) = source_of(&key);
+            let Some((identity, tags)) = source_of(&key) else {
+                continue;
+            };
             let idx = match self.by_identity.get(&identity) {
                 Some(&i) => i,
                 None if self.sources.len() >= SOURCES_MAX => {
@@ -301,17 +306,19 @@ mod tests {
     }
 
     #[test]
-    fn sources_are_named_by_the_first_identity_that_applies() {
+    fn sources_are_named_by_the_first_identity_that_applies_and_only_by_one() {
+        let identity = |k: &str| source_of(&key(k)).map(|s| s.0);
         assert_eq!(
-            source_of(&key("lat|ST[__check:web-1,host:a]")).0,
-            "__check:web-1"
+            identity("lat|ST[__check:web-1,host:a]").as_deref(),
+            Some("__check:web-1")
         );
         assert_eq!(
-            source_of(&key("up|ST[instance:h:9090,job:api]")).0,
-            "job:api,instance:h:9090"
+            identity("up|ST[instance:h:9090,job:api]").as_deref(),
+            Some("job:api,instance:h:9090")
         );
-        assert_eq!(source_of(&key("req|ST[host:h1]")).0, "host:h1");
-        assert_eq!(source_of(&key("req")).0, "req");
+        assert_eq!(identity("req|ST[host:h1]").as_deref(), Some("host:h1"));
+        assert_eq!(identity("req"), None, "a stream that names no sender");
+        assert_eq!(identity("req|ST[path:/login]"), None);
         assert!(is_internal(&key("ALERTS|ST[alertname:x]")));
         assert!(is_internal(&key("http|ST[strata:self]")));
         assert!(!is_internal(&key("req")));

@@ -390,11 +390,11 @@ fn an_evaluation_too_large_for_one_record_is_journaled_in_parts() {
     assert_eq!(restarted.core().progress["hot"], MIN);
 }
 
-/// The built-in rule on data replayed from the past and on a sender that stops: history is not a
-/// sender gone silent, and a sender seen live that stops is noticed, even when it stopped while
-/// the engine was down.
+/// The built-in rule on data replayed from the past, on a metric that names no sender and on a
+/// sender that stops: history is not a sender gone silent, a quiet metric is not a sender, and a
+/// sender seen live that stops is noticed, even when it stopped while the engine was down.
 #[test]
-fn the_builtin_rule_judges_only_sources_seen_live() {
+fn the_builtin_rule_judges_only_senders_seen_live() {
     const SEC: i64 = 1_000;
     const HOUR: i64 = 60 * MIN;
     let dir = tempfile::tempdir().unwrap();
@@ -430,13 +430,19 @@ fn the_builtin_rule_judges_only_sources_seen_live() {
     };
     for m in 0..10 {
         live_minute(m);
+        if m < 3 {
+            // Sent while something happens, then quiet: no sender is named.
+            for k in 0..6 {
+                write_num(&s, "errors", start + m * MIN + k * 10 * SEC, 1.0);
+            }
+        }
         clock.set(start + (m + 1) * MIN + 6 * SEC);
         e.tick().unwrap();
     }
     assert_eq!(
         silent(&e),
         [],
-        "nothing is silent: one is history, one is live"
+        "nothing is silent: one is history, one is live, one is no sender"
     );
     // The live host stops while the engine is down; the engine is back ten minutes later.
     drop(e);
