@@ -93,7 +93,7 @@ def free_port():
 class Server:
     """One system under test: started fresh, pinned, stopped and cleaned up."""
 
-    def __init__(self, system, bins, work, strata_config=None):
+    def __init__(self, system, bins, work, strata_config=None, vm_flags=()):
         self.system = system
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix=f"{system}-", dir=work)
@@ -112,7 +112,7 @@ class Server:
                 # connections for a whole run, and at a million series on a loaded machine a
                 # step's bodies can take it longer than a minute to make.
                 "-loggerLevel=ERROR", "-http.connTimeout=0", "-http.idleConnTimeout=10m",
-            ],
+            ] + list(vm_flags),
             "prometheus": lambda: [
                 bins["prometheus"], f"--config.file={self.write_prom_config()}",
                 f"--storage.tsdb.path={self.dir}/tsdb",
@@ -275,9 +275,11 @@ def write_strata_config(work, text=STRATA_CONFIG):
     return path
 
 
-def one_round(bins, system, workload, plans, connections, work, span_s, hosts, steps):
+def one_round(bins, system, workload, plans, connections, work, span_s, hosts, steps,
+              vm_flags=()):
     load_args, series, queries = scaled(workload, hosts, steps)
-    server = Server(system, bins, work, strata_config=write_strata_config(work))
+    server = Server(system, bins, work, strata_config=write_strata_config(work),
+                    vm_flags=vm_flags)
     try:
         time.sleep(1)
         rss0 = rss_bytes(server.pid)
@@ -359,6 +361,9 @@ def main():
     ap.add_argument("--victoriametrics", default=os.path.join(BIN, "victoria-metrics-v1.110.0"))
     ap.add_argument("--prometheus", default=os.path.join(BIN, "prometheus"))
     ap.add_argument("--systems", default="strata,victoriametrics,prometheus")
+    ap.add_argument("--vm-flag", action="append", default=[], dest="vm_flags",
+                    help="one more VictoriaMetrics flag, e.g. -search.disableCache (it serves "
+                    "the repeats of a range query from its result cache)")
     ap.add_argument("--plans", default=os.path.join(CACHE, "plans"))
     ap.add_argument("--work", default=os.path.join(CACHE, "compare"))
     ap.add_argument("--commit", default="")
@@ -385,6 +390,8 @@ def main():
         command += f" --hosts {a.hosts}"
     if a.steps is not None:
         command += f" --steps {a.steps}"
+    for flag in a.vm_flags:
+        command += f" --vm-flag={flag}"
     date = time.strftime("%Y-%m-%d")
 
     def save():
@@ -402,7 +409,7 @@ def main():
                 log(f"{workload} round {r + 1}/{a.rounds}: {system}")
                 try:
                     figs = one_round(bins, system, workload, a.plans, a.connections, a.work,
-                                     span_s, a.hosts, a.steps)
+                                     span_s, a.hosts, a.steps, a.vm_flags)
                 except RuntimeError as e:
                     # One system failing a workload loses neither the others' figures nor the
                     # rest of the run; the table leaves that system out of the workload.
