@@ -231,15 +231,24 @@ impl Output {
         match self {
             Output::Scalar { .. } | Output::String { .. } => 1,
             Output::Vector { samples, .. } => samples.iter().map(|(_, s)| sample(s)).sum(),
-            Output::Matrix(series) => series
-                .iter()
-                .map(|r| {
-                    let hists: u64 = r.hists.iter().map(|(_, h)| hist(h)).sum();
-                    r.floats.len() as u64 + hists
-                })
-                .sum(),
+            Output::Matrix(series) => matrix_sample_count(series),
         }
     }
+}
+
+/// [`Output::sample_count`] of a range answer's series.
+pub fn matrix_sample_count(series: &[RangeSeries]) -> u64 {
+    series
+        .iter()
+        .map(|r| {
+            let hists: u64 = r
+                .hists
+                .iter()
+                .map(|(_, h)| 1 + h.hist.bin_count() as u64)
+                .sum();
+            r.floats.len() as u64 + hists
+        })
+        .sum()
 }
 
 /// Warnings and infos Prometheus returns beside a result (`warnings`, `infos` in the JSON).
@@ -276,7 +285,7 @@ enum Value {
     Matrix(Vec<RangeSeries>),
 }
 
-fn parse_for(query: &str, limits: &Limits) -> Result<Expr, EvalError> {
+pub(crate) fn parse_for(query: &str, limits: &Limits) -> Result<Expr, EvalError> {
     let options = crate::parser::ParseOptions {
         experimental_functions: limits.experimental_functions,
     };

@@ -24,6 +24,7 @@ use crate::eval::{
     Source,
 };
 pub use crate::number::format_value;
+use crate::range_cache::{self, RangeCache};
 
 /// Most parameters one request may carry.
 pub const PARAMS_MAX: usize = 1_024;
@@ -173,6 +174,9 @@ pub struct Options {
     /// On a cluster front: queries and listings read every partition through this (the local
     /// store then serves only metadata and exemplars).
     pub remote: Option<Arc<dyn Remote>>,
+    /// Range query answers over the settled past (none: every step evaluated every time). Not
+    /// used with `remote`: a cluster front does not see its partitions' changes.
+    pub range_cache: Option<Arc<RangeCache>>,
 }
 
 impl Default for Options {
@@ -183,6 +187,7 @@ impl Default for Options {
             metadata: Arc::new(NoMetadata),
             exemplars: Arc::new(NoExemplars),
             remote: None,
+            range_cache: None,
         }
     }
 }
@@ -195,6 +200,7 @@ struct Api {
     metadata: Arc<dyn MetadataSource>,
     exemplars: Arc<dyn ExemplarSource>,
     remote: Option<Arc<dyn Remote>>,
+    range_cache: Option<Arc<RangeCache>>,
 }
 
 /// The router with the default [`Limits`].
@@ -219,6 +225,7 @@ pub fn router_with(store: Arc<Store>, options: Options) -> Router {
         rules: options.rules,
         metadata: options.metadata,
         exemplars: options.exemplars,
+        range_cache: options.range_cache.filter(|_| options.remote.is_none()),
         remote: options.remote,
     };
     Router::new()
@@ -608,9 +615,16 @@ async fn query_range(
             let store = Arc::clone(&api.store);
             let (remote, after) = (api.remote.clone(), read_after(&headers, &params));
             let pushdown = pushdown_param(&params);
-            let (mut out, mut notes) = blocking(move || {
-                let source = source(&store, &remote, &after, pushdown);
-                eval::range_from(source, &q, start, end, step, limits)
+            let cache = (api.range_cache.clone())
+                .filter(|_| range_cache::answers(&q, (start, end, step), &limits));
+            let (mut out, mut notes) = blocking(move || match cache {
+                Some(cache) => cache.range(&store, &q, (start, end, step), &limits, |from| {
+                    eval::range_from(Source::Local(&store), &q, from, end, step, limits)
+                }),
+                None => {
+                    let source = source(&store, &remote, &after, pushdown);
+                    eval::range_from(source, &q, start, end, step, limits)
+                }
             })
             .await?;
             limit_output(&mut out, limit, &mut notes);

@@ -13,6 +13,7 @@ pub mod eval;
 pub mod http;
 mod number;
 pub mod parser;
+pub mod range_cache;
 
 pub use ast::Expr;
 pub use parser::{parse, ParseError};

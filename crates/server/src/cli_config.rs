@@ -61,6 +61,10 @@ body_rate_bytes_per_s_min = 1024
 # Memory all native fetches at once may hold, estimated from series x slices before reading:
 # one fetch over it is refused with a 422, one that does not fit beside the others with a 503.
 query_memory_bytes_max = 536870912
+# PromQL range answers kept for the settled past (older than 5 minutes), so a dashboard's next
+# refresh evaluates only its new steps; a write reaching further back, a deletion or retention
+# drops what it changed. 0: off. Hits and misses: strata_query_result_cache_* in /metrics.
+query_result_cache_bytes_max = 67108864
 
 [cardinality]
 # New series are held to these limits; series that exist are always written. A series over a
@@ -269,6 +273,7 @@ pub struct Limits {
     pub line_bytes_max: usize,
     pub query_series_max: usize,
     pub query_memory_bytes_max: u64,
+    pub query_result_cache_bytes_max: u64,
     pub connections_per_address_max: usize,
     pub header_read_timeout_ms: u64,
     pub body_rate_bytes_per_s_min: u64,
@@ -409,6 +414,7 @@ impl Default for Limits {
             line_bytes_max: 65_536,
             query_series_max: 10_000,
             query_memory_bytes_max: 512 << 20,
+            query_result_cache_bytes_max: 64 << 20,
             connections_per_address_max: 256,
             header_read_timeout_ms: 10_000,
             body_rate_bytes_per_s_min: 1024,

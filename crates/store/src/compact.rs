@@ -186,6 +186,7 @@ impl Inner {
             }));
             m.next_generation = generation + 1;
         })?;
+        self.past.changed_everywhere();
         Ok(ids.len() as u64)
     }
 

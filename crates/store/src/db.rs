@@ -152,6 +152,7 @@ impl Store {
             stop: (Mutex::new(false), Condvar::new()),
             flush_failing: AtomicBool::new(false),
             background_failures: Mutex::new(BackgroundFailures::default()),
+            past: crate::past::PastChanges::default(),
             opts,
         };
         let mut inner = inner;
@@ -371,6 +372,19 @@ impl Store {
         let frozen: Vec<Arc<Frozen>> = state.frozen.clone();
         drop(state);
         Ok(View::new(head, frozen, blocks, &self.inner.damaged))
+    }
+
+    /// Taken before reading, to keep what was read about the past: answers for times before
+    /// the mark's `settled_before_ms` stay right until [`Store::past_changed_since`] says
+    /// otherwise (`past.rs` says why that is exact).
+    pub fn past_mark(&self) -> crate::PastMark {
+        self.inner.past.mark()
+    }
+
+    /// The earliest sample time that writes reaching back, deletions or retention changed since
+    /// `mark` (`i64::MIN`: anywhere); none when nothing did.
+    pub fn past_changed_since(&self, mark: &crate::PastMark) -> Option<i64> {
+        self.inner.past.earliest_since(mark)
     }
 
     /// Series ids matching a tag query (the index's snapshot at the time of the call).
@@ -931,10 +945,14 @@ impl Inner {
         self.applied(&activity)
     }
 
-    /// What follows a batch entering the head: the flush timer and the series' activity.
+    /// What follows a batch entering the head: the flush timer, the series' activity, and a
+    /// change of the past when it reached back (after the head took it: see `past.rs`).
     fn applied(&self, activity: &[(SeriesId, i64)]) -> Result<(), StoreError> {
         if let Ok(mut since) = self.head_since.lock() {
             since.get_or_insert_with(Instant::now);
+        }
+        if let Some(earliest_ms) = activity.iter().map(|a| a.1).min() {
+            self.past.wrote(earliest_ms);
         }
         self.index.note_activity(activity)?;
         Ok(())

@@ -171,6 +171,8 @@ pub(crate) struct Inner {
     pub flush_failing: AtomicBool,
     /// Background flushes and maintenance passes that failed, and the last failure's text.
     pub background_failures: Mutex<BackgroundFailures>,
+    /// Writes that reached back into the past, deletions and retention drops (`past.rs`).
+    pub past: crate::past::PastChanges,
 }
 
 /// What failed in the background (the store does not log; its owner reads this).

@@ -38,6 +38,7 @@ mod log;
 pub use key;
 mod manifest;
 mod num_head;
+mod past;
 mod points;
 mod read;
 mod rollup;
@@ -57,6 +58,7 @@ pub use engine::{
 pub use error::{IndexError, QueryError, StoreError};
 pub use journal::Durability;
 pub use log::WalBackend;
+pub use past::{Mark as PastMark, PAST_MS};
 
 // Write.
 pub use batch::{KeyRef, Value, WriteBatch};

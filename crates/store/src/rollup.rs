@@ -651,6 +651,7 @@ impl Inner {
             }
             report.bytes_freed += self.compact_partition(start, true)?;
             report.numeric_partitions_dropped += 1;
+            self.past.changed_everywhere();
         }
         let blocks = self
             .state
@@ -695,6 +696,7 @@ impl Inner {
                 b.levels[*i].by_partition.remove(&x.id.partition_start_ms);
             }
         })?;
+        self.past.changed_everywhere();
         failpoint("retention-committed");
         for x in &drop_base {
             report.bytes_freed += x.size_bytes;

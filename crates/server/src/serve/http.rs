@@ -55,6 +55,7 @@ pub fn router(app: Shared) -> Router {
                     exemplars: app.exemplars.clone(),
                     limits: promql_limits(&app),
                     remote: super::cluster_read::prom_remote(&app),
+                    range_cache: app.range_cache.clone(),
                     ..super::alerts::promql_options()
                 },
             )
@@ -516,6 +517,22 @@ async fn metrics(State(app): State<Shared>) -> Response {
     }
     if let Ok(stats) = app.store.cardinality_stats() {
         cardinality_text(&mut text, &stats);
+    }
+    if let Some(cache) = &app.range_cache {
+        let s = cache.stats();
+        let _ = write!(
+            text,
+            "# HELP strata_query_result_cache_requests_total PromQL range queries the result \
+             cache could answer, by whether it held some of their steps.\n\
+             # TYPE strata_query_result_cache_requests_total counter\n\
+             strata_query_result_cache_requests_total{{result=\"hit\"}} {}\n\
+             strata_query_result_cache_requests_total{{result=\"miss\"}} {}\n\
+             # HELP strata_query_result_cache_bytes Bytes of answers the result cache holds \
+             (limits.query_result_cache_bytes_max).\n\
+             # TYPE strata_query_result_cache_bytes gauge\n\
+             strata_query_result_cache_bytes {}\n",
+            s.hits, s.misses, s.bytes
+        );
     }
     if let Some(storage) = app.cluster.as_ref().and_then(|c| c.storage.as_ref()) {
         partition_refusals_text(&mut text, &storage.status());

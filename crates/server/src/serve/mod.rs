@@ -77,6 +77,8 @@ pub struct App {
     pub metadata: Arc<metadata::Registry>,
     /// Exemplars senders sent (`/api/v1/query_exemplars`).
     pub exemplars: Arc<exemplars::Exemplars>,
+    /// PromQL range answers over the settled past (`limits.query_result_cache_bytes_max`).
+    pub range_cache: Option<Arc<promql::range_cache::RangeCache>>,
     /// The addresses actually bound (port 0 resolved), for the landing page's examples.
     pub listening: Listening,
     /// This process's part of a cluster (`--cluster`); `None` for a single node.
@@ -615,6 +617,11 @@ fn new_app(
     App {
         metadata: Arc::new(metadata::Registry::open(store.dir())),
         exemplars: Arc::new(exemplars::Exemplars::open(store.dir())),
+        range_cache: match usize::try_from(config.limits.query_result_cache_bytes_max) {
+            Ok(0) => None,
+            Ok(bytes_max) => Some(Arc::new(promql::range_cache::RangeCache::new(bytes_max))),
+            Err(_) => Some(Arc::new(promql::range_cache::RangeCache::new(usize::MAX))),
+        },
         store,
         config: config.clone(),
         http_loopback,

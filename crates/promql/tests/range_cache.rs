@@ -1,0 +1,184 @@
+//! Range answers through the result cache equal a fresh evaluation, whatever is written (near
+//! the clock, far back, over samples already there, new series with old samples), deleted or
+//! asked between two queries, and repeated questions are answered from it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use promql::eval::{self, Limits, Output, Source};
+use promql::range_cache::{self, RangeCache};
+use store::key::StreamKey;
+use store::{Store, StoreOptions, TagQuery, WriteBatch};
+
+const SEC: i64 = 1_000;
+const MIN: i64 = 60 * SEC;
+const HOSTS: [&str; 4] = ["a", "b", "c", "d"];
+
+const QUERIES: [&str; 11] = [
+    "cpu",
+    "sum(rate(reqs_total[5m]))",
+    "max by (host) (cpu)",
+    "cpu offset 5m",
+    "avg_over_time(cpu[3m])",
+    "count(cpu > 50)",
+    "sum(rate(reqs_total[5m])) / count(cpu)",
+    "time()",
+    "max_over_time(cpu[10m:1m])",
+    // Not kept (a step reads after itself or at a fixed time), answered all the same.
+    "cpu @ end()",
+    "cpu offset -5m",
+];
+
+/// A small deterministic generator (xorshift).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn key(name: &str, host: &str) -> StreamKey {
+    StreamKey::from_labels([("__name__", name), ("host", host)]).unwrap()
+}
+
+fn write(store: &Store, host: &str, t_ms: i64, v: f64) {
+    let mut b = WriteBatch::new();
+    b.numeric(&key("cpu", host), t_ms, v).unwrap();
+    b.numeric(&key("reqs_total", host), t_ms, (t_ms / SEC) as f64 + v)
+        .unwrap();
+    store.write(&b).unwrap();
+}
+
+/// The answer with every float as its bits (NaN equals itself).
+fn canonical(out: &Output) -> String {
+    match out {
+        Output::Matrix(series) => series
+            .iter()
+            .map(|s| {
+                let points: Vec<String> = s
+                    .floats
+                    .iter()
+                    .map(|(t, v)| format!("{t}:{:x}", v.to_bits()))
+                    .collect();
+                format!("{:?} {}\n", s.labels, points.join(","))
+            })
+            .collect(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[test]
+fn cached_answers_equal_fresh_ones_through_writes_and_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path(),
+        StoreOptions {
+            wal_segment_size_bytes: 1 << 20,
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let base = (now - 3 * 60 * MIN) / MIN * MIN;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for host in HOSTS {
+        let mut b = WriteBatch::new();
+        for t in (base..now - MIN).step_by(10 * SEC as usize) {
+            let v = rng.below(100) as f64;
+            b.numeric(&key("cpu", host), t, v).unwrap();
+            b.numeric(&key("reqs_total", host), t, (t / SEC) as f64 + v)
+                .unwrap();
+        }
+        store.write(&b).unwrap();
+    }
+    let cache = RangeCache::new(8 << 20);
+    let limits = Limits::default();
+    let step = MIN;
+    let mut deletes = 0;
+    let mut last: Option<(&str, i64, i64)> = None;
+    for round in 0..200 {
+        match rng.below(8) {
+            // Far back, perhaps over a sample already there (the newer one wins).
+            0 | 1 => {
+                let host = HOSTS[rng.below(4) as usize];
+                let t = base + (rng.below(150) as i64) * 10 * SEC;
+                write(&store, host, t, 1000.0 + rng.below(100) as f64);
+            }
+            // Near the clock.
+            2 | 3 => write(&store, "a", now - (rng.below(120) as i64) * SEC, 7.0),
+            // A new series whose samples are old.
+            4 => {
+                let host = format!("new-{round}");
+                let t = base + (rng.below(100) as i64) * MIN;
+                write(&store, &host, t, 42.0);
+            }
+            5 if deletes < 3 => {
+                deletes += 1;
+                let host = HOSTS[rng.below(4) as usize];
+                let from = base + (rng.below(120) as i64) * MIN;
+                let q = TagQuery::parse(&format!("and(__name:cpu,host:{host})")).unwrap();
+                store
+                    .delete_matching(&q, 1 << 20, from, from + 20 * MIN)
+                    .unwrap();
+            }
+            _ => {}
+        }
+        // Half the time a dashboard's refresh: the last question a step later.
+        let (query, start, end) = match last {
+            Some((q, s, e)) if rng.below(2) == 0 => (q, s + step, e + step),
+            _ => {
+                let start = base + (rng.below(60) as i64) * step;
+                let end = (start + (30 + rng.below(150) as i64) * MIN).min(now + 2 * MIN);
+                (
+                    QUERIES[rng.below(QUERIES.len() as u64) as usize],
+                    start,
+                    end,
+                )
+            }
+        };
+        last = Some((query, start, end));
+        let fresh = eval::range_from(Source::Local(&store), query, start, end, step, limits);
+        let answered = if range_cache::answers(query, (start, end, step), &limits) {
+            cache.range(&store, query, (start, end, step), &limits, |from| {
+                eval::range_from(Source::Local(&store), query, from, end, step, limits)
+            })
+        } else {
+            assert!(query.contains('@') || query.contains("offset -"), "{query}");
+            fresh.clone()
+        };
+        let (fresh, answered) = (fresh.unwrap(), answered.unwrap());
+        assert_eq!(
+            canonical(&answered.0),
+            canonical(&fresh.0),
+            "round {round}: {query} over [{start}, {end}]"
+        );
+        assert_eq!(answered.1, fresh.1, "round {round}: annotations of {query}");
+    }
+    let stats = cache.stats();
+    assert!(stats.hits >= 50, "{stats:?}");
+    assert!(stats.bytes > 0 && stats.bytes <= 8 << 20, "{stats:?}");
+}
+
+#[test]
+fn only_queries_whose_steps_read_no_later_time_are_kept() {
+    let limits = Limits::default();
+    let ok = |q: &str| range_cache::answers(q, (0, 3_600_000, 60_000), &limits);
+    assert!(ok("sum(rate(x[5m] offset 1h))"));
+    assert!(ok("max_over_time(x[10m:1m] offset 5m)"));
+    assert!(!ok("x @ 100"));
+    assert!(!ok("x offset -1m"));
+    assert!(!ok("rate(x[5m] @ start())"));
+    assert!(!ok("max_over_time(x[10m:1m] @ end())"));
+    assert!(!ok("x[5m]"), "a range vector is an error for a range query");
+    assert!(!ok("x +"), "a parse error is the evaluation's to report");
+    assert!(!range_cache::answers("x", (10, 0, 60_000), &limits));
+    assert!(!range_cache::answers("x", (0, 10, 0), &limits));
+}
