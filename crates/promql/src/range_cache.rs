@@ -11,8 +11,9 @@
 //! changed by a write the store did not note.
 //!
 //! Bounds: `bytes_max` in all (least recently used answers go first), one answer at most an
-//! eighth of it, `ENTRIES_MAX` answers. Answers with warnings or infos are not kept (the steps
-//! they came from are not known).
+//! eighth of it, `ENTRIES_MAX` answers. Answers with warnings or infos are not kept, and when the
+//! steps not kept give one, the whole range is evaluated: the steps a note came from are not
+//! known.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -184,14 +185,15 @@ impl RangeCache {
     }
 
     /// The answer over `[start_ms, end_ms]`: kept steps from here, the rest from `eval` (called
-    /// with the first step it must evaluate). What is settled is kept for next time.
+    /// with the first step it must evaluate; again from `start_ms` when the rest has notes).
+    /// What is settled is kept for next time.
     pub fn range(
         &self,
         store: &Store,
         query: &str,
         (start_ms, end_ms, step_ms): (i64, i64, i64),
         limits: &Limits,
-        eval: impl FnOnce(i64) -> Result<(Output, Annotations), EvalError>,
+        eval: impl Fn(i64) -> Result<(Output, Annotations), EvalError>,
     ) -> Result<(Output, Annotations), EvalError> {
         assert!(step_ms > 0 && start_ms <= end_ms);
         let key = Key {
@@ -212,6 +214,12 @@ impl RangeCache {
             Some((last_ms, _)) => eval(last_ms + step_ms)?,
             None => eval(start_ms)?,
         };
+        let noted = !(notes.warnings.is_empty() && notes.infos.is_empty());
+        if noted && kept.is_some() {
+            // Which steps a note came from is not known, and a note the later steps give may
+            // not be the whole range's: the whole range, as if nothing were kept.
+            return eval(start_ms);
+        }
         let Output::Matrix(fresh) = out else {
             return Ok((out, notes));
         };
@@ -220,7 +228,7 @@ impl RangeCache {
             None => fresh,
         };
         check_answer(&series, limits)?;
-        if notes.warnings.is_empty() && notes.infos.is_empty() {
+        if !noted {
             self.keep(key, mark, start_ms, end_ms, &series);
         }
         Ok((Output::Matrix(series), notes))

@@ -12,8 +12,10 @@ const SEC: i64 = 1_000;
 const MIN: i64 = 60 * SEC;
 const HOSTS: [&str; 4] = ["a", "b", "c", "d"];
 
-const QUERIES: [&str; 11] = [
+const QUERIES: [&str; 13] = [
     "cpu",
+    "histogram_count(sum(rate(lat[5m])))",
+    "histogram_quantile(0.9, sum by (host) (rate(lat[5m])))",
     "sum(rate(reqs_total[5m]))",
     "max by (host) (cpu)",
     "cpu offset 5m",
@@ -51,6 +53,9 @@ fn write(store: &Store, host: &str, t_ms: i64, v: f64) {
     b.numeric(&key("cpu", host), t_ms, v).unwrap();
     b.numeric(&key("reqs_total", host), t_ms, (t_ms / SEC) as f64 + v)
         .unwrap();
+    let mut h = hist::Histogram::new();
+    h.insert_n(v / 100.0, 3);
+    b.histogram(&key("lat", host), t_ms, &h).unwrap();
     store.write(&b).unwrap();
 }
 
@@ -65,7 +70,7 @@ fn canonical(out: &Output) -> String {
                     .iter()
                     .map(|(t, v)| format!("{t}:{:x}", v.to_bits()))
                     .collect();
-                format!("{:?} {}\n", s.labels, points.join(","))
+                format!("{:?} {} {:?}\n", s.labels, points.join(","), s.hists)
             })
             .collect(),
         other => format!("{other:?}"),
@@ -96,6 +101,9 @@ fn cached_answers_equal_fresh_ones_through_writes_and_deletes() {
             b.numeric(&key("cpu", host), t, v).unwrap();
             b.numeric(&key("reqs_total", host), t, (t / SEC) as f64 + v)
                 .unwrap();
+            let mut h = hist::Histogram::new();
+            h.insert_n(v / 100.0, 3);
+            b.histogram(&key("lat", host), t, &h).unwrap();
         }
         store.write(&b).unwrap();
     }
@@ -112,8 +120,14 @@ fn cached_answers_equal_fresh_ones_through_writes_and_deletes() {
                 let t = base + (rng.below(150) as i64) * 10 * SEC;
                 write(&store, host, t, 1000.0 + rng.below(100) as f64);
             }
-            // Near the clock.
-            2 | 3 => write(&store, "a", now - (rng.below(120) as i64) * SEC, 7.0),
+            // Near the clock, and near where kept steps end.
+            2 => write(&store, "a", now - (rng.below(120) as i64) * SEC, 7.0),
+            3 => write(
+                &store,
+                "b",
+                now - 5 * MIN + (rng.below(60) as i64) * SEC,
+                9.0,
+            ),
             // A new series whose samples are old.
             4 => {
                 let host = format!("new-{round}");
@@ -181,4 +195,66 @@ fn only_queries_whose_steps_read_no_later_time_are_kept() {
     assert!(!ok("x +"), "a parse error is the evaluation's to report");
     assert!(!range_cache::answers("x", (10, 0, 60_000), &limits));
     assert!(!range_cache::answers("x", (0, 10, 0), &limits));
+}
+
+/// A histogram is kept at its base period's start: one written just after the kept steps end
+/// lands before that end, and the kept steps from its period on are not kept any more.
+#[test]
+fn a_histogram_written_after_the_kept_steps_changes_those_of_its_period() {
+    const PERIOD_MS: i64 = 10 * MIN;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path(),
+        StoreOptions {
+            base_period_ms: PERIOD_MS,
+            partition_ms: 12 * PERIOD_MS,
+            levels: Vec::new(),
+            wal_segment_size_bytes: 1 << 20,
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap();
+    let hist = |n: u64| {
+        let mut h = hist::Histogram::new();
+        h.insert_n(0.25, n);
+        h
+    };
+    let write = |t: i64, n: u64| {
+        let mut b = WriteBatch::new();
+        b.histogram(&key("lat", "a"), t, &hist(n)).unwrap();
+        store.write(&b).unwrap();
+    };
+    // Where the kept steps will end must not be within seconds after a period's start.
+    let settled = loop {
+        let s = store.past_mark().settled_before_ms;
+        if s.rem_euclid(PERIOD_MS) > 10 * SEC {
+            break s;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    };
+    let start = (settled - 60 * MIN) / MIN * MIN;
+    for t in (start..settled).step_by(PERIOD_MS as usize) {
+        write(t, 1);
+    }
+    let cache = RangeCache::new(1 << 20);
+    let limits = Limits::default();
+    let (query, end) = ("histogram_count(lat)", settled + 10 * MIN);
+    let ask = || {
+        cache
+            .range(&store, query, (start, end, MIN), &limits, |from| {
+                eval::range_from(Source::Local(&store), query, from, end, MIN, limits)
+            })
+            .unwrap()
+    };
+    let first = ask();
+    // Just after the kept steps' end: near the clock, yet in a period that began before it.
+    write(settled + 2 * SEC, 5);
+    let fresh = eval::range_from(Source::Local(&store), query, start, end, MIN, limits).unwrap();
+    assert_ne!(
+        canonical(&fresh.0),
+        canonical(&first.0),
+        "the write changed the answer"
+    );
+    assert_eq!(canonical(&ask().0), canonical(&fresh.0));
+    assert_eq!(cache.stats().hits, 1);
 }

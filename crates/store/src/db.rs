@@ -952,7 +952,9 @@ impl Inner {
             since.get_or_insert_with(Instant::now);
         }
         if let Some(earliest_ms) = activity.iter().map(|a| a.1).min() {
-            self.past.wrote(earliest_ms);
+            // A histogram is kept at its base period's start, before its own time.
+            self.past
+                .wrote(earliest_ms.saturating_sub(self.opts.base_period_ms));
         }
         self.index.note_activity(activity)?;
         Ok(())

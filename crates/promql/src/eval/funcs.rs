@@ -479,6 +479,10 @@ impl Ctx<'_> {
                 });
                 continue;
             }
+            if !s.points.iter().any(|p| matches!(p, Some(Sample::Float(_)))) {
+                // No sample in this range: nothing to warn about (Prometheus warns per sample).
+                continue;
+            }
             let name = label_value(&s.labels, "__name__").to_string();
             let bound = s
                 .labels
