@@ -275,11 +275,18 @@ def write_strata_config(work, text=STRATA_CONFIG):
     return path
 
 
+# With --no-result-caches: each system evaluates every ask of a query (both keep range answers
+# over the settled past by default, so the repeats of QUERY_REPEATS are mostly cache hits).
+NO_CACHE = {"strata": "[limits]\nquery_result_cache_bytes_max = 0\n",
+            "victoriametrics": ["-search.disableCache"]}
+
+
 def one_round(bins, system, workload, plans, connections, work, span_s, hosts, steps,
-              vm_flags=()):
+              no_caches=False):
     load_args, series, queries = scaled(workload, hosts, steps)
-    server = Server(system, bins, work, strata_config=write_strata_config(work),
-                    vm_flags=vm_flags)
+    config = STRATA_CONFIG + (NO_CACHE["strata"] if no_caches else "")
+    server = Server(system, bins, work, strata_config=write_strata_config(work, config),
+                    vm_flags=NO_CACHE["victoriametrics"] if no_caches else ())
     try:
         time.sleep(1)
         rss0 = rss_bytes(server.pid)
@@ -361,9 +368,9 @@ def main():
     ap.add_argument("--victoriametrics", default=os.path.join(BIN, "victoria-metrics-v1.110.0"))
     ap.add_argument("--prometheus", default=os.path.join(BIN, "prometheus"))
     ap.add_argument("--systems", default="strata,victoriametrics,prometheus")
-    ap.add_argument("--vm-flag", action="append", default=[], dest="vm_flags",
-                    help="one more VictoriaMetrics flag, e.g. -search.disableCache (it serves "
-                    "the repeats of a range query from its result cache)")
+    ap.add_argument("--no-result-caches", action="store_true",
+                    help="Strata and VictoriaMetrics evaluate every ask of a query (by default "
+                    "both answer repeats from their range result caches)")
     ap.add_argument("--plans", default=os.path.join(CACHE, "plans"))
     ap.add_argument("--work", default=os.path.join(CACHE, "compare"))
     ap.add_argument("--commit", default="")
@@ -390,8 +397,8 @@ def main():
         command += f" --hosts {a.hosts}"
     if a.steps is not None:
         command += f" --steps {a.steps}"
-    for flag in a.vm_flags:
-        command += f" --vm-flag={flag}"
+    if a.no_result_caches:
+        command += " --no-result-caches"
     date = time.strftime("%Y-%m-%d")
 
     def save():
@@ -409,7 +416,7 @@ def main():
                 log(f"{workload} round {r + 1}/{a.rounds}: {system}")
                 try:
                     figs = one_round(bins, system, workload, a.plans, a.connections, a.work,
-                                     span_s, a.hosts, a.steps, a.vm_flags)
+                                     span_s, a.hosts, a.steps, a.no_result_caches)
                 except RuntimeError as e:
                     # One system failing a workload loses neither the others' figures nor the
                     # rest of the run; the table leaves that system out of the workload.
