@@ -207,8 +207,10 @@ impl RangeCache {
         let mark = store.past_mark();
         let kept = self.kept(store, &key, start_ms);
         self.count(kept.is_some());
+        // The request's last step (`end_ms` need not be one).
+        let end_step_ms = step_at_or_before(end_ms, step_ms, key.phase_ms);
         let (out, notes) = match kept {
-            Some((last_ms, _)) if last_ms >= end_ms => {
+            Some((last_ms, _)) if last_ms >= end_step_ms => {
                 (Output::Matrix(Vec::new()), Annotations::default())
             }
             Some((last_ms, _)) => eval(last_ms + step_ms)?,

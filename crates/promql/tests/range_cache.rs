@@ -146,11 +146,15 @@ fn cached_answers_equal_fresh_ones_through_writes_and_deletes() {
             _ => {}
         }
         // Half the time a dashboard's refresh: the last question a step later.
-        let (query, start, end) = match last {
-            Some((q, s, e)) if rng.below(2) == 0 => (q, s + step, e + step),
+        // Or a narrower window inside it, ending off the steps.
+        let (query, start, end) = match (last, rng.below(4)) {
+            (Some((q, s, e)), 0 | 1) => (q, s + step, e + step),
+            (Some((q, s, e)), 2) if s + step <= e - 75 * SEC => (q, s + step, e - 75 * SEC),
             _ => {
                 let start = base + (rng.below(60) as i64) * step;
-                let end = (start + (30 + rng.below(150) as i64) * MIN).min(now + 2 * MIN);
+                // Not always on a step: the last step is then before it.
+                let len = (30 + rng.below(150) as i64) * MIN + (rng.below(4) as i64) * 15 * SEC;
+                let end = (start + len).min(now + 2 * MIN);
                 (
                     QUERIES[rng.below(QUERIES.len() as u64) as usize],
                     start,
