@@ -285,7 +285,7 @@ enum Value {
     Matrix(Vec<RangeSeries>),
 }
 
-pub(crate) fn parse_for(query: &str, limits: &Limits) -> Result<Expr, EvalError> {
+fn parse_for(query: &str, limits: &Limits) -> Result<Expr, EvalError> {
     let options = crate::parser::ParseOptions {
         experimental_functions: limits.experimental_functions,
     };
@@ -388,6 +388,18 @@ pub fn range_from(
     step_ms: i64,
     limits: Limits,
 ) -> Result<(Output, Annotations), EvalError> {
+    let expr = range_query(query, start_ms, end_ms, step_ms, &limits)?;
+    range_of(source, &expr, start_ms, end_ms, step_ms, limits)
+}
+
+/// A range query's expression, its parameters checked as Prometheus checks them.
+pub fn range_query(
+    query: &str,
+    start_ms: i64,
+    end_ms: i64,
+    step_ms: i64,
+    limits: &Limits,
+) -> Result<Expr, EvalError> {
     if step_ms <= 0 {
         return Err(EvalError::BadData(
             "zero or negative query resolution step widths are not accepted. Try a positive integer"
@@ -406,17 +418,29 @@ pub fn range_from(
             limits.steps_max
         )));
     }
-    let expr = parse_for(query, &limits)?;
+    let expr = parse_for(query, limits)?;
     if expr.value_type() == crate::ast::ValueType::Matrix {
         return Err(EvalError::BadData(
             "invalid expression type \"range vector\" for range query, must be Scalar or instant Vector"
                 .into(),
         ));
     }
+    Ok(expr)
+}
+
+/// Evaluates a [`range_query`]'s expression over `[start_ms, end_ms]`.
+pub fn range_of(
+    source: Source<'_>,
+    expr: &Expr,
+    start_ms: i64,
+    end_ms: i64,
+    step_ms: i64,
+    limits: Limits,
+) -> Result<(Output, Annotations), EvalError> {
     let mut ctx = Ctx::new(source, start_ms, end_ms, step_ms, limits)?;
-    ctx.prefetch(&expr)?;
+    ctx.prefetch(expr)?;
     let grid = ctx.grid;
-    let out = match ctx.eval(&expr)? {
+    let out = match ctx.eval(expr)? {
         Value::Scalar(v) => {
             let points = v.into_iter().map(|v| Some(Sample::Float(v))).collect();
             Output::Matrix(vec![to_range(&grid, Vec::new(), points)])

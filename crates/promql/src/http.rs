@@ -615,15 +615,17 @@ async fn query_range(
             let store = Arc::clone(&api.store);
             let (remote, after) = (api.remote.clone(), read_after(&headers, &params));
             let pushdown = pushdown_param(&params);
-            let cache = (api.range_cache.clone())
-                .filter(|_| range_cache::answers(&q, (start, end, step), &limits));
-            let (mut out, mut notes) = blocking(move || match cache {
-                Some(cache) => cache.range(&store, &q, (start, end, step), &limits, |from| {
-                    eval::range_from(Source::Local(&store), &q, from, end, step, limits)
-                }),
-                None => {
-                    let source = source(&store, &remote, &after, pushdown);
-                    eval::range_from(source, &q, start, end, step, limits)
+            let cache = api.range_cache.clone();
+            let (mut out, mut notes) = blocking(move || {
+                let expr = eval::range_query(&q, start, end, step, &limits)?;
+                match cache.filter(|_| range_cache::cacheable(&expr)) {
+                    Some(cache) => cache.range(&store, &q, (start, end, step), &limits, |from| {
+                        eval::range_of(Source::Local(&store), &expr, from, end, step, limits)
+                    }),
+                    None => {
+                        let source = source(&store, &remote, &after, pushdown);
+                        eval::range_of(source, &expr, start, end, step, limits)
+                    }
                 }
             })
             .await?;

@@ -52,6 +52,8 @@ struct State {
     entries: HashMap<Key, Entry>,
     bytes: usize,
     tick: u64,
+    hits: u64,
+    misses: u64,
 }
 
 /// Hits and misses since start (for `/metrics`).
@@ -67,29 +69,16 @@ pub struct CacheStats {
 pub struct RangeCache {
     bytes_max: usize,
     state: Mutex<State>,
-    stats: Mutex<CacheStats>,
 }
 
 /// Whether a range query may be answered here: one `range_from` would evaluate without an
 /// error about its parameters, whose steps each depend only on samples at or before them.
 pub fn answers(query: &str, (start_ms, end_ms, step_ms): (i64, i64, i64), limits: &Limits) -> bool {
-    let in_range = |t: i64| t.abs() <= crate::eval::TIME_MS_MAX;
-    if step_ms <= 0 || end_ms < start_ms || !in_range(start_ms) || !in_range(end_ms) {
-        return false;
-    }
-    let steps = (end_ms as i128 - start_ms as i128) / step_ms as i128 + 1;
-    if steps > limits.steps_max as i128 {
-        return false;
-    }
-    crate::eval::parse_for(query, limits).is_ok_and(|e| {
-        e.value_type() != crate::ast::ValueType::Matrix
-            && e.value_type() != crate::ast::ValueType::String
-            && cacheable(&e)
-    })
+    crate::eval::range_query(query, start_ms, end_ms, step_ms, limits).is_ok_and(|e| cacheable(&e))
 }
 
-/// Whether each step's answer depends only on samples at or before it.
-fn cacheable(e: &Expr) -> bool {
+/// Whether each step of a range query's answer depends only on samples at or before it.
+pub fn cacheable(e: &Expr) -> bool {
     match e {
         Expr::Number(_) | Expr::String(_) => true,
         Expr::Selector(s) | Expr::Range { selector: s, .. } => s.at.is_none() && s.offset_ms >= 0,
@@ -161,27 +150,18 @@ impl RangeCache {
         RangeCache {
             bytes_max,
             state: Mutex::new(State::default()),
-            stats: Mutex::new(CacheStats::default()),
         }
     }
 
     pub fn stats(&self) -> CacheStats {
-        let mut s = self.stats.lock().map(|s| *s).unwrap_or_default();
-        if let Ok(state) = self.state.lock() {
-            s.bytes = state.bytes as u64;
-            s.entries = state.entries.len() as u64;
-        }
-        s
-    }
-
-    fn count(&self, hit: bool) {
-        if let Ok(mut s) = self.stats.lock() {
-            if hit {
-                s.hits += 1;
-            } else {
-                s.misses += 1;
-            }
-        }
+        self.state
+            .lock()
+            .map_or(CacheStats::default(), |s| CacheStats {
+                hits: s.hits,
+                misses: s.misses,
+                bytes: s.bytes as u64,
+                entries: s.entries.len() as u64,
+            })
     }
 
     /// The answer over `[start_ms, end_ms]`: kept steps from here, the rest from `eval` (called
@@ -205,8 +185,7 @@ impl RangeCache {
         };
         // Before anything is read: a write this answer does not see is noted after it.
         let mark = store.past_mark();
-        let kept = self.kept(store, &key, start_ms);
-        self.count(kept.is_some());
+        let kept = self.kept(store, &key, (start_ms, end_ms));
         // The request's last step (`end_ms` need not be one).
         let end_step_ms = step_at_or_before(end_ms, step_ms, key.phase_ms);
         let (out, notes) = match kept {
@@ -226,7 +205,7 @@ impl RangeCache {
             return Ok((out, notes));
         };
         let series = match kept {
-            Some((_, older)) => join(slice(&older, start_ms, end_ms), fresh),
+            Some((_, older)) => join(older, fresh),
             None => fresh,
         };
         check_answer(&series, limits)?;
@@ -236,10 +215,30 @@ impl RangeCache {
         Ok((Output::Matrix(series), notes))
     }
 
-    /// The kept steps from `start_ms` on (the last kept step, the series), cut back to before
-    /// any change of the past since they were kept.
-    fn kept(&self, store: &Store, key: &Key, start_ms: i64) -> Option<(i64, Vec<RangeSeries>)> {
+    /// The kept steps within `[start_ms, end_ms]` (the last kept step, the series), cut back to
+    /// before any change of the past since they were kept; counted as a hit or a miss.
+    fn kept(
+        &self,
+        store: &Store,
+        key: &Key,
+        window: (i64, i64),
+    ) -> Option<(i64, Vec<RangeSeries>)> {
         let mut state = self.state.lock().ok()?;
+        let found = Self::lookup(&mut state, store, key, window);
+        if found.is_some() {
+            state.hits += 1;
+        } else {
+            state.misses += 1;
+        }
+        found
+    }
+
+    fn lookup(
+        state: &mut State,
+        store: &Store,
+        key: &Key,
+        (start_ms, end_ms): (i64, i64),
+    ) -> Option<(i64, Vec<RangeSeries>)> {
         state.tick += 1;
         let tick = state.tick;
         let entry = state.entries.get_mut(key)?;
@@ -262,7 +261,8 @@ impl RangeCache {
             return None;
         }
         entry.used = tick;
-        Some((entry.last_ms, entry.series.clone()))
+        let hi = entry.last_ms.min(end_ms);
+        Some((entry.last_ms, slice(&entry.series, start_ms, hi)))
     }
 
     /// Keeps the settled steps of an answer over `[start_ms, end_ms]` read after `mark`.
